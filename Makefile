@@ -1,0 +1,41 @@
+# Two entry points: `make demo` and `make test`. Both create .venv themselves.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check --quiet
+
+.PHONY: demo test lint typecheck bench bench-peer clean
+
+$(VENV)/.demo-stamp: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -e ".[gymnasium,cli]"
+	touch $@
+
+$(VENV)/.test-stamp: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -e ".[dev,all]"
+	touch $@ $(VENV)/.demo-stamp
+
+demo: $(VENV)/.demo-stamp
+	$(PY) examples/quickstart.py
+
+test: $(VENV)/.test-stamp
+	$(PY) -m pytest -q
+
+lint: $(VENV)/.test-stamp
+	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m ruff format --check src tests benchmarks examples
+
+typecheck: $(VENV)/.test-stamp
+	$(PY) -m mypy
+
+bench: $(VENV)/.test-stamp
+	$(PY) benchmarks/run_all.py
+
+# Same-run ratios against upstream rlmesh 0.1.0 (installs it into /tmp/peer).
+bench-peer: $(VENV)/.test-stamp
+	bash ../shared/bench/setup_peer.sh
+	$(PYTHON) ../shared/bench/compare.py --run --a peer=/tmp/peer --b ours=$(VENV) --rounds 2
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,14 @@
+"""rlmesh: serve Gymnasium-shaped environments over sockets and evaluate models against them."""
+
+from __future__ import annotations
+
+from . import errors as errors
+from .errors import (
+    EnvironmentException as EnvironmentException,
+    ProtocolException as ProtocolException,
+    RLMeshException as RLMeshException,
+    WorkflowEditionWarning as WorkflowEditionWarning,
+)
+from .tensor import Tensor as Tensor
+
+__version__ = "0.1.0"

@@ -1,0 +1,239 @@
+"""The rlmesh exception hierarchy.
+
+Every failure a user can cause raises one of these. Each class also subclasses
+the built-in that the spec names (ERR-4/ERR-5, DESIGN "Errors are typed"), so
+ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
+``except ValueError``) keep working::
+
+    RLMeshException (RuntimeError)              base of everything below
+    ├── ProtocolException                       malformed bytes from a peer (wire code PROTOCOL)
+    ├── EnvironmentException                    env-side failure seen by a client: "[CODE] ..."
+    │   ├── RemoteTimeout (TimeoutError)         [TIMEOUT] the server gave up on the env call
+    │   ├── InvalidAction (ValueError)           [INVALID_ACTION] the action was rejected
+    │   ├── Unsupported                          [UNSUPPORTED] the endpoint cannot do that
+    │   └── Cancelled                            [CANCELLED]
+    ├── RecoverableEnvError                      raised *by an env* to fail one request only
+    ├── HandshakeError                           incompatible peer (generation or edition)
+    ├── EndpointBusy (ConnectionError)           another client holds the env's session
+    ├── ConnectFailed (ConnectionError)          could not reach an endpoint
+    ├── ConnectionLost (ConnectionError)         the peer went away; ``__cause__`` is the OSError
+    ├── SessionClosed (ConnectionError)          used after ``close()`` or after a fatal error
+    ├── RequestTimeout (TimeoutError)            a client-side deadline expired
+    ├── AdapterResolutionError (ValueError)      model spec and env tags do not pair
+    └── DependencyMissing (ImportError)          an optional extra is not installed
+
+"You" versus "them" (trio's Closed/Broken split): :class:`SessionClosed` means
+this side closed the session (or a fatal env error ended it and this side was
+told so); :class:`ConnectionLost` means the peer or the network broke it.
+
+Wire codes (ERR-1): an :class:`EnvironmentException` carries ``code`` (the
+SCREAMING_SNAKE name), ``op`` and ``recoverable``; :func:`exception_for_code`
+maps a code read off the wire to its class through one table.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CODE_NUMBERS",
+    "AdapterResolutionError",
+    "Cancelled",
+    "ConnectFailed",
+    "ConnectionLost",
+    "DependencyMissing",
+    "EndpointBusy",
+    "EnvironmentException",
+    "HandshakeError",
+    "InvalidAction",
+    "ProtocolException",
+    "RLMeshException",
+    "RecoverableEnvError",
+    "RemoteTimeout",
+    "RequestTimeout",
+    "SessionClosed",
+    "Unsupported",
+    "WorkflowEditionWarning",
+    "exception_for_code",
+    "is_recoverable_exception",
+]
+
+#: Env error codes and their wire numbers (ERR-1). Readers use the explicit
+#: ``recoverable`` flag, never the number band.
+CODE_NUMBERS: dict[str, int] = {
+    "UNSPECIFIED": 0,
+    "TIMEOUT": 1,
+    "INVALID_ACTION": 2,
+    "NOT_READY": 3,
+    "BUSY": 4,
+    "UNSUPPORTED": 5,
+    "INTERNAL": 10,
+    "CRASHED": 11,
+    "CANCELLED": 12,
+    "CLOSED": 13,
+    "PROTOCOL": 14,
+}
+CODE_NAMES: dict[int, str] = {v: k for k, v in CODE_NUMBERS.items()}
+
+#: Codes that are recoverable when nothing says otherwise (ERR-1).
+DEFAULT_RECOVERABLE = frozenset({"TIMEOUT", "INVALID_ACTION", "NOT_READY", "BUSY", "UNSUPPORTED"})
+
+
+class RLMeshException(RuntimeError):
+    """Base of every rlmesh runtime exception (ERR-5)."""
+
+
+class ProtocolException(RLMeshException):
+    """A peer sent bytes that are not a valid rlmesh frame or message.
+
+    This is the only exception malformed peer input produces; anything else
+    coming out of the wire layer is a bug. A server answers it with a typed
+    error frame and closes that one connection.
+    """
+
+    code = "PROTOCOL"
+
+
+class EnvironmentException(RLMeshException):
+    """An env-side failure as a client sees it: ``"[CODE] message"``.
+
+    Attributes:
+        code: The SCREAMING_SNAKE error code (``"INTERNAL"``, ``"TIMEOUT"`` ...).
+        op: The env operation that failed (``"reset"``, ``"step"`` ...), or ``""``.
+        recoverable: ``True`` when the session survives this error.
+        message: The message without the ``[CODE]`` prefix.
+    """
+
+    code = "INTERNAL"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        op: str = "",
+        recoverable: bool | None = None,
+    ) -> None:
+        code = code or type(self).code
+        self.code = code
+        self.op = op
+        self.recoverable = code in DEFAULT_RECOVERABLE if recoverable is None else recoverable
+        self.message = message
+        super().__init__(f"[{code}] {message}")
+
+
+class RemoteTimeout(EnvironmentException, TimeoutError):
+    """``[TIMEOUT]``: the server's deadline for the env call expired (SES-4)."""
+
+    code = "TIMEOUT"
+
+
+class InvalidAction(EnvironmentException, ValueError):
+    """``[INVALID_ACTION]``: the server refused a request's arguments (SRV-60)."""
+
+    code = "INVALID_ACTION"
+
+
+class Unsupported(EnvironmentException):
+    """``[UNSUPPORTED]``: the endpoint does not implement the request (ERR-7)."""
+
+    code = "UNSUPPORTED"
+
+
+class Cancelled(EnvironmentException):
+    """``[CANCELLED]``: the env call was cancelled."""
+
+    code = "CANCELLED"
+
+
+class RecoverableEnvError(RLMeshException):
+    """Raise this from an env's ``reset``/``step``/``render`` to fail one request only.
+
+    The client receives an :class:`EnvironmentException` with
+    ``recoverable=True`` and its session stays usable (DESIGN decision, DEC-8).
+    Any exception carrying ``rlmesh_recoverable = True`` is treated the same.
+    Any other exception is fatal: the server ends that client's session.
+
+    Args:
+        message: What went wrong.
+        code: The wire code the client sees (default ``"INTERNAL"``).
+    """
+
+    rlmesh_recoverable = True
+
+    def __init__(self, message: str = "", *, code: str = "INTERNAL") -> None:
+        if code not in CODE_NUMBERS:
+            raise ValueError(f"unknown error code {code!r}; expected one of {sorted(CODE_NUMBERS)}")
+        self.code = code
+        super().__init__(message)
+
+
+class HandshakeError(RLMeshException):
+    """The peer is incompatible: another protocol generation or no mutual edition."""
+
+
+class EndpointBusy(RLMeshException, ConnectionError):
+    """Another client holds the endpoint's one session; it refused this one at handshake."""
+
+
+class ConnectFailed(RLMeshException, ConnectionError):
+    """Could not connect to, or complete the handshake with, an endpoint."""
+
+
+class ConnectionLost(RLMeshException, ConnectionError):
+    """The peer closed the connection or the network failed mid-session.
+
+    The underlying ``OSError`` (if any) is attached as ``__cause__``.
+    """
+
+
+class SessionClosed(RLMeshException, ConnectionError):
+    """The session is closed: this side called ``close()``, or a fatal error ended it."""
+
+
+class RequestTimeout(RLMeshException, TimeoutError):
+    """A client-side deadline expired.
+
+    Attributes:
+        timeout_seconds: The deadline that expired.
+    """
+
+    def __init__(self, message: str, *, timeout_seconds: float | None = None) -> None:
+        self.timeout_seconds = timeout_seconds
+        super().__init__(message)
+
+
+class AdapterResolutionError(RLMeshException, ValueError):
+    """A model spec cannot be paired with an env's tags and spaces."""
+
+
+class DependencyMissing(RLMeshException, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+    def __init__(self, message: str, *, name: str | None = None) -> None:
+        RLMeshException.__init__(self, message)
+        self.msg = message
+        self.name = name
+
+
+class WorkflowEditionWarning(UserWarning):
+    """Once per process: a served or authored participant declared no workflow edition."""
+
+
+_CODE_CLASSES: dict[str, type[EnvironmentException]] = {
+    "TIMEOUT": RemoteTimeout,
+    "INVALID_ACTION": InvalidAction,
+    "UNSUPPORTED": Unsupported,
+    "CANCELLED": Cancelled,
+}
+
+
+def exception_for_code(
+    code: str, message: str, *, op: str = "", recoverable: bool | None = None
+) -> EnvironmentException:
+    """Build the client-side exception for an error frame (ERR-4), most specific class first."""
+    cls = _CODE_CLASSES.get(code, EnvironmentException)
+    return cls(message, code=code, op=op, recoverable=recoverable)
+
+
+def is_recoverable_exception(exc: BaseException) -> bool:
+    """Whether an exception raised by an env marks itself recoverable (DEC-8)."""
+    return bool(getattr(exc, "rlmesh_recoverable", False))

@@ -1,0 +1,3 @@
+"""Spaces: immutable specs plus sampling/containment wrappers (being built)."""
+
+from ._spec import SpaceSpec as SpaceSpec
