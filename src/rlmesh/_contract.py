@@ -1,0 +1,158 @@
+"""``EnvContract``: what an env endpoint publishes at handshake (SRV-10..15)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from .spaces._spec import SpaceSpec
+
+__all__ = ["AUTORESET_MODES", "UNKNOWN_ENV_ID", "EnvContract"]
+
+UNKNOWN_ENV_ID = "UnknownEnv-v1"  # SRV-11
+#: Wire names of the autoreset modes (AR-1/AR-2).
+AUTORESET_MODES = ("NextStep", "SameStep", "Disabled")
+
+
+class EnvContract:
+    """The immutable contract of an env endpoint.
+
+    Attributes:
+        id: The env id (``env.spec.id``) or ``"UnknownEnv-v1"``.
+        observation_space: Per-lane observation :class:`~rlmesh.spaces.SpaceSpec`.
+        action_space: Per-lane action :class:`~rlmesh.spaces.SpaceSpec`.
+        render_mode: The env's render mode, or ``None``.
+        num_envs: Lanes served (1 for a scalar endpoint).
+        metadata: The env metadata (sanitized plain values), or ``None``.
+        autoreset_mode: ``"NextStep"``, ``"SameStep"`` or ``"Disabled"``.
+    """
+
+    __slots__ = (
+        "_action_space",
+        "_autoreset_mode",
+        "_id",
+        "_metadata",
+        "_num_envs",
+        "_observation_space",
+        "_render_mode",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        observation_space: SpaceSpec,
+        action_space: SpaceSpec,
+        *,
+        render_mode: str | None = None,
+        num_envs: int = 1,
+        metadata: Mapping[str, Any] | None = None,
+        autoreset_mode: str = "Disabled",
+    ) -> None:
+        if autoreset_mode not in AUTORESET_MODES:
+            raise ValueError(f"autoreset_mode must be one of {AUTORESET_MODES}, got {autoreset_mode!r}")
+        self._id = id
+        self._observation_space = observation_space
+        self._action_space = action_space
+        self._render_mode = render_mode or None
+        self._num_envs = int(num_envs)
+        self._metadata = None if metadata is None else MappingProxyType(dict(metadata))
+        self._autoreset_mode = autoreset_mode
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def observation_space(self) -> SpaceSpec:
+        return self._observation_space
+
+    @property
+    def action_space(self) -> SpaceSpec:
+        return self._action_space
+
+    @property
+    def render_mode(self) -> str | None:
+        return self._render_mode
+
+    @property
+    def num_envs(self) -> int:
+        return self._num_envs
+
+    @property
+    def metadata(self) -> Mapping[str, Any] | None:
+        return self._metadata
+
+    @property
+    def autoreset_mode(self) -> str:
+        return self._autoreset_mode
+
+    @property
+    def env(self) -> EnvContract:
+        """Alias of the contract itself (SRV-10)."""
+        return self
+
+    @property
+    def spec(self) -> EnvContract:
+        """Alias of the contract itself (SRV-10)."""
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form; spaces in their ``_to_dict()`` form (SRV-10)."""
+        return {
+            "id": self._id,
+            "render_mode": self._render_mode,
+            "num_envs": self._num_envs,
+            "metadata": None if self._metadata is None else _plain(self._metadata),
+            "observation_space": self._observation_space._to_dict(),
+            "action_space": self._action_space._to_dict(),
+            "autoreset_mode": self._autoreset_mode,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EnvContract:
+        """Rebuild a contract from :meth:`to_dict` output, validating the spaces.
+
+        Raises:
+            ValueError: the mapping does not describe a valid contract.
+        """
+        try:
+            num_envs = d.get("num_envs", 1)
+            if not isinstance(num_envs, int) or num_envs < 1:
+                raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+            md = d.get("metadata")
+            if md is not None and not isinstance(md, Mapping):
+                raise ValueError("contract metadata must be a mapping or None")
+            ident = d.get("id") or UNKNOWN_ENV_ID
+            render_mode = d.get("render_mode")
+            if not isinstance(ident, str) or (render_mode is not None and not isinstance(render_mode, str)):
+                raise ValueError("contract id and render_mode must be strings")
+            return cls(
+                ident,
+                SpaceSpec._from_dict(d["observation_space"]),
+                SpaceSpec._from_dict(d["action_space"]),
+                render_mode=render_mode,
+                num_envs=num_envs,
+                metadata=md,
+                autoreset_mode=d.get("autoreset_mode", "Disabled"),
+            )
+        except KeyError as exc:
+            raise ValueError(f"env contract is missing {exc}") from None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EnvContract):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f'EnvContract(id="{self._id}", num_envs={self._num_envs})'
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
