@@ -12,3 +12,5 @@ from .errors import (
 from .tensor import Tensor as Tensor
 
 __version__ = "0.1.0"
+from .client import RemoteEnv as RemoteEnv, RemoteVectorEnv as RemoteVectorEnv
+from .serve import EnvServer as EnvServer, ServeOptions as ServeOptions

@@ -16,6 +16,7 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     ├── HandshakeError                           incompatible peer (generation or edition)
     ├── EndpointBusy (ConnectionError)           another client holds the env's session
     ├── ConnectFailed (ConnectionError)          could not reach an endpoint
+    ├── BindFailed (ConnectionError)             a server could not bind its address
     ├── ConnectionLost (ConnectionError)         the peer went away; ``__cause__`` is the OSError
     ├── SessionClosed (ConnectionError)          used after ``close()`` or after a fatal error
     ├── RequestTimeout (TimeoutError)            a client-side deadline expired
@@ -36,6 +37,7 @@ from __future__ import annotations
 __all__ = [
     "CODE_NUMBERS",
     "AdapterResolutionError",
+    "BindFailed",
     "Cancelled",
     "ConnectFailed",
     "ConnectionLost",
@@ -178,6 +180,10 @@ class ConnectFailed(RLMeshException, ConnectionError):
     """Could not connect to, or complete the handshake with, an endpoint."""
 
 
+class BindFailed(RLMeshException, ConnectionError):
+    """A server could not bind its listening address (SRV-5, DEC-10)."""
+
+
 class ConnectionLost(RLMeshException, ConnectionError):
     """The peer closed the connection or the network failed mid-session.
 
@@ -202,7 +208,34 @@ class RequestTimeout(RLMeshException, TimeoutError):
 
 
 class AdapterResolutionError(RLMeshException, ValueError):
-    """A model spec cannot be paired with an env's tags and spaces."""
+    """A model spec cannot be paired with an env's tags and spaces (ADP-2).
+
+    Attributes:
+        code: A stable category (ADP-2): ``invalid_tag``, ``duplicate``,
+            ``missing_role``, ``dim_mismatch``, ``encoding_mismatch``,
+            ``slice_out_of_range``, ``missing_width``, ``unsupported``,
+            ``untrusted_entrypoint`` or ``unsupported_kind``. Match on it rather
+            than on the message text.
+    """
+
+    CODES = frozenset(
+        {
+            "invalid_tag",
+            "duplicate",
+            "missing_role",
+            "dim_mismatch",
+            "encoding_mismatch",
+            "slice_out_of_range",
+            "missing_width",
+            "unsupported",
+            "untrusted_entrypoint",
+            "unsupported_kind",
+        }
+    )
+
+    def __init__(self, message: str = "", *, code: str = "unsupported") -> None:
+        self.code = code
+        super().__init__(message)
 
 
 class DependencyMissing(RLMeshException, ImportError):

@@ -1,0 +1,426 @@
+"""``RemoteEnv`` and ``RemoteVectorEnv``: drive a served env as if it were local (CLT-1..13).
+
+The classes here decode tensor leaves to ``rlmesh.Tensor`` (the dependency-free
+flavour); ``rlmesh.numpy.RemoteEnv`` and friends only swap the value bridge.
+
+Vector clients (``RemoteVectorEnv``): every value has a leading lane axis; the
+spaces (``single_observation_space``, and ``observation_space`` as its alias)
+describe one lane; the autoreset mode is the endpoint's (``env_contract.
+autoreset_mode``); ``info`` is one dict for all lanes plus the runtime keys
+``episode_ids`` and ``completed_episodes``. After a request timeout the env may
+still have executed the request: the next call discards the late reply, but
+reset before relying on episode bookkeeping again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._bridge import PLAIN, Bridge
+from .._build import resolve_declared_edition
+from .._contract import EnvContract
+from .._ids import uuid7 as new_episode_id
+from ..spaces import space_from_spec
+from ..spaces._spec import SpaceSpec
+from ..spaces._values import compile_encoder
+from ..transport import resolve_address
+from ..wire import messages as m
+from ..wire.meta import normalize
+from ..wire.values import ValueCodec
+from ._session import ClientSession, check_timeout
+
+__all__ = ["RemoteEnv", "RemoteVectorEnv"]
+
+log = logging.getLogger("rlmesh.client")
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class _RemoteEnvBase:
+    _bridge: ClassVar[Bridge] = PLAIN
+    _vector: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        path: str | None = None,
+        transport: str | None = None,
+        connect_timeout_seconds: float | None = None,
+        request_timeout_seconds: float | None = None,
+        workflow_edition: str | None = None,
+    ) -> None:
+        connect_timeout = check_timeout("connect_timeout_seconds", connect_timeout_seconds)
+        self._request_timeout = check_timeout("request_timeout_seconds", request_timeout_seconds)
+        self._bridge.ensure_available()  # CLT-3: before dialing
+        addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=False)
+        declared = resolve_declared_edition(workflow_edition)
+        self._env_id = new_episode_id()  # this connection's UUIDv7 (CLT-7)
+        self._session = ClientSession(
+            addr,
+            service="env",
+            component="rlmesh-env",
+            declared=declared,
+            connect_timeout=connect_timeout,
+            request_timeout=self._request_timeout,
+            noun="an env",
+        )
+        welcome = self._session.welcome
+        try:
+            contract = EnvContract.from_dict(welcome.contract)
+        except ValueError as exc:
+            self._session.detach()
+            raise ConnectionError(f"the env at '{addr.url}' published an invalid contract: {exc}") from None
+        self._check_arity(contract, addr.url)
+        self._address = addr.url
+        self._contract = contract
+        self._selected_edition = welcome.selected
+        n = contract.num_envs
+        self._lanes: int | None = n if self._vector else None
+        self._num_envs = n
+        self._autoreset = contract.autoreset_mode if self._vector else "Disabled"
+        obs, act = contract.observation_space, contract.action_space
+        self._obs_codec = ValueCodec(obs, self._lanes)
+        self._obs_decode = self._bridge.compile_decoder(obs, lanes=self._lanes)
+        self._act_codec = ValueCodec(act, self._lanes)
+        self._act_encode = compile_encoder(act, lanes=self._lanes)
+        self._n_obs_segments = self._obs_codec.segment_count
+        self._episode_ids: list[str] = [""] * n
+        self._push: dict[int, str] = {}
+        self._last_obs: Any = None
+        self._shadow_warned: set[str] = set()
+        self._obs_space: Any = None
+        self._act_space: Any = None
+        self._metadata: Mapping[str, Any] | None = None
+
+    def _check_arity(self, contract: EnvContract, url: str) -> None:
+        n = contract.num_envs
+        if not self._vector and n > 1:
+            self._session.detach()
+            raise ValueError(f"Endpoint '{url}' serves {n} environments. Use RemoteVectorEnv instead.")
+        if self._vector and n < 2:
+            self._session.detach()
+            raise ValueError(
+                f"Endpoint '{url}' serves a single environment (num_envs={n}). Use RemoteEnv instead."
+            )
+
+    # -- properties (CLT-7) ------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        """Endpoint address this client is connected to."""
+        return self._address
+
+    @property
+    def env_id(self) -> str:
+        """This connection's id (UUIDv7), distinct from ``env_contract.id``."""
+        return self._env_id
+
+    @property
+    def env_contract(self) -> EnvContract:
+        """Environment contract returned by the endpoint handshake."""
+        return self._contract
+
+    @property
+    def spec(self) -> EnvContract:
+        """Alias of :attr:`env_contract`."""
+        return self._contract
+
+    @property
+    def selected_workflow_edition(self) -> str:
+        """The workflow edition this connection negotiated with the env."""
+        return self._selected_edition
+
+    @property
+    def render_mode(self) -> str | None:
+        """Configured render mode reported by the endpoint."""
+        return self._contract.render_mode
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        """Endpoint metadata reported by the contract (an empty mapping when none, MET-3)."""
+        if self._metadata is None:
+            md = self._contract.metadata
+            if md is None:
+                self._metadata = _EMPTY
+            else:
+                plain = dict(md)
+                if self._vector:
+                    plain = _restore_autoreset_enum(plain)
+                self._metadata = MappingProxyType(plain)
+        return self._metadata
+
+    @property
+    def observation_space_spec(self) -> SpaceSpec:
+        return self._contract.observation_space
+
+    @property
+    def action_space_spec(self) -> SpaceSpec:
+        return self._contract.action_space
+
+    @property
+    def observation_space(self) -> Any:
+        """Observation space (per lane on vector clients), bound to this client's values."""
+        if self._obs_space is None:
+            self._obs_space = space_from_spec(self._contract.observation_space, bridge=self._bridge)
+        return self._obs_space
+
+    @property
+    def action_space(self) -> Any:
+        """Action space (per lane on vector clients), bound to this client's values."""
+        if self._act_space is None:
+            self._act_space = space_from_spec(self._contract.action_space, bridge=self._bridge)
+        return self._act_space
+
+    @property
+    def closed(self) -> bool:
+        return self._session.closed
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _timeout_ms(self) -> int:
+        return int(self._request_timeout * 1000) if self._request_timeout else 0
+
+    def _reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
+        count = len(env_indices) if env_indices else self._num_envs
+        ids = [new_episode_id() for _ in range(count)]
+        opts = None if options is None else normalize(dict(options), "$options")
+        req = m.Reset(seeds=seeds, options=opts, episode_ids=ids, env_indices=env_indices, timeout_ms=self._timeout_ms())
+        reply, frame = self._session.request(req, timeout=self._request_timeout)
+        if env_indices:
+            codec = ValueCodec(self._contract.observation_space, count)
+            part = codec.join(reply.obs, frame.segments)
+            canonical = _merge_lanes(self._last_obs, part, env_indices, self._num_envs)
+            for i, eid in zip(env_indices, ids):
+                self._episode_ids[i] = eid
+                self._push.pop(i, None)
+        else:
+            canonical = self._obs_codec.join(reply.obs, frame.segments)
+            self._episode_ids = ids
+            self._push = {}
+        self._last_obs = canonical
+        info = dict(reply.info) if reply.info else {}
+        self._inject(info, "episode_ids", list(self._episode_ids))
+        return self._obs_decode(canonical), info
+
+    def _step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        canonical_action = self._act_encode(self._bridge.encode(action))
+        scalars, segments = self._act_codec.split(canonical_action)
+        push, self._push = self._push, {}
+        req = m.Step(action=scalars, episode_ids=push, timeout_ms=self._timeout_ms())
+        reply, frame = self._session.request(req, segments, timeout=self._request_timeout)
+        segs = frame.segments
+        k = self._n_obs_segments
+        canonical = self._obs_codec.join(reply.obs, segs[:k] if self._vector else segs)
+        self._last_obs = canonical
+        info = dict(reply.info) if reply.info else {}
+        self._last_completed = reply.completed
+        if self._vector:
+            if len(segs) != k + 3:
+                raise ConnectionError("the env's step reply carries no reward/termination lanes")
+            n = self._num_envs
+            rewards = _lane_array(segs[k], "<f8", n)
+            terminated = _lane_array(segs[k + 1], np.bool_, n)
+            truncated = _lane_array(segs[k + 2], np.bool_, n)
+            done = terminated | truncated
+            self._inject(info, "episode_ids", list(self._episode_ids))
+            self._inject(info, "completed_episodes", int(done.sum()))
+            if self._autoreset != "Disabled" and done.any():  # AR-9: roll ids for the next step
+                for i in np.flatnonzero(done).tolist():
+                    eid = new_episode_id()
+                    self._episode_ids[i] = eid
+                    self._push[i] = eid
+            dec = self._bridge.decode
+            return self._obs_decode(canonical), dec(rewards), dec(terminated), dec(truncated), info
+        self._inject(info, "episode_ids", list(self._episode_ids))
+        self._inject(info, "completed_episodes", int(reply.terminated or reply.truncated))  # DEC-5
+        return self._obs_decode(canonical), reply.reward, reply.terminated, reply.truncated, info
+
+    def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
+        """INFO-3: the env's own key of the same name wins; say so once."""
+        if key in info:
+            if key not in self._shadow_warned:
+                self._shadow_warned.add(key)
+                log.warning("the env's info key %r shadows the runtime-reserved key of the same name", key)
+            return
+        info[key] = value
+
+    def render(self, *, env_index: int = 0) -> Any:
+        """Render a frame (uint8 HxW, HxWx3 or HxWx4), or ``None`` when the env has none."""
+        reply, frame = self._session.request(
+            m.Render(env_index=env_index, timeout_ms=self._timeout_ms()), timeout=self._request_timeout
+        )
+        if reply.format != "raw" or not frame.segments:
+            return None  # RND-4: an unknown format is no frame
+        shape = tuple(reply.shape)
+        raw = frame.segments[0]
+        if len(shape) not in (2, 3) or int(np.prod(shape)) != raw.nbytes:
+            return None
+        return self._bridge.decode(raw.reshape(shape))
+
+    def close(self) -> None:
+        """Detach this client; the server keeps running for the next one (CLT-10). Idempotent."""
+        self._session.close("client close")
+
+    def shutdown(self, reason: str = "owner shutdown") -> bool:
+        """Ask the endpoint to stop serving; ``False`` when remote shutdown is disabled (CLT-11)."""
+        return self._session.shutdown(reason)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        session = getattr(self, "_session", None)
+        if session is not None and not session.closed:
+            try:
+                session.detach()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(address='{getattr(self, '_address', '?')}')"
+
+
+class RemoteEnv(_RemoteEnvBase):
+    """Connect to one environment and preserve RLMesh-native values.
+
+    Construction dials and handshakes: an unreachable address raises
+    ``ConnectionError`` here, a busy endpoint ``EndpointBusy``, an incompatible
+    one ``RuntimeError("handshake failed: ...")``.
+
+    Args:
+        address: Endpoint address such as ``"tcp://127.0.0.1:5555"`` or ``"unix:///tmp/env.sock"``.
+        host, port, path, transport: Helpers used when ``address`` is omitted.
+        connect_timeout_seconds: Dial + handshake bound (``None``: 10 s).
+        request_timeout_seconds: Per-request bound (``None`` or 0: wait forever).
+        workflow_edition: Offer exactly this edition; fails here if the env lacks it.
+
+    Example:
+        >>> import gymnasium as gym, rlmesh
+        >>> server = rlmesh.EnvServer(gym.make("CartPole-v1"), "127.0.0.1:0").start()
+        >>> env = rlmesh.RemoteEnv(server.address)
+        >>> obs, info = env.reset(seed=42)
+        >>> obs
+        Tensor(dtype='float32', shape=[4], bytes=16)
+        >>> env.close(); server.shutdown()
+    """
+
+    def reset(self, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Start an episode; ``info`` carries ``episode_ids`` (INFO-1)."""
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+        return self._reset([] if seed is None else [int(seed)], options, [])
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Apply one action: ``(obs, reward, terminated, truncated, info)``."""
+        return self._step(action)  # type: ignore[return-value]
+
+
+class RemoteVectorEnv(_RemoteEnvBase):
+    """Connect to a vector (or lane) endpoint and preserve RLMesh-native values.
+
+    Every returned value has a leading lane axis of ``num_envs``; spaces describe
+    one lane. ``info`` is one dict for all lanes and carries ``episode_ids`` and
+    ``completed_episodes`` (an env key of the same name wins).
+    """
+
+    _vector = True
+
+    @property
+    def num_envs(self) -> int:
+        """Number of environment instances served by the endpoint."""
+        return self._num_envs
+
+    @property
+    def single_observation_space(self) -> Any:
+        return self.observation_space
+
+    @property
+    def single_action_space(self) -> Any:
+        return self.action_space
+
+    @property
+    def autoreset_mode(self) -> str:
+        """``"NextStep"``, ``"SameStep"`` or ``"Disabled"`` (the endpoint's mode)."""
+        return self._autoreset
+
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: Mapping[str, Any] | None = None,
+        env_indices: Sequence[int] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset all lanes, or only ``env_indices`` (partial reset, where the endpoint allows it).
+
+        An int ``seed`` seeds lane ``i`` with ``seed + i`` (Gymnasium's rule); a list
+        gives one seed per lane reset. A partial reset returns the full batch: the
+        reset lanes' new observations and the other lanes' latest ones.
+        """
+        indices = [int(i) for i in env_indices] if env_indices is not None else []
+        count = len(indices) or self._num_envs
+        if indices and self._last_obs is None:
+            raise RuntimeError("a partial reset needs a full reset() first")
+        if seed is None:
+            seeds: list[int | None] = []
+        elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            seeds = [int(seed) + i for i in range(count)]
+        else:
+            seeds = [None if s is None else int(s) for s in seed]  # type: ignore[union-attr]
+            if len(seeds) != count:
+                raise ValueError(f"expected {count} seeds (one per lane), got {len(seeds)}")
+        return self._reset(seeds, options, indices)
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Step all lanes: ``(obs, rewards, terminations, truncations, info)``, batched."""
+        return self._step(actions)
+
+
+def _lane_array(raw: np.ndarray[Any, Any], dtype: Any, n: int) -> np.ndarray[Any, Any]:
+    dt = np.dtype(dtype)
+    if raw.nbytes != n * dt.itemsize:
+        raise ConnectionError(f"the env's step reply carries {raw.nbytes} bytes for {n} lanes")
+    if dt == np.bool_ and n and int(raw.max()) > 1:
+        raise ConnectionError("the env's step reply carries a malformed termination mask")
+    return raw.view(dt)
+
+
+def _merge_lanes(last: Any, part: Any, indices: list[int], n: int) -> Any:
+    """Rows ``indices`` of ``last`` replaced by ``part`` (a fresh tree)."""
+    if isinstance(part, dict):
+        return {k: _merge_lanes(last[k], part[k], indices, n) for k in part}
+    if isinstance(part, tuple):
+        return tuple(_merge_lanes(a, b, indices, n) for a, b in zip(last, part))
+    if isinstance(part, list):
+        out = list(last)
+        for j, i in enumerate(indices):
+            out[i] = part[j]
+        return out
+    merged = np.array(last, copy=True)
+    merged[indices] = part
+    return merged
+
+
+def _restore_autoreset_enum(md: dict[str, Any]) -> dict[str, Any]:
+    """MET-3: turn ``autoreset_mode`` back into gymnasium's enum when gymnasium is present."""
+    raw = md.get("autoreset_mode")
+    if not isinstance(raw, str):
+        return md
+    try:
+        from gymnasium.vector import AutoresetMode
+    except Exception:
+        return md
+    try:
+        md["autoreset_mode"] = AutoresetMode(raw)
+    except ValueError:
+        pass
+    return md

@@ -1,0 +1,241 @@
+"""A client session: dial, handshake, then strictly one reply per request.
+
+Shared by every client class (env clients now, model clients later). It owns the
+connection and the session state, words connect/handshake failures (CLT-3),
+applies timeouts (CLT-5), discards stale replies after a timeout by request id
+(SES-3), maps ``Error`` frames to exceptions through one table (ERR-4), and
+turns a fatal error or a lost peer into "this session is over" (DELTA-19).
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from typing import Any
+
+from ..errors import (
+    CODE_NAMES,
+    ConnectFailed,
+    ConnectionLost,
+    EndpointBusy,
+    HandshakeError,
+    ProtocolException,
+    RequestTimeout,
+    SessionClosed,
+    exception_for_code,
+)
+from ..transport import Address, Connection, dial
+from ..wire import frames, handshake
+from ..wire import messages as m
+from ..wire.messages import decode_header, encode_message
+from ..wire.session import SessionState
+
+__all__ = ["DEFAULT_CONNECT_TIMEOUT_SECONDS", "ClientSession", "check_timeout"]
+
+DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0  # CLT-5: the native default
+_CLOSE_TIMEOUT_SECONDS = 5.0  # CLT-10: a graceful close never waits longer than this
+_U32 = 0xFFFFFFFF
+
+
+def check_timeout(name: str, value: float | None) -> float | None:
+    """CLT-5: ``None``/``0`` = wait forever; negative or non-finite -> ValueError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a non-negative finite float or None, got {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a non-negative finite float or None")
+    return float(value) or None
+
+
+class ClientSession:
+    """One connection to an endpoint, from Hello to close.
+
+    Args:
+        address: Where to dial.
+        service: ``"env"`` or ``"model"``; the server refuses the wrong one.
+        declared: The workflow edition this side declares (or ``None`` to float).
+        connect_timeout: Bound on dial + handshake (``None`` = 10 s).
+        request_timeout: Bound on each request (``None`` = forever).
+        noun: How errors name the peer (``"an env"``).
+    """
+
+    def __init__(
+        self,
+        address: Address,
+        *,
+        service: str,
+        component: str,
+        declared: str | None,
+        connect_timeout: float | None,
+        request_timeout: float | None,
+        noun: str,
+    ) -> None:
+        self.address = address
+        self.request_timeout = request_timeout
+        self.noun = noun
+        self.state = SessionState()
+        self._rid = 0
+        self._closed_reason: str | None = None
+        ct = DEFAULT_CONNECT_TIMEOUT_SECONDS if connect_timeout is None else connect_timeout
+        url = address.url
+        try:
+            sock = dial(address, ct)
+        except socket.timeout:
+            raise RequestTimeout(
+                f"remote environment connect timed out after {ct:.3f}s (dialing {url})", timeout_seconds=ct
+            ) from None
+        except OSError as exc:
+            raise ConnectFailed(f"could not connect to {noun} at '{url}'; is the EnvServer running? ({exc})") from exc
+        self.conn = Connection(sock, frames.PRE_HANDSHAKE_LIMITS)
+        try:
+            reply = self._exchange(handshake.make_hello(component, declared, service=service), timeout=ct)
+        except RequestTimeout:
+            self.conn.close()
+            raise RequestTimeout(
+                f"remote environment connect timed out after {ct:.3f}s (handshake with {url})", timeout_seconds=ct
+            ) from None
+        except (ConnectionLost, ProtocolException) as exc:
+            self.conn.close()
+            raise ConnectFailed(f"connected to {noun} at '{url}', but the handshake failed ({exc})") from exc
+        except BaseException:
+            self.conn.close()
+            raise
+        if isinstance(reply, m.Busy):
+            self.conn.close()
+            raise EndpointBusy(f"{noun} at '{url}' is busy: {reply.message}")
+        if isinstance(reply, m.Incompatible):
+            self.conn.close()
+            raise HandshakeError(f"handshake failed: {reply.message}")
+        if isinstance(reply, m.Error):
+            self.conn.close()
+            raise ConnectFailed(f"connected to {noun} at '{url}', but the handshake failed ({reply.message})")
+        self.welcome: m.Welcome = reply
+        self.conn.limits = frames.DEFAULT_LIMITS
+
+    # -- requests -------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_reason is not None
+
+    def _ensure_open(self) -> None:
+        if self._closed_reason is not None:
+            raise SessionClosed(self._closed_reason)
+
+    def request(
+        self, msg: Any, segments: list[Any] | tuple[Any, ...] = (), *, timeout: float | None = None
+    ) -> tuple[Any, frames.Frame]:
+        """Send one request and return ``(reply, frame)``.
+
+        Raises:
+            SessionClosed: the session is over (closed here, or ended by a fatal error).
+            RequestTimeout: no reply within ``timeout`` (the session stays usable).
+            ConnectionLost: the peer went away (the session is over).
+            EnvironmentException: the request failed server-side (``.recoverable`` says
+                whether the session survives).
+        """
+        self._ensure_open()
+        self.state.check_request(msg.KIND)
+        reply, frame = self._exchange_frame(msg, segments, timeout)
+        if isinstance(reply, m.Error):
+            self._raise_error(reply)
+        self.state.on_reply(msg.KIND, frame.kind)
+        return reply, frame
+
+    def _exchange(self, msg: Any, *, timeout: float | None) -> Any:
+        self.state.check_request(msg.KIND)
+        reply, frame = self._exchange_frame(msg, (), timeout)
+        self.state.on_reply(msg.KIND, frame.kind)
+        return reply
+
+    def _exchange_frame(
+        self, msg: Any, segments: list[Any] | tuple[Any, ...], timeout: float | None
+    ) -> tuple[Any, frames.Frame]:
+        self._rid = (self._rid + 1) & _U32
+        rid = self._rid
+        conn = self.conn
+        conn.settimeout(timeout)
+        try:
+            conn.send(encode_message(msg, rid, segments))
+        except socket.timeout:
+            self._end("the connection broke: a request could not be sent before the timeout")
+            raise RequestTimeout(
+                f"remote environment call timed out after {timeout:.3f}s while sending", timeout_seconds=timeout
+            ) from None
+        except ConnectionLost as exc:
+            self._end(f"connection closed: {exc}")
+            raise
+        except BaseException:
+            self._end("the connection broke while a request was being sent")
+            raise
+        try:
+            while True:
+                frame = conn.recv_frame()
+                assert frame is not None  # blocking socket
+                if frame.request_id == rid:
+                    break  # older ids are stale replies to timed-out requests (SES-3)
+        except socket.timeout:
+            raise RequestTimeout(
+                f"remote environment call timed out after {timeout:.3f}s", timeout_seconds=timeout
+            ) from None
+        except ConnectionLost as exc:
+            self._end(f"connection closed: {exc}")
+            raise
+        except ProtocolException as exc:
+            self._end(f"connection closed after a protocol error: {exc}")
+            raise
+        try:
+            reply = decode_header(frame)
+        except ProtocolException as exc:
+            self._end(f"connection closed after a protocol error: {exc}")
+            raise
+        return reply, frame
+
+    def _raise_error(self, err: m.Error) -> None:
+        code = CODE_NAMES.get(err.code, "UNSPECIFIED")
+        if code == "PROTOCOL":
+            self._end(f"connection closed: the server reported a protocol error: {err.message}")
+            raise ProtocolException(err.message)
+        exc = exception_for_code(code, err.message, op=err.op, recoverable=err.recoverable)
+        if not err.recoverable:  # DELTA-19 / DEC-7: the server ended the session
+            self._end(f"connection closed: the session ended after a fatal env error: {exc}")
+        raise exc
+
+    # -- ending -----------------------------------------------------------------------------
+
+    def _end(self, reason: str) -> None:
+        if self._closed_reason is None:
+            self._closed_reason = reason
+        self.state.break_()
+        self.conn.close()
+
+    def close(self, reason: str = "") -> list[m.EpisodeRecord]:
+        """Graceful Close round trip (bounded), then detach; idempotent (CLT-10)."""
+        if self._closed_reason is not None:
+            self.conn.close()
+            return []
+        records: list[m.EpisodeRecord] = []
+        timeout = min(self.request_timeout or _CLOSE_TIMEOUT_SECONDS, _CLOSE_TIMEOUT_SECONDS)
+        try:
+            reply, _ = self.request(m.Close(reason=reason), timeout=timeout)
+            records = list(reply.final_episodes)
+        except Exception:
+            pass  # detach locally instead of raising (CLT-10)
+        self._closed_reason = "not connected: this client was closed; create a new one to reconnect"
+        self.state.close()
+        self.conn.close()
+        return records
+
+    def shutdown(self, reason: str) -> bool:
+        """Ask the endpoint owner to stop serving; closes locally when accepted (CLT-11)."""
+        reply, _ = self.request(m.Shutdown(reason=reason), timeout=self.request_timeout)
+        if reply.accepted:
+            self._closed_reason = "not connected: the endpoint was shut down"
+            self.state.close()
+            self.conn.close()
+        return bool(reply.accepted)
+
+    def detach(self) -> None:
+        """Close the socket without a Close round trip."""
+        self._end("not connected: this client was closed; create a new one to reconnect")

@@ -1,0 +1,49 @@
+"""NumPy flavour: clients and models whose tensor leaves are ``numpy.ndarray`` (BKD-1..5).
+
+Decoded observations are writable arrays that never alias another step's data
+(``obs /= 255.0`` is safe); vector Discrete observations are int arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ._bridge import NUMPY, Bridge, asarray as asarray, from_array as from_array
+from .client._env import RemoteEnv as _RemoteEnv, RemoteVectorEnv as _RemoteVectorEnv
+from .spaces import Space, SpaceSpec
+from .spaces import space_from_spec as _space_from_spec
+
+__all__ = [
+    "NumpyValue",
+    "RemoteEnv",
+    "RemoteVectorEnv",
+    "asarray",
+    "ensure_available",
+    "from_array",
+    "space_from_spec",
+]
+
+#: A value tree with ndarray leaves (plus int/str/dict/tuple/list containers).
+NumpyValue = Any
+
+
+def ensure_available() -> None:
+    """Raise ``ImportError`` if NumPy is missing (it is a core dependency, BKD-4)."""
+    NUMPY.ensure_available()
+
+
+def space_from_spec(spec: SpaceSpec) -> Space:
+    """A space wrapper whose ``sample()`` returns NumPy values."""
+    return _space_from_spec(spec, bridge=NUMPY)
+
+
+class RemoteEnv(_RemoteEnv):
+    """:class:`rlmesh.RemoteEnv` decoding tensor leaves to writable ``numpy.ndarray``."""
+
+    _bridge: ClassVar[Bridge] = NUMPY
+
+
+class RemoteVectorEnv(_RemoteVectorEnv):
+    """:class:`rlmesh.RemoteVectorEnv` decoding batched leaves to ``numpy.ndarray``."""
+
+    _bridge: ClassVar[Bridge] = NUMPY

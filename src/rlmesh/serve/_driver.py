@@ -1,0 +1,417 @@
+"""The env driver: runs requests against an :class:`EnvView` and keeps episode books.
+
+One driver per server; per-session state (lane states, the interrupted-episode
+buffer, conformance-warning dedup) is reset by :meth:`Driver.begin_session`
+(SES-6). Env calls happen on the caller's thread (DELTA-16: the serve thread).
+
+Errors leave here as :class:`RequestFailed` carrying the wire code, message,
+operation and whether the session survives; the serve loop turns them into
+``Error`` frames.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from .._ids import uuid7 as new_episode_id
+from ..errors import CODE_NUMBERS, ProtocolException, is_recoverable_exception
+from ..spaces._values import compile_encoder, compile_range_check
+from ..wire import messages as m
+from ..wire.meta import normalize
+from ..wire.values import ValueCodec
+from ._envs import EnvView
+
+__all__ = ["Driver", "RequestFailed"]
+
+log = logging.getLogger("rlmesh.serve")
+
+ACTIVE, PENDING, IDLE = 0, 1, 2
+_INTERRUPTED_CAP = 100  # AR-4
+_WARNING_KEY = "rlmesh.conformance.warning"  # INFO-4
+
+
+class RequestFailed(Exception):
+    """A request failed; ``recoverable`` says whether the session survives."""
+
+    def __init__(self, code: str, message: str, *, op: str = "", recoverable: bool = True) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.op = op
+        self.recoverable = recoverable
+
+    def to_message(self) -> m.Error:
+        return m.Error(code=CODE_NUMBERS[self.code], message=self.message, recoverable=self.recoverable, op=self.op)
+
+
+def _env_failure(op: str, exc: BaseException) -> RequestFailed:
+    """ERR-2/ERR-6/DEC-8: ``[INTERNAL] {op} failed: {ExcType}: {text}``, fatal unless marked."""
+    recoverable = is_recoverable_exception(exc)
+    code = getattr(exc, "code", "INTERNAL") if recoverable else "INTERNAL"
+    if code not in CODE_NUMBERS:
+        code = "INTERNAL"
+    return RequestFailed(code, f"{op} failed: {type(exc).__name__}: {exc}", op=op, recoverable=recoverable)
+
+
+def validation_policy() -> str:
+    """CNF-4: ``strict``, ``off`` or (default) ``warn`` from ``RLMESH_VALIDATION_POLICY``."""
+    raw = os.environ.get("RLMESH_VALIDATION_POLICY", "").strip().lower()
+    return raw if raw in ("strict", "off") else "warn"
+
+
+class _Lane:
+    __slots__ = ("episode_id", "reward", "seed", "start_ns", "state", "steps")
+
+    def __init__(self) -> None:
+        self.state = IDLE
+        self.episode_id = ""
+        self.seed: int | None = None
+        self.steps = 0
+        self.reward = 0.0
+        self.start_ns = 0
+
+    def start(self, episode_id: str, seed: int | None) -> None:
+        self.state = ACTIVE
+        self.episode_id = episode_id
+        self.seed = seed
+        self.steps = 0
+        self.reward = 0.0
+        self.start_ns = time.time_ns()
+
+    def record(self, index: int, terminated: bool, truncated: bool, final_info: Any) -> m.EpisodeRecord:
+        return m.EpisodeRecord(
+            episode_id=self.episode_id,
+            seed=self.seed,
+            env_index=index,
+            step_count=self.steps,
+            cumulative_reward=self.reward,
+            terminated=terminated,
+            truncated=truncated,
+            start_timestamp_ns=self.start_ns,
+            end_timestamp_ns=time.time_ns(),
+            final_info=final_info,
+        )
+
+
+class Driver:
+    """Executes Reset/Step/Render against one env view and keeps the episode books."""
+
+    def __init__(self, view: EnvView) -> None:
+        self.view = view
+        self.lanes = view.lanes
+        n = view.num_envs
+        self.obs_encoder = compile_encoder(view.obs_space, lanes=self.lanes)
+        self.obs_range = compile_range_check(view.obs_space, lanes=self.lanes)
+        self.obs_codec = ValueCodec(view.obs_space, self.lanes)
+        self.act_encoder = compile_encoder(view.act_space, lanes=self.lanes)
+        self.act_range = compile_range_check(view.act_space, lanes=self.lanes)
+        self.act_codec = ValueCodec(view.act_space, self.lanes)
+        self.policy = validation_policy()
+        self._lane_list = [_Lane() for _ in range(n)]
+        self._interrupted: deque[m.EpisodeRecord] = deque()
+        self._warned: set[tuple[str, str]] = set()
+        self._pending_warnings: list[dict[str, str]] = []
+        self._partial_cache: dict[int, tuple[Any, ValueCodec]] = {}
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def begin_session(self) -> None:
+        """SES-6: nothing carries over from the previous session."""
+        for lane in self._lane_list:
+            lane.state = IDLE
+        self._interrupted.clear()
+        self._warned.clear()
+        self._pending_warnings.clear()
+
+    def end_session(self) -> list[m.EpisodeRecord]:
+        """SES-5: complete every active episode as truncated; return them with the buffered ones."""
+        out = list(self._interrupted)
+        self._interrupted.clear()
+        for i, lane in enumerate(self._lane_list):
+            if lane.state in (ACTIVE,):
+                out.append(lane.record(i, False, True, None))
+            lane.state = IDLE
+        return out
+
+    # -- requests -----------------------------------------------------------------------
+
+    def reset(self, req: m.Reset) -> tuple[m.ResetReply, list[Any]]:
+        n = self.view.num_envs
+        indices = list(req.env_indices)
+        if indices:
+            if not self.view.supports_partial_reset:
+                raise RequestFailed(
+                    "UNSUPPORTED", "this endpoint does not support partial reset (env_indices)", op="reset"
+                )
+            if len(set(indices)) != len(indices) or any(not 0 <= i < n for i in indices):
+                raise RequestFailed("INVALID_ACTION", f"env_indices must be unique lanes in [0, {n}), got {indices}", op="reset")
+        count = len(indices) if indices else n
+        if req.seeds and len(req.seeds) != count:
+            raise RequestFailed("INVALID_ACTION", f"expected {count} seeds, got {len(req.seeds)}", op="reset")
+        if req.episode_ids and len(req.episode_ids) != count:
+            raise RequestFailed("INVALID_ACTION", f"expected {count} episode ids, got {len(req.episode_ids)}", op="reset")
+        try:
+            obs, info = self.view.reset(list(req.seeds), req.options, indices)
+        except Exception as exc:
+            raise _env_failure("reset", exc) from None
+        canonical = self._encode_obs(obs, "reset", partial=len(indices) if indices else None)
+        targets = indices or list(range(n))
+        for j, i in enumerate(targets):
+            lane = self._lane_list[i]
+            if lane.state == ACTIVE:
+                self._buffer_interrupted(lane.record(i, False, True, None))
+            seed = req.seeds[j] if req.seeds else None
+            eid = req.episode_ids[j] if req.episode_ids else new_episode_id()
+            lane.start(eid, seed)
+        scalars, segments = self._split_obs(canonical, partial=len(indices) if indices else None)
+        return m.ResetReply(obs=scalars, info=self._info(info, "reset")), segments
+
+    def step(self, req: m.Step, segments: list[Any]) -> tuple[m.StepReply, list[Any]]:
+        action = self._decode_action(req, segments)
+        for i, eid in req.episode_ids.items():
+            if 0 <= i < len(self._lane_list):
+                self._lane_list[i].episode_id = eid
+        try:
+            obs, reward, terminated, truncated, info = self.view.step(action)
+        except Exception as exc:
+            raise _env_failure("step", exc) from None
+        canonical = self._encode_obs(obs, "step")
+        completed = self._account(reward, terminated, truncated, info)
+        if self._interrupted:
+            completed = [*self._interrupted, *completed]
+            self._interrupted.clear()
+        scalars, segs = self._split_obs(canonical)
+        info_out = self._info(info, "step")
+        if self.lanes is None:
+            return (
+                m.StepReply(
+                    obs=scalars,
+                    reward=reward,
+                    terminated=terminated,
+                    truncated=truncated,
+                    info=info_out,
+                    completed=completed,
+                ),
+                segs,
+            )
+        segs.append(np.ascontiguousarray(reward, dtype="<f8"))
+        segs.append(np.ascontiguousarray(terminated, dtype=np.uint8))
+        segs.append(np.ascontiguousarray(truncated, dtype=np.uint8))
+        return m.StepReply(obs=scalars, info=info_out, completed=completed), segs
+
+    def render(self, req: m.Render) -> tuple[m.RenderReply, list[Any]]:
+        n = self.view.num_envs
+        if self.lanes is None and req.env_index != 0:
+            raise RequestFailed(
+                "INVALID_ACTION", f"single-env render only supports env_index 0, got {req.env_index}", op="render"
+            )
+        if not 0 <= req.env_index < n:
+            raise RequestFailed("INVALID_ACTION", f"env_index must be in [0, {n}), got {req.env_index}", op="render")
+        try:
+            frame = self.view.render(req.env_index)
+        except Exception as exc:
+            raise _env_failure("render", exc) from None
+        image = frame_to_hwc_uint8(frame)
+        if image is None:
+            return m.RenderReply(), []
+        return m.RenderReply(format="raw", shape=list(image.shape)), [image]
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _decode_action(self, req: m.Step, segments: list[Any]) -> Any:
+        if not req.has_action:
+            return None  # ENVCALL-5
+        try:
+            raw = self.act_codec.join(req.action, segments)
+        except ProtocolException as exc:
+            raise RequestFailed("INVALID_ACTION", f"action does not match action_space: {exc}", op="step") from None
+        try:
+            action = self.act_encoder(raw)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise RequestFailed(
+                "INVALID_ACTION", f"action does not match action_space at {_msg(exc)}", op="step"
+            ) from None
+        if self.act_range is not None and self.policy != "off":
+            deviations = self.act_range(action)
+            if deviations:
+                if self.policy == "strict":
+                    path, detail = deviations[0]
+                    raise RequestFailed(
+                        "INVALID_ACTION", f"action out of range at {path}: {detail}", op="step"
+                    )
+                self._warn("action", deviations)
+        return action
+
+    def _partial(self, k: int) -> tuple[Any, ValueCodec]:
+        """Encoder and codec for a batch of ``k`` lanes (partial reset replies)."""
+        if k not in self._partial_cache:
+            self._partial_cache[k] = (
+                compile_encoder(self.view.obs_space, lanes=k),
+                ValueCodec(self.view.obs_space, k),
+            )
+        return self._partial_cache[k]
+
+    def _encode_obs(self, obs: Any, op: str, partial: int | None = None) -> Any:
+        encoder = self.obs_encoder if partial is None else self._partial(partial)[0]
+        try:
+            canonical = encoder(obs)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise RequestFailed(
+                "INTERNAL",
+                f"{op} failed: the env returned an observation that does not match observation_space at {_msg(exc)}",
+                op=op,
+                recoverable=False,
+            ) from None
+        if self.obs_range is not None and self.policy != "off" and partial is None:
+            deviations = self.obs_range(canonical)
+            if deviations:
+                if self.policy == "strict":
+                    path, detail = deviations[0]
+                    raise RequestFailed(
+                        "INTERNAL",
+                        f"{op} failed: observation out of range at {path}: {detail}",
+                        op=op,
+                        recoverable=False,
+                    )
+                self._warn("observation", deviations)
+        return canonical
+
+    def _split_obs(self, canonical: Any, partial: int | None = None) -> tuple[list[Any], list[Any]]:
+        codec = self.obs_codec if partial is None else self._partial(partial)[1]
+        return codec.split(canonical)
+
+    def _warn(self, kind: str, deviations: list[tuple[str, str]]) -> None:
+        for path, detail in deviations:
+            key = (kind, path)
+            if key not in self._warned:  # INFO-4 / OPP-5: once per (kind, path) per session
+                self._warned.add(key)
+                self._pending_warnings.append({"kind": kind, "path": path, "detail": detail})
+
+    def _info(self, info: dict[str, Any], op: str) -> Any:
+        if self._pending_warnings:
+            info = dict(info)
+            info[_WARNING_KEY] = list(self._pending_warnings)
+            self._pending_warnings.clear()
+        if not info:
+            return None
+        try:
+            return normalize(info)
+        except TypeError as exc:
+            raise RequestFailed("INTERNAL", f"{op} failed: info: {exc}", op=op, recoverable=False) from None
+
+    def _buffer_interrupted(self, record: m.EpisodeRecord) -> None:
+        if len(self._interrupted) >= _INTERRUPTED_CAP:
+            dropped = self._interrupted.popleft()
+            log.warning("interrupted-episode buffer full; dropping episode %s", dropped.episode_id)
+        self._interrupted.append(record)
+
+    def _account(self, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any]) -> list[m.EpisodeRecord]:
+        """AR-5/AR-6: per-lane step accounting; returns the episodes that ended."""
+        mode = self.view.autoreset
+        lanes = self._lane_list
+        if self.lanes is None:
+            lane = lanes[0]
+            if lane.state != ACTIVE:
+                return []
+            lane.steps += 1
+            lane.reward += reward
+            if terminated or truncated:
+                lane.state = IDLE
+                return [lane.record(0, bool(terminated), bool(truncated), _final_info_scalar(info))]
+            return []
+        done = terminated | truncated
+        if mode == "NextStep":  # AR-6: validate before any state changes
+            for i, lane in enumerate(lanes):
+                if lane.state == PENDING and (done[i] or reward[i] != 0):
+                    raise RequestFailed(
+                        "INTERNAL",
+                        f"step failed: NEXT_STEP autoreset contract violated on lane {i}: the autoreset step "
+                        "must report reward 0 and not done",
+                        op="step",
+                        recoverable=False,
+                    )
+        completed: list[m.EpisodeRecord] = []
+        rewards = reward.tolist()
+        for i, lane in enumerate(lanes):
+            if lane.state == PENDING:
+                lane.start(lane.episode_id or new_episode_id(), None)
+                continue
+            if lane.state != ACTIVE:
+                continue
+            lane.steps += 1
+            lane.reward += rewards[i]
+            if done[i]:
+                completed.append(lane.record(i, bool(terminated[i]), bool(truncated[i]), _final_info_lane(info, i)))
+                if mode == "NextStep":
+                    lane.state = PENDING
+                elif mode == "SameStep":
+                    lane.start("", None)  # the client pushes the new id with the next step
+                else:
+                    lane.state = IDLE
+        return completed
+
+
+def _msg(exc: BaseException) -> str:
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    text = str(text)
+    return text if text.startswith("$") else f"$: {text}"
+
+
+def _final_info_scalar(info: dict[str, Any]) -> Any:
+    try:
+        return normalize(info) if info else None
+    except TypeError:
+        return None
+
+
+def _final_info_lane(info: dict[str, Any], i: int) -> Any:
+    """AR-7: the lane's ``final_info`` entry (list form), a dict form whole, else the lane slice."""
+    try:
+        fi = info.get("final_info")
+        mask = info.get("_final_info")
+        if isinstance(fi, (list, tuple)) and i < len(fi):
+            if mask is None or bool(np.asarray(mask).reshape(-1)[i]):
+                return normalize(fi[i]) if fi[i] else None
+            return None
+        if isinstance(fi, dict):
+            return normalize(fi)
+        out: dict[str, Any] = {}
+        for k, v in info.items():
+            if k.startswith("_"):
+                continue
+            lane_mask = info.get("_" + k)
+            if lane_mask is not None and not bool(np.asarray(lane_mask).reshape(-1)[i]):
+                continue
+            if isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] > i:
+                out[k] = v[i]
+        return normalize(out) if out else None
+    except (TypeError, IndexError):
+        return None
+
+
+_RENDER_SHAPES = "(H, W, 3), (H, W, 4), (3, H, W), (4, H, W) or (H, W)"
+
+
+def frame_to_hwc_uint8(frame: Any) -> np.ndarray[Any, Any] | None:
+    """RND-3: cast (not clamp) to uint8; CHW becomes HWC; other shapes give no frame."""
+    if frame is None:
+        return None
+    try:
+        arr = np.asarray(frame)
+    except Exception:
+        return None
+    if arr.dtype == object or arr.size == 0:
+        return None
+    if arr.ndim == 3 and arr.shape[-1] in (3, 4):
+        pass
+    elif arr.ndim == 3 and arr.shape[0] in (3, 4):
+        arr = np.transpose(arr, (1, 2, 0))
+    elif arr.ndim != 2:
+        return None
+    return np.ascontiguousarray(arr.astype(np.uint8, copy=False))

@@ -1,0 +1,457 @@
+"""Uniform views over what ``EnvServer`` may serve: one env, a vector env, or a list of lanes.
+
+Each view exposes ``num_envs``, the per-lane spaces, the autoreset mode and
+``reset``/``step``/``render``/``close`` with Gymnasium results normalized
+(ENVCALL-1..5): a reset returns ``(obs, info)``, a step
+``(obs, reward, terminated, truncated, info)``, and for several lanes the reward
+and flags are float64 / bool arrays of length N.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._contract import UNKNOWN_ENV_ID
+from ..spaces._spec import SpaceSpec
+
+__all__ = ["EnvView", "LanesView", "ScalarView", "VectorView", "as_spec", "view_of"]
+
+log = logging.getLogger("rlmesh.serve")
+
+_MODES = {"NextStep": "NextStep", "SameStep": "SameStep", "Disabled": "Disabled"}
+
+
+def as_spec(space: Any, what: str) -> SpaceSpec:
+    """A SpaceSpec from a gymnasium space, an rlmesh space wrapper, or a SpaceSpec."""
+    if isinstance(space, SpaceSpec):
+        return space
+    spec = getattr(space, "spec", None)
+    if isinstance(spec, SpaceSpec):
+        return spec
+    from ..spaces import from_gymnasium_space
+
+    try:
+        return from_gymnasium_space(space).spec  # type: ignore[no-any-return]
+    except TypeError as exc:
+        raise TypeError(f"{what}: {exc}") from None
+
+
+def is_vector_env(env: Any) -> bool:
+    """SRV-3: an env exposing num_envs / single_observation_space / single_action_space."""
+    return any(_has(env, a) for a in ("num_envs", "single_observation_space", "single_action_space"))
+
+
+def _has(env: Any, name: str) -> bool:
+    try:
+        inspect.getattr_static(env, name)
+        return True
+    except AttributeError:
+        return False
+
+
+def autoreset_mode_of(metadata: Any) -> str:
+    """AR-1: the mode a metadata mapping declares; absent -> Disabled; unknown -> ValueError."""
+    try:
+        if metadata is None or "autoreset_mode" not in metadata:
+            return "Disabled"
+        raw = metadata["autoreset_mode"]
+    except TypeError:
+        return "Disabled"
+    if raw is None:
+        raise ValueError("metadata['autoreset_mode'] is None; use 'NextStep', 'SameStep' or 'Disabled'")
+    value = getattr(raw, "value", raw)
+    if isinstance(value, str) and value in _MODES:
+        return _MODES[value]
+    raise ValueError(
+        f"unknown metadata['autoreset_mode'] {raw!r}; expected gymnasium AutoresetMode or "
+        "one of 'NextStep', 'SameStep', 'Disabled'"
+    )
+
+
+def env_id_of(env: Any) -> str:
+    """SRV-11: ``env.spec.id`` when it is a str, else ``"UnknownEnv-v1"``."""
+    try:
+        spec = env.spec
+    except Exception:
+        return UNKNOWN_ENV_ID
+    ident = getattr(spec, "id", None) if spec is not None else None
+    return ident if isinstance(ident, str) and ident else UNKNOWN_ENV_ID
+
+
+def _reset_takes_options(env: Any) -> bool:
+    try:
+        params = inspect.signature(env.reset).parameters
+    except (TypeError, ValueError):
+        return True
+    return "options" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def _normalize_reset(result: Any) -> tuple[Any, dict[str, Any]]:
+    """ENVCALL-2: ``(obs, info)`` when a 2-tuple ends in a dict/None, else a bare obs."""
+    if isinstance(result, tuple) and len(result) == 2 and (result[1] is None or isinstance(result[1], dict)):
+        return result[0], dict(result[1] or {})
+    return result, {}
+
+
+def _normalize_step(result: Any, lanes: int | None) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    """ENVCALL-3: 5-tuple, or the legacy 4-tuple ``(obs, reward, done, info)``."""
+    if not isinstance(result, tuple) or len(result) not in (4, 5):
+        n = len(result) if isinstance(result, tuple) else 1
+        raise ValueError(f"env.step() must return 4 legacy Gym values or 5 Gymnasium values, got {n}")
+    if len(result) == 5:
+        obs, reward, terminated, truncated, info = result
+    else:
+        obs, reward, done, info = result
+        info = info or {}
+        tl = info.get("TimeLimit.truncated", False) if isinstance(info, dict) else False
+        if lanes is None:
+            truncated = bool(done) and bool(tl)
+            terminated = bool(done) and not truncated
+        else:
+            d = np.asarray(done, dtype=bool).reshape(-1)
+            t = np.broadcast_to(np.asarray(tl, dtype=bool), d.shape)
+            truncated, terminated = d & t, d & ~t
+    if not isinstance(info, dict):
+        info = dict(info) if info else {}
+    return obs, reward, terminated, truncated, info
+
+
+class EnvView:
+    """Common shape of the three views."""
+
+    num_envs: int
+    obs_space: SpaceSpec
+    act_space: SpaceSpec
+    autoreset: str
+    env_id: str
+    render_mode: str | None
+    metadata: Any
+    lanes: int | None  # None for a scalar endpoint, N otherwise
+    supports_partial_reset = False
+
+    def reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
+        raise NotImplementedError
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        raise NotImplementedError
+
+    def render(self, env_index: int) -> Any:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class ScalarView(EnvView):
+    """One Gymnasium-shaped env."""
+
+    lanes = None
+
+    def __init__(self, env: Any) -> None:
+        for name in ("reset", "step", "close"):
+            if not callable(getattr(env, name, None)):
+                raise TypeError(f"env must have a '{name}' method")  # SRV-2
+        self.env = env
+        self.num_envs = 1
+        self.obs_space = as_spec(env.observation_space, "observation_space")
+        self.act_space = as_spec(env.action_space, "action_space")
+        self.metadata = getattr(env, "metadata", None)
+        self.autoreset = "Disabled"
+        self.env_id = env_id_of(env)
+        self.render_mode = _render_mode(env)
+        self._options_ok = _reset_takes_options(env)
+        self._warned_options = False
+
+    def reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
+        kwargs: dict[str, Any] = {}
+        if seeds and seeds[0] is not None:
+            kwargs["seed"] = seeds[0]
+        if options is not None:
+            if self._options_ok:
+                kwargs["options"] = options
+            elif not self._warned_options:
+                self._warned_options = True
+                log.warning(
+                    "reset options were requested but this environment's reset() takes no options "
+                    "parameter; resetting without them"
+                )  # DELTA-20
+        return _normalize_reset(self.env.reset(**kwargs))
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = _normalize_step(self.env.step(action), None)
+        return obs, float(reward), bool(terminated), bool(truncated), info
+
+    def render(self, env_index: int) -> Any:
+        render = getattr(self.env, "render", None)
+        return render() if callable(render) else None
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class VectorView(EnvView):
+    """A Gymnasium-style vector env (``num_envs`` >= 2, batched spaces)."""
+
+    def __init__(self, env: Any) -> None:
+        for name in ("reset", "step", "close"):
+            if not callable(getattr(env, name, None)):
+                raise TypeError(f"env must have a '{name}' method")
+        self.env = env
+        self.num_envs = int(env.num_envs)
+        self.lanes = self.num_envs
+        obs = getattr(env, "single_observation_space", None) or env.observation_space
+        act = getattr(env, "single_action_space", None) or env.action_space
+        self.obs_space = as_spec(obs, "single_observation_space")
+        self.act_space = as_spec(act, "single_action_space")
+        self.metadata = getattr(env, "metadata", None)
+        md = self.metadata
+        declared = md is not None and hasattr(md, "__contains__") and "autoreset_mode" in md
+        self.autoreset = autoreset_mode_of(md) if declared else "NextStep"  # AR-1: gymnasium default
+        self.env_id = env_id_of(env)
+        self.render_mode = _render_mode(env)
+        self._options_ok = _reset_takes_options(env)
+        self.supports_partial_reset = self.autoreset != "NextStep"
+
+    def reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
+        kwargs: dict[str, Any] = {}
+        if seeds and any(s is not None for s in seeds):
+            kwargs["seed"] = list(seeds)
+        opts = dict(options) if isinstance(options, dict) else options
+        if env_indices:
+            mask = np.zeros(self.num_envs, dtype=bool)
+            mask[env_indices] = True
+            opts = dict(opts or {})
+            opts["reset_mask"] = mask
+            if "seed" in kwargs:  # seed only the lanes being reset
+                full: list[int | None] = [None] * self.num_envs
+                for i, s in zip(env_indices, seeds):
+                    full[i] = s
+                kwargs["seed"] = full
+        if opts is not None and self._options_ok:
+            kwargs["options"] = opts
+        obs, info = _normalize_reset(self.env.reset(**kwargs))
+        if env_indices:  # a partial reset answers with the reset lanes only, in request order
+            obs = _take(obs, env_indices)
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = _normalize_step(self.env.step(action), self.num_envs)
+        return obs, _lanes(reward, np.float64, self.num_envs), _lanes(terminated, bool, self.num_envs), _lanes(
+            truncated, bool, self.num_envs
+        ), info
+
+    def render(self, env_index: int) -> Any:
+        render = getattr(self.env, "render", None)
+        frames = render() if callable(render) else None
+        if isinstance(frames, (list, tuple)):  # OPP-14: one frame per lane
+            return frames[env_index] if 0 <= env_index < len(frames) else None
+        return frames
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class LanesView(EnvView):
+    """A list of scalar envs served as the lanes of one endpoint (DELTA-14)."""
+
+    supports_partial_reset = True
+
+    def __init__(self, envs: Sequence[Any]) -> None:
+        self.lanes_ = [ScalarView(e) for e in envs]
+        first = self.lanes_[0]
+        self.num_envs = len(self.lanes_)
+        self.lanes = self.num_envs
+        self.obs_space, self.act_space = first.obs_space, first.act_space
+        for i, lane in enumerate(self.lanes_[1:], 1):
+            if lane.obs_space != first.obs_space or lane.act_space != first.act_space:
+                raise ValueError(
+                    f"lane {i} has different spaces than lane 0; every lane must share one contract "
+                    f"(lane 0: {first.obs_space!r} / {first.act_space!r}, lane {i}: {lane.obs_space!r} / "
+                    f"{lane.act_space!r})"
+                )
+        self.metadata = first.metadata
+        self.autoreset = "Disabled"  # DELTA-14: lanes declaring no mode never autoreset
+        self.env_id = first.env_id
+        self.render_mode = first.render_mode
+
+    def reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
+        indices = env_indices or list(range(self.num_envs))
+        obs_out: list[Any] = [None] * len(indices)
+        infos: list[Any] = []
+        for j, i in enumerate(indices):
+            seed = [seeds[j]] if seeds else []
+            obs_out[j], info = self.lanes_[i].reset(seed, options, [])
+            infos.append(info)
+        return obs_out, {"final_info": infos, "_final_info": np.ones(len(indices), dtype=bool)}
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        n = self.num_envs
+        obs: list[Any] = [None] * n
+        rewards = np.zeros(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=bool)
+        truncated = np.zeros(n, dtype=bool)
+        infos: list[Any] = [None] * n
+        for i, lane in enumerate(self.lanes_):
+            obs[i], rewards[i], terminated[i], truncated[i], infos[i] = lane.step(action[i])
+        return obs, rewards, terminated, truncated, {"final_info": infos, "_final_info": terminated | truncated}
+
+    def render(self, env_index: int) -> Any:
+        return self.lanes_[env_index].render(0)
+
+    def close(self) -> None:
+        errors = []
+        for lane in self.lanes_:
+            try:
+                lane.close()
+            except Exception as exc:  # close every lane, then report
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+
+class OneLaneView(ScalarView):
+    """A vector env with ``num_envs == 1`` served as a scalar env (DELTA-15)."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.num_envs = 1
+        obs = getattr(env, "single_observation_space", None) or env.observation_space
+        act = getattr(env, "single_action_space", None) or env.action_space
+        self.obs_space = as_spec(obs, "single_observation_space")
+        self.act_space = as_spec(act, "single_action_space")
+        md = getattr(env, "metadata", None)
+        if md is not None and hasattr(md, "__contains__") and "autoreset_mode" in md:
+            if autoreset_mode_of(md) == "SameStep":
+                raise ValueError(
+                    "a 1-lane vector env with SAME_STEP autoreset cannot be served as a scalar env; "
+                    "construct it with NEXT_STEP or DISABLED autoreset"
+                )
+            md = {k: v for k, v in md.items() if k != "autoreset_mode"}
+        self.metadata = md
+        self.autoreset = "Disabled"
+        self.env_id = env_id_of(env)
+        self.render_mode = _render_mode(env)
+        self._options_ok = _reset_takes_options(env)
+        self._warned_options = False
+
+    def reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
+        kwargs: dict[str, Any] = {}
+        if seeds and seeds[0] is not None:
+            kwargs["seed"] = [seeds[0]]
+        if options is not None and self._options_ok:
+            kwargs["options"] = options
+        obs, info = _normalize_reset(self.env.reset(**kwargs))
+        return _unbatch(obs), _lane0_info(info)
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = _normalize_step(self.env.step(_batch(action)), 1)
+        return (
+            _unbatch(obs),
+            float(np.asarray(reward).reshape(-1)[0]),
+            bool(np.asarray(terminated).reshape(-1)[0]),
+            bool(np.asarray(truncated).reshape(-1)[0]),
+            _lane0_info(info),
+        )
+
+    def render(self, env_index: int) -> Any:
+        render = getattr(self.env, "render", None)
+        frames = render() if callable(render) else None
+        if isinstance(frames, (list, tuple)):
+            return frames[0] if frames else None
+        return frames
+
+
+def _lanes(x: Any, dtype: Any, n: int) -> np.ndarray[Any, Any]:
+    arr = np.asarray(x, dtype=dtype).reshape(-1)
+    if arr.size == 0:
+        return np.zeros(n, dtype=dtype)  # AR-6: empty vectors read as 0/false
+    if arr.size != n:
+        raise ValueError(f"vector env returned {arr.size} values for {n} lanes")
+    return arr
+
+
+def _take(x: Any, indices: list[int]) -> Any:
+    if isinstance(x, dict):
+        return {k: _take(v, indices) for k, v in x.items()}
+    if isinstance(x, tuple) and not all(isinstance(v, str) for v in x):
+        return tuple(_take(v, indices) for v in x)
+    if isinstance(x, (list, tuple)):
+        return [x[i] for i in indices]
+    return np.asarray(x)[indices]
+
+
+def _batch(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _batch(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_batch(v) for v in x)
+    if isinstance(x, str):
+        return (x,)
+    return np.asarray(x)[None]
+
+
+def _unbatch(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _unbatch(v) for k, v in x.items()}
+    if isinstance(x, tuple) and not isinstance(x, np.ndarray):
+        if len(x) == 1 and isinstance(x[0], str):
+            return x[0]
+        return tuple(_unbatch(v) for v in x)
+    arr = np.asarray(x)
+    return arr[0]
+
+
+def _lane0_info(info: dict[str, Any]) -> dict[str, Any]:
+    """DELTA-15: drop ``_``-keys and keys whose ``_key`` mask is false for lane 0; take lane 0."""
+    out: dict[str, Any] = {}
+    for k, v in info.items():
+        if k.startswith("_"):
+            continue
+        mask = info.get("_" + k)
+        if mask is not None and not bool(np.asarray(mask).reshape(-1)[0]):
+            continue
+        if isinstance(v, dict):
+            out[k] = _lane0_info(v)
+        elif isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == 1:
+            out[k] = v[0]
+        elif isinstance(v, (list, tuple)) and len(v) == 1:
+            out[k] = v[0]
+        else:
+            out[k] = v
+    return out
+
+
+def _render_mode(env: Any) -> str | None:
+    mode = getattr(env, "render_mode", None)
+    if mode is not None and not isinstance(mode, str):
+        raise TypeError(f"env.render_mode must be a str or None, got {type(mode).__name__}")
+    return mode
+
+
+def view_of(env: Any) -> EnvView:
+    """Classify what the user passed to ``EnvServer`` (SRV-3, DELTA-14/15)."""
+    if isinstance(env, (list, tuple)):
+        if not env:
+            raise ValueError("EnvServer needs at least one environment")
+        for i, e in enumerate(env):
+            if is_vector_env(e):
+                raise TypeError(
+                    f"lanes must be scalar environments; element {i} is a vector env "
+                    f"({type(e).__name__}); serve it on its own instead"
+                )
+        if len(env) == 1:
+            return ScalarView(env[0])
+        return LanesView(env)
+    if is_vector_env(env):
+        n = int(getattr(env, "num_envs", 0) or 0)
+        if n == 1:
+            return OneLaneView(env)
+        if n < 1:
+            raise ValueError(f"vector env reports num_envs={n}; it needs at least one lane")
+        return VectorView(env)
+    return ScalarView(env)

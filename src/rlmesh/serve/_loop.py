@@ -1,0 +1,346 @@
+"""The serve loop: one thread, one selector, one active session (DESIGN, DELTA-16).
+
+The loop accepts connections, answers ``Ping`` and ``Shutdown`` from anyone,
+admits one ``Hello`` at a time into *the* session (a second client is refused
+with ``Busy`` at handshake) and runs the session's requests inline: the env is
+only ever touched from this thread, with no hop per step. Sockets are
+non-blocking and frames are read incrementally, so a client that stalls
+mid-frame blocks nobody; a client that stops reading its replies is dropped
+after :data:`SEND_DEADLINE_SECONDS`. Malformed input gets an ``Error`` frame
+and closes that connection only.
+"""
+
+from __future__ import annotations
+
+import logging
+import selectors
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from .._build import PROTOCOL_GENERATION
+from ..errors import CODE_NUMBERS, ConnectionLost, ProtocolException
+from ..transport.connection import Connection
+from ..wire import frames, handshake
+from ..wire import messages as m
+from ..wire.messages import decode_header, encode_message
+from ..wire.session import SessionState
+from ._driver import RequestFailed
+from ._options import ServeOptions
+
+__all__ = ["SEND_DEADLINE_SECONDS", "ServeLoop", "Service"]
+
+log = logging.getLogger("rlmesh.serve")
+
+SEND_DEADLINE_SECONDS = 10.0  # a peer that reads nothing for this long is dropped
+HANDSHAKE_DEADLINE_SECONDS = 30.0  # a connection must say Hello (or go) within this window
+MAX_PENDING = 64  # connections without a session; the oldest is dropped past this
+
+
+class Service(Protocol):
+    """What the loop serves: an env (or, later, a model) behind the session protocol."""
+
+    service: str
+    component: str
+    declared_edition: str | None
+
+    def contract(self) -> dict[str, Any]: ...
+
+    def begin_session(self) -> None: ...
+
+    def end_session(self) -> list[m.EpisodeRecord]: ...
+
+    def handle(self, msg: Any, frame: frames.Frame) -> tuple[Any, list[Any]]: ...
+
+
+class _Peer:
+    __slots__ = ("accepted_at", "conn", "session")
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.session = SessionState()
+        self.accepted_at = time.monotonic()
+
+
+_SESSION_ACTIVITY = {m.Reset.KIND, m.Step.KIND, m.Render.KIND, m.Close.KIND, m.Configure.KIND}
+
+
+class ServeLoop:
+    """Runs a :class:`Service` on a bound listener until :meth:`stop` (thread-safe)."""
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        service: Service,
+        options: ServeOptions,
+        *,
+        limits: frames.FrameLimits = frames.DEFAULT_LIMITS,
+    ) -> None:
+        self.listener = listener
+        self.service = service
+        self.options = options
+        self.limits = limits
+        self.stop_reason: str | None = None
+        self._stop = threading.Event()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel = selectors.DefaultSelector()
+        self._peers: dict[int, _Peer] = {}
+        self._active: _Peer | None = None
+        self._last_activity = time.monotonic()
+        self.on_request: Callable[[], None] | None = None
+
+    # -- control ------------------------------------------------------------------------
+
+    def stop(self, reason: str) -> None:
+        """Ask the loop to stop; the first reason wins (SRV-46)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self._stop.set()
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:
+            pass
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        sel = self._sel
+        self.listener.setblocking(False)
+        sel.register(self.listener, selectors.EVENT_READ, None)
+        sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self._last_activity = time.monotonic()
+        idle = self.options.idle_timeout_seconds
+        try:
+            while not self._stop.is_set():
+                timeout = 1.0
+                if idle is not None:
+                    remaining = idle - (time.monotonic() - self._last_activity)
+                    if remaining <= 0:
+                        self.stop("idle timeout")
+                        break
+                    timeout = min(timeout, remaining)
+                for key, _ in sel.select(timeout):
+                    obj = key.fileobj
+                    if obj is self.listener:
+                        self._accept()
+                    elif obj is self._wake_r:
+                        self._drain_wake()
+                    else:
+                        self._readable(key.data)
+                    if self._stop.is_set():
+                        break
+                self._reap_pending()
+        finally:
+            self._teardown()
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(64):
+                pass
+        except OSError:
+            pass
+
+    def _accept(self) -> None:
+        for _ in range(16):
+            try:
+                sock, _addr = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # e.g. EMFILE: keep serving what we have
+                log.warning("accept failed: %s", exc)
+                return
+            sock.setblocking(False)
+            peer = _Peer(Connection(sock, frames.PRE_HANDSHAKE_LIMITS))
+            self._peers[sock.fileno()] = peer
+            self._sel.register(sock, selectors.EVENT_READ, peer)
+            pending = [p for p in self._peers.values() if p is not self._active]
+            if len(pending) > MAX_PENDING:
+                self._drop(min(pending, key=lambda p: p.accepted_at))
+
+    def _reap_pending(self) -> None:
+        now = time.monotonic()
+        for peer in list(self._peers.values()):
+            if peer is not self._active and now - peer.accepted_at > HANDSHAKE_DEADLINE_SECONDS:
+                self._drop(peer)
+
+    def _readable(self, peer: _Peer) -> None:
+        # Drain every complete frame that has arrived (a client may pipeline).
+        for _ in range(64):
+            if peer.conn.closed:
+                return
+            try:
+                frame = peer.conn.recv_frame()
+            except ConnectionLost:
+                self._drop(peer)
+                return
+            except ProtocolException as exc:
+                self._protocol_error(peer, exc)
+                return
+            if frame is None:
+                return
+            self._dispatch(peer, frame)
+
+    # -- dispatch -----------------------------------------------------------------------
+
+    def _dispatch(self, peer: _Peer, frame: frames.Frame) -> None:
+        rid = frame.request_id
+        try:
+            peer.session.check_request(frame.kind)
+            msg = decode_header(frame)
+        except ProtocolException as exc:
+            self._protocol_error(peer, exc, rid)
+            return
+        kind = frame.kind
+        if kind == m.Ping.KIND:
+            busy = self._active is not None and self._active is not peer
+            self._send(peer, m.Pong(state="busy" if busy else "ready", generation=PROTOCOL_GENERATION, service=self.service.service), rid)
+            return
+        if kind == m.Shutdown.KIND:
+            self._shutdown_request(peer, msg, rid)
+            return
+        if kind == m.Hello.KIND:
+            self._hello(peer, msg, rid)
+            return
+        if peer is not self._active:  # pragma: no cover - the state table prevents this
+            self._protocol_error(peer, ProtocolException("request outside a session"), rid)
+            return
+        if kind == m.Close.KIND:
+            records = self.service.end_session()
+            self._send(peer, m.CloseReply(final_episodes=records), rid)
+            self._end_active(peer, already_ended=True)
+            self._touch()
+            return
+        started = time.perf_counter_ns()
+        try:
+            reply, segments = self.service.handle(msg, frame)
+            timeout_ms = getattr(msg, "timeout_ms", 0)
+            elapsed_ms = (time.perf_counter_ns() - started) / 1e6
+            if timeout_ms and elapsed_ms > timeout_ms:  # SES-4: the late result is discarded
+                op = {m.Reset.KIND: "reset", m.Step.KIND: "step", m.Render.KIND: "render"}.get(kind, "request")
+                raise RequestFailed("TIMEOUT", f"env.{op} timed out after {timeout_ms}ms", op=op)
+        except RequestFailed as failure:
+            self._send(peer, failure.to_message(), rid)
+            if not failure.recoverable:  # DELTA-19: a fatal error ends the session
+                self._end_active(peer)
+            self._touch()
+            return
+        except ProtocolException as exc:
+            self._protocol_error(peer, exc, rid)
+            return
+        self._send(peer, reply, rid, segments)
+        self._touch()
+
+    def _touch(self) -> None:
+        self._last_activity = time.monotonic()
+        if self.on_request is not None:
+            self.on_request()
+
+    def _hello(self, peer: _Peer, hello: m.Hello, rid: int) -> None:
+        if self._active is not None:
+            self._send(
+                peer,
+                m.Busy(
+                    message="environment already has an active session; only one client may be "
+                    "connected at a time (close the other client first)"
+                ),
+                rid,
+            )
+            self._drop(peer)
+            return
+        svc = self.service
+        answer = handshake.answer_hello(
+            hello,
+            declared=svc.declared_edition,
+            service=svc.service,
+            component=svc.component,
+            session_id=str(uuid.uuid4()),
+            contract=svc.contract(),
+        )
+        if isinstance(answer, m.Incompatible):
+            self._send(peer, answer, rid)
+            self._drop(peer)
+            return
+        svc.begin_session()
+        self._active = peer
+        peer.session.on_reply(m.Hello.KIND, m.Welcome.KIND)
+        peer.conn.limits = self.limits
+        self._send(peer, answer, rid)
+
+    def _shutdown_request(self, peer: _Peer, msg: m.Shutdown, rid: int) -> None:
+        if not self.options.remote_shutdown_allowed():
+            self._send(
+                peer,
+                m.ShutdownReply(accepted=False, message="remote shutdown is disabled for this environment endpoint"),
+                rid,
+            )
+            return
+        reason = (msg.reason or "").strip()
+        text = f"shutdown accepted: {reason}" if reason else "shutdown accepted"
+        self._send(peer, m.ShutdownReply(accepted=True, message=text), rid)
+        self.stop(f"remote shutdown: {reason}" if reason else "remote shutdown")
+
+    # -- endings --------------------------------------------------------------------------
+
+    def _send(self, peer: _Peer, msg: Any, rid: int, segments: list[Any] | tuple[Any, ...] = ()) -> None:
+        if peer.conn.closed:
+            return
+        try:
+            peer.conn.send(encode_message(msg, rid, segments), deadline=time.monotonic() + SEND_DEADLINE_SECONDS)
+        except ConnectionLost:
+            self._drop(peer)
+
+    def _protocol_error(self, peer: _Peer, exc: ProtocolException, rid: int = 0) -> None:
+        log.info("protocol error from a client, closing its connection: %s", exc)
+        self._send(peer, m.Error(code=CODE_NUMBERS["PROTOCOL"], message=str(exc), recoverable=False), rid)
+        self._drop(peer)
+
+    def _end_active(self, peer: _Peer, *, already_ended: bool = False) -> None:
+        if peer is self._active:
+            if not already_ended:
+                self.service.end_session()
+            self._active = None
+        self._drop(peer)
+
+    def _drop(self, peer: _Peer) -> None:
+        if peer is self._active:
+            self._active = None
+            try:
+                self.service.end_session()  # SES-5: an abrupt end truncates active episodes
+            except Exception:  # pragma: no cover - bookkeeping only
+                log.exception("ending the session failed")
+        conn = peer.conn
+        if not conn.closed:
+            try:
+                self._sel.unregister(conn.sock)
+            except (KeyError, ValueError):
+                pass
+            self._peers.pop(conn.sock.fileno(), None)
+            conn.close()
+        else:
+            for fd, p in list(self._peers.items()):
+                if p is peer:
+                    del self._peers[fd]
+
+    def _teardown(self) -> None:
+        for peer in list(self._peers.values()):
+            self._drop(peer)
+        for obj in (self.listener, self._wake_r):
+            try:
+                self._sel.unregister(obj)
+            except (KeyError, ValueError):
+                pass
+        self._sel.close()
+        for s in (self.listener, self._wake_r, self._wake_w):
+            try:
+                s.close()
+            except OSError:
+                pass

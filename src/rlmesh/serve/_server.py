@@ -1,0 +1,398 @@
+"""``EnvServer``: serve one env, a vector env, or a list of lanes (SRV-1..46, DELTA-13..22)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from .._build import resolve_declared_edition, validate_edition
+from .._contract import EnvContract
+from ..errors import BindFailed
+from ..transport import listen, resolve_address
+from ..wire import frames
+from ..wire import messages as m
+from ..wire.meta import normalize
+from ._driver import Driver, RequestFailed
+from ._envs import EnvView, view_of
+from ._loop import ServeLoop
+from ._options import ServeOptions
+
+__all__ = ["EnvServer"]
+
+log = logging.getLogger("rlmesh.serve")
+
+_ENV_TAGS_KEY = "rlmesh.adapters.v1.env_tags"
+_BRANCH_KEY = "rlmesh.adapters.v1.env_branch"
+_FINALIZER_JOIN_SECONDS = 15.0  # DELTA-18
+
+
+class _EnvService:
+    """Adapts a :class:`Driver` to the serve loop's ``Service`` shape."""
+
+    service = "env"
+    component = "rlmesh-env"
+
+    def __init__(self, driver: Driver, contract: EnvContract, declared: str | None) -> None:
+        self.driver = driver
+        self._contract = contract.to_dict()
+        self.declared_edition = declared
+
+    def contract(self) -> dict[str, Any]:
+        return self._contract
+
+    def begin_session(self) -> None:
+        self.driver.begin_session()
+
+    def end_session(self) -> list[m.EpisodeRecord]:
+        return self.driver.end_session()
+
+    def handle(self, msg: Any, frame: frames.Frame) -> tuple[Any, list[Any]]:
+        if isinstance(msg, m.Step):
+            return self.driver.step(msg, frame.segments)
+        if isinstance(msg, m.Reset):
+            return self.driver.reset(msg)
+        if isinstance(msg, m.Render):
+            return self.driver.render(msg)
+        if isinstance(msg, m.Configure):  # HS-6
+            try:
+                edition = validate_edition(msg.edition) if msg.edition.strip() else ""
+            except ValueError as exc:
+                raise RequestFailed("INVALID_ACTION", str(exc), op="configure", recoverable=False) from None
+            return m.ConfigureReply(edition=edition), []
+        raise RequestFailed("UNSUPPORTED", f"empty or unrecognized request {type(msg).__name__}")
+
+
+class _Lifecycle:
+    """Server state shared with the GC finalizer (which must not reference the server)."""
+
+    def __init__(self, loop: ServeLoop, view: EnvView, close_env: bool, unix_path: str | None) -> None:
+        self.loop = loop
+        self.view = view
+        self.close_env = close_env
+        self.unix_path = unix_path
+        self.lock = threading.Lock()
+        self.state = "created"  # created -> serving -> stopped
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.foreground = False
+        self.env_closed = False
+        self.errors: list[str] = []
+
+    def close_env_once(self) -> None:
+        with self.lock:
+            if self.env_closed or not self.close_env:
+                self.env_closed = True
+                return
+            self.env_closed = True
+        try:
+            self.view.close()  # SRV-43: exactly once
+        except Exception as exc:
+            self.errors.append(f"env.close() failed: {type(exc).__name__}: {exc}")
+            log.warning("env.close() failed: %s", exc)
+
+    def cleanup_socket(self) -> None:
+        if self.unix_path:
+            try:
+                os.unlink(self.unix_path)  # SRV-45
+            except OSError:
+                pass
+
+    def run(self) -> None:
+        try:
+            self.loop.run()
+        except BaseException as exc:
+            self.errors.append(f"serve loop failed: {type(exc).__name__}: {exc}")
+            raise
+        finally:
+            self.cleanup_socket()
+            self.close_env_once()
+            self.state = "stopped"
+            self.done.set()
+
+
+def _finalize(life: _Lifecycle) -> None:
+    """DELTA-18: a server dropped or alive at exit is stopped and its env closed."""
+    if life.state == "created":
+        life.state = "stopped"
+        life.loop.stop("garbage collected")
+        life.loop.listener.close()
+        life.cleanup_socket()
+        life.close_env_once()
+        return
+    life.loop.stop("garbage collected")
+    thread = life.thread
+    if thread is not None and thread is not threading.current_thread():
+        thread.join(_FINALIZER_JOIN_SECONDS)
+
+
+class EnvServer:
+    """Serve a Gymnasium-shaped environment over TCP or a Unix socket.
+
+    ``env`` may be one env, a vector env (``num_envs`` >= 2; a 1-lane vector env is
+    served as a scalar env) or a list of scalar envs served as the lanes of one
+    vector endpoint. The listener is bound here, so :attr:`address` is final
+    (with the real port when port 0 was asked for) before :meth:`serve` or
+    :meth:`start`.
+
+    One client holds the endpoint's session at a time; a second one is refused at
+    handshake with ``EndpointBusy``. Env calls all run on one thread: the one
+    calling :meth:`serve`, or the background thread :meth:`start` creates.
+
+    Args:
+        env: The env, vector env, or list of lane envs.
+        address: ``"host:port"``, ``"tcp://host:port"``, ``"unix:///path"`` or a bare
+            port; ``None`` with no helpers binds ``tcp://127.0.0.1:0``.
+        host, port, path, transport: Helpers instead of ``address`` (ADR-3).
+        options: :class:`ServeOptions` (timeouts, remote shutdown, edition).
+        tags: ``rlmesh.adapters.EnvTags`` validated against the spaces and published
+            in the contract metadata.
+        framework: How the env wants its actions: ``"numpy"`` (default).
+        device: Only valid with a framework that has devices.
+        close_env_on_shutdown: Call ``env.close()`` (every lane) when serving ends.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> server = EnvServer(gym.make("CartPole-v1"), "127.0.0.1:0").start()
+        >>> server.address.startswith("tcp://127.0.0.1:")
+        True
+        >>> server.shutdown()
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        address: str | None = None,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        path: str | None = None,
+        transport: str | None = None,
+        options: ServeOptions | None = None,
+        tags: Any = None,
+        framework: Any = None,
+        device: Any = None,
+        close_env_on_shutdown: bool = True,
+    ) -> None:
+        _check_framework(framework, device)
+        if options is not None and not isinstance(options, ServeOptions):
+            raise TypeError(f"options must be a ServeOptions, got {type(options).__name__}")
+        self._options = options or ServeOptions()
+        addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
+        envs = list(env) if isinstance(env, (list, tuple)) else [env]
+        for e in envs:
+            _stamp_tags(e, tags)
+            _check_branch(e)
+        view = view_of(env)
+        declared = resolve_declared_edition(
+            served=self._options.workflow_edition, warn=True, who="this EnvServer"
+        )
+        metadata = _contract_metadata(view.metadata)
+        self._contract = EnvContract(
+            view.env_id,
+            view.obs_space,
+            view.act_space,
+            render_mode=view.render_mode,
+            num_envs=view.num_envs,
+            metadata=metadata,
+            autoreset_mode=view.autoreset if view.lanes is not None else "Disabled",
+        )
+        driver = Driver(view)
+        try:
+            listener, bound = listen(addr)
+        except OSError as exc:
+            what = f"unix socket '{addr.path}'" if addr.transport == "unix" else f"tcp listener on {addr.url}"
+            raise BindFailed(f"failed to bind {what}: {exc}") from exc
+        self._address = bound.url
+        service = _EnvService(driver, self._contract, declared)
+        loop = ServeLoop(listener, service, self._options)
+        self._life = _Lifecycle(loop, view, close_env_on_shutdown, bound.path or None)
+        self._finalizer = weakref.finalize(self, _finalize, self._life)
+
+    # -- read-only surface ----------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        """The resolved address: ``tcp://127.0.0.1:54321`` or ``unix:///abs/path`` (SRV-7)."""
+        return self._address
+
+    @property
+    def env_contract(self) -> EnvContract:
+        return self._contract
+
+    @property
+    def spec(self) -> EnvContract:
+        """Alias of :attr:`env_contract` (DEC-9)."""
+        return self._contract
+
+    @property
+    def options(self) -> ServeOptions:
+        return self._options
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why serving stopped (``"shutdown"``, ``"idle timeout"``, ``"remote shutdown"`` ...)."""
+        return self._life.loop.stop_reason
+
+    def __repr__(self) -> str:
+        return f"EnvServer(address='{self._address}')"
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _begin(self, foreground: bool) -> None:
+        life = self._life
+        with life.lock:
+            if life.state == "serving":
+                raise RuntimeError("EnvServer is already serving; call shutdown() first")
+            if life.state == "stopped":
+                raise RuntimeError("EnvServer was shut down and cannot serve again; build a new EnvServer")
+            life.state = "serving"
+            life.foreground = foreground
+
+    def serve(self) -> None:
+        """Serve on the calling thread until shutdown (SRV-40, DELTA-16/17).
+
+        On the main thread the first Ctrl-C shuts down gracefully (drain, then
+        ``env.close()``) and ``serve()`` then raises ``KeyboardInterrupt``; a
+        second Ctrl-C interrupts the running env call.
+        """
+        self._begin(foreground=True)
+        life = self._life
+        interrupted = threading.Event()
+        previous: Any = None
+        on_main = threading.current_thread() is threading.main_thread()
+        if on_main:
+
+            def on_sigint(signum: int, frame: Any) -> None:
+                interrupted.set()
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                life.loop.stop("interrupted")
+
+            previous = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            life.run()
+        finally:
+            if on_main:
+                signal.signal(signal.SIGINT, previous)
+            self._finalizer.detach()
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+
+    def start(self) -> EnvServer:
+        """Serve on a background thread (no signal handlers); returns ``self``."""
+        self._begin(foreground=False)
+        life = self._life
+        thread = threading.Thread(target=life.run, name=f"rlmesh-serve {self._address}", daemon=True)
+        life.thread = thread
+        thread.start()
+        return self
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the background server stopped; ``False`` if ``timeout`` passes first (SRV-41)."""
+        if timeout is not None and (timeout != timeout or timeout < 0 or timeout == float("inf")):
+            raise ValueError(f"timeout must be a non-negative finite number or None, got {timeout!r}")
+        life = self._life
+        if life.state == "created":
+            raise RuntimeError("EnvServer.wait() needs a started server; call start() first")
+        if life.state == "serving" and life.foreground:
+            raise RuntimeError("EnvServer.wait() is for start(); serve() is running in the foreground")
+        return life.done.wait(timeout)
+
+    def shutdown(self) -> None:
+        """Stop serving, drain, and close the env (once). Idempotent and thread-safe (SRV-42)."""
+        life = self._life
+        with life.lock:
+            state = life.state
+            if state == "created":
+                life.state = "stopped"
+        if state == "created":
+            life.loop.stop("shutdown")
+            life.loop.listener.close()
+            life.cleanup_socket()
+            life.close_env_once()
+            life.done.set()
+            self._finalizer.detach()
+            return
+        life.loop.stop("shutdown")
+        if life.thread is not threading.current_thread():
+            budget = self._options.drain_seconds() + self._options.close_seconds()
+            if not life.done.wait(budget):
+                log.warning(
+                    "EnvServer at %s did not stop within %.1fs (an env call is still running); "
+                    "it will close the env when that call returns",
+                    self._address,
+                    budget,
+                )
+        self._finalizer.detach()
+
+    def __enter__(self) -> EnvServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+
+def _check_framework(framework: Any, device: Any) -> None:
+    """SRV-30/32: numpy is served now; a device needs a framework that has devices."""
+    name = framework if framework is None or isinstance(framework, str) else getattr(framework, "name", None)
+    name = None if name is None else str(name).strip().lower()
+    if name in (None, "numpy", "np"):
+        if device is not None:
+            raise ValueError(
+                f"device={device!r} requires a framework with a device (framework='torch' or 'jax')"
+            )
+        return
+    if name in ("torch", "jax"):
+        raise NotImplementedError(
+            f"framework={name!r} serving is not available in this release; serve with "
+            "framework='numpy' (the default) and convert actions inside the env"
+        )
+    raise ValueError(f"unknown framework {framework!r}; expected 'numpy', 'torch' or 'jax'")
+
+
+def _stamp_tags(env: Any, tags: Any) -> None:
+    """SRV-20/21: validate tags against the spaces and merge them into ``env.metadata``."""
+    md = getattr(env, "metadata", None)
+    if tags is None and not (isinstance(md, Mapping) and _ENV_TAGS_KEY in md):
+        return
+    from .. import adapters
+
+    if tags is None:
+        tags = adapters.EnvTags.from_metadata(md)
+    adapters.tag(env, tags)
+
+
+def _check_branch(env: Any) -> None:
+    """DELTA-21: ``RLMESH_EXPECTED_ENV_BRANCH`` must equal the env's published branch."""
+    raw = os.environ.get("RLMESH_EXPECTED_ENV_BRANCH")
+    if raw is None:
+        return
+    try:
+        expected = json.loads(raw)
+    except ValueError:
+        raise ValueError(f"RLMESH_EXPECTED_ENV_BRANCH must be a JSON object, got {raw!r}") from None
+    md = getattr(env, "metadata", None)
+    actual = md.get(_BRANCH_KEY) if isinstance(md, Mapping) else None
+    if actual != expected:
+        raise ValueError(
+            f"env branch mismatch: RLMESH_EXPECTED_ENV_BRANCH={expected!r} but the env publishes {actual!r}"
+        )
+
+
+def _contract_metadata(metadata: Any) -> dict[str, Any] | None:
+    """SRV-13: the env metadata through the metadata codec (TypeError if it cannot travel)."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, Mapping):
+        return None
+    md = {k: v for k, v in metadata.items()}
+    mode = md.get("autoreset_mode")
+    if mode is not None and hasattr(mode, "value"):
+        md["autoreset_mode"] = mode.value
+    return normalize(md)  # type: ignore[no-any-return]
+

@@ -1,0 +1,263 @@
+"""A framed connection over a stream socket: scatter-gather send, ``recv_into`` receive.
+
+This is the only place that turns ``OSError`` into rlmesh exceptions (STYLE "map
+once, at the boundary"): ``ConnectionLost`` for a dead peer (the ``OSError`` as
+``__cause__``), ``socket.timeout`` passed up as ``TimeoutError`` for the caller to
+word, ``ProtocolException`` from the sans-IO frame layer.
+
+Reading is resumable: the partial prefix or body survives a timeout (or a
+non-blocking socket running dry), so the next call continues the same frame and
+the stream never desynchronizes.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConnectionLost
+from ..wire import frames
+from ..wire.frames import PREFIX_SIZE, Frame, FrameLimits, FramePlan
+from .address import Address
+
+__all__ = ["Connection", "dial", "listen"]
+
+_IOV_MAX = 512  # stay well below the kernel's 1024-iovec limit per sendmsg
+
+
+class Connection:
+    """One framed, bidirectional stream.
+
+    Args:
+        sock: A connected stream socket.
+        limits: Frame limits applied to every received prefix.
+    """
+
+    __slots__ = ("_bfill", "_body", "_pfill", "_plan", "_prefix", "_pview", "closed", "limits", "sock")
+
+    def __init__(self, sock: socket.socket, limits: FrameLimits = frames.DEFAULT_LIMITS) -> None:
+        self.sock = sock
+        self.limits = limits
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._prefix = bytearray(PREFIX_SIZE)
+        self._pview = memoryview(self._prefix)
+        self._pfill = 0
+        self._plan: FramePlan | None = None
+        self._body: np.ndarray[Any, np.dtype[np.uint8]] | None = None
+        self._bfill = 0
+        self.closed = False
+
+    # -- sending ------------------------------------------------------------------------
+
+    def send(self, buffers: list[Any], *, deadline: float | None = None) -> None:
+        """Send every buffer, in order, with as few ``sendmsg`` calls as the kernel allows.
+
+        On a non-blocking socket, waits for writability until ``deadline``
+        (``time.monotonic()`` seconds); a peer that stops reading past it is
+        treated as lost.
+
+        Raises:
+            ConnectionLost: the peer is gone (or stalled past the deadline).
+            TimeoutError: a blocking socket's timeout expired mid-send.
+        """
+        sock = self.sock
+        bufs = buffers
+        try:
+            while bufs:
+                try:
+                    sent = sock.sendmsg(bufs[:_IOV_MAX])
+                except BlockingIOError:
+                    self._wait_writable(deadline)
+                    continue
+                bufs = _advance(bufs, sent)
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
+            raise ConnectionLost(f"the peer closed the connection ({exc.strerror or exc})") from exc
+        except socket.timeout:
+            raise
+        except OSError as exc:
+            raise ConnectionLost(f"sending failed: {exc}") from exc
+
+    def _wait_writable(self, deadline: float | None) -> None:
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise ConnectionLost("the peer stopped reading; dropping the connection")
+        _, writable, _ = select.select([], [self.sock], [], remaining)
+        if not writable:
+            raise ConnectionLost("the peer stopped reading; dropping the connection")
+
+    # -- receiving ----------------------------------------------------------------------
+
+    def recv_frame(self) -> Frame | None:
+        """Receive one whole frame.
+
+        Returns ``None`` only on a non-blocking socket that ran dry mid-frame
+        (call again when readable; progress is kept).
+
+        Raises:
+            ConnectionLost: EOF or a socket error.
+            TimeoutError: the socket timeout expired (progress is kept).
+            ProtocolException: the bytes are not a valid frame.
+        """
+        sock = self.sock
+        try:
+            if self._plan is None:
+                while self._pfill < PREFIX_SIZE:
+                    n = sock.recv_into(self._pview[self._pfill :])
+                    if not n:
+                        raise self._eof()
+                    self._pfill += n
+                plan = frames.decode_prefix(self._prefix, self.limits)
+                self._plan = plan
+                self._body = frames.new_body(plan)
+                self._bfill = 0
+            plan, body = self._plan, self._body
+            assert body is not None
+            size = plan.body_len
+            if self._bfill < size:
+                view = memoryview(body)  # type: ignore[arg-type]
+                while self._bfill < size:
+                    n = sock.recv_into(view[self._bfill :])
+                    if not n:
+                        raise self._eof()
+                    self._bfill += n
+        except BlockingIOError:
+            return None
+        except socket.timeout:
+            raise
+        except ConnectionLost:
+            raise
+        except OSError as exc:
+            raise ConnectionLost(f"receiving failed: {exc}") from exc
+        self._plan = None
+        self._body = None
+        self._pfill = 0
+        return frames.split_body(plan, body)
+
+    def _eof(self) -> ConnectionLost:
+        if self._pfill or self._plan is not None:
+            return ConnectionLost("the peer closed the connection in the middle of a frame")
+        return ConnectionLost("the peer closed the connection")
+
+    @property
+    def mid_frame(self) -> bool:
+        """Whether a partially received frame is pending."""
+        return self._pfill > 0 or self._plan is not None
+
+    def settimeout(self, seconds: float | None) -> None:
+        self.sock.settimeout(seconds)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+
+def _advance(bufs: list[Any], sent: int) -> list[Any]:
+    """Drop ``sent`` bytes from the front of a buffer list (partial ``sendmsg``)."""
+    i = 0
+    while i < len(bufs):
+        n = _nbytes(bufs[i])
+        if sent < n:
+            if sent:
+                head = memoryview(bufs[i]).cast("B")[sent:]
+                return [head, *bufs[i + 1 :]]
+            return bufs[i:]
+        sent -= n
+        i += 1
+    return []
+
+
+def _nbytes(buf: Any) -> int:
+    if isinstance(buf, (bytes, bytearray)):
+        return len(buf)
+    if isinstance(buf, np.ndarray):
+        return int(buf.nbytes)
+    return memoryview(buf).nbytes
+
+
+def dial(address: Address, timeout: float | None) -> socket.socket:
+    """Connect a stream socket to ``address`` within ``timeout`` seconds.
+
+    Raises:
+        OSError: the connect failed (the caller words the error).
+        TimeoutError: the timeout expired.
+    """
+    if address.transport == "unix":
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        target: Any = address.path
+    else:
+        infos = socket.getaddrinfo(address.host, address.port, type=socket.SOCK_STREAM)
+        family, _, _, _, target = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(target)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def listen(address: Address, backlog: int = 64) -> tuple[socket.socket, Address]:
+    """Bind and listen; returns the socket and the resolved address (real port for port 0).
+
+    A stale unix socket file is replaced (ADR-4).
+
+    Raises:
+        OSError: bind or listen failed (the caller words the error).
+    """
+    if address.transport == "unix":
+        import os
+
+        if os.path.exists(address.path):
+            _remove_stale_socket(address.path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(address.path)
+            sock.listen(backlog)
+        except BaseException:
+            sock.close()
+            raise
+        return sock, address
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address.host, address.port))
+        sock.listen(backlog)
+    except BaseException:
+        sock.close()
+        raise
+    port = sock.getsockname()[1]
+    return sock, Address("tcp", host=address.host, port=port)
+
+
+def _remove_stale_socket(path: str) -> None:
+    import os
+    import stat
+
+    mode = os.lstat(path).st_mode
+    if not stat.S_ISSOCK(mode):
+        raise FileExistsError(f"{path} exists and is not a socket; refusing to replace it")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(0.2)
+        probe.connect(path)
+    except OSError:
+        os.unlink(path)  # nobody listens: stale
+        return
+    finally:
+        probe.close()
+    raise FileExistsError(f"another server is listening on unix://{path}")

@@ -1,0 +1,316 @@
+"""Message headers: one msgspec ``Struct`` per message kind (sans-IO).
+
+Every frame's kind byte (frames.py) names exactly one Struct below, which is its
+msgpack header. Structs are ``array_like`` (compact, fast) and follow msgspec's
+schema-evolution rules: a later edition adds fields *last*, with defaults, and
+readers ignore trailing fields they do not know (``forbid_unknown_fields`` is off).
+
+Requests (client to server) have kinds below 0x80; replies set the high bit.
+Every request gets exactly one reply (or an :class:`Error`) echoing its
+``request_id`` (SES-3). Tensor leaves never travel inside msgpack: they are the
+frame's raw segments, in the order the value codec (values.py) lays out.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import msgspec
+
+from ..errors import ProtocolException
+from .frames import Frame, encode_frame
+from .meta import enc_hook, ext_hook
+
+__all__ = [
+    "KINDS",
+    "Busy",
+    "Close",
+    "CloseReply",
+    "Configure",
+    "ConfigureReply",
+    "EpisodeRecord",
+    "Error",
+    "Hello",
+    "Incompatible",
+    "Message",
+    "PeerInfo",
+    "Ping",
+    "Pong",
+    "Render",
+    "RenderReply",
+    "Reset",
+    "ResetReply",
+    "Shutdown",
+    "ShutdownReply",
+    "Step",
+    "StepReply",
+    "Welcome",
+    "decode_header",
+    "encode_message",
+]
+
+
+class _Base(msgspec.Struct, array_like=True, frozen=True, gc=False, omit_defaults=True):
+    KIND: ClassVar[int] = -1
+
+
+class PeerInfo(_Base):
+    """Advisory diagnostics about a peer (HS-9); never gates compatibility."""
+
+    component: str = ""
+    package_version: str = ""
+    language: str = "python"
+    language_version: str = ""
+    os: str = ""
+    os_version: str = ""
+    arch: str = ""
+    framework_versions: dict[str, str] = {}
+    extra: dict[str, str] = {}
+
+
+class EpisodeRecord(_Base):
+    """One completed episode's bookkeeping (AR-7)."""
+
+    episode_id: str
+    seed: int | None
+    env_index: int
+    step_count: int
+    cumulative_reward: float
+    terminated: bool
+    truncated: bool
+    start_timestamp_ns: int
+    end_timestamp_ns: int
+    final_info: Any = None
+
+
+# -- handshake --------------------------------------------------------------------------
+
+
+class Hello(_Base):
+    """Opens a session: generation, peer info, offered editions (HS-1..5)."""
+
+    KIND: ClassVar[int] = 0x01
+    generation: str
+    peer: PeerInfo
+    editions: list[str]
+    preferred: str | None = None
+    capabilities: dict[str, str] = {}
+    service: str = "env"  # "env" or "model": which endpoint the client expects
+
+
+class Welcome(_Base):
+    """The server accepts: its offer, the selected edition (DEC-2) and the contract."""
+
+    KIND: ClassVar[int] = 0x81
+    generation: str
+    peer: PeerInfo
+    editions: list[str]
+    preferred: str | None
+    selected: str
+    session_id: str
+    contract: dict[str, Any] = {}
+    capabilities: dict[str, str] = {}
+    service: str = "env"
+
+
+class Busy(_Base):
+    """Refusal: another client holds the endpoint's one session (EndpointBusy)."""
+
+    KIND: ClassVar[int] = 0x82
+    message: str
+
+
+class Incompatible(_Base):
+    """Refusal: other protocol generation, no mutual edition, or wrong service."""
+
+    KIND: ClassVar[int] = 0x83
+    message: str
+    generation: str = ""
+    editions: list[str] = []
+
+
+# -- env requests and replies -------------------------------------------------------------
+
+
+class Reset(_Base):
+    """Reset all lanes, or the lanes in ``env_indices`` (partial reset, AR-10)."""
+
+    KIND: ClassVar[int] = 0x02
+    seeds: list[int | None] = []  # one per lane (or per env_indices entry); [] = no seeds
+    options: Any = None
+    episode_ids: list[str] = []  # minted by the client, one per lane started (AR-3)
+    env_indices: list[int] = []
+    timeout_ms: int = 0
+
+
+class ResetReply(_Base):
+    KIND: ClassVar[int] = 0x84
+    obs: list[Any]  # non-segment leaves (Discrete ints, Text strings) in codec order
+    info: Any = None
+    endpoint_ns: int = 0
+
+
+class Step(_Base):
+    """Step every lane; ``episode_ids`` carries ids for lanes that start a new episode (AR-9)."""
+
+    KIND: ClassVar[int] = 0x03
+    action: list[Any]
+    episode_ids: dict[int, str] = {}
+    timeout_ms: int = 0
+    has_action: bool = True
+
+
+class StepReply(_Base):
+    """Scalar endpoints fill reward/terminated/truncated; vector endpoints send them as
+    three trailing segments (float64 rewards, uint8 terminated, uint8 truncated)."""
+
+    KIND: ClassVar[int] = 0x85
+    obs: list[Any]
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    info: Any = None
+    completed: list[EpisodeRecord] = []
+    endpoint_ns: int = 0
+
+
+class Render(_Base):
+    KIND: ClassVar[int] = 0x04
+    env_index: int = 0
+    timeout_ms: int = 0
+
+
+class RenderReply(_Base):
+    """``format`` ``"raw"``: one uint8 segment of ``shape`` (HxW, HxWx3, HxWx4); ``None``: no frame."""
+
+    KIND: ClassVar[int] = 0x86
+    format: str | None = None
+    shape: list[int] = []
+
+
+class Close(_Base):
+    """End this session; the env keeps running for the next client (SES-5)."""
+
+    KIND: ClassVar[int] = 0x05
+    reason: str = ""
+
+
+class CloseReply(_Base):
+    KIND: ClassVar[int] = 0x87
+    final_episodes: list[EpisodeRecord] = []
+
+
+class Shutdown(_Base):
+    """Ask the endpoint owner to stop serving (CFG-2); legal before Hello too."""
+
+    KIND: ClassVar[int] = 0x06
+    reason: str = "owner shutdown"
+
+
+class ShutdownReply(_Base):
+    KIND: ClassVar[int] = 0x88
+    accepted: bool
+    message: str
+
+
+class Ping(_Base):
+    """Readiness probe; answered before Hello as well (DESIGN)."""
+
+    KIND: ClassVar[int] = 0x07
+
+
+class Pong(_Base):
+    KIND: ClassVar[int] = 0x89
+    state: str  # "ready" (a session is free) or "busy"
+    generation: str = ""
+    service: str = "env"
+
+
+class Configure(_Base):
+    """Pin the session's workflow edition (HS-6)."""
+
+    KIND: ClassVar[int] = 0x08
+    edition: str
+
+
+class ConfigureReply(_Base):
+    KIND: ClassVar[int] = 0x8A
+    edition: str
+
+
+class Error(_Base):
+    """A failed request: wire code (ERR-1), message, and whether the session survives."""
+
+    KIND: ClassVar[int] = 0xFF
+    code: int
+    message: str
+    recoverable: bool
+    op: str = ""
+
+
+Message = Any  # any of the Structs above
+
+_ENV_MESSAGES: tuple[type[_Base], ...] = (
+    Hello,
+    Welcome,
+    Busy,
+    Incompatible,
+    Reset,
+    ResetReply,
+    Step,
+    StepReply,
+    Render,
+    RenderReply,
+    Close,
+    CloseReply,
+    Shutdown,
+    ShutdownReply,
+    Ping,
+    Pong,
+    Configure,
+    ConfigureReply,
+    Error,
+)
+
+#: kind byte -> Struct type. Model-service messages register here too (model_messages.py).
+KINDS: dict[int, type[Any]] = {}
+_DECODERS: dict[int, msgspec.msgpack.Decoder[Any]] = {}
+_ENCODER = msgspec.msgpack.Encoder(enc_hook=enc_hook)
+
+
+def register(cls: type[Any]) -> type[Any]:
+    """Register a message Struct under its ``KIND`` and build its decoder once."""
+    kind = cls.KIND
+    if not 0 <= kind <= 0xFF or (kind in KINDS and KINDS[kind] is not cls):
+        raise ValueError(f"message kind {kind:#x} of {cls.__name__} is invalid or taken")
+    KINDS[kind] = cls
+    _DECODERS[kind] = msgspec.msgpack.Decoder(cls, ext_hook=ext_hook)
+    return cls
+
+
+for _cls in _ENV_MESSAGES:
+    register(_cls)
+
+
+def encode_message(msg: Any, request_id: int = 0, segments: list[Any] | tuple[Any, ...] = ()) -> list[Any]:
+    """Encode a message header and lay out its frame: a list of buffers for ``sendmsg``."""
+    return encode_frame(msg.KIND, request_id, _ENCODER.encode(msg), segments)
+
+
+def decode_header(frame: Frame) -> Any:
+    """Decode a frame's header into its message Struct.
+
+    Raises:
+        ProtocolException: unknown kind, or a header that does not match its Struct.
+    """
+    decoder = _DECODERS.get(frame.kind)
+    if decoder is None:
+        raise ProtocolException(f"unknown message kind {frame.kind:#04x}")
+    try:
+        return decoder.decode(frame.header)
+    except ProtocolException:
+        raise
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ProtocolException(f"malformed {KINDS[frame.kind].__name__} header: {exc}") from None
+    except (ValueError, TypeError, OverflowError, MemoryError) as exc:
+        raise ProtocolException(f"malformed {KINDS[frame.kind].__name__} header: {exc}") from None

@@ -1,0 +1,144 @@
+"""The metadata codec: info dicts, reset options and env metadata as msgpack values (MET-1).
+
+Accepted values, after unwrapping (``_asdict`` for namedtuples, ``item()`` for
+numpy scalars, ``.value`` (else ``.name``) for enums): ``None``, ``bool``,
+``int``, ``float``, ``str``, ``bytes``, mappings with ``str`` keys, lists and
+tuples (tuples become lists), and numpy arrays. Arrays travel as msgpack
+extension type 1 and come back as writable arrays of the same dtype and shape
+(DESIGN: "numpy arrays inside them travel as an extension type and come back as
+arrays"); object arrays become lists. Ints beyond 64 bits become floats (MET-1).
+Anything else raises ``TypeError`` pointing at :func:`rlmesh.sanitize_metadata`.
+
+Ext type 1 payload: ``u8 dtype code | u8 ndim | ndim x u64 LE dims | raw LE bytes``.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from .._dtypes import DTYPE_CODES, dtype_name, np_dtype
+from ..errors import ProtocolException
+
+__all__ = ["EXT_NDARRAY", "ext_hook", "normalize"]
+
+EXT_NDARRAY = 1
+_CODE_TO_NAME = {v: k for k, v in DTYPE_CODES.items()}
+_I64_MIN, _U64_MAX = -(2**63), 2**64 - 1
+_SCALARS = (str, bool, float, bytes, type(None))
+
+
+def _unsupported(value: Any, path: str) -> TypeError:
+    where = f" at {path}" if path else ""
+    return TypeError(
+        f"value of type '{type(value).__name__}'{where} is not supported in RLMesh metadata; "
+        "pass the dict through rlmesh.sanitize_metadata(...) to stringify unsupported values"
+    )
+
+
+def normalize(value: Any, path: str = "$") -> Any:
+    """Convert a metadata/info value to codec-ready plain data (MET-1), strictly.
+
+    Raises:
+        TypeError: a value or key the codec cannot carry; the message names the path.
+    """
+    tp = type(value)
+    if tp in _SCALARS:
+        return value
+    if tp is int:
+        return value if _I64_MIN <= value <= _U64_MAX else float(value)
+    if tp is dict or isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                if isinstance(k, str):
+                    k = str(k)
+                else:
+                    raise TypeError(
+                        f"metadata keys must be str, got {type(k).__name__} key {k!r} at {path}; "
+                        "pass the dict through rlmesh.sanitize_metadata(...) to stringify keys"
+                    )
+            out[k] = normalize(v, f"{path}.{k}")
+        return out
+    if tp is list:
+        return [normalize(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, np.ndarray):
+        return _normalize_array(value, path)
+    if isinstance(value, tuple):
+        as_dict = getattr(value, "_asdict", None)
+        if as_dict is not None:
+            return normalize(as_dict(), path)
+        return [normalize(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, enum.Enum):
+        try:
+            return normalize(value.value, path)
+        except TypeError:
+            return value.name
+    if isinstance(value, np.generic):
+        return normalize(value.item(), path)
+    if isinstance(value, (bool, int, float, str, bytes)):  # subclasses (IntEnum handled above)
+        for base in (bool, int, float, str, bytes):
+            if isinstance(value, base):
+                return normalize(base(value), path)
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        return normalize(tolist(), path)
+    item = getattr(value, "item", None)
+    if callable(item):
+        return normalize(item(), path)
+    raise _unsupported(value, path)
+
+
+def _normalize_array(a: np.ndarray[Any, Any], path: str) -> Any:
+    if a.dtype.kind in "biuf":
+        try:
+            dtype_name(a.dtype)
+        except ValueError:
+            return normalize(a.tolist(), path)
+        return a
+    return normalize(a.tolist(), path)
+
+
+def enc_hook(value: Any) -> Any:
+    """msgspec hook: numpy arrays become ext type 1 (everything else was normalized)."""
+    if isinstance(value, np.ndarray):
+        name = dtype_name(value.dtype)
+        arr = np.ascontiguousarray(value, dtype=np_dtype(name))
+        head = struct.pack(f"<BB{arr.ndim}Q", DTYPE_CODES[name], arr.ndim, *arr.shape)
+        return msgspec.msgpack.Ext(EXT_NDARRAY, head + arr.tobytes())
+    if isinstance(value, np.generic):
+        return value.item()
+    raise _unsupported(value, "")
+
+
+def ext_hook(code: int, data: memoryview) -> Any:
+    """msgspec hook: decode ext type 1 into a fresh writable array; refuse anything else."""
+    if code != EXT_NDARRAY:
+        raise ProtocolException(f"unknown msgpack extension type {code} in metadata")
+    if len(data) < 2:
+        raise ProtocolException("truncated ndarray extension in metadata")
+    dcode, ndim = data[0], data[1]
+    name = _CODE_TO_NAME.get(dcode)
+    if name is None:
+        raise ProtocolException(f"unknown dtype code {dcode} in an ndarray extension")
+    end = 2 + 8 * ndim
+    if len(data) < end:
+        raise ProtocolException("truncated ndarray extension shape in metadata")
+    shape = struct.unpack_from(f"<{ndim}Q", data, 2)
+    dt = np_dtype(name)
+    count = 1
+    for d in shape:
+        count *= d
+    if count * dt.itemsize != len(data) - end:
+        raise ProtocolException(
+            f"ndarray extension carries {len(data) - end} bytes; shape {list(shape)} of {name} needs "
+            f"{count * dt.itemsize}"
+        )
+    return np.frombuffer(data[end:], dtype=dt).reshape(shape).copy()
