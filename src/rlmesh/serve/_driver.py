@@ -66,35 +66,53 @@ def validation_policy() -> str:
 
 
 class _Lane:
-    __slots__ = ("episode_id", "reward", "seed", "start_ns", "state", "steps")
+    """Identity of one lane's current episode; step counts and rewards live in arrays."""
+
+    __slots__ = ("episode_id", "seed", "start_ns")
 
     def __init__(self) -> None:
-        self.state = IDLE
         self.episode_id = ""
         self.seed: int | None = None
-        self.steps = 0
-        self.reward = 0.0
         self.start_ns = 0
 
-    def start(self, episode_id: str, seed: int | None) -> None:
-        self.state = ACTIVE
-        self.episode_id = episode_id
-        self.seed = seed
-        self.steps = 0
-        self.reward = 0.0
-        self.start_ns = time.time_ns()
 
-    def record(self, index: int, terminated: bool, truncated: bool, final_info: Any) -> m.EpisodeRecord:
+class _Books:
+    """Per-lane episode state (AR-4), vectorized so a step costs a few numpy ops."""
+
+    def __init__(self, n: int) -> None:
+        self.lanes = [_Lane() for _ in range(n)]
+        self.state = np.full(n, IDLE, dtype=np.int8)
+        self.all_active = False
+        self.steps = np.zeros(n, dtype=np.int64)
+        self.reward = np.zeros(n, dtype=np.float64)
+
+    def start(
+        self, i: int, episode_id: str, seed: int | None, now_ns: int | None = None, *, recompute: bool = True
+    ) -> None:
+        lane = self.lanes[i]
+        lane.episode_id = episode_id
+        lane.seed = seed
+        lane.start_ns = time.time_ns() if now_ns is None else now_ns
+        self.state[i] = ACTIVE
+        self.steps[i] = 0
+        self.reward[i] = 0.0
+        if recompute:
+            self.all_active = bool((self.state == ACTIVE).all())
+
+    def record(
+        self, i: int, terminated: bool, truncated: bool, final_info: Any, now_ns: int | None = None
+    ) -> m.EpisodeRecord:
+        lane = self.lanes[i]
         return m.EpisodeRecord(
-            episode_id=self.episode_id,
-            seed=self.seed,
-            env_index=index,
-            step_count=self.steps,
-            cumulative_reward=self.reward,
+            episode_id=lane.episode_id,
+            seed=lane.seed,
+            env_index=i,
+            step_count=int(self.steps[i]),
+            cumulative_reward=float(self.reward[i]),
             terminated=terminated,
             truncated=truncated,
-            start_timestamp_ns=self.start_ns,
-            end_timestamp_ns=time.time_ns(),
+            start_timestamp_ns=lane.start_ns,
+            end_timestamp_ns=time.time_ns() if now_ns is None else now_ns,
             final_info=final_info,
         )
 
@@ -113,7 +131,7 @@ class Driver:
         self.act_range = compile_range_check(view.act_space, lanes=self.lanes)
         self.act_codec = ValueCodec(view.act_space, self.lanes)
         self.policy = validation_policy()
-        self._lane_list = [_Lane() for _ in range(n)]
+        self._books = _Books(n)
         self._interrupted: deque[m.EpisodeRecord] = deque()
         self._warned: set[tuple[str, str]] = set()
         self._pending_warnings: list[dict[str, str]] = []
@@ -123,8 +141,8 @@ class Driver:
 
     def begin_session(self) -> None:
         """SES-6: nothing carries over from the previous session."""
-        for lane in self._lane_list:
-            lane.state = IDLE
+        self._books.state[:] = IDLE
+        self._books.all_active = False
         self._interrupted.clear()
         self._warned.clear()
         self._pending_warnings.clear()
@@ -133,10 +151,11 @@ class Driver:
         """SES-5: complete every active episode as truncated; return them with the buffered ones."""
         out = list(self._interrupted)
         self._interrupted.clear()
-        for i, lane in enumerate(self._lane_list):
-            if lane.state in (ACTIVE,):
-                out.append(lane.record(i, False, True, None))
-            lane.state = IDLE
+        books = self._books
+        for i in np.flatnonzero(books.state == ACTIVE).tolist():
+            out.append(books.record(i, False, True, None))
+        books.state[:] = IDLE
+        books.all_active = False
         return out
 
     # -- requests -----------------------------------------------------------------------
@@ -162,21 +181,23 @@ class Driver:
             raise _env_failure("reset", exc) from None
         canonical = self._encode_obs(obs, "reset", partial=len(indices) if indices else None)
         targets = indices or list(range(n))
+        books = self._books
         for j, i in enumerate(targets):
-            lane = self._lane_list[i]
-            if lane.state == ACTIVE:
-                self._buffer_interrupted(lane.record(i, False, True, None))
+            if books.state[i] == ACTIVE:
+                self._buffer_interrupted(books.record(i, False, True, None))
             seed = req.seeds[j] if req.seeds else None
             eid = req.episode_ids[j] if req.episode_ids else new_episode_id()
-            lane.start(eid, seed)
+            books.start(i, eid, seed)
         scalars, segments = self._split_obs(canonical, partial=len(indices) if indices else None)
         return m.ResetReply(obs=scalars, info=self._info(info, "reset")), segments
 
     def step(self, req: m.Step, segments: list[Any]) -> tuple[m.StepReply, list[Any]]:
         action = self._decode_action(req, segments)
-        for i, eid in req.episode_ids.items():
-            if 0 <= i < len(self._lane_list):
-                self._lane_list[i].episode_id = eid
+        if req.episode_ids:
+            lanes = self._books.lanes
+            for i, eid in req.episode_ids.items():
+                if 0 <= i < len(lanes):
+                    lanes[i].episode_id = eid
         try:
             obs, reward, terminated, truncated, info = self.view.step(action)
         except Exception as exc:
@@ -313,47 +334,67 @@ class Driver:
 
     def _account(self, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any]) -> list[m.EpisodeRecord]:
         """AR-5/AR-6: per-lane step accounting; returns the episodes that ended."""
-        mode = self.view.autoreset
-        lanes = self._lane_list
+        books = self._books
+        state = books.state
         if self.lanes is None:
-            lane = lanes[0]
-            if lane.state != ACTIVE:
+            if state[0] != ACTIVE:
                 return []
-            lane.steps += 1
-            lane.reward += reward
+            books.steps[0] += 1
+            books.reward[0] += reward
             if terminated or truncated:
-                lane.state = IDLE
-                return [lane.record(0, bool(terminated), bool(truncated), _final_info_scalar(info))]
+                state[0] = IDLE
+                books.all_active = False
+                return [books.record(0, bool(terminated), bool(truncated), _final_info_scalar(info))]
             return []
         done = terminated | truncated
-        if mode == "NextStep":  # AR-6: validate before any state changes
-            for i, lane in enumerate(lanes):
-                if lane.state == PENDING and (done[i] or reward[i] != 0):
+        if books.all_active:  # fast path: every lane mid-episode
+            books.steps += 1
+            books.reward += reward
+            if not done.any():
+                return []
+        else:
+            pending = state == PENDING
+            if self.view.autoreset == "NextStep" and pending.any():  # AR-6: before any state change
+                bad = pending & (done | (reward != 0))
+                if bad.any():
+                    i = int(np.flatnonzero(bad)[0])
                     raise RequestFailed(
                         "INTERNAL",
-                        f"step failed: NEXT_STEP autoreset contract violated on lane {i}: the autoreset step "
-                        "must report reward 0 and not done",
+                        f"step failed: NEXT_STEP autoreset contract violated on lane {i}: the autoreset "
+                        "step must report reward 0 and not done",
                         op="step",
                         recoverable=False,
                     )
+            active = state == ACTIVE
+            books.steps += active
+            books.reward += np.where(active, reward, 0.0)
+        return self._transitions(reward, terminated, truncated, done, info)
+
+    def _transitions(
+        self, reward: Any, terminated: Any, truncated: Any, done: Any, info: dict[str, Any]
+    ) -> list[m.EpisodeRecord]:
+        """The slow path of :meth:`_account`: lanes that ended, or start after an autoreset."""
+        books = self._books
+        state = books.state
+        mode = self.view.autoreset
+        states = state.tolist()
+        done_l = done.tolist()
         completed: list[m.EpisodeRecord] = []
-        rewards = reward.tolist()
-        for i, lane in enumerate(lanes):
-            if lane.state == PENDING:
-                lane.start(lane.episode_id or new_episode_id(), None)
-                continue
-            if lane.state != ACTIVE:
-                continue
-            lane.steps += 1
-            lane.reward += rewards[i]
-            if done[i]:
-                completed.append(lane.record(i, bool(terminated[i]), bool(truncated[i]), _final_info_lane(info, i)))
+        now = time.time_ns()
+        for i, st in enumerate(states):
+            if st == PENDING:  # the autoreset observation starts a new episode (AR-5)
+                books.start(i, books.lanes[i].episode_id or new_episode_id(), None, now, recompute=False)
+            elif st == ACTIVE and done_l[i]:
+                completed.append(
+                    books.record(i, bool(terminated[i]), bool(truncated[i]), _final_info_lane(info, i), now)
+                )
                 if mode == "NextStep":
-                    lane.state = PENDING
+                    state[i] = PENDING
                 elif mode == "SameStep":
-                    lane.start("", None)  # the client pushes the new id with the next step
+                    books.start(i, "", None, now, recompute=False)  # the client pushes the new id next step
                 else:
-                    lane.state = IDLE
+                    state[i] = IDLE
+        books.all_active = bool((state == ACTIVE).all())
         return completed
 
 

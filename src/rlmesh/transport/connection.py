@@ -29,27 +29,49 @@ __all__ = ["Connection", "dial", "listen"]
 _IOV_MAX = 512  # stay well below the kernel's 1024-iovec limit per sendmsg
 
 
+_SCRATCH = 64 * 1024  # one recv_into fetches a whole small frame (prefix and body) at once
+
+
 class Connection:
     """One framed, bidirectional stream.
+
+    Receiving reads into a per-connection scratch buffer, so a small frame
+    costs one ``recv_into``; its body is then copied once into a fresh buffer
+    (a few hundred bytes). A large body is read straight into its own fresh
+    buffer after the bytes already in the scratch: one copy from the kernel.
 
     Args:
         sock: A connected stream socket.
         limits: Frame limits applied to every received prefix.
     """
 
-    __slots__ = ("_bfill", "_body", "_pfill", "_plan", "_prefix", "_pview", "closed", "limits", "sock")
+    __slots__ = (
+        "_bfill",
+        "_body",
+        "_end",
+        "_plan",
+        "_scratch",
+        "_start",
+        "_sview",
+        "_timeout",
+        "closed",
+        "limits",
+        "sock",
+    )
 
     def __init__(self, sock: socket.socket, limits: FrameLimits = frames.DEFAULT_LIMITS) -> None:
         self.sock = sock
         self.limits = limits
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._prefix = bytearray(PREFIX_SIZE)
-        self._pview = memoryview(self._prefix)
-        self._pfill = 0
+        self._scratch = bytearray(_SCRATCH)
+        self._sview = memoryview(self._scratch)
+        self._start = 0  # unread bytes live in scratch[_start:_end]
+        self._end = 0
         self._plan: FramePlan | None = None
         self._body: np.ndarray[Any, np.dtype[np.uint8]] | None = None
         self._bfill = 0
+        self._timeout: Any = sock.gettimeout()
         self.closed = False
 
     # -- sending ------------------------------------------------------------------------
@@ -68,6 +90,14 @@ class Connection:
         sock = self.sock
         bufs = buffers
         try:
+            if len(bufs) <= _IOV_MAX:  # common case: one sendmsg takes everything
+                try:
+                    sent = sock.sendmsg(bufs)
+                except BlockingIOError:
+                    sent = 0
+                if sent == sum(_nbytes(b) for b in bufs):
+                    return
+                bufs = _advance(bufs, sent)
             while bufs:
                 try:
                     sent = sock.sendmsg(bufs[:_IOV_MAX])
@@ -103,23 +133,31 @@ class Connection:
             TimeoutError: the socket timeout expired (progress is kept).
             ProtocolException: the bytes are not a valid frame.
         """
-        sock = self.sock
         try:
             if self._plan is None:
-                while self._pfill < PREFIX_SIZE:
-                    n = sock.recv_into(self._pview[self._pfill :])
-                    if not n:
-                        raise self._eof()
-                    self._pfill += n
-                plan = frames.decode_prefix(self._prefix, self.limits)
-                self._plan = plan
-                self._body = frames.new_body(plan)
-                self._bfill = 0
+                while self._end - self._start < PREFIX_SIZE:
+                    self._fill()
+                start = self._start
+                plan = frames.decode_prefix(self._sview[start : start + PREFIX_SIZE], self.limits)
+                start += PREFIX_SIZE
+                self._start = start
+                size = plan.body_len
+                avail = self._end - start
+                if avail >= size:  # the whole body is already here: one small copy
+                    body = np.frombuffer(bytearray(self._sview[start : start + size]), dtype=np.uint8)
+                    self._consume(size)
+                    return frames.split_body(plan, body)
+                body = frames.new_body(plan)
+                if avail:
+                    body[:avail] = np.frombuffer(self._scratch, np.uint8, avail, start)
+                    self._consume(avail)
+                self._plan, self._body, self._bfill = plan, body, avail
             plan, body = self._plan, self._body
             assert body is not None
             size = plan.body_len
             if self._bfill < size:
                 view = memoryview(body)  # type: ignore[arg-type]
+                sock = self.sock
                 while self._bfill < size:
                     n = sock.recv_into(view[self._bfill :])
                     if not n:
@@ -135,21 +173,46 @@ class Connection:
             raise ConnectionLost(f"receiving failed: {exc}") from exc
         self._plan = None
         self._body = None
-        self._pfill = 0
         return frames.split_body(plan, body)
 
+    def _fill(self) -> None:
+        """Read more bytes into the scratch buffer (compacting it first if needed)."""
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif len(self._scratch) - self._end < PREFIX_SIZE:
+            n = self._end - self._start
+            self._scratch[:n] = self._scratch[self._start : self._end]
+            self._start, self._end = 0, n
+        n = self.sock.recv_into(self._sview[self._end :])
+        if not n:
+            raise self._eof()
+        self._end += n
+
+    def _consume(self, n: int) -> None:
+        self._start += n
+        if self._start == self._end:
+            self._start = self._end = 0
+
     def _eof(self) -> ConnectionLost:
-        if self._pfill or self._plan is not None:
+        if self.mid_frame:
             return ConnectionLost("the peer closed the connection in the middle of a frame")
         return ConnectionLost("the peer closed the connection")
 
     @property
+    def buffered(self) -> bool:
+        """Whether received bytes are waiting in the scratch buffer (a pipelined frame)."""
+        return self._end > self._start
+
+    @property
     def mid_frame(self) -> bool:
         """Whether a partially received frame is pending."""
-        return self._pfill > 0 or self._plan is not None
+        return self._end > self._start or self._plan is not None
 
     def settimeout(self, seconds: float | None) -> None:
-        self.sock.settimeout(seconds)
+        """Set the socket timeout (a no-op when unchanged: it costs a syscall)."""
+        if seconds != self._timeout:
+            self.sock.settimeout(seconds)
+            self._timeout = seconds
 
     def close(self) -> None:
         if self.closed:
@@ -180,10 +243,11 @@ def _advance(bufs: list[Any], sent: int) -> list[Any]:
 
 
 def _nbytes(buf: Any) -> int:
-    if isinstance(buf, (bytes, bytearray)):
+    tp = type(buf)
+    if tp is bytes or tp is bytearray:
         return len(buf)
-    if isinstance(buf, np.ndarray):
-        return int(buf.nbytes)
+    if tp is np.ndarray:
+        return buf.nbytes  # type: ignore[no-any-return]
     return memoryview(buf).nbytes
 
 

@@ -62,7 +62,6 @@ PREFIX = struct.Struct("<2sBBIIIQ")
 PREFIX_SIZE = PREFIX.size  # 24
 SEGMENT_ALIGN = 64
 _ZEROS = bytes(SEGMENT_ALIGN)
-_U64 = np.dtype("<u8")
 
 
 @dataclass(frozen=True)
@@ -93,25 +92,40 @@ PRE_HANDSHAKE_LIMITS = FrameLimits(max_frame_bytes=1024 * 1024, max_header_bytes
 DEFAULT_LIMITS = FrameLimits()
 
 
-@dataclass(frozen=True)
 class FramePlan:
-    """What a validated prefix announces."""
+    """What a validated prefix announces (a plain slotted record: built once per frame)."""
 
-    kind: int
-    request_id: int
-    header_len: int
-    segment_count: int
-    body_len: int
+    __slots__ = ("body_len", "header_len", "kind", "request_id", "segment_count")
+
+    def __init__(self, kind: int, request_id: int, header_len: int, segment_count: int, body_len: int) -> None:
+        self.kind = kind
+        self.request_id = request_id
+        self.header_len = header_len
+        self.segment_count = segment_count
+        self.body_len = body_len
+
+    def __repr__(self) -> str:
+        return (
+            f"FramePlan(kind={self.kind:#04x}, request_id={self.request_id}, header_len={self.header_len}, "
+            f"segment_count={self.segment_count}, body_len={self.body_len})"
+        )
 
 
-@dataclass(frozen=True)
 class Frame:
     """A received frame: header bytes plus segment views of the body buffer."""
 
-    kind: int
-    request_id: int
-    header: memoryview
-    segments: list[np.ndarray[Any, np.dtype[np.uint8]]]
+    __slots__ = ("header", "kind", "request_id", "segments")
+
+    def __init__(
+        self, kind: int, request_id: int, header: memoryview, segments: list[np.ndarray[Any, np.dtype[np.uint8]]]
+    ) -> None:
+        self.kind = kind
+        self.request_id = request_id
+        self.header = header
+        self.segments = segments
+
+    def __repr__(self) -> str:
+        return f"Frame(kind={self.kind:#04x}, request_id={self.request_id}, segments={len(self.segments)})"
 
 
 def _pad8(n: int) -> int:
@@ -137,7 +151,7 @@ def encode_frame(
 
     Returns:
         ``[prefix + header + table, pad, seg, pad, seg, ...]``; the segments are
-        the caller's memory (as flat byte views), unchanged.
+        the caller's memory, unchanged.
 
     >>> bufs = encode_frame(7, 1, b"\\x90")
     >>> b"".join(bytes(b) for b in bufs)[:4]
@@ -145,26 +159,28 @@ def encode_frame(
     """
     hlen = len(header)
     count = len(segments)
-    pos = _table_end(hlen, count)
+    if not count:
+        return [PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 0, hlen) + header]
+    pos = hlen + ((-hlen) % 8) + 8 * count
     out: list[Any] = [b""]  # placeholder for the head
-    lengths = np.empty(count, dtype=_U64)
-    for i, seg in enumerate(segments):
-        view = seg.reshape(-1).view(np.uint8) if isinstance(seg, np.ndarray) else memoryview(seg).cast("B")
-        n = view.nbytes if isinstance(view, memoryview) else int(view.size)
-        lengths[i] = n
+    lengths: list[int] = []
+    for seg in segments:
+        n = seg.nbytes if isinstance(seg, np.ndarray) else memoryview(seg).nbytes
+        lengths.append(n)
         pad = (-pos) % SEGMENT_ALIGN
         if pad:
             out.append(_ZEROS[:pad])
         if n:
-            out.append(view)
+            out.append(seg)
         pos += pad + n
-    head = bytearray(PREFIX_SIZE + _table_end(hlen, count))
-    PREFIX.pack_into(head, 0, MAGIC, VERSION, kind, request_id, hlen, count, pos)
-    head[PREFIX_SIZE : PREFIX_SIZE + hlen] = header
-    if count:
-        start = PREFIX_SIZE + hlen + _pad8(hlen)
-        head[start : start + 8 * count] = lengths.tobytes()
-    out[0] = head
+    out[0] = b"".join(
+        (
+            PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos),
+            header,
+            _ZEROS[: (-hlen) % 8],
+            struct.pack(f"<{count}Q", *lengths),
+        )
+    )
     return out
 
 
@@ -194,9 +210,13 @@ def decode_prefix(prefix: bytes | bytearray | memoryview, limits: FrameLimits = 
     return FramePlan(kind, request_id, hlen, count, body_len)
 
 
+SMALL_BODY = 16 * 1024  # below this a body is a plain allocation (numpy aligns it to 16 bytes)
+
+
 def new_body(plan: FramePlan) -> np.ndarray[Any, np.dtype[np.uint8]]:
-    """A fresh 64-byte-aligned buffer for the body a plan announces."""
-    return aligned_empty(plan.body_len)
+    """A fresh buffer for the body a plan announces; 64-byte aligned unless small."""
+    n = plan.body_len
+    return np.empty(n, dtype=np.uint8) if n < SMALL_BODY else aligned_empty(n)
 
 
 def split_body(plan: FramePlan, body: np.ndarray[Any, np.dtype[np.uint8]]) -> Frame:
@@ -206,14 +226,15 @@ def split_body(plan: FramePlan, body: np.ndarray[Any, np.dtype[np.uint8]]) -> Fr
         ProtocolException: the segment table disagrees with ``body_len``.
     """
     hlen, count = plan.header_len, plan.segment_count
-    header = memoryview(body[:hlen])  # type: ignore[arg-type]
+    view = memoryview(body)  # type: ignore[arg-type]
+    header = view[:hlen]
     segments: list[np.ndarray[Any, np.dtype[np.uint8]]] = []
     if count:
-        start = hlen + _pad8(hlen)
-        lengths = body[start : start + 8 * count].view(_U64)
+        start = hlen + ((-hlen) % 8)
+        lengths = struct.unpack_from(f"<{count}Q", view, start)
         pos = start + 8 * count
         end = plan.body_len
-        for n in lengths.tolist():
+        for n in lengths:
             pos += (-pos) % SEGMENT_ALIGN
             if n > end - pos:
                 raise ProtocolException(
