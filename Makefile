@@ -20,11 +20,12 @@ demo: $(VENV)/.demo-stamp
 	$(PY) examples/quickstart.py
 
 test: $(VENV)/.test-stamp
+	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m mypy
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.test-stamp
 	$(PY) -m ruff check src tests benchmarks examples
-	$(PY) -m ruff format --check src tests benchmarks examples
 
 typecheck: $(VENV)/.test-stamp
 	$(PY) -m mypy

@@ -1,6 +1,8 @@
-"""Serving: ``EnvServer``, ``ServeOptions`` and the ``python -m rlmesh.serve`` entry point."""
+"""Serving: ``EnvServer``, ``ServeOptions``, readiness, and ``python -m rlmesh.serve``."""
 
+from ..client._probe import Health as Health, ping as ping, wait_ready as wait_ready
+from ._cli import startup_marks as startup_marks
 from ._options import ServeOptions as ServeOptions
 from ._server import EnvServer as EnvServer
 
-__all__ = ["EnvServer", "ServeOptions"]
+__all__ = ["EnvServer", "Health", "ServeOptions", "ping", "startup_marks", "wait_ready"]

@@ -1,0 +1,86 @@
+"""The ``rlmesh`` command: a thin dispatcher over the public API.
+
+Subcommands: ``serve`` (an env), ``health`` (probe an endpoint), ``describe``
+(an env factory or model), ``eval`` (run a model against an env). Each prints
+errors as one line (``--verbose`` for the traceback) and exits 0 or 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+__all__ = ["main"]
+
+_USAGE = """usage: rlmesh <command> [options]
+
+commands:
+  serve TARGET --address ADDR   serve a Gymnasium id or module:attr env/factory
+  health ADDR                   exit 0 when an endpoint at ADDR answers
+  describe TARGET [--json]      print an env factory's or model's describe envelope
+  eval MODEL ENV --episodes N   run a model against an env and report results
+  serve-model TARGET --address  serve a model (module:attr) for RemoteModel clients
+
+Run `rlmesh <command> --help` for a command's options."""
+
+
+def _health(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="rlmesh health", description="Probe an rlmesh endpoint.")
+    p.add_argument("address")
+    p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
+    p.add_argument("--wait", action="store_true", help="keep probing until ready or --timeout")
+    args = p.parse_args(argv)
+    from .client._probe import ping, wait_ready
+    from .errors import RLMeshException
+
+    try:
+        if args.wait:
+            health = wait_ready(args.address, timeout_seconds=args.timeout)
+        else:
+            health = ping(args.address, timeout_seconds=args.timeout)
+    except (RLMeshException, ValueError) as exc:
+        print(f"not serving: {exc}", file=sys.stderr)
+        return 1
+    print(f"serving: {health.service} at {health.address} ({health.state}, {health.latency_ms:.1f} ms)")
+    return 0
+
+
+def _lazy(module: str, func: str) -> Callable[[Sequence[str]], int]:
+    def run(argv: Sequence[str]) -> int:
+        import importlib
+
+        return int(getattr(importlib.import_module(module), func)(list(argv)))
+
+    return run
+
+
+_COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "serve": _lazy("rlmesh.serve._cli", "main"),
+    "health": _health,
+    "describe": _lazy("rlmesh.authoring._cli", "describe_main"),
+    "eval": _lazy("rlmesh.eval._cli", "eval_main"),
+    "serve-model": _lazy("rlmesh.models._serve_cli", "main"),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``rlmesh`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_USAGE)
+        return 0 if args else 2
+    if args[0] in ("-V", "--version"):
+        from ._build import VERSION
+
+        print(f"rlmesh {VERSION}")
+        return 0
+    command = _COMMANDS.get(args[0])
+    if command is None:
+        print(f"rlmesh: unknown command {args[0]!r}\n\n{_USAGE}", file=sys.stderr)
+        return 2
+    return command(args[1:])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

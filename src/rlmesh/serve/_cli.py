@@ -1,0 +1,285 @@
+"""``rlmesh serve`` / ``python -m rlmesh.serve``: serve an env target from the command line.
+
+TARGET is a Gymnasium id (``CartPole-v1``) or ``module:attr`` naming an env, an
+env class or factory callable, or an :class:`rlmesh.EnvFactory` (CLI-1..5,
+DELTA-23/24). The resolved address is announced on ``--ready-fd`` / in
+``--ready-file`` once the listener is bound (RDY-3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["load_env_target", "main", "startup_marks", "write_ready_fd"]
+
+_T0 = time.monotonic()
+_MARKS: dict[str, float] = {}
+_RESERVED_KWARGS = ("num_envs", "vectorization_mode", "framework", "device", "workflow_edition")
+
+
+def _mark(phase: str) -> None:
+    _MARKS[phase] = time.monotonic()
+
+
+def _process_age_seconds() -> float | None:
+    """Seconds since this process started, from /proc (None where unreadable)."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        start_ticks = int(fields[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def startup_marks() -> dict[str, str]:
+    """``rlmesh.startup.<phase>_ms`` strings measured from process start (DELTA-12)."""
+    age = _process_age_seconds()
+    base = time.monotonic() - age if age is not None else _T0
+    out = {f"rlmesh.startup.{k}_ms": f"{(v - base) * 1e3:.1f}" for k, v in _MARKS.items()}
+    if age is not None:
+        out["rlmesh.startup.process_ms"] = f"{(_T0 - base) * 1e3:.1f}"
+    return out
+
+
+def _startup_text() -> str:
+    marks = startup_marks()
+    parts = []
+    for phase in ("process", "imports", "env", "model", "listen"):
+        v = marks.get(f"rlmesh.startup.{phase}_ms")
+        if v is not None:
+            parts.append(f"{phase} {float(v) / 1e3:.1f}s")
+    return f" (startup: {', '.join(parts)})" if parts else ""
+
+
+def write_ready_fd(fd: int, address: str) -> None:
+    """RDY-3: write ``<address>\\n`` to ``fd`` completely, then close it."""
+    data = f"{address}\n".encode()
+    try:
+        while data:
+            n = os.write(fd, data)
+            data = data[n:]
+    finally:
+        os.close(fd)
+
+
+def _write_ready_file(path: str, address: str) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(f"{address}\n")
+    os.replace(tmp, path)  # readers never see a partial file
+
+
+def import_packages(packages: Sequence[str]) -> None:
+    """Import modules first so their envs self-register (CLI-1 ``--package``)."""
+    for name in packages:
+        importlib.import_module(name)
+
+
+def _load_attr(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    module = importlib.import_module(module_name)
+    obj: Any = module
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _resolve(target: str) -> Any:
+    """``module:attr`` -> the object; anything else (or a miss) -> ``None`` (a Gymnasium id)."""
+    if ":" not in target:
+        return None
+    module_name = target.partition(":")[0]
+    try:
+        return _load_attr(target)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            return None  # not a module: maybe a Gymnasium "module:EnvId"
+        raise
+    except AttributeError:
+        return None
+
+
+def load_env_target(
+    target: str,
+    *,
+    num_envs: int = 1,
+    vectorization_mode: str | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    packages: Sequence[str] = (),
+) -> tuple[Any, Any]:
+    """Build what ``EnvServer`` should serve for ``target``; returns ``(env_or_lanes, factory)``.
+
+    ``num_envs > 1`` with no ``vectorization_mode`` builds ``num_envs`` envs served
+    as lanes; ``"sync"``/``"async"`` builds a Gymnasium vector env (DELTA-23).
+
+    Raises:
+        ValueError: bad counts/modes, or reserved keys in ``kwargs``.
+        ParamError: a factory binding that does not validate (nothing built).
+    """
+    import_packages(packages)
+    kwargs = dict(kwargs or {})
+    bad = [k for k in _RESERVED_KWARGS if k in kwargs]
+    if bad:
+        raise ValueError(
+            f"{bad[0]!r} is a serving option, not an env parameter; pass it as --{bad[0].replace('_', '-')}"
+        )
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    if vectorization_mode not in (None, "sync", "async"):
+        raise ValueError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
+    obj = _resolve(target)
+    from ..authoring import EnvFactory, build_env
+
+    if isinstance(obj, EnvFactory) or (isinstance(obj, type) and issubclass(obj, EnvFactory)):
+        factory, env = build_env(obj, kwargs, num_envs=num_envs, vectorization_mode=vectorization_mode)
+        return env, factory
+    if obj is None:
+        import gymnasium as gym
+
+        if num_envs == 1:
+            return gym.make(target, **kwargs), None
+        if vectorization_mode is None:
+            return [gym.make(target, **kwargs) for _ in range(num_envs)], None
+        return gym.make_vec(target, num_envs=num_envs, vectorization_mode=vectorization_mode, **kwargs), None
+    if callable(getattr(obj, "reset", None)) and callable(getattr(obj, "step", None)) and not isinstance(obj, type):
+        if kwargs or num_envs != 1:
+            raise ValueError(f"{target} is an env instance; it takes no kwargs and serves one env")
+        return obj, None
+    if not callable(obj):
+        raise TypeError(f"{target} is a {type(obj).__name__}, not an env, an env factory or a callable")
+    if num_envs == 1:
+        return obj(**kwargs), None
+    if vectorization_mode is None:
+        return [obj(**kwargs) for _ in range(num_envs)], None
+    import gymnasium as gym
+
+    thunks = [lambda: obj(**kwargs) for _ in range(num_envs)]
+    vec = gym.vector.SyncVectorEnv(thunks) if vectorization_mode == "sync" else gym.vector.AsyncVectorEnv(thunks)
+    return vec, None
+
+
+def _parse_params(items: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--param takes KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(raw)  # numbers, booleans, lists ...
+        except ValueError:
+            out[key] = raw  # a bare string
+    return out
+
+
+def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Serve an environment over TCP or a Unix socket.")
+    p.add_argument("target", nargs="?", help="Gymnasium id or module:attr (env, factory, class or callable)")
+    p.add_argument("--env", dest="env_target", help="same as TARGET (upstream spelling)")
+    p.add_argument(
+        "--address",
+        default=os.environ.get("RLMESH_ADDRESS") or f"0.0.0.0:{os.environ.get('RLMESH_PORT', '50051')}",
+        help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 0.0.0.0:50051)",
+    )
+    p.add_argument("--num-envs", type=_positive_int, default=int(os.environ.get("RLMESH_NUM_ENVS", "1") or 1))
+    p.add_argument(
+        "--vectorization-mode",
+        choices=("sync", "async"),
+        default=os.environ.get("RLMESH_VECTORIZATION_MODE") or None,
+        help="build a Gymnasium vector env instead of serving independent lanes",
+    )
+    p.add_argument("--package", action="append", default=[], help="import first (repeatable)")
+    p.add_argument("--kwargs-json", default=os.environ.get("RLMESH_MAKE_KWARGS"), help="JSON object of env kwargs")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="one env/factory parameter")
+    p.add_argument("--framework", default=os.environ.get("RLMESH_FRAMEWORK") or None)
+    p.add_argument("--device", default=os.environ.get("RLMESH_DEVICE") or None)
+    p.add_argument("--workflow-edition", default=None)
+    p.add_argument("--allow-remote-shutdown", action="store_true")
+    p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS")
+    p.add_argument("--ready-fd", type=int, default=None, help="write the bound address to this fd, then close it")
+    p.add_argument("--ready-file", default=None, help="write the bound address to this file")
+    p.add_argument("--verbose", action="store_true", help="print tracebacks on errors")
+    return p
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> int:
+    """Entry point; returns the exit code (0 stopped, 1 error, 130 Ctrl-C)."""
+    _mark("imports")
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    target = args.target or args.env_target
+    if not target or (args.target and args.env_target):
+        parser.error("give exactly one TARGET (or --env TARGET)")
+    try:
+        kwargs: dict[str, Any] = {}
+        if args.kwargs_json:
+            loaded = json.loads(args.kwargs_json)
+            if not isinstance(loaded, dict):
+                raise ValueError("--kwargs-json must be a JSON object")
+            kwargs.update(loaded)
+        kwargs.update(_parse_params(args.param))
+        for key in _RESERVED_KWARGS:
+            if key in kwargs:
+                parser.error(f"{key!r} is a serving option; use --{key.replace('_', '-')}")
+        from . import EnvServer, ServeOptions
+
+        options = ServeOptions(
+            allow_remote_shutdown=args.allow_remote_shutdown,
+            idle_timeout_seconds=args.idle_timeout,
+            workflow_edition=args.workflow_edition,
+        )
+        env, factory = load_env_target(
+            target, num_envs=args.num_envs, vectorization_mode=args.vectorization_mode, kwargs=kwargs, packages=args.package
+        )
+        _mark("env")
+        try:
+            server = EnvServer(env, args.address, options=options, framework=args.framework, device=args.device)
+        except BaseException:
+            _close_all(env)
+            raise
+        _mark("listen")
+        if args.ready_fd is not None:
+            write_ready_fd(args.ready_fd, server.address)
+        if args.ready_file:
+            _write_ready_file(args.ready_file, server.address)
+        print(f"RLMesh serving env on {server.address}{_startup_text()}", flush=True)
+        try:
+            server.serve()
+        except KeyboardInterrupt:
+            return 130
+        finally:
+            if factory is not None:
+                factory.close()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"Error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _close_all(env: Any) -> None:
+    for e in env if isinstance(env, list) else [env]:
+        try:
+            e.close()
+        except Exception:
+            pass
