@@ -36,8 +36,10 @@ def _shape(shape: Any, *, kind: str, allow_rank0: bool) -> tuple[int, ...]:
     try:
         dims = tuple(int(d) for d in shape)
     except TypeError:
-        raise TypeError(f"{kind} shape must be an int or a sequence of ints, got {shape!r}") from None
-    for d, raw in zip(dims, shape):
+        raise TypeError(
+            f"{kind} shape must be an int or a sequence of ints, got {shape!r}"
+        ) from None
+    for d, raw in zip(dims, shape, strict=False):
         if isinstance(raw, float) and not float(raw).is_integer():
             raise TypeError(f"{kind} shape entries must be integers, got {shape!r}")
         if d <= 0:
@@ -90,7 +92,9 @@ class SpaceSpec:
     # -- construction -------------------------------------------------------------
 
     @classmethod
-    def _new(cls, kind: str, shape: tuple[int, ...], dtype: str, details: dict[str, Any]) -> SpaceSpec:
+    def _new(
+        cls, kind: str, shape: tuple[int, ...], dtype: str, details: dict[str, Any]
+    ) -> SpaceSpec:
         self = object.__new__(cls)
         numeric = kind in ("box", "multi_binary", "multi_discrete", "discrete")
         for name, value in (
@@ -105,7 +109,9 @@ class SpaceSpec:
         return self
 
     @classmethod
-    def _box(cls, shape: Any, dtype: Any = "float32", low: Any = None, high: Any = None) -> SpaceSpec:
+    def _box(
+        cls, shape: Any, dtype: Any = "float32", low: Any = None, high: Any = None
+    ) -> SpaceSpec:
         """A Box. ``low``/``high``: ``None`` (unbounded side), a scalar, or an array-like.
 
         Float dtypes keep float bounds (``uniform`` / ``elementwise`` /
@@ -125,8 +131,9 @@ class SpaceSpec:
             raise ValueError(f"Box low must be <= high everywhere; element {i} has low > high")
         if np.all(np.isneginf(lo_a)) and np.all(np.isposinf(hi_a)):
             d: dict[str, Any] = {"bounds_kind": "unbounded", "low": None, "high": None}
-        elif np.ndim(lo) == 0 and np.ndim(hi) == 0:
-            d = {"bounds_kind": "uniform", "low": float(lo), "high": float(hi)}
+        elif _all_same(lo_a) and _all_same(hi_a):
+            # One representation per admitted set: equal element-wise bounds are uniform.
+            d = {"bounds_kind": "uniform", "low": float(lo_a.flat[0]), "high": float(hi_a.flat[0])}
         else:
             d = {
                 "bounds_kind": "elementwise",
@@ -159,7 +166,9 @@ class SpaceSpec:
             ) from None
 
     @classmethod
-    def _typed_box(cls, dims: tuple[int, ...], dt: str, numel: int, low: Any, high: Any) -> SpaceSpec:
+    def _typed_box(
+        cls, dims: tuple[int, ...], dt: str, numel: int, low: Any, high: Any
+    ) -> SpaceSpec:
         if dt == "bool":
             lo_min, hi_max = 0, 1
         else:
@@ -176,9 +185,7 @@ class SpaceSpec:
                 raise ValueError(f"Box {side} bound must not be empty")
             out: list[int] = []
             for v in values:
-                if isinstance(v, (bool, np.bool_)):
-                    iv = int(v)
-                elif isinstance(v, (int, np.integer)):
+                if isinstance(v, (bool, np.bool_, int, np.integer)):
                     iv = int(v)
                 else:
                     fv = float(v)
@@ -192,16 +199,22 @@ class SpaceSpec:
                         f"Box: cannot encode integer Box bounds: value {iv} is out of range for {label}"
                     )
                 out.append(iv)
-            arr = np.asarray(out, dtype=np_dtype(dt)) if dt != "bool" else np.asarray(out, dtype=bool)
+            arr = (
+                np.asarray(out, dtype=np_dtype(dt)) if dt != "bool" else np.asarray(out, dtype=bool)
+            )
             if arr.size == 1:
                 return arr.reshape(())
             if arr.size != numel:
-                raise ValueError(f"Box {side} has {arr.size} elements but the shape {list(dims)} has {numel}")
+                raise ValueError(
+                    f"Box {side} has {arr.size} elements but the shape {list(dims)} has {numel}"
+                )
             return arr.reshape(dims)
 
         lo, hi = conv(low, "low"), conv(high, "high")
         if lo is None and hi is None:
-            return cls._new("box", dims, dt, {"bounds_kind": "unbounded", "low": None, "high": None})
+            return cls._new(
+                "box", dims, dt, {"bounds_kind": "unbounded", "low": None, "high": None}
+            )
         if lo is None or hi is None:
             raise ValueError(
                 f"Box with integer dtype {dt} cannot have a one-sided infinite bound; "
@@ -211,9 +224,16 @@ class SpaceSpec:
         if np.any(lo_b > hi_b):
             i = int(np.argmax((lo_b > hi_b).reshape(-1)))
             raise ValueError(f"Box low must be <= high everywhere; element {i} has low > high")
-        if lo.ndim == 0 and hi.ndim == 0:
+        if _all_same(lo_b) and _all_same(hi_b):  # canonical: equal element-wise bounds are uniform
             return cls._new(
-                "box", dims, dt, {"bounds_kind": "typed_uniform", "low": [lo.item()], "high": [hi.item()]}
+                "box",
+                dims,
+                dt,
+                {
+                    "bounds_kind": "typed_uniform",
+                    "low": [lo_b.flat[0].item()],
+                    "high": [hi_b.flat[0].item()],
+                },
             )
         return cls._new(
             "box",
@@ -246,7 +266,9 @@ class SpaceSpec:
         dims = _shape(shape, kind="MultiBinary", allow_rank0=False)
         dt = dtype_name(dtype)
         if dt not in _MULTI_BINARY_DTYPES:
-            raise ValueError(f"MultiBinary dtype must be one of {list(_MULTI_BINARY_DTYPES)}, got {dt!r}")
+            raise ValueError(
+                f"MultiBinary dtype must be one of {list(_MULTI_BINARY_DTYPES)}, got {dt!r}"
+            )
         return cls._new("multi_binary", dims, dt, {})
 
     @classmethod
@@ -258,7 +280,11 @@ class SpaceSpec:
             arr = np.array(nvec, dtype=object)
         except ValueError:
             raise ValueError("MultiDiscrete nvec rows must all have the same length") from None
-        if arr.dtype == object and arr.ndim >= 1 and any(isinstance(x, (list, tuple, np.ndarray)) for x in arr.reshape(-1)):
+        if (
+            arr.dtype == object
+            and arr.ndim >= 1
+            and any(isinstance(x, (list, tuple, np.ndarray)) for x in arr.reshape(-1))
+        ):
             raise ValueError("MultiDiscrete nvec rows must all have the same length")
         if arr.ndim == 0:
             arr = arr.reshape(1)
@@ -272,21 +298,30 @@ class SpaceSpec:
             if s_arr.ndim == 0:
                 s_arr = np.full(dims, s_arr.item(), dtype=object)
             if s_arr.shape != dims:
-                raise ValueError(f"MultiDiscrete start shape {list(s_arr.shape)} != nvec shape {list(dims)}")
+                raise ValueError(
+                    f"MultiDiscrete start shape {list(s_arr.shape)} != nvec shape {list(dims)}"
+                )
             starts = [_exact_int(x, "MultiDiscrete start entry") for x in s_arr.reshape(-1)]
-        for i, (n, s) in enumerate(zip(flat, starts)):
+        for i, (n, s) in enumerate(zip(flat, starts, strict=True)):
             if n <= 0:
                 raise ValueError(f"MultiDiscrete nvec entries must be positive; nvec[{i}] = {n}")
             if s < lo or s + n - 1 > hi:
-                raise ValueError(f"MultiDiscrete entry {i} range [{s}, {s + n - 1}] does not fit dtype {dt}")
+                raise ValueError(
+                    f"MultiDiscrete entry {i} range [{s}, {s + n - 1}] does not fit dtype {dt}"
+                )
         d: dict[str, Any] = {"nvec": np.asarray(flat, dtype=object).reshape(dims).tolist()}
         if any(starts):
             d["start"] = np.asarray(starts, dtype=object).reshape(dims).tolist()
         return cls._new("multi_discrete", dims, dt, d)
 
     @classmethod
-    def _text(cls, max_length: int, min_length: int = 1, charset: str | Iterable[str] | None = None) -> SpaceSpec:
-        mx, mn = _exact_int(max_length, "Text max_length"), _exact_int(min_length, "Text min_length")
+    def _text(
+        cls, max_length: int, min_length: int = 1, charset: str | Iterable[str] | None = None
+    ) -> SpaceSpec:
+        mx, mn = (
+            _exact_int(max_length, "Text max_length"),
+            _exact_int(min_length, "Text min_length"),
+        )
         if mx <= 0:
             raise ValueError(f"Text max_length must be positive, got {mx}")
         if mn < 0:
@@ -302,7 +337,9 @@ class SpaceSpec:
             if isinstance(charset, (set, frozenset)):
                 items = sorted(items)
             cs = "".join(str(c) for c in items)
-        return cls._new("text", (), _TEXT_DTYPE, {"min_length": mn, "max_length": mx, "charset": cs})
+        return cls._new(
+            "text", (), _TEXT_DTYPE, {"min_length": mn, "max_length": mx, "charset": cs}
+        )
 
     @classmethod
     def _dict(cls, spaces: Mapping[str, SpaceSpec]) -> SpaceSpec:
@@ -345,9 +382,14 @@ class SpaceSpec:
                     return cls._box(shape, dtype, None, None)
                 if kind_b in ("uniform", "elementwise", "typed_uniform", "typed_elementwise"):
                     low, high = det.get("low"), det.get("high")
-                    if kind_b.startswith("typed") and (not isinstance(low, list) or not isinstance(high, list)):
+                    if kind_b.startswith("typed") and (
+                        not isinstance(low, list) or not isinstance(high, list)
+                    ):
                         raise ValueError("typed Box bounds must be lists")
                     if kind_b == "typed_uniform":
+                        assert isinstance(low, list) and isinstance(high, list)
+                        if len(low) != 1 or len(high) != 1:
+                            raise ValueError("typed_uniform Box bounds must be one-element lists")
                         low, high = low[0], high[0]
                     return cls._box(shape, dtype, low, high)
                 raise ValueError(f"unknown Box bounds_kind {kind_b!r}")
@@ -361,7 +403,9 @@ class SpaceSpec:
                     raise ValueError(f"MultiDiscrete shape {shape} does not match nvec")
                 return spec
             if kind == "text":
-                return cls._text(det["max_length"], det.get("min_length", 1), det.get("charset") or None)
+                return cls._text(
+                    det["max_length"], det.get("min_length", 1), det.get("charset") or None
+                )
             if kind == "dict":
                 sp = det.get("spaces")
                 if not isinstance(sp, Mapping):
@@ -490,6 +534,11 @@ class SpaceSpec:
         raise AttributeError(f"SpaceSpec is immutable; cannot set {name!r}")
 
 
+def _all_same(a: np.ndarray[Any, Any]) -> bool:
+    flat = a.reshape(-1)
+    return bool(flat.size == 0 or (flat == flat[0]).all())
+
+
 def _fail_inf(side: str) -> Any:
     raise ValueError(f"Box {side} bounds of an integer dtype must be finite element-wise")
 
@@ -510,4 +559,3 @@ def _freeze(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return tuple(_freeze(v) for v in x)
     return x
-

@@ -1,0 +1,250 @@
+"""Gymnasium conversion (GYM-1..GYM-7), with full fidelity.
+
+Where the reference loses information, we keep it (DESIGN "Decisions",
+OPP-10/11/12): rank-0 Box, the dtype of Discrete / MultiBinary / MultiDiscrete,
+MultiDiscrete ``start``, ``Text(min_length=0)``, exact Box bounds (int64/uint64
+extremes included) and declared Dict key order (never re-sorted). For every
+supported Gymnasium space ``g``: ``to_gymnasium_space(from_gymnasium_space(g))``
+equals ``g`` with the same dtype, bounds, start and key order.
+
+Two mappings need a convention:
+
+- Text: an unrestricted rlmesh charset (``""``) maps to Gymnasium's default
+  alphanumeric charset and back (GYM-5), so Gymnasium's default Text
+  round-trips exactly. (GYM-7's ``string.printable`` would not.)
+- MultiBinary: Gymnasium's class is always int8; a uint8/bool rlmesh
+  MultiBinary converts to a Gymnasium MultiBinary whose ``dtype`` is set to the
+  real dtype, so its ``sample()``/``contains()`` agree with the env's values.
+
+>>> import gymnasium as gym, numpy as np
+>>> g = gym.spaces.MultiDiscrete([3, 4], dtype=np.int32, start=[1, -2])
+>>> s = from_gymnasium_space(g)
+>>> s, to_gymnasium_space(s) == g
+(MultiDiscrete([3, 4], start=[1, -2], dtype=int32), True)
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from .._dtypes import FLOAT_DTYPES, dtype_name, np_dtype
+from ..errors import DependencyMissing
+from ._space import Space, space_from_spec
+from ._spec import SpaceSpec
+
+__all__ = ["from_gymnasium_space", "to_gymnasium_space"]
+
+
+def _gym_spaces() -> Any:
+    """``gymnasium.spaces``, falling back to ``gym.spaces`` (GYM-1)."""
+    try:
+        import gymnasium.spaces as spaces
+    except ImportError:
+        try:
+            import gym.spaces as spaces  # type: ignore[no-redef]
+        except ImportError:
+            raise DependencyMissing(
+                'Gymnasium conversion requires gymnasium. Install it with: pip install "rlmesh[gymnasium]"',
+                name="gymnasium",
+            ) from None
+    return spaces
+
+
+def _alphanumeric() -> frozenset[str]:
+    import string
+
+    return frozenset(string.ascii_letters + string.digits)
+
+
+# -- Gymnasium -> rlmesh ----------------------------------------------------------------
+
+
+def _spec_from_gym(space: Any, gs: Any) -> SpaceSpec:
+    # isinstance (not class names), so subclasses convert too (GYM-1).
+    if isinstance(space, gs.Box):
+        return _box_from_gym(space)
+    if isinstance(space, gs.Discrete):
+        return SpaceSpec._discrete(int(space.n), int(space.start), dtype_name(space.dtype))
+    if isinstance(space, gs.MultiBinary):
+        return SpaceSpec._multi_binary(tuple(space.shape), dtype_name(space.dtype))
+    if isinstance(space, gs.MultiDiscrete):
+        nvec = np.asarray(space.nvec)
+        start = np.asarray(getattr(space, "start", np.zeros_like(nvec)))
+        return SpaceSpec._multi_discrete(nvec.tolist(), dtype_name(space.dtype), start.tolist())
+    if isinstance(space, gs.Text):
+        return SpaceSpec._text(space.max_length, space.min_length, _gym_charset(space))
+    if isinstance(space, gs.Dict):
+        return SpaceSpec._dict({str(k): _spec_from_gym(v, gs) for k, v in space.spaces.items()})
+    if isinstance(space, gs.Tuple):
+        return SpaceSpec._tuple(_spec_from_gym(v, gs) for v in space.spaces)
+    raise TypeError(f"Unsupported space type: {type(space).__name__}")
+
+
+def _box_from_gym(space: Any) -> SpaceSpec:
+    dt = dtype_name(space.dtype)
+    shape = tuple(space.shape)
+    low = np.broadcast_to(np.asarray(space.low), shape)
+    high = np.broadcast_to(np.asarray(space.high), shape)
+    if dt in FLOAT_DTYPES:
+        lo64, hi64 = low.astype(np.float64), high.astype(np.float64)
+        if lo64.size and np.all(lo64 == lo64.flat[0]) and np.all(hi64 == hi64.flat[0]):
+            return SpaceSpec._box(shape, dt, float(lo64.flat[0]), float(hi64.flat[0]))
+        return SpaceSpec._box(shape, dt, lo64, hi64)
+    # Integer / bool: exact Python values, never through float (GYM-2, DELTA-27).
+    lo_list, hi_list = low.reshape(-1).tolist(), high.reshape(-1).tolist()
+    if len(set(lo_list)) == 1 and len(set(hi_list)) == 1:
+        return SpaceSpec._box(shape, dt, lo_list[0], hi_list[0])
+    return SpaceSpec._box(
+        shape, dt, np.asarray(lo_list, dtype=object), np.asarray(hi_list, dtype=object)
+    )
+
+
+def _gym_charset(space: Any) -> str:
+    chars: Any = None
+    for attr in ("characters", "character_list", "character_set", "charset"):
+        chars = getattr(space, attr, None)
+        if chars is not None:
+            break
+    if chars is None:
+        return ""
+    text = "".join(sorted(chars)) if isinstance(chars, (set, frozenset)) else "".join(chars)
+    if frozenset(text) == _alphanumeric():
+        return ""  # Gymnasium's default charset means "unrestricted" (GYM-5)
+    return text
+
+
+def from_gymnasium_space(space: Any, *, bridge: Any = None) -> Space:
+    """Convert a Gymnasium (or gym) space to an rlmesh space (GYM-1..GYM-6).
+
+    Args:
+        space: A ``gymnasium.spaces`` Box, Discrete, MultiBinary, MultiDiscrete,
+            Text, Dict or Tuple (subclasses too), nested freely. An rlmesh space or
+            :class:`SpaceSpec` is accepted and rewrapped.
+        bridge: The value bridge of the returned wrapper (default plain).
+
+    Returns:
+        The rlmesh wrapper; ``.spec`` is its :class:`SpaceSpec`.
+
+    Raises:
+        TypeError: ``"Unsupported space type: <Name>"`` for Graph, Sequence, OneOf
+            and anything else (no silent substitution, GYM-6).
+        ImportError: (``DependencyMissing``) gymnasium is not installed.
+
+    >>> import gymnasium as gym
+    >>> from_gymnasium_space(gym.spaces.Box(-1, 1, (2,)))
+    Box(-1.0, 1.0, (2,), float32)
+    """
+    if isinstance(space, (Space, SpaceSpec)):
+        return space_from_spec(space, bridge=bridge)
+    return space_from_spec(_spec_from_gym(space, _gym_spaces()), bridge=bridge)
+
+
+# -- rlmesh -> Gymnasium ----------------------------------------------------------------
+
+
+def _gym_from_spec(spec: SpaceSpec, gs: Any) -> Any:
+    kind, d = spec.kind, spec._d
+    if kind == "box":
+        return _box_to_gym(spec, gs)
+    if kind == "discrete":
+        dt = np.dtype(np_dtype(spec.dtype).type)
+        n, start = d["n"], d["start"]
+        if n <= np.iinfo(dt).max:
+            return gs.Discrete(n, start=start, dtype=dt.type)
+        # Gymnasium stores n in the dtype, so Discrete(256, dtype=uint8) needs a wider n;
+        # the space's values still fit, and its dtype stays the real one.
+        space = gs.Discrete(_widen(n, start, spec), start=start, dtype=np.int64)
+        space.dtype = dt
+        return space
+    if kind == "multi_binary":
+        dims = spec.shape
+        space = gs.MultiBinary(dims[0] if len(dims) == 1 else dims)
+        if space.dtype != np_dtype(spec.dtype):
+            space.dtype = np.dtype(
+                np_dtype(spec.dtype).type
+            )  # keep the real dtype (module docstring)
+        return space
+    if kind == "multi_discrete":
+        dt = np.dtype(np_dtype(spec.dtype).type)
+        nvec_o = np.asarray(d["nvec"], dtype=object)
+        start_o = np.broadcast_to(np.asarray(d.get("start", 0), dtype=object), nvec_o.shape)
+        if (nvec_o <= np.iinfo(dt).max).all():
+            start = np.asarray(d["start"], dtype=dt) if "start" in d else None
+            return gs.MultiDiscrete(nvec_o.astype(dt), dtype=dt.type, start=start)
+        # As for Discrete: widen nvec, keep the dtype.
+        for n, s in zip(nvec_o.reshape(-1), start_o.reshape(-1), strict=True):
+            _widen(n, s, spec)
+        space = gs.MultiDiscrete(
+            nvec_o.astype(np.int64), dtype=np.int64, start=start_o.astype(np.int64)
+        )
+        space.dtype = dt
+        return space
+    if kind == "text":
+        charset: Any = d["charset"] or _alphanumeric()
+        return gs.Text(d["max_length"], min_length=d["min_length"], charset=charset)
+    if kind == "dict":
+        # An OrderedDict is never re-sorted by Gymnasium: declared order survives (OPP-12).
+        return gs.Dict(OrderedDict((k, _gym_from_spec(v, gs)) for k, v in spec._children()))
+    return gs.Tuple(tuple(_gym_from_spec(v, gs) for _, v in spec._children()))
+
+
+def _widen(n: int, start: int, spec: SpaceSpec) -> int:
+    info = np.iinfo(np.int64)
+    if n > info.max or start < info.min or start > info.max:
+        raise ValueError(
+            f"{spec!r} cannot be represented as a Gymnasium space: its counts or offsets do not fit int64"
+        )
+    return n
+
+
+def _box_to_gym(spec: SpaceSpec, gs: Any) -> Any:
+    shape = tuple(spec.shape)
+    dt = np_dtype(spec.dtype)
+    lo, hi = spec._bounds_arrays()
+    if spec.dtype in FLOAT_DTYPES:
+        if lo is None:
+            lo, hi = -np.inf, np.inf
+        with np.errstate(over="ignore"):
+            low = np.broadcast_to(np.asarray(lo, dtype=np.float64), shape).astype(dt)
+            high = np.broadcast_to(np.asarray(hi, dtype=np.float64), shape).astype(dt)
+    elif lo is None:
+        if spec.dtype == "bool":
+            low, high = np.zeros(shape, dtype=np.bool_), np.ones(shape, dtype=np.bool_)
+        else:
+            info = np.iinfo(dt)
+            low, high = np.full(shape, info.min, dtype=dt), np.full(shape, info.max, dtype=dt)
+    else:
+        low = np.broadcast_to(lo, shape).astype(dt)
+        high = np.broadcast_to(hi, shape).astype(dt)
+    native = np.dtype(dt.type)  # Gymnasium wants native byte order
+    return gs.Box(low=low.astype(native), high=high.astype(native), shape=shape, dtype=native.type)
+
+
+def to_gymnasium_space(space: Any) -> Any:
+    """Convert an rlmesh space (wrapper or :class:`SpaceSpec`) to a Gymnasium space (GYM-7).
+
+    Box bounds arrive as full arrays in the Box dtype (int64/uint64 extremes exact),
+    Discrete and MultiDiscrete keep ``start`` and dtype, Dict keeps its declared
+    key order. A Gymnasium space is returned unchanged.
+
+    Raises:
+        TypeError: ``space`` is not a space.
+        ImportError: (``DependencyMissing``) gymnasium is not installed.
+
+    >>> from rlmesh.spaces import Discrete
+    >>> to_gymnasium_space(Discrete(3, start=1))
+    Discrete(3, start=1)
+    """
+    gs = _gym_spaces()
+    if isinstance(space, Space):
+        return _gym_from_spec(space.spec, gs)
+    if isinstance(space, SpaceSpec):
+        return _gym_from_spec(space, gs)
+    if isinstance(space, gs.Space):
+        return space
+    raise TypeError(
+        f"to_gymnasium_space expects an rlmesh space or SpaceSpec, got {type(space).__name__}"
+    )

@@ -1,0 +1,166 @@
+"""Range checks (CNF-3): compiled once per spec, skipped when nothing can be out of range.
+
+Structural problems (CNF-2) are the encoder's job (``_values``); this module only
+judges canonical values the encoder produced: Box elements against their bounds
+(compared in the Box dtype, bounds rounded to it as Gymnasium stores them) and
+Text length and charset. Each check appends ``(path, detail)`` pairs; the caller
+applies its validation policy (CNF-4).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._dtypes import FLOAT_DTYPES, INTEGER_DTYPES
+from ._sample import box_bounds_in_dtype
+from ._spec import SpaceSpec
+
+__all__ = ["RangeCheck", "compile_range_check"]
+
+RangeCheck = Callable[[Any], "list[tuple[str, str]]"]
+_Check = Callable[[Any, "list[tuple[str, str]]"], None]
+
+
+def _first(mask: np.ndarray[Any, Any]) -> int:
+    return int(np.flatnonzero(mask.reshape(-1))[0])
+
+
+def _where(idx: int, numel: int, lanes: int | None) -> tuple[int, str]:
+    if lanes is None:
+        return idx, ""
+    return idx % numel, f" (lane {idx // numel})"
+
+
+def _check_lanes(lanes: int | None) -> int | None:
+    if lanes is None:
+        return None
+    if isinstance(lanes, bool) or not isinstance(lanes, (int, np.integer)) or lanes < 1:
+        raise ValueError(f"lanes must be a positive int or None, got {lanes!r}")
+    return int(lanes)
+
+
+# -- range checks (CNF-3) ---------------------------------------------------------------
+
+
+def _range_box(spec: SpaceSpec, path: str, lanes: int | None) -> _Check | None:
+    lo, hi = box_bounds_in_dtype(spec)
+    if lo is None:
+        return None
+    name = spec.dtype
+    if name in FLOAT_DTYPES:
+        lo_bound, hi_bound = -np.inf, np.inf
+    elif name in INTEGER_DTYPES:
+        info = np.iinfo(spec._np)
+        lo_bound, hi_bound = info.min, info.max
+    else:
+        lo_bound, hi_bound = False, True
+    need_lo, need_hi = bool((lo > lo_bound).any()), bool((hi < hi_bound).any())
+    if not (need_lo or need_hi):
+        return None  # e.g. Box(0, 255, dtype=uint8): every value of the dtype is inside
+    numel = math.prod(spec._shape)
+    if lo.ndim == 0 and hi.ndim == 0:
+        lo_s, hi_s = lo[()], hi[()]
+
+        def quick(a: np.ndarray[Any, Any]) -> bool:
+            return (not need_lo or a.min() >= lo_s) and (not need_hi or a.max() <= hi_s)
+
+    else:
+
+        def quick(a: np.ndarray[Any, Any]) -> bool:
+            return not ((need_lo and (a < lo).any()) or (need_hi and (a > hi).any()))
+
+    def check(a: np.ndarray[Any, Any], out: list[tuple[str, str]]) -> None:
+        if quick(a):
+            return
+        below, above = a < lo, a > hi
+        i = _first(below | above)
+        side = "below low bound" if below.reshape(-1)[i] else "above high bound"
+        idx, lane = _where(i, numel, lanes)
+        out.append((path, f"Box value at element {idx} out of bounds: {side}{lane}"))
+
+    return check
+
+
+def _range_text(spec: SpaceSpec, path: str, lanes: int | None) -> _Check:
+    d = spec._d
+    mn, mx, charset = d["min_length"], d["max_length"], d["charset"]
+    allowed = frozenset(charset)
+
+    def one(s: str, where: str, out: list[tuple[str, str]]) -> None:
+        if not mn <= len(s) <= mx:
+            out.append((path, f"Text value length {len(s)} outside [{mn}, {mx}]{where}"))
+        if allowed and not allowed.issuperset(s):
+            i, c = next((i, c) for i, c in enumerate(s) if c not in allowed)
+            out.append((path, f"Text value character {c!r} at index {i} not in charset{where}"))
+
+    if lanes is None:
+        return lambda s, out: one(s, "", out)
+
+    def batch(v: list[str], out: list[tuple[str, str]]) -> None:
+        for i, s in enumerate(v):
+            one(s, f" (lane {i})", out)
+
+    return batch
+
+
+def _range(spec: SpaceSpec, path: str, lanes: int | None) -> _Check | None:
+    kind = spec.kind
+    if kind == "box":
+        return _range_box(spec, path, lanes)
+    if kind == "text":
+        return _range_text(spec, path, lanes)
+    if kind == "dict":
+        items = [(k, _range(v, f"{path}.{k}", lanes)) for k, v in spec._children()]
+        dict_checks = [(k, c) for k, c in items if c is not None]
+        if not dict_checks:
+            return None
+
+        def dict_check(v: Any, out: list[tuple[str, str]]) -> None:
+            for k, c in dict_checks:
+                c(v[k], out)
+
+        return dict_check
+    if kind == "tuple":
+        idx_items = [(i, _range(v, f"{path}[{i}]", lanes)) for i, v in spec._children()]
+        tuple_checks = [(i, c) for i, c in idx_items if c is not None]
+        if not tuple_checks:
+            return None
+
+        def tuple_check(v: Any, out: list[tuple[str, str]]) -> None:
+            for i, c in tuple_checks:
+                c(v[i], out)
+
+        return tuple_check
+    return None  # discrete / multi_binary / multi_discrete: all deviations are structural
+
+
+def compile_range_check(spec: SpaceSpec, *, lanes: int | None = None) -> RangeCheck | None:
+    """Compile the CNF-3 range check for canonical values of ``spec``.
+
+    Returns ``None`` when no range deviation is possible (an unbounded float Box,
+    ``Box(0, 255, dtype="uint8")``, Discrete ...), so hot paths can skip it.
+    Otherwise ``f(canonical_value)`` returns a list of ``(path, detail)`` pairs,
+    empty when the value is within range. Structural problems are the
+    encoder's job; run this only on what the encoder returned.
+
+    >>> from rlmesh.spaces import Box, Text
+    >>> compile_range_check(Box(0, 255, (2,), "uint8").spec) is None
+    True
+    >>> compile_range_check(Text(3, min_length=2).spec)("abcd")
+    [('$', 'Text value length 4 outside [2, 3]')]
+    """
+    check = _range(spec, "$", _check_lanes(lanes))
+    if check is None:
+        return None
+    run = check
+
+    def range_check(value: Any) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        run(value, out)
+        return out
+
+    return range_check
