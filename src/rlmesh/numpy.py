@@ -10,8 +10,7 @@ from typing import Any, ClassVar
 
 from ._bridge import NUMPY, Bridge, asarray as asarray, from_array as from_array
 from .client._env import RemoteEnv as _RemoteEnv, RemoteVectorEnv as _RemoteVectorEnv
-from .spaces import Space, SpaceSpec
-from .spaces import space_from_spec as _space_from_spec
+from .spaces import Space, SpaceSpec, space_from_spec as _space_from_spec
 
 __all__ = [
     "NumpyValue",

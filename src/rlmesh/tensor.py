@@ -145,7 +145,7 @@ class Tensor:
     @property
     def buffer(self) -> memoryview:
         """A read-only N-D typed memoryview of the storage (zero-copy)."""
-        return memoryview(self._a)
+        return self._a.data
 
     # -- methods --------------------------------------------------------------------
 
@@ -200,7 +200,7 @@ class Tensor:
     def __buffer__(self, flags: int) -> memoryview:  # Python >= 3.12 buffer protocol
         if flags & 0x1:  # PyBUF_WRITABLE
             raise BufferError("rlmesh.Tensor is read-only")
-        return memoryview(self._a)
+        return self._a.data
 
     def __dlpack__(
         self,

@@ -322,7 +322,7 @@ class RemoteEnv(_RemoteEnvBase):
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Apply one action: ``(obs, reward, terminated, truncated, info)``."""
-        return self._step(action)  # type: ignore[return-value]
+        return self._step(action)
 
 
 class RemoteVectorEnv(_RemoteEnvBase):

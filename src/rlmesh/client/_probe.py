@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from dataclasses import dataclass
 
 from ..errors import ConnectFailed, ConnectionLost, ProtocolException, RequestTimeout
 from ..transport import Connection, dial, parse_connect_address
-from ..wire import frames
-from ..wire import messages as m
+from ..wire import frames, messages as m
 from ..wire.messages import decode_header, encode_message
 
 __all__ = ["Health", "ping", "wait_ready"]
@@ -45,7 +43,7 @@ def ping(address: str, *, timeout_seconds: float = 5.0) -> Health:
     started = time.perf_counter()
     try:
         sock = dial(addr, timeout_seconds)
-    except socket.timeout:
+    except TimeoutError:
         raise RequestTimeout(f"no answer from '{addr.url}' within {timeout_seconds:.3f}s", timeout_seconds=timeout_seconds) from None
     except OSError as exc:
         raise ConnectFailed(f"could not connect to '{addr.url}': {exc}") from exc
@@ -55,7 +53,7 @@ def ping(address: str, *, timeout_seconds: float = 5.0) -> Health:
         frame = conn.recv_frame()
         assert frame is not None
         reply = decode_header(frame)
-    except socket.timeout:
+    except TimeoutError:
         raise RequestTimeout(f"no answer from '{addr.url}' within {timeout_seconds:.3f}s", timeout_seconds=timeout_seconds) from None
     except (ConnectionLost, ProtocolException) as exc:
         raise ConnectFailed(f"'{addr.url}' did not answer like an rlmesh endpoint: {exc}") from exc

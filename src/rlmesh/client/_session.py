@@ -10,7 +10,6 @@ turns a fatal error or a lost peer into "this session is over" (DELTA-19).
 from __future__ import annotations
 
 import math
-import socket
 from typing import Any
 
 from ..errors import (
@@ -25,8 +24,7 @@ from ..errors import (
     exception_for_code,
 )
 from ..transport import Address, Connection, dial
-from ..wire import frames, handshake
-from ..wire import messages as m
+from ..wire import frames, handshake, messages as m
 from ..wire.messages import decode_header, encode_message
 from ..wire.session import SessionState
 
@@ -81,7 +79,7 @@ class ClientSession:
         url = address.url
         try:
             sock = dial(address, ct)
-        except socket.timeout:
+        except TimeoutError:
             raise RequestTimeout(
                 f"remote environment connect timed out after {ct:.3f}s (dialing {url})", timeout_seconds=ct
             ) from None
@@ -158,7 +156,7 @@ class ClientSession:
         conn.settimeout(timeout)
         try:
             conn.send(encode_message(msg, rid, segments))
-        except socket.timeout:
+        except TimeoutError:
             self._end("the connection broke: a request could not be sent before the timeout")
             raise RequestTimeout(
                 f"remote environment call timed out after {timeout:.3f}s while sending", timeout_seconds=timeout
@@ -175,7 +173,7 @@ class ClientSession:
                 assert frame is not None  # blocking socket
                 if frame.request_id == rid:
                     break  # older ids are stale replies to timed-out requests (SES-3)
-        except socket.timeout:
+        except TimeoutError:
             raise RequestTimeout(
                 f"remote environment call timed out after {timeout:.3f}s", timeout_seconds=timeout
             ) from None

@@ -161,6 +161,7 @@ class Driver:
     # -- requests -----------------------------------------------------------------------
 
     def reset(self, req: m.Reset) -> tuple[m.ResetReply, list[Any]]:
+        started = time.perf_counter_ns()
         n = self.view.num_envs
         indices = list(req.env_indices)
         if indices:
@@ -189,9 +190,11 @@ class Driver:
             eid = req.episode_ids[j] if req.episode_ids else new_episode_id()
             books.start(i, eid, seed)
         scalars, segments = self._split_obs(canonical, partial=len(indices) if indices else None)
-        return m.ResetReply(obs=scalars, info=self._info(info, "reset")), segments
+        info_out = self._info(info, "reset")
+        return m.ResetReply(obs=scalars, info=info_out, endpoint_ns=time.perf_counter_ns() - started), segments
 
     def step(self, req: m.Step, segments: list[Any]) -> tuple[m.StepReply, list[Any]]:
+        started = time.perf_counter_ns()
         action = self._decode_action(req, segments)
         if req.episode_ids:
             lanes = self._books.lanes
@@ -218,13 +221,17 @@ class Driver:
                     truncated=truncated,
                     info=info_out,
                     completed=completed,
+                    endpoint_ns=time.perf_counter_ns() - started,
                 ),
                 segs,
             )
         segs.append(np.ascontiguousarray(reward, dtype="<f8"))
         segs.append(np.ascontiguousarray(terminated, dtype=np.uint8))
         segs.append(np.ascontiguousarray(truncated, dtype=np.uint8))
-        return m.StepReply(obs=scalars, info=info_out, completed=completed), segs
+        return (
+            m.StepReply(obs=scalars, info=info_out, completed=completed, endpoint_ns=time.perf_counter_ns() - started),
+            segs,
+        )
 
     def render(self, req: m.Render) -> tuple[m.RenderReply, list[Any]]:
         n = self.view.num_envs

@@ -36,7 +36,7 @@ def as_spec(space: Any, what: str) -> SpaceSpec:
     from ..spaces import from_gymnasium_space
 
     try:
-        return from_gymnasium_space(space).spec  # type: ignore[no-any-return]
+        return from_gymnasium_space(space).spec
     except TypeError as exc:
         raise TypeError(f"{what}: {exc}") from None
 
@@ -417,9 +417,7 @@ def _lane0_info(info: dict[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(v, dict):
             out[k] = _lane0_info(v)
-        elif isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == 1:
-            out[k] = v[0]
-        elif isinstance(v, (list, tuple)) and len(v) == 1:
+        elif (isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == 1) or (isinstance(v, (list, tuple)) and len(v) == 1):
             out[k] = v[0]
         else:
             out[k] = v

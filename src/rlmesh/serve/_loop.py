@@ -25,8 +25,7 @@ from typing import Any, Protocol
 from .._build import PROTOCOL_GENERATION
 from ..errors import CODE_NUMBERS, ConnectionLost, ProtocolException
 from ..transport.connection import Connection
-from ..wire import frames, handshake
-from ..wire import messages as m
+from ..wire import frames, handshake, messages as m
 from ..wire.messages import decode_header, encode_message
 from ..wire.session import SessionState
 from ._driver import RequestFailed

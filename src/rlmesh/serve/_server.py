@@ -15,8 +15,7 @@ from .._build import resolve_declared_edition, validate_edition
 from .._contract import EnvContract
 from ..errors import BindFailed
 from ..transport import listen, resolve_address
-from ..wire import frames
-from ..wire import messages as m
+from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ._driver import Driver, RequestFailed
 from ._envs import EnvView, view_of
@@ -394,5 +393,5 @@ def _contract_metadata(metadata: Any) -> dict[str, Any] | None:
     mode = md.get("autoreset_mode")
     if mode is not None and hasattr(mode, "value"):
         md["autoreset_mode"] = mode.value
-    return normalize(md)  # type: ignore[no-any-return]
+    return normalize(md)
 

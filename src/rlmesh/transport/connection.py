@@ -107,7 +107,7 @@ class Connection:
                 bufs = _advance(bufs, sent)
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
             raise ConnectionLost(f"the peer closed the connection ({exc.strerror or exc})") from exc
-        except socket.timeout:
+        except TimeoutError:
             raise
         except OSError as exc:
             raise ConnectionLost(f"sending failed: {exc}") from exc
@@ -152,8 +152,9 @@ class Connection:
                     body[:avail] = np.frombuffer(self._scratch, np.uint8, avail, start)
                     self._consume(avail)
                 self._plan, self._body, self._bfill = plan, body, avail
-            plan, body = self._plan, self._body
-            assert body is not None
+            plan, pending = self._plan, self._body
+            assert pending is not None
+            body = pending
             size = plan.body_len
             if self._bfill < size:
                 view = memoryview(body)  # type: ignore[arg-type]
@@ -165,7 +166,7 @@ class Connection:
                     self._bfill += n
         except BlockingIOError:
             return None
-        except socket.timeout:
+        except TimeoutError:
             raise
         except ConnectionLost:
             raise
@@ -247,7 +248,7 @@ def _nbytes(buf: Any) -> int:
     if tp is bytes or tp is bytearray:
         return len(buf)
     if tp is np.ndarray:
-        return buf.nbytes  # type: ignore[no-any-return]
+        return int(buf.nbytes)
     return memoryview(buf).nbytes
 
 

@@ -17,7 +17,11 @@ from .frames import (
     new_body as new_body,
     split_body as split_body,
 )
-from .handshake import answer_hello as answer_hello, make_hello as make_hello, peer_info as peer_info
+from .handshake import (
+    answer_hello as answer_hello,
+    make_hello as make_hello,
+    peer_info as peer_info,
+)
 from .messages import decode_header as decode_header, encode_message as encode_message
 from .meta import normalize as normalize_metadata
 from .session import SessionState as SessionState

@@ -50,11 +50,11 @@ __all__ = [
 ]
 
 
-class _Base(msgspec.Struct, array_like=True, frozen=True, gc=False, omit_defaults=True):
+class _Base(msgspec.Struct, array_like=True, frozen=True, gc=False):
     KIND: ClassVar[int] = -1
 
 
-class PeerInfo(_Base):
+class PeerInfo(_Base, frozen=True):
     """Advisory diagnostics about a peer (HS-9); never gates compatibility."""
 
     component: str = ""
@@ -68,7 +68,7 @@ class PeerInfo(_Base):
     extra: dict[str, str] = {}
 
 
-class EpisodeRecord(_Base):
+class EpisodeRecord(_Base, frozen=True):
     """One completed episode's bookkeeping (AR-7)."""
 
     episode_id: str
@@ -86,7 +86,7 @@ class EpisodeRecord(_Base):
 # -- handshake --------------------------------------------------------------------------
 
 
-class Hello(_Base):
+class Hello(_Base, frozen=True):
     """Opens a session: generation, peer info, offered editions (HS-1..5)."""
 
     KIND: ClassVar[int] = 0x01
@@ -98,7 +98,7 @@ class Hello(_Base):
     service: str = "env"  # "env" or "model": which endpoint the client expects
 
 
-class Welcome(_Base):
+class Welcome(_Base, frozen=True):
     """The server accepts: its offer, the selected edition (DEC-2) and the contract."""
 
     KIND: ClassVar[int] = 0x81
@@ -113,14 +113,14 @@ class Welcome(_Base):
     service: str = "env"
 
 
-class Busy(_Base):
+class Busy(_Base, frozen=True):
     """Refusal: another client holds the endpoint's one session (EndpointBusy)."""
 
     KIND: ClassVar[int] = 0x82
     message: str
 
 
-class Incompatible(_Base):
+class Incompatible(_Base, frozen=True):
     """Refusal: other protocol generation, no mutual edition, or wrong service."""
 
     KIND: ClassVar[int] = 0x83
@@ -132,7 +132,7 @@ class Incompatible(_Base):
 # -- env requests and replies -------------------------------------------------------------
 
 
-class Reset(_Base):
+class Reset(_Base, frozen=True):
     """Reset all lanes, or the lanes in ``env_indices`` (partial reset, AR-10)."""
 
     KIND: ClassVar[int] = 0x02
@@ -143,14 +143,14 @@ class Reset(_Base):
     timeout_ms: int = 0
 
 
-class ResetReply(_Base):
+class ResetReply(_Base, frozen=True):
     KIND: ClassVar[int] = 0x84
     obs: list[Any]  # non-segment leaves (Discrete ints, Text strings) in codec order
     info: Any = None
     endpoint_ns: int = 0
 
 
-class Step(_Base):
+class Step(_Base, frozen=True):
     """Step every lane; ``episode_ids`` carries ids for lanes that start a new episode (AR-9)."""
 
     KIND: ClassVar[int] = 0x03
@@ -160,7 +160,7 @@ class Step(_Base):
     has_action: bool = True
 
 
-class StepReply(_Base):
+class StepReply(_Base, frozen=True):
     """Scalar endpoints fill reward/terminated/truncated; vector endpoints send them as
     three trailing segments (float64 rewards, uint8 terminated, uint8 truncated)."""
 
@@ -174,13 +174,13 @@ class StepReply(_Base):
     endpoint_ns: int = 0
 
 
-class Render(_Base):
+class Render(_Base, frozen=True):
     KIND: ClassVar[int] = 0x04
     env_index: int = 0
     timeout_ms: int = 0
 
 
-class RenderReply(_Base):
+class RenderReply(_Base, frozen=True):
     """``format`` ``"raw"``: one uint8 segment of ``shape`` (HxW, HxWx3, HxWx4); ``None``: no frame."""
 
     KIND: ClassVar[int] = 0x86
@@ -188,57 +188,57 @@ class RenderReply(_Base):
     shape: list[int] = []
 
 
-class Close(_Base):
+class Close(_Base, frozen=True):
     """End this session; the env keeps running for the next client (SES-5)."""
 
     KIND: ClassVar[int] = 0x05
     reason: str = ""
 
 
-class CloseReply(_Base):
+class CloseReply(_Base, frozen=True):
     KIND: ClassVar[int] = 0x87
     final_episodes: list[EpisodeRecord] = []
 
 
-class Shutdown(_Base):
+class Shutdown(_Base, frozen=True):
     """Ask the endpoint owner to stop serving (CFG-2); legal before Hello too."""
 
     KIND: ClassVar[int] = 0x06
     reason: str = "owner shutdown"
 
 
-class ShutdownReply(_Base):
+class ShutdownReply(_Base, frozen=True):
     KIND: ClassVar[int] = 0x88
     accepted: bool
     message: str
 
 
-class Ping(_Base):
+class Ping(_Base, frozen=True):
     """Readiness probe; answered before Hello as well (DESIGN)."""
 
     KIND: ClassVar[int] = 0x07
 
 
-class Pong(_Base):
+class Pong(_Base, frozen=True):
     KIND: ClassVar[int] = 0x89
     state: str  # "ready" (a session is free) or "busy"
     generation: str = ""
     service: str = "env"
 
 
-class Configure(_Base):
+class Configure(_Base, frozen=True):
     """Pin the session's workflow edition (HS-6)."""
 
     KIND: ClassVar[int] = 0x08
     edition: str
 
 
-class ConfigureReply(_Base):
+class ConfigureReply(_Base, frozen=True):
     KIND: ClassVar[int] = 0x8A
     edition: str
 
 
-class Error(_Base):
+class Error(_Base, frozen=True):
     """A failed request: wire code (ERR-1), message, and whether the session survives."""
 
     KIND: ClassVar[int] = 0xFF

@@ -81,10 +81,16 @@ def normalize(value: Any, path: str = "$") -> Any:
             return value.name
     if isinstance(value, np.generic):
         return normalize(value.item(), path)
-    if isinstance(value, (bool, int, float, str, bytes)):  # subclasses (IntEnum handled above)
-        for base in (bool, int, float, str, bytes):
-            if isinstance(value, base):
-                return normalize(base(value), path)
+    if isinstance(value, bool):  # subclasses of the scalar types (IntEnum was handled above)
+        return bool(value)
+    if isinstance(value, int):
+        return normalize(int(value), path)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bytes):
+        return bytes(value)
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     tolist = getattr(value, "tolist", None)
@@ -110,7 +116,7 @@ def enc_hook(value: Any) -> Any:
     """msgspec hook: numpy arrays become ext type 1 (everything else was normalized)."""
     if isinstance(value, np.ndarray):
         name = dtype_name(value.dtype)
-        arr = np.ascontiguousarray(value, dtype=np_dtype(name))
+        arr = np.asarray(value, dtype=np_dtype(name))  # tobytes() is C order; 0-d stays 0-d
         head = struct.pack(f"<BB{arr.ndim}Q", DTYPE_CODES[name], arr.ndim, *arr.shape)
         return msgspec.msgpack.Ext(EXT_NDARRAY, head + arr.tobytes())
     if isinstance(value, np.generic):
