@@ -214,7 +214,7 @@ def _md_values(spec: SpaceSpec, shape: tuple[int, ...]) -> st.SearchStrategy[Any
 
 def _text_values(spec: SpaceSpec) -> st.SearchStrategy[str]:
     d = spec._d
-    alphabet = st.sampled_from(sorted(set(d["charset"]))) if d["charset"] else st.characters()
+    alphabet = st.sampled_from(sorted(set(d["charset"]))) if d["charset"] else st.characters(blacklist_categories=("Cs",))
     return st.text(alphabet=alphabet, min_size=d["min_length"], max_size=d["max_length"])
 
 

@@ -348,7 +348,21 @@ class ServeLoop:
         if peer.conn.closed:
             return
         try:
-            peer.conn.send(encode_message(msg, rid, segments), deadline=time.monotonic() + SEND_DEADLINE_SECONDS)
+            buffers = encode_message(msg, rid, segments)
+        except Exception as exc:  # e.g. a str that is not valid UTF-8 inside an env's info
+            if isinstance(msg, m.Error):
+                self._end_active(peer)
+                return
+            failure = RequestFailed(
+                "INTERNAL",
+                f"the reply could not be encoded: {type(exc).__name__}: {exc}",
+                recoverable=False,
+            )
+            self._send(peer, failure.to_message(), rid)
+            self._end_active(peer)
+            return
+        try:
+            peer.conn.send(buffers, deadline=time.monotonic() + SEND_DEADLINE_SECONDS)
         except ConnectionLost:
             self._drop(peer)
 

@@ -368,13 +368,16 @@ def _compile_discrete_lanes(spec: SpaceSpec, path: str, lanes: int, lo: int, hi:
 
 def _compile_text(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
     def one(v: Any, where: str = "") -> str:
-        if type(v) is str:
-            return v
-        if isinstance(v, str):
-            return str(v)
         if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind == "U":
-            return str(v.item())
-        raise TypeError(f"{path}: Text value must be a str, got {_describe(v)}{where}")
+            v = v.item()
+        if not isinstance(v, str):
+            raise TypeError(f"{path}: Text value must be a str, got {_describe(v)}{where}")
+        if not v.isascii():  # must travel as UTF-8: lone surrogates cannot
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"{path}: Text value is not valid Unicode (lone surrogate){where}") from None
+        return v if type(v) is str else str(v)
 
     if lanes is None:
         return one

@@ -143,8 +143,12 @@ class Connection:
                 self._start = start
                 size = plan.body_len
                 avail = self._end - start
-                if avail >= size:  # the whole body is already here: one small copy
-                    body = np.frombuffer(bytearray(self._sview[start : start + size]), dtype=np.uint8)
+                if avail >= size:  # the whole body is already here: one copy out of the scratch
+                    if size < frames.SMALL_BODY:
+                        body = np.frombuffer(bytearray(self._sview[start : start + size]), dtype=np.uint8)
+                    else:  # keep the 64-byte alignment promise for larger bodies
+                        body = frames.new_body(plan)
+                        body[:] = np.frombuffer(self._scratch, np.uint8, size, start)
                     self._consume(size)
                     return frames.split_body(plan, body)
                 body = frames.new_body(plan)

@@ -80,7 +80,7 @@ def answer_hello(
         )
     if hello.service != service:
         return m.Incompatible(
-            message=f"this endpoint serves a {service}, not a {hello.service}",
+            message=f"this is an {service} endpoint; the client expected a {hello.service} endpoint",
             generation=PROTOCOL_GENERATION,
             editions=ours,
         )
