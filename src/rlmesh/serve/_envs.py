@@ -220,7 +220,7 @@ class VectorView(EnvView):
     def reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
         kwargs: dict[str, Any] = {}
         if seeds and any(s is not None for s in seeds):
-            kwargs["seed"] = list(seeds)
+            kwargs["seed"] = _vector_seed(seeds)
         opts = dict(options) if isinstance(options, dict) else options
         if env_indices:
             mask = np.zeros(self.num_envs, dtype=bool)
@@ -364,6 +364,18 @@ class OneLaneView(ScalarView):
         if isinstance(frames, (list, tuple)):
             return frames[0] if frames else None
         return frames
+
+
+def _vector_seed(seeds: list[int | None]) -> int | list[int | None]:
+    """ENVCALL-1: ``seed + i`` per lane is passed as the one int ``seed``.
+
+    Gymnasium's rule makes the two equivalent, and natively vectorized envs
+    (``gym.make_vec("CartPole-v1")``) accept only the int form.
+    """
+    first = seeds[0]
+    if first is not None and all(s == first + i for i, s in enumerate(seeds)):
+        return first
+    return list(seeds)
 
 
 def _lanes(x: Any, dtype: Any, n: int) -> np.ndarray[Any, Any]:

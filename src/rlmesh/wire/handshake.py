@@ -80,7 +80,7 @@ def answer_hello(
         )
     if hello.service != service:
         return m.Incompatible(
-            message=f"this is an {service} endpoint; the client expected a {hello.service} endpoint",
+            message=f"this endpoint serves the {service} service; the client asked for the {hello.service} service",
             generation=PROTOCOL_GENERATION,
             editions=ours,
         )

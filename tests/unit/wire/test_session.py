@@ -82,7 +82,7 @@ def test_no_mutual_edition_names_both_offers() -> None:
 
 def test_wrong_service_is_incompatible() -> None:
     answer = answer_hello(make_hello("c", None, service="model"), declared=None, service="env", component="s", session_id="x")
-    assert isinstance(answer, m.Incompatible) and "endpoint; the client expected a model endpoint" in answer.message
+    assert isinstance(answer, m.Incompatible) and "serves the env service; the client asked for the model service" in answer.message
 
 
 def test_edition_ordering_puts_cohorts_above_their_base() -> None:
