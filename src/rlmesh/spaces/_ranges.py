@@ -68,6 +68,23 @@ def _range_box(spec: SpaceSpec, path: str, lanes: int | None) -> _Check | None:
         def quick(a: np.ndarray[Any, Any]) -> bool:
             return (not need_lo or a.min() >= lo_s) and (not need_hi or a.max() <= hi_s)
 
+    elif lanes is None and numel <= 16 and name in FLOAT_DTYPES:
+        # Tiny elementwise boxes (CartPole-like): comparing a handful of Python floats
+        # against only the finite bounds beats four numpy calls per step.
+        lo_f, hi_f = np.broadcast_to(lo, spec._shape).reshape(-1), np.broadcast_to(hi, spec._shape).reshape(-1)
+        pairs = [
+            (i, float(lo_f[i]), float(hi_f[i]))
+            for i in range(numel)
+            if np.isfinite(lo_f[i]) or np.isfinite(hi_f[i])
+        ]
+
+        def quick(a: np.ndarray[Any, Any]) -> bool:
+            flat = a.reshape(-1).tolist()
+            for i, lo_i, hi_i in pairs:
+                if not lo_i <= flat[i] <= hi_i:
+                    return False
+            return True
+
     else:
 
         def quick(a: np.ndarray[Any, Any]) -> bool:

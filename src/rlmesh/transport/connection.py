@@ -95,7 +95,10 @@ class Connection:
                     sent = sock.sendmsg(bufs)
                 except BlockingIOError:
                     sent = 0
-                if sent == sum(_nbytes(b) for b in bufs):
+                total = getattr(bufs, "nbytes", None)
+                if total is None:
+                    total = sum(_nbytes(b) for b in bufs)
+                if sent == total:
                     return
                 bufs = _advance(bufs, sent)
             while bufs:

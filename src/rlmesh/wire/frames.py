@@ -138,9 +138,19 @@ def _table_end(header_len: int, count: int) -> int:
     return header_len + _pad8(header_len) + 8 * count
 
 
+class Buffers(list):  # type: ignore[type-arg]
+    """The buffers of one frame, in order, plus their total size (saves the sender a sum)."""
+
+    __slots__ = ("nbytes",)
+
+    def __init__(self, items: Any, nbytes: int) -> None:
+        super().__init__(items)
+        self.nbytes = nbytes
+
+
 def encode_frame(
     kind: int, request_id: int, header: bytes, segments: list[Any] | tuple[Any, ...] = ()
-) -> list[Any]:
+) -> Buffers:
     """Lay out one frame as a list of buffers for ``sendmsg`` (no payload copies).
 
     Args:
@@ -160,9 +170,9 @@ def encode_frame(
     hlen = len(header)
     count = len(segments)
     if not count:
-        return [PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 0, hlen) + header]
+        return Buffers((PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 0, hlen) + header,), PREFIX_SIZE + hlen)
     pos = hlen + ((-hlen) % 8) + 8 * count
-    out: list[Any] = [b""]  # placeholder for the head
+    out = Buffers((b"",), 0)  # placeholder for the head
     lengths: list[int] = []
     for seg in segments:
         n = seg.nbytes if isinstance(seg, np.ndarray) else memoryview(seg).nbytes
@@ -181,6 +191,7 @@ def encode_frame(
             struct.pack(f"<{count}Q", *lengths),
         )
     )
+    out.nbytes = PREFIX_SIZE + pos
     return out
 
 
