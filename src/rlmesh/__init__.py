@@ -9,6 +9,7 @@ from .errors import (
     RLMeshException as RLMeshException,
     WorkflowEditionWarning as WorkflowEditionWarning,
 )
+from ._metadata import sanitize_metadata as sanitize_metadata
 from .tensor import Tensor as Tensor
 
 __version__ = "0.1.0"

@@ -25,6 +25,7 @@ from .._bridge import PLAIN, Bridge
 from .._build import resolve_declared_edition
 from .._contract import EnvContract
 from .._ids import uuid7 as new_episode_id
+from ..errors import ProtocolException
 from ..spaces import space_from_spec
 from ..spaces._spec import SpaceSpec
 from ..spaces._values import compile_encoder
@@ -223,11 +224,11 @@ class _RemoteEnvBase:
         self._last_completed = reply.completed
         if self._vector:
             if len(segs) != k + 3:
-                raise ConnectionError("the env's step reply carries no reward/termination lanes")
+                raise ProtocolException("the env's step reply carries no reward/termination lanes")
             n = self._num_envs
             rewards = _lane_array(segs[k], "<f8", n)
-            terminated = _lane_array(segs[k + 1], np.bool_, n)
-            truncated = _lane_array(segs[k + 2], np.bool_, n)
+            terminated = _lane_array(segs[k + 1], np.uint8, n) != 0  # any nonzero byte is "set"
+            truncated = _lane_array(segs[k + 2], np.uint8, n) != 0
             done = terminated | truncated
             self._inject(info, "episode_ids", list(self._episode_ids))
             self._inject(info, "completed_episodes", int(done.sum()))
@@ -388,9 +389,7 @@ class RemoteVectorEnv(_RemoteEnvBase):
 def _lane_array(raw: np.ndarray[Any, Any], dtype: Any, n: int) -> np.ndarray[Any, Any]:
     dt = np.dtype(dtype)
     if raw.nbytes != n * dt.itemsize:
-        raise ConnectionError(f"the env's step reply carries {raw.nbytes} bytes for {n} lanes")
-    if dt == np.bool_ and n and int(raw.max()) > 1:
-        raise ConnectionError("the env's step reply carries a malformed termination mask")
+        raise ProtocolException(f"the env's step reply carries {raw.nbytes} bytes for {n} lanes")
     return raw.view(dt)
 
 
