@@ -1,17 +1,136 @@
-"""rlmesh: serve Gymnasium-shaped environments over sockets and evaluate models against them."""
+"""rlmesh: serve Gymnasium-shaped environments over sockets and evaluate models against them.
+
+The top-level package only re-exports; the code lives in the subpackages. Client and
+model classes here use dependency-free ``rlmesh.Tensor`` values; ``rlmesh.numpy`` has
+the NumPy flavour of each.
+"""
 
 from __future__ import annotations
 
-from . import errors as errors
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from . import (
+    adapters as adapters,
+    errors as errors,
+    params as params,
+    spaces as spaces,
+    specs as specs,
+    types as types,
+)
+from ._build import (
+    BuildInfo as BuildInfo,
+    build_info as build_info,
+    current_workflow_edition as current_workflow_edition,
+)
+from ._metadata import sanitize_metadata as sanitize_metadata
+from .authoring import (
+    DESCRIBE_METADATA_KEY as DESCRIBE_METADATA_KEY,
+    DESCRIBE_SCHEMA_VERSION as DESCRIBE_SCHEMA_VERSION,
+    ENV_RESET_OPTIONS_KEY as ENV_RESET_OPTIONS_KEY,
+    EnvFactory as EnvFactory,
+    Param as Param,
+    ParamSpec as ParamSpec,
+    Variant as Variant,
+    Vector as Vector,
+)
+from .client import RemoteEnv as RemoteEnv, RemoteVectorEnv as RemoteVectorEnv
 from .errors import (
     EnvironmentException as EnvironmentException,
     ProtocolException as ProtocolException,
     RLMeshException as RLMeshException,
     WorkflowEditionWarning as WorkflowEditionWarning,
 )
-from ._metadata import sanitize_metadata as sanitize_metadata
+from .eval import (
+    NO_ADAPTER as NO_ADAPTER,
+    RANDOM_SAMPLE as RANDOM_SAMPLE,
+    EpisodeResult as EpisodeResult,
+    RunContext as RunContext,
+    RunHooks as RunHooks,
+    RunResult as RunResult,
+    Session as Session,
+    StepEvent as StepEvent,
+    TelemetryRow as TelemetryRow,
+    View as View,
+    predict_seed as predict_seed,
+    run as run,
+    session as session,
+    trial_index as trial_index,
+)
+from .models import Model as Model
+from .serve import EnvServer as EnvServer, ServeOptions as ServeOptions
 from .tensor import Tensor as Tensor
 
+if TYPE_CHECKING:
+    from .authoring._describe import describe as describe, describe_json as describe_json
+
 __version__ = "0.1.0"
-from .client import RemoteEnv as RemoteEnv, RemoteVectorEnv as RemoteVectorEnv
-from .serve import EnvServer as EnvServer, ServeOptions as ServeOptions
+
+__all__ = [
+    "DESCRIBE_METADATA_KEY",
+    "DESCRIBE_SCHEMA_VERSION",
+    "ENV_RESET_OPTIONS_KEY",
+    "NO_ADAPTER",
+    "RANDOM_SAMPLE",
+    "BuildInfo",
+    "EnvFactory",
+    "EnvServer",
+    "EnvironmentException",
+    "EpisodeResult",
+    "Model",
+    "Param",
+    "ParamSpec",
+    "ProtocolException",
+    "RLMeshException",
+    "RemoteEnv",
+    "RemoteVectorEnv",
+    "RunContext",
+    "RunHooks",
+    "RunResult",
+    "ServeOptions",
+    "Session",
+    "StepEvent",
+    "TelemetryRow",
+    "Tensor",
+    "Variant",
+    "Vector",
+    "View",
+    "WorkflowEditionWarning",
+    "__build__",
+    "__version__",
+    "adapters",
+    "build_info",
+    "current_workflow_edition",
+    "describe",
+    "describe_json",
+    "params",
+    "predict_seed",
+    "run",
+    "sanitize_metadata",
+    "session",
+    "spaces",
+    "specs",
+    "trial_index",
+    "types",
+]
+
+_LAZY = ("describe", "describe_json", "__build__")
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("describe", "describe_json"):
+        from .authoring import _describe
+
+        return getattr(_describe, name)
+    if name == "__build__":  # DELTA-2: deprecated, computed lazily
+        warnings.warn(
+            "rlmesh.__build__ is deprecated and will be removed in 0.2; use rlmesh.build_info().workflow_edition",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return build_info().workflow_edition
+    raise AttributeError(f"module 'rlmesh' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

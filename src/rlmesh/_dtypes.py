@@ -6,6 +6,7 @@ little-endian.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -41,9 +42,11 @@ INTEGER_DTYPES = frozenset(
 )
 FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
 
-# Little-endian numpy dtypes, built once (byte order matters on the wire).
+# Little-endian numpy dtypes, built once (the wire is little-endian, DT-2). On a
+# little-endian host these are the native dtypes, so buffers export plain struct
+# formats ("d", not "<d") and no byte swapping ever happens.
 _NP: dict[str, np.dtype[Any]] = {
-    name: np.dtype(name).newbyteorder("<") if name != "bool" else np.dtype(np.bool_)
+    name: np.dtype(name) if sys.byteorder == "little" or name == "bool" else np.dtype(name).newbyteorder("<")
     for name in DTYPE_NAMES
 }
 _BUILTINS: dict[Any, str] = {float: "float64", int: "int64", bool: "bool"}

@@ -76,9 +76,14 @@ def _value(v: Any, path: str, active: set[int]) -> Any:
     if isinstance(v, _PLAIN):
         if type(v) in _PLAIN:
             return v
-        for base in (int, float, str, bytes):
-            if isinstance(v, base):
-                return base(v)
+        if isinstance(v, int):
+            return int(v)
+        if isinstance(v, float):
+            return float(v)
+        if isinstance(v, str):
+            return str(v)
+        if isinstance(v, bytes):
+            return bytes(v)
     if isinstance(v, Mapping):
         return _mapping(v, path, active)
     if isinstance(v, tuple) and hasattr(v, "_asdict"):

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from . import authoring as _authoring
 from ._bridge import NUMPY, Bridge, asarray as asarray, from_array as from_array
 from .client._env import RemoteEnv as _RemoteEnv, RemoteVectorEnv as _RemoteVectorEnv
+from .models import NumpyModel as Model
 from .spaces import Space, SpaceSpec, space_from_spec as _space_from_spec
 
 __all__ = [
+    "EnvFactory",
+    "Model",
     "NumpyValue",
     "RemoteEnv",
     "RemoteVectorEnv",
@@ -46,3 +50,9 @@ class RemoteVectorEnv(_RemoteVectorEnv):
     """:class:`rlmesh.RemoteVectorEnv` decoding batched leaves to ``numpy.ndarray``."""
 
     _bridge: ClassVar[Bridge] = NUMPY
+
+
+class EnvFactory(_authoring.EnvFactory):
+    """:class:`rlmesh.EnvFactory` whose envs take NumPy actions (the default framework)."""
+
+    _bridge: ClassVar[Any] = "numpy"

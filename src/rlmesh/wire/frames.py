@@ -138,7 +138,7 @@ def _table_end(header_len: int, count: int) -> int:
     return header_len + _pad8(header_len) + 8 * count
 
 
-class Buffers(list):  # type: ignore[type-arg]
+class Buffers(list[Any]):
     """The buffers of one frame, in order, plus their total size (saves the sender a sum)."""
 
     __slots__ = ("nbytes",)

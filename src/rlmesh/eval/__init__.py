@@ -1,0 +1,45 @@
+"""Evaluation: bind a model to an env and drive episodes (EVAL, DELTA-39..51).
+
+``run`` pumps whole episodes and returns a :class:`RunResult`; ``session``
+returns a :class:`Session` you drive by hand with ``reset`` / ``predict`` /
+``step``. ``eval_main`` implements the ``rlmesh eval`` command.
+"""
+
+from ..models._context import PredictContext as PredictContext, predict_seed as predict_seed
+from ._api import run as run, session as session
+from ._hooks import RunContext as RunContext, RunHooks as RunHooks, StepEvent as StepEvent
+from ._results import (
+    EpisodeResult as EpisodeResult,
+    RunResult as RunResult,
+    TelemetryRow as TelemetryRow,
+)
+from ._sentinels import NO_ADAPTER as NO_ADAPTER, RANDOM_SAMPLE as RANDOM_SAMPLE
+from ._session import Session as Session
+from ._trial import ENV_RESET_OPTIONS_KEY as ENV_RESET_OPTIONS_KEY, trial_index as trial_index
+from ._view import View as View
+
+__all__ = [
+    "ENV_RESET_OPTIONS_KEY",
+    "NO_ADAPTER",
+    "RANDOM_SAMPLE",
+    "EpisodeResult",
+    "PredictContext",
+    "RunContext",
+    "RunHooks",
+    "RunResult",
+    "Session",
+    "StepEvent",
+    "TelemetryRow",
+    "View",
+    "predict_seed",
+    "run",
+    "session",
+    "trial_index",
+]
+
+
+def eval_main(argv: list[str] | None = None) -> int:
+    """The ``rlmesh eval`` command (see :mod:`rlmesh.eval._cli`)."""
+    from ._cli import eval_main as _main
+
+    return _main(argv)

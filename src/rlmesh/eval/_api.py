@@ -1,0 +1,287 @@
+"""``rlmesh.session`` and ``rlmesh.run``: bind a model to an env (EVAL-1..5, DELTA-38..41, DESIGN).
+
+``run`` is ``session()`` + ``Session.run()`` + ``close()``: one drive loop for every
+path. Model dispatch (EVAL-3): ``RANDOM_SAMPLE`` -> a sampling session; a model
+instance -> bound as is (never closed by us, DELTA-29); a ``ModelBase`` subclass
+class -> instantiated once and closed with the session; a served handle (anything
+else with a callable ``.session``) -> delegated; a bare predict callable or duck
+policy -> wrapped in ``rlmesh.numpy.Model`` (seed 000 accepts callables).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, overload
+
+from .._build import validate_edition
+from ..models._base import ModelBase
+from ..models._numpy import NumpyModel
+from ._hooks import RunHooks
+from ._policy import LocalRoute, RandomRoute
+from ._results import RunResult
+from ._sentinels import RANDOM_SAMPLE
+from ._session import Session
+from ._targets import classify_target
+from ._view import normalize_view
+from ._warn import user_stacklevel as _user_stacklevel
+
+__all__ = ["MAX_EXECUTION_HORIZON", "run", "session"]
+
+ObsT = TypeVar("ObsT")
+ActT = TypeVar("ActT")
+
+#: Upper bound on ``execution_horizon`` (DELTA-38).
+MAX_EXECUTION_HORIZON = 1024
+
+def _check_horizon(execution_horizon: Any, has_chunk: bool, who: str) -> int:
+    if isinstance(execution_horizon, bool) or not isinstance(execution_horizon, int):
+        raise TypeError(f"execution_horizon must be an int, got {type(execution_horizon).__name__}")
+    if execution_horizon < 1:
+        raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon}")
+    if execution_horizon > 1 and not has_chunk:
+        warnings.warn(
+            f"{who} defines no predict_chunk(); running un-chunked (execution_horizon="
+            f"{execution_horizon} is ignored)",
+            UserWarning,
+            stacklevel=_user_stacklevel(),
+        )
+    if execution_horizon > MAX_EXECUTION_HORIZON:
+        raise ValueError(f"execution_horizon must be <= {MAX_EXECUTION_HORIZON}, got {execution_horizon}")
+    return execution_horizon
+
+
+def _check_view(view: Any) -> None:
+    if normalize_view(view) is not None:
+        raise NotImplementedError(
+            f"view={view!r}: the live viewer lands in a later release; pass view=None for now "
+            "(or watch progress with hooks=RunHooks)"
+        )
+
+
+def _check_edition(workflow_edition: str | None) -> str | None:
+    return None if workflow_edition is None else validate_edition(workflow_edition)
+
+
+def _make_session(
+    model: ModelBase[Any, Any],
+    env: Any,
+    *,
+    instruction: str | None,
+    close_env: bool,
+    trust_entrypoints: bool | None,
+    execution_horizon: int,
+    view: Any,
+    workflow_edition: str | None,
+    owns_model: bool,
+    prefetch_lead: int = 0,
+) -> Session[Any, Any]:
+    """Bind a local model instance to an env target (lazy: nothing is opened here, EVAL-10)."""
+    horizon = _check_horizon(execution_horizon, model._corners.has_chunk, type(model).__name__)
+    if model.device is not None and not type(model)._supports_device:
+        raise ValueError(
+            f"{type(model).__name__}.device={model.device!r} requires a torch/jax model; "
+            f"numpy and native models run on the host -- set device=None"
+        )
+    if instruction is not None and not isinstance(instruction, str):
+        raise TypeError(f"instruction must be a str or None, got {type(instruction).__name__}")
+    _check_view(view)
+    if prefetch_lead:
+        raise ValueError(
+            f"prefetch_lead={prefetch_lead}: asynchronous chunk prefetch is not supported by this "
+            "release (every forward runs in line with the env step); pass prefetch_lead=0"
+        )
+    edition = _check_edition(workflow_edition)
+    kind = classify_target(env)
+    route = LocalRoute(
+        model, instruction=instruction, trust_entrypoints=trust_entrypoints, execution_horizon=horizon
+    )
+    return Session._new(
+        route,
+        env,
+        kind,
+        close_env=close_env,
+        workflow_edition=edition,
+        owned_model=model if owns_model else None,
+        prefetch_lead=prefetch_lead,
+    )
+
+
+def _random_session(env: Any, *, close_env: bool, execution_horizon: int, view: Any, workflow_edition: str | None) -> Session[Any, Any]:
+    _check_horizon(execution_horizon, False, "RANDOM_SAMPLE")
+    _check_view(view)
+    edition = _check_edition(workflow_edition)
+    kind = classify_target(env)
+    return Session._new(RandomRoute(), env, kind, close_env=close_env, workflow_edition=edition)
+
+
+@overload
+def session(
+    model: ModelBase[ObsT, ActT],
+    env: Any,
+    *,
+    instruction: str | None = ...,
+    close_env: bool = ...,
+    trust_entrypoints: bool | None = ...,
+    execution_horizon: int = ...,
+    view: Any = ...,
+    workflow_edition: str | None = ...,
+) -> Session[ObsT, ActT]: ...
+@overload
+def session(
+    model: Callable[[ObsT], ActT],
+    env: Any,
+    *,
+    instruction: str | None = ...,
+    close_env: bool = ...,
+    trust_entrypoints: bool | None = ...,
+    execution_horizon: int = ...,
+    view: Any = ...,
+    workflow_edition: str | None = ...,
+) -> Session[ObsT, ActT]: ...
+@overload
+def session(
+    model: object,
+    env: Any,
+    *,
+    instruction: str | None = ...,
+    close_env: bool = ...,
+    trust_entrypoints: bool | None = ...,
+    execution_horizon: int = ...,
+    view: Any = ...,
+    workflow_edition: str | None = ...,
+) -> Session[Any, Any]: ...
+def session(
+    model: Any,
+    env: Any,
+    *,
+    instruction: str | None = None,
+    close_env: bool = False,
+    trust_entrypoints: bool | None = None,
+    execution_horizon: int = 1,
+    view: Any = None,
+    workflow_edition: str | None = None,
+) -> Session[Any, Any]:
+    """Bind a model to an env and return a :class:`Session` to drive by hand or via ``run()``.
+
+    ``model`` is a local ``Model`` (instance, subclass class, or a bare predict
+    callable), a served handle, or :data:`rlmesh.RANDOM_SAMPLE`. ``env`` is a live
+    env, an ``EnvFactory``, a remote-env handle, an object with an ``address``, or
+    an address string. Nothing is opened until first use (EVAL-10).
+
+    Raises:
+        ValueError: ``execution_horizon`` outside ``1..1024``; a device on a host model.
+        TypeError: ``model`` or ``env`` is of no accepted form.
+    """
+    return _dispatch(
+        model,
+        env,
+        instruction=instruction,
+        close_env=close_env,
+        trust_entrypoints=trust_entrypoints,
+        execution_horizon=execution_horizon,
+        view=view,
+        workflow_edition=workflow_edition,
+    )
+
+
+def _dispatch(model: Any, env: Any, *, prefetch_lead: int = 0, **kw: Any) -> Session[Any, Any]:
+    if model is RANDOM_SAMPLE:
+        if prefetch_lead:
+            raise ValueError(
+                f"prefetch_lead={prefetch_lead} overlaps model forwards with env steps; "
+                "RANDOM_SAMPLE runs no model -- pass prefetch_lead=0"
+            )
+        if kw["instruction"] is not None:
+            warnings.warn("RANDOM_SAMPLE ignores instruction=", UserWarning, stacklevel=_user_stacklevel())
+        return _random_session(
+            env,
+            close_env=kw["close_env"],
+            execution_horizon=kw["execution_horizon"],
+            view=kw["view"],
+            workflow_edition=kw["workflow_edition"],
+        )
+    if isinstance(model, ModelBase):
+        return _make_session(model, env, owns_model=False, prefetch_lead=prefetch_lead, **kw)
+    if isinstance(model, type) and issubclass(model, ModelBase):
+        instance = model()
+        return _make_session(instance, env, owns_model=True, prefetch_lead=prefetch_lead, **kw)
+    served = getattr(model, "session", None)
+    if callable(served) and not isinstance(model, type) and not callable(getattr(model, "predict", None)):
+        if prefetch_lead:
+            raise ValueError(
+                f"prefetch_lead={prefetch_lead} drives a local model's forwards; a served model "
+                "runs its own loop -- pass prefetch_lead=0"
+            )
+        return served(env, **kw)
+    if callable(model) or callable(getattr(model, "predict", None)):
+        wrapped: NumpyModel[Any, Any] = NumpyModel(model)
+        return _make_session(
+            wrapped, env, owns_model=isinstance(model, type), prefetch_lead=prefetch_lead, **kw
+        )
+    raise TypeError(
+        "model must be a rlmesh Model (instance or subclass), a served model handle, "
+        f"rlmesh.RANDOM_SAMPLE, or a predict callable; got {type(model).__name__}"
+    )
+
+
+def run(
+    model: Any,
+    env: Any,
+    *,
+    seeds: Sequence[int] | None = None,
+    max_episodes: int | None = None,
+    episodes: int | None = None,
+    max_episode_steps: int | None = None,
+    max_episode_seconds: float | None = None,
+    hooks: RunHooks | None = None,
+    instruction: str | None = None,
+    close_env: bool = False,
+    trust_entrypoints: bool | None = None,
+    execution_horizon: int = 1,
+    view: Any = None,
+    workflow_edition: str | None = None,
+    trial_index_base: int = 0,
+    prefetch_lead: int = 0,
+) -> RunResult:
+    """Drive ``model`` against ``env`` to completion and return a :class:`RunResult` (EVAL-1).
+
+    The auto-pump convenience over :func:`session`: creates the session, calls
+    :meth:`Session.run` and always closes the session (honouring ``close_env``).
+    ``max_episodes`` (or its 0.1.0 spelling ``episodes``), ``seeds``, the caps,
+    ``hooks`` and ``trial_index_base`` pass through to ``Session.run``.
+
+    ``prefetch_lead`` is accepted for 0.1.0 compatibility; values other than 0
+    are refused (asynchronous prefetch is not implemented; see docs/evaluation.md).
+    """
+    if isinstance(prefetch_lead, bool) or not isinstance(prefetch_lead, int) or prefetch_lead < 0:
+        raise ValueError(f"prefetch_lead must be an int >= 0, got {prefetch_lead!r}")
+    sess = _dispatch(
+        model,
+        env,
+        instruction=instruction,
+        close_env=close_env,
+        trust_entrypoints=trust_entrypoints,
+        execution_horizon=execution_horizon,
+        view=view,
+        workflow_edition=workflow_edition,
+        prefetch_lead=prefetch_lead,
+    )
+    try:
+        result = sess.run(
+            seeds=seeds,
+            max_episodes=max_episodes,
+            episodes=episodes,
+            max_episode_steps=max_episode_steps,
+            max_episode_seconds=max_episode_seconds,
+            hooks=hooks,
+            trial_index_base=trial_index_base,
+        )
+    except BaseException:
+        try:
+            sess.close()
+        except Exception:
+            pass
+        raise
+    sess.close()
+    return result

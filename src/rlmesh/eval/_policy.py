@@ -1,0 +1,409 @@
+"""Routes: how a session turns an env observation into an env-ready action (EVAL-13, EVAL-50/51).
+
+A *route* is bound to an opened env once (corner choice, adapter resolution,
+instruction placements, effective horizon) and then called every step. The local
+route applies, in order: the adapter's observation transform, the model bridge,
+the instruction, the corner (with its context if declared), then -- per frame of
+a chunk -- the bridge back, the adapter's action transform and the cast to the
+env's Box dtype/shape (DELTA-48). ``RandomRoute`` samples the action space.
+Served models (``RemoteModel``) will add a third route with the same methods.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+import warnings
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import AdapterResolutionError
+from ..models._base import ModelBase
+from ..models._context import EpisodeStore
+from ..models._values import split_chunk, to_numpy_tree
+from ..tensor import Tensor
+from ._sentinels import NO_ADAPTER
+from ._warn import user_stacklevel
+
+__all__ = ["ENV_TAGS_KEY", "LocalRoute", "RandomRoute", "input_signature", "resolve_adapter"]
+
+#: Where env adapter tags live in contract metadata (ADP-136).
+ENV_TAGS_KEY = "rlmesh.adapters.v1.env_tags"
+
+
+def new_episode_id() -> str:
+    """A fresh local episode id: ``uuid4().hex`` (DELTA-31)."""
+    return uuid.uuid4().hex
+
+
+def resolve_adapter(spec: Any, contract: Any, *, trust_entrypoints: bool) -> Any:
+    """Resolve a model's adapter against an env contract (MOD-27); ``None`` means raw IO.
+
+    Raises:
+        AdapterResolutionError: ``spec=None`` on a tagged env, a spec that is not a
+            ``ModelSpec``, or a resolution failure.
+    """
+    if spec is NO_ADAPTER:
+        return None
+    metadata = getattr(contract, "metadata", None) or {}
+    if spec is None:
+        if isinstance(metadata, Mapping) and ENV_TAGS_KEY in metadata:
+            raise AdapterResolutionError(
+                "the env publishes adapter tags but the model has no spec; pass "
+                "spec=ModelSpec(...) to adapt observations/actions, or spec=NO_ADAPTER to drive "
+                "the raw env values yourself"
+            )
+        return None
+    from .. import adapters as _adapters
+
+    adapters: Any = _adapters
+    model_spec = getattr(adapters, "ModelSpec", None)
+    adapter_base = getattr(adapters, "AdapterBase", None)
+    if adapter_base is not None and isinstance(spec, adapter_base):
+        return spec  # an already-resolved or custom adapter (ADP-131/133)
+    if model_spec is None or not isinstance(spec, model_spec):
+        raise AdapterResolutionError(
+            f"model spec must be a ModelSpec or NO_ADAPTER, got {type(spec).__name__}"
+        )
+    return adapters.resolve_from_contract(contract, spec, trust_entrypoints=trust_entrypoints)
+
+
+# -- instruction placements (MOD-30) -----------------------------------------------------
+
+
+def text_placements(spec: Any) -> list[tuple[tuple[Any, ...], bool]]:
+    """``(path, as_list)`` of every ``Text`` leaf in a spec's input tree."""
+    from .. import adapters as _adapters
+
+    text_cls = getattr(_adapters, "Text", None)
+    out: list[tuple[tuple[Any, ...], bool]] = []
+
+    def walk(node: Any, path: tuple[Any, ...]) -> None:
+        if text_cls is not None and isinstance(node, text_cls):
+            out.append((path, getattr(node, "container", "str") == "list"))
+        elif isinstance(node, Mapping):
+            for k, v in node.items():
+                walk(v, (*path, k))
+        elif isinstance(node, (list, tuple)):
+            for i, v in enumerate(node):
+                walk(v, (*path, i))
+
+    walk(getattr(spec, "input", None), ())
+    return out
+
+
+def inject(payload: Any, path: tuple[Any, ...], value: Any) -> Any:
+    """Write ``value`` at ``path``, rebuilding only the touched containers (never mutating)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(payload, tuple):
+        items = list(payload)
+        items[head] = inject(items[head], rest, value)
+        return tuple(items)
+    if isinstance(payload, list):
+        items = list(payload)
+        items[head] = inject(items[head], rest, value)
+        return items
+    out = dict(payload) if isinstance(payload, Mapping) else {}
+    out[head] = inject(out.get(head, {}), rest, value)
+    return out
+
+
+# -- failure annotation (MOD-38) -----------------------------------------------------------
+
+
+def input_signature(value: Any, depth: int = 0) -> str:
+    """A compact description of a model input: ``{image: uint8[8, 8, 3], state: float32[7]}``."""
+    if isinstance(value, Mapping):
+        inner = ", ".join(f"{k}: {input_signature(v, depth + 1)}" for k, v in value.items())
+        return "{" + inner + "}"
+    if isinstance(value, (np.ndarray, Tensor)):
+        return f"{value.dtype}{list(value.shape)}"
+    if isinstance(value, str):
+        return f"text(len={len(value)})"
+    if isinstance(value, (bytes, bytearray)):
+        return f"bytes(len={len(value)})"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(input_signature(v, depth + 1) for v in value) + ")"
+    if isinstance(value, list):
+        first = input_signature(value[0], depth + 1) if value and depth < 3 else "-"
+        return f"list(len={len(value)}, first={first})"
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "dtype"):
+        return f"{value.dtype}{list(shape)}"
+    return type(value).__name__
+
+
+def _annotate(exc: BaseException, spec_less: bool, model_input: Any) -> None:
+    if sys.version_info >= (3, 11):
+        kind = "spec-less (raw obs)" if spec_less else "adapter-assembled"
+        exc.add_note(f"{kind} model input: {input_signature(model_input)}")
+
+
+# -- frame-history budget (DELTA-48) --------------------------------------------------------
+
+#: Default bound on the bytes of frame history a session may hold (DELTA-48).
+FRAME_HISTORY_LIMIT_BYTES = 2 * 1024**3
+_HISTORY_ENV = "RLMESH_FRAME_HISTORY_LIMIT_BYTES"
+
+
+def check_history_budget(adapter: Any, lanes: int) -> None:
+    """Refuse an adapter whose frame windows would hold more than the limit (DELTA-48)."""
+    windows = getattr(adapter, "history_windows", None)
+    if adapter is None or not callable(windows):
+        return
+    total = lanes * sum(int(span) * int(nbytes) for _place, span, nbytes in windows())
+    raw = os.environ.get(_HISTORY_ENV, "").strip()
+    limit = int(raw) if raw.isdigit() else FRAME_HISTORY_LIMIT_BYTES
+    if total > limit:
+        raise ValueError(
+            f"frame history would hold {total} bytes ({lanes} env(s) x the adapter's frame "
+            f"windows), over the {limit}-byte limit; lower Image(stack=...) / the image size, "
+            f"or raise {_HISTORY_ENV}"
+        )
+
+
+# -- action cast (DELTA-48) ----------------------------------------------------------------
+
+
+def box_caster(space: Any) -> Callable[[Any], Any] | None:
+    """Cast an adapter's flat float32 action to the env's Box dtype and shape, or ``None``."""
+    kind = getattr(space, "kind", None)
+    if kind is None:
+        kind = "box" if type(space).__name__ == "Box" else None
+        spec = getattr(space, "spec", None)
+        if kind is None and spec is not None and getattr(spec, "kind", None) == "box":
+            space, kind = spec, "box"
+    if kind != "box":
+        return None
+    shape = tuple(int(d) for d in space.shape)
+    dtype = np.dtype(str(space.dtype))
+    if dtype.kind == "f":
+        return lambda a: np.asarray(a).astype(dtype, copy=False).reshape(shape)
+    info = np.iinfo(dtype) if dtype.kind in "iu" else None
+
+    def cast(a: Any) -> Any:
+        arr = np.asarray(a)
+        if arr.dtype.kind == "f":
+            if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+                raise ValueError(
+                    f"adapter action {arr.tolist()} is not integral; the env's action space is "
+                    f"{dtype.name}{list(shape)}"
+                )
+            if info is not None and (arr.min(initial=0) < info.min or arr.max(initial=0) > info.max):
+                raise ValueError(f"adapter action {arr.tolist()} is out of range for {dtype.name}")
+        return arr.astype(dtype).reshape(shape)
+
+    return cast
+
+
+# -- routes ----------------------------------------------------------------------------------
+
+
+class RandomRoute:
+    """``RANDOM_SAMPLE``: every predict samples the env's action space (MOD-29)."""
+
+    horizon = 1
+    spec_less = True
+
+    def __init__(self) -> None:
+        self._sample: Callable[[], Any] | None = None
+        self._space: Any = None
+
+    def bind(self, conn: Any) -> None:
+        space = conn.action_space
+        if space is None or not callable(getattr(space, "sample", None)):
+            raise TypeError("RANDOM_SAMPLE needs an env whose action_space has sample()")
+        self._space = space
+        self._sample = space.sample
+
+    def begin_episode(self, episode_id: str, seed: int | None) -> None:
+        # A seeded episode samples reproducibly: the action space is seeded with it too.
+        if seed is not None and callable(getattr(self._space, "seed", None)):
+            self._space.seed(seed)
+
+    def end_episode(self, episode_id: str) -> None:
+        pass
+
+    def predict(self, observation: Any) -> Any:
+        assert self._sample is not None
+        return self._sample()
+
+    def close(self) -> None:
+        pass
+
+
+class LocalRoute:
+    """A local model bound to one env (EVAL-13): adapter, bridge, context, chunk replay."""
+
+    def __init__(
+        self,
+        model: ModelBase[Any, Any],
+        *,
+        instruction: str | None,
+        trust_entrypoints: bool | None,
+        execution_horizon: int,
+    ) -> None:
+        self.model = model
+        self.instruction = instruction
+        self.trust = model._trust_entrypoints if trust_entrypoints is None else bool(trust_entrypoints)
+        self.requested_horizon = execution_horizon
+        cs = model._corners
+        self.corners = cs
+        self.bridge = model._bridge
+        self.horizon = execution_horizon if cs.has_chunk else 1
+        self.store = EpisodeStore()
+        self.queue: deque[Any] = deque()
+        self.adapter: Any = None
+        self.spec_less = True
+        self.placements: list[tuple[tuple[Any, ...], bool]] = []
+        self.cast: Callable[[Any], Any] | None = None
+        self.native_chunk: int | None = None
+        self.episode_id = ""
+        self.chunk_pos = 0
+        self.chunk_len = 0
+        self._warned_short = False
+        self.env_plain = False
+        self.identity_decode = self.bridge.name == "numpy"
+
+    # -- binding -------------------------------------------------------------------------
+
+    def bind(self, conn: Any, *, lanes: int = 1) -> None:
+        """Resolve the adapter(s) and fix the per-step pipeline (EVAL-10)."""
+        model = self.model
+        self.adapter = resolve_adapter(model._spec, conn.contract, trust_entrypoints=self.trust)
+        self.adapters = [self.adapter] + [
+            resolve_adapter(model._spec, conn.contract, trust_entrypoints=self.trust)
+            for _ in range(lanes - 1)
+        ] if self.adapter is not None else [None] * lanes
+        self.spec_less = self.adapter is None
+        check_history_budget(self.adapter, lanes)
+        if self.adapter is not None:
+            if self.instruction is not None:
+                self.placements = text_placements(model._spec)
+            self.cast = box_caster(getattr(conn.contract, "action_space", None))
+        k = getattr(model, "native_chunk", None)
+        if k is not None:
+            if not isinstance(k, int) or k < 1:
+                raise ValueError(f"{type(model).__name__}.native_chunk must be an int >= 1, got {k!r}")
+            if self.requested_horizon > k:
+                raise ValueError(
+                    f"execution_horizon={self.requested_horizon} exceeds the model's declared "
+                    f"native_chunk={k}; pass execution_horizon <= {k}"
+                )
+            self.native_chunk = k
+        cs = self.corners
+        # The chunk path runs at h > 1, and at h == 1 when predict itself is frame 0 of a
+        # chunk corner and K is declared (DELTA-34 checks chunk lengths at every horizon).
+        self.chunk_mode = self.horizon > 1 or (k is not None and "predict" in cs.dechunked)
+        self.wants_ctx = cs.wants_context.get("predict_chunk" if self.chunk_mode else "predict", False)
+        #: Whether any corner takes a context (then episodes are registered in the store).
+        self.any_ctx = any(cs.wants_context.values())
+
+    def cs_wants(self, chunked: bool, batched: bool) -> bool:
+        """Whether the corner the vector driver calls declares a context."""
+        if chunked:
+            name = "predict_chunk_batch" if batched else "predict_chunk"
+        else:
+            name = "predict_batch" if batched else "predict"
+        return self.corners.wants_context.get(name, False)
+
+    # -- episodes ------------------------------------------------------------------------
+
+    def begin_episode(self, episode_id: str, seed: int | None) -> None:
+        self.episode_id = episode_id
+        self.queue.clear()  # EVAL-50: no replay bleed across episodes
+        self.chunk_pos = self.chunk_len = 0
+        if self.any_ctx:
+            self.store.begin(episode_id, seed)
+        for adapter in self.adapters:
+            if adapter is not None:
+                adapter.reset()
+
+    def end_episode(self, episode_id: str) -> None:
+        """The end edge: drop the context entry, then the model's hook (DELTA-30)."""
+        self.store.end(episode_id)
+        self.model._fire_episode_end(episode_id)
+
+    def close(self) -> None:
+        self.store.clear()
+        self.queue.clear()
+
+    # -- per step ------------------------------------------------------------------------
+
+    def model_input(self, observation: Any, lane: int = 0) -> Any:
+        """Env observation -> the value the corner sees."""
+        x = observation
+        adapter = self.adapters[lane]
+        if adapter is not None:
+            x = adapter.transform_obs(x)
+        if self.env_plain:
+            x = to_numpy_tree(x)
+        if not self.identity_decode:
+            x = self.bridge.decode(x)
+        if self.placements:
+            for path, as_list in self.placements:
+                x = inject(x, path, [self.instruction] if as_list else self.instruction)
+        return x
+
+    def env_action(self, frame: Any, lane: int = 0) -> Any:
+        """One model action frame -> the env-ready action."""
+        a = frame if self.identity_decode else self.bridge.encode(frame)
+        adapter = self.adapters[lane]
+        if adapter is not None:
+            a = adapter.transform_action(a)
+            if self.cast is not None:
+                a = self.cast(a)
+        return a
+
+    def chunk_frames(self, chunk: Any) -> list[Any]:
+        """Split one chunk, validate its length and cap it to the horizon (EVAL-50, DELTA-34)."""
+        frames = split_chunk(chunk)
+        k = self.native_chunk
+        if not frames:
+            raise ValueError("the model returned an empty chunk; a chunk needs at least one frame")
+        if k is not None and len(frames) != k:
+            raise ValueError(
+                f"model declares native_chunk={k} but its chunk corner returned {len(frames)} "
+                f"frames; return exactly {k} frames or fix native_chunk"
+            )
+        if k is None and len(frames) < self.horizon and not self._warned_short:
+            self._warned_short = True
+            warnings.warn(
+                f"the model's chunk has {len(frames)} frames, fewer than execution_horizon="
+                f"{self.horizon}; replaying what it returned and re-planning early",
+                RuntimeWarning,
+                stacklevel=user_stacklevel(),
+            )
+        return frames[: self.horizon]
+
+    def predict(self, observation: Any) -> Any:
+        """One env observation -> one env-ready action, replaying queued chunk frames first."""
+        if self.queue:
+            self.chunk_pos += 1
+            adapter = self.adapter
+            if adapter is not None:  # DELTA-69: frame windows see every step, not only re-plans
+                adapter.observe(observation)
+            return self.env_action(self.queue.popleft())
+        x = self.model_input(observation)
+        ctx = self.store.next(self.episode_id) if self.wants_ctx else None
+        cs = self.corners
+        try:
+            if self.chunk_mode:  # noqa: SIM108 - two distinct calling conventions
+                out = cs.predict_chunk(x, self.horizon, ctx)  # type: ignore[misc]
+            else:
+                out = cs.predict(x, ctx)  # type: ignore[misc]
+        except Exception as exc:
+            _annotate(exc, self.spec_less, x)
+            raise
+        if self.chunk_mode:
+            frames = self.chunk_frames(out)
+            self.queue.extend(frames[1:])
+            self.chunk_pos, self.chunk_len = 1, len(frames)
+            out = frames[0]
+        return self.env_action(out)

@@ -1,0 +1,345 @@
+"""Env targets: classify what ``run``/``session`` were given and open it (EVAL-6..8, EVAL-30/31).
+
+One precedence for every entry point (EVAL-6):
+
+1. ``str`` -> an address, dialed with ``rlmesh.numpy.RemoteEnv`` (or ``RemoteVectorEnv``);
+2. ``reset`` + ``step`` + a *real* ``env_contract`` -> a remote handle, driven through
+   its own connection and never closed by the session (unless ``close_env``);
+3. ``reset`` + ``step`` -> a local env, driven in-process (DESIGN: no loopback server);
+4. ``make`` -> an ``EnvFactory`` (instantiated if a class; ``prepare()``; ``make()``);
+5. a string ``address`` attribute (e.g. ``EnvServer``) -> dialed.
+
+Attributes are probed on the type and the instance ``__dict__`` only, never through
+``getattr`` forwarding (EVAL-7: Gymnasium wrappers' deprecated ``__getattr__``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+from .._contract import UNKNOWN_ENV_ID, EnvContract
+
+__all__ = ["EnvConn", "LocalContract", "classify_target", "open_target"]
+
+
+def _static_has(obj: Any, name: str) -> bool:
+    """Whether ``name`` is defined on ``type(obj)``'s MRO or in ``obj.__dict__`` (no ``__getattr__``)."""
+    try:
+        if name in vars(obj):
+            return True
+    except TypeError:
+        pass
+    return any(name in vars(klass) for klass in type(obj).__mro__)
+
+
+def _static_get(obj: Any, name: str, default: Any = None) -> Any:
+    return getattr(obj, name, default) if _static_has(obj, name) else default
+
+
+def classify_target(target: Any) -> str:
+    """The kind of an env target: ``address``, ``remote``, ``local``, ``factory`` or ``server`` (EVAL-6).
+
+    Raises:
+        TypeError: none of the accepted forms.
+    """
+    if isinstance(target, str):
+        return "address"
+    has_reset_step = callable(getattr(target, "reset", None)) and callable(getattr(target, "step", None))
+    if has_reset_step and not isinstance(target, type):
+        return "remote" if _static_has(target, "env_contract") else "local"
+    if callable(getattr(target, "make", None)):
+        return "factory"
+    if isinstance(getattr(target, "address", None), str):
+        return "server"
+    contract_only = _static_has(target, "env_contract")
+    extra = (
+        "; an object exposing only env_contract cannot be stepped (pass the client itself)"
+        if contract_only
+        else ""
+    )
+    if isinstance(target, type) and has_reset_step:
+        extra = f"; {target.__name__} is a class -- pass an instance ({target.__name__}(...))"
+    raise TypeError(
+        "env must be a live env with reset() and step(), an EnvFactory (class or instance), an "
+        "object with an `address` (e.g. EnvServer), a remote env client, or an address string "
+        f"like '127.0.0.1:5555'; got {type(target).__name__}{extra}"
+    )
+
+
+class LocalContract:
+    """A contract synthesized from a local env when its spaces cannot be converted (EVAL-7)."""
+
+    def __init__(
+        self,
+        id: str,
+        observation_space: Any,
+        action_space: Any,
+        *,
+        render_mode: str | None,
+        num_envs: int,
+        metadata: Mapping[str, Any] | None,
+        autoreset_mode: str,
+    ) -> None:
+        self.id = id
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.render_mode = render_mode
+        self.num_envs = num_envs
+        self.metadata = metadata
+        self.autoreset_mode = autoreset_mode
+
+    def __repr__(self) -> str:
+        return f'EnvContract(id="{self.id}", num_envs={self.num_envs})'
+
+
+def _autoreset_name(value: Any) -> str:
+    if value is None:
+        return "NextStep"
+    raw = getattr(value, "value", value)
+    name = str(raw).replace("_", "").replace(" ", "").lower()
+    for mode in ("NextStep", "SameStep", "Disabled"):
+        if name == mode.lower():
+            return mode
+    return "NextStep"
+
+
+def _to_spec(space: Any) -> Any:
+    from ..spaces import _spec as spec_mod
+
+    if isinstance(space, spec_mod.SpaceSpec):
+        return space
+    inner = getattr(space, "spec", None)
+    if isinstance(inner, spec_mod.SpaceSpec):
+        return inner
+    from .. import spaces
+
+    convert = getattr(spaces, "from_gymnasium_space", None)
+    if convert is None:
+        raise TypeError("gymnasium conversion is not available")
+    out = convert(space)
+    return getattr(out, "spec", out)
+
+
+def local_contract(env: Any, *, vector: bool, num_envs: int) -> Any:
+    """Synthesize a contract for a local env: metadata, spaces and ``num_envs`` (EVAL-7)."""
+    metadata = _static_get(env, "metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        metadata = None
+    spec = _static_get(env, "spec")
+    ident = getattr(spec, "id", None) or UNKNOWN_ENV_ID
+    render_mode = _static_get(env, "render_mode")
+    obs_space = _static_get(env, "single_observation_space") if vector else None
+    act_space = _static_get(env, "single_action_space") if vector else None
+    if obs_space is None:
+        obs_space = _static_get(env, "observation_space")
+    if act_space is None:
+        act_space = _static_get(env, "action_space")
+    mode = _autoreset_name((metadata or {}).get("autoreset_mode")) if vector else "Disabled"
+    try:
+        return EnvContract(
+            str(ident),
+            _to_spec(obs_space),
+            _to_spec(act_space),
+            render_mode=render_mode if isinstance(render_mode, str) else None,
+            num_envs=num_envs,
+            metadata=metadata,
+            autoreset_mode=mode,
+        )
+    except Exception:  # spaces that do not convert: keep them raw (adapters accept gymnasium spaces)
+        return LocalContract(
+            str(ident),
+            obs_space,
+            act_space,
+            render_mode=render_mode if isinstance(render_mode, str) else None,
+            num_envs=num_envs,
+            metadata=metadata,
+            autoreset_mode=mode,
+        )
+
+
+class EnvConn:
+    """An opened env: the object to call plus what the session owns of it.
+
+    Attributes:
+        env: The object whose ``reset``/``step`` the session calls.
+        contract: The env's contract (published by a client, synthesized for a local env).
+        num_envs: Lanes (1 for a scalar env).
+        is_vector: Whether the env speaks the batched vector API.
+        remote: Whether ``env`` is a client (it negotiated a workflow edition).
+        per_lane_reset: Whether lanes can be reset individually (gymnasium ``reset_mask``).
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        contract: Any,
+        *,
+        remote: bool,
+        dialed: bool = False,
+        built: bool = False,
+        factory: Any = None,
+        owns_factory: bool = False,
+        user_obj: Any = None,
+    ) -> None:
+        self.env = env
+        self.contract = contract
+        self.remote = remote
+        self.dialed = dialed
+        self.built = built
+        self.factory = factory
+        self.owns_factory = owns_factory
+        self.user_obj = user_obj
+        num = getattr(contract, "num_envs", 1)
+        self.num_envs = int(num) if isinstance(num, int) else 1
+        self.is_vector = _static_has(env, "single_observation_space") and _static_has(env, "num_envs")
+        if self.is_vector:
+            self.num_envs = int(_static_get(env, "num_envs", self.num_envs))
+        self.autoreset_mode = str(getattr(contract, "autoreset_mode", "NextStep"))
+        #: How the driver resets single lanes: "mask" (gymnasium reset_mask),
+        #: "indices" (a RemoteVectorEnv lanes endpoint), or "" (the env autoresets).
+        self.per_lane_reset = ""
+        if self.is_vector:
+            if _is_gymnasium_vector(env):
+                self.per_lane_reset = "mask"
+            elif self.autoreset_mode == "Disabled" and _takes_kw(env.reset, "env_indices"):
+                self.per_lane_reset = "indices"
+        self.metadata: Mapping[str, Any] | None = getattr(contract, "metadata", None)
+
+    @property
+    def action_space(self) -> Any:
+        return _static_get(self.env, "action_space")
+
+    @property
+    def single_action_space(self) -> Any:
+        if self.is_vector:
+            return _static_get(self.env, "single_action_space")
+        return self.action_space
+
+    def close(self, *, close_env: bool) -> None:
+        """Release what the session owns (EVAL-30/31, DELTA-48/51); every step runs, first error re-raised."""
+        errors: list[BaseException] = []
+
+        def attempt(fn: Any) -> None:
+            try:
+                fn()
+            except BaseException as exc:
+                errors.append(exc)
+
+        stopped_via_close = False
+        if close_env:  # EVAL-31: the first of shutdown() / close() the env exposes
+            shutdown = getattr(self.env, "shutdown", None)
+            if callable(shutdown):
+                attempt(shutdown)
+            else:
+                closer = getattr(self.env, "close", None)
+                if callable(closer):
+                    attempt(closer)
+                stopped_via_close = True
+        if (self.dialed or self.built) and not stopped_via_close:
+            closer = getattr(self.env, "close", None)
+            if callable(closer):
+                attempt(closer)
+        if self.owns_factory and self.factory is not None:
+            closer = getattr(self.factory, "close", None)
+            if callable(closer):
+                attempt(closer)
+        if errors:
+            raise errors[0]
+
+
+def _is_gymnasium_vector(env: Any) -> bool:
+    try:
+        from gymnasium.vector import VectorEnv
+    except ImportError:  # pragma: no cover - gymnasium missing: no local vector envs either
+        return False
+    if not isinstance(env, VectorEnv):
+        return False
+    try:
+        return "options" in inspect.signature(env.reset).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
+
+
+def _takes_kw(fn: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _dial(address: str, *, workflow_edition: str | None) -> tuple[Any, Any]:
+    """Dial ``address`` with the numpy clients; return ``(client, contract)`` (EVAL-6)."""
+    try:
+        from ..numpy import RemoteEnv, RemoteVectorEnv
+    except ImportError as exc:  # pragma: no cover - until rlmesh.numpy lands
+        raise RuntimeError(
+            f"cannot dial {address!r}: the rlmesh.numpy remote clients are not available ({exc})"
+        ) from exc
+    kwargs: dict[str, Any] = {}
+    if workflow_edition is not None:
+        kwargs["workflow_edition"] = workflow_edition
+    client: Any
+    try:
+        client = RemoteEnv(address, **kwargs)
+    except ValueError as exc:  # the endpoint serves lanes: RemoteEnv refuses it at handshake
+        if "RemoteVectorEnv" not in str(exc):
+            raise
+        client = RemoteVectorEnv(address, **kwargs)
+    return client, client.env_contract
+
+
+def open_target(target: Any, kind: str, *, workflow_edition: str | None = None) -> EnvConn:
+    """Open a classified target (the session's lazy connect, EVAL-10)."""
+    if kind == "address":
+        client, contract = _dial(target, workflow_edition=workflow_edition)
+        return EnvConn(client, contract, remote=True, dialed=True, user_obj=target)
+    if kind == "server":
+        client, contract = _dial(target.address, workflow_edition=workflow_edition)
+        return EnvConn(client, contract, remote=True, dialed=True, user_obj=target)
+    if kind == "remote":
+        return EnvConn(target, target.env_contract, remote=True, user_obj=target)
+    if kind == "local":
+        return _local_conn(target, user_obj=target)
+    if kind == "factory":
+        return _factory_conn(target)
+    raise AssertionError(f"unknown target kind {kind!r}")  # pragma: no cover
+
+
+def _local_conn(env: Any, *, user_obj: Any, built: bool = False, factory: Any = None, owns_factory: bool = False) -> EnvConn:
+    vector = _static_has(env, "single_observation_space") and _static_has(env, "num_envs")
+    num_envs = int(_static_get(env, "num_envs", 1)) if vector or _static_has(env, "num_envs") else 1
+    contract = local_contract(env, vector=vector, num_envs=num_envs)
+    return EnvConn(
+        env, contract, remote=False, built=built, factory=factory, owns_factory=owns_factory, user_obj=user_obj
+    )
+
+
+def _factory_conn(target: Any) -> EnvConn:
+    owns = isinstance(target, type)
+    try:
+        from ..authoring import EnvFactory, build_env
+    except ImportError:  # pragma: no cover - authoring always ships
+        EnvFactory = None  # type: ignore[assignment,misc]
+    if EnvFactory is not None and (
+        isinstance(target, EnvFactory) or (owns and issubclass(target, EnvFactory))
+    ):
+        factory, env = build_env(target)
+    else:  # a duck factory: anything with make()
+        factory = target() if owns else target
+        prepare = getattr(factory, "prepare", None)
+        if callable(prepare):
+            prepare()
+        env = factory.make()
+    if isinstance(env, list):
+        raise TypeError(
+            f"{type(factory).__name__}.make() returned a list of {len(env)} lane envs; a session "
+            "drives one env (or a gymnasium vector env) -- serve the lanes with rlmesh.EnvServer instead"
+        )
+    kind = classify_target(env)
+    if kind == "remote":
+        conn = EnvConn(env, env.env_contract, remote=True, built=True, factory=factory, owns_factory=owns, user_obj=target)
+    else:
+        conn = _local_conn(env, user_obj=target, built=True, factory=factory, owns_factory=owns)
+    return conn

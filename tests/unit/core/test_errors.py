@@ -1,0 +1,70 @@
+"""The exception hierarchy (ERR-4/5, DESIGN "Errors are typed"): classes, built-ins, codes."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from rlmesh import errors
+from rlmesh.errors import CODE_NUMBERS, EnvironmentException, RLMeshException, exception_for_code
+
+BUILTINS = {
+    "EndpointBusy": ConnectionError,
+    "ConnectFailed": ConnectionError,
+    "ConnectionLost": ConnectionError,
+    "SessionClosed": ConnectionError,
+    "BindFailed": ConnectionError,
+    "RequestTimeout": TimeoutError,
+    "RemoteTimeout": TimeoutError,
+    "InvalidAction": ValueError,
+    "AdapterResolutionError": ValueError,
+    "DependencyMissing": ImportError,
+}
+
+
+def exception_classes() -> list[type[BaseException]]:
+    return [
+        c
+        for _, c in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(c, BaseException) and c.__module__ == errors.__name__ and not issubclass(c, Warning)
+    ]
+
+
+@pytest.mark.parametrize("cls", exception_classes(), ids=lambda c: c.__name__)
+def test_every_exception_is_an_RLMeshException_and_its_documented_builtin(cls: type[BaseException]) -> None:
+    assert issubclass(cls, RLMeshException) and issubclass(cls, RuntimeError)
+    if cls.__name__ in BUILTINS:
+        assert issubclass(cls, BUILTINS[cls.__name__])
+
+
+@pytest.mark.parametrize("code", sorted(CODE_NUMBERS))
+def test_every_wire_code_maps_to_a_class_that_reports_that_code(code: str) -> None:
+    exc = exception_for_code(code, "boom", op="step")
+    assert isinstance(exc, EnvironmentException)
+    assert exc.code == code and exc.op == "step" and str(exc) == f"[{code}] boom"
+
+
+def test_err4_mapping_to_builtins() -> None:
+    assert isinstance(exception_for_code("TIMEOUT", "x"), TimeoutError)
+    assert isinstance(exception_for_code("INVALID_ACTION", "x"), ValueError)
+    assert exception_for_code("INTERNAL", "x").recoverable is False
+    assert exception_for_code("NOT_READY", "x").recoverable is True
+    assert exception_for_code("INTERNAL", "x", recoverable=True).recoverable is True  # the flag wins
+
+
+def test_recoverable_env_error_marks_itself_and_checks_its_code() -> None:
+    err = errors.RecoverableEnvError("sim hiccup")
+    assert errors.is_recoverable_exception(err) and err.code == "INTERNAL"
+    with pytest.raises(ValueError, match="unknown error code"):
+        errors.RecoverableEnvError("x", code="NOPE")
+
+    class Custom(Exception):
+        rlmesh_recoverable = True
+
+    assert errors.is_recoverable_exception(Custom())
+    assert not errors.is_recoverable_exception(RuntimeError())
+
+
+def test_timeouts_carry_their_budget() -> None:
+    assert errors.RequestTimeout("late", timeout_seconds=1.5).timeout_seconds == 1.5
