@@ -34,7 +34,11 @@ from .authoring import (
     Variant as Variant,
     Vector as Vector,
 )
-from .client import RemoteEnv as RemoteEnv, RemoteVectorEnv as RemoteVectorEnv
+from .client import (
+    RemoteEnv as RemoteEnv,
+    RemoteModel as RemoteModel,
+    RemoteVectorEnv as RemoteVectorEnv,
+)
 from .errors import (
     EnvironmentException as EnvironmentException,
     ProtocolException as ProtocolException,
@@ -83,6 +87,7 @@ __all__ = [
     "ProtocolException",
     "RLMeshException",
     "RemoteEnv",
+    "RemoteModel",
     "RemoteVectorEnv",
     "RunContext",
     "RunHooks",

@@ -60,7 +60,7 @@ _COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "health": _health,
     "describe": _lazy("rlmesh.authoring._cli", "describe_main"),
     "eval": _lazy("rlmesh.eval._cli", "eval_main"),
-    "serve-model": _lazy("rlmesh.models._serve_cli", "main"),
+    "serve-model": _lazy("rlmesh.serve._model_cli", "main"),
 }
 
 

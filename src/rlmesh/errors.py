@@ -13,6 +13,7 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     │   ├── Unsupported                          [UNSUPPORTED] the endpoint cannot do that
     │   └── Cancelled                            [CANCELLED]
     ├── RecoverableEnvError                      raised *by an env* to fail one request only
+    ├── ModelError                               a served model failed: "model error: ..."
     ├── HandshakeError                           incompatible peer (generation or edition)
     ├── EndpointBusy (ConnectionError)           another client holds the env's session
     ├── ConnectFailed (ConnectionError)          could not reach an endpoint
@@ -45,6 +46,7 @@ __all__ = [
     "EndpointBusy",
     "EnvironmentException",
     "HandshakeError",
+    "ModelError",
     "InvalidAction",
     "ProtocolException",
     "RLMeshException",
@@ -165,6 +167,20 @@ class RecoverableEnvError(RLMeshException):
         if code not in CODE_NUMBERS:
             raise ValueError(f"unknown error code {code!r}; expected one of {sorted(CODE_NUMBERS)}")
         self.code = code
+        super().__init__(message)
+
+
+class ModelError(RLMeshException):
+    """A served model's handler failed (MOD-38): ``"model error: <what>"``.
+
+    Attributes:
+        code: The wire code the server reported.
+        recoverable: Whether the model session survives.
+    """
+
+    def __init__(self, message: str, *, code: str = "INTERNAL", recoverable: bool = False) -> None:
+        self.code = code
+        self.recoverable = recoverable
         super().__init__(message)
 
 

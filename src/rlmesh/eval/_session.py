@@ -134,7 +134,7 @@ class Session(Generic[ObsT, ActT]):
             return conn
         conn = open_target(self._target, self._kind, workflow_edition=self._workflow_edition)
         try:
-            if isinstance(self._route, LocalRoute):
+            if isinstance(self._route, LocalRoute) or hasattr(self._route, "predict_lane"):
                 self._route.bind(conn, lanes=conn.num_envs if conn.is_vector else 1)
             else:
                 self._route.bind(conn)

@@ -128,6 +128,7 @@ def run_vector(
     max_secs = None if max_episode_seconds is None else float(max_episode_seconds)
     route = sess._route
     local = isinstance(route, LocalRoute)
+    served = hasattr(route, "predict_lane")  # a RemoteModel route: one model lane per env lane
     env = conn.env
     perf = time.perf_counter
     lanes = _Lanes(n)
@@ -162,6 +163,8 @@ def run_vector(
             adapter = route.adapters[lane]
             if adapter is not None:
                 adapter.reset()
+        elif served:
+            route.begin_episode(eid, lanes.seed[lane], lane)
         if hooks is not None and lanes.ep[lane] >= 0:
             hooks.on_episode_start(episode=lanes.ep[lane], seed=lanes.seed[lane])
 
@@ -169,6 +172,9 @@ def run_vector(
         if local and lanes.eid[lane]:
             eid, lanes.eid[lane] = lanes.eid[lane], ""
             route.end_episode(eid)
+        elif served and lanes.eid[lane]:
+            eid, lanes.eid[lane] = lanes.eid[lane], ""
+            route.end_episode(eid, lane)
         k = lanes.ep[lane]
         if k < 0:
             return
@@ -271,11 +277,14 @@ def run_vector(
                 obs = _reset_lanes(env, conn.per_lane_reset, n, to_reset, lanes, assign, begin)
     except BaseException as exc:
         error = exc
-    if local:  # end every in-flight lane episode (the model's hook) on the way out
+    if local or served:  # end every in-flight lane episode (the model's hook) on the way out
         for lane in range(n):
             if lanes.eid[lane]:
                 try:
-                    route.end_episode(lanes.eid[lane])
+                    if served:
+                        route.end_episode(lanes.eid[lane], lane)
+                    else:
+                        route.end_episode(lanes.eid[lane])
                 except BaseException as exc:
                     error = error or exc
                 lanes.eid[lane] = ""
@@ -320,6 +329,14 @@ def _reset_lanes(env: Any, how: str, n: int, which: list[int], lanes: _Lanes, as
 
 def _predict(route: Any, local: bool, conn: EnvConn, obs: Any, lanes: _Lanes, n: int) -> Any:
     """One batched env action for all lanes (EVAL-61..63, MOD-35)."""
+    if hasattr(route, "predict_lane"):  # a served model: one request per lane that needs an action
+        per_obs = _NP.tree_unstack(to_numpy_tree(obs), n)
+        for lane in range(n):
+            if not lanes.rolling[lane]:
+                lanes.last_action[lane] = route.predict_lane(per_obs[lane], lane)
+            elif lanes.last_action[lane] is None:
+                lanes.last_action[lane] = conn.single_action_space.sample()
+        return _NP.tree_stack(lanes.last_action)
     if not local:  # RANDOM_SAMPLE: one sample of the per-lane action space per lane
         space = conn.single_action_space
         for lane in range(n):

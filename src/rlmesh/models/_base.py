@@ -382,6 +382,26 @@ class ModelBase(Generic[ObsT, ActT]):
             prefetch_lead=prefetch_lead,
         )
 
+    def serve(
+        self,
+        address: str | None = None,
+        *,
+        options: Any = None,
+        host: str | None = None,
+        port: int | None = None,
+        path: str | None = None,
+        transport: str | None = None,
+    ) -> None:
+        """Host this model for :class:`rlmesh.RemoteModel` clients; blocks until shutdown (MOD-33).
+
+        The env contract arrives at bind and the model's adapter is resolved here;
+        episode ends fire :meth:`on_episode_end`. Use ``rlmesh.serve.ModelServer``
+        for a background server.
+        """
+        from ..serve import ModelServer
+
+        ModelServer(self, address, host=host, port=port, path=path, transport=transport, options=options).serve()
+
     @classmethod
     def describe(cls) -> dict[str, Any]:
         """This model class's metadata envelope: ``rlmesh.describe(cls, kind="model")``."""

@@ -169,6 +169,18 @@ def load_env_target(
     return vec, None
 
 
+def _is_model_target(target: str, packages: Sequence[str]) -> bool:
+    """Whether ``module:attr`` names an rlmesh Model class or instance."""
+    try:
+        import_packages(packages)
+        obj = _resolve(target)
+    except Exception:
+        return False
+    from ..models import ModelBase
+
+    return isinstance(obj, ModelBase) or (isinstance(obj, type) and issubclass(obj, ModelBase))
+
+
 def _parse_params(items: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
@@ -227,6 +239,11 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
     target = args.target or args.env_target
     if not target or (args.target and args.env_target):
         parser.error("give exactly one TARGET (or --env TARGET)")
+    if args.target and _is_model_target(args.target, args.package):  # MOD-33: a positional model
+        from ._model_cli import main as serve_model
+
+        passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--"]
+        return serve_model(passthrough, prog=prog)
     try:
         kwargs: dict[str, Any] = {}
         if args.kwargs_json:

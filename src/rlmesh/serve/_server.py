@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
-import threading
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +15,8 @@ from ..transport import listen, resolve_address
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ._driver import Driver, RequestFailed
-from ._envs import EnvView, view_of
+from ._envs import view_of
+from ._lifecycle import ServerBase
 from ._loop import ServeLoop
 from ._options import ServeOptions
 
@@ -28,7 +26,6 @@ log = logging.getLogger("rlmesh.serve")
 
 _ENV_TAGS_KEY = "rlmesh.adapters.v1.env_tags"
 _BRANCH_KEY = "rlmesh.adapters.v1.env_branch"
-_FINALIZER_JOIN_SECONDS = 15.0  # DELTA-18
 
 
 class _EnvService:
@@ -67,70 +64,7 @@ class _EnvService:
         raise RequestFailed("UNSUPPORTED", f"empty or unrecognized request {type(msg).__name__}")
 
 
-class _Lifecycle:
-    """Server state shared with the GC finalizer (which must not reference the server)."""
-
-    def __init__(self, loop: ServeLoop, view: EnvView, close_env: bool, unix_path: str | None) -> None:
-        self.loop = loop
-        self.view = view
-        self.close_env = close_env
-        self.unix_path = unix_path
-        self.lock = threading.Lock()
-        self.state = "created"  # created -> serving -> stopped
-        self.done = threading.Event()
-        self.thread: threading.Thread | None = None
-        self.foreground = False
-        self.env_closed = False
-        self.errors: list[str] = []
-
-    def close_env_once(self) -> None:
-        with self.lock:
-            if self.env_closed or not self.close_env:
-                self.env_closed = True
-                return
-            self.env_closed = True
-        try:
-            self.view.close()  # SRV-43: exactly once
-        except Exception as exc:
-            self.errors.append(f"env.close() failed: {type(exc).__name__}: {exc}")
-            log.warning("env.close() failed: %s", exc)
-
-    def cleanup_socket(self) -> None:
-        if self.unix_path:
-            try:
-                os.unlink(self.unix_path)  # SRV-45
-            except OSError:
-                pass
-
-    def run(self) -> None:
-        try:
-            self.loop.run()
-        except BaseException as exc:
-            self.errors.append(f"serve loop failed: {type(exc).__name__}: {exc}")
-            raise
-        finally:
-            self.cleanup_socket()
-            self.close_env_once()
-            self.state = "stopped"
-            self.done.set()
-
-
-def _finalize(life: _Lifecycle) -> None:
-    """DELTA-18: a server dropped or alive at exit is stopped and its env closed."""
-    if life.state == "created":
-        life.state = "stopped"
-        life.loop.stop("garbage collected")
-        life.loop.listener.close()
-        life.cleanup_socket()
-        life.close_env_once()
-        return
-    life.loop.stop("garbage collected")
-    thread = life.thread
-    if thread is not None and thread is not threading.current_thread():
-        thread.join(_FINALIZER_JOIN_SECONDS)
-
-
-class EnvServer:
+class EnvServer(ServerBase):
     """Serve a Gymnasium-shaped environment over TCP or a Unix socket.
 
     ``env`` may be one env, a vector env (``num_envs`` >= 2; a 1-lane vector env is
@@ -178,6 +112,7 @@ class EnvServer:
         device: Any = None,
         close_env_on_shutdown: bool = True,
     ) -> None:
+        self._kind = "EnvServer"
         _check_framework(framework, device)
         if options is not None and not isinstance(options, ServeOptions):
             raise TypeError(f"options must be a ServeOptions, got {type(options).__name__}")
@@ -209,16 +144,11 @@ class EnvServer:
             raise BindFailed(f"failed to bind {what}: {exc}") from exc
         self._address = bound.url
         service = _EnvService(driver, self._contract, declared)
-        loop = ServeLoop(listener, service, self._options)
-        self._life = _Lifecycle(loop, view, close_env_on_shutdown, bound.path or None)
-        self._finalizer = weakref.finalize(self, _finalize, self._life)
+        self._init_lifecycle(
+            ServeLoop(listener, service, self._options), view.close, close_env_on_shutdown, bound.path or None
+        )
 
     # -- read-only surface ----------------------------------------------------------------
-
-    @property
-    def address(self) -> str:
-        """The resolved address: ``tcp://127.0.0.1:54321`` or ``unix:///abs/path`` (SRV-7)."""
-        return self._address
 
     @property
     def env_contract(self) -> EnvContract:
@@ -229,111 +159,6 @@ class EnvServer:
         """Alias of :attr:`env_contract` (DEC-9)."""
         return self._contract
 
-    @property
-    def options(self) -> ServeOptions:
-        return self._options
-
-    @property
-    def stop_reason(self) -> str | None:
-        """Why serving stopped (``"shutdown"``, ``"idle timeout"``, ``"remote shutdown"`` ...)."""
-        return self._life.loop.stop_reason
-
-    def __repr__(self) -> str:
-        return f"EnvServer(address='{self._address}')"
-
-    # -- lifecycle --------------------------------------------------------------------------
-
-    def _begin(self, foreground: bool) -> None:
-        life = self._life
-        with life.lock:
-            if life.state == "serving":
-                raise RuntimeError("EnvServer is already serving; call shutdown() first")
-            if life.state == "stopped":
-                raise RuntimeError("EnvServer was shut down and cannot serve again; build a new EnvServer")
-            life.state = "serving"
-            life.foreground = foreground
-
-    def serve(self) -> None:
-        """Serve on the calling thread until shutdown (SRV-40, DELTA-16/17).
-
-        On the main thread the first Ctrl-C shuts down gracefully (drain, then
-        ``env.close()``) and ``serve()`` then raises ``KeyboardInterrupt``; a
-        second Ctrl-C interrupts the running env call.
-        """
-        self._begin(foreground=True)
-        life = self._life
-        interrupted = threading.Event()
-        previous: Any = None
-        on_main = threading.current_thread() is threading.main_thread()
-        if on_main:
-
-            def on_sigint(signum: int, frame: Any) -> None:
-                interrupted.set()
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-                life.loop.stop("interrupted")
-
-            previous = signal.signal(signal.SIGINT, on_sigint)
-        try:
-            life.run()
-        finally:
-            if on_main:
-                signal.signal(signal.SIGINT, previous)
-            self._finalizer.detach()
-        if interrupted.is_set():
-            raise KeyboardInterrupt
-
-    def start(self) -> EnvServer:
-        """Serve on a background thread (no signal handlers); returns ``self``."""
-        self._begin(foreground=False)
-        life = self._life
-        thread = threading.Thread(target=life.run, name=f"rlmesh-serve {self._address}", daemon=True)
-        life.thread = thread
-        thread.start()
-        return self
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait until the background server stopped; ``False`` if ``timeout`` passes first (SRV-41)."""
-        if timeout is not None and (timeout != timeout or timeout < 0 or timeout == float("inf")):
-            raise ValueError(f"timeout must be a non-negative finite number or None, got {timeout!r}")
-        life = self._life
-        if life.state == "created":
-            raise RuntimeError("EnvServer.wait() needs a started server; call start() first")
-        if life.state == "serving" and life.foreground:
-            raise RuntimeError("EnvServer.wait() is for start(); serve() is running in the foreground")
-        return life.done.wait(timeout)
-
-    def shutdown(self) -> None:
-        """Stop serving, drain, and close the env (once). Idempotent and thread-safe (SRV-42)."""
-        life = self._life
-        with life.lock:
-            state = life.state
-            if state == "created":
-                life.state = "stopped"
-        if state == "created":
-            life.loop.stop("shutdown")
-            life.loop.listener.close()
-            life.cleanup_socket()
-            life.close_env_once()
-            life.done.set()
-            self._finalizer.detach()
-            return
-        life.loop.stop("shutdown")
-        if life.thread is not threading.current_thread():
-            budget = self._options.drain_seconds() + self._options.close_seconds()
-            if not life.done.wait(budget):
-                log.warning(
-                    "EnvServer at %s did not stop within %.1fs (an env call is still running); "
-                    "it will close the env when that call returns",
-                    self._address,
-                    budget,
-                )
-        self._finalizer.detach()
-
-    def __enter__(self) -> EnvServer:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.shutdown()
 
 
 def _check_framework(framework: Any, device: Any) -> None:

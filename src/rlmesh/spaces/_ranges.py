@@ -80,7 +80,7 @@ def _range_box(spec: SpaceSpec, path: str, lanes: int | None) -> _Check | None:
 
         def quick(a: np.ndarray[Any, Any]) -> bool:
             flat = a.reshape(-1).tolist()
-            for i, lo_i, hi_i in pairs:
+            for i, lo_i, hi_i in pairs:  # noqa: SIM110 - a plain loop beats all(genexpr) here
                 if not lo_i <= flat[i] <= hi_i:
                     return False
             return True

@@ -23,6 +23,13 @@ from .meta import enc_hook, ext_hook
 
 __all__ = [
     "KINDS",
+    "BeginEpisode",
+    "Bind",
+    "BindReply",
+    "EndEpisode",
+    "EpisodeAck",
+    "Predict",
+    "PredictReply",
     "Busy",
     "Close",
     "CloseReply",
@@ -248,6 +255,64 @@ class Error(_Base, frozen=True):
     op: str = ""
 
 
+# -- model service (served models: Model.serve / RemoteModel) ----------------------------
+
+
+class Bind(_Base, frozen=True):
+    """Bind the served model to an env: its contract, the agreed edition, the horizon, lanes."""
+
+    KIND: ClassVar[int] = 0x10
+    contract: dict[str, Any]
+    edition: str = ""
+    execution_horizon: int = 1
+    trust_entrypoints: bool | None = None
+    lanes: int = 1
+
+
+class BindReply(_Base, frozen=True):
+    """The model resolved its adapter: the effective horizon and ``describe()`` of the adapter."""
+
+    KIND: ClassVar[int] = 0x90
+    horizon: int
+    adapter: str | None = None
+    spec_less: bool = True
+
+
+class BeginEpisode(_Base, frozen=True):
+    KIND: ClassVar[int] = 0x11
+    episode_id: str
+    seed: int | None = None
+    lane: int = 0
+
+
+class EndEpisode(_Base, frozen=True):
+    """An episode ended: the served model's ``on_episode_end(episode_id)`` fires."""
+
+    KIND: ClassVar[int] = 0x12
+    episode_id: str
+    lane: int = 0
+
+
+class EpisodeAck(_Base, frozen=True):
+    KIND: ClassVar[int] = 0x91
+    episode_id: str
+
+
+class Predict(_Base, frozen=True):
+    """One raw env observation (scalars here, tensor leaves as segments) for one lane."""
+
+    KIND: ClassVar[int] = 0x13
+    obs: list[Any]
+    lane: int = 0
+
+
+class PredictReply(_Base, frozen=True):
+    """One env-ready action (scalars here, tensor leaves as segments)."""
+
+    KIND: ClassVar[int] = 0x93
+    action: list[Any]
+
+
 Message = Any  # any of the Structs above
 
 _ENV_MESSAGES: tuple[type[_Base], ...] = (
@@ -270,6 +335,13 @@ _ENV_MESSAGES: tuple[type[_Base], ...] = (
     Configure,
     ConfigureReply,
     Error,
+    Bind,
+    BindReply,
+    BeginEpisode,
+    EndEpisode,
+    EpisodeAck,
+    Predict,
+    PredictReply,
 )
 
 #: kind byte -> Struct type. Model-service messages register here too (model_messages.py).

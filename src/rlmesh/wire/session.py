@@ -66,6 +66,17 @@ REPLIES: dict[int, frozenset[int]] = {
     m.Configure.KIND: frozenset({m.ConfigureReply.KIND}),
 }
 
+# The model service's requests (served models); legal once READY.
+LEGAL[READY] |= {m.Bind.KIND, m.BeginEpisode.KIND, m.EndEpisode.KIND, m.Predict.KIND}
+REPLIES.update(
+    {
+        m.Bind.KIND: frozenset({m.BindReply.KIND}),
+        m.BeginEpisode.KIND: frozenset({m.EpisodeAck.KIND}),
+        m.EndEpisode.KIND: frozenset({m.EpisodeAck.KIND}),
+        m.Predict.KIND: frozenset({m.PredictReply.KIND}),
+    }
+)
+
 #: (state, request kind, reply kind) -> next state, where it changes.
 TRANSITIONS: dict[tuple[State, int, int], State] = {
     (AWAIT_HELLO, m.Hello.KIND, m.Welcome.KIND): READY,
@@ -73,13 +84,6 @@ TRANSITIONS: dict[tuple[State, int, int], State] = {
     (AWAIT_HELLO, m.Hello.KIND, m.Incompatible.KIND): CLOSED,
     (READY, m.Close.KIND, m.CloseReply.KIND): CLOSED,
 }
-
-
-def register_service(requests: dict[int, frozenset[int]]) -> None:
-    """Add a service's READY-state requests and their reply kinds to the table."""
-    for kind, replies in requests.items():
-        LEGAL[READY].add(kind)
-        REPLIES[kind] = replies
 
 
 class SessionState:

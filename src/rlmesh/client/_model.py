@@ -1,0 +1,245 @@
+"""``RemoteModel``: drive an already-served model against any env (MOD-40..45, DELTA-50).
+
+At bind, the env's contract goes to the model server, which resolves the model's
+adapter there; every step sends the raw observation and receives an env-ready
+action; episode boundaries are sent so the served model's ``on_episode_end``
+fires (the reference never fires it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from .._build import resolve_declared_edition
+from .._contract import EnvContract
+from ..errors import (
+    AdapterResolutionError,
+    EnvironmentException,
+    HandshakeError,
+    ModelError,
+    RequestTimeout,
+)
+from ..spaces._values import compile_encoder
+from ..transport import resolve_address
+from ..wire import messages as m
+from ..wire.meta import normalize
+from ..wire.values import ValueCodec
+from ._session import ClientSession, check_timeout
+
+__all__ = ["RemoteModel", "RemoteRoute"]
+
+log = logging.getLogger("rlmesh.client")
+
+
+class RemoteRoute:
+    """A session route that asks a model server for each action (same methods as local routes)."""
+
+    spec_less = True
+
+    def __init__(self, handle: RemoteModel, *, execution_horizon: int, trust_entrypoints: bool | None, workflow_edition: str | None) -> None:
+        self.handle = handle
+        self.horizon = execution_horizon
+        self.requested_horizon = execution_horizon
+        self.trust = trust_entrypoints
+        self.declared = workflow_edition
+        self.session: ClientSession | None = None
+        self.adapter_description: str | None = None
+        self.lane_episode: dict[int, str] = {}
+        self._obs_codec: ValueCodec | None = None
+        self._obs_encoder: Any = None
+        self._act_codec: ValueCodec | None = None
+        self._decode: Any = None
+
+    # -- binding --------------------------------------------------------------------------
+
+    def bind(self, conn: Any, *, lanes: int = 1) -> None:
+        contract = conn.contract
+        if not isinstance(contract, EnvContract):
+            raise TypeError(
+                "a served model needs an env whose spaces convert to rlmesh spaces; this env's "
+                f"contract is {type(contract).__name__}"
+            )
+        obs_spec, act_spec = contract.observation_space, contract.action_space
+        payload = contract.to_dict()
+        if payload.get("metadata") is not None:
+            try:
+                payload["metadata"] = normalize(payload["metadata"])
+            except TypeError:
+                from .._metadata import sanitize_metadata
+
+                payload["metadata"] = sanitize_metadata(payload["metadata"])
+        self.session = self.handle._dial(self.declared)
+        if self.session.welcome.service != "model":
+            raise HandshakeError(f"'{self.handle.address}' is not a model endpoint")
+        selected = self.session.welcome.selected
+        env_edition = getattr(conn, "selected_workflow_edition", None)
+        edition = selected if not isinstance(env_edition, str) else min((selected, env_edition))
+        try:
+            reply, _ = self._request(
+                m.Bind(
+                    contract=payload,
+                    edition=edition,
+                    execution_horizon=self.requested_horizon,
+                    trust_entrypoints=self.trust,
+                    lanes=lanes,
+                )
+            )
+        except ModelError as exc:
+            self.close()
+            if "AdapterResolutionError:" in str(exc):  # the model's spec and the env's tags do not pair
+                raise AdapterResolutionError(str(exc).split("AdapterResolutionError: ", 1)[1]) from None
+            raise
+        self.horizon = reply.horizon
+        self.spec_less = reply.spec_less
+        self.adapter_description = reply.adapter
+        self._obs_codec = ValueCodec(obs_spec)
+        self._obs_encoder = compile_encoder(obs_spec)
+        self._act_codec = ValueCodec(act_spec)
+        from .._bridge import NUMPY
+
+        self._decode = NUMPY.compile_decoder(act_spec)
+
+    # -- episodes ---------------------------------------------------------------------------
+
+    def begin_episode(self, episode_id: str, seed: int | None, lane: int = 0) -> None:
+        self._request(m.BeginEpisode(episode_id=episode_id, seed=seed, lane=lane))
+        self.lane_episode[lane] = episode_id
+
+    def end_episode(self, episode_id: str, lane: int = 0) -> None:
+        if self.lane_episode.get(lane) == episode_id:
+            del self.lane_episode[lane]
+        self._request(m.EndEpisode(episode_id=episode_id, lane=lane))
+
+    # -- per step ---------------------------------------------------------------------------
+
+    def predict(self, observation: Any) -> Any:
+        return self.predict_lane(observation, 0)
+
+    def predict_lane(self, observation: Any, lane: int) -> Any:
+        """One raw env observation of one lane -> the env-ready action for it."""
+        assert self._obs_codec is not None and self._act_codec is not None
+        canonical = self._obs_encoder(_plain_to_numpy(observation))
+        scalars, segments = self._obs_codec.split(canonical)
+        reply, frame = self._request(m.Predict(obs=scalars, lane=lane), segments)
+        return self._decode(self._act_codec.join(reply.action, frame.segments))
+
+    def _request(self, msg: Any, segments: Sequence[Any] = ()) -> tuple[Any, Any]:
+        if self.session is None:
+            raise RuntimeError("the served model is not bound to an env yet")
+        try:
+            return self.session.request(msg, list(segments), timeout=self.handle.request_timeout_seconds)
+        except EnvironmentException as exc:  # MOD-38: a served handler failure
+            raise ModelError(f"model error: {exc.message}", code=exc.code, recoverable=exc.recoverable) from exc
+        except RequestTimeout as exc:
+            raise RequestTimeout(
+                f"remote model request timed out after {exc.timeout_seconds:.3f}s", timeout_seconds=exc.timeout_seconds
+            ) from None
+
+    def close(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            session.close("session closed")
+
+
+def _plain_to_numpy(tree: Any) -> Any:
+    from ..tensor import Tensor
+
+    if isinstance(tree, Tensor):
+        return tree._a
+    if isinstance(tree, dict):
+        return {k: _plain_to_numpy(v) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_plain_to_numpy(v) for v in tree)
+    return tree
+
+
+class RemoteModel:
+    """Connect to an already-served model and drive it against an env.
+
+    Construction does not dial; ``session()`` / ``run()`` do, once per session (the
+    model endpoint admits one session at a time). A served model resolves its own
+    adapter from the env's contract and rejects ``instruction=``.
+
+    Args:
+        address: The model endpoint (``host:port``, ``tcp://…``, ``unix:///…``).
+        host, port, path, transport: Helpers used when ``address`` is omitted.
+        connect_timeout_seconds: Dial + handshake bound (``None``: 10 s).
+        request_timeout_seconds: Per-request bound (``None``: wait forever).
+
+    Example:
+        >>> import rlmesh
+        >>> from rlmesh.numpy import Model
+        >>> server = rlmesh.serve.ModelServer(Model(lambda obs: 0), "127.0.0.1:0").start()
+        >>> import gymnasium as gym
+        >>> result = rlmesh.RemoteModel(server.address).run(gym.make("CartPole-v1"), seeds=[0])
+        >>> result.num_episodes
+        1
+        >>> server.shutdown()
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        path: str | None = None,
+        transport: str | None = None,
+        connect_timeout_seconds: float | None = None,
+        request_timeout_seconds: float | None = None,
+    ) -> None:
+        self._addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=False)
+        self.connect_timeout_seconds = check_timeout("connect_timeout_seconds", connect_timeout_seconds)
+        self.request_timeout_seconds = check_timeout("request_timeout_seconds", request_timeout_seconds)
+
+    @property
+    def address(self) -> str:
+        return self._addr.url
+
+    def _dial(self, declared: str | None) -> ClientSession:
+        return ClientSession(
+            self._addr,
+            service="model",
+            component="rlmesh-runtime",
+            declared=resolve_declared_edition(declared),
+            connect_timeout=self.connect_timeout_seconds,
+            request_timeout=self.request_timeout_seconds,
+            noun="a model",
+        )
+
+    def session(
+        self,
+        env: Any,
+        *,
+        instruction: str | None = None,
+        close_env: bool = False,
+        trust_entrypoints: bool | None = None,
+        execution_horizon: int = 1,
+        view: Any = None,
+        workflow_edition: str | None = None,
+    ) -> Any:
+        """Bind the served model to ``env`` (an env, factory, client or address) and return a Session."""
+        from ..eval._api import _check_view
+        from ..eval._session import Session
+        from ..eval._targets import classify_target
+
+        if instruction is not None:
+            raise ValueError("a served model rejects instruction=; the env's own instruction is used")
+        if isinstance(execution_horizon, bool) or not isinstance(execution_horizon, int) or execution_horizon < 1:
+            raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
+        _check_view(view)
+        route = RemoteRoute(
+            self, execution_horizon=execution_horizon, trust_entrypoints=trust_entrypoints, workflow_edition=workflow_edition
+        )
+        return Session._new(route, env, classify_target(env), close_env=close_env, workflow_edition=workflow_edition)
+
+    def run(self, env: Any, **kwargs: Any) -> Any:
+        """``rlmesh.run(self, env, **kwargs)``: drive whole episodes and return a RunResult."""
+        from ..eval._api import run
+
+        return run(self, env, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"RemoteModel(address='{self.address}')"

@@ -1,0 +1,219 @@
+"""Server lifecycle shared by ``EnvServer`` and ``ModelServer`` (SRV-40..46, DELTA-16..18).
+
+A server binds in its constructor, then serves on the calling thread (``serve``)
+or a background thread (``start``) until ``shutdown``, a signal, a remote
+shutdown, the idle timeout or garbage collection; the served object is closed
+exactly once on the way out.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ._loop import ServeLoop
+from ._options import ServeOptions
+
+__all__ = ["Lifecycle", "ServerBase"]
+
+log = logging.getLogger("rlmesh.serve")
+
+_FINALIZER_JOIN_SECONDS = 15.0  # DELTA-18
+_S = TypeVar("_S", bound="ServerBase")
+
+
+class Lifecycle:
+    """Server state shared with the GC finalizer (which must not reference the server)."""
+
+    def __init__(self, loop: ServeLoop, closer: Callable[[], None], close_env: bool, unix_path: str | None) -> None:
+        self.loop = loop
+        self.closer = closer
+        self.close_env = close_env
+        self.unix_path = unix_path
+        self.lock = threading.Lock()
+        self.state = "created"  # created -> serving -> stopped
+        self.done = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.foreground = False
+        self.env_closed = False
+        self.errors: list[str] = []
+
+    def close_env_once(self) -> None:
+        with self.lock:
+            if self.env_closed or not self.close_env:
+                self.env_closed = True
+                return
+            self.env_closed = True
+        try:
+            self.closer()  # SRV-43: exactly once
+        except Exception as exc:
+            self.errors.append(f"close failed: {type(exc).__name__}: {exc}")
+            log.warning("closing the served object failed: %s", exc)
+
+    def cleanup_socket(self) -> None:
+        if self.unix_path:
+            try:
+                os.unlink(self.unix_path)  # SRV-45
+            except OSError:
+                pass
+
+    def run(self) -> None:
+        try:
+            self.loop.run()
+        except BaseException as exc:
+            self.errors.append(f"serve loop failed: {type(exc).__name__}: {exc}")
+            raise
+        finally:
+            self.cleanup_socket()
+            self.close_env_once()
+            self.state = "stopped"
+            self.done.set()
+
+
+def finalize(life: Lifecycle) -> None:
+    """DELTA-18: a server dropped or alive at exit is stopped and its env closed."""
+    if life.state == "created":
+        life.state = "stopped"
+        life.loop.stop("garbage collected")
+        life.loop.listener.close()
+        life.cleanup_socket()
+        life.close_env_once()
+        return
+    life.loop.stop("garbage collected")
+    thread = life.thread
+    if thread is not None and thread is not threading.current_thread():
+        thread.join(_FINALIZER_JOIN_SECONDS)
+
+
+class ServerBase:
+    """Lifecycle methods; subclasses set ``_kind``, ``_address``, ``_options`` and call ``_init_lifecycle``."""
+
+    _kind = "server"
+    _address: str
+    _options: ServeOptions
+    _life: Lifecycle
+
+    def _init_lifecycle(
+        self, loop: ServeLoop, closer: Callable[[], None], close_on_shutdown: bool, unix_path: str | None
+    ) -> None:
+        self._life = Lifecycle(loop, closer, close_on_shutdown, unix_path)
+        self._finalizer = weakref.finalize(self, finalize, self._life)
+
+    @property
+    def address(self) -> str:
+        """The resolved address: ``tcp://127.0.0.1:54321`` or ``unix:///abs/path`` (SRV-7)."""
+        return self._address
+
+    @property
+    def options(self) -> ServeOptions:
+        return self._options
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why serving stopped (``"shutdown"``, ``"idle timeout"``, ``"remote shutdown"`` ...)."""
+        return self._life.loop.stop_reason
+
+    def __repr__(self) -> str:
+        return f"{self._kind}(address='{self._address}')"
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _begin(self, foreground: bool) -> None:
+        life = self._life
+        with life.lock:
+            if life.state == "serving":
+                raise RuntimeError(f"{self._kind} is already serving; call shutdown() first")
+            if life.state == "stopped":
+                raise RuntimeError(f"{self._kind} was shut down and cannot serve again; build a new {self._kind}")
+            life.state = "serving"
+            life.foreground = foreground
+
+    def serve(self) -> None:
+        """Serve on the calling thread until shutdown (SRV-40, DELTA-16/17).
+
+        On the main thread the first Ctrl-C shuts down gracefully (drain, then
+        ``env.close()``) and ``serve()`` then raises ``KeyboardInterrupt``; a
+        second Ctrl-C interrupts the running env call.
+        """
+        self._begin(foreground=True)
+        life = self._life
+        interrupted = threading.Event()
+        previous: Any = None
+        on_main = threading.current_thread() is threading.main_thread()
+        if on_main:
+
+            def on_sigint(signum: int, frame: Any) -> None:
+                interrupted.set()
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                life.loop.stop("interrupted")
+
+            previous = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            life.run()
+        finally:
+            if on_main:
+                signal.signal(signal.SIGINT, previous)
+            self._finalizer.detach()
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+
+    def start(self: _S) -> _S:
+        """Serve on a background thread (no signal handlers); returns ``self``."""
+        self._begin(foreground=False)
+        life = self._life
+        thread = threading.Thread(target=life.run, name=f"rlmesh-serve {self._address}", daemon=True)
+        life.thread = thread
+        thread.start()
+        return self
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the background server stopped; ``False`` if ``timeout`` passes first (SRV-41)."""
+        if timeout is not None and (timeout != timeout or timeout < 0 or timeout == float("inf")):
+            raise ValueError(f"timeout must be a non-negative finite number or None, got {timeout!r}")
+        life = self._life
+        if life.state == "created":
+            raise RuntimeError(f"{self._kind}.wait() needs a started server; call start() first")
+        if life.state == "serving" and life.foreground:
+            raise RuntimeError(f"{self._kind}.wait() is for start(); serve() is running in the foreground")
+        return life.done.wait(timeout)
+
+    def shutdown(self) -> None:
+        """Stop serving, drain, and close the env (once). Idempotent and thread-safe (SRV-42)."""
+        life = self._life
+        with life.lock:
+            state = life.state
+            if state == "created":
+                life.state = "stopped"
+        if state == "created":
+            life.loop.stop("shutdown")
+            life.loop.listener.close()
+            life.cleanup_socket()
+            life.close_env_once()
+            life.done.set()
+            self._finalizer.detach()
+            return
+        life.loop.stop("shutdown")
+        if life.thread is not threading.current_thread():
+            budget = self._options.drain_seconds() + self._options.close_seconds()
+            if not life.done.wait(budget):
+                log.warning(
+                    "%s at %s did not stop within %.1fs (a call is still running); "
+                    "it will close when that call returns",
+                    self._kind,
+                    self._address,
+                    budget,
+                )
+        self._finalizer.detach()
+
+    def __enter__(self: _S) -> _S:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+

@@ -1,0 +1,222 @@
+"""``ModelServer``: serve an ``rlmesh.Model`` to ``rlmesh.RemoteModel`` clients (MOD-31..36).
+
+The same session protocol as env endpoints, with the ``model`` service. A client
+binds the model to an env by sending the env's contract; the server resolves the
+model's adapter from it *here* (so the adapter's state and any frame stacks live
+next to the model) and answers each ``Predict`` carrying a raw env observation with
+an env-ready action. Episode boundaries travel as ``BeginEpisode`` / ``EndEpisode``,
+so the model's ``on_episode_end`` fires for every episode — including the one in
+flight when a client disconnects.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .._build import resolve_declared_edition
+from .._contract import EnvContract
+from ..errors import BindFailed
+from ..spaces import space_from_spec
+from ..spaces._values import compile_encoder
+from ..transport import listen, resolve_address
+from ..wire import frames, messages as m
+from ..wire.values import ValueCodec
+from ._driver import RequestFailed
+from ._lifecycle import ServerBase
+from ._loop import ServeLoop
+from ._options import ServeOptions
+
+__all__ = ["ModelServer"]
+
+log = logging.getLogger("rlmesh.serve")
+
+
+class _BoundEnv:
+    """What a local route's ``bind`` reads: the contract and the per-lane action space."""
+
+    def __init__(self, contract: EnvContract) -> None:
+        self.contract = contract
+        self.action_space = space_from_spec(contract.action_space)
+        self.single_action_space = self.action_space
+        self.num_envs = contract.num_envs
+        self.is_vector = False
+
+
+class _ModelService:
+    """Runs one bound model per session: one local route per lane."""
+
+    service = "model"
+    component = "rlmesh-model"
+
+    def __init__(self, model: Any, declared: str | None) -> None:
+        self.model = model
+        self.declared_edition = declared
+        self.routes: list[Any] = []
+        self.open: dict[int, str] = {}  # lane -> episode in flight
+        self.obs_codec: ValueCodec | None = None
+        self.act_codec: ValueCodec | None = None
+        self.act_encoder: Any = None
+
+    def contract(self) -> dict[str, Any]:
+        spec = getattr(self.model, "_spec", None)
+        to_dict = getattr(spec, "to_dict", None)
+        return {"model": type(self.model).__name__, "spec": to_dict() if callable(to_dict) else None}
+
+    def begin_session(self) -> None:
+        self.routes = []
+        self.open = {}
+
+    def end_session(self) -> list[m.EpisodeRecord]:
+        """A session that ends mid-episode still ends that episode for the model."""
+        for lane, episode_id in list(self.open.items()):
+            try:
+                self.routes[lane].end_episode(episode_id)
+            except Exception:
+                log.exception("on_episode_end failed while a model session ended")
+        self.open = {}
+        for route in self.routes:
+            try:
+                route.close()
+            except Exception:
+                log.exception("closing a model route failed")
+        self.routes = []
+        return []
+
+    def handle(self, msg: Any, frame: frames.Frame) -> tuple[Any, list[Any]]:
+        if isinstance(msg, m.Predict):
+            return self._predict(msg, frame)
+        if isinstance(msg, m.BeginEpisode):
+            route = self._route(msg.lane)
+            if msg.lane in self.open:  # a new episode closes an unfinished one
+                route.end_episode(self.open.pop(msg.lane))
+            self._call("reset", route.begin_episode, msg.episode_id, msg.seed)
+            self.open[msg.lane] = msg.episode_id
+            return m.EpisodeAck(episode_id=msg.episode_id), []
+        if isinstance(msg, m.EndEpisode):
+            route = self._route(msg.lane)
+            if self.open.get(msg.lane) == msg.episode_id:
+                del self.open[msg.lane]
+                self._call("episode_end", route.end_episode, msg.episode_id)
+            return m.EpisodeAck(episode_id=msg.episode_id), []
+        if isinstance(msg, m.Bind):
+            return self._bind(msg), []
+        if isinstance(msg, m.Configure):
+            return m.ConfigureReply(edition=msg.edition), []
+        raise RequestFailed("UNSUPPORTED", f"a model endpoint does not answer {type(msg).__name__}")
+
+    def _bind(self, msg: m.Bind) -> m.BindReply:
+        from ..eval._policy import LocalRoute
+
+        if self.routes:
+            self.end_session()
+        try:
+            contract = EnvContract.from_dict(msg.contract)
+        except ValueError as exc:
+            raise RequestFailed("INVALID_ACTION", f"bind: the env contract is invalid: {exc}", op="bind") from None
+        if msg.execution_horizon < 1 or msg.lanes < 1:
+            raise RequestFailed("INVALID_ACTION", "bind: execution_horizon and lanes must be >= 1", op="bind")
+        env = _BoundEnv(contract)
+        routes = []
+        for _ in range(msg.lanes):
+            route = LocalRoute(
+                self.model,
+                instruction=None,
+                trust_entrypoints=msg.trust_entrypoints,
+                execution_horizon=msg.execution_horizon,
+            )
+            self._call("bind", route.bind, env)
+            routes.append(route)
+        self.routes = routes
+        self.obs_codec = ValueCodec(contract.observation_space)
+        self.act_codec = ValueCodec(contract.action_space)
+        self.act_encoder = compile_encoder(contract.action_space)
+        adapter = routes[0].adapter
+        text = adapter.describe() if adapter is not None and callable(getattr(adapter, "describe", None)) else None
+        return m.BindReply(horizon=routes[0].horizon, adapter=text, spec_less=routes[0].spec_less)
+
+    def _predict(self, msg: m.Predict, frame: frames.Frame) -> tuple[m.PredictReply, list[Any]]:
+        route = self._route(msg.lane)
+        assert self.obs_codec is not None and self.act_codec is not None
+        try:
+            obs = self.obs_codec.join(msg.obs, frame.segments)
+        except Exception as exc:
+            raise RequestFailed("INVALID_ACTION", f"predict: observation does not match the contract: {exc}", op="predict") from None
+        action = self._call("predict", route.predict, obs)
+        try:
+            canonical = self.act_encoder(action)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise RequestFailed(
+                "INTERNAL",
+                f"predict failed: the model's action does not match the env's action_space at {exc}",
+                op="predict",
+                recoverable=False,
+            ) from None
+        scalars, segments = self.act_codec.split(canonical)
+        return m.PredictReply(action=scalars), segments
+
+    def _route(self, lane: int) -> Any:
+        if not self.routes:
+            raise RequestFailed("NOT_READY", "the model is not bound to an env yet; send Bind first", op="predict")
+        if not 0 <= lane < len(self.routes):
+            raise RequestFailed("INVALID_ACTION", f"lane must be in [0, {len(self.routes)}), got {lane}")
+        return self.routes[lane]
+
+    @staticmethod
+    def _call(op: str, fn: Any, *args: Any) -> Any:
+        """Model failures end the session with the ERR-2 message (``model error: ...``)."""
+        try:
+            return fn(*args)
+        except RequestFailed:
+            raise
+        except Exception as exc:
+            recoverable = isinstance(exc, ValueError) and op == "bind"
+            raise RequestFailed(
+                "INVALID_ACTION" if recoverable else "INTERNAL",
+                f"{op} failed: {type(exc).__name__}: {exc}",
+                op=op,
+                recoverable=recoverable,
+            ) from None
+
+
+class ModelServer(ServerBase):
+    """Serve a model over TCP or a Unix socket for :class:`rlmesh.RemoteModel` clients.
+
+    Args:
+        model: An ``rlmesh.Model`` (or numpy flavour) instance.
+        address: Where to listen (``host:port``, ``tcp://…``, ``unix:///…``; ``None`` = port 0).
+        options: :class:`ServeOptions` (timeouts, remote shutdown, edition).
+        close_model_on_shutdown: Call ``model.close()`` when serving ends.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        address: str | None = None,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        path: str | None = None,
+        transport: str | None = None,
+        options: ServeOptions | None = None,
+        close_model_on_shutdown: bool = True,
+    ) -> None:
+        self._kind = "ModelServer"
+        if not callable(getattr(model, "_fire_episode_end", None)):
+            raise TypeError(f"ModelServer serves rlmesh.Model instances, got {type(model).__name__}")
+        self._options = options or ServeOptions()
+        self.model = model
+        addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
+        declared = resolve_declared_edition(
+            served=self._options.workflow_edition,
+            class_attr=getattr(type(model), "workflow_edition", None),
+            warn=True,
+            who="this served model",
+        )
+        try:
+            listener, bound = listen(addr)
+        except OSError as exc:
+            raise BindFailed(f"failed to bind {addr.url}: {exc}") from exc
+        self._address = bound.url
+        loop = ServeLoop(listener, _ModelService(model, declared), self._options)
+        self._init_lifecycle(loop, model.close, close_model_on_shutdown, bound.path or None)
