@@ -37,9 +37,10 @@ def outcome(result: rlmesh.eval.RunResult) -> list[tuple[Any, ...]]:
     return [(e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated) for e in result.episodes]
 
 
-@pytest.fixture
-def cartpole_server() -> Iterator[Any]:
-    server = rlmesh.EnvServer(gym.make("CartPole-v1"), "127.0.0.1:0").start()
+@pytest.fixture(params=["tcp", "unix"])
+def cartpole_server(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
+    address = "127.0.0.1:0" if request.param == "tcp" else f"unix://{tmp_path}/cartpole.sock"
+    server = rlmesh.EnvServer(gym.make("CartPole-v1"), address).start()
     try:
         yield server
     finally:
