@@ -24,6 +24,7 @@ from ._build import (
     current_workflow_edition as current_workflow_edition,
 )
 from ._metadata import sanitize_metadata as sanitize_metadata
+from .adapters import Reader as Reader
 from .authoring import (
     DESCRIBE_METADATA_KEY as DESCRIBE_METADATA_KEY,
     DESCRIBE_SCHEMA_VERSION as DESCRIBE_SCHEMA_VERSION,
@@ -86,6 +87,7 @@ __all__ = [
     "ParamSpec",
     "ProtocolException",
     "RLMeshException",
+    "Reader",
     "RemoteEnv",
     "RemoteModel",
     "RemoteVectorEnv",

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from served_models import Broken, Chunky, Lean, lean
 
 import rlmesh
 from rlmesh.errors import EndpointBusy, ModelError
 from rlmesh.serve import ModelServer, wait_ready
-from served_models import Broken, Chunky, Lean, lean
 
 HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.timeout(60)

@@ -1,0 +1,448 @@
+"""Environment tags: one role per space entry plus the facts a space cannot carry (ADP-20..27).
+
+>>> tags = EnvTags(
+...     observation={"cam": ImageTag(IMAGE_PRIMARY), "pos": StateTag(EEF_POS)},
+...     action=Action(Actuator(ACTION_DELTA_POS, dim=3)),
+... )
+>>> tags.observation_roles
+ObservationRoles(images=('image/primary',), states=('proprio/eef_pos',), texts=())
+>>> EnvTags.from_json(tags.to_json()) == tags
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, Union
+
+from ._action import Action, Actuator, CustomEncoding
+from ._check import (
+    check_choice,
+    check_count,
+    check_encoding_set,
+    check_labels,
+    check_optional_str,
+    check_pair,
+    check_role,
+)
+from ._roles import (
+    ACTION_DELTA_POS,
+    EEF_POS,
+    ENV_METADATA_KEY,
+    FRAMES,
+    IMAGE_LAYOUTS,
+    IMAGE_PRIMARY,
+    PROVENANCES,
+    identity,
+)
+
+__all__ = [
+    "EnvTags",
+    "Field",
+    "ImageTag",
+    "ObsLeaf",
+    "ObsNode",
+    "ObservationRoles",
+    "Split",
+    "StateTag",
+    "TextTag",
+    "UnknownLeaf",
+]
+
+
+def _env_encoding(value: Any, where: str) -> str | tuple[str, ...] | None:
+    if isinstance(value, CustomEncoding):
+        raise TypeError(
+            f"{where}: a CustomEncoding is a model-side shim; an env declares its native encoding by name"
+        )
+    return check_encoding_set(value, f"{where} encoding")
+
+
+@dataclass(frozen=True)
+class ImageTag:
+    """One camera: ``ImageTag(role, layout="hwc", upside_down=False, *, part=None)`` (ADP-22).
+
+    Height, width and channels come from the space (a 3-D Box). ``upside_down``
+    means the camera renders rotated 180 degrees.
+    """
+
+    role: str
+    layout: str = "hwc"
+    upside_down: bool = False
+    _: KW_ONLY
+    part: str | None = None
+
+    def __post_init__(self) -> None:
+        check_role(self.role, "ImageTag role")
+        check_choice(self.layout, IMAGE_LAYOUTS, f"ImageTag {self.role!r} layout")
+        object.__setattr__(self, "upside_down", bool(self.upside_down))
+        if self.part is not None:
+            check_role(self.part, f"ImageTag {self.role!r} part")
+
+
+@dataclass(frozen=True)
+class StateTag:
+    """One numeric leaf: ``StateTag(role, encoding=None, range=None, *, frame, provenance, part, labels)``.
+
+    ``encoding`` is a rotation accept-set whose first recognized entry is the
+    env's native encoding (ADP-23); ``range`` supplies bounds only where the
+    space lacks finite uniform bounds.
+    """
+
+    role: str
+    encoding: str | tuple[str, ...] | None = None
+    range: tuple[float, float] | None = None
+    _: KW_ONLY
+    frame: str | None = None
+    provenance: str | None = None
+    part: str | None = None
+    labels: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        where = f"StateTag {self.role!r}"
+        check_role(self.role, "StateTag role")
+        object.__setattr__(self, "encoding", _env_encoding(self.encoding, where))
+        if self.range is not None:
+            object.__setattr__(self, "range", check_pair(self.range, f"{where} range"))
+        check_optional_str(self.frame, FRAMES, f"{where} frame")
+        check_optional_str(self.provenance, PROVENANCES, f"{where} provenance")
+        if self.part is not None:
+            check_role(self.part, f"{where} part")
+        object.__setattr__(self, "labels", check_labels(self.labels, f"{where} labels"))
+
+
+@dataclass(frozen=True)
+class TextTag:
+    """One text leaf: ``TextTag(role)`` (ADP-24)."""
+
+    role: str
+
+    def __post_init__(self) -> None:
+        check_role(self.role, "TextTag role")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One slice of a :class:`Split`: ``Field(role=None, dim, encoding=None, range=None, ...)``.
+
+    A role-less field is a *skip*: it advances the offset and produces nothing
+    (ADP-25), so it may not carry encoding, range or any qualifier.
+    """
+
+    role: str | None = None
+    dim: int | None = None
+    encoding: str | tuple[str, ...] | None = None
+    range: tuple[float, float] | None = None
+    _: KW_ONLY
+    frame: str | None = None
+    provenance: str | None = None
+    part: str | None = None
+    labels: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        where = f"state field {self.role!r}"
+        if self.role is not None:
+            check_role(self.role, "Field role")
+        labels = check_labels(self.labels, f"{where} labels")
+        set_(self, "labels", labels)
+        dim = self.dim if self.dim is not None or labels is None else len(labels)
+        if dim is None:
+            raise ValueError(f"{where}: dim is required")
+        try:
+            d = check_count(dim, f"{where} dim")
+        except ValueError:
+            raise ValueError(f"state field dim must be >= 1, got {dim!r}") from None
+        if d < 1:
+            raise ValueError(f"state field dim must be >= 1, got {d}")
+        set_(self, "dim", d)
+        if labels is not None and len(labels) != d:
+            raise ValueError(f"{where}: {len(labels)} labels do not match dim {d}")
+        if self.role is None:
+            extra = [
+                n
+                for n in ("encoding", "range", "frame", "provenance", "part", "labels")
+                if getattr(self, n) is not None
+            ]
+            if extra:
+                raise ValueError(f"a role-less field (a skip) cannot carry {extra}; give it a role or drop them")
+            return
+        set_(self, "encoding", _env_encoding(self.encoding, where))
+        if self.range is not None:
+            set_(self, "range", check_pair(self.range, f"{where} range"))
+        check_optional_str(self.frame, FRAMES, f"{where} frame")
+        check_optional_str(self.provenance, PROVENANCES, f"{where} provenance")
+        if self.part is not None:
+            check_role(self.part, f"{where} part")
+
+
+@dataclass(frozen=True, init=False)
+class Split:
+    """A flat numeric leaf tagged as ordered :class:`Field` slices (ADP-25).
+
+    >>> Split(Field(EEF_POS, 3), Field(dim=2)).dim
+    5
+    """
+
+    fields: tuple[Field, ...]
+
+    def __init__(self, *fields: Field) -> None:
+        if len(fields) == 1 and isinstance(fields[0], (list, tuple)):
+            fields = tuple(fields[0])
+        if not fields:
+            raise ValueError("Split needs at least one field")
+        seen: set[Any] = set()
+        for i, f in enumerate(fields):
+            if not isinstance(f, Field):
+                raise TypeError(f"Split field[{i}] must be a Field, got {type(f).__name__}")
+            if f.role is not None:
+                key = (identity(f.role, f.part), f.provenance)
+                if key in seen:
+                    raise ValueError(f"Split declares state role {_ident_text(f.role, f.part, f.provenance)} more than once")
+                seen.add(key)
+        object.__setattr__(self, "fields", tuple(fields))
+
+    @property
+    def dim(self) -> int:
+        """The total width the split covers."""
+        return sum(int(f.dim or 0) for f in self.fields)
+
+
+@dataclass(frozen=True, eq=False)
+class UnknownLeaf:
+    """A leaf of a kind this build does not know, kept by the tolerant read door (ADP-61)."""
+
+    kind: str
+    raw: Mapping[str, Any]
+    role: str | None = None
+
+
+ObsLeaf = ImageTag | StateTag | TextTag | Split
+ObsNode = Union[
+    ObsLeaf, "dict[str, ObsNode]", "tuple[ObsNode, ...]"]
+_LEAVES = (ImageTag, StateTag, TextTag, Split)
+
+
+@dataclass(frozen=True)
+class ObservationRoles:
+    """Declared observation roles grouped by kind, in declaration order (ADP-26)."""
+
+    images: tuple[str, ...] = ()
+    states: tuple[str, ...] = ()
+    texts: tuple[str, ...] = ()
+
+
+def _ident_text(role: str, part: str | None, provenance: str | None) -> str:
+    s = f"'{role}'"
+    if part is not None:
+        s += f" under part '{part}'"
+    if provenance is not None:
+        s += f" with provenance '{provenance}'"
+    return s
+
+
+def iter_leaves(node: Any, path: tuple[str | int, ...] = ()) -> Any:
+    """Yield ``(path, leaf)`` depth-first in declaration order."""
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            yield from iter_leaves(v, (*path, k))
+    elif isinstance(node, tuple):
+        for i, v in enumerate(node):
+            yield from iter_leaves(v, (*path, i))
+    else:
+        yield path, node
+
+
+def check_obs_tree(node: Any, where: str = "observation") -> Any:
+    """Validate an env tag tree (ADP-20); dict -> plain dict, tuple stays tuple."""
+    if isinstance(node, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in node.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{where}: dict keys must be strings, got {k!r}")
+            if k == "type":
+                raise ValueError(f"{where}: the key 'type' is reserved by the wire format and cannot name an entry")
+            out[k] = check_obs_tree(v, f"{where}.{k}")
+        return out
+    if isinstance(node, tuple):
+        return tuple(check_obs_tree(v, f"{where}[{i}]") for i, v in enumerate(node))
+    if isinstance(node, (*_LEAVES, UnknownLeaf)):
+        return node
+    if isinstance(node, list):
+        raise TypeError(f"{where}: use a tuple (not a list) to tag a Tuple space")
+    raise TypeError(
+        f"{where}: expected a dict, a tuple, or a tag (ImageTag, StateTag, TextTag, Split), "
+        f"got {type(node).__name__}"
+    )
+
+
+def check_duplicates(observation: Any) -> None:
+    """The same (role, part, provenance) twice within one kind is an error (ADP-21, DELTA-60)."""
+    seen: set[Any] = set()
+    for _path, leaf in iter_leaves(observation):
+        if isinstance(leaf, ImageTag):
+            keys: list[tuple[str, Any, str | None, str | None, str | None]] = [
+                ("image", identity(leaf.role, leaf.part), None, leaf.role, leaf.part)
+            ]
+        elif isinstance(leaf, StateTag):
+            keys = [("state", identity(leaf.role, leaf.part), leaf.provenance, leaf.role, leaf.part)]
+        elif isinstance(leaf, TextTag):
+            keys = [("text", (leaf.role, None), None, leaf.role, None)]
+        elif isinstance(leaf, Split):
+            keys = [
+                ("state", identity(f.role, f.part), f.provenance, f.role, f.part)
+                for f in leaf.fields
+                if f.role is not None
+            ]
+        else:
+            continue
+        for kind, ident, prov, role, part in keys:
+            key = (kind, ident, prov)
+            if key in seen:
+                raise ValueError(
+                    f"env tags declare {kind} role {_ident_text(str(role), part, prov)} more than once"
+                )
+            seen.add(key)
+
+
+def node_key(node: Any) -> Any:
+    """A hashable rendering of a tree with dict-node key order ignored (ADP-27)."""
+    if isinstance(node, Mapping):
+        return ("dict", tuple(sorted((k, node_key(v)) for k, v in node.items())))
+    if isinstance(node, tuple):
+        return ("tuple", tuple(node_key(v) for v in node))
+    if isinstance(node, UnknownLeaf):
+        return ("unknown", id(node))
+    return node
+
+
+class EnvTags:
+    """An environment's tags: ``EnvTags(observation, action)`` (ADP-20).
+
+    ``observation`` is a tree whose container is the runtime container: a dict
+    maps a Dict space, a tuple maps a Tuple space, a bare leaf tags one space
+    leaf. Keys not mentioned are untagged. ``action`` is an :class:`Action`.
+    """
+
+    __slots__ = ("_action", "_hash", "_observation")
+    _observation: Any
+    _action: Action
+    _hash: int | None
+
+    def __init__(self, observation: Any, action: Action) -> None:
+        obs = check_obs_tree(observation)
+        if not isinstance(action, Action):
+            raise TypeError(f"EnvTags action must be an Action(...), got {type(action).__name__}")
+        check_duplicates(obs)
+        object.__setattr__(self, "_observation", obs)
+        object.__setattr__(self, "_action", action)
+        object.__setattr__(self, "_hash", None)
+
+    @classmethod
+    def _unchecked(cls, observation: Any, action: Action) -> EnvTags:
+        self = object.__new__(cls)
+        object.__setattr__(self, "_observation", observation)
+        object.__setattr__(self, "_action", action)
+        object.__setattr__(self, "_hash", None)
+        return self
+
+    @property
+    def observation(self) -> Any:
+        """The observation tag tree."""
+        return self._observation
+
+    @property
+    def action(self) -> Action:
+        """The env action layout."""
+        return self._action
+
+    @property
+    def observation_roles(self) -> ObservationRoles:
+        """Declared roles by kind, in declaration order (ADP-26)."""
+        images: list[str] = []
+        states: list[str] = []
+        texts: list[str] = []
+        for _path, leaf in iter_leaves(self._observation):
+            if isinstance(leaf, ImageTag):
+                images.append(leaf.role)
+            elif isinstance(leaf, StateTag):
+                states.append(leaf.role)
+            elif isinstance(leaf, TextTag):
+                texts.append(leaf.role)
+            elif isinstance(leaf, Split):
+                states.extend(f.role for f in leaf.fields if f.role is not None)
+        return ObservationRoles(tuple(images), tuple(states), tuple(texts))
+
+    # -- wire -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical wire form ``{"observation": ..., "action": ...}`` (ADP-44/46)."""
+        from ._codec import env_tags_to_dict
+
+        return env_tags_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EnvTags:
+        """Parse the wire form through the strict door (ADP-54).
+
+        Raises:
+            AdapterResolutionError: malformed or unknown content (a ``ValueError``).
+        """
+        from ._codec_parse import env_tags_from_dict
+
+        return env_tags_from_dict(data, strict=True)
+
+    def to_json(self) -> str:
+        """JSON of :meth:`to_dict` with sorted keys; NaN/Infinity refused (ADP-47)."""
+        from ._codec import dumps
+
+        return dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> EnvTags:
+        """``from_dict(json.loads(text))``."""
+        from ._codec import loads
+
+        return cls.from_dict(loads(text))
+
+    def to_metadata(self) -> dict[str, Any]:
+        """``{ENV_METADATA_KEY: self.to_dict()}``, ready to merge into env metadata (ADP-49)."""
+        return {ENV_METADATA_KEY: self.to_dict()}
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any] | None) -> EnvTags | None:
+        """The tags stored in env metadata, or ``None`` when absent (ADP-49)."""
+        from ._check import fail
+
+        if metadata is None or ENV_METADATA_KEY not in metadata:
+            return None
+        value = metadata[ENV_METADATA_KEY]
+        if not isinstance(value, Mapping):
+            raise fail("invalid_tag", f"env metadata {ENV_METADATA_KEY!r} must be a mapping, got {type(value).__name__}")
+        return cls.from_dict(value)
+
+    # -- value semantics -------------------------------------------------------------
+    def _key(self) -> Any:
+        return (node_key(self._observation), self._action)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EnvTags):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash(self._key()))
+        return self._hash  # type: ignore[return-value]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("EnvTags is immutable")
+
+    def __reduce__(self) -> Any:
+        return (EnvTags._unchecked, (self._observation, self._action))
+
+    def __repr__(self) -> str:
+        return f"EnvTags(observation={self._observation!r}, action={self._action!r})"
+
+
+_ = (IMAGE_PRIMARY, EEF_POS, ACTION_DELTA_POS, Actuator)  # names used by the doctests
