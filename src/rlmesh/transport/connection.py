@@ -29,7 +29,7 @@ __all__ = ["Connection", "dial", "listen"]
 _IOV_MAX = 512  # stay well below the kernel's 1024-iovec limit per sendmsg
 
 
-_SCRATCH = 64 * 1024  # one recv_into fetches a whole small frame (prefix and body) at once
+_SCRATCH = 8 * 1024  # one recv_into fetches a whole small frame; large bodies go straight to their buffer
 
 
 class Connection:
@@ -64,6 +64,8 @@ class Connection:
         self.limits = limits
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        elif sock.family == getattr(socket, "AF_UNIX", None):
+            _grow_buffers(sock)
         self._scratch = bytearray(_SCRATCH)
         self._sview = memoryview(self._scratch)
         self._start = 0  # unread bytes live in scratch[_start:_end]
@@ -235,6 +237,23 @@ class Connection:
         return self.sock.fileno()
 
 
+_UNIX_BUFFER_BYTES = 4 * 1024 * 1024
+
+
+def _grow_buffers(sock: socket.socket) -> None:
+    """Let a whole camera frame sit in a Unix socket's buffer, so a send never waits on the reader.
+
+    The default (~208 KiB, counted with per-chunk overhead) makes a 150 KB frame stall the
+    sender mid-frame until the reader drains it (bench_image.py). The kernel caps the value
+    at ``net.core.wmem_max`` unless the process may force it; both are fine.
+    """
+    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, _UNIX_BUFFER_BYTES)
+        except OSError:
+            pass
+
+
 def _advance(bufs: list[Any], sent: int) -> list[Any]:
     """Drop ``sent`` bytes from the front of a buffer list (partial ``sendmsg``)."""
     i = 0
@@ -267,12 +286,25 @@ def dial(address: Address, timeout: float | None) -> socket.socket:
         TimeoutError: the timeout expired.
     """
     if address.transport == "unix":
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        target: Any = address.path
-    else:
-        infos = socket.getaddrinfo(address.host, address.port, type=socket.SOCK_STREAM)
-        family, _, _, _, target = infos[0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        return _connect(socket.AF_UNIX, address.path, timeout)
+    # Try every resolved address in order, as socket.create_connection does: "localhost"
+    # often resolves to ::1 first while the server bound 127.0.0.1 (ADR-2).
+    infos = socket.getaddrinfo(address.host, address.port, type=socket.SOCK_STREAM)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    last: OSError | None = None
+    for family, _, _, _, target in infos:
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            break
+        try:
+            return _connect(family, target, remaining)
+        except OSError as exc:
+            last = exc
+    raise last if last is not None else TimeoutError("timed out")
+
+
+def _connect(family: int, target: Any, timeout: float | None) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
         sock.connect(target)
