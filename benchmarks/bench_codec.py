@@ -14,8 +14,15 @@ from _common import report, time_loop
 
 from rlmesh.spaces._spec import SpaceSpec
 from rlmesh.spaces._values import compile_encoder
-from rlmesh.wire import PREFIX_SIZE, ValueCodec, decode_header, decode_prefix, new_body, split_body
-from rlmesh.wire import messages as m
+from rlmesh.wire import (
+    PREFIX_SIZE,
+    ValueCodec,
+    decode_header,
+    decode_prefix,
+    messages as m,
+    new_body,
+    split_body,
+)
 from rlmesh.wire.messages import encode_message
 
 SPEC = SpaceSpec._dict({"image": SpaceSpec._box((224, 224, 3), "uint8", 0, 255), "state": SpaceSpec._box((16,), "float32")})

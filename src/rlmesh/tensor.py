@@ -238,6 +238,22 @@ class Tensor:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def _scalar(self) -> Any:
+        if self._a.size != 1:
+            raise TypeError(f"only one-element tensors convert to Python scalars, got shape {self.shape}")
+        return self._a.reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self._scalar())
+
+    def __int__(self) -> int:
+        return int(self._scalar())
+
+    def __index__(self) -> int:
+        if self._a.dtype.kind not in "iub":
+            raise TypeError(f"a {self.dtype} tensor cannot be used as an index")
+        return int(self._scalar())
+
     def __len__(self) -> int:
         if self._a.ndim == 0:
             raise TypeError("len() of a 0-d tensor")

@@ -194,15 +194,16 @@ class _RemoteEnvBase:
         opts = None if options is None else normalize(dict(options), "$options")
         req = m.Reset(seeds=seeds, options=opts, episode_ids=ids, env_indices=env_indices, timeout_ms=self._timeout_ms())
         reply, frame = self._session.request(req, timeout=self._request_timeout)
+        try:
+            canonical = self._join_reset(reply, frame, env_indices, count)
+        except ProtocolException as exc:
+            self._session.fail(exc)
+            raise
         if env_indices:
-            codec = ValueCodec(self._contract.observation_space, count)
-            part = codec.join(reply.obs, frame.segments)
-            canonical = _merge_lanes(self._last_obs, part, env_indices, self._num_envs)
             for i, eid in zip(env_indices, ids):
                 self._episode_ids[i] = eid
                 self._push.pop(i, None)
         else:
-            canonical = self._obs_codec.join(reply.obs, frame.segments)
             self._episode_ids = ids
             self._push = {}
         self._last_obs = canonical
@@ -216,32 +217,42 @@ class _RemoteEnvBase:
         push, self._push = self._push, {}
         req = m.Step(action=scalars, episode_ids=push, timeout_ms=self._timeout_ms())
         reply, frame = self._session.request(req, segments, timeout=self._request_timeout)
-        segs = frame.segments
-        k = self._n_obs_segments
-        canonical = self._obs_codec.join(reply.obs, segs[:k] if self._vector else segs)
-        self._last_obs = canonical
-        info = dict(reply.info) if reply.info else {}
-        self._last_completed = reply.completed
-        if self._vector:
-            if len(segs) != k + 3:
-                raise ProtocolException("the env's step reply carries no reward/termination lanes")
-            n = self._num_envs
-            rewards = _lane_array(segs[k], "<f8", n)
-            terminated = _lane_array(segs[k + 1], np.uint8, n) != 0  # any nonzero byte is "set"
-            truncated = _lane_array(segs[k + 2], np.uint8, n) != 0
-            done = terminated | truncated
+        try:  # a reply that does not decode ends the session (STYLE: an error freezes the state)
+            segs = frame.segments
+            k = self._n_obs_segments
+            canonical = self._obs_codec.join(reply.obs, segs[:k] if self._vector else segs)
+            self._last_obs = canonical
+            info = dict(reply.info) if reply.info else {}
+            self._last_completed = reply.completed
+            if self._vector:
+                if len(segs) != k + 3:
+                    raise ProtocolException("the env's step reply carries no reward/termination lanes")
+                n = self._num_envs
+                rewards = _lane_array(segs[k], "<f8", n)
+                terminated = _lane_array(segs[k + 1], np.uint8, n) != 0  # any nonzero byte is "set"
+                truncated = _lane_array(segs[k + 2], np.uint8, n) != 0
+                done = terminated | truncated
+                self._inject(info, "episode_ids", list(self._episode_ids))
+                self._inject(info, "completed_episodes", int(done.sum()))
+                if self._autoreset != "Disabled" and done.any():  # AR-9: roll ids for the next step
+                    for i in np.flatnonzero(done).tolist():
+                        eid = new_episode_id()
+                        self._episode_ids[i] = eid
+                        self._push[i] = eid
+                dec = self._bridge.decode
+                return self._obs_decode(canonical), dec(rewards), dec(terminated), dec(truncated), info
             self._inject(info, "episode_ids", list(self._episode_ids))
-            self._inject(info, "completed_episodes", int(done.sum()))
-            if self._autoreset != "Disabled" and done.any():  # AR-9: roll ids for the next step
-                for i in np.flatnonzero(done).tolist():
-                    eid = new_episode_id()
-                    self._episode_ids[i] = eid
-                    self._push[i] = eid
-            dec = self._bridge.decode
-            return self._obs_decode(canonical), dec(rewards), dec(terminated), dec(truncated), info
-        self._inject(info, "episode_ids", list(self._episode_ids))
-        self._inject(info, "completed_episodes", int(reply.terminated or reply.truncated))  # DEC-5
-        return self._obs_decode(canonical), reply.reward, reply.terminated, reply.truncated, info
+            self._inject(info, "completed_episodes", int(reply.terminated or reply.truncated))  # DEC-5
+            return self._obs_decode(canonical), reply.reward, reply.terminated, reply.truncated, info
+        except ProtocolException as exc:
+            self._session.fail(exc)
+            raise
+
+    def _join_reset(self, reply: Any, frame: Any, env_indices: list[int], count: int) -> Any:
+        if env_indices:
+            part = ValueCodec(self._contract.observation_space, count).join(reply.obs, frame.segments)
+            return _merge_lanes(self._last_obs, part, env_indices, self._num_envs)
+        return self._obs_codec.join(reply.obs, frame.segments)
 
     def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
         """INFO-3: the env's own key of the same name wins; say so once."""

@@ -138,8 +138,16 @@ class ClientSession:
         reply, frame = self._exchange_frame(msg, segments, timeout)
         if isinstance(reply, m.Error):
             self._raise_error(reply)
-        self.state.on_reply(msg.KIND, frame.kind)
+        try:
+            self.state.on_reply(msg.KIND, frame.kind)
+        except ProtocolException as exc:
+            self._end(f"connection closed after a protocol error: {exc}")
+            raise
         return reply, frame
+
+    def fail(self, exc: ProtocolException) -> None:
+        """End the session after a reply that did not decode (STYLE: an error freezes the state)."""
+        self._end(f"connection closed after a protocol error: {exc}")
 
     def _exchange(self, msg: Any, *, timeout: float | None) -> Any:
         self.state.check_request(msg.KIND)

@@ -56,7 +56,11 @@ def _env_failure(op: str, exc: BaseException) -> RequestFailed:
     code = getattr(exc, "code", "INTERNAL") if recoverable else "INTERNAL"
     if code not in CODE_NUMBERS:
         code = "INTERNAL"
-    return RequestFailed(code, f"{op} failed: {type(exc).__name__}: {exc}", op=op, recoverable=recoverable)
+    try:
+        text = str(exc)
+    except Exception:  # an env exception whose __str__ fails must not take the server down
+        text = "<unprintable exception>"
+    return RequestFailed(code, f"{op} failed: {type(exc).__name__}: {text}", op=op, recoverable=recoverable)
 
 
 def validation_policy() -> str:
@@ -454,7 +458,7 @@ def frame_to_hwc_uint8(frame: Any) -> np.ndarray[Any, Any] | None:
         arr = np.asarray(frame)
     except Exception:
         return None
-    if arr.dtype == object or arr.size == 0:
+    if arr.dtype.kind not in "biufc" or arr.size == 0:  # strings, objects ...: no frame
         return None
     if arr.ndim == 3 and arr.shape[-1] in (3, 4):
         pass

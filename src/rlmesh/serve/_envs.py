@@ -278,6 +278,7 @@ class LanesView(EnvView):
         self.autoreset = "Disabled"  # DELTA-14: lanes declaring no mode never autoreset
         self.env_id = first.env_id
         self.render_mode = first.render_mode
+        self._lane_action = _lane_splitter(self.act_space)  # None: plain ``action[i]``
 
     def reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
         indices = env_indices or list(range(self.num_envs))
@@ -296,8 +297,10 @@ class LanesView(EnvView):
         terminated = np.zeros(n, dtype=bool)
         truncated = np.zeros(n, dtype=bool)
         infos: list[Any] = [None] * n
+        split = self._lane_action
         for i, lane in enumerate(self.lanes_):
-            obs[i], rewards[i], terminated[i], truncated[i], infos[i] = lane.step(action[i])
+            a = None if action is None else action[i] if split is None else split(action, i)
+            obs[i], rewards[i], terminated[i], truncated[i], infos[i] = lane.step(a)
         return obs, rewards, terminated, truncated, {"final_info": infos, "_final_info": terminated | truncated}
 
     def render(self, env_index: int) -> Any:
@@ -376,6 +379,31 @@ def _vector_seed(seeds: list[int | None]) -> int | list[int | None]:
     if first is not None and all(s == first + i for i, s in enumerate(seeds)):
         return first
     return list(seeds)
+
+
+def _lane_splitter(spec: SpaceSpec) -> Any:
+    """Lane ``i`` of a canonical batched action, as a scalar endpoint would hand it over.
+
+    Dict/Tuple batches are containers of batched children, a Discrete batch is an
+    int array (lane value: ``int``), a rank-0 Box batch gives 0-d arrays. Returns
+    ``None`` where plain ``action[i]`` already is right (array leaves of rank >= 1).
+    """
+    kind = spec.kind
+    if kind == "discrete":
+        return lambda v, i: int(v[i])
+    if kind == "text":
+        return None
+    if kind == "dict":
+        keyed = [(k, _lane_splitter(child) or _index) for k, child in spec._children()]
+        return lambda v, i: {k: f(v[k], i) for k, f in keyed}
+    if kind == "tuple":
+        parts = [_lane_splitter(child) or _index for _, child in spec._children()]
+        return lambda v, i: tuple(f(x, i) for f, x in zip(parts, v))
+    return (lambda v, i: v[i, ...]) if not spec.shape else None
+
+
+def _index(v: Any, i: int) -> Any:
+    return v[i]
 
 
 def _lanes(x: Any, dtype: Any, n: int) -> np.ndarray[Any, Any]:

@@ -80,7 +80,7 @@ def finalize(life: Lifecycle) -> None:
     if life.state == "created":
         life.state = "stopped"
         life.loop.stop("garbage collected")
-        life.loop.listener.close()
+        life.loop.close_unstarted()
         life.cleanup_socket()
         life.close_env_once()
         return
@@ -191,7 +191,7 @@ class ServerBase:
                 life.state = "stopped"
         if state == "created":
             life.loop.stop("shutdown")
-            life.loop.listener.close()
+            life.loop.close_unstarted()
             life.cleanup_socket()
             life.close_env_once()
             life.done.set()

@@ -109,6 +109,18 @@ class _Peer:
         self.accepted_at = time.monotonic()
 
 
+_OPS = {m.Reset.KIND: "reset", m.Step.KIND: "step", m.Render.KIND: "render", m.Configure.KIND: "configure"}
+
+
+def _describe(exc: BaseException) -> str:
+    """``"ExcType: text"`` for an error message, even when ``str(exc)`` itself fails."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "<unprintable exception>"
+    return f"{type(exc).__name__}: {text}"
+
+
 _SESSION_ACTIVITY = {m.Reset.KIND, m.Step.KIND, m.Render.KIND, m.Close.KIND, m.Configure.KIND}
 
 
@@ -290,6 +302,14 @@ class ServeLoop:
         except ProtocolException as exc:
             self._protocol_error(peer, exc, rid)
             return
+        except Exception as exc:  # a pathological env or a bug: end this session, keep serving
+            op = _OPS.get(kind, "request")
+            log.exception("%s failed unexpectedly; ending the session", op)
+            fatal = RequestFailed("INTERNAL", f"{op} failed: {_describe(exc)}", op=op, recoverable=False)
+            self._send(peer, fatal.to_message(), rid)
+            self._end_active(peer)
+            self._touch()
+            return
         self._send(peer, reply, rid, segments)
         self._touch()
 
@@ -394,6 +414,10 @@ class ServeLoop:
             for fd, p in list(self._peers.items()):
                 if p is peer:
                     del self._peers[fd]
+
+    def close_unstarted(self) -> None:
+        """Release the listener, the wake-up pair and the poller of a loop that never ran."""
+        self._teardown()
 
     def _teardown(self) -> None:
         for peer in list(self._peers.values()):

@@ -314,7 +314,7 @@ def _connect(family: int, target: Any, timeout: float | None) -> socket.socket:
     return sock
 
 
-def listen(address: Address, backlog: int = 64) -> tuple[socket.socket, Address]:
+def listen(address: Address, backlog: int = socket.SOMAXCONN) -> tuple[socket.socket, Address]:
     """Bind and listen; returns the socket and the resolved address (real port for port 0).
 
     A stale unix socket file is replaced (ADR-4).

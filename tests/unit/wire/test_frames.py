@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import struct
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rlmesh.errors import ProtocolException
-from rlmesh.wire import frames
-from rlmesh.wire import messages as m
+from rlmesh.wire import frames, messages as m
 from rlmesh.wire.frames import PREFIX_SIZE, FrameLimits, decode_prefix, encode_frame, split_body
 from rlmesh.wire.messages import decode_header, encode_message
 

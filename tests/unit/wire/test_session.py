@@ -6,8 +6,7 @@ import pytest
 
 from rlmesh._build import PROTOCOL_GENERATION, select_edition
 from rlmesh.errors import ProtocolException
-from rlmesh.wire import answer_hello, make_hello
-from rlmesh.wire import messages as m
+from rlmesh.wire import answer_hello, make_hello, messages as m
 from rlmesh.wire.session import AWAIT_HELLO, BROKEN, CLOSED, READY, SessionState
 
 

@@ -11,8 +11,15 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from rlmesh.errors import ProtocolException
 from rlmesh.spaces._spec import SpaceSpec
 from rlmesh.spaces._values import compile_encoder
-from rlmesh.wire import PREFIX_SIZE, ValueCodec, decode_header, decode_prefix, new_body, split_body
-from rlmesh.wire import messages as m
+from rlmesh.wire import (
+    PREFIX_SIZE,
+    ValueCodec,
+    decode_header,
+    decode_prefix,
+    messages as m,
+    new_body,
+    split_body,
+)
 from rlmesh.wire.messages import encode_message
 from strategies import space_specs, values_for
 

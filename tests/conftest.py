@@ -1,0 +1,132 @@
+"""Fixtures shared by the whole suite: servers in threads and in subprocesses.
+
+- ``RLMESH_WORKFLOW_EDITION=""`` is set at import so no test (and no child process)
+  emits ``WorkflowEditionWarning`` (DELTA-8).
+- :func:`serve` starts ``EnvServer(env, ...).start()`` on ``127.0.0.1:0`` or on a Unix
+  socket in a short private temp dir, and shuts every server down after the test.
+- :func:`serve_process` runs ``python -m rlmesh.serve TARGET`` in a child process, waits
+  for its ``--ready-file`` and returns the process and the bound address; the child is
+  killed (by its pid) after the test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ["RLMESH_WORKFLOW_EDITION"] = ""  # quiet WorkflowEditionWarning everywhere (DELTA-8)
+
+TESTS_DIR = Path(__file__).resolve().parent
+INTEGRATION_DIR = TESTS_DIR / "integration"
+SERVER_START_SECONDS = 60.0  # generous: a cold child imports numpy, msgspec and gymnasium
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A short private directory (Unix socket paths must stay under ~100 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="rlm-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def serve(short_tmp: Path) -> Iterator[Callable[..., Any]]:
+    """``serve(env, transport="tcp", **kwargs) -> EnvServer``, started in a background thread.
+
+    ``transport="unix"`` binds a fresh socket in :func:`short_tmp`. Extra keyword
+    arguments go to ``EnvServer``. Every server is shut down after the test.
+    """
+    from rlmesh import EnvServer
+
+    servers: list[Any] = []
+
+    def _serve(env: Any, transport: str = "tcp", **kwargs: Any) -> Any:
+        if transport == "unix":
+            address = f"unix://{short_tmp}/env{len(servers)}.sock"
+        elif transport == "tcp":
+            address = "127.0.0.1:0"
+        else:
+            raise ValueError(f"transport must be 'tcp' or 'unix', got {transport!r}")
+        server = EnvServer(env, address, **kwargs).start()
+        servers.append(server)
+        return server
+
+    yield _serve
+    for server in servers:
+        server.shutdown()
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """Environment for a child process: tests/integration importable, no edition warning."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLMESH_")}
+    env["RLMESH_WORKFLOW_EDITION"] = ""
+    paths = [str(INTEGRATION_DIR), os.environ.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    env.update(extra)
+    return env
+
+
+def wait_for_ready_file(proc: subprocess.Popen[Any], ready_file: Path, timeout: float) -> str:
+    """Wait until the child wrote its bound address (RDY-3) or died; return the address."""
+    deadline = time.monotonic() + timeout
+    while not ready_file.exists():
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server process exited early with code {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server process did not become ready within {timeout:.0f}s")
+        time.sleep(0.02)
+    return ready_file.read_text().strip()
+
+
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    """Stop a child we started, by its pid: SIGINT, then SIGKILL."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def serve_process(short_tmp: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[bytes], str]]]:
+    """``serve_process(target, *args, transport="tcp") -> (process, address)``.
+
+    Runs ``python -m rlmesh.serve TARGET --address ... --ready-file ...`` with
+    ``tests/integration`` on ``PYTHONPATH`` (so ``module:attr`` targets there work).
+    """
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def _spawn(
+        target: str, *args: str, transport: str = "tcp", env: dict[str, str] | None = None
+    ) -> tuple[subprocess.Popen[bytes], str]:
+        n = len(procs)
+        address = f"unix://{short_tmp}/proc{n}.sock" if transport == "unix" else "127.0.0.1:0"
+        ready = short_tmp / f"ready{n}"
+        cmd = [sys.executable, "-m", "rlmesh.serve", target, "--address", address, "--ready-file", str(ready), *args]
+        # stderr goes to a file, never a pipe: a chatty child must not block on a full pipe
+        with open(short_tmp / f"proc{n}.err", "wb") as err:
+            proc = subprocess.Popen(cmd, env=env or child_env(), stdout=subprocess.DEVNULL, stderr=err)
+        procs.append(proc)
+        try:
+            return proc, wait_for_ready_file(proc, ready, SERVER_START_SECONDS)
+        except RuntimeError as exc:
+            text = (short_tmp / f"proc{n}.err").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{exc}; stderr tail:\n{text}") from None
+
+    yield _spawn
+    for proc in procs:
+        stop_process(proc)
