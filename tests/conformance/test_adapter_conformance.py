@@ -1,9 +1,11 @@
 """Adapter conformance vectors (adapters.md section 18), run straight from the shared folder.
 
 Every ``*.json`` in ``$RLMESH_ADAPTER_CASES`` (default: the repo's sibling
-``../shared/conformance/adapters-v1/cases``) becomes one test, id = file stem,
-so a new vector is picked up with no code change. The vectors are read-only:
-never regenerate them from this implementation (section 18.3 step 5).
+``../shared/conformance/adapters-v1/cases``; where that folder is absent, e.g. a
+checkout on its own, the byte-identical copy in ``tests/conformance/adapters-v1/cases``)
+becomes one test, id = file stem, so a new vector is picked up with no code change.
+The vectors are read-only: never regenerate them from this implementation (section
+18.3 step 5).
 
 Each resolve/apply case runs twice: once with Gymnasium spaces built from the
 space views and once with the view dicts passed straight to ``resolve``
@@ -23,7 +25,9 @@ import pytest
 from rlmesh.adapters import AdapterResolutionError, EnvTags, ModelSpec, resolve
 
 _REPO = Path(__file__).resolve().parents[2]
-CASES_DIR = Path(os.environ.get("RLMESH_ADAPTER_CASES", _REPO.parent / "shared" / "conformance" / "adapters-v1" / "cases"))
+_SHARED = _REPO.parent / "shared" / "conformance" / "adapters-v1" / "cases"
+_VENDORED = Path(__file__).resolve().parent / "adapters-v1" / "cases"
+CASES_DIR = Path(os.environ.get("RLMESH_ADAPTER_CASES") or (_SHARED if _SHARED.is_dir() else _VENDORED))
 CASES = sorted(CASES_DIR.glob("*.json"))
 
 
