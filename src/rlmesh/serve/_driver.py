@@ -70,38 +70,53 @@ def validation_policy() -> str:
 
 
 class _Lane:
-    """Identity of one lane's current episode; step counts and rewards live in arrays."""
+    """Identity of one lane's current episode."""
 
-    __slots__ = ("episode_id", "seed", "start_ns")
+    __slots__ = ("episode_id", "seed", "start_ns", "start_step")
 
     def __init__(self) -> None:
         self.episode_id = ""
         self.seed: int | None = None
         self.start_ns = 0
+        self.start_step = 0
 
 
 class _Books:
-    """Per-lane episode state (AR-4), vectorized so a step costs a few numpy ops."""
+    """Per-lane episode state (AR-4).
+
+    Lane states are a plain list (a 16-lane loop in Python beats a handful of tiny
+    numpy calls); step counts derive from one shared step counter, and rewards
+    accumulate in one float64 array. While every lane is mid-episode a step costs
+    one increment and one vector add (bench_vector.py).
+    """
 
     def __init__(self, n: int) -> None:
         self.lanes = [_Lane() for _ in range(n)]
-        self.state = np.full(n, IDLE, dtype=np.int8)
+        self.state = [IDLE] * n
         self.all_active = False
-        self.steps = np.zeros(n, dtype=np.int64)
+        self.clock = 0  # steps taken by the endpoint while lanes were active
         self.reward = np.zeros(n, dtype=np.float64)
+        self.extra_steps = [0] * n  # per-lane step corrections (steps taken while others idled)
 
-    def start(
-        self, i: int, episode_id: str, seed: int | None, now_ns: int | None = None, *, recompute: bool = True
-    ) -> None:
+    def reset_all(self) -> None:
+        self.state = [IDLE] * len(self.lanes)
+        self.all_active = False
+
+    def start(self, i: int, episode_id: str, seed: int | None, now_ns: int | None = None) -> None:
         lane = self.lanes[i]
         lane.episode_id = episode_id
         lane.seed = seed
         lane.start_ns = time.time_ns() if now_ns is None else now_ns
+        lane.start_step = self.clock
+        self.extra_steps[i] = 0
         self.state[i] = ACTIVE
-        self.steps[i] = 0
         self.reward[i] = 0.0
-        if recompute:
-            self.all_active = bool((self.state == ACTIVE).all())
+
+    def refresh(self) -> None:
+        self.all_active = IDLE not in self.state and PENDING not in self.state
+
+    def steps(self, i: int) -> int:
+        return self.clock - self.lanes[i].start_step + self.extra_steps[i]
 
     def record(
         self, i: int, terminated: bool, truncated: bool, final_info: Any, now_ns: int | None = None
@@ -111,7 +126,7 @@ class _Books:
             episode_id=lane.episode_id,
             seed=lane.seed,
             env_index=i,
-            step_count=int(self.steps[i]),
+            step_count=self.steps(i),
             cumulative_reward=float(self.reward[i]),
             terminated=terminated,
             truncated=truncated,
@@ -145,8 +160,7 @@ class Driver:
 
     def begin_session(self) -> None:
         """SES-6: nothing carries over from the previous session."""
-        self._books.state[:] = IDLE
-        self._books.all_active = False
+        self._books.reset_all()
         self._interrupted.clear()
         self._warned.clear()
         self._pending_warnings.clear()
@@ -156,10 +170,10 @@ class Driver:
         out = list(self._interrupted)
         self._interrupted.clear()
         books = self._books
-        for i in np.flatnonzero(books.state == ACTIVE).tolist():
-            out.append(books.record(i, False, True, None))
-        books.state[:] = IDLE
-        books.all_active = False
+        for i, st in enumerate(books.state):
+            if st == ACTIVE:
+                out.append(books.record(i, False, True, None))
+        books.reset_all()
         return out
 
     # -- requests -----------------------------------------------------------------------
@@ -193,6 +207,7 @@ class Driver:
             seed = req.seeds[j] if req.seeds else None
             eid = req.episode_ids[j] if req.episode_ids else new_episode_id()
             books.start(i, eid, seed)
+        books.refresh()
         scalars, segments = self._split_obs(canonical, partial=len(indices) if indices else None)
         info_out = self._info(info, "reset")
         return m.ResetReply(obs=scalars, info=info_out, endpoint_ns=time.perf_counter_ns() - started), segments
@@ -350,7 +365,7 @@ class Driver:
         if self.lanes is None:
             if state[0] != ACTIVE:
                 return []
-            books.steps[0] += 1
+            books.clock += 1
             books.reward[0] += reward
             if terminated or truncated:
                 state[0] = IDLE
@@ -359,16 +374,16 @@ class Driver:
             return []
         done = terminated | truncated
         if books.all_active:  # fast path: every lane mid-episode
-            books.steps += 1
+            books.clock += 1
             books.reward += reward
             if not done.any():
                 return []
-        else:
-            pending = state == PENDING
-            if self.view.autoreset == "NextStep" and pending.any():  # AR-6: before any state change
-                bad = pending & (done | (reward != 0))
-                if bad.any():
-                    i = int(np.flatnonzero(bad)[0])
+            return self._transitions(terminated, truncated, done.tolist(), info)
+        rewards = reward.tolist()
+        done_l = done.tolist()
+        if self.view.autoreset == "NextStep":  # AR-6: validated before any state changes
+            for i, st in enumerate(state):
+                if st == PENDING and (done_l[i] or rewards[i] != 0):
                     raise RequestFailed(
                         "INTERNAL",
                         f"step failed: NEXT_STEP autoreset contract violated on lane {i}: the autoreset "
@@ -376,36 +391,39 @@ class Driver:
                         op="step",
                         recoverable=False,
                     )
-            active = state == ACTIVE
-            books.steps += active
-            books.reward += np.where(active, reward, 0.0)
-        return self._transitions(reward, terminated, truncated, done, info)
+        books.clock += 1
+        extra = books.extra_steps
+        for i, st in enumerate(state):
+            if st == ACTIVE:
+                books.reward[i] += rewards[i]
+            else:
+                extra[i] -= 1  # the shared clock ticked, this lane did not
+        return self._transitions(terminated, truncated, done_l, info)
 
     def _transitions(
-        self, reward: Any, terminated: Any, truncated: Any, done: Any, info: dict[str, Any]
+        self, terminated: Any, truncated: Any, done: list[bool], info: dict[str, Any]
     ) -> list[m.EpisodeRecord]:
         """The slow path of :meth:`_account`: lanes that ended, or start after an autoreset."""
         books = self._books
         state = books.state
         mode = self.view.autoreset
-        states = state.tolist()
-        done_l = done.tolist()
         completed: list[m.EpisodeRecord] = []
         now = time.time_ns()
-        for i, st in enumerate(states):
+        for i, st in enumerate(state):
             if st == PENDING:  # the autoreset observation starts a new episode (AR-5)
-                books.start(i, books.lanes[i].episode_id or new_episode_id(), None, now, recompute=False)
-            elif st == ACTIVE and done_l[i]:
+                books.start(i, books.lanes[i].episode_id or new_episode_id(), None, now)
+            elif st == ACTIVE and done[i]:
                 completed.append(
                     books.record(i, bool(terminated[i]), bool(truncated[i]), _final_info_lane(info, i), now)
                 )
                 if mode == "NextStep":
                     state[i] = PENDING
                 elif mode == "SameStep":
-                    books.start(i, "", None, now, recompute=False)  # the client pushes the new id next step
+                    books.start(i, "", None, now)  # the client pushes the new id with the next step
+                    books.lanes[i].start_step = books.clock  # counted from the next step
                 else:
                     state[i] = IDLE
-        books.all_active = bool((state == ACTIVE).all())
+        books.refresh()
         return completed
 
 
