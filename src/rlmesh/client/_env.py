@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._bridge import PLAIN, Bridge
+from .._bridge import NUMPY, PLAIN, Bridge
 from .._build import resolve_declared_edition
 from .._contract import EnvContract
 from .._ids import uuid7 as new_episode_id
@@ -231,14 +231,16 @@ class _RemoteEnvBase:
                 rewards = _lane_array(segs[k], "<f8", n)
                 terminated = _lane_array(segs[k + 1], np.uint8, n) != 0  # any nonzero byte is "set"
                 truncated = _lane_array(segs[k + 2], np.uint8, n) != 0
-                done = terminated | truncated
+                ended = np.flatnonzero(terminated | truncated).tolist()
                 self._inject(info, "episode_ids", list(self._episode_ids))
-                self._inject(info, "completed_episodes", int(done.sum()))
-                if self._autoreset != "Disabled" and done.any():  # AR-9: roll ids for the next step
-                    for i in np.flatnonzero(done).tolist():
+                self._inject(info, "completed_episodes", len(ended))
+                if ended and self._autoreset != "Disabled":  # AR-9: roll ids for the next step
+                    for i in ended:
                         eid = new_episode_id()
                         self._episode_ids[i] = eid
                         self._push[i] = eid
+                if self._bridge is NUMPY:
+                    return canonical, rewards, terminated, truncated, info
                 dec = self._bridge.decode
                 return self._obs_decode(canonical), dec(rewards), dec(terminated), dec(truncated), info
             self._inject(info, "episode_ids", list(self._episode_ids))
