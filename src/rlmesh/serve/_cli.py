@@ -181,6 +181,50 @@ def _is_model_target(target: str, packages: Sequence[str]) -> bool:
     return isinstance(obj, ModelBase) or (isinstance(obj, type) and issubclass(obj, ModelBase))
 
 
+def binding_of(args: argparse.Namespace) -> dict[str, Any]:
+    """``--kwargs-json`` (a JSON object) updated with every ``--param KEY=VALUE``."""
+    binding: dict[str, Any] = {}
+    if args.kwargs_json:
+        loaded = json.loads(args.kwargs_json)
+        if not isinstance(loaded, dict):
+            raise ValueError("--kwargs-json must be a JSON object")
+        binding.update(loaded)
+    binding.update(_parse_params(args.param))
+    return binding
+
+
+def options_of(args: argparse.Namespace) -> Any:
+    from ._options import ServeOptions
+
+    return ServeOptions(
+        allow_remote_shutdown=args.allow_remote_shutdown,
+        idle_timeout_seconds=args.idle_timeout,
+        workflow_edition=args.workflow_edition,
+    )
+
+
+def announce(args: argparse.Namespace, what: str, address: str, suffix: str = "") -> None:
+    """RDY-3: the bound address on ``--ready-fd`` / ``--ready-file``, then the status line."""
+    if args.ready_fd is not None:
+        write_ready_fd(args.ready_fd, address)
+    if args.ready_file:
+        _write_ready_file(args.ready_file, address)
+    print(f"RLMesh serving {what} on {address}{suffix}", flush=True)
+
+
+def run_command(args: argparse.Namespace, body: Any) -> int:
+    """Exit codes shared by the serve commands: 0 stopped, 130 Ctrl-C, 1 error (one line)."""
+    try:
+        return int(body())
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"Error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
 def _parse_params(items: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
@@ -244,24 +288,14 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
 
         passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--"]
         return serve_model(passthrough, prog=prog)
-    try:
-        kwargs: dict[str, Any] = {}
-        if args.kwargs_json:
-            loaded = json.loads(args.kwargs_json)
-            if not isinstance(loaded, dict):
-                raise ValueError("--kwargs-json must be a JSON object")
-            kwargs.update(loaded)
-        kwargs.update(_parse_params(args.param))
+    def body() -> int:
+        kwargs = binding_of(args)
         for key in _RESERVED_KWARGS:
             if key in kwargs:
                 parser.error(f"{key!r} is a serving option; use --{key.replace('_', '-')}")
-        from . import EnvServer, ServeOptions
+        from . import EnvServer
 
-        options = ServeOptions(
-            allow_remote_shutdown=args.allow_remote_shutdown,
-            idle_timeout_seconds=args.idle_timeout,
-            workflow_edition=args.workflow_edition,
-        )
+        options = options_of(args)
         env, factory = load_env_target(
             target, num_envs=args.num_envs, vectorization_mode=args.vectorization_mode, kwargs=kwargs, packages=args.package
         )
@@ -272,26 +306,15 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
             _close_all(env)
             raise
         _mark("listen")
-        if args.ready_fd is not None:
-            write_ready_fd(args.ready_fd, server.address)
-        if args.ready_file:
-            _write_ready_file(args.ready_file, server.address)
-        print(f"RLMesh serving env on {server.address}{_startup_text()}", flush=True)
+        announce(args, "env", server.address, _startup_text())
         try:
             server.serve()
-        except KeyboardInterrupt:
-            return 130
         finally:
             if factory is not None:
                 factory.close()
         return 0
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        if args.verbose:
-            traceback.print_exc()
-        print(f"Error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+
+    return run_command(args, body)
 
 
 def _close_all(env: Any) -> None:

@@ -8,10 +8,8 @@ a Model instance (served as is), or a bare predict callable / policy object (wra
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,41 +57,16 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
     p.add_argument("--ready-fd", type=int, default=None)
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
-    try:
-        from ._cli import _parse_params, _write_ready_file, write_ready_fd
-        from ._model import ModelServer
-        from ._options import ServeOptions
+    from ._cli import announce, binding_of, options_of, run_command
+    from ._model import ModelServer
 
-        binding: dict[str, Any] = {}
-        if args.kwargs_json:
-            loaded = json.loads(args.kwargs_json)
-            if not isinstance(loaded, dict):
-                raise ValueError("--kwargs-json must be a JSON object")
-            binding.update(loaded)
-        binding.update(_parse_params(args.param))
-        model = load_model_target(args.target, binding)
+    def body() -> int:
+        model = load_model_target(args.target, binding_of(args))
         if getattr(model, "_spec", None) is None:
             print("RLMesh: the served model declares no spec; clients drive it with raw env values", file=sys.stderr)
-        options = ServeOptions(
-            allow_remote_shutdown=args.allow_remote_shutdown,
-            idle_timeout_seconds=args.idle_timeout,
-            workflow_edition=args.workflow_edition,
-        )
-        server = ModelServer(model, args.address, options=options)
-        if args.ready_fd is not None:
-            write_ready_fd(args.ready_fd, server.address)
-        if args.ready_file:
-            _write_ready_file(args.ready_file, server.address)
-        print(f"RLMesh serving model on {server.address}", flush=True)
-        try:
-            server.serve()
-        except KeyboardInterrupt:
-            return 130
+        server = ModelServer(model, args.address, options=options_of(args))
+        announce(args, "model", server.address)
+        server.serve()
         return 0
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        if args.verbose:
-            traceback.print_exc()
-        print(f"Error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+
+    return run_command(args, body)
