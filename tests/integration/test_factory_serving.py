@@ -60,3 +60,23 @@ def test_cli_factory_params_are_validated_before_make() -> None:
     env, factory = load_env_target("point_reach:PointReachFactory", kwargs={"difficulty": "hard"}, num_envs=2)
     assert isinstance(env, list) and len(env) == 2  # lanes (DELTA-23)
     factory.close()
+
+
+def test_tags_on_a_vector_env_are_published_and_checked_per_lane_at_resolve() -> None:
+    """SRV-20: a vector env's batched spaces are not validated against per-lane tags at construction."""
+    import gymnasium as gym
+
+    import rlmesh.adapters as adapt
+
+    tags = adapt.EnvTags(
+        observation=adapt.Split(adapt.Field(adapt.JOINT_POS, 3)),
+        action=adapt.Action(adapt.Actuator(adapt.ACTION_JOINT_VEL, dim=1)),
+    )
+    venv = gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1") for _ in range(2)])
+    with rlmesh.EnvServer(venv, "127.0.0.1:0", tags=tags).start() as server:
+        client = rlmesh.numpy.RemoteVectorEnv(server.address)
+        assert adapt.EnvTags.from_metadata(client.metadata) == tags
+        spec = adapt.ModelSpec(input=adapt.State(adapt.JOINT_POS), output=adapt.Action(adapt.Actuator(adapt.ACTION_JOINT_VEL, dim=1)))
+        adapter = adapt.resolve_from_contract(client.env_contract, spec)
+        assert "<root>[0:3]" in adapter.describe()  # the per-lane Box(3) split resolved
+        client.close()

@@ -15,7 +15,7 @@ from ..transport import listen, resolve_address
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ._driver import Driver, RequestFailed
-from ._envs import view_of
+from ._envs import is_vector_env, view_of
 from ._lifecycle import ServerBase
 from ._loop import ServeLoop
 from ._options import ServeOptions
@@ -188,7 +188,9 @@ def _stamp_tags(env: Any, tags: Any) -> None:
 
     if tags is None:
         tags = adapters.EnvTags.from_metadata(md)
-    adapters.tag(env, tags)
+    # SRV-20: a vector env's batched spaces are not what tags describe; its per-lane
+    # check happens when a model resolves against the published per-lane contract.
+    adapters.tag(env, tags, validate=not is_vector_env(env))
 
 
 def _check_branch(env: Any) -> None:
