@@ -19,8 +19,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+class Address(str):
+    """A served address that also knows the server's PID."""
+
+    pid: int
+
+
 @contextmanager
-def served(target: str, transport: str, *extra: str) -> Iterator[str]:
+def served(target: str, transport: str, *extra: str) -> Iterator[Address]:
     """Serve ``target`` (``module:attr`` or a Gymnasium id) in a child process; yield its address."""
     with tempfile.TemporaryDirectory(prefix="rlmesh-bench-") as tmp:
         address = f"unix://{tmp}/env.sock" if transport == "unix" else "127.0.0.1:0"
@@ -35,7 +41,9 @@ def served(target: str, transport: str, *extra: str) -> Iterator[str]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"benchmark server did not start: {cmd}")
                 time.sleep(0.02)
-            yield ready.read_text().strip()
+            address = Address(ready.read_text().strip())
+            address.pid = proc.pid
+            yield address
         finally:
             proc.terminate()
             try:
