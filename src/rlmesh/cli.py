@@ -8,6 +8,7 @@ errors as one line (``--verbose`` for the traceback) and exits 0 or 1.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -75,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"rlmesh {VERSION}")
         return 0
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # module:attr targets resolve from the cwd, as with `python -m`
     command = _COMMANDS.get(args[0])
     if command is None:
         print(f"rlmesh: unknown command {args[0]!r}\n\n{_USAGE}", file=sys.stderr)

@@ -37,3 +37,32 @@ def test_factory_example_describes_without_serving() -> None:
     out = run(["-m", "rlmesh.cli", "describe", "point_reach:PointReachFactory"], cwd=ROOT / "examples" / "factory")
     assert out.returncode == 0, out.stderr
     assert "variant easy/center" in out.stdout and "variant hard/corner" in out.stdout
+
+
+def test_factory_example_serves_from_its_folder_with_a_param(tmp_path: Path) -> None:
+    """README: `rlmesh serve point_reach:PointReachFactory --param difficulty=hard` from examples/factory."""
+    import time
+
+    import rlmesh.numpy as rn
+
+    ready = tmp_path / "addr"
+    env = {**os.environ, "RLMESH_WORKFLOW_EDITION": ""}
+    cmd = [
+        sys.executable, "-m", "rlmesh.cli", "serve", "point_reach:PointReachFactory", "--address", "127.0.0.1:0",
+        "--param", "difficulty=hard", "--ready-file", str(ready), "--allow-remote-shutdown",
+    ]
+    proc = subprocess.Popen(cmd, cwd=ROOT / "examples" / "factory", env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else b""
+            time.sleep(0.05)
+        client = rn.RemoteEnv(ready.read_text().strip())
+        assert client.metadata["rlmesh.params.v1.binding"]["binding"] == {"difficulty": "hard"}
+        client.reset(seed=0)
+        assert client.shutdown()
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
