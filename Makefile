@@ -22,6 +22,7 @@ demo: $(VENV)/.demo-stamp
 test: $(VENV)/.test-stamp
 	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m mypy
+	$(PY) -m pytest -q --doctest-modules src/rlmesh
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.test-stamp
