@@ -26,6 +26,12 @@ import pytest
 
 os.environ["RLMESH_WORKFLOW_EDITION"] = ""  # quiet WorkflowEditionWarning everywhere (DELTA-8)
 
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+# CI runs the property tests derandomized (reproducible); locally they explore new inputs.
+_hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+_hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
 TESTS_DIR = Path(__file__).resolve().parent
 INTEGRATION_DIR = TESTS_DIR / "integration"
 SERVER_START_SECONDS = 60.0  # generous: a cold child imports numpy, msgspec and gymnasium

@@ -167,6 +167,8 @@ def space_specs(max_depth: int = 2) -> st.SearchStrategy[SpaceSpec]:
 def _box_element(dtype: str, lo: Any, hi: Any) -> st.SearchStrategy[Any]:
     if dtype in FLOAT_DTYPES:
         lo_f, hi_f = float(lo), float(hi)
+        if lo_f == hi_f:  # e.g. low=0.0, high=-0.0: hypothesis refuses that ordered pair
+            return st.just(lo_f)
         return st.floats(
             min_value=None if lo_f == -np.inf else lo_f,
             max_value=None if hi_f == np.inf else hi_f,

@@ -131,10 +131,12 @@ def _matrix_to_axis_angle(R: Matrix) -> list[float]:
         return [0.0, 0.0, 0.0]
     s = math.sin(theta)
     # ADP-119 takes the quaternion path when |sin| < EPS (theta ~ pi). We widen that to
-    # |sin| < 1e-3 near pi: same rotation, but the antisymmetric-part formula loses all
+    # |sin| < 1e-2 near pi: same rotation, but the antisymmetric-part formula loses
     # precision as theta -> pi (pi - 2e-8 would give a zero vector, as would the
-    # slightly shrunken matrix rot6d's +EPS normalization builds for a half turn).
-    if abs(s) < EPS or (theta > math.pi / 2 and abs(s) < 1e-3):
+    # slightly shrunken matrix rot6d's +EPS normalization builds for a half turn), and its
+    # spec'd "+ EPS" costs theta * EPS / (2 sin) of the angle: 1.6e-5 at sin = 1e-3,
+    # under 2e-6 from 1e-2 on.
+    if abs(s) < EPS or (theta > math.pi / 2 and abs(s) < 1e-2):
         return _quat_to_axis_angle(*_matrix_to_quat(R))
     k = theta / (2.0 * s + EPS)
     return [(R[2][1] - R[1][2]) * k, (R[0][2] - R[2][0]) * k, (R[1][0] - R[0][1]) * k]
