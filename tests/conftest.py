@@ -26,7 +26,7 @@ import pytest
 
 os.environ["RLMESH_WORKFLOW_EDITION"] = ""  # quiet WorkflowEditionWarning everywhere (DELTA-8)
 
-from hypothesis import settings as _hypothesis_settings  # noqa: E402
+from hypothesis import settings as _hypothesis_settings
 
 # CI runs the property tests derandomized (reproducible); locally they explore new inputs.
 _hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
