@@ -101,6 +101,10 @@ def evaluate(address: str, episodes: int) -> None:
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     subprocess.run(cmd, check=True, env=env)
+    print(
+        "(CartPole reports no success signal, so success falls back to `terminated`: an episode "
+        "that survives to the 500-step cap is truncated, not a success)"
+    )
 
 
 def main(args: Args) -> None:
