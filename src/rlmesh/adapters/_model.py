@@ -30,6 +30,7 @@ from ._check import (
     check_role,
     check_scale,
 )
+from ._document import JsonDocument
 from ._model_image import Image, positive
 from ._roles import (
     ACTION_GRIPPER,
@@ -326,8 +327,10 @@ def check_input_tree(node: Any, where: str = "input") -> Any:
     )
 
 
-class ModelSpec:
+class ModelSpec(JsonDocument):
     """What a model ingests and emits: ``ModelSpec(input, output)`` (ADP-31)."""
+
+    _METADATA_KEY = MODEL_METADATA_KEY
 
     __slots__ = ("_hash", "_input", "_output")
     _input: Any
@@ -372,35 +375,6 @@ class ModelSpec:
         from ._codec_parse import model_spec_from_dict
 
         return model_spec_from_dict(data, strict=True)
-
-    def to_json(self) -> str:
-        """JSON of :meth:`to_dict` with sorted keys (ADP-47)."""
-        from ._codec import dumps
-
-        return dumps(self.to_dict())
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> ModelSpec:
-        """``from_dict(json.loads(text))``."""
-        from ._codec import loads
-
-        return cls.from_dict(loads(text))
-
-    def to_metadata(self) -> dict[str, Any]:
-        """``{MODEL_METADATA_KEY: self.to_dict()}`` (ADP-49)."""
-        return {MODEL_METADATA_KEY: self.to_dict()}
-
-    @classmethod
-    def from_metadata(cls, metadata: Mapping[str, Any] | None) -> ModelSpec | None:
-        """The spec stored in metadata, or ``None`` when absent (ADP-49)."""
-        from ._check import fail
-
-        if metadata is None or MODEL_METADATA_KEY not in metadata:
-            return None
-        value = metadata[MODEL_METADATA_KEY]
-        if not isinstance(value, Mapping):
-            raise fail("invalid_tag", f"metadata {MODEL_METADATA_KEY!r} must be a mapping, got {type(value).__name__}")
-        return cls.from_dict(value)
 
     def _key(self) -> Any:
         from ._codec import leaf_key

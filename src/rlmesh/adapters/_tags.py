@@ -26,6 +26,7 @@ from ._check import (
     check_pair,
     check_role,
 )
+from ._document import JsonDocument
 from ._roles import (
     ACTION_DELTA_POS,
     EEF_POS,
@@ -317,13 +318,16 @@ def node_key(node: Any) -> Any:
     return node
 
 
-class EnvTags:
+class EnvTags(JsonDocument):
     """An environment's tags: ``EnvTags(observation, action)`` (ADP-20).
 
     ``observation`` is a tree whose container is the runtime container: a dict
     maps a Dict space, a tuple maps a Tuple space, a bare leaf tags one space
     leaf. Keys not mentioned are untagged. ``action`` is an :class:`Action`.
     """
+
+    _METADATA_KEY = ENV_METADATA_KEY
+    _METADATA_NOUN = "env metadata"
 
     __slots__ = ("_action", "_hash", "_observation")
     _observation: Any
@@ -391,35 +395,6 @@ class EnvTags:
         from ._codec_parse import env_tags_from_dict
 
         return env_tags_from_dict(data, strict=True)
-
-    def to_json(self) -> str:
-        """JSON of :meth:`to_dict` with sorted keys; NaN/Infinity refused (ADP-47)."""
-        from ._codec import dumps
-
-        return dumps(self.to_dict())
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> EnvTags:
-        """``from_dict(json.loads(text))``."""
-        from ._codec import loads
-
-        return cls.from_dict(loads(text))
-
-    def to_metadata(self) -> dict[str, Any]:
-        """``{ENV_METADATA_KEY: self.to_dict()}``, ready to merge into env metadata (ADP-49)."""
-        return {ENV_METADATA_KEY: self.to_dict()}
-
-    @classmethod
-    def from_metadata(cls, metadata: Mapping[str, Any] | None) -> EnvTags | None:
-        """The tags stored in env metadata, or ``None`` when absent (ADP-49)."""
-        from ._check import fail
-
-        if metadata is None or ENV_METADATA_KEY not in metadata:
-            return None
-        value = metadata[ENV_METADATA_KEY]
-        if not isinstance(value, Mapping):
-            raise fail("invalid_tag", f"env metadata {ENV_METADATA_KEY!r} must be a mapping, got {type(value).__name__}")
-        return cls.from_dict(value)
 
     # -- value semantics -------------------------------------------------------------
     def _key(self) -> Any:

@@ -1,0 +1,58 @@
+"""JSON and metadata forms shared by ``EnvTags`` and ``ModelSpec`` (ADP-47..49)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar
+
+__all__ = ["JsonDocument"]
+
+_D = TypeVar("_D", bound="JsonDocument")
+
+
+class JsonDocument:
+    """``to_json``/``from_json`` and ``to_metadata``/``from_metadata`` over ``to_dict``/``from_dict``.
+
+    Subclasses define ``to_dict``, ``from_dict`` and the metadata key they live under.
+    """
+
+    __slots__ = ()
+    _METADATA_KEY: ClassVar[str]
+    _METADATA_NOUN: ClassVar[str] = "metadata"
+
+    def to_dict(self) -> dict[str, Any]:  # pragma: no cover - defined by subclasses
+        raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls: type[_D], data: Mapping[str, Any]) -> _D:  # pragma: no cover
+        raise NotImplementedError
+
+    def to_json(self) -> str:
+        """JSON of :meth:`to_dict` with sorted keys; NaN/Infinity refused (ADP-47)."""
+        from ._codec import dumps
+
+        return dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls: type[_D], text: str | bytes) -> _D:
+        """``from_dict(json.loads(text))``."""
+        from ._codec import loads
+
+        return cls.from_dict(loads(text))
+
+    def to_metadata(self) -> dict[str, Any]:
+        """``{KEY: self.to_dict()}``, ready to merge into metadata (ADP-49)."""
+        return {self._METADATA_KEY: self.to_dict()}
+
+    @classmethod
+    def from_metadata(cls: type[_D], metadata: Mapping[str, Any] | None) -> _D | None:
+        """The document stored in metadata, or ``None`` when absent (ADP-49)."""
+        from ._check import fail
+
+        key = cls._METADATA_KEY
+        if metadata is None or key not in metadata:
+            return None
+        value = metadata[key]
+        if not isinstance(value, Mapping):
+            raise fail("invalid_tag", f"{cls._METADATA_NOUN} {key!r} must be a mapping, got {type(value).__name__}")
+        return cls.from_dict(value)
