@@ -305,25 +305,15 @@ _MODEL_LEAVES = (Image, State, Concat, Text, Custom)
 
 def check_input_tree(node: Any, where: str = "input") -> Any:
     """Validate a model input tree (ADP-31): dict -> dict payload, tuple -> list payload."""
-    from ._tags import UnknownLeaf
+    from ._tags import check_tree
 
-    if isinstance(node, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in node.items():
-            if not isinstance(k, str):
-                raise TypeError(f"{where}: dict keys must be strings, got {k!r}")
-            if k == "type":
-                raise ValueError(f"{where}: the key 'type' is reserved by the wire format and cannot name a slot")
-            out[k] = check_input_tree(v, f"{where}.{k}")
-        return out
-    if isinstance(node, tuple):
-        return tuple(check_input_tree(v, f"{where}[{i}]") for i, v in enumerate(node))
-    if isinstance(node, (*_MODEL_LEAVES, UnknownLeaf)):
-        return node
-    if isinstance(node, list):
-        raise TypeError(f"{where}: use a tuple (not a list) for a positional payload")
-    raise TypeError(
-        f"{where}: expected a dict, a tuple, or a leaf (Image, State, Concat, Text, Custom), got {type(node).__name__}"
+    return check_tree(
+        node,
+        where,
+        _MODEL_LEAVES,
+        slot="a slot",
+        list_hint="for a positional payload",
+        expected="a leaf (Image, State, Concat, Text, Custom)",
     )
 
 

@@ -255,26 +255,45 @@ def iter_leaves(node: Any, path: tuple[str | int, ...] = ()) -> Any:
         yield path, node
 
 
-def check_obs_tree(node: Any, where: str = "observation") -> Any:
-    """Validate an env tag tree (ADP-20); dict -> plain dict, tuple stays tuple."""
+def check_tree(node: Any, where: str, leaves: tuple[type, ...], *, slot: str, list_hint: str, expected: str) -> Any:
+    """Validate a tag or model-input tree: dict -> plain dict, tuple stays tuple, leaves as given.
+
+    Args:
+        leaves: Leaf classes allowed (``UnknownLeaf`` is always allowed: ignorable fields).
+        slot: What a dict key names (``"an entry"`` / ``"a slot"``), for the reserved-key error.
+        list_hint: Why a list is refused (ends the message).
+        expected: The allowed leaf names, for the type error.
+    """
     if isinstance(node, Mapping):
         out: dict[str, Any] = {}
         for k, v in node.items():
             if not isinstance(k, str):
                 raise TypeError(f"{where}: dict keys must be strings, got {k!r}")
             if k == "type":
-                raise ValueError(f"{where}: the key 'type' is reserved by the wire format and cannot name an entry")
-            out[k] = check_obs_tree(v, f"{where}.{k}")
+                raise ValueError(f"{where}: the key 'type' is reserved by the wire format and cannot name {slot}")
+            out[k] = check_tree(v, f"{where}.{k}", leaves, slot=slot, list_hint=list_hint, expected=expected)
         return out
     if isinstance(node, tuple):
-        return tuple(check_obs_tree(v, f"{where}[{i}]") for i, v in enumerate(node))
-    if isinstance(node, (*_LEAVES, UnknownLeaf)):
+        return tuple(
+            check_tree(v, f"{where}[{i}]", leaves, slot=slot, list_hint=list_hint, expected=expected)
+            for i, v in enumerate(node)
+        )
+    if isinstance(node, (*leaves, UnknownLeaf)):
         return node
     if isinstance(node, list):
-        raise TypeError(f"{where}: use a tuple (not a list) to tag a Tuple space")
-    raise TypeError(
-        f"{where}: expected a dict, a tuple, or a tag (ImageTag, StateTag, TextTag, Split), "
-        f"got {type(node).__name__}"
+        raise TypeError(f"{where}: use a tuple (not a list) {list_hint}")
+    raise TypeError(f"{where}: expected a dict, a tuple, or {expected}, got {type(node).__name__}")
+
+
+def check_obs_tree(node: Any, where: str = "observation") -> Any:
+    """Validate an env tag tree (ADP-20); dict -> plain dict, tuple stays tuple."""
+    return check_tree(
+        node,
+        where,
+        _LEAVES,
+        slot="an entry",
+        list_hint="to tag a Tuple space",
+        expected="a tag (ImageTag, StateTag, TextTag, Split)",
     )
 
 

@@ -21,6 +21,7 @@ from ..errors import (
     ModelError,
     RequestTimeout,
 )
+from ..models._values import to_numpy_tree
 from ..spaces._values import compile_encoder
 from ..transport import resolve_address
 from ..wire import messages as m
@@ -120,7 +121,7 @@ class RemoteRoute:
     def predict_lane(self, observation: Any, lane: int) -> Any:
         """One raw env observation of one lane -> the env-ready action for it."""
         assert self._obs_codec is not None and self._act_codec is not None
-        canonical = self._obs_encoder(_plain_to_numpy(observation))
+        canonical = self._obs_encoder(to_numpy_tree(observation))
         scalars, segments = self._obs_codec.split(canonical)
         reply, frame = self._request(m.Predict(obs=scalars, lane=lane), segments)
         return self._decode(self._act_codec.join(reply.action, frame.segments))
@@ -141,18 +142,6 @@ class RemoteRoute:
         session, self.session = self.session, None
         if session is not None:
             session.close("session closed")
-
-
-def _plain_to_numpy(tree: Any) -> Any:
-    from ..tensor import Tensor
-
-    if isinstance(tree, Tensor):
-        return tree._a
-    if isinstance(tree, dict):
-        return {k: _plain_to_numpy(v) for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_plain_to_numpy(v) for v in tree)
-    return tree
 
 
 class RemoteModel:

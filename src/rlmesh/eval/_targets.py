@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._contract import UNKNOWN_ENV_ID, EnvContract
+from ..spaces._gym import as_spec
 
 __all__ = ["EnvConn", "LocalContract", "classify_target", "open_target"]
 
@@ -105,23 +106,6 @@ def _autoreset_name(value: Any) -> str:
     return "NextStep"
 
 
-def _to_spec(space: Any) -> Any:
-    from ..spaces import _spec as spec_mod
-
-    if isinstance(space, spec_mod.SpaceSpec):
-        return space
-    inner = getattr(space, "spec", None)
-    if isinstance(inner, spec_mod.SpaceSpec):
-        return inner
-    from .. import spaces
-
-    convert = getattr(spaces, "from_gymnasium_space", None)
-    if convert is None:
-        raise TypeError("gymnasium conversion is not available")
-    out = convert(space)
-    return getattr(out, "spec", out)
-
-
 def local_contract(env: Any, *, vector: bool, num_envs: int) -> Any:
     """Synthesize a contract for a local env: metadata, spaces and ``num_envs`` (EVAL-7)."""
     metadata = _static_get(env, "metadata")
@@ -140,8 +124,8 @@ def local_contract(env: Any, *, vector: bool, num_envs: int) -> Any:
     try:
         return EnvContract(
             str(ident),
-            _to_spec(obs_space),
-            _to_spec(act_space),
+            as_spec(obs_space, "observation_space"),
+            as_spec(act_space, "action_space"),
             render_mode=render_mode if isinstance(render_mode, str) else None,
             num_envs=num_envs,
             metadata=metadata,

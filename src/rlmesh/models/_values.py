@@ -10,9 +10,9 @@ the model's action back. Two flavours live here:
 - ``numpy`` (``rlmesh.numpy.Model``): identity on numpy trees; lanes fuse with
   ``np.stack`` and chunks de-chunk by taking frame 0.
 
-When ``rlmesh._bridge`` (the spaces package's bridges) is importable its bridges
-are used for ``decode``/``encode``; the chunk and fusion rules below stay here
-because they define model semantics, not value encoding.
+These model bridges are separate from ``rlmesh._bridge`` (the client/space value
+bridges): they also carry the model rules (fusion, de-chunking, numpy scalars as
+Python scalars for the plain flavour).
 
 >>> b = get_bridge("numpy")
 >>> import numpy as np

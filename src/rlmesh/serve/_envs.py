@@ -17,28 +17,14 @@ from typing import Any
 import numpy as np
 
 from .._contract import UNKNOWN_ENV_ID
+from ..spaces._gym import as_spec
 from ..spaces._spec import SpaceSpec
 
-__all__ = ["EnvView", "LanesView", "ScalarView", "VectorView", "as_spec", "view_of"]
+__all__ = ["EnvView", "LanesView", "ScalarView", "VectorView", "view_of"]
 
 log = logging.getLogger("rlmesh.serve")
 
 _MODES = {"NextStep": "NextStep", "SameStep": "SameStep", "Disabled": "Disabled"}
-
-
-def as_spec(space: Any, what: str) -> SpaceSpec:
-    """A SpaceSpec from a gymnasium space, an rlmesh space wrapper, or a SpaceSpec."""
-    if isinstance(space, SpaceSpec):
-        return space
-    spec = getattr(space, "spec", None)
-    if isinstance(spec, SpaceSpec):
-        return spec
-    from ..spaces import from_gymnasium_space
-
-    try:
-        return from_gymnasium_space(space).spec
-    except TypeError as exc:
-        raise TypeError(f"{what}: {exc}") from None
 
 
 def is_vector_env(env: Any) -> bool:

@@ -35,7 +35,7 @@ from ..errors import DependencyMissing
 from ._space import Space, space_from_spec
 from ._spec import SpaceSpec
 
-__all__ = ["from_gymnasium_space", "to_gymnasium_space"]
+__all__ = ["as_spec", "from_gymnasium_space", "to_gymnasium_space"]
 
 
 def _gym_spaces() -> Any:
@@ -248,3 +248,20 @@ def to_gymnasium_space(space: Any) -> Any:
     raise TypeError(
         f"to_gymnasium_space expects an rlmesh space or SpaceSpec, got {type(space).__name__}"
     )
+
+
+def as_spec(space: Any, what: str = "space") -> SpaceSpec:
+    """A SpaceSpec from a SpaceSpec, an rlmesh space wrapper, or a Gymnasium space.
+
+    Raises:
+        TypeError: a space kind rlmesh cannot carry; the message starts with ``what``.
+    """
+    if isinstance(space, SpaceSpec):
+        return space
+    spec = getattr(space, "spec", None)
+    if isinstance(spec, SpaceSpec):
+        return spec
+    try:
+        return from_gymnasium_space(space).spec
+    except TypeError as exc:
+        raise TypeError(f"{what}: {exc}") from None
