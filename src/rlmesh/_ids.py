@@ -11,17 +11,22 @@ __all__ = ["uuid7"]
 # Ids need uniqueness, not secrecy: a PRNG seeded from the OS once per process avoids
 # a getrandom() syscall per id (ids are minted on the step path when lanes autoreset).
 _rng = random.Random(int.from_bytes(os.urandom(16), "big"))
-_pid = os.getpid()
+
+
+def _reseed() -> None:  # a forked child must not repeat its parent's sequence
+    _rng.seed(int.from_bytes(os.urandom(16), "big"))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reseed)
+
+
+_RAND_MASK = ((1 << 80) - 1) & ~(0xF << 76) & ~(0b11 << 62)  # clear the version and variant bits
+_FIXED = 0x7 << 76 | 0b10 << 62  # version 7, variant 10
 
 
 def uuid7() -> str:
     """A time-ordered UUIDv7 string (RFC 9562: 48-bit ms timestamp, version 7, variant 10)."""
-    global _rng, _pid
-    if os.getpid() != _pid:  # a forked child must not repeat its parent's sequence
-        _pid = os.getpid()
-        _rng = random.Random(int.from_bytes(os.urandom(16), "big"))
     ms = time.time_ns() // 1_000_000
-    rand = _rng.getrandbits(74)
-    value = (ms & 0xFFFFFFFFFFFF) << 80 | 0x7 << 76 | (rand >> 62) << 64 | 0b10 << 62 | (rand & ((1 << 62) - 1))
-    h = f"{value:032x}"
+    h = "%032x" % ((ms & 0xFFFFFFFFFFFF) << 80 | (_rng.getrandbits(80) & _RAND_MASK) | _FIXED)
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

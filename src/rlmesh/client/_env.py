@@ -228,10 +228,12 @@ class _RemoteEnvBase:
                 if len(segs) != k + 3:
                     raise ProtocolException("the env's step reply carries no reward/termination lanes")
                 n = self._num_envs
-                rewards = _lane_array(segs[k], "<f8", n)
-                terminated = _lane_array(segs[k + 1], np.uint8, n) != 0  # any nonzero byte is "set"
-                truncated = _lane_array(segs[k + 2], np.uint8, n) != 0
-                ended = np.flatnonzero(terminated | truncated).tolist()
+                rewards = _lane_array(segs[k], _F8, n)
+                term8 = _lane_array(segs[k + 1], _U8, n)
+                trunc8 = _lane_array(segs[k + 2], _U8, n)
+                terminated = term8 != 0  # any nonzero byte is "set"
+                truncated = trunc8 != 0
+                ended = (term8 | trunc8).nonzero()[0].tolist()
                 self._inject(info, "episode_ids", list(self._episode_ids))
                 self._inject(info, "completed_episodes", len(ended))
                 if ended and self._autoreset != "Disabled":  # AR-9: roll ids for the next step
@@ -399,8 +401,11 @@ class RemoteVectorEnv(_RemoteEnvBase):
         return self._step(actions)
 
 
-def _lane_array(raw: np.ndarray[Any, Any], dtype: Any, n: int) -> np.ndarray[Any, Any]:
-    dt = np.dtype(dtype)
+_F8 = np.dtype("<f8")
+_U8 = np.dtype(np.uint8)
+
+
+def _lane_array(raw: np.ndarray[Any, Any], dt: np.dtype[Any], n: int) -> np.ndarray[Any, Any]:
     if raw.nbytes != n * dt.itemsize:
         raise ProtocolException(f"the env's step reply carries {raw.nbytes} bytes for {n} lanes")
     return raw.view(dt)

@@ -24,6 +24,7 @@ from ..errors import (
     exception_for_code,
 )
 from ..transport import Address, Connection, dial
+from ..transport.connection import busy_poll_default
 from ..wire import frames, handshake, messages as m
 from ..wire.messages import decode_header, encode_message
 from ..wire.session import SessionState
@@ -110,6 +111,7 @@ class ClientSession:
             raise ConnectFailed(f"connected to {noun} at '{url}', but the handshake failed ({reply.message})")
         self.welcome: m.Welcome = reply
         self.conn.limits = frames.DEFAULT_LIMITS
+        self.conn.busy_poll = busy_poll_default()
 
     # -- requests -------------------------------------------------------------------------
 

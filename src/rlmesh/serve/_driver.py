@@ -84,23 +84,25 @@ class _Lane:
 class _Books:
     """Per-lane episode state (AR-4).
 
-    Lane states are a plain list (a 16-lane loop in Python beats a handful of tiny
-    numpy calls); step counts derive from one shared step counter, and rewards
-    accumulate in one float64 array. While every lane is mid-episode a step costs
-    one increment and one vector add (bench_vector.py).
+    Lane states are a plain list plus the (usually short) list of lanes that are
+    not mid-episode, so a step touches only those; step counts derive from one
+    shared step counter and rewards accumulate in one float64 array. A step where
+    every lane is mid-episode costs one increment and one vector add
+    (bench_vector.py).
     """
 
     def __init__(self, n: int) -> None:
         self.lanes = [_Lane() for _ in range(n)]
         self.state = [IDLE] * n
-        self.all_active = False
+        self.waiting = list(range(n))  # lanes whose state is not ACTIVE, ascending
         self.clock = 0  # steps taken by the endpoint while lanes were active
         self.reward = np.zeros(n, dtype=np.float64)
         self.extra_steps = [0] * n  # per-lane step corrections (steps taken while others idled)
 
     def reset_all(self) -> None:
-        self.state = [IDLE] * len(self.lanes)
-        self.all_active = False
+        n = len(self.lanes)
+        self.state = [IDLE] * n
+        self.waiting = list(range(n))
 
     def start(self, i: int, episode_id: str, seed: int | None, now_ns: int | None = None) -> None:
         lane = self.lanes[i]
@@ -109,11 +111,17 @@ class _Books:
         lane.start_ns = time.time_ns() if now_ns is None else now_ns
         lane.start_step = self.clock
         self.extra_steps[i] = 0
-        self.state[i] = ACTIVE
         self.reward[i] = 0.0
+        if self.state[i] != ACTIVE:
+            self.state[i] = ACTIVE
+            self.waiting.remove(i)
 
-    def refresh(self) -> None:
-        self.all_active = IDLE not in self.state and PENDING not in self.state
+    def park(self, i: int, st: int) -> None:
+        """Lane ``i`` leaves ACTIVE for PENDING (awaiting its autoreset) or IDLE."""
+        if self.state[i] == ACTIVE:
+            self.waiting.append(i)
+            self.waiting.sort()
+        self.state[i] = st
 
     def steps(self, i: int) -> int:
         return self.clock - self.lanes[i].start_step + self.extra_steps[i]
@@ -207,7 +215,6 @@ class Driver:
             seed = req.seeds[j] if req.seeds else None
             eid = req.episode_ids[j] if req.episode_ids else new_episode_id()
             books.start(i, eid, seed)
-        books.refresh()
         scalars, segments = self._split_obs(canonical, partial=len(indices) if indices else None)
         info_out = self._info(info, "reset")
         return m.ResetReply(obs=scalars, info=info_out, endpoint_ns=time.perf_counter_ns() - started), segments
@@ -245,8 +252,8 @@ class Driver:
                 segs,
             )
         segs.append(np.ascontiguousarray(reward, dtype="<f8"))
-        segs.append(np.ascontiguousarray(terminated, dtype=np.uint8))
-        segs.append(np.ascontiguousarray(truncated, dtype=np.uint8))
+        segs.append(_flag_bytes(terminated))
+        segs.append(_flag_bytes(truncated))
         return (
             m.StepReply(obs=scalars, info=info_out, completed=completed, endpoint_ns=time.perf_counter_ns() - started),
             segs,
@@ -368,63 +375,63 @@ class Driver:
             books.clock += 1
             books.reward[0] += reward
             if terminated or truncated:
-                state[0] = IDLE
-                books.all_active = False
+                books.park(0, IDLE)
                 return [books.record(0, bool(terminated), bool(truncated), _final_info_scalar(info))]
             return []
         done = terminated | truncated
-        if books.all_active:  # fast path: every lane mid-episode
-            books.clock += 1
-            books.reward += reward
-            if not done.any():
-                return []
-            return self._transitions(terminated, truncated, done.tolist(), info)
-        rewards = reward.tolist()
-        done_l = done.tolist()
-        if self.view.autoreset == "NextStep":  # AR-6: validated before any state changes
-            for i, st in enumerate(state):
-                if st == PENDING and (done_l[i] or rewards[i] != 0):
-                    raise RequestFailed(
-                        "INTERNAL",
-                        f"step failed: NEXT_STEP autoreset contract violated on lane {i}: the autoreset "
-                        "step must report reward 0 and not done",
-                        op="step",
-                        recoverable=False,
-                    )
+        waiting = books.waiting
+        if waiting:
+            if self.view.autoreset == "NextStep":  # AR-6: validated before any state changes
+                for i in waiting:
+                    if state[i] == PENDING and (done[i] or reward[i] != 0):
+                        raise RequestFailed(
+                            "INTERNAL",
+                            f"step failed: NEXT_STEP autoreset contract violated on lane {i}: the autoreset "
+                            "step must report reward 0 and not done",
+                            op="step",
+                            recoverable=False,
+                        )
+            extra = books.extra_steps
+            for i in waiting:
+                extra[i] -= 1  # the shared clock ticks, these lanes do not
         books.clock += 1
-        extra = books.extra_steps
-        for i, st in enumerate(state):
-            if st == ACTIVE:
-                books.reward[i] += rewards[i]
-            else:
-                extra[i] -= 1  # the shared clock ticked, this lane did not
-        return self._transitions(terminated, truncated, done_l, info)
+        books.reward += reward  # a waiting lane's sum is zeroed when its episode starts
+        ended = done.nonzero()[0].tolist()
+        if not (ended or waiting):
+            return []
+        return self._transitions(terminated, truncated, ended, info)
 
     def _transitions(
-        self, terminated: Any, truncated: Any, done: list[bool], info: dict[str, Any]
+        self, terminated: Any, truncated: Any, ended: list[int], info: dict[str, Any]
     ) -> list[m.EpisodeRecord]:
         """The slow path of :meth:`_account`: lanes that ended, or start after an autoreset."""
         books = self._books
         state = books.state
+        lanes = books.lanes
         mode = self.view.autoreset
-        completed: list[m.EpisodeRecord] = []
         now = time.time_ns()
-        for i, st in enumerate(state):
-            if st == PENDING:  # the autoreset observation starts a new episode (AR-5)
-                books.start(i, books.lanes[i].episode_id or new_episode_id(), None, now)
-            elif st == ACTIVE and done[i]:
-                completed.append(
-                    books.record(i, bool(terminated[i]), bool(truncated[i]), _final_info_lane(info, i), now)
-                )
-                if mode == "NextStep":
-                    state[i] = PENDING
-                elif mode == "SameStep":
-                    books.start(i, "", None, now)  # the client pushes the new id with the next step
-                    books.lanes[i].start_step = books.clock  # counted from the next step
-                else:
-                    state[i] = IDLE
-        books.refresh()
+        for i in [i for i in books.waiting if state[i] == PENDING]:  # the autoreset obs starts an episode (AR-5)
+            books.start(i, lanes[i].episode_id or new_episode_id(), None, now)
+        completed: list[m.EpisodeRecord] = []
+        for i in ended:
+            if state[i] != ACTIVE:
+                continue
+            completed.append(books.record(i, bool(terminated[i]), bool(truncated[i]), _final_info_lane(info, i), now))
+            if mode == "NextStep":
+                books.park(i, PENDING)
+            elif mode == "SameStep":
+                books.start(i, "", None, now)  # the client pushes the new id with the next step
+                lanes[i].start_step = books.clock  # counted from the next step
+            else:
+                books.park(i, IDLE)
         return completed
+
+
+def _flag_bytes(flags: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """A lane flag vector as wire bytes (0/1): the bool array itself when it is contiguous."""
+    if flags.dtype == np.bool_ and flags.flags.c_contiguous:
+        return flags.view(np.uint8)
+    return np.ascontiguousarray(flags, dtype=np.uint8)
 
 
 def _msg(exc: BaseException) -> str:

@@ -393,6 +393,8 @@ def _index(v: Any, i: int) -> Any:
 
 
 def _lanes(x: Any, dtype: Any, n: int) -> np.ndarray[Any, Any]:
+    if type(x) is np.ndarray and x.dtype == dtype and x.shape == (n,):
+        return x  # what a gymnasium vector env returns
     arr = np.asarray(x, dtype=dtype).reshape(-1)
     if arr.size == 0:
         return np.zeros(n, dtype=dtype)  # AR-6: empty vectors read as 0/false

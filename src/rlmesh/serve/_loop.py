@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from .._build import PROTOCOL_GENERATION
 from ..errors import CODE_NUMBERS, ConnectionLost, ProtocolException
-from ..transport.connection import Connection
+from ..transport.connection import Connection, busy_poll_default
 from ..wire import frames, handshake, messages as m
 from ..wire.messages import decode_header, encode_message
 from ..wire.session import SessionState
@@ -149,6 +149,7 @@ class ServeLoop:
         self._active: _Peer | None = None
         self._last_activity = time.monotonic()
         self.on_request: Callable[[], None] | None = None
+        self._busy_poll = busy_poll_default()
 
     # -- control ------------------------------------------------------------------------
 
@@ -252,8 +253,8 @@ class ServeLoop:
             if frame is None:
                 return
             self._dispatch(peer, frame)
-            if not conn.buffered:
-                return
+            if not (conn.buffered or conn.busy_poll) or self._stop.is_set():
+                return  # a busy-polling session reads on: its next request is due shortly
 
     # -- dispatch -----------------------------------------------------------------------
 
@@ -285,13 +286,16 @@ class ServeLoop:
             self._end_active(peer, already_ended=True)
             self._touch()
             return
-        started = time.perf_counter_ns()
+        timeout_ms = getattr(msg, "timeout_ms", 0)
         try:
-            reply, segments = self.service.handle(msg, frame)
-            timeout_ms = getattr(msg, "timeout_ms", 0)
-            if timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms:  # SES-4: late result dropped
-                op = _OPS.get(kind, "request")
-                raise RequestFailed("TIMEOUT", f"env.{op} timed out after {timeout_ms}ms", op=op)
+            if timeout_ms:
+                started = time.perf_counter_ns()
+                reply, segments = self.service.handle(msg, frame)
+                if (time.perf_counter_ns() - started) / 1e6 > timeout_ms:  # SES-4: late result dropped
+                    op = _OPS.get(kind, "request")
+                    raise RequestFailed("TIMEOUT", f"env.{op} timed out after {timeout_ms}ms", op=op)
+            else:
+                reply, segments = self.service.handle(msg, frame)
         except RequestFailed as failure:
             self._send(peer, failure.to_message(), rid)
             if not failure.recoverable:  # DELTA-19: a fatal error ends the session
@@ -346,6 +350,7 @@ class ServeLoop:
         self._active = peer
         peer.session.on_reply(m.Hello.KIND, m.Welcome.KIND)
         peer.conn.limits = self.limits
+        peer.conn.busy_poll = self._busy_poll
         self._send(peer, answer, rid)
 
     def _shutdown_request(self, peer: _Peer, msg: m.Shutdown, rid: int) -> None:

@@ -23,6 +23,7 @@ __all__ = ["RangeCheck", "compile_range_check"]
 
 RangeCheck = Callable[[Any], "list[tuple[str, str]]"]
 _Check = Callable[[Any, "list[tuple[str, str]]"], None]
+_PREBROADCAST_MAX = 1 << 14  # elements per bound array kept at the value's full (lanes, *shape)
 
 
 def _first(mask: np.ndarray[Any, Any]) -> int:
@@ -86,9 +87,17 @@ def _range_box(spec: SpaceSpec, path: str, lanes: int | None) -> _Check | None:
             return True
 
     else:
+        full = (lanes, *spec._shape) if lanes is not None else tuple(spec._shape)
+        if lo.shape != full and math.prod(full) <= _PREBROADCAST_MAX:
+            # comparing against bounds of the value's own shape skips numpy's broadcasting setup
+            lo_q = np.ascontiguousarray(np.broadcast_to(lo, full))
+            hi_q = np.ascontiguousarray(np.broadcast_to(hi, full))
+        else:
+            lo_q, hi_q = lo, hi
+        less, greater, count = np.less, np.greater, np.count_nonzero
 
         def quick(a: np.ndarray[Any, Any]) -> bool:
-            return not ((need_lo and (a < lo).any()) or (need_hi and (a > hi).any()))
+            return not ((need_lo and count(less(a, lo_q))) or (need_hi and count(greater(a, hi_q))))
 
     def check(a: np.ndarray[Any, Any], out: list[tuple[str, str]]) -> None:
         if quick(a):
@@ -99,6 +108,7 @@ def _range_box(spec: SpaceSpec, path: str, lanes: int | None) -> _Check | None:
         idx, lane = _where(i, numel, lanes)
         out.append((path, f"Box value at element {idx} out of bounds: {side}{lane}"))
 
+    check.quick = quick  # type: ignore[attr-defined]  # lets a root Box skip a call level
     return check
 
 
@@ -174,6 +184,17 @@ def compile_range_check(spec: SpaceSpec, *, lanes: int | None = None) -> RangeCh
     if check is None:
         return None
     run = check
+    quick = getattr(check, "quick", None)
+    if quick is not None:  # a Box at the root: the common in-range case is one call
+
+        def box_check(value: Any) -> list[tuple[str, str]]:
+            if quick(value):
+                return []
+            out: list[tuple[str, str]] = []
+            run(value, out)
+            return out
+
+        return box_check
 
     def range_check(value: Any) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []

@@ -239,8 +239,12 @@ def _structural_check(
         if spec.dtype not in FLOAT_DTYPES:
             return None
 
+        vdot = np.vdot
+
         def no_nan(a: np.ndarray[Any, Any]) -> None:
-            _nan_check(a, path, label, numel, lanes)
+            total = vdot(a, a)  # see _nan_check
+            if total != total:
+                _nan_check(a, path, label, numel, lanes)
 
         return no_nan
     if spec.kind == "multi_binary":
@@ -353,7 +357,12 @@ def _compile_discrete_lanes(spec: SpaceSpec, path: str, lanes: int, lo: int, hi:
             raise _count_error(path, lanes, arr.shape[0] if arr.ndim else 1)
         if not arr.flags.c_contiguous:
             arr = np.asarray(arr, order="C")
-        if int(arr.min()) < lo or int(arr.max()) >= hi:
+        if lanes <= 64:  # a handful of Python ints compares faster than two numpy reductions
+            vals = arr.tolist()
+            bad = bool(vals) and (min(vals) < lo or max(vals) >= hi)
+        else:
+            bad = int(arr.min()) < lo or int(arr.max()) >= hi
+        if bad:
             i = _first((arr < lo) | (arr > hi - 1))
             raise ValueError(
                 f"{path}: Discrete value {arr[i]} not in range [{lo}, {hi}) (lane {i})"

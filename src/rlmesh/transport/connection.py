@@ -12,6 +12,7 @@ the stream never desynchronizes.
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 import time
@@ -24,12 +25,47 @@ from ..wire import frames
 from ..wire.frames import PREFIX_SIZE, Frame, FrameLimits, FramePlan
 from .address import Address
 
-__all__ = ["Connection", "dial", "listen"]
+__all__ = ["Connection", "busy_poll_default", "dial", "listen"]
 
 _IOV_MAX = 512  # stay well below the kernel's 1024-iovec limit per sendmsg
 
 
 _SCRATCH = 8 * 1024  # one recv_into fetches a whole small frame; large bodies go straight to their buffer
+
+_BUSY_POLL_DEFAULT_US = 250
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+
+
+def busy_poll_default() -> float:
+    """The busy-poll cap in seconds: ``RLMESH_BUSY_POLL_US`` (0 disables), else 250 µs.
+
+    Polling only pays when the peer runs on another core, so it is off where this
+    process may use a single CPU (or the platform has no ``MSG_DONTWAIT``).
+    """
+    raw = os.environ.get("RLMESH_BUSY_POLL_US", "").strip()
+    try:
+        us = float(raw) if raw else _BUSY_POLL_DEFAULT_US
+    except ValueError:
+        us = _BUSY_POLL_DEFAULT_US
+    if us <= 0 or not _DONTWAIT:
+        return 0.0
+    return us / 1e6 if _usable_cpus() >= 2 else 0.0
+
+
+def _usable_cpus() -> float:
+    """CPUs this process may run on: its affinity mask, capped by a cgroup v2 CPU quota."""
+    try:
+        cpus: float = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:  # "max 100000" or "<quota> <period>"
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, int(quota) / int(period))
+    except (OSError, ValueError):
+        pass
+    return cpus
 
 
 class Connection:
@@ -39,6 +75,14 @@ class Connection:
     costs one ``recv_into``; its body is then copied once into a fresh buffer
     (a few hundred bytes). A large body is read straight into its own fresh
     buffer after the bytes already in the scratch: one copy from the kernel.
+
+    Busy polling (``busy_poll`` seconds, 0 = off): after a frame is sent, the
+    first read of the answer first polls the socket without sleeping for up to
+    twice the recent answer time, capped at ``busy_poll``, and only then blocks
+    (or, on a non-blocking socket, reports "dry"). A wake-up from a blocking read
+    costs several microseconds on a loaded VM; a request/reply loop whose peer
+    answers within the cap saves that on every exchange. When answers take
+    longer than the cap (a slow env or policy), the poll is skipped.
 
     Args:
         sock: A connected stream socket.
@@ -51,9 +95,12 @@ class Connection:
         "_end",
         "_plan",
         "_scratch",
+        "_sent_at",
         "_start",
         "_sview",
         "_timeout",
+        "_wait",
+        "busy_poll",
         "closed",
         "limits",
         "sock",
@@ -75,6 +122,9 @@ class Connection:
         self._bfill = 0
         self._timeout: Any = sock.gettimeout()
         self.closed = False
+        self.busy_poll = 0.0
+        self._sent_at = 0.0  # perf_counter() of the last send while an answer is awaited
+        self._wait = -1.0  # moving average of answer times (seconds); < 0 before the first
 
     # -- sending ------------------------------------------------------------------------
 
@@ -101,6 +151,8 @@ class Connection:
                 if total is None:
                     total = sum(_nbytes(b) for b in bufs)
                 if sent == total:
+                    if self.busy_poll:
+                        self._sent_at = time.perf_counter()
                     return
                 bufs = _advance(bufs, sent)
             while bufs:
@@ -110,6 +162,8 @@ class Connection:
                     self._wait_writable(deadline)
                     continue
                 bufs = _advance(bufs, sent)
+            if self.busy_poll:
+                self._sent_at = time.perf_counter()
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
             raise ConnectionLost(f"the peer closed the connection ({exc.strerror or exc})") from exc
         except TimeoutError:
@@ -143,18 +197,22 @@ class Connection:
                 while self._end - self._start < PREFIX_SIZE:
                     self._fill()
                 start = self._start
-                plan = frames.decode_prefix(self._sview[start : start + PREFIX_SIZE], self.limits)
+                plan = frames.decode_prefix_at(self._scratch, start, self.limits)
                 start += PREFIX_SIZE
                 self._start = start
                 size = plan.body_len
                 avail = self._end - start
                 if avail >= size:  # the whole body is already here: one copy out of the scratch
                     if size < frames.SMALL_BODY:
-                        body = np.frombuffer(bytearray(self._sview[start : start + size]), dtype=np.uint8)
+                        body = np.frombuffer(self._scratch[start : start + size], np.uint8)
                     else:  # keep the 64-byte alignment promise for larger bodies
                         body = frames.new_body(plan)
                         body[:] = np.frombuffer(self._scratch, np.uint8, size, start)
-                    self._consume(size)
+                    start += size
+                    if start == self._end:
+                        self._start = self._end = 0
+                    else:
+                        self._start = start
                     return frames.split_body(plan, body)
                 body = frames.new_body(plan)
                 if avail:
@@ -193,10 +251,61 @@ class Connection:
             n = self._end - self._start
             self._scratch[:n] = self._scratch[self._start : self._end]
             self._start, self._end = 0, n
-        n = self.sock.recv_into(self._sview[self._end :])
+        view = self._sview[self._end :]
+        n = self._poll(view) if self._sent_at else self.sock.recv_into(view)
         if not n:
             raise self._eof()
         self._end += n
+
+    def _poll(self, view: memoryview) -> int:
+        """The first read of an answer: busy-poll (see the class docs), then read normally."""
+        pc = time.perf_counter
+        sent = self._sent_at
+        cap = self.busy_poll
+        wait = self._wait
+        if wait < 0:
+            budget = cap
+        elif wait < cap:
+            budget = min(cap, 2.0 * wait)
+        else:
+            budget = 0.0  # answers take longer than polling may burn
+        if budget:
+            sock = self.sock
+            if self._timeout is None:  # a blocking fd: ask for this one call not to block
+                recv = sock.recv_into
+                end = pc() + budget
+                while True:
+                    try:
+                        n = recv(view, 0, _DONTWAIT)
+                        break
+                    except BlockingIOError:
+                        if pc() > end:
+                            n = -1
+                            break
+            else:  # the fd is already non-blocking; a plain read skips the timeout's poll()
+                fd = sock.fileno()
+                end = pc() + budget
+                while True:
+                    try:
+                        n = os.readv(fd, [view])
+                        break
+                    except BlockingIOError:
+                        if pc() > end:
+                            n = -1
+                            break
+            if n >= 0:
+                self._answered(pc() - sent)
+                return n
+        n = self.sock.recv_into(view)  # blocks, times out, or raises BlockingIOError when dry
+        self._answered(pc() - sent)
+        return n
+
+    def _answered(self, seconds: float) -> None:
+        self._sent_at = 0.0
+        limit = 4.0 * self.busy_poll  # one long answer must not switch polling off for long
+        sample = seconds if seconds < limit else limit
+        wait = self._wait
+        self._wait = sample if wait < 0 else wait + (sample - wait) * 0.125
 
     def _consume(self, n: int) -> None:
         self._start += n

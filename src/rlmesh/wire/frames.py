@@ -52,6 +52,7 @@ __all__ = [
     "FrameLimits",
     "FramePlan",
     "decode_prefix",
+    "decode_prefix_at",
     "encode_frame",
     "split_body",
 ]
@@ -143,9 +144,23 @@ class Buffers(list[Any]):
 
     __slots__ = ("nbytes",)
 
-    def __init__(self, items: Any, nbytes: int) -> None:
-        super().__init__(items)
-        self.nbytes = nbytes
+    nbytes: int
+
+
+_TABLES: dict[int, struct.Struct] = {}
+
+
+def _table(count: int) -> struct.Struct:
+    table = _TABLES.get(count)
+    if table is None:
+        table = _TABLES[count] = struct.Struct(f"<{count}Q")
+    return table
+
+
+def _buffers(items: list[Any], nbytes: int) -> Buffers:
+    out = Buffers(items)
+    out.nbytes = nbytes
+    return out
 
 
 def encode_frame(
@@ -170,26 +185,22 @@ def encode_frame(
     hlen = len(header)
     count = len(segments)
     if not count:
-        return Buffers((PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 0, hlen) + header,), PREFIX_SIZE + hlen)
-    pos = hlen + ((-hlen) % 8) + 8 * count
-    out = Buffers((b"",), 0)  # placeholder for the head
+        return _buffers([PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 0, hlen) + header], PREFIX_SIZE + hlen)
+    hpad = -hlen % 8
+    pos = hlen + hpad + 8 * count
+    out = Buffers((b"",))
     lengths: list[int] = []
     for seg in segments:
-        n = seg.nbytes if isinstance(seg, np.ndarray) else memoryview(seg).nbytes
+        n = seg.nbytes if type(seg) is np.ndarray else memoryview(seg).nbytes
         lengths.append(n)
-        pad = (-pos) % SEGMENT_ALIGN
+        pad = -pos % SEGMENT_ALIGN
         if pad:
             out.append(_ZEROS[:pad])
         if n:
             out.append(seg)
         pos += pad + n
     out[0] = b"".join(
-        (
-            PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos),
-            header,
-            _ZEROS[: (-hlen) % 8],
-            struct.pack(f"<{count}Q", *lengths),
-        )
+        (PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos), header, _ZEROS[:hpad], _table(count).pack(*lengths))
     )
     out.nbytes = PREFIX_SIZE + pos
     return out
@@ -203,7 +214,12 @@ def decode_prefix(prefix: bytes | bytearray | memoryview, limits: FrameLimits = 
     """
     if len(prefix) != PREFIX_SIZE:
         raise ProtocolException(f"frame prefix must be {PREFIX_SIZE} bytes, got {len(prefix)}")
-    magic, version, kind, request_id, hlen, count, body_len = PREFIX.unpack(prefix)
+    return decode_prefix_at(prefix, 0, limits)
+
+
+def decode_prefix_at(buf: bytes | bytearray | memoryview, offset: int, limits: FrameLimits = DEFAULT_LIMITS) -> FramePlan:
+    """:func:`decode_prefix` of the 24 bytes at ``buf[offset:]`` (no slice is made)."""
+    magic, version, kind, request_id, hlen, count, body_len = PREFIX.unpack_from(buf, offset)
     if magic != MAGIC:
         raise ProtocolException(f"not an rlmesh frame: magic {bytes(magic)!r}, expected {MAGIC!r}")
     if version != VERSION:
@@ -216,7 +232,7 @@ def decode_prefix(prefix: bytes | bytearray | memoryview, limits: FrameLimits = 
         raise ProtocolException(
             f"frame body of {body_len} bytes exceeds the limit of {limits.max_frame_bytes}"
         )
-    if body_len < _table_end(hlen, count):
+    if body_len < (hlen + (-hlen % 8) + 8 * count if count else hlen):  # the table's end (_table_end)
         raise ProtocolException(f"frame body of {body_len} bytes is shorter than its header and table")
     return FramePlan(kind, request_id, hlen, count, body_len)
 
@@ -242,7 +258,7 @@ def split_body(plan: FramePlan, body: np.ndarray[Any, np.dtype[np.uint8]]) -> Fr
     segments: list[np.ndarray[Any, np.dtype[np.uint8]]] = []
     if count:
         start = hlen + ((-hlen) % 8)
-        lengths = struct.unpack_from(f"<{count}Q", view, start)
+        lengths = _table(count).unpack_from(view, start)
         pos = start + 8 * count
         end = plan.body_len
         for n in lengths:

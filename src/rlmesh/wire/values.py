@@ -61,11 +61,15 @@ class ValueCodec:
         self.segment_count = 0
         self.scalar_count = 0
         self._split, self._join = self._compile(spec, "$")
+        self._leaf = self._direct_leaf(spec)
 
     # -- public -----------------------------------------------------------------------
 
     def split(self, value: Any) -> tuple[list[Any], list[Any]]:
         """Canonical value -> (header scalars, segment arrays). No copies."""
+        leaf = self._leaf
+        if leaf is not None:  # one leaf at the root (most observations and actions)
+            return ([], [value]) if leaf == "segment" else ([value], [])
         scalars: list[Any] = []
         segments: list[Any] = []
         self._split(value, scalars, segments)
@@ -82,8 +86,13 @@ class ValueCodec:
                 f"value for {self.spec!r} needs {self.scalar_count} scalars and "
                 f"{self.segment_count} segments, got {len(scalars)} and {len(segments)}"
             )
-        cursor = [0, 0]
-        return self._join(scalars, segments, cursor)
+        return self._join(scalars, segments, [0, 0])
+
+    def _direct_leaf(self, spec: SpaceSpec) -> str | None:
+        """``"segment"``/``"scalar"`` when the root itself is the one leaf, else ``None``."""
+        if self.segment_count + self.scalar_count != 1 or spec.kind in ("dict", "tuple"):
+            return None
+        return "segment" if self.segment_count else "scalar"
 
     # -- compilation ----------------------------------------------------------------------
 

@@ -1,0 +1,154 @@
+"""The framed connection: whole frames over a socket pair, and busy polling (bounded, optional)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from rlmesh.errors import ConnectionLost
+from rlmesh.transport import connection as conn_mod
+from rlmesh.transport.connection import Connection, busy_poll_default
+from rlmesh.wire import messages as m
+from rlmesh.wire.messages import decode_header, encode_message
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair()
+    ca, cb = Connection(a), Connection(b)
+    yield ca, cb
+    ca.close()
+    cb.close()
+
+
+def _ping(rid: int = 1) -> list[object]:
+    return encode_message(m.Ping(), rid)
+
+
+# -- busy_poll_default -------------------------------------------------------------------
+
+
+def test_busy_poll_default_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conn_mod, "_usable_cpus", lambda: 2)
+    monkeypatch.setenv("RLMESH_BUSY_POLL_US", "100")
+    assert busy_poll_default() == pytest.approx(100e-6)
+    monkeypatch.setenv("RLMESH_BUSY_POLL_US", "0")
+    assert busy_poll_default() == 0.0
+    monkeypatch.setenv("RLMESH_BUSY_POLL_US", "-5")
+    assert busy_poll_default() == 0.0
+    monkeypatch.setenv("RLMESH_BUSY_POLL_US", "not a number")
+    assert busy_poll_default() == pytest.approx(250e-6)
+    monkeypatch.delenv("RLMESH_BUSY_POLL_US")
+    assert busy_poll_default() == pytest.approx(250e-6)
+
+
+def test_busy_poll_is_off_on_a_single_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RLMESH_BUSY_POLL_US", raising=False)
+    monkeypatch.setattr(conn_mod, "_usable_cpus", lambda: 1)
+    assert busy_poll_default() == 0.0
+    monkeypatch.setattr(conn_mod, "_usable_cpus", lambda: 1.5)  # a cgroup quota of 1.5 CPUs
+    assert busy_poll_default() == 0.0
+
+
+# -- frames over a socket pair -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("poll", [0.0, 250e-6])
+def test_request_and_reply_round_trip(pair: tuple[Connection, Connection], poll: float) -> None:
+    client, server = pair
+    client.busy_poll = server.busy_poll = poll
+    payload = np.arange(1000, dtype=np.float32)
+    for rid in range(1, 6):
+        client.send(encode_message(m.Ping(), rid, [payload]))
+        frame = server.recv_frame()
+        assert frame is not None and frame.request_id == rid
+        np.testing.assert_array_equal(frame.segments[0].view(np.float32), payload)
+        server.send(encode_message(m.Pong(state="ready"), rid))
+        reply = client.recv_frame()
+        assert reply is not None and reply.request_id == rid
+        assert decode_header(reply) == m.Pong(state="ready")
+
+
+@pytest.mark.parametrize("timeout", [None, 5.0])
+def test_a_late_answer_is_still_read_after_the_poll_gives_up(
+    pair: tuple[Connection, Connection], timeout: float | None
+) -> None:
+    client, server = pair
+    client.busy_poll = 100e-6
+    client.sock.settimeout(timeout)
+    client.settimeout(timeout)
+
+    def answer_late() -> None:
+        frame = server.recv_frame()
+        assert frame is not None
+        time.sleep(0.05)  # 500x the polling cap
+        server.send(encode_message(m.Pong(state="ready"), frame.request_id))
+
+    t = threading.Thread(target=answer_late)
+    t.start()
+    client.send(_ping(7))
+    reply = client.recv_frame()
+    t.join(5)
+    assert reply is not None and reply.request_id == 7
+
+
+def test_slow_answers_switch_polling_off_and_fast_ones_back_on(pair: tuple[Connection, Connection]) -> None:
+    client, server = pair
+    client.busy_poll = 200e-6
+    for _ in range(3):
+        client.send(_ping())
+        assert server.recv_frame() is not None
+        time.sleep(0.005)  # the reply is already waiting, but it was "slow" to come
+        server.send(_ping())
+        assert client.recv_frame() is not None
+    assert client._wait >= client.busy_poll  # polling would burn more than it saves: skipped
+    for _ in range(60):
+        client.send(_ping())
+        assert server.recv_frame() is not None
+        server.send(_ping())
+        assert client.recv_frame() is not None
+    assert client._wait < client.busy_poll
+
+
+def test_a_timeout_still_applies_while_polling(pair: tuple[Connection, Connection]) -> None:
+    client, server = pair
+    client.busy_poll = 250e-6
+    client.sock.settimeout(0.05)
+    client.settimeout(0.05)
+    client.send(_ping())
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        client.recv_frame()  # nobody answers
+    assert time.monotonic() - started < 2.0
+    server.send(_ping(1))  # the stream is intact: the late answer is read whole
+    frame = client.recv_frame()
+    assert frame is not None and frame.request_id == 1
+
+
+def test_a_non_blocking_socket_reports_dry_after_polling(pair: tuple[Connection, Connection]) -> None:
+    client, server = pair
+    server.sock.setblocking(False)
+    server.settimeout(0.0)
+    server.busy_poll = 100e-6
+    server.send(_ping())  # arms the poll for the next read
+    assert client.recv_frame() is not None
+    assert server.recv_frame() is None  # nothing came within the poll: "call again when readable"
+    client.send(_ping(3))
+    deadline = time.monotonic() + 5
+    frame = None
+    while frame is None and time.monotonic() < deadline:
+        frame = server.recv_frame()
+    assert frame is not None and frame.request_id == 3
+
+
+def test_the_peer_closing_during_a_poll_is_connection_lost(pair: tuple[Connection, Connection]) -> None:
+    client, server = pair
+    client.busy_poll = 250e-6
+    client.send(_ping())
+    server.close()
+    with pytest.raises(ConnectionLost):
+        client.recv_frame()
