@@ -99,3 +99,22 @@ def test_an_autoreset_step_that_reports_done_breaks_the_next_step_contract() -> 
     env.t[0] = 0
     with pytest.raises(RequestFailed, match="NEXT_STEP autoreset contract violated on lane 0"):
         d.step(m.Step(action=[]), seg)
+
+
+def test_a_lane_reset_after_idling_counts_only_its_new_episode() -> None:
+    env = Scripted("Disabled", (2, 50))
+    d = Driver(view_of(env))
+    d.begin_session()
+    d.reset(m.Reset(episode_ids=["a", "b"]))
+    seg = [np.zeros(2, np.int64).view(np.uint8)]
+    for _ in range(5):  # lane 0 ends at step 2, then idles (the env still pays it reward) for 3 steps
+        d.step(m.Step(action=[]), seg)
+    env.t[0] = 0
+    d.reset(m.Reset(env_indices=[0], episode_ids=["a2"]))
+    completed: list[m.EpisodeRecord] = []
+    for _ in range(2):
+        reply, _ = d.step(m.Step(action=[]), seg)
+        completed.extend(reply.completed)
+    assert [(r.episode_id, r.step_count, r.cumulative_reward) for r in completed] == [("a2", 2, 2.0)]
+    final = d.end_session()
+    assert [(r.episode_id, r.step_count, r.cumulative_reward) for r in final] == [("b", 7, 7.0)]
