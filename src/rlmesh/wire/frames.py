@@ -148,6 +148,7 @@ class Buffers(list[Any]):
 
 
 _TABLES: dict[int, struct.Struct] = {}
+_U64 = struct.Struct("<Q")
 
 
 def _table(count: int) -> struct.Struct:
@@ -188,6 +189,18 @@ def encode_frame(
         return _buffers([PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 0, hlen) + header], PREFIX_SIZE + hlen)
     hpad = -hlen % 8
     pos = hlen + hpad + 8 * count
+    if count == 1:  # the common case (one observation or action leaf): the pad rides in the head
+        seg = segments[0]
+        n = seg.nbytes if type(seg) is np.ndarray else memoryview(seg).nbytes
+        pad = -pos % SEGMENT_ALIGN
+        body = pos + pad + n
+        out = Buffers(
+            (b"".join((PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 1, body), header, _ZEROS[:hpad], _U64.pack(n), _ZEROS[:pad])),)
+        )
+        if n:
+            out.append(seg)
+        out.nbytes = PREFIX_SIZE + body
+        return out
     out = Buffers((b"",))
     lengths: list[int] = []
     for seg in segments:
@@ -220,6 +233,15 @@ def decode_prefix(prefix: bytes | bytearray | memoryview, limits: FrameLimits = 
 def decode_prefix_at(buf: bytes | bytearray | memoryview, offset: int, limits: FrameLimits = DEFAULT_LIMITS) -> FramePlan:
     """:func:`decode_prefix` of the 24 bytes at ``buf[offset:]`` (no slice is made)."""
     magic, version, kind, request_id, hlen, count, body_len = PREFIX.unpack_from(buf, offset)
+    if (
+        magic == MAGIC
+        and version == VERSION
+        and hlen <= limits.max_header_bytes
+        and count <= limits.max_segments
+        and body_len <= limits.max_frame_bytes
+        and body_len >= (hlen + (-hlen % 8) + 8 * count if count else hlen)
+    ):
+        return FramePlan(kind, request_id, hlen, count, body_len)
     if magic != MAGIC:
         raise ProtocolException(f"not an rlmesh frame: magic {bytes(magic)!r}, expected {MAGIC!r}")
     if version != VERSION:
@@ -255,6 +277,18 @@ def split_body(plan: FramePlan, body: np.ndarray[Any, np.dtype[np.uint8]]) -> Fr
     hlen, count = plan.header_len, plan.segment_count
     view = memoryview(body)  # type: ignore[arg-type]
     header = view[:hlen]
+    if count == 1:  # the common case, without the loop
+        start = hlen + (-hlen % 8)
+        (n,) = _U64.unpack_from(view, start)
+        pos = start + 8
+        pos += -pos % SEGMENT_ALIGN
+        if pos + n != plan.body_len:
+            if n > plan.body_len - pos:
+                raise ProtocolException(
+                    f"segment of {n} bytes at offset {pos} runs past the frame body ({plan.body_len} bytes)"
+                )
+            raise ProtocolException(f"frame body is {plan.body_len} bytes but its layout ends at {pos + n}")
+        return Frame(plan.kind, plan.request_id, header, [body[pos : pos + n]])
     segments: list[np.ndarray[Any, np.dtype[np.uint8]]] = []
     if count:
         start = hlen + ((-hlen) % 8)
