@@ -158,6 +158,9 @@ class Driver:
         self.act_range = compile_range_check(view.act_space, lanes=self.lanes)
         self.act_codec = ValueCodec(view.act_space, self.lanes)
         self.policy = validation_policy()
+        off = self.policy == "off"
+        self._act_check = None if off else self.act_range  # CNF-4: "off" skips range checks
+        self._obs_check = None if off else self.obs_range
         self._books = _Books(n)
         self._interrupted: deque[m.EpisodeRecord] = deque()
         self._warned: set[tuple[str, str]] = set()
@@ -236,8 +239,8 @@ class Driver:
         if self._interrupted:
             completed = [*self._interrupted, *completed]
             self._interrupted.clear()
-        scalars, segs = self._split_obs(canonical)
-        info_out = self._info(info, "step")
+        scalars, segs = self.obs_codec.split(canonical)
+        info_out = self._info(info, "step") if info or self._pending_warnings else None
         if self.lanes is None:
             return (
                 m.StepReply(
@@ -291,8 +294,8 @@ class Driver:
             raise RequestFailed(
                 "INVALID_ACTION", f"action does not match action_space at {_msg(exc)}", op="step"
             ) from None
-        if self.act_range is not None and self.policy != "off":
-            deviations = self.act_range(action)
+        if self._act_check is not None:
+            deviations = self._act_check(action)
             if deviations:
                 if self.policy == "strict":
                     path, detail = deviations[0]
@@ -322,8 +325,8 @@ class Driver:
                 op=op,
                 recoverable=False,
             ) from None
-        if self.obs_range is not None and self.policy != "off" and partial is None:
-            deviations = self.obs_range(canonical)
+        if self._obs_check is not None and partial is None:
+            deviations = self._obs_check(canonical)
             if deviations:
                 if self.policy == "strict":
                     path, detail = deviations[0]

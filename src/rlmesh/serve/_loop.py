@@ -109,6 +109,7 @@ class _Peer:
         self.accepted_at = time.monotonic()
 
 
+_PING, _SHUTDOWN, _HELLO, _CLOSE = m.Ping.KIND, m.Shutdown.KIND, m.Hello.KIND, m.Close.KIND
 _OPS = {m.Reset.KIND: "reset", m.Step.KIND: "step", m.Render.KIND: "render", m.Configure.KIND: "configure"}
 
 
@@ -267,20 +268,20 @@ class ServeLoop:
             self._protocol_error(peer, exc, rid)
             return
         kind = frame.kind
-        if kind == m.Ping.KIND:
+        if kind == _PING:
             busy = self._active is not None and self._active is not peer
             self._send(peer, m.Pong(state="busy" if busy else "ready", generation=PROTOCOL_GENERATION, service=self.service.service), rid)
             return
-        if kind == m.Shutdown.KIND:
+        if kind == _SHUTDOWN:
             self._shutdown_request(peer, msg, rid)
             return
-        if kind == m.Hello.KIND:
+        if kind == _HELLO:
             self._hello(peer, msg, rid)
             return
         if peer is not self._active:  # pragma: no cover - the state table prevents this
             self._protocol_error(peer, ProtocolException("request outside a session"), rid)
             return
-        if kind == m.Close.KIND:
+        if kind == _CLOSE:
             records = self.service.end_session()
             self._send(peer, m.CloseReply(final_episodes=records), rid)
             self._end_active(peer, already_ended=True)
