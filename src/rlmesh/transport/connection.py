@@ -142,7 +142,18 @@ class Connection:
         sock = self.sock
         bufs = buffers
         try:
-            if len(bufs) <= _IOV_MAX:  # common case: one sendmsg takes everything
+            if len(bufs) == 1:  # a small frame: plain send() is cheaper than sendmsg() (TCP: ~0.5 µs)
+                try:
+                    sent = sock.send(bufs[0])
+                except BlockingIOError:
+                    sent = 0
+                one = bufs[0]
+                if sent == (len(one) if type(one) is bytes else _nbytes(one)):
+                    if self.busy_poll:
+                        self._sent_at = time.perf_counter()
+                    return
+                bufs = _advance(bufs, sent)
+            elif len(bufs) <= _IOV_MAX:  # common case: one sendmsg takes everything
                 try:
                     sent = sock.sendmsg(bufs)
                 except BlockingIOError:

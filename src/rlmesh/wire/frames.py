@@ -23,9 +23,11 @@ the kernel, writable arrays, never reused under the caller's feet). Segment
 starts are 64-byte aligned within the body; the receiver allocates the body
 64-byte aligned, so every segment is aligned for numpy, DLPack and XLA.
 
-A sender never joins payloads: :func:`encode_frame` returns a list of buffers
+A sender never copies tensor payloads: :func:`encode_frame` returns a list of buffers
 (``[prefix+header+table, pad, segment, pad, segment, ...]``) whose segments are
-the caller's own memory, ready for ``socket.sendmsg``.
+the caller's own memory, ready for ``socket.sendmsg``. Only leaves of at most
+:data:`INLINE_MAX` bytes (a CartPole observation, a batch of rewards) are copied into
+the head buffer, where a copy is cheaper than one more iovec.
 
 Invariants: ``body_len`` equals exactly the layout end computed from
 ``header_len``, the table and the padding; a mismatch, an unknown magic or
@@ -146,6 +148,19 @@ class Buffers(list[Any]):
 
     nbytes: int
 
+    @classmethod
+    def _of(cls, one: bytes, nbytes: int) -> Buffers:
+        out = cls((one,))
+        out.nbytes = nbytes
+        return out
+
+
+#: Leaves up to this many bytes are copied into the frame's head buffer instead of being
+#: handed to ``sendmsg`` as their own iovec: below ~1 KiB the copy is cheaper than the
+#: kernel's per-buffer work, and a one-buffer frame goes out with a plain ``send()``.
+#: Larger leaves (camera frames, batches) are never copied.
+INLINE_MAX = 1024
+
 
 _TABLES: dict[int, struct.Struct] = {}
 _U64 = struct.Struct("<Q")
@@ -194,11 +209,11 @@ def encode_frame(
         n = seg.nbytes if type(seg) is np.ndarray else memoryview(seg).nbytes
         pad = -pos % SEGMENT_ALIGN
         body = pos + pad + n
-        out = Buffers(
-            (b"".join((PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 1, body), header, _ZEROS[:hpad], _U64.pack(n), _ZEROS[:pad])),)
-        )
-        if n:
-            out.append(seg)
+        parts = (PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 1, body), header, _ZEROS[:hpad], _U64.pack(n), _ZEROS[:pad])
+        if n <= INLINE_MAX:  # a tiny leaf rides in the head too: one buffer, one plain send()
+            out = Buffers((b"".join((*parts, seg)) if n else b"".join(parts),))
+        else:
+            out = Buffers((b"".join(parts), seg))
         out.nbytes = PREFIX_SIZE + body
         return out
     out = Buffers((b"",))
@@ -216,6 +231,8 @@ def encode_frame(
         (PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos), header, _ZEROS[:hpad], _table(count).pack(*lengths))
     )
     out.nbytes = PREFIX_SIZE + pos
+    if pos <= INLINE_MAX:  # only tiny leaves: one buffer, one plain send()
+        return Buffers._of(b"".join(out), out.nbytes)
     return out
 
 

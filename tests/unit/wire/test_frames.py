@@ -39,10 +39,13 @@ def parse(data: bytes, limits: FrameLimits = frames.DEFAULT_LIMITS) -> list[fram
 
 
 @pytest.mark.parametrize(("size", "align"), [(3, 16), (frames.SMALL_BODY, 64)])
-def test_segments_are_aligned_and_the_caller_memory_is_passed_through(size: int, align: int) -> None:
+def test_segments_are_aligned_and_large_leaves_are_passed_through(size: int, align: int) -> None:
     segs = [np.arange(size, dtype=np.uint8), np.ones(5, np.float64)]
     bufs = encode_frame(0x85, 1, b"\x90", segs)
-    assert any(b is segs[0] for b in bufs) and any(b is segs[1] for b in bufs)  # no copies
+    if size > frames.INLINE_MAX:  # a large leaf is the caller's memory, never copied
+        assert any(b is segs[0] for b in bufs)
+    else:  # a frame of tiny leaves is one buffer
+        assert len(bufs) == 1
     raw = raw_frame(bufs)
     plan = decode_prefix(raw[:PREFIX_SIZE])
     body = frames.new_body(plan)
@@ -50,6 +53,19 @@ def test_segments_are_aligned_and_the_caller_memory_is_passed_through(size: int,
     frame = split_body(plan, body)
     assert [s.ctypes.data % align for s in frame.segments] == [0, 0]
     assert bytes(frame.segments[1]) == segs[1].tobytes()
+
+
+@pytest.mark.parametrize("n", [0, 1, frames.INLINE_MAX, frames.INLINE_MAX + 1, 5000])
+def test_one_leaf_frames_round_trip_inlined_or_not(n: int) -> None:
+    leaf = np.arange(n, dtype=np.uint8)
+    bufs = encode_frame(0x85, 9, b"\x91\x01", [leaf])
+    assert bufs.nbytes == sum(memoryview(b).nbytes for b in bufs)
+    assert (len(bufs) == 1) == (n <= frames.INLINE_MAX)
+    raw = raw_frame(bufs)
+    plan = decode_prefix(raw[:PREFIX_SIZE])
+    frame = split_body(plan, np.frombuffer(bytearray(raw[PREFIX_SIZE:]), np.uint8))
+    assert frame.request_id == 9 and bytes(frame.header) == b"\x91\x01"
+    assert bytes(frame.segments[0]) == leaf.tobytes()
 
 
 def test_frame_without_segments_is_prefix_plus_header() -> None:
