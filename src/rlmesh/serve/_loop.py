@@ -38,6 +38,7 @@ log = logging.getLogger("rlmesh.serve")
 SEND_DEADLINE_SECONDS = 10.0  # a peer that reads nothing for this long is dropped
 HANDSHAKE_DEADLINE_SECONDS = 30.0  # a connection must say Hello (or go) within this window
 MAX_PENDING = 64  # connections without a session; the oldest is dropped past this
+READ_ON_SECONDS = 0.002  # how long one busy-polling session may keep the loop from other sockets
 
 
 class Service(Protocol):
@@ -239,7 +240,10 @@ class ServeLoop:
     def _readable(self, peer: _Peer) -> None:
         # Handle the frame that arrived, then any further frames already buffered
         # (a client may pipeline); don't pay a syscall to learn the socket is dry.
+        # A busy-polling session also reads on, for a bounded while: other
+        # connections (a health probe, a second client) wait at most that long.
         conn = peer.conn
+        until = time.perf_counter() + READ_ON_SECONDS
         for _ in range(64):
             if conn.closed:
                 return
@@ -254,7 +258,9 @@ class ServeLoop:
             if frame is None:
                 return
             self._dispatch(peer, frame)
-            if not (conn.buffered or conn.busy_poll) or self._stop.is_set():
+            if self._stop.is_set():
+                return
+            if not conn.buffered and not (conn.busy_poll and time.perf_counter() < until):
                 return  # a busy-polling session reads on: its next request is due shortly
 
     # -- dispatch -----------------------------------------------------------------------
