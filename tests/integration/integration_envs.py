@@ -196,6 +196,33 @@ def make_countdown(length: int = 3) -> CountdownEnv:
     return CountdownEnv(length)
 
 
+class BigObsEnv(gym.Env):  # type: ignore[type-arg]
+    """A 1.2 MB uint8 observation (bigger than a shared-memory ring); obs[5, 5] is t, obs[0, 0] the action."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(0, 255, (1200, 1000), np.uint8)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.full((1200, 1000), 7, np.uint8), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self.t += 1
+        obs = np.full((1200, 1000), self.t % 256, np.uint8)
+        obs[0, :4] = action
+        return obs, 1.0, False, False, {}
+
+
+def make_big_obs() -> BigObsEnv:
+    """``integration_envs:make_big_obs``."""
+    return BigObsEnv()
+
+
 class _SleepyEnv(CountdownEnv):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         if action == 1:

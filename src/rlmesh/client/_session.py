@@ -10,7 +10,10 @@ turns a fatal error or a lost peer into "this session is over" (DELTA-19).
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
+
+import msgspec
 
 from ..errors import (
     CODE_NAMES,
@@ -23,7 +26,7 @@ from ..errors import (
     SessionClosed,
     exception_for_code,
 )
-from ..transport import Address, Connection, dial
+from ..transport import Address, Connection, dial, shm
 from ..transport.connection import busy_poll_default
 from ..wire import frames, handshake, messages as m
 from ..wire.messages import decode_header, encode_message
@@ -87,8 +90,12 @@ class ClientSession:
         except OSError as exc:
             raise ConnectFailed(f"could not connect to {noun} at '{url}'; is the EnvServer running? ({exc})") from exc
         self.conn = Connection(sock, frames.PRE_HANDSHAKE_LIMITS)
+        hello = handshake.make_hello(component, declared, service=service)
+        ring_path, ring = _offer_rings(sock)
+        if ring_path:
+            hello = msgspec.structs.replace(hello, capabilities={**hello.capabilities, "shm": ring_path})
         try:
-            reply = self._exchange(handshake.make_hello(component, declared, service=service), timeout=ct)
+            reply = self._exchange(hello, timeout=ct)
         except RequestTimeout:
             self.conn.close()
             raise RequestTimeout(
@@ -100,6 +107,14 @@ class ClientSession:
         except BaseException:
             self.conn.close()
             raise
+        finally:
+            if ring_path:
+                _unlink(ring_path)  # accepted or not, the name has served its purpose
+        if ring is not None:
+            if isinstance(reply, m.Welcome) and reply.capabilities.get("shm") == "1":
+                self.conn.shm = ring  # every later frame of this session goes through the rings
+            else:
+                ring.close()
         if isinstance(reply, m.Busy):
             self.conn.close()
             raise EndpointBusy(f"{noun} at '{url}' is busy: {reply.message}")
@@ -247,3 +262,20 @@ class ClientSession:
     def detach(self) -> None:
         """Close the socket without a Close round trip."""
         self._end("not connected: this client was closed; create a new one to reconnect")
+
+
+def _offer_rings(sock: Any) -> tuple[str, shm.Channel | None]:
+    """Shared-memory rings to offer a server on this host: ``(path, channel)``, or ``("", None)``."""
+    if not shm.shm_supported() or not shm.is_local_peer(sock):
+        return "", None
+    try:
+        return shm.create()
+    except OSError:  # /dev/shm full or read-only: stay on the socket
+        return "", None
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

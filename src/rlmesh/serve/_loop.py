@@ -13,6 +13,7 @@ and closes that connection only.
 from __future__ import annotations
 
 import logging
+import os
 import select
 import selectors
 import socket
@@ -22,8 +23,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import msgspec
+
 from .._build import PROTOCOL_GENERATION
 from ..errors import CODE_NUMBERS, ConnectionLost, ProtocolException
+from ..transport import shm
 from ..transport.connection import Connection, busy_poll_default
 from ..wire import frames, handshake, messages as m
 from ..wire.messages import decode_header, encode_message
@@ -38,6 +42,7 @@ log = logging.getLogger("rlmesh.serve")
 SEND_DEADLINE_SECONDS = 10.0  # a peer that reads nothing for this long is dropped
 HANDSHAKE_DEADLINE_SECONDS = 30.0  # a connection must say Hello (or go) within this window
 MAX_PENDING = 64  # connections without a session; the oldest is dropped past this
+RING_RECHECK_SECONDS = 0.05  # with shared-memory rings, how often the loop looks at them unasked
 READ_ON_SECONDS = 0.002  # how long one busy-polling session may keep the loop from other sockets
 
 
@@ -190,6 +195,10 @@ class ServeLoop:
                         self.stop("idle timeout")
                         break
                     timeout = min(timeout, remaining)
+                active = self._active
+                if active is not None and active.conn.shm is not None:
+                    # a request published just before the loop raised its flag rang no doorbell
+                    timeout = 0.0 if active.conn.shm.pending() else min(timeout, RING_RECHECK_SECONDS)
                 for obj in sel.poll(timeout):
                     if obj is self.listener:
                         self._accept()
@@ -199,6 +208,9 @@ class ServeLoop:
                         self._readable(obj)
                     if stop.is_set():
                         break
+                active = self._active
+                if active is not None and active.conn.shm is not None and active.conn.shm.pending():
+                    self._readable(active)
                 if self._peers:
                     now = time.monotonic()
                     if now >= next_reap:
@@ -261,7 +273,10 @@ class ServeLoop:
             if self._stop.is_set():
                 return
             if not conn.buffered and not (conn.busy_poll and time.perf_counter() < until):
-                return  # a busy-polling session reads on: its next request is due shortly
+                break  # a busy-polling session reads on: its next request is due shortly
+        ch = conn.shm
+        if ch is not None and not ch.asleep and not conn.closed:
+            ch.sleeping(True)  # from here on the client rings the doorbell; run() rechecks the ring
 
     # -- dispatch -----------------------------------------------------------------------
 
@@ -353,12 +368,16 @@ class ServeLoop:
             self._send(peer, answer, rid)
             self._drop(peer)
             return
+        ring = _accept_rings(hello, peer.conn)
+        if ring is not None:
+            answer = msgspec.structs.replace(answer, capabilities={**answer.capabilities, "shm": "1"})
         svc.begin_session()
         self._active = peer
         peer.session.on_reply(m.Hello.KIND, m.Welcome.KIND)
         peer.conn.limits = self.limits
         peer.conn.busy_poll = self._busy_poll
-        self._send(peer, answer, rid)
+        self._send(peer, answer, rid)  # on the socket: the client switches once it reads this
+        peer.conn.shm = ring
 
     def _shutdown_request(self, peer: _Peer, msg: m.Shutdown, rid: int) -> None:
         if not self.options.remote_shutdown_allowed():
@@ -441,3 +460,21 @@ class ServeLoop:
                 s.close()
             except OSError:
                 pass
+
+
+def _accept_rings(hello: m.Hello, conn: Connection) -> shm.Channel | None:
+    """The client's shared-memory rings, when it offered them and they can be mapped here."""
+    path = hello.capabilities.get("shm")
+    if not path or not shm.shm_supported() or not shm.is_local_peer(conn.sock):
+        return None
+    if path.startswith(f"/dev/shm/rlmesh-{os.getpid()}-"):
+        return None  # a client in this very process: its thread and ours share one GIL, sockets do better
+    try:
+        ring = shm.open_channel(path)
+    except (OSError, ValueError):  # another host's /dev/shm (a container, a tunnel): the socket
+        return None
+    try:
+        os.unlink(path)  # mapped: the name is no longer needed (the client unlinks it too)
+    except OSError:
+        pass
+    return ring

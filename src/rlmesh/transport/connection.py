@@ -15,15 +15,18 @@ from __future__ import annotations
 import os
 import select
 import socket
+import threading
 import time
+from collections import deque
 from typing import Any
 
 import numpy as np
 
-from ..errors import ConnectionLost
+from ..errors import ConnectionLost, ProtocolException
 from ..wire import frames
 from ..wire.frames import PREFIX_SIZE, Frame, FrameLimits, FramePlan
 from .address import Address
+from .shm import DOORBELL_KIND, MARKER, Channel, doorbell
 
 __all__ = ["Connection", "busy_poll_default", "dial", "listen"]
 
@@ -33,6 +36,10 @@ _IOV_MAX = 512  # stay well below the kernel's 1024-iovec limit per sendmsg
 _SCRATCH = 8 * 1024  # one recv_into fetches a whole small frame; large bodies go straight to their buffer
 
 _BUSY_POLL_DEFAULT_US = 250
+_DOORBELL = doorbell()
+_WOKEN = Frame(DOORBELL_KIND, 0, memoryview(b""), [])  # "look at the ring again"
+_RING_RECHECK_SECONDS = 0.05
+SHM_STALL_SECONDS = 10.0  # a peer that leaves its ring full this long is treated as gone
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 
 
@@ -77,12 +84,18 @@ class Connection:
     buffer after the bytes already in the scratch: one copy from the kernel.
 
     Busy polling (``busy_poll`` seconds, 0 = off): after a frame is sent, the
-    first read of the answer first polls the socket without sleeping for up to
-    twice the recent answer time, capped at ``busy_poll``, and only then blocks
-    (or, on a non-blocking socket, reports "dry"). A wake-up from a blocking read
-    costs several microseconds on a loaded VM; a request/reply loop whose peer
-    answers within the cap saves that on every exchange. When answers take
-    longer than the cap (a slow env or policy), the poll is skipped.
+    first read of the answer first polls the socket (or the shared-memory ring)
+    without sleeping for up to twice the recent answer time, capped at
+    ``busy_poll``, and only then blocks (or, on a non-blocking socket, reports
+    "dry"). A wake-up from a blocking read costs several microseconds on a loaded
+    VM; a request/reply loop whose peer answers within the cap saves that on every
+    exchange. When answers take longer than the cap (a slow env or policy), or the
+    process runs other Python threads (polling would hold the GIL they need), the
+    poll is skipped.
+
+    Shared-memory rings (``shm``, see :mod:`rlmesh.transport.shm`): once a
+    handshake agreed on them, frames go through the rings and the socket carries
+    only doorbells, frames too large for a ring, and the end of the connection.
 
     Args:
         sock: A connected stream socket.
@@ -90,6 +103,7 @@ class Connection:
     """
 
     __slots__ = (
+        "_await_socket",
         "_bfill",
         "_body",
         "_end",
@@ -97,12 +111,14 @@ class Connection:
         "_scratch",
         "_sent_at",
         "_start",
+        "_stash",
         "_sview",
         "_timeout",
         "_wait",
         "busy_poll",
         "closed",
         "limits",
+        "shm",
         "sock",
     )
 
@@ -125,11 +141,16 @@ class Connection:
         self.busy_poll = 0.0
         self._sent_at = 0.0  # perf_counter() of the last send while an answer is awaited
         self._wait = -1.0  # moving average of answer times (seconds); < 0 before the first
+        self.shm: Channel | None = None  # set after a handshake that agreed on shared-memory rings
+        self._await_socket = False  # a ring marker was read: the next frame comes on the socket
+        self._stash: deque[Frame] = deque()  # socket frames that arrived ahead of their marker
 
     # -- sending ------------------------------------------------------------------------
 
     def send(self, buffers: list[Any], *, deadline: float | None = None) -> None:
-        """Send every buffer, in order, with as few ``sendmsg`` calls as the kernel allows.
+        """Send one frame's buffers, in order: through the shared-memory ring when the
+        session has one (a frame that does not fit goes on the socket behind a marker),
+        else with as few ``sendmsg`` calls as the kernel allows.
 
         On a non-blocking socket, waits for writability until ``deadline``
         (``time.monotonic()`` seconds); a peer that stops reading past it is
@@ -139,6 +160,38 @@ class Connection:
             ConnectionLost: the peer is gone (or stalled past the deadline).
             TimeoutError: a blocking socket's timeout expired mid-send.
         """
+        ch = self.shm
+        if ch is None:
+            self._send_socket(buffers, deadline)
+            return
+        nbytes = getattr(buffers, "nbytes", None)
+        if nbytes is None:
+            nbytes = sum(_nbytes(b) for b in buffers)
+        try:
+            asleep = ch.write(buffers, nbytes)
+        except ProtocolException as exc:  # the peer corrupted its ring: this connection is over
+            raise ConnectionLost(f"the shared-memory ring is corrupt: {exc}") from exc
+        if asleep is None:  # too big for the ring, or the ring is full: the socket, in order
+            self._marker(ch, deadline)
+            self._send_socket(buffers, deadline)
+        elif asleep:
+            self._send_socket([_DOORBELL], deadline)
+        if self.busy_poll:
+            self._sent_at = time.perf_counter()
+
+    def _marker(self, ch: Channel, deadline: float | None) -> None:
+        limit = time.monotonic() + (SHM_STALL_SECONDS if deadline is None else max(0.0, deadline - time.monotonic()))
+        while True:  # bounded: the reader frees space or we give up
+            try:
+                if ch.write_marker() is not None:
+                    return
+            except ProtocolException as exc:
+                raise ConnectionLost(f"the shared-memory ring is corrupt: {exc}") from exc
+            if time.monotonic() > limit:
+                raise ConnectionLost("the peer stopped reading its shared-memory ring; dropping the connection")
+            time.sleep(0.0001)
+
+    def _send_socket(self, buffers: list[Any], deadline: float | None) -> None:
         sock = self.sock
         bufs = buffers
         try:
@@ -203,6 +256,95 @@ class Connection:
             TimeoutError: the socket timeout expired (progress is kept).
             ProtocolException: the bytes are not a valid frame.
         """
+        ch = self.shm
+        if ch is None:
+            return self._recv_socket()
+        return self._recv_shm(ch)
+
+    def _recv_shm(self, ch: Channel) -> Frame | None:
+        """The shared-memory read: ring first, a short poll, then sleep on the socket."""
+        pc = time.perf_counter
+        sent, self._sent_at = self._sent_at, 0.0  # the socket below must not busy-poll again
+        polled = False
+        try:
+            for _ in range(1_000_000):  # bounded: every pass reads, polls or waits on the socket
+                if self._await_socket:
+                    frame = self._socket_data()
+                    if frame is None:
+                        self._sent_at = sent
+                        return None
+                    self._await_socket = False
+                    break
+                got = ch.read(self.limits)
+                if got is MARKER:
+                    self._await_socket = True
+                    continue
+                if got is not None:
+                    frame = got  # type: ignore[assignment]
+                    break
+                if sent and not polled:
+                    polled = True
+                    budget = self._budget()
+                    if budget:
+                        end = pc() + budget
+                        pending = ch.pending
+                        while not pending() and pc() < end:
+                            pass
+                        if pending():
+                            continue
+                if not ch.asleep:
+                    ch.sleeping(True)
+                    if ch.pending():
+                        continue
+                frame = self._socket_wait()
+                if frame is None:
+                    self._sent_at = sent
+                    return None  # non-blocking and dry: the flag stays up, a doorbell will come
+                if frame.kind != DOORBELL_KIND:
+                    self._stash.append(frame)  # its marker is already in the ring
+            else:  # pragma: no cover - the loop always exits through a read
+                raise ConnectionLost("the shared-memory ring made no progress")
+        except BaseException:
+            if ch.asleep:
+                ch.sleeping(False)
+            self._sent_at = sent
+            raise
+        if ch.asleep:
+            ch.sleeping(False)
+        if sent:
+            self._answered(pc() - sent)
+        return frame
+
+    def _socket_data(self) -> Frame | None:
+        """The frame a ring marker announced: stashed already, or the next non-doorbell one."""
+        if self._stash:
+            return self._stash.popleft()
+        for _ in range(1_000_000):  # bounded: doorbells are 24-byte frames the peer sent
+            frame = self._recv_socket()
+            if frame is None or frame.kind != DOORBELL_KIND:
+                return frame
+        raise ConnectionLost("the peer sent nothing but doorbells")  # pragma: no cover
+
+    def _socket_wait(self) -> Frame | None:
+        """Block on the socket for a doorbell or a frame, rechecking the ring every 50 ms."""
+        if self._timeout == 0.0 or self.mid_frame:
+            return self._recv_socket()  # non-blocking (the serve loop waits in epoll), or mid-frame
+        ch = self.shm
+        assert ch is not None
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        while True:
+            wait = _RING_RECHECK_SECONDS
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    raise TimeoutError("timed out")
+            readable, _, _ = select.select([self.sock], [], [], wait)
+            if readable:
+                return self._recv_socket()
+            if ch.pending():  # a lost doorbell: never more than one recheck late
+                return _WOKEN
+
+    def _recv_socket(self) -> Frame | None:
         try:
             if self._plan is None:
                 while self._end - self._start < PREFIX_SIZE:
@@ -272,14 +414,7 @@ class Connection:
         """The first read of an answer: busy-poll (see the class docs), then read normally."""
         pc = time.perf_counter
         sent = self._sent_at
-        cap = self.busy_poll
-        wait = self._wait
-        if wait < 0:
-            budget = cap
-        elif wait < cap:
-            budget = min(cap, 2.0 * wait)
-        else:
-            budget = 0.0  # answers take longer than polling may burn
+        budget = self._budget()
         if budget:
             sock = self.sock
             if self._timeout is None:  # a blocking fd: ask for this one call not to block
@@ -310,6 +445,17 @@ class Connection:
         n = self.sock.recv_into(view)  # blocks, times out, or raises BlockingIOError when dry
         self._answered(pc() - sent)
         return n
+
+    def _budget(self) -> float:
+        cap = self.busy_poll
+        if threading.active_count() > 1:
+            return 0.0  # polling holds the GIL the peer thread (a server started in-process?) needs
+        wait = self._wait
+        if wait < 0:
+            return cap
+        if wait < cap:
+            return min(cap, 2.0 * wait)
+        return 0.0  # answers take longer than polling may burn
 
     def _answered(self, seconds: float) -> None:
         self._sent_at = 0.0
@@ -348,6 +494,8 @@ class Connection:
         if self.closed:
             return
         self.closed = True
+        if self.shm is not None:
+            self.shm.close()
         try:
             self.sock.close()
         except OSError:

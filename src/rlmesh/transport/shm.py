@@ -1,0 +1,329 @@
+"""Shared-memory frame rings for a client and a server on the same host.
+
+Theory of operation
+-------------------
+A session's socket costs two system calls and a kernel hand-over per message (on
+loopback TCP a ``sendmsg`` alone is ~4 µs). When both ends run on one host they
+can instead pass frames through memory they both map: one file in ``/dev/shm``,
+created by the client (``0600``, random name, unlinked once the handshake is
+over), holding two single-producer single-consumer byte rings::
+
+    offset  what
+    0       ring 0 (client -> server): write position  (u64, written by the client)
+    64                                 read position   (u64, written by the server)
+    128                                reader sleeping (u64, written by the server)
+    192     ring 1 (server -> client): write / read / sleeping at 192, 256, 320
+            (each an aligned 8-byte word, accessed whole so a reader never sees it torn)
+    4032    magic b"RLMESHM1", capacity (u64)
+    4096    ring 0 data (capacity bytes), then ring 1 data
+
+An entry is ``u64 length`` followed by one whole frame (prefix and body, exactly
+the socket bytes), padded to 8 bytes; positions only grow and wrap modulo the
+capacity, data may wrap, a length never does. A length of ``2**64 - 1`` is a
+*marker*: the next frame travels on the socket (one too large for the ring, or
+sent while the ring is full), which keeps frames in order across both paths.
+
+A reader that finds its ring empty polls it for a short while (no system calls),
+then raises its *sleeping* flag, re-checks, and blocks on the socket; a writer
+that sees the flag after publishing sends a 24-byte doorbell frame on the socket.
+Store-load order between flag and position is enforced with a full fence (an
+uncontended lock round trip: a locked instruction on x86-64). The socket also
+carries liveness: a dead peer is an EOF there.
+
+Everything read from the ring is validated like socket bytes (positions, lengths,
+then the frame prefix against the connection's limits), so a peer that scribbles
+on the mapping gets a ``ProtocolException``, never a crash. The rings are used on
+x86-64 Linux only (its memory model orders the plain stores used to publish);
+elsewhere, and with ``RLMESH_SHM=0``, sessions stay on the socket.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import platform
+import secrets
+import struct
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..errors import ProtocolException
+from ..wire import frames
+from ..wire.frames import PREFIX_SIZE, Frame, FrameLimits
+
+__all__ = ["DOORBELL_KIND", "MARKER", "Channel", "create", "is_local_peer", "open_channel", "shm_supported"]
+
+DOORBELL_KIND = 0x7F  #: kind byte of the doorbell frame (socket only, shm sessions only)
+MARKER = object()  #: what :meth:`Channel.read` returns for "the next frame is on the socket"
+
+_HEADER = 4096
+_MAGIC = b"RLMESHM1"
+_MAGIC_AT = 4032
+_RING = ((0, 8, 16), (24, 32, 40))  # (write, read, sleeping) u64 word indices of ring 0 and ring 1 (64 bytes apart)
+_MARK = (1 << 64) - 1
+_U64 = struct.Struct("<Q")
+DEFAULT_CAPACITY = 1024 * 1024  # per direction: a camera frame fits; bigger frames take the socket
+_fence_lock = threading.Lock()
+
+
+def _fence() -> None:
+    """A full memory fence: an uncontended lock round trip is a locked instruction."""
+    _fence_lock.acquire()
+    _fence_lock.release()
+
+
+def shm_supported() -> bool:
+    """Whether rings may be used here: x86-64 Linux with ``/dev/shm``, unless ``RLMESH_SHM=0``."""
+    if os.environ.get("RLMESH_SHM", "").strip() == "0":
+        return False
+    return (
+        sys.platform.startswith("linux")
+        and platform.machine().lower() in ("x86_64", "amd64")
+        and os.path.isdir("/dev/shm")
+    )
+
+
+def is_local_peer(sock: Any) -> bool:
+    """Whether the other end of a connected socket is on this host (a Unix socket or loopback)."""
+    import ipaddress
+    import socket
+
+    if sock.family == getattr(socket, "AF_UNIX", None):
+        return True
+    try:
+        host = sock.getpeername()[0]
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except (OSError, ValueError, IndexError, TypeError):
+        return False
+
+
+def create(capacity: int = DEFAULT_CAPACITY) -> tuple[str, Channel]:
+    """Create a mapping for one session (client side): ``(path, channel)``.
+
+    The caller unlinks ``path`` once the server has answered (accepted or not).
+    """
+    capacity = max(4096, capacity - capacity % 4096)
+    _remove_stale()
+    path = f"/dev/shm/rlmesh-{os.getpid()}-{secrets.token_hex(8)}"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        # Reserve every page now: a full tmpfs (Docker's default /dev/shm is 64 MiB) must
+        # fail here, with ENOSPC, not later as a SIGBUS on a write into the mapping.
+        os.posix_fallocate(fd, 0, _HEADER + 2 * capacity)
+        mm = mmap.mmap(fd, _HEADER + 2 * capacity)
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+    mm[_MAGIC_AT : _MAGIC_AT + 8] = _MAGIC
+    _U64.pack_into(mm, _MAGIC_AT + 8, capacity)
+    return path, Channel(mm, capacity, side=0)
+
+
+def _remove_stale() -> None:
+    """Unlink files of clients that died mid-handshake (``rlmesh-<pid>-*`` of a dead pid)."""
+    try:
+        names = [n for n in os.listdir("/dev/shm") if n.startswith("rlmesh-")]
+    except OSError:
+        return
+    for name in names[:64]:  # bounded; each handshake tidies a little
+        try:
+            pid = int(name.split("-")[1])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            try:
+                os.unlink(f"/dev/shm/{name}")
+            except OSError:
+                pass
+        except (ValueError, IndexError, OSError):
+            continue
+
+
+def open_channel(path: str) -> Channel:
+    """Map a client's file (server side), checking it is what a client would create.
+
+    Raises:
+        OSError: missing, not ours, or malformed (the caller declines the offer).
+    """
+    if not (path.startswith("/dev/shm/rlmesh-") and "/" not in path[len("/dev/shm/") :]):
+        raise OSError(f"not an rlmesh shared-memory path: {path!r}")
+    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise OSError("the shared-memory file is not private to this user")
+        if st.st_size < _HEADER + 2 * 4096:
+            raise OSError("the shared-memory file is too small")
+        mm = mmap.mmap(fd, st.st_size)
+    finally:
+        os.close(fd)
+    capacity = _U64.unpack_from(mm, _MAGIC_AT + 8)[0]
+    if mm[_MAGIC_AT : _MAGIC_AT + 8] != _MAGIC or _HEADER + 2 * capacity != len(mm) or capacity % 4096:
+        mm.close()
+        raise OSError("the shared-memory file has an unknown layout")
+    return Channel(mm, capacity, side=1)
+
+
+class Channel:
+    """One side's view of a session mapping: it writes one ring and reads the other.
+
+    Args:
+        mm: The mapping.
+        capacity: Bytes of each ring.
+        side: 0 for the client (writes ring 0), 1 for the server (writes ring 1).
+    """
+
+    __slots__ = ("_bytes", "_cap", "_ctl", "_mm", "_rpos", "_rx", "_rx_data", "_tx", "_tx_data", "_wpos", "asleep", "closed")
+
+    def __init__(self, mm: mmap.mmap, capacity: int, *, side: int) -> None:
+        self._mm = mm
+        self._cap = capacity
+        self._bytes = memoryview(mm)
+        # Positions and flags are aligned u64 words accessed whole through a "Q" view:
+        # one 8-byte load or store each, never torn (struct packs byte by byte).
+        self._ctl = self._bytes[:_HEADER].cast("Q")
+        self._tx, self._rx = (_RING[0], _RING[1]) if side == 0 else (_RING[1], _RING[0])
+        self._tx_data = _HEADER + (0 if side == 0 else capacity)
+        self._rx_data = _HEADER + (capacity if side == 0 else 0)
+        self._wpos: int = self._ctl[self._tx[0]]  # ours: the peer never writes it
+        self._rpos: int = self._ctl[self._rx[1]]
+        self.asleep = False  # our "sleeping" flag is up
+        self.closed = False
+
+    # -- writing ------------------------------------------------------------------------
+
+    def write(self, buffers: list[Any], nbytes: int) -> bool | None:
+        """Publish one frame; ``None`` when it does not fit now (send a marker and use the socket).
+
+        Returns whether the reader is asleep (the caller rings the doorbell).
+        """
+        need = 8 + nbytes + (-nbytes % 8)
+        w = self._wpos
+        cap = self._cap
+        used = w - self._ctl[self._tx[1]]
+        if not 0 <= used <= cap:
+            raise ProtocolException(f"the peer's read position is inconsistent ({used} bytes in use)")
+        if need > cap - used:
+            return None
+        out = self._bytes
+        base = self._tx_data
+        pos = w % cap
+        _U64.pack_into(out, base + pos, nbytes)  # not yet published: no reader looks here
+        pos += 8
+        for buf in buffers:
+            src = buf if type(buf) is bytes else memoryview(buf).cast("B")
+            n = len(src)
+            if pos + n <= cap:
+                out[base + pos : base + pos + n] = src
+                pos += n
+            else:  # wraps: two copies
+                first = cap - pos
+                out[base + pos : base + cap] = src[:first]
+                out[base : base + n - first] = src[first:]
+                pos = n - first
+        return self._publish(w + need)
+
+    def write_marker(self) -> bool | None:
+        """Say "the next frame is on the socket"; ``None`` when even 8 bytes do not fit."""
+        w = self._wpos
+        used = w - self._ctl[self._tx[1]]
+        if not 0 <= used <= self._cap:
+            raise ProtocolException(f"the peer's read position is inconsistent ({used} bytes in use)")
+        if self._cap - used < 8:
+            return None
+        _U64.pack_into(self._bytes, self._tx_data + w % self._cap, _MARK)
+        return self._publish(w + 8)
+
+    def _publish(self, wpos: int) -> bool:
+        # x86-64 keeps stores in order: the bytes are visible before the position. The
+        # fence orders the position store before the load of the reader's flag (the
+        # reader fences its flag store before loading the position): no lost doorbell.
+        self._ctl[self._tx[0]] = wpos
+        self._wpos = wpos
+        _fence()
+        return self._ctl[self._tx[2]] != 0
+
+    # -- reading ------------------------------------------------------------------------
+
+    def pending(self) -> bool:
+        """Whether an entry waits in the ring we read."""
+        return self._ctl[self._rx[0]] != self._rpos
+
+    def read(self, limits: FrameLimits) -> Frame | object | None:
+        """The next entry: a :class:`Frame` (a fresh body the caller owns), :data:`MARKER`, or ``None``.
+
+        Raises:
+            ProtocolException: the peer's positions, lengths or frame bytes are invalid.
+        """
+        w = self._ctl[self._rx[0]]
+        r = self._rpos
+        if w == r:
+            return None
+        cap = self._cap
+        if not 0 < w - r <= cap or w % 8:
+            raise ProtocolException(f"shared-memory ring positions are inconsistent ({r} -> {w})")
+        mem = self._bytes
+        base = self._rx_data
+        pos = r % cap
+        length = _U64.unpack_from(mem, base + pos)[0]
+        if length == _MARK:
+            self._consume(r + 8)
+            return MARKER
+        need = 8 + length + (-length % 8)
+        if length < PREFIX_SIZE or need > w - r:
+            raise ProtocolException(f"shared-memory entry of {length} bytes does not fit what was published")
+        pos = (pos + 8) % cap
+        if pos + PREFIX_SIZE <= cap:
+            plan = frames.decode_prefix_at(mem, base + pos, limits)
+        else:
+            plan = frames.decode_prefix(self._wrapped(pos, PREFIX_SIZE), limits)
+        n = plan.body_len
+        if PREFIX_SIZE + n != length:
+            raise ProtocolException(f"frame of {n} body bytes in a {length}-byte shared-memory entry")
+        start = (pos + PREFIX_SIZE) % cap
+        if n < frames.SMALL_BODY:  # one copy out of the ring into a fresh buffer
+            raw = mem[base + start : base + start + n] if start + n <= cap else self._wrapped(start, n)
+            body = np.frombuffer(bytearray(raw), np.uint8)
+        else:  # keep the 64-byte alignment promise for larger bodies
+            body = frames.new_body(plan)
+            first = min(n, cap - start)
+            body[:first] = np.frombuffer(self._mm, np.uint8, first, base + start)
+            if first < n:
+                body[first:] = np.frombuffer(self._mm, np.uint8, n - first, base)
+        self._consume(r + need)
+        return frames.split_body(plan, body)
+
+    def _wrapped(self, pos: int, n: int) -> bytes:
+        base, cap, mem = self._rx_data, self._cap, self._bytes
+        first = min(n, cap - pos)
+        return bytes(mem[base + pos : base + pos + first]) + bytes(mem[base : base + n - first])
+
+    def _consume(self, rpos: int) -> None:
+        self._rpos = rpos
+        self._ctl[self._rx[1]] = rpos
+
+    def sleeping(self, on: bool) -> None:
+        """Raise or lower our "about to block on the socket" flag (a fence follows)."""
+        self._ctl[self._rx[2]] = 1 if on else 0
+        self.asleep = on
+        _fence()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._ctl.release()
+        self._bytes.release()
+        try:
+            self._mm.close()
+        except BufferError:  # a stray export still holds the mapping: the GC unmaps it later
+            pass
+
+
+def doorbell() -> bytes:
+    """The 24-byte doorbell frame: wakes a reader blocked on the socket."""
+    return frames.PREFIX.pack(frames.MAGIC, frames.VERSION, DOORBELL_KIND, 0, 0, 0, 0)
