@@ -115,7 +115,7 @@ class _Peer:
         self.accepted_at = time.monotonic()
 
 
-_PING, _SHUTDOWN, _HELLO, _CLOSE = m.Ping.KIND, m.Shutdown.KIND, m.Hello.KIND, m.Close.KIND
+_PING, _SHUTDOWN, _HELLO, _CLOSE, _ATTACH = m.Ping.KIND, m.Shutdown.KIND, m.Hello.KIND, m.Close.KIND, m.Attach.KIND
 _OPS = {m.Reset.KIND: "reset", m.Step.KIND: "step", m.Render.KIND: "render", m.Configure.KIND: "configure"}
 
 
@@ -302,6 +302,12 @@ class ServeLoop:
         if peer is not self._active:  # pragma: no cover - the state table prevents this
             self._protocol_error(peer, ProtocolException("request outside a session"), rid)
             return
+        if kind == _ATTACH:
+            ring = None if peer.conn.shm is not None else _accept_rings(msg.path, peer.conn)
+            self._send(peer, m.AttachReply(attached=ring is not None), rid)  # on the socket
+            if ring is not None:
+                peer.conn.shm = ring  # the client switches once it reads the reply
+            return
         if kind == _CLOSE:
             records = self.service.end_session()
             self._send(peer, m.CloseReply(final_episodes=records), rid)
@@ -368,16 +374,14 @@ class ServeLoop:
             self._send(peer, answer, rid)
             self._drop(peer)
             return
-        ring = _accept_rings(hello, peer.conn)
-        if ring is not None:
+        if shm.shm_supported() and shm.is_local_peer(peer.conn.sock):
             answer = msgspec.structs.replace(answer, capabilities={**answer.capabilities, "shm": "1"})
         svc.begin_session()
         self._active = peer
         peer.session.on_reply(m.Hello.KIND, m.Welcome.KIND)
         peer.conn.limits = self.limits
         peer.conn.busy_poll = self._busy_poll
-        self._send(peer, answer, rid)  # on the socket: the client switches once it reads this
-        peer.conn.shm = ring
+        self._send(peer, answer, rid)
 
     def _shutdown_request(self, peer: _Peer, msg: m.Shutdown, rid: int) -> None:
         if not self.options.remote_shutdown_allowed():
@@ -462,9 +466,8 @@ class ServeLoop:
                 pass
 
 
-def _accept_rings(hello: m.Hello, conn: Connection) -> shm.Channel | None:
-    """The client's shared-memory rings, when it offered them and they can be mapped here."""
-    path = hello.capabilities.get("shm")
+def _accept_rings(path: str, conn: Connection) -> shm.Channel | None:
+    """The client's shared-memory rings at ``path``, when they can be mapped here."""
     if not path or not shm.shm_supported() or not shm.is_local_peer(conn.sock):
         return None
     if path.startswith(f"/dev/shm/rlmesh-{os.getpid()}-"):

@@ -65,7 +65,7 @@ _MAGIC_AT = 4032
 _RING = ((0, 8, 16), (24, 32, 40))  # (write, read, sleeping) u64 word indices of ring 0 and ring 1 (64 bytes apart)
 _MARK = (1 << 64) - 1
 _U64 = struct.Struct("<Q")
-DEFAULT_CAPACITY = 1024 * 1024  # per direction: a camera frame fits; bigger frames take the socket
+DEFAULT_CAPACITY = 256 * 1024  # per direction: a 224x224 camera frame fits; bigger frames take the socket
 _fence_lock = threading.Lock()
 
 

@@ -24,6 +24,8 @@ from .meta import enc_hook, ext_hook
 __all__ = [
     "KINDS",
     "BeginEpisode",
+    "Attach",
+    "AttachReply",
     "Bind",
     "BindReply",
     "EndEpisode",
@@ -245,6 +247,20 @@ class ConfigureReply(_Base, frozen=True):
     edition: str
 
 
+class Attach(_Base, frozen=True):
+    """Move the rest of the session into shared-memory rings at ``path`` (same host only)."""
+
+    KIND: ClassVar[int] = 0x09
+    path: str
+
+
+class AttachReply(_Base, frozen=True):
+    """``attached``: from the next frame on, both sides use the rings; else the socket stays."""
+
+    KIND: ClassVar[int] = 0x8B
+    attached: bool
+
+
 class Error(_Base, frozen=True):
     """A failed request: wire code (ERR-1), message, and whether the session survives."""
 
@@ -334,6 +350,8 @@ _ENV_MESSAGES: tuple[type[_Base], ...] = (
     Pong,
     Configure,
     ConfigureReply,
+    Attach,
+    AttachReply,
     Error,
     Bind,
     BindReply,

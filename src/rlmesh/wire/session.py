@@ -49,6 +49,7 @@ LEGAL: dict[State, set[int]] = {
         m.Shutdown.KIND,
         m.Ping.KIND,
         m.Configure.KIND,
+        m.Attach.KIND,
     },
     CLOSED: set(),
     BROKEN: set(),
@@ -64,6 +65,7 @@ REPLIES: dict[int, frozenset[int]] = {
     m.Shutdown.KIND: frozenset({m.ShutdownReply.KIND}),
     m.Ping.KIND: frozenset({m.Pong.KIND}),
     m.Configure.KIND: frozenset({m.ConfigureReply.KIND}),
+    m.Attach.KIND: frozenset({m.AttachReply.KIND}),
 }
 
 # The model service's requests (served models); legal once READY.
