@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -106,3 +107,68 @@ def test_a_request_timeout_on_rings_raises_TimeoutError_in_time(serve_process):
         proc.kill()  # stuck in the env: no graceful stop to wait for
         proc.wait(30)
         env.close()
+
+
+def _scribble(env, how: str) -> None:  # type: ignore[no-untyped-def]
+    """Publish hostile bytes in the client's ring, as a buggy or malicious client could."""
+    conn = env._session.conn
+    ch = conn.shm
+    w = ch._wpos
+    base = 4096 + w % ch._cap
+    if how == "position":
+        ch._ctl[0] = w + (1 << 40)  # far more than the ring holds
+    elif how == "length":
+        ch._bytes[base : base + 8] = (1 << 62).to_bytes(8, "little")
+        ch._ctl[0] = w + 64
+    else:  # a plausible length, garbage frame bytes
+        ch._bytes[base : base + 8] = (40).to_bytes(8, "little")
+        ch._bytes[base + 8 : base + 48] = b"\xab" * 40
+        ch._ctl[0] = w + 48
+    conn.sock.send(shm.doorbell())  # wake the server if it sleeps
+
+
+@pytest.mark.parametrize("how", ["position", "length", "frame"])
+def test_a_client_scribbling_on_its_ring_loses_its_session_and_the_server_serves_on(serve_process, how):
+    from rlmesh.errors import ConnectionLost, ProtocolException, SessionClosed
+    from rlmesh.serve import ping
+
+    _proc, address = serve_process("CartPole-v1")
+    bad = rnp.RemoteEnv(address, request_timeout_seconds=5)
+    bad.reset(seed=0)
+    bad.step(0)
+    bad.step(1)
+    assert bad._session.conn.shm is not None
+    _scribble(bad, how)
+    with pytest.raises((ConnectionLost, ProtocolException, SessionClosed, TimeoutError)):
+        for _ in range(3):
+            bad.step(0)
+    bad.close()
+    assert ping(address).state == "ready"
+    with rnp.RemoteEnv(address) as good:
+        good.reset(seed=1)
+        for i in range(20):
+            assert good.step(i % 2)[0].shape == (4,)
+        assert good._session.conn.shm is not None
+    assert _ring_files() == set()
+
+
+def test_sessions_on_rings_leave_no_mapping_or_descriptor_behind(serve_process):
+    proc, address = serve_process("CartPole-v1")
+
+    def server_state() -> tuple[int, int]:
+        maps = Path(f"/proc/{proc.pid}/maps").read_text().count("rlmesh-")
+        return maps, len(os.listdir(f"/proc/{proc.pid}/fd"))
+
+    with rnp.RemoteEnv(address) as env:  # warm up: imports, first allocations
+        env.reset(seed=0)
+    before = server_state()
+    for k in range(30):
+        with rnp.RemoteEnv(address) as env:
+            env.reset(seed=k)
+            for i in range(4):
+                env.step(i % 2)
+            assert env._session.conn.shm is not None
+    maps, fds = server_state()
+    assert maps == 0 == before[0]
+    assert fds <= before[1] + 2
+    assert _ring_files() == set()
