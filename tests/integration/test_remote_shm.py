@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import time
 from pathlib import Path
 
@@ -125,6 +126,9 @@ def _scribble(env, how: str) -> None:  # type: ignore[no-untyped-def]
         ch._bytes[base + 8 : base + 48] = b"\xab" * 40
         ch._ctl[0] = w + 48
     conn.sock.send(shm.doorbell())  # wake the server if it sleeps
+    # Let the server read it before this client's next write overwrites the same bytes:
+    # the server answers with a protocol Error and closes the connection.
+    select.select([conn.sock], [], [], 5)
 
 
 @pytest.mark.parametrize("how", ["position", "length", "frame"])

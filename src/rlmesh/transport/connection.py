@@ -12,6 +12,7 @@ the stream never desynchronizes.
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import socket
@@ -239,8 +240,7 @@ class Connection:
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             raise ConnectionLost("the peer stopped reading; dropping the connection")
-        _, writable, _ = select.select([], [self.sock], [], remaining)
-        if not writable:
+        if not _wait_for(self.sock, select.POLLOUT, remaining):
             raise ConnectionLost("the peer stopped reading; dropping the connection")
 
     # -- receiving ----------------------------------------------------------------------
@@ -338,8 +338,7 @@ class Connection:
                 wait = min(wait, deadline - time.monotonic())
                 if wait <= 0:
                     raise TimeoutError("timed out")
-            readable, _, _ = select.select([self.sock], [], [], wait)
-            if readable:
+            if _wait_for(self.sock, select.POLLIN, wait):
                 return self._recv_socket()
             if ch.pending():  # a lost doorbell: never more than one recheck late
                 return _WOKEN
@@ -503,6 +502,14 @@ class Connection:
 
     def fileno(self) -> int:
         return self.sock.fileno()
+
+
+def _wait_for(sock: socket.socket, event: int, seconds: float | None) -> bool:
+    """Whether ``sock`` became ready for ``event`` within ``seconds`` (poll(): no FD_SETSIZE cap)."""
+    poller = select.poll()
+    poller.register(sock.fileno(), event | select.POLLERR | select.POLLHUP)
+    timeout_ms = None if seconds is None else max(0, math.ceil(seconds * 1000))
+    return bool(poller.poll(timeout_ms))
 
 
 _UNIX_BUFFER_BYTES = 4 * 1024 * 1024
