@@ -38,6 +38,7 @@ _SCRATCH = 8 * 1024  # one recv_into fetches a whole small frame; large bodies g
 
 _BUSY_POLL_DEFAULT_US = 250
 _DOORBELL = doorbell()
+_yield = getattr(os, "sched_yield", lambda: None)  # polling gives way to any other runnable task
 _WOKEN = Frame(DOORBELL_KIND, 0, memoryview(b""), [])  # "look at the ring again"
 _RING_RECHECK_SECONDS = 0.05
 SHM_STALL_SECONDS = 10.0  # a peer that leaves its ring full this long is treated as gone
@@ -289,7 +290,7 @@ class Connection:
                         end = pc() + budget
                         pending = ch.pending
                         while not pending() and pc() < end:
-                            pass
+                            _yield()  # a no-op when nothing else wants this CPU
                         if pending():
                             continue
                 if not ch.asleep:
@@ -427,6 +428,7 @@ class Connection:
                         if pc() > end:
                             n = -1
                             break
+                        _yield()
             else:  # the fd is already non-blocking; a plain read skips the timeout's poll()
                 fd = sock.fileno()
                 end = pc() + budget
@@ -438,6 +440,7 @@ class Connection:
                         if pc() > end:
                             n = -1
                             break
+                        _yield()
             if n >= 0:
                 self._answered(pc() - sent)
                 return n
