@@ -131,16 +131,6 @@ class Frame:
         return f"Frame(kind={self.kind:#04x}, request_id={self.request_id}, segments={len(self.segments)})"
 
 
-def _pad8(n: int) -> int:
-    return (-n) % 8
-
-
-def _table_end(header_len: int, count: int) -> int:
-    if not count:
-        return header_len
-    return header_len + _pad8(header_len) + 8 * count
-
-
 class Buffers(list[Any]):
     """The buffers of one frame, in order, plus their total size (saves the sender a sum)."""
 
@@ -271,7 +261,7 @@ def decode_prefix_at(buf: bytes | bytearray | memoryview, offset: int, limits: F
         raise ProtocolException(
             f"frame body of {body_len} bytes exceeds the limit of {limits.max_frame_bytes}"
         )
-    if body_len < (hlen + (-hlen % 8) + 8 * count if count else hlen):  # the table's end (_table_end)
+    if body_len < (hlen + (-hlen % 8) + 8 * count if count else hlen):  # where the segment table ends
         raise ProtocolException(f"frame body of {body_len} bytes is shorter than its header and table")
     return FramePlan(kind, request_id, hlen, count, body_len)
 
