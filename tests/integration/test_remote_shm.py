@@ -176,3 +176,26 @@ def test_sessions_on_rings_leave_no_mapping_or_descriptor_behind(serve_process):
     assert maps == 0 == before[0]
     assert fds <= before[1] + 2
     assert _ring_files() == set()
+
+
+def test_a_server_killed_mid_step_on_rings_gives_ConnectionLost_not_a_hang(serve_process):
+    import signal
+    import threading
+
+    from rlmesh.errors import ConnectionLost
+
+    proc, address = serve_process("integration_envs:make_sleepy")
+    env = rnp.RemoteEnv(address)
+    killer = threading.Timer(0.5, proc.send_signal, args=(signal.SIGKILL,))
+    try:
+        env.reset()
+        env.step(0)
+        env.step(0)
+        assert env._session.conn.shm is not None
+        killer.start()
+        with pytest.raises(ConnectionLost):
+            env.step(1)  # waiting on the ring, then the socket, when the process dies
+        proc.wait(timeout=30)
+    finally:
+        killer.cancel()
+        env.close()
