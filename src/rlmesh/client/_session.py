@@ -35,6 +35,7 @@ __all__ = ["ATTACH_AFTER_REQUESTS", "DEFAULT_CONNECT_TIMEOUT_SECONDS", "ClientSe
 #: A session moves into shared-memory rings before this request (same host only): a
 #: probe (connect, reset, close) never pays the ~0.1 ms of setting them up.
 ATTACH_AFTER_REQUESTS = 3
+_ENDINGS = frozenset({m.Close.KIND, m.Shutdown.KIND})
 
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0  # CLT-5: the native default
 _CLOSE_TIMEOUT_SECONDS = 5.0  # CLT-10: a graceful close never waits longer than this
@@ -144,7 +145,7 @@ class ClientSession:
                 whether the session survives).
         """
         self._ensure_open()
-        if self._attach_after > 0:
+        if self._attach_after > 0 and msg.KIND not in _ENDINGS:  # a session about to end stays put
             self._attach_after -= 1
             if not self._attach_after:
                 self._attach(timeout)
