@@ -241,7 +241,7 @@ class Connection:
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0:
             raise ConnectionLost("the peer stopped reading; dropping the connection")
-        if not _wait_for(self.sock, select.POLLOUT, remaining):
+        if not _wait_for(self.sock, True, remaining):
             raise ConnectionLost("the peer stopped reading; dropping the connection")
 
     # -- receiving ----------------------------------------------------------------------
@@ -339,7 +339,7 @@ class Connection:
                 wait = min(wait, deadline - time.monotonic())
                 if wait <= 0:
                     raise TimeoutError("timed out")
-            if _wait_for(self.sock, select.POLLIN, wait):
+            if _wait_for(self.sock, False, wait):
                 return self._recv_socket()
             if ch.pending():  # a lost doorbell: never more than one recheck late
                 return _WOKEN
@@ -507,10 +507,17 @@ class Connection:
         return self.sock.fileno()
 
 
-def _wait_for(sock: socket.socket, event: int, seconds: float | None) -> bool:
-    """Whether ``sock`` became ready for ``event`` within ``seconds`` (poll(): no FD_SETSIZE cap)."""
+def _wait_for(sock: socket.socket, writable: bool, seconds: float | None) -> bool:
+    """Whether ``sock`` became readable (or writable) within ``seconds``.
+
+    ``poll()`` where the platform has it (no ``FD_SETSIZE`` cap on descriptor numbers),
+    else ``select()``.
+    """
+    if not hasattr(select, "poll"):  # pragma: no cover - Windows
+        ready = select.select([], [sock], [], seconds) if writable else select.select([sock], [], [], seconds)
+        return bool(ready[1] if writable else ready[0])
     poller = select.poll()
-    poller.register(sock.fileno(), event | select.POLLERR | select.POLLHUP)
+    poller.register(sock.fileno(), (select.POLLOUT if writable else select.POLLIN) | select.POLLERR | select.POLLHUP)
     timeout_ms = None if seconds is None else max(0, math.ceil(seconds * 1000))
     return bool(poller.poll(timeout_ms))
 
