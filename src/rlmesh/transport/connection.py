@@ -48,8 +48,8 @@ _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 def busy_poll_default() -> float:
     """The busy-poll cap in seconds: ``RLMESH_BUSY_POLL_US`` (0 disables), else 250 µs.
 
-    Polling only pays when the peer runs on another core, so it is off where this
-    process may use a single CPU (or the platform has no ``MSG_DONTWAIT``).
+    Polling only pays when the peer can run on another core, so it is off on a single-CPU
+    machine or container (or where the platform has no ``MSG_DONTWAIT``).
     """
     raw = os.environ.get("RLMESH_BUSY_POLL_US", "").strip()
     try:
@@ -62,11 +62,13 @@ def busy_poll_default() -> float:
 
 
 def _usable_cpus() -> float:
-    """CPUs this process may run on: its affinity mask, capped by a cgroup v2 CPU quota."""
-    try:
-        cpus: float = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
+    """CPUs the processes of this machine (or container) can use at once.
+
+    The machine's count, capped by a cgroup v2 CPU quota. An affinity mask of one CPU
+    does not count: a process pinned to one core usually talks to a peer pinned to
+    another, and every polling pass yields the CPU anyway.
+    """
+    cpus: float = os.cpu_count() or 1
     try:
         with open("/sys/fs/cgroup/cpu.max") as f:  # "max 100000" or "<quota> <period>"
             quota, period = f.read().split()[:2]
