@@ -13,8 +13,12 @@ import pytest
 import rlmesh.numpy as rnp
 from conftest import child_env
 from rlmesh.transport import shm
+from rlmesh.transport.connection import busy_poll_default
 
-pytestmark = pytest.mark.skipif(not shm.shm_supported(), reason="shared-memory rings need x86-64 Linux")
+pytestmark = pytest.mark.skipif(
+    not shm.shm_supported() or not busy_poll_default(),
+    reason="shared-memory rings need x86-64 Linux and busy polling (two or more CPUs)",
+)
 
 
 def _ring_files() -> set[str]:
