@@ -1,4 +1,5 @@
-"""JSON and metadata forms shared by ``EnvTags`` and ``ModelSpec`` (ADP-47..49)."""
+"""What ``EnvTags`` and ``ModelSpec`` share: JSON and metadata forms (ADP-47..49) and
+immutable value semantics (equality and hash over ``_key()``, ADP-27)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,31 @@ _D = TypeVar("_D", bound="JsonDocument")
 class JsonDocument:
     """``to_json``/``from_json`` and ``to_metadata``/``from_metadata`` over ``to_dict``/``from_dict``.
 
-    Subclasses define ``to_dict``, ``from_dict`` and the metadata key they live under.
+    Subclasses define ``to_dict``, ``from_dict``, the metadata key they live under, a
+    ``_hash`` slot and ``_key()``: the hashable rendering equality and hashing use.
+    Instances are immutable.
     """
 
     __slots__ = ()
     _METADATA_KEY: ClassVar[str]
     _METADATA_NOUN: ClassVar[str] = "metadata"
+    _hash: int | None
+
+    def _key(self) -> Any:  # pragma: no cover - defined by subclasses
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, type(self)):
+            return NotImplemented
+        return bool(self._key() == other._key())
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash(self._key()))
+        return self._hash  # type: ignore[return-value]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
 
     def to_dict(self) -> dict[str, Any]:  # pragma: no cover - defined by subclasses
         raise NotImplementedError

@@ -369,27 +369,7 @@ class ModelSpec(JsonDocument):
     def _key(self) -> Any:
         from ._codec import leaf_key
 
-        def k(node: Any) -> Any:
-            if isinstance(node, Mapping):
-                return ("dict", tuple(sorted((key, k(v)) for key, v in node.items())))
-            if isinstance(node, tuple):
-                return ("tuple", tuple(k(v) for v in node))
-            return leaf_key(node)
-
-        return (k(self._input), self._output)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ModelSpec):
-            return NotImplemented
-        return self._key() == other._key()
-
-    def __hash__(self) -> int:
-        if self._hash is None:
-            object.__setattr__(self, "_hash", hash(self._key()))
-        return self._hash  # type: ignore[return-value]
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("ModelSpec is immutable")
+        return (node_key(self._input, leaf_key), self._output)
 
     def __reduce__(self) -> Any:
         return (ModelSpec._unchecked, (self._input, self._output))
@@ -398,4 +378,4 @@ class ModelSpec(JsonDocument):
         return f"ModelSpec(input={self._input!r}, output={self._output!r})"
 
 
-_ = (IMAGE_PRIMARY, EEF_POS, GRIPPER_POS, ACTION_GRIPPER, Actuator, math, node_key)  # doctest names
+_ = (IMAGE_PRIMARY, EEF_POS, GRIPPER_POS, ACTION_GRIPPER, Actuator, math)  # doctest names

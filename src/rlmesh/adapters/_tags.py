@@ -12,7 +12,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Union
 
@@ -326,15 +326,17 @@ def check_duplicates(observation: Any) -> None:
             seen.add(key)
 
 
-def node_key(node: Any) -> Any:
-    """A hashable rendering of a tree with dict-node key order ignored (ADP-27)."""
+def _leaf(node: Any) -> Any:
+    return ("unknown", id(node)) if isinstance(node, UnknownLeaf) else node
+
+
+def node_key(node: Any, leaf: Callable[[Any], Any] = _leaf) -> Any:
+    """A hashable rendering of a tree with dict-node key order ignored (ADP-27); ``leaf`` renders leaves."""
     if isinstance(node, Mapping):
-        return ("dict", tuple(sorted((k, node_key(v)) for k, v in node.items())))
+        return ("dict", tuple(sorted((k, node_key(v, leaf)) for k, v in node.items())))
     if isinstance(node, tuple):
-        return ("tuple", tuple(node_key(v) for v in node))
-    if isinstance(node, UnknownLeaf):
-        return ("unknown", id(node))
-    return node
+        return ("tuple", tuple(node_key(v, leaf) for v in node))
+    return leaf(node)
 
 
 class EnvTags(JsonDocument):
@@ -418,19 +420,6 @@ class EnvTags(JsonDocument):
     # -- value semantics -------------------------------------------------------------
     def _key(self) -> Any:
         return (node_key(self._observation), self._action)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, EnvTags):
-            return NotImplemented
-        return self._key() == other._key()
-
-    def __hash__(self) -> int:
-        if self._hash is None:
-            object.__setattr__(self, "_hash", hash(self._key()))
-        return self._hash  # type: ignore[return-value]
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("EnvTags is immutable")
 
     def __reduce__(self) -> Any:
         return (EnvTags._unchecked, (self._observation, self._action))
