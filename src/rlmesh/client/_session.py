@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from typing import Any
 
 from ..errors import (
@@ -148,8 +147,8 @@ class ClientSession:
         self._ensure_open()
         if self._attach_after > 0 and msg.KIND not in _ENDINGS:  # a session about to end stays put
             self._attach_after -= 1
-            if not self._attach_after and self.conn.busy_poll and threading.active_count() == 1:
-                self._attach(timeout)  # rings pay only while polled: other threads switch polling off
+            if not self._attach_after and self.conn.polling:
+                self._attach(timeout)  # rings pay only while polled
         self.state.check_request(msg.KIND)
         reply, frame = self._exchange_frame(msg, segments, timeout)
         if isinstance(reply, m.Error):

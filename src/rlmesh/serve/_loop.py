@@ -303,8 +303,8 @@ class ServeLoop:
             self._protocol_error(peer, ProtocolException("request outside a session"), rid)
             return
         if kind == _ATTACH:
-            polled = self._busy_poll and threading.active_count() == 1  # a ring nobody polls is slower than the socket
-            ring = None if peer.conn.shm is not None or not polled else _accept_rings(msg.path, peer.conn)
+            # a ring nobody polls is slower than the socket
+            ring = None if peer.conn.shm is not None or not peer.conn.polling else _accept_rings(msg.path, peer.conn)
             self._send(peer, m.AttachReply(attached=ring is not None), rid)  # on the socket
             if ring is not None:
                 peer.conn.shm = ring  # the client switches once it reads the reply

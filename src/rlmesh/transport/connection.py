@@ -420,29 +420,26 @@ class Connection:
         if budget:
             sock = self.sock
             if self._timeout is None:  # a blocking fd: ask for this one call not to block
-                recv = sock.recv_into
-                end = pc() + budget
-                while True:
-                    try:
-                        n = recv(view, 0, _DONTWAIT)
-                        break
-                    except BlockingIOError:
-                        if pc() > end:
-                            n = -1
-                            break
-                        _yield()
+
+                def read() -> int:
+                    return sock.recv_into(view, 0, _DONTWAIT)
+
             else:  # the fd is already non-blocking; a plain read skips the timeout's poll()
                 fd = sock.fileno()
-                end = pc() + budget
-                while True:
-                    try:
-                        n = os.readv(fd, [view])
+
+                def read() -> int:
+                    return os.readv(fd, [view])
+
+            end = pc() + budget
+            n = -1
+            while True:
+                try:
+                    n = read()
+                    break
+                except BlockingIOError:
+                    if pc() > end:
                         break
-                    except BlockingIOError:
-                        if pc() > end:
-                            n = -1
-                            break
-                        _yield()
+                    _yield()
             if n >= 0:
                 self._answered(pc() - sent)
                 return n
@@ -450,10 +447,16 @@ class Connection:
         self._answered(pc() - sent)
         return n
 
+    @property
+    def polling(self) -> bool:
+        """Whether reads busy-poll now: enabled, and no other Python thread needs the GIL
+        (a server started in-process, say) that polling would hold."""
+        return bool(self.busy_poll) and threading.active_count() == 1
+
     def _budget(self) -> float:
         cap = self.busy_poll
-        if threading.active_count() > 1:
-            return 0.0  # polling holds the GIL the peer thread (a server started in-process?) needs
+        if not self.polling:
+            return 0.0
         wait = self._wait
         if wait < 0:
             return cap

@@ -280,27 +280,27 @@ class Channel:
         if pos + PREFIX_SIZE <= cap:
             plan = frames.decode_prefix_at(mem, base + pos, limits)
         else:
-            plan = frames.decode_prefix(self._wrapped(pos, PREFIX_SIZE), limits)
+            plan = frames.decode_prefix(self._copy_out(np.empty(PREFIX_SIZE, np.uint8), pos).tobytes(), limits)
         n = plan.body_len
         if PREFIX_SIZE + n != length:
             raise ProtocolException(f"frame of {n} body bytes in a {length}-byte shared-memory entry")
         start = (pos + PREFIX_SIZE) % cap
-        if n < frames.SMALL_BODY:  # one copy out of the ring into a fresh buffer
-            raw = mem[base + start : base + start + n] if start + n <= cap else self._wrapped(start, n)
-            body = np.frombuffer(bytearray(raw), np.uint8)
-        else:  # keep the 64-byte alignment promise for larger bodies
-            body = frames.new_body(plan)
-            first = min(n, cap - start)
-            body[:first] = np.frombuffer(self._mm, np.uint8, first, base + start)
-            if first < n:
-                body[first:] = np.frombuffer(self._mm, np.uint8, n - first, base)
+        if n < frames.SMALL_BODY and start + n <= cap:  # the common case: one small copy
+            body = np.frombuffer(bytearray(mem[base + start : base + start + n]), np.uint8)
+        else:  # a fresh buffer, 64-byte aligned when large (frames.new_body)
+            body = self._copy_out(frames.new_body(plan), start)
         self._consume(r + need)
         return frames.split_body(plan, body)
 
-    def _wrapped(self, pos: int, n: int) -> bytes:
+    def _copy_out(self, dst: np.ndarray[Any, Any], pos: int) -> np.ndarray[Any, Any]:
+        """Fill ``dst`` from the ring we read, starting at ring offset ``pos`` (wrapping)."""
         base, cap, mem = self._rx_data, self._cap, self._bytes
+        n = dst.size
         first = min(n, cap - pos)
-        return bytes(mem[base + pos : base + pos + first]) + bytes(mem[base : base + n - first])
+        dst[:first] = mem[base + pos : base + pos + first]
+        if first < n:
+            dst[first:] = mem[base : base + n - first]
+        return dst
 
     def _consume(self, rpos: int) -> None:
         self._rpos = rpos

@@ -189,7 +189,10 @@ def test_a_connection_pair_exchanges_small_and_oversized_frames_in_order(conns) 
     assert got == [(rid, size) for rid, size in enumerate(sizes, 1)]
 
 
-def test_a_sleeping_reader_is_woken_by_the_doorbell(conns) -> None:
+def test_a_sleeping_reader_is_woken_by_the_doorbell(conns, monkeypatch) -> None:
+    from rlmesh.transport import connection
+
+    monkeypatch.setattr(connection, "_RING_RECHECK_SECONDS", 60.0)  # only the doorbell can wake it in time
     client, server = conns
 
     def answer_late() -> None:
