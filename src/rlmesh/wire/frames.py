@@ -25,9 +25,9 @@ starts are 64-byte aligned within the body; the receiver allocates the body
 
 A sender never copies tensor payloads: :func:`encode_frame` returns a list of buffers
 (``[prefix+header+table, pad, segment, pad, segment, ...]``) whose segments are
-the caller's own memory, ready for ``socket.sendmsg``. Only leaves of at most
-:data:`INLINE_MAX` bytes (a CartPole observation, a batch of rewards) are copied into
-the head buffer, where a copy is cheaper than one more iovec.
+the caller's own memory, ready for ``socket.sendmsg``. Only a frame whose body is at
+most :data:`INLINE_MAX` bytes (a CartPole step, a batch of rewards) is joined into one
+buffer, where a copy is cheaper than more iovecs.
 
 Invariants: ``body_len`` equals exactly the layout end computed from
 ``header_len``, the table and the padding; a mismatch, an unknown magic or
@@ -138,17 +138,11 @@ class Buffers(list[Any]):
 
     nbytes: int
 
-    @classmethod
-    def _of(cls, one: bytes, nbytes: int) -> Buffers:
-        out = cls((one,))
-        out.nbytes = nbytes
-        return out
 
-
-#: Leaves up to this many bytes are copied into the frame's head buffer instead of being
-#: handed to ``sendmsg`` as their own iovec: below ~1 KiB the copy is cheaper than the
-#: kernel's per-buffer work, and a one-buffer frame goes out with a plain ``send()``.
-#: Larger leaves (camera frames, batches) are never copied.
+#: A frame whose body is at most this many bytes is sent as one joined buffer: below
+#: ~1 KiB copying its leaves is cheaper than the kernel's per-iovec work, and a
+#: one-buffer frame goes out with a plain ``send()``. Larger frames hand their leaves
+#: (camera frames, batches) to ``sendmsg`` as they are, never copied.
 INLINE_MAX = 1024
 
 
@@ -200,12 +194,9 @@ def encode_frame(
         pad = -pos % SEGMENT_ALIGN
         body = pos + pad + n
         parts = (PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 1, body), header, _ZEROS[:hpad], _U64.pack(n), _ZEROS[:pad])
-        if n <= INLINE_MAX:  # a tiny leaf rides in the head too: one buffer, one plain send()
-            out = Buffers((b"".join((*parts, seg)) if n else b"".join(parts),))
-        else:
-            out = Buffers((b"".join(parts), seg))
-        out.nbytes = PREFIX_SIZE + body
-        return out
+        if body <= INLINE_MAX:  # a tiny frame: one buffer, one plain send()
+            return _buffers([b"".join((*parts, seg))], PREFIX_SIZE + body)
+        return _buffers([b"".join(parts), seg], PREFIX_SIZE + body)
     out = Buffers((b"",))
     lengths: list[int] = []
     for seg in segments:
@@ -221,8 +212,8 @@ def encode_frame(
         (PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos), header, _ZEROS[:hpad], _table(count).pack(*lengths))
     )
     out.nbytes = PREFIX_SIZE + pos
-    if pos <= INLINE_MAX:  # only tiny leaves: one buffer, one plain send()
-        return Buffers._of(b"".join(out), out.nbytes)
+    if pos <= INLINE_MAX:  # a tiny frame: one buffer, one plain send()
+        return _buffers([b"".join(out)], out.nbytes)
     return out
 
 

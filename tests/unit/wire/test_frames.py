@@ -44,7 +44,7 @@ def test_segments_are_aligned_and_large_leaves_are_passed_through(size: int, ali
     bufs = encode_frame(0x85, 1, b"\x90", segs)
     if size > frames.INLINE_MAX:  # a large leaf is the caller's memory, never copied
         assert any(b is segs[0] for b in bufs)
-    else:  # a frame of tiny leaves is one buffer
+    else:  # a tiny frame is one buffer
         assert len(bufs) == 1
     raw = raw_frame(bufs)
     plan = decode_prefix(raw[:PREFIX_SIZE])
@@ -60,7 +60,9 @@ def test_one_leaf_frames_round_trip_inlined_or_not(n: int) -> None:
     leaf = np.arange(n, dtype=np.uint8)
     bufs = encode_frame(0x85, 9, b"\x91\x01", [leaf])
     assert bufs.nbytes == sum(memoryview(b).nbytes for b in bufs)
-    assert (len(bufs) == 1) == (n <= frames.INLINE_MAX)
+    assert (len(bufs) == 1) == (bufs.nbytes - PREFIX_SIZE <= frames.INLINE_MAX)
+    if n > frames.INLINE_MAX:
+        assert bufs[-1] is leaf  # a large leaf is never copied
     raw = raw_frame(bufs)
     plan = decode_prefix(raw[:PREFIX_SIZE])
     frame = split_body(plan, np.frombuffer(bytearray(raw[PREFIX_SIZE:]), np.uint8))
