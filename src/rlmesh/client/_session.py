@@ -10,7 +10,6 @@ turns a fatal error or a lost peer into "this session is over" (DELTA-19).
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 from ..errors import (
@@ -184,7 +183,7 @@ class ClientSession:
             ring.close()
             raise
         finally:
-            _unlink(path)  # mapped by the server or not, the name has served its purpose
+            shm.discard(path)  # mapped by the server or not, the name has served its purpose
         if reply.attached:
             self.conn.shm = ring
         else:
@@ -291,9 +290,3 @@ class ClientSession:
         """Close the socket without a Close round trip."""
         self._end("not connected: this client was closed; create a new one to reconnect")
 
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

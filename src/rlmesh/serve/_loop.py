@@ -13,7 +13,6 @@ and closes that connection only.
 from __future__ import annotations
 
 import logging
-import os
 import select
 import selectors
 import socket
@@ -316,15 +315,12 @@ class ServeLoop:
             self._touch()
             return
         timeout_ms = getattr(msg, "timeout_ms", 0)
+        started = time.perf_counter_ns() if timeout_ms else 0  # timed only when it carries a deadline
         try:
-            if timeout_ms:
-                started = time.perf_counter_ns()
-                reply, segments = self.service.handle(msg, frame)
-                if (time.perf_counter_ns() - started) / 1e6 > timeout_ms:  # SES-4: late result dropped
-                    op = _OPS.get(kind, "request")
-                    raise RequestFailed("TIMEOUT", f"env.{op} timed out after {timeout_ms}ms", op=op)
-            else:
-                reply, segments = self.service.handle(msg, frame)
+            reply, segments = self.service.handle(msg, frame)
+            if timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms:  # SES-4: late result dropped
+                op = _OPS.get(kind, "request")
+                raise RequestFailed("TIMEOUT", f"env.{op} timed out after {timeout_ms}ms", op=op)
         except RequestFailed as failure:
             self._send(peer, failure.to_message(), rid)
             if not failure.recoverable:  # DELTA-19: a fatal error ends the session
@@ -471,14 +467,11 @@ def _accept_rings(path: str, conn: Connection) -> shm.Channel | None:
     """The client's shared-memory rings at ``path``, when they can be mapped here."""
     if not path or not shm.shm_supported() or not shm.is_local_peer(conn.sock):
         return None
-    if path.startswith(f"/dev/shm/rlmesh-{os.getpid()}-"):
+    if shm.created_by_this_process(path):
         return None  # a client in this very process: its thread and ours share one GIL, sockets do better
     try:
         ring = shm.open_channel(path)
     except (OSError, ValueError):  # another host's /dev/shm (a container, a tunnel): the socket
         return None
-    try:
-        os.unlink(path)  # mapped: the name is no longer needed (the client unlinks it too)
-    except OSError:
-        pass
+    shm.discard(path)  # mapped: the name is no longer needed (the client discards it too)
     return ring

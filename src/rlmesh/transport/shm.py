@@ -5,8 +5,9 @@ Theory of operation
 A session's socket costs two system calls and a kernel hand-over per message (on
 loopback TCP a ``sendmsg`` alone is ~4 µs). When both ends run on one host they
 can instead pass frames through memory they both map: one file in ``/dev/shm``,
-created by the client (``0600``, random name, unlinked once the handshake is
-over), holding two single-producer single-consumer byte rings::
+created by the client and named in an ``Attach`` request (``0600``, random name,
+unlinked as soon as the server has answered), holding two single-producer
+single-consumer byte rings::
 
     offset  what
     0       ring 0 (client -> server): write position  (u64, written by the client)
@@ -54,7 +55,17 @@ from ..errors import ProtocolException
 from ..wire import frames
 from ..wire.frames import PREFIX_SIZE, Frame, FrameLimits
 
-__all__ = ["DOORBELL_KIND", "MARKER", "Channel", "create", "is_local_peer", "open_channel", "shm_supported"]
+__all__ = [
+    "DOORBELL_KIND",
+    "MARKER",
+    "Channel",
+    "create",
+    "created_by_this_process",
+    "discard",
+    "is_local_peer",
+    "open_channel",
+    "shm_supported",
+]
 
 DOORBELL_KIND = 0x7F  #: kind byte of the doorbell frame (socket only, shm sessions only)
 MARKER = object()  #: what :meth:`Channel.read` returns for "the next frame is on the socket"
@@ -103,11 +114,11 @@ def is_local_peer(sock: Any) -> bool:
 def create(capacity: int = DEFAULT_CAPACITY) -> tuple[str, Channel]:
     """Create a mapping for one session (client side): ``(path, channel)``.
 
-    The caller unlinks ``path`` once the server has answered (accepted or not).
+    The caller passes ``path`` to :func:`discard` once the server has answered (accepted or not).
     """
     capacity = max(4096, capacity - capacity % 4096)
     _remove_stale()
-    path = f"/dev/shm/rlmesh-{os.getpid()}-{secrets.token_hex(8)}"
+    path = _path(os.getpid(), secrets.token_hex(8))
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         # Reserve every page now: a full tmpfs (Docker's default /dev/shm is 64 MiB) must
@@ -124,21 +135,35 @@ def create(capacity: int = DEFAULT_CAPACITY) -> tuple[str, Channel]:
     return path, Channel(mm, capacity, side=0)
 
 
+def _path(pid: int, token: str) -> str:
+    return f"/dev/shm/rlmesh-{pid}-{token}"
+
+
+def created_by_this_process(path: str) -> bool:
+    """Whether ``path`` names a ring file this process created (its client and server share a GIL)."""
+    return path.startswith(_path(os.getpid(), ""))
+
+
+def discard(path: str) -> None:
+    """Unlink a ring file by name, quietly (whoever gets there first wins)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def _remove_stale() -> None:
-    """Unlink files of clients that died mid-handshake (``rlmesh-<pid>-*`` of a dead pid)."""
+    """Unlink files of clients that died mid-``Attach`` (``rlmesh-<pid>-*`` of a dead pid)."""
     try:
         names = [n for n in os.listdir("/dev/shm") if n.startswith("rlmesh-")]
     except OSError:
         return
-    for name in names[:64]:  # bounded; each handshake tidies a little
+    for name in names[:64]:  # bounded; each new mapping tidies a little
         try:
             pid = int(name.split("-")[1])
             os.kill(pid, 0)
         except ProcessLookupError:
-            try:
-                os.unlink(f"/dev/shm/{name}")
-            except OSError:
-                pass
+            discard(f"/dev/shm/{name}")
         except (ValueError, IndexError, OSError):
             continue
 
