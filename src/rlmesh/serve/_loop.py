@@ -22,8 +22,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import msgspec
-
 from .._build import PROTOCOL_GENERATION
 from ..errors import CODE_NUMBERS, ConnectionLost, ProtocolException
 from ..transport import shm
@@ -366,13 +364,13 @@ class ServeLoop:
             component=svc.component,
             session_id=str(uuid.uuid4()),
             contract=svc.contract(),
+            # the client may move the session into shared-memory rings (Attach)
+            capabilities={"shm": "1"} if shm.shm_supported() and shm.is_local_peer(peer.conn.sock) else None,
         )
         if isinstance(answer, m.Incompatible):
             self._send(peer, answer, rid)
             self._drop(peer)
             return
-        if shm.shm_supported() and shm.is_local_peer(peer.conn.sock):
-            answer = msgspec.structs.replace(answer, capabilities={**answer.capabilities, "shm": "1"})
         svc.begin_session()
         self._active = peer
         peer.session.on_reply(m.Hello.KIND, m.Welcome.KIND)

@@ -69,6 +69,7 @@ def answer_hello(
     component: str,
     session_id: str,
     contract: dict[str, object] | None = None,
+    capabilities: dict[str, str] | None = None,
 ) -> m.Welcome | m.Incompatible:
     """The server's answer to a Hello: ``Welcome`` with the selected edition, or ``Incompatible``."""
     ours, preferred = offer_for(declared)
@@ -102,5 +103,6 @@ def answer_hello(
         selected=selected,
         session_id=session_id,
         contract=dict(contract or {}),
+        capabilities=dict(capabilities or {}),
         service=service,
     )
