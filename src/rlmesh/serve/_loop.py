@@ -167,10 +167,6 @@ class ServeLoop:
         except OSError:
             pass
 
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
     # -- the loop -----------------------------------------------------------------------
 
     def run(self) -> None:

@@ -47,6 +47,8 @@ def test_reshape_copy_tobytes_and_equality() -> None:
     t = Tensor(np.arange(6, dtype=np.uint8).tobytes(), [6], np.uint8)
     r = t.reshape([2, -1])
     assert r.shape == [2, 3] and np.shares_memory(np.asarray(r), np.asarray(t))
+    assert t.is_contiguous() and r.is_contiguous()
+    assert not Tensor._wrap(np.arange(6, dtype=np.uint8).reshape(2, 3).T).is_contiguous()  # a strided view
     with pytest.raises(ValueError, match="cannot reshape"):
         t.reshape([4, -1])
     with pytest.raises(ValueError, match="at most one -1"):
