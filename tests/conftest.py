@@ -32,6 +32,36 @@ from hypothesis import settings as _hypothesis_settings
 _hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 _hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
+REQUIRE_ALL = os.environ.get("RLMESH_REQUIRE_ALL", "") not in ("", "0")
+
+
+def require(module: str, reason: str = "") -> Any:
+    """Import an optional dependency or skip the test (fail instead under RLMESH_REQUIRE_ALL=1).
+
+    ``.ci/run`` installs every optional dependency and sets ``RLMESH_REQUIRE_ALL=1``, so a
+    skip there would hide a broken install: it becomes a failure. On a developer's machine
+    the test skips with the reason.
+    """
+    try:
+        return __import__(module, fromlist=["_"])
+    except ImportError as exc:
+        why = f"{module} is not installed" + (f" ({reason})" if reason else "") + f": {exc}"
+        if REQUIRE_ALL:
+            pytest.fail(f"RLMESH_REQUIRE_ALL=1 but {why}", pytrace=False)
+        pytest.skip(why)
+
+
+def require_tool(name: str, reason: str = "") -> str:
+    """Path of an executable on PATH, or skip (fail under RLMESH_REQUIRE_ALL=1)."""
+    path = shutil.which(name)
+    if path is None:
+        why = f"{name} is not on PATH" + (f" ({reason})" if reason else "")
+        if REQUIRE_ALL:
+            pytest.fail(f"RLMESH_REQUIRE_ALL=1 but {why}", pytrace=False)
+        pytest.skip(why)
+    return path
+
+
 TESTS_DIR = Path(__file__).resolve().parent
 INTEGRATION_DIR = TESTS_DIR / "integration"
 SERVER_START_SECONDS = 60.0  # generous: a cold child imports numpy, msgspec and gymnasium
