@@ -33,7 +33,7 @@ def served(target: str, transport: str, *extra: str) -> Iterator[Address]:
         ready = Path(tmp) / "ready"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
         env.setdefault("RLMESH_WORKFLOW_EDITION", "")
-        cmd = [sys.executable, "-m", "rlmesh.serve", target, "--address", address, "--ready-file", str(ready), *extra]
+        cmd = [sys.executable, "-m", "rlmesh.cli", "serve", target, "--address", address, "--ready-file", str(ready), *extra]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 60

@@ -1,6 +1,6 @@
 """Scalar CartPole step over TCP and a Unix socket, against the raw socket round trip.
 
-Server: `python -m rlmesh.serve CartPole-v1` in a child process. Client: rlmesh.numpy.RemoteEnv.
+Server: `rlmesh serve CartPole-v1` (`python -m rlmesh.cli serve`) in a child process. Client: rlmesh.numpy.RemoteEnv.
 Reports µs per step and the ratio to a minimal Python 64-byte ping-pong on the same transport
 (the floor for any Python transport; budget: <= 2x, DESIGN.md).
 """

@@ -4,7 +4,7 @@
   emits ``WorkflowEditionWarning`` (DELTA-8).
 - :func:`serve` starts ``EnvServer(env, ...).start()`` on ``127.0.0.1:0`` or on a Unix
   socket in a short private temp dir, and shuts every server down after the test.
-- :func:`serve_process` runs ``python -m rlmesh.serve TARGET`` in a child process, waits
+- :func:`serve_process` runs ``rlmesh serve TARGET`` (``python -m rlmesh.cli serve``) in a child process, waits
   for its ``--ready-file`` and returns the process and the bound address; the child is
   killed (by its pid) after the test.
 """
@@ -141,7 +141,8 @@ def stop_process(proc: subprocess.Popen[Any]) -> None:
 def serve_process(short_tmp: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[bytes], str]]]:
     """``serve_process(target, *args, transport="tcp") -> (process, address)``.
 
-    Runs ``python -m rlmesh.serve TARGET --address ... --ready-file ...`` with
+    Runs ``python -m rlmesh.cli serve TARGET --address ... --ready-file ...`` (the
+    ``rlmesh serve`` console command, positional env target) with
     ``tests/integration`` on ``PYTHONPATH`` (so ``module:attr`` targets there work).
     """
     procs: list[subprocess.Popen[bytes]] = []
@@ -152,7 +153,9 @@ def serve_process(short_tmp: Path) -> Iterator[Callable[..., tuple[subprocess.Po
         n = len(procs)
         address = f"unix://{short_tmp}/proc{n}.sock" if transport == "unix" else "127.0.0.1:0"
         ready = short_tmp / f"ready{n}"
-        cmd = [sys.executable, "-m", "rlmesh.serve", target, "--address", address, "--ready-file", str(ready), *args]
+        # The `rlmesh serve` grammar (positional env target); `python -m rlmesh.serve` takes a model
+        # positionally and an env with --env (CNF2-A9).
+        cmd = [sys.executable, "-m", "rlmesh.cli", "serve", target, "--address", address, "--ready-file", str(ready), *args]
         # stderr goes to a file, never a pipe: a chatty child must not block on a full pipe
         with open(short_tmp / f"proc{n}.err", "wb") as err:
             proc = subprocess.Popen(cmd, env=env or child_env(), stdout=subprocess.DEVNULL, stderr=err)

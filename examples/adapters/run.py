@@ -25,7 +25,7 @@ from policy import SPEC, predict  # noqa: E402
 def serve_in_background(ready: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     env.setdefault("RLMESH_WORKFLOW_EDITION", "")
-    cmd = [sys.executable, "-m", "rlmesh.serve", "reach_env:make_env", "--address", "127.0.0.1:0", "--ready-file", str(ready)]
+    cmd = [sys.executable, "-m", "rlmesh.cli", "serve", "reach_env:make_env", "--address", "127.0.0.1:0", "--ready-file", str(ready)]
     return subprocess.Popen(cmd, env=env)
 
 

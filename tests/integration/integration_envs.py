@@ -2,7 +2,7 @@
 
 Each env records what the server handed it (actions, reset arguments, close calls)
 so a test can assert on both sides of the wire. Module-level ``make_*`` functions
-are ``module:attr`` targets for ``python -m rlmesh.serve`` in a child process.
+are ``module:attr`` targets for ``rlmesh serve`` (``python -m rlmesh.serve --env``) in a child process.
 """
 
 from __future__ import annotations

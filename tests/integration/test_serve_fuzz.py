@@ -4,7 +4,7 @@ DESIGN: "Bad bytes from a peer never crash a server or leak memory"; STYLE "Fuzz
 an invariant": arbitrary bytes into a live server give a typed error or a closed
 connection, the server keeps serving, and memory stays flat.
 
-The server runs in a child process (``python -m rlmesh.serve``) so its resident set
+The server runs in a child process (``rlmesh serve``) so its resident set
 and open descriptors can be read from ``/proc/<pid>``. Valid frames are built from the
 endpoint's own contract (learned through a real handshake), then mutated: random bytes,
 prefixes announcing huge lengths, valid ``Hello`` then garbage, truncated frames,

@@ -2,7 +2,7 @@
 
 Covers SRV-1/SRV-5/SRV-7 (bind during construction, resolved address), RDY-1/RDY-3
 (the address is announced only once a handshake can succeed), CLI-4/DELTA-23
-(``python -m rlmesh.serve``) and CLT-2/CLT-7/CLT-8 (client surface).
+(``rlmesh serve`` in a child process) and CLT-2/CLT-7/CLT-8 (client surface).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def test_quickstart_server_address_is_final_before_start():
         server.shutdown()
 
 
-def test_ctrl_c_stops_python_m_rlmesh_serve_with_exit_code_130_after_closing_the_env(serve_process, short_tmp):
+def test_ctrl_c_stops_rlmesh_serve_with_exit_code_130_after_closing_the_env(serve_process, short_tmp):
     marker = short_tmp / "closed.txt"
     kwargs = json.dumps({"path": str(marker)})
     proc, address = serve_process("integration_envs:make_marker", "--kwargs-json", kwargs)
@@ -117,7 +117,7 @@ def test_ctrl_c_stops_python_m_rlmesh_serve_with_exit_code_130_after_closing_the
 
 def test_ready_fd_receives_exactly_one_line_with_the_bound_address_then_EOF(short_tmp):
     read_fd, write_fd = os.pipe()
-    cmd = [sys.executable, "-m", "rlmesh.serve", "CartPole-v1", "--address", "127.0.0.1:0", "--ready-fd", str(write_fd)]
+    cmd = [sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", "127.0.0.1:0", "--ready-fd", str(write_fd)]
     proc = subprocess.Popen(cmd, env=child_env(), pass_fds=(write_fd,), stdout=subprocess.DEVNULL)
     os.close(write_fd)
     try:

@@ -19,7 +19,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
-from .._build import resolve_declared_edition
 from ._params import ParamError, ParamSpec
 from ._resolve import binding_metadata, resolve_params
 from ._sig import json_safe
@@ -182,40 +181,18 @@ class EnvFactory(ABC):
             ValueError: bad ``num_envs`` or ``vectorization_mode``.
             NotImplementedError: torch/jax with a Gymnasium vector fan-out.
         """
-        from ..serve import EnvServer, ServeOptions  # lazy: serving sits above authoring
+        from ..serve import serve_env  # lazy: serving sits above authoring
 
-        cls = type(self)
-        fw = framework if framework is not None else _framework_name(cls._bridge)
-        if vectorization_mode is not None and fw in _DEVICE_FRAMEWORKS:
-            raise NotImplementedError(
-                f"framework={fw!r} cannot be served through a Gymnasium vector env "
-                f"(vectorization_mode={vectorization_mode!r}); drop vectorization_mode to serve "
-                f"{num_envs} lanes instead"
-            )
-        declared = resolve_declared_edition(served=workflow_edition, class_attr=cls.workflow_edition)
-        env = build_env(
-            self, make_kwargs, num_envs=num_envs, vectorization_mode=vectorization_mode
-        )[1]
-        tags = None if (cls.tag_params or vectorization_mode is not None) else cls.tags
-        try:
-            server = EnvServer(
-                env,
-                address,
-                options=ServeOptions(workflow_edition=declared),
-                tags=tags,
-                framework=framework if framework is not None else cls._bridge,
-                device=device if fw in _DEVICE_FRAMEWORKS else None,
-            )
-        except BaseException:
-            for e in env if isinstance(env, list) else [env]:
-                _close_quietly(e)
-            self.close()
-            raise
-        print(f"RLMesh serving env on {server.address}", flush=True)
-        try:
-            server.serve()
-        finally:
-            self.close()  # AUTH-4/O-9: we do call the factory's close
+        serve_env(  # seed 000: EnvFactory.serve forwards to rlmesh.serve.serve_env (CNF2-A8)
+            self,
+            address,
+            num_envs=num_envs,
+            vectorization_mode=vectorization_mode,
+            framework=framework,
+            device=device,
+            workflow_edition=workflow_edition,
+            **make_kwargs,
+        )
 
 
 # -- make wrapping and stamping (AUTH-2, DELTA-56/57) ---------------------------------------

@@ -188,11 +188,20 @@ class _RemoteEnvBase:
     def _timeout_ms(self) -> int:
         return int(self._request_timeout * 1000) if self._request_timeout else 0
 
-    def _reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
+    def _reset(
+        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+    ) -> tuple[Any, dict[str, Any]]:
         count = len(env_indices) if env_indices else self._num_envs
         ids = [new_episode_id() for _ in range(count)]
         opts = None if options is None else normalize(dict(options), "$options")
-        req = m.Reset(seeds=seeds, options=opts, episode_ids=ids, env_indices=env_indices, timeout_ms=self._timeout_ms())
+        req = m.Reset(
+            seeds=seeds,
+            options=opts,
+            episode_ids=ids,
+            env_indices=env_indices,
+            timeout_ms=self._timeout_ms(),
+            seed_int=seed_int,
+        )
         reply, frame = self._session.request(req, timeout=self._request_timeout)
         try:
             canonical = self._join_reset(reply, frame, env_indices, count)
@@ -379,22 +388,26 @@ class RemoteVectorEnv(_RemoteEnvBase):
         """Reset all lanes, or only ``env_indices`` (partial reset, where the endpoint allows it).
 
         An int ``seed`` seeds lane ``i`` with ``seed + i`` (Gymnasium's rule); a list
-        gives one seed per lane reset. A partial reset returns the full batch: the
-        reset lanes' new observations and the other lanes' latest ones.
+        gives one seed per lane reset. The served vector env is called in the form
+        given: ``reset(seed=s)`` for an int, ``reset(seed=[a, b, ...])`` for a list
+        (ENVCALL-1, CNF2-A3). A partial reset returns the full batch: the reset
+        lanes' new observations and the other lanes' latest ones.
         """
         indices = [int(i) for i in env_indices] if env_indices is not None else []
         count = len(indices) or self._num_envs
         if indices and self._last_obs is None:
             raise RuntimeError("a partial reset needs a full reset() first")
+        seed_int = False
         if seed is None:
             seeds: list[int | None] = []
         elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            seeds = [int(seed) + i for i in range(count)]
+            seeds = [int(seed) + i for i in range(count)]  # per-lane books record seed + i (OPP-26)
+            seed_int = True
         else:
             seeds = [None if s is None else int(s) for s in seed]  # type: ignore[union-attr]
             if len(seeds) != count:
                 raise ValueError(f"expected {count} seeds (one per lane), got {len(seeds)}")
-        return self._reset(seeds, options, indices)
+        return self._reset(seeds, options, indices, seed_int=seed_int)
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step all lanes: ``(obs, rewards, terminations, truncations, info)``, batched."""

@@ -39,11 +39,10 @@ class RemoteRoute:
 
     spec_less = True
 
-    def __init__(self, handle: RemoteModel, *, execution_horizon: int, trust_entrypoints: bool | None, workflow_edition: str | None) -> None:
+    def __init__(self, handle: RemoteModel, *, execution_horizon: int, workflow_edition: str | None) -> None:
         self.handle = handle
         self.horizon = execution_horizon
         self.requested_horizon = execution_horizon
-        self.trust = trust_entrypoints
         self.declared = workflow_edition
         self.session: ClientSession | None = None
         self.adapter_description: str | None = None
@@ -83,8 +82,7 @@ class RemoteRoute:
                     contract=payload,
                     edition=edition,
                     execution_horizon=self.requested_horizon,
-                    trust_entrypoints=self.trust,
-                    lanes=lanes,
+                    lanes=lanes,  # trust_entrypoints is never forwarded: the server owns its adapter (CNF2-A5)
                 )
             )
         except ModelError as exc:
@@ -214,15 +212,23 @@ class RemoteModel:
         from ..eval._session import Session
         from ..eval._targets import classify_target
 
+        # MOD-31 / CNF2-A5: both refusals come before the env argument is looked at.
         if instruction is not None:
-            raise ValueError("a served model rejects instruction=; the env's own instruction is used")
+            raise ValueError(
+                "instruction= is not supported for a served model: it resolves its own adapter "
+                "and the env's own instruction is used -- drop instruction="
+            )
+        if trust_entrypoints is not None:
+            raise ValueError(
+                "trust_entrypoints= applies to local models; a served model owns its adapter "
+                "(the server decides what it imports) -- drop trust_entrypoints="
+            )
+        kind = classify_target(env, served=True)  # CNF2-A6: a bad env names env_contract
         if isinstance(execution_horizon, bool) or not isinstance(execution_horizon, int) or execution_horizon < 1:
             raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
         _check_view(view)
-        route = RemoteRoute(
-            self, execution_horizon=execution_horizon, trust_entrypoints=trust_entrypoints, workflow_edition=workflow_edition
-        )
-        return Session._new(route, env, classify_target(env), close_env=close_env, workflow_edition=workflow_edition)
+        route = RemoteRoute(self, execution_horizon=execution_horizon, workflow_edition=workflow_edition)
+        return Session._new(route, env, kind, close_env=close_env, workflow_edition=workflow_edition)
 
     def run(self, env: Any, **kwargs: Any) -> Any:
         """``rlmesh.run(self, env, **kwargs)``: drive whole episodes and return a RunResult."""

@@ -39,8 +39,11 @@ def _static_get(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default) if _static_has(obj, name) else default
 
 
-def classify_target(target: Any) -> str:
+def classify_target(target: Any, *, served: bool = False) -> str:
     """The kind of an env target: ``address``, ``remote``, ``local``, ``factory`` or ``server`` (EVAL-6).
+
+    ``served=True`` words the error for a served-model session, whose env may also be
+    an env client exposing ``env_contract`` (seed ``types.EnvTarget``, MOD-41).
 
     Raises:
         TypeError: none of the accepted forms.
@@ -62,9 +65,12 @@ def classify_target(target: Any) -> str:
     )
     if isinstance(target, type) and has_reset_step:
         extra = f"; {target.__name__} is a class -- pass an instance ({target.__name__}(...))"
+    client = (
+        "an env client exposing env_contract (e.g. RemoteEnv)" if served else "a remote env client"
+    )
     raise TypeError(
         "env must be a live env with reset() and step(), an EnvFactory (class or instance), an "
-        "object with an `address` (e.g. EnvServer), a remote env client, or an address string "
+        f"object with an `address` (e.g. EnvServer), {client}, or an address string "
         f"like '127.0.0.1:5555'; got {type(target).__name__}{extra}"
     )
 

@@ -167,8 +167,9 @@ class ModelBase(Generic[ObsT, ActT]):
             ):
                 name = source.__name__ if isinstance(source, type) else type(source).__name__
                 raise TypeError(
-                    f"{cls.__name__}(source) got the model {name}; a Model subclass is not wrapped "
-                    f"-- instantiate the subclass directly ({name}()) or pass it to rlmesh.run as is"
+                    f"{cls.__name__}(source) got the model {name}; a Model subclass is not wrapped. "
+                    f"Instantiate your Model subclass directly ({name}()) or pass it to rlmesh.run "
+                    "as is"
                 )
             if callable(getattr(source, "predict", None)):  # MOD-4: policy before bare callable
                 policy = source() if isinstance(source, type) else source
@@ -208,6 +209,8 @@ class ModelBase(Generic[ObsT, ActT]):
             if end_hook is None and cls.on_episode_end is not ModelBase.on_episode_end:
                 end_hook = self.on_episode_end
         self._spec = spec
+        # The public attribute reports the resolved spec, not just the class attribute (CNF2-A4).
+        object.__setattr__(self, "spec", spec)
         self._corners = build_corners(defined, bridge, owner=cls.__name__)
         self._end_hook = None if end_hook is None else _episode_end_caller(end_hook)
         if cls.native_chunk is not None and not self._corners.has_chunk:

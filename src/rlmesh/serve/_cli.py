@@ -1,4 +1,7 @@
-"""``rlmesh serve`` / ``python -m rlmesh.serve``: serve an env target from the command line.
+"""``rlmesh serve``: serve an env target from the command line (positional TARGET = env).
+
+``python -m rlmesh.serve`` follows the reference grammar instead (positional = model,
+``--env`` = env); see :mod:`rlmesh.serve._main`.
 
 TARGET is a Gymnasium id (``CartPole-v1``) or ``module:attr`` naming an env, an
 env class or factory callable, or an :class:`rlmesh.EnvFactory` (CLI-1..5,

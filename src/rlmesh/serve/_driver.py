@@ -206,7 +206,7 @@ class Driver:
         if req.episode_ids and len(req.episode_ids) != count:
             raise RequestFailed("INVALID_ACTION", f"expected {count} episode ids, got {len(req.episode_ids)}", op="reset")
         try:
-            obs, info = self.view.reset(list(req.seeds), req.options, indices)
+            obs, info = self.view.reset(list(req.seeds), req.options, indices, seed_int=req.seed_int)
         except Exception as exc:
             raise _env_failure("reset", exc) from None
         canonical = self._encode_obs(obs, "reset", partial=len(indices) if indices else None)

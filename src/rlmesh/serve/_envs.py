@@ -120,7 +120,9 @@ class EnvView:
     lanes: int | None  # None for a scalar endpoint, N otherwise
     supports_partial_reset = False
 
-    def reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+    ) -> tuple[Any, dict[str, Any]]:
         raise NotImplementedError
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
@@ -153,7 +155,9 @@ class ScalarView(EnvView):
         self._options_ok = _reset_takes_options(env)
         self._warned_options = False
 
-    def reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+    ) -> tuple[Any, dict[str, Any]]:
         kwargs: dict[str, Any] = {}
         if seeds and seeds[0] is not None:
             kwargs["seed"] = seeds[0]
@@ -203,10 +207,13 @@ class VectorView(EnvView):
         self._options_ok = _reset_takes_options(env)
         self.supports_partial_reset = self.autoreset != "NextStep"
 
-    def reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+    ) -> tuple[Any, dict[str, Any]]:
         kwargs: dict[str, Any] = {}
         if seeds and any(s is not None for s in seeds):
-            kwargs["seed"] = _vector_seed(seeds)
+            # ENVCALL-1 / CNF2-A3: the env sees the form the caller gave -- one int, or the list.
+            kwargs["seed"] = seeds[0] if seed_int and not env_indices else list(seeds)
         opts = dict(options) if isinstance(options, dict) else options
         if env_indices:
             mask = np.zeros(self.num_envs, dtype=bool)
@@ -266,7 +273,9 @@ class LanesView(EnvView):
         self.render_mode = first.render_mode
         self._lane_action = _lane_splitter(self.act_space)  # None: plain ``action[i]``
 
-    def reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+    ) -> tuple[Any, dict[str, Any]]:
         indices = env_indices or list(range(self.num_envs))
         obs_out: list[Any] = [None] * len(indices)
         infos: list[Any] = []
@@ -328,7 +337,9 @@ class OneLaneView(ScalarView):
         self._options_ok = _reset_takes_options(env)
         self._warned_options = False
 
-    def reset(self, seeds: list[int | None], options: Any, env_indices: list[int]) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+    ) -> tuple[Any, dict[str, Any]]:
         kwargs: dict[str, Any] = {}
         if seeds and seeds[0] is not None:
             kwargs["seed"] = [seeds[0]]
@@ -354,17 +365,6 @@ class OneLaneView(ScalarView):
             return frames[0] if frames else None
         return frames
 
-
-def _vector_seed(seeds: list[int | None]) -> int | list[int | None]:
-    """ENVCALL-1: ``seed + i`` per lane is passed as the one int ``seed``.
-
-    Gymnasium's rule makes the two equivalent, and natively vectorized envs
-    (``gym.make_vec("CartPole-v1")``) accept only the int form.
-    """
-    first = seeds[0]
-    if first is not None and all(s == first + i for i, s in enumerate(seeds)):
-        return first
-    return list(seeds)
 
 
 def _lane_splitter(spec: SpaceSpec) -> Any:

@@ -122,7 +122,7 @@ class _ModelService:
             route = LocalRoute(
                 self.model,
                 instruction=None,
-                trust_entrypoints=msg.trust_entrypoints,
+                trust_entrypoints=None,  # the served model's own setting; a client's value is ignored (CNF2-A5)
                 execution_horizon=msg.execution_horizon,
             )
             self._call("bind", route.bind, env)

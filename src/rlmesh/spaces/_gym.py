@@ -9,9 +9,10 @@ equals ``g`` with the same dtype, bounds, start and key order.
 
 Two mappings need a convention:
 
-- Text: an unrestricted rlmesh charset (``""``) maps to Gymnasium's default
-  alphanumeric charset and back (GYM-5), so Gymnasium's default Text
-  round-trips exactly. (GYM-7's ``string.printable`` would not.)
+- Text: an unrestricted rlmesh charset (``""``) maps to a Gymnasium Text over
+  Python's ``string.printable`` (GYM-7, CNF2-A2), so it accepts strings such as
+  "pick up the object!". The reverse direction maps only Gymnasium's default
+  alphanumeric charset to ``""`` (GYM-5); any other charset is kept.
 - MultiBinary: Gymnasium's class is always int8; a uint8/bool rlmesh
   MultiBinary converts to a Gymnasium MultiBinary whose ``dtype`` is set to the
   real dtype, so its ``sample()``/``contains()`` agree with the env's values.
@@ -25,6 +26,7 @@ Two mappings need a convention:
 
 from __future__ import annotations
 
+import string
 from collections import OrderedDict
 from typing import Any
 
@@ -183,7 +185,7 @@ def _gym_from_spec(spec: SpaceSpec, gs: Any) -> Any:
         space.dtype = dt
         return space
     if kind == "text":
-        charset: Any = d["charset"] or _alphanumeric()
+        charset: Any = d["charset"] or string.printable  # unrestricted -> printable (GYM-7, CNF2-A2)
         return gs.Text(d["max_length"], min_length=d["min_length"], charset=charset)
     if kind == "dict":
         # An OrderedDict is never re-sorted by Gymnasium: declared order survives (OPP-12).

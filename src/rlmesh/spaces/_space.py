@@ -86,8 +86,9 @@ class Space:
         return self._spec.kind
 
     @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self._spec._shape)
+    def shape(self) -> list[int]:
+        """The space's shape as a fresh ``list[int]``, equal to ``spec.shape`` (SPC-2, CNF2-A1)."""
+        return list(self._spec._shape)
 
     @property
     def dtype(self) -> str:

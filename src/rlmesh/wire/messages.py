@@ -150,6 +150,10 @@ class Reset(_Base, frozen=True):
     episode_ids: list[str] = []  # minted by the client, one per lane started (AR-3)
     env_indices: list[int] = []
     timeout_ms: int = 0
+    # The caller gave one int seed (lane i gets ``seeds[0] + i``): a vector env is called
+    # with that int, otherwise with the list as given (ENVCALL-1, CNF2-A3). Trailing field:
+    # an older peer leaves it False.
+    seed_int: bool = False
 
 
 class ResetReply(_Base, frozen=True):

@@ -90,7 +90,7 @@ def test_spec_kwarg_wins_over_the_policy_and_class_spec() -> None:
 @pytest.mark.parametrize("source", [Model(lambda o: o), Model, NumpyModel])
 def test_wrapping_a_model_is_refused_with_a_fix(source: Any) -> None:
     # MOD-5
-    with pytest.raises(TypeError, match="instantiate the subclass directly"):
+    with pytest.raises(TypeError, match="Instantiate your Model subclass"):
         Model(source)
 
 

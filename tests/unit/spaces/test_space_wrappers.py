@@ -46,7 +46,7 @@ class TestBox:
     def test_uniform_float_box_reports_float_bounds(self) -> None:  # SPC-12
         b = Box(-1, 1, (3,))
         assert (b.bounds_kind, b.low, b.high) == ("uniform", -1.0, 1.0)
-        assert (b.kind, b.shape, b.dtype) == ("box", (3,), "float32")
+        assert (b.kind, b.shape, b.dtype) == ("box", [3], "float32")
         assert b.spec.shape == [3]
 
     def test_unbounded_box_reports_none_bounds(self) -> None:
@@ -88,14 +88,14 @@ class TestBox:
 
     def test_rank0_box_samples_and_contains_scalars(self) -> None:  # OPP-10
         b = Box(-1.0, 1.0, ())
-        assert b.shape == () and b.sample().shape == []
+        assert b.shape == [] and b.sample().shape == []
         assert b.contains(0.5) and b.contains(np.float32(0.5)) and not b.contains(1.5)
         assert not b.contains([0.5])
 
     def test_array_bounds_give_an_elementwise_box_and_fix_the_shape(self) -> None:
         b = Box(np.array([-1.0, 0.0]), np.array([1.0, 2.0]))
         assert (b.shape, b.bounds_kind, b.low, b.high) == (
-            (2,),
+            [2],
             "elementwise",
             [-1.0, 0.0],
             [1.0, 2.0],
@@ -183,7 +183,7 @@ class TestSampling:
 class TestDiscreteAndMulti:
     def test_discrete_attributes_and_validation(self) -> None:  # SPC-20
         d = Discrete(4, start=-1, dtype="int32")
-        assert (d.n, d.start, d.dtype, d.shape) == (4, -1, "int32", ())
+        assert (d.n, d.start, d.dtype, d.shape) == (4, -1, "int32", [])
         with pytest.raises(ValueError, match="positive"):
             Discrete(0)
         with pytest.raises(ValueError, match="does not fit dtype uint8"):
@@ -194,7 +194,7 @@ class TestDiscreteAndMulti:
             Discrete(2.5)
 
     def test_multibinary_size_and_dims(self) -> None:  # SPC-30
-        assert (MultiBinary(4).size, MultiBinary(4).dims, MultiBinary(4).shape) == (4, None, (4,))
+        assert (MultiBinary(4).size, MultiBinary(4).dims, MultiBinary(4).shape) == (4, None, [4])
         assert (MultiBinary([2, 3]).size, MultiBinary([2, 3]).dims) == (None, [2, 3])
         assert MultiBinary(2).dtype == "uint8" and MultiBinary(2, dtype="bool").dtype == "bool"
         with pytest.raises(ValueError, match="MultiBinary dtype"):
@@ -208,7 +208,7 @@ class TestDiscreteAndMulti:
 
     def test_multidiscrete_nvec_start_and_range(self) -> None:  # SPC-40/41
         md = MultiDiscrete([2, 3], start=[1, 0])
-        assert (md.nvec, md.start, md.shape) == ([2, 3], [1, 0], (2,))
+        assert (md.nvec, md.start, md.shape) == ([2, 3], [1, 0], [2])
         assert MultiDiscrete([2, 3]).start == [0, 0]
         assert md.contains([2, 2]) and not md.contains([0, 0]) and not md.contains([3, 0])
         with pytest.raises(ValueError, match="same length"):
@@ -218,7 +218,7 @@ class TestDiscreteAndMulti:
 
     def test_text_attributes_and_min_length_zero(self) -> None:  # SPC-50, DESIGN
         t = Text(8, min_length=0)
-        assert (t.min_length, t.max_length, t.charset, t.shape, t.dtype) == (0, 8, "", (), "uint8")
+        assert (t.min_length, t.max_length, t.charset, t.shape, t.dtype) == (0, 8, "", [], "uint8")
         assert t.contains("") and not t.contains("x" * 9) and not t.contains(3)
         assert Text(3, charset={"b", "a"}).charset == "ab"
         assert Text(4, charset="αβ").contains("βαβ")
