@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from . import authoring as _authoring
 from ._bridge import NUMPY, Bridge, asarray as asarray, from_array as from_array
 from .client._env import RemoteEnv as _RemoteEnv, RemoteVectorEnv as _RemoteVectorEnv
+from .client._model import RemoteModel as _RemoteModel
 from .models import NumpyModel as Model
 from .spaces import Space, SpaceSpec, space_from_spec as _space_from_spec
 
@@ -19,6 +20,7 @@ __all__ = [
     "Model",
     "NumpyValue",
     "RemoteEnv",
+    "RemoteModel",
     "RemoteVectorEnv",
     "asarray",
     "ensure_available",
@@ -50,6 +52,14 @@ class RemoteVectorEnv(_RemoteVectorEnv):
     """:class:`rlmesh.RemoteVectorEnv` decoding batched leaves to ``numpy.ndarray``."""
 
     _bridge: ClassVar[Bridge] = NUMPY
+
+
+class RemoteModel(_RemoteModel):
+    """:class:`rlmesh.RemoteModel` for NumPy code (api-surface A.2, CNF2-A7).
+
+    Same constructor and behaviour; observations reach the served model and
+    actions come back as NumPy values at the seam.
+    """
 
 
 class EnvFactory(_authoring.EnvFactory):

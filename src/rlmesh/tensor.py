@@ -103,12 +103,37 @@ class Tensor:
 
     @classmethod
     def from_dlpack(cls, obj: Any) -> Tensor:
-        """Import any DLPack producer (or capsule) as a Tensor; always copies (TEN-6)."""
+        """Import any DLPack producer (or capsule) as a Tensor; always copies (TEN-6).
+
+        Raises:
+            TypeError: ``obj`` has no ``__dlpack__`` and is not a DLPack capsule, or
+                the capsule was already consumed (CNF2-B6).
+            ValueError: the data is not on the CPU (only CPU tensors import).
+        """
+        source: Any
         if type(obj).__name__ == "PyCapsule":
-            holder = _CapsuleHolder(obj)
-            arr = np.from_dlpack(holder)
+            device = _capsule_device(obj)
+            source = _CapsuleHolder(obj)
         else:
-            arr = np.from_dlpack(obj)
+            if not callable(getattr(obj, "__dlpack__", None)):
+                raise TypeError(
+                    f"Tensor.from_dlpack needs an object with __dlpack__ (a DLPack producer) or a DLPack "
+                    f"capsule, got {type(obj).__name__}"
+                )
+            probe = getattr(obj, "__dlpack_device__", None)
+            device = int(probe()[0]) if callable(probe) else _DL_CPU
+            source = obj
+        if device != _DL_CPU:
+            raise ValueError(
+                f"Tensor.from_dlpack imports only CPU data; this producer is on DLPack device type {device} "
+                "-- move it to the CPU first (e.g. .cpu())"
+            )
+        try:
+            arr = np.from_dlpack(source)
+        except BufferError as exc:  # numpy's word for "not a CPU buffer it can read"
+            raise ValueError(f"Tensor.from_dlpack imports only CPU data: {exc}") from None
+        except (AttributeError, RuntimeError, ValueError) as exc:
+            raise TypeError(f"Tensor.from_dlpack could not import {type(obj).__name__}: {exc}") from None
         name = dtype_name(arr.dtype)
         return cls._wrap(_aligned_copy(np.asarray(arr, dtype=np_dtype(name))))
 
@@ -144,8 +169,12 @@ class Tensor:
 
     @property
     def buffer(self) -> memoryview:
-        """A read-only N-D typed memoryview of the storage (zero-copy)."""
-        return self._a.data
+        """A read-only N-D typed memoryview of the storage (zero-copy, TEN-3).
+
+        Formats are exactly ``? b B h H i I q Q e f d`` (int64 is ``q``, uint64 is
+        ``Q`` on every platform); shape and C-order strides match the tensor.
+        """
+        return _typed_view(self._a)
 
     # -- methods --------------------------------------------------------------------
 
@@ -200,7 +229,7 @@ class Tensor:
     def __buffer__(self, flags: int) -> memoryview:  # Python >= 3.12 buffer protocol
         if flags & 0x1:  # PyBUF_WRITABLE
             raise BufferError("rlmesh.Tensor is read-only")
-        return self._a.data
+        return _typed_view(self._a)
 
     def __dlpack__(
         self,
@@ -271,6 +300,37 @@ def _aligned_copy(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     out = storage.view(a.dtype).reshape(a.shape)
     out[...] = a
     return out
+
+
+def _typed_view(a: np.ndarray[Any, Any]) -> memoryview:
+    """``a.data`` with 8-byte integers exported as long long (``q``/``Q``), not ``l``/``L`` (CNF2-A10)."""
+    if a.dtype.kind in "iu" and a.dtype.itemsize == 8:
+        a = a.view(np.longlong if a.dtype.kind == "i" else np.ulonglong)
+    return a.data
+
+
+_DL_CPU = 1  # DLDeviceType kDLCPU
+
+
+def _capsule_device(capsule: Any) -> int:
+    """The DLPack device type of an unconsumed capsule; a consumed one is a TypeError."""
+    import ctypes
+
+    is_valid = ctypes.pythonapi.PyCapsule_IsValid
+    is_valid.argtypes, is_valid.restype = [ctypes.py_object, ctypes.c_char_p], ctypes.c_int
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.argtypes, get_pointer.restype = [ctypes.py_object, ctypes.c_char_p], ctypes.c_void_p
+    word = ctypes.sizeof(ctypes.c_void_p)
+    # DLManagedTensor starts with DLTensor{void* data; DLDevice device}; the versioned struct
+    # puts {version, manager_ctx, deleter, flags} (4 words) before its DLTensor.
+    for name, offset in ((b"dltensor", word), (b"dltensor_versioned", 8 + 2 * word + 8 + word)):
+        if is_valid(capsule, name):
+            base = get_pointer(capsule, name)
+            return int(ctypes.c_int32.from_address(base + offset).value)
+    raise TypeError(
+        "Tensor.from_dlpack got a DLPack capsule that was already consumed (a capsule imports once); "
+        "ask the producer for a fresh one"
+    )
 
 
 class _CapsuleHolder:

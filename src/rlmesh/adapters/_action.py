@@ -55,6 +55,24 @@ def _check_arm(arm: Any, name: str) -> Any:
     raise TypeError(f"CustomEncoding {name} must be a callable or a 'module:callable' string, got {arm!r}")
 
 
+def custom_arm_message(name: str, arm: Any) -> str:
+    """Why a non-callable CustomEncoding arm cannot run (CNF2-B3).
+
+    ``"<local>"`` marks a callable that stayed in the publishing process (it did not
+    travel over the wire); a ``module:callable`` string is an entrypoint arm, which
+    resolution does not import yet, trusted or not.
+    """
+    if arm == "<local>":
+        return (
+            f'custom encoding "{name}" arm is the "<local>" marker, not an in-process callable: the callable did not '
+            "travel with the spec; resolve in the process that defines the CustomEncoding"
+        )
+    return (
+        f'custom encoding "{name}" arm {arm!r} is an entrypoint string, not an in-process callable; entrypoint '
+        "arms are not supported yet (trusted or not) -- pass the callable itself"
+    )
+
+
 @dataclass(frozen=True)
 class CustomEncoding:
     """A host-side rotation repack around a native ``base`` encoding (ADP-37).
@@ -260,7 +278,7 @@ class Actuator:
         if isinstance(self.encoding, CustomEncoding) and d != self.encoding.width:
             raise ValueError(
                 f"actuator {role!r}: custom encoding {self.encoding.name!r} over {self.encoding.base} "
-                f"needs dim {self.encoding.width}, got {d}"
+                f"dim must be {self.encoding.width}, the {self.encoding.base} width, got {d}"
             )
         if self.range is not None:
             set_(self, "range", check_pair(self.range, f"actuator {role!r}: range"))

@@ -218,7 +218,9 @@ class Adapter(AdapterBase[np.ndarray]):
     def transform_action(self, raw_action: Any) -> np.ndarray[Any, Any]:
         """Model output -> env action: a 1-D float32 array of the env action width (ADP-110/111)."""
         if self._has_shims and isinstance(raw_action, Mapping):
-            raise TypeError("a model action with custom-encoded actuators must be a flat array, not a mapping")
+            raise TypeError(
+                "a model action with custom-encoded actuators must be a flat array action, not a mapping"
+            )
         v = flatten_action(raw_action, self._r.action.in_dim)
         if self._r.action.model_slices:
             for sl in self._r.action.model_slices.values():

@@ -78,7 +78,10 @@ def read_vector(value: Any) -> np.ndarray[Any, Any]:
     if isinstance(value, Mapping) and "data" in value:
         value = value["data"]
     if isinstance(value, (str, bytes)):
-        raise ValueError(f"expected a numeric value, got {type(value).__name__}")
+        raise ValueError(
+            f"expected a numeric value, got {type(value).__name__}; bytes values are only valid for image inputs "
+            "(PNG/JPEG)"
+        )
     return np.asarray(value, dtype=_F32).reshape(-1)
 
 
@@ -165,7 +168,9 @@ def _repack(fn: Any, v: Any, width: int, where: str) -> Any:
         raise ValueError(f'custom encoding at "{where}": expected {width} elements, got {v.shape[0]}')
     out = np.asarray(fn(np.array(v, dtype=np.float64)))
     if out.ndim != 1 or out.shape[0] != width:
-        raise ValueError(f'custom encoding at "{where}": from_base must return a flat {width}-vector, got shape {out.shape}')
+        raise ValueError(
+            f'custom encoding at "{where}": from_base must return a flat width-{width} vector, got shape {out.shape}'
+        )
     return out.astype(_F32)
 
 
@@ -260,23 +265,30 @@ def compile_image(plan: ImagePlan, root_dict: bool) -> Callable[[Any], Any]:
     get = make_getter(feat.path, root_dict)
     where = render_path(feat.path)
     vrange, chw_in, flip, jpeg = feat.value_range, feat.layout == "chw", plan.flip, leaf.jpeg_quality
-    H, W = feat.height, feat.width
-    cut: tuple[slice, slice] | None = None
-    box = None
-    if plan.crop_box is not None:
-        y0, x0, bh, bw = plan.crop_box
-        if plan.crop_slice:
-            cut = (slice(int(y0), int(y0) + int(bh)), slice(int(x0), int(x0) + int(bw)))
-            H, W = int(bh), int(bw)
-        else:
-            box = plan.crop_box
-    resize = _compile_resize(plan, H, W, box)
+    H0, W0, C0 = feat.height, feat.width, feat.channels
+    # CNF2-B2: each frame is resized from its real size; the crop and resize tables are
+    # precomputed per input size (the resolved size first) and cached.
+    geometries: dict[tuple[int, int], tuple[tuple[slice, slice] | None, Callable[[Any], Any] | None]] = {
+        (H0, W0): _frame_geometry(plan, H0, W0, H0, W0)
+    }
 
     def image(env: Any) -> Any:
         raw = get(env)
         img = decode_image(raw, vrange, where)
         if chw_in:
             img = img.transpose(1, 2, 0)
+        h, w, c = img.shape
+        if c != C0:
+            raise ValueError(
+                f"image {where}: has {c} channel(s) but the env declared {C0}; only the height and width of "
+                "a frame may differ from the space the adapter was resolved against"
+            )
+        geometry = geometries.get((h, w))
+        if geometry is None:
+            if len(geometries) >= 16:  # bounded: sizes that keep changing do not grow the cache
+                geometries.clear()
+            geometry = geometries[(h, w)] = _frame_geometry(plan, h, w, H0, W0)
+        cut, resize = geometry
         if flip:
             img = img[::-1, ::-1]
         if jpeg is not None:
@@ -291,6 +303,30 @@ def compile_image(plan: ImagePlan, root_dict: bool) -> Callable[[Any], Any]:
         return out
 
     return image
+
+
+def _frame_geometry(
+    plan: ImagePlan, h: int, w: int, H0: int, W0: int
+) -> tuple[tuple[slice, slice] | None, Callable[[Any], Any] | None]:
+    """The crop and resize for an ``h x w`` frame of a plan resolved for ``H0 x W0``.
+
+    A planned crop box scales with the frame; fit and upscale choices stay as resolved.
+    """
+    cut: tuple[slice, slice] | None = None
+    box = None
+    H, W = h, w
+    if plan.crop_box is not None:
+        y0, x0, bh, bw = plan.crop_box
+        if (h, w) != (H0, W0):
+            sy, sx = h / H0, w / W0
+            y0, x0, bh, bw = y0 * sy, x0 * sx, bh * sy, bw * sx
+        if plan.crop_slice:
+            iy, ix, ih, iw = int(y0), int(x0), max(round(bh), 1), max(round(bw), 1)
+            cut = (slice(iy, iy + ih), slice(ix, ix + iw))
+            H, W = ih, iw
+        else:
+            box = (y0, x0, bh, bw)
+    return cut, _compile_resize(plan, H, W, box)
 
 
 def _compile_resize(plan: ImagePlan, H: int, W: int, box: Any) -> Callable[[Any], Any] | None:

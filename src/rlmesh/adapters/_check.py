@@ -86,7 +86,7 @@ def check_pair(value: Any, name: str = "range") -> tuple[float, float]:
         raise ValueError(f"{name} must be a pair of numbers [min, max], got {len(items)}")
     lo, hi = (check_number(x, name) for x in items)
     if lo > hi:
-        raise ValueError(f"{name} [{lo}, {hi}] must have min <= max")
+        raise ValueError(f"{name} [{lo}, {hi}] must have min <= max (min must be <= max)")
     return lo, hi
 
 
@@ -135,6 +135,11 @@ def check_encoding_set(value: Any, name: str = "encoding") -> str | tuple[str, .
     if isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, bytes):
         items: list[str] = []
         for x in value:
+            if type(x).__name__ == "CustomEncoding":  # CNF2-B4: a value error, not a type error
+                raise ValueError(
+                    f"{name} accept-set may hold only encoding names, got a CustomEncoding; a custom "
+                    "encoding is declared alone (encoding=CustomEncoding(...)), never inside an accept-set"
+                )
             if not isinstance(x, str):
                 raise TypeError(f"{name} accept-set members must be encoding names, got {x!r}")
             if x not in items:

@@ -119,7 +119,7 @@ def _pair_field(o: _Obj, key: str) -> Any:
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             raise fail("invalid_tag", f"{o.where}: {key}: expected a number, got {_json_type(x)}")
     if v[0] > v[1]:
-        raise fail("invalid_tag", f"{o.where}: {key} [{v[0]}, {v[1]}] must have min <= max")
+        raise fail("invalid_tag", f"{o.where}: {key} [{v[0]}, {v[1]}] must have min <= max (min must be <= max)")
     return (float(v[0]), float(v[1]))
 
 

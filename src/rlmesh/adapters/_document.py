@@ -74,5 +74,5 @@ class JsonDocument:
             return None
         value = metadata[key]
         if not isinstance(value, Mapping):
-            raise fail("invalid_tag", f"{cls._METADATA_NOUN} {key!r} must be a mapping, got {type(value).__name__}")
+            raise fail("invalid_tag", f"{cls._METADATA_NOUN} {key!r} must hold a mapping, got {type(value).__name__}")
         return cls.from_dict(value)

@@ -86,11 +86,11 @@ def _raw_tags(metadata: Any) -> Mapping[str, Any]:
         raise fail("missing_role", _NO_TAGS)
     raw = metadata[ENV_METADATA_KEY]
     if not isinstance(raw, Mapping):
-        raise fail("invalid_tag", f"env metadata '{ENV_METADATA_KEY}' must be a mapping, got {type(raw).__name__}")
+        raise fail("invalid_tag", f"env metadata '{ENV_METADATA_KEY}' must hold a mapping, got {type(raw).__name__}")
     try:
         json.dumps(raw, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise fail("invalid_tag", f"env tags under '{ENV_METADATA_KEY}' are not plain JSON data: {exc}") from None
+        raise fail("invalid_tag", f"env tags under '{ENV_METADATA_KEY}' are not serializable JSON data: {exc}") from None
     return raw
 
 

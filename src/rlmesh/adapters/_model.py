@@ -238,7 +238,7 @@ class Concat:
                 bad = [k for k, d in _CONTAINER_DEFAULTS.items() if getattr(p, k) != d]
                 if bad:
                     raise ValueError(
-                        f"Concat part[{i}] ({p.role!r}) sets leaf-level {bad}; set them on the Concat instead"
+                        f"Concat part[{i}] ({p.role!r}) sets leaf-level container fields {bad}; set them on the Concat instead"
                     )
             elif not isinstance(p, Constant):
                 raise TypeError(f"Concat part[{i}] must be a role string, a State or a Constant, got {type(p).__name__}")

@@ -69,7 +69,7 @@ class Image:
         w = f"Image {role!r}"
         if size is not None:
             if self.height is not None or self.width is not None:
-                raise ValueError(f"{w}: give size= or height=/width=, not both")
+                raise ValueError(f"{w}: give either size=, or height=/width=, not both")
             s = positive(size, f"{w} size")
             set_(self, "height", s)
             set_(self, "width", s)

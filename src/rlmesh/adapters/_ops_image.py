@@ -293,19 +293,20 @@ def decode_image(value: Any, value_range: tuple[float, float] | None, where: str
 
 
 def _decode_bytes(data: bytes, where: str) -> np.ndarray[Any, Any]:
+    import io
+
     try:
-        import io
-
         from PIL import Image as PILImage
-    except ImportError:  # pragma: no cover - pillow is a test dependency
-        from ..errors import DependencyMissing
-
-        raise DependencyMissing('decoding encoded image bytes needs Pillow: pip install "rlmesh[view]"', name="PIL") from None
+    except ImportError:  # an undecodable input is a ValueError, never an ImportError (CNF2-B3)
+        raise ValueError(
+            f'image {where}: could not decode image bytes: PNG/JPEG decoding needs Pillow, which ships with '
+            '"rlmesh[gymnasium]" and "rlmesh[adapters]" -- pip install "rlmesh[adapters]" or pass decoded arrays'
+        ) from None
     try:
         with PILImage.open(io.BytesIO(data)) as im:
             arr = np.asarray(im)
     except Exception as exc:
-        raise ValueError(f"image {where}: bytes are not a PNG/JPEG image ({exc})") from None
+        raise ValueError(f"image {where}: could not decode image bytes (not a PNG/JPEG image: {exc})") from None
     if arr.ndim == 2:
         arr = arr[:, :, None]
     return np.ascontiguousarray(arr, dtype=np.uint8)

@@ -107,13 +107,15 @@ def _check_inverse(enc: CustomEncoding) -> None:
     except Exception as exc:
         raise fail(
             "unsupported",
-            f'custom encoding "{enc.name}" failed its inverse self-check on {probe.tolist()} ({exc}); fix the arms or '
+            f'custom encoding "{enc.name}" failed its inverse self-check on {probe.tolist()} ({exc}), so the arms are not '
+            "inverses; fix the arms or "
             "resolve with check_inverse=False",
         ) from None
     if not ok:
         raise fail(
             "unsupported",
-            f'custom encoding "{enc.name}": to_base(from_base(p)) != p for the {enc.base} probe {probe.tolist()}; '
+            f'custom encoding "{enc.name}": the arms are not inverses: to_base(from_base(p)) != p for the {enc.base} '
+            f"probe {probe.tolist()}; "
             "fix the arms or resolve with check_inverse=False",
         )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._action import Action, Actuator, CustomEncoding
+from ._action import Action, Actuator, CustomEncoding, custom_arm_message
 from ._check import fail
 from ._join import Advisory, Joined
 from ._plans import ActionPlan, Segment
@@ -101,11 +101,7 @@ def _pair(ea: Any, m: Actuator, sl: tuple[int, int], adv: list[Advisory]) -> Seg
         if custom.to_base is None:
             raise fail("unsupported", f'action role "{r}": the model\'s custom encoding "{custom.name}" needs to_base')
         if not callable(custom.to_base):
-            raise fail(
-                "untrusted_entrypoint",
-                f'action role "{r}": custom encoding "{custom.name}" arm {custom.to_base!r} is not an in-process '
-                "callable; only local callables execute",
-            )
+            raise fail("untrusted_entrypoint", f'action role "{r}": ' + custom_arm_message(custom.name, custom.to_base))
         if m.binary:
             raise fail("unsupported", f'action role "{r}": a custom-encoded actuator cannot be binary')
     me, ee = _enc(m), ea.encoding

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ._action import CustomEncoding
+from ._action import CustomEncoding, custom_arm_message
 from ._check import fail
 from ._join import Advisory, Path, StateFeature, render_path
 from ._model import Concat, Constant, State
@@ -53,7 +53,8 @@ def plan_state(pl: ObsPlanner, leaf: State | Concat, placement: Path) -> StatePl
     if customs and (leaf.reshape is not None or leaf.container == "list"):
         raise fail(
             "unsupported",
-            f'model input "{p}": a custom-encoded part cannot be combined with reshape or container="list"',
+            f'model input "{p}": a custom-encoded part cannot be combined with reshape or container="list"; '
+            "the container must be container='array'",
         )
     if leaf.dtype not in DTYPES:
         raise fail("unsupported", f'model input "{p}": unknown dtype {quote(leaf.dtype)}')
@@ -81,11 +82,7 @@ def _custom_guards(s: State, p: str) -> None:
     if not callable(enc.from_base):
         if enc.from_base is None:
             raise fail("unsupported", f'model input "{p}": custom encoding "{enc.name}" on the observation side needs from_base')
-        raise fail(
-            "untrusted_entrypoint",
-            f'model input "{p}": custom encoding "{enc.name}" arm {enc.from_base!r} is not an in-process callable; '
-            "only local callables execute (the wire form is a describe/validate schema)",
-        )
+        raise fail("untrusted_entrypoint", f'model input "{p}": ' + custom_arm_message(enc.name, enc.from_base))
     if s.index is not None or s.optional:
         raise fail("unsupported", f'model input "{p}": a custom-encoded part cannot set index or optional')
     if s.dim is not None and s.dim != enc.width:
@@ -214,7 +211,7 @@ def _sourced(pl: ObsPlanner, s: State, p: str, feat: StateFeature) -> Piece:
             raise fail(
                 "encoding_mismatch",
                 f'state role "{s.role}": the model declares unrecognized rotation encoding "{m_encs[0]}"; expected one '
-                f"of {sorted(ROTATION_DIMS)}",
+                f"of {sorted(ROTATION_DIMS)} (an unknown rotation encoding cannot be converted)",
             )
         known = [e for e in m_encs if e in ROTATION_DIMS]
         if not known:

@@ -169,7 +169,7 @@ class Field:
             if extra:
                 raise ValueError(f"a role-less field (a skip) cannot carry {extra}; give it a role or drop them")
             return
-        set_(self, "encoding", _env_encoding(self.encoding, where))
+        set_(self, "encoding", _env_encoding(self.encoding, f"Field {self.role!r}"))
         if self.range is not None:
             set_(self, "range", check_pair(self.range, f"{where} range"))
         check_optional_str(self.frame, FRAMES, f"{where} frame")
@@ -200,7 +200,10 @@ class Split:
             if f.role is not None:
                 key = (identity(f.role, f.part), f.provenance)
                 if key in seen:
-                    raise ValueError(f"Split declares state role {_ident_text(f.role, f.part, f.provenance)} more than once")
+                    raise ValueError(
+                        f"Split declares the same role more than once: state role "
+                        f"{_ident_text(f.role, f.part, f.provenance)}"
+                    )
                 seen.add(key)
         object.__setattr__(self, "fields", tuple(fields))
 
@@ -281,7 +284,7 @@ def check_tree(node: Any, where: str, leaves: tuple[type, ...], *, slot: str, li
     if isinstance(node, (*leaves, UnknownLeaf)):
         return node
     if isinstance(node, list):
-        raise TypeError(f"{where}: use a tuple (not a list) {list_hint}")
+        raise TypeError(f"{where} must be a leaf, a dict, or a tuple: use a tuple (not a list) {list_hint}")
     raise TypeError(f"{where}: expected a dict, a tuple, or {expected}, got {type(node).__name__}")
 
 

@@ -177,13 +177,20 @@ class RemoteModel:
         connect_timeout_seconds: float | None = None,
         request_timeout_seconds: float | None = None,
     ) -> None:
+        if address is not None and any(h is not None for h in (host, port, path, transport)):
+            raise ValueError(
+                "address cannot be combined with the host/port/path/transport helpers; pass one or the other"
+            )
         self._addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=False)
+        # DELTA-23 / CNF2-B7: an explicit address is reported as requested; helpers render as a URL.
+        self._requested = address if isinstance(address, str) else None
         self.connect_timeout_seconds = check_timeout("connect_timeout_seconds", connect_timeout_seconds)
         self.request_timeout_seconds = check_timeout("request_timeout_seconds", request_timeout_seconds)
 
     @property
     def address(self) -> str:
-        return self._addr.url
+        """The endpoint as requested (``"127.0.0.1:5556"`` stays so); helpers give ``tcp://host:port``."""
+        return self._requested if self._requested is not None else self._addr.url
 
     def _dial(self, declared: str | None) -> ClientSession:
         return ClientSession(

@@ -177,7 +177,7 @@ class ServerBase:
             raise ValueError(f"timeout must be a non-negative finite number or None, got {timeout!r}")
         life = self._life
         if life.state == "created":
-            raise RuntimeError(f"{self._kind}.wait() needs a started server; call start() first")
+            raise RuntimeError(f"{self._kind}.wait() called before start(): it needs a started server; call start() first")
         if life.state == "serving" and life.foreground:
             raise RuntimeError(f"{self._kind}.wait() is for start(); serve() is running in the foreground")
         return life.done.wait(timeout)

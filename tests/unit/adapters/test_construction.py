@@ -108,7 +108,7 @@ def test_actuator_rules_ADP_29() -> None:
         A.Actuator(A.ACTION_GRIPPER, 1, fill=1.0)
     with pytest.raises(ValueError, match="requires range"):
         A.Actuator(A.ACTION_GRIPPER, 1, clip=True)
-    with pytest.raises(ValueError, match="needs dim 4"):
+    with pytest.raises(ValueError, match="dim must be 4"):
         A.Actuator(A.ACTION_DELTA_ROT, 3, encoding=A.CustomEncoding("quat_xyzw", to_base=abs))
     with pytest.raises(ValueError, match="finite"):
         A.Actuator(A.ACTION_GRIPPER, 1, range=(0, float("inf")))

@@ -106,9 +106,9 @@ def test_resolve_from_contract_accepts_an_rlmesh_env_contract() -> None:
     [
         (None, "env contract carries no adapter tags under 'rlmesh.adapters.v1.env_tags'; serve the env with rlmesh.adapters.tag(...)"),
         ({}, "carries no adapter tags"),
-        ({A.ENV_METADATA_KEY: "str"}, "must be a mapping"),
-        ({A.ENV_METADATA_KEY: {"observation": {}, "action": {"components": [], "clip": [float("nan"), 1.0]}}}, "not plain JSON"),
-        ({A.ENV_METADATA_KEY: {"observation": {1, 2}, "action": {}}}, "not plain JSON"),
+        ({A.ENV_METADATA_KEY: "str"}, "must hold a mapping"),
+        ({A.ENV_METADATA_KEY: {"observation": {}, "action": {"components": [], "clip": [float("nan"), 1.0]}}}, "not serializable JSON"),
+        ({A.ENV_METADATA_KEY: {"observation": {1, 2}, "action": {}}}, "not serializable JSON"),
     ],
 )
 def test_resolve_from_contract_failures_are_adapter_resolution_errors_ADP_136(metadata: Any, message: str) -> None:

@@ -244,7 +244,7 @@ def test_obs_custom_encoding_output_is_checked_at_apply_ADP_40() -> None:
     enc = A.CustomEncoding("quat_xyzw", from_base=lambda v: v[:3], to_base=lambda v: v)
     ad = A.resolve(A.EnvTags({"q": A.StateTag(A.EEF_ROT, encoding="quat_xyzw")}, ACT1), dict_space(q=box([4])), box([1]),
                    A.ModelSpec({"s": A.State(A.EEF_ROT, encoding=enc)}, ACT1), check_inverse=False)  # fmt: skip
-    with pytest.raises(ValueError, match="flat 4-vector"):
+    with pytest.raises(ValueError, match="flat width-4"):
         ad.transform_obs({"q": [0, 0, 0, 1]})
 
 
