@@ -86,15 +86,16 @@ def _make_session(
     if instruction is not None and not isinstance(instruction, str):
         raise TypeError(f"instruction must be a str or None, got {type(instruction).__name__}")
     _check_view(view)
-    if prefetch_lead:
-        raise ValueError(
-            f"prefetch_lead={prefetch_lead}: asynchronous chunk prefetch is not supported by this "
-            "release (every forward runs in line with the env step); pass prefetch_lead=0"
-        )
+    if isinstance(prefetch_lead, bool) or not isinstance(prefetch_lead, int) or prefetch_lead < 0:
+        raise ValueError(f"prefetch_lead must be an int >= 0, got {prefetch_lead!r}")
     edition = _check_edition(workflow_edition)
     kind = classify_target(env)
     route = LocalRoute(
-        model, instruction=instruction, trust_entrypoints=trust_entrypoints, execution_horizon=horizon
+        model,
+        instruction=instruction,
+        trust_entrypoints=trust_entrypoints,
+        execution_horizon=horizon,
+        prefetch_lead=prefetch_lead,
     )
     return Session._new(
         route,
@@ -189,8 +190,8 @@ def _dispatch(model: Any, env: Any, *, prefetch_lead: int = 0, **kw: Any) -> Ses
     if model is RANDOM_SAMPLE:
         if prefetch_lead:
             raise ValueError(
-                f"prefetch_lead={prefetch_lead} overlaps model forwards with env steps; "
-                "RANDOM_SAMPLE runs no model -- pass prefetch_lead=0"
+                f"prefetch_lead={prefetch_lead} drives the native runtime loop; RANDOM_SAMPLE runs no "
+                "model forward to overlap -- pass prefetch_lead=0"
             )
         if kw["instruction"] is not None:
             warnings.warn("RANDOM_SAMPLE ignores instruction=", UserWarning, stacklevel=_user_stacklevel())
@@ -210,8 +211,8 @@ def _dispatch(model: Any, env: Any, *, prefetch_lead: int = 0, **kw: Any) -> Ses
     if callable(served) and not isinstance(model, type) and not callable(getattr(model, "predict", None)):
         if prefetch_lead:
             raise ValueError(
-                f"prefetch_lead={prefetch_lead} drives a local model's forwards; a served model "
-                "runs its own loop -- pass prefetch_lead=0"
+                f"prefetch_lead={prefetch_lead} drives the native runtime loop; a served model's "
+                "forwards run on its server -- pass prefetch_lead=0"
             )
         return served(env, **kw)
     if callable(model) or callable(getattr(model, "predict", None)):
@@ -251,8 +252,11 @@ def run(
     ``max_episodes`` (or its 0.1.0 spelling ``episodes``), ``seeds``, the caps,
     ``hooks`` and ``trial_index_base`` pass through to ``Session.run``.
 
-    ``prefetch_lead`` is accepted for 0.1.0 compatibility; values other than 0
-    are refused (asynchronous prefetch is not implemented; see docs/evaluation.md).
+    ``prefetch_lead`` (DELTA-40) overlaps a chunked local model's next forward with
+    the env steps that replay the current chunk: the next chunk is predicted in the
+    background while at most ``prefetch_lead`` replay frames remain, so the
+    observation it sees may be up to that many steps stale; a chunk prefetched
+    across an episode boundary is thrown away. Single-env runs only.
     """
     if isinstance(prefetch_lead, bool) or not isinstance(prefetch_lead, int) or prefetch_lead < 0:
         raise ValueError(f"prefetch_lead must be an int >= 0, got {prefetch_lead!r}")

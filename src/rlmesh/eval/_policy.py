@@ -17,6 +17,7 @@ import uuid
 import warnings
 from collections import deque
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -248,8 +249,14 @@ class LocalRoute:
         instruction: str | None,
         trust_entrypoints: bool | None,
         execution_horizon: int,
+        prefetch_lead: int = 0,
     ) -> None:
         self.model = model
+        #: DELTA-40: predict the next chunk in the background while at most this many
+        #: replay frames remain (0: every forward runs in line with the env step).
+        self.prefetch_lead = prefetch_lead
+        self._pending: Future[Any] | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self.instruction = instruction
         self.trust = model._trust_entrypoints if trust_entrypoints is None else bool(trust_entrypoints)
         self.requested_horizon = execution_horizon
@@ -282,6 +289,11 @@ class LocalRoute:
             for _ in range(lanes - 1)
         ] if self.adapter is not None else [None] * lanes
         self.spec_less = self.adapter is None
+        if self.prefetch_lead and lanes > 1:
+            raise ValueError(
+                f"prefetch_lead={self.prefetch_lead} overlaps one env's steps with the next chunk's forward; "
+                f"this env has {lanes} lanes (a vector env) -- pass prefetch_lead=0"
+            )
         check_history_budget(self.adapter, lanes)
         if self.adapter is not None:
             if self.instruction is not None:
@@ -317,6 +329,7 @@ class LocalRoute:
 
     def begin_episode(self, episode_id: str, seed: int | None) -> None:
         self.episode_id = episode_id
+        self._discard_prefetch()  # DELTA-40: a chunk prefetched across an episode boundary is thrown away
         self.queue.clear()  # EVAL-50: no replay bleed across episodes
         self.chunk_pos = self.chunk_len = 0
         if self.any_ctx:
@@ -331,8 +344,41 @@ class LocalRoute:
         self.model._fire_episode_end(episode_id)
 
     def close(self) -> None:
+        self._discard_prefetch()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         self.store.clear()
         self.queue.clear()
+
+    # -- asynchronous prefetch (DELTA-40) --------------------------------------------------
+
+    def _discard_prefetch(self) -> None:
+        """Wait for an in-flight forward (one forward at a time) and drop its chunk."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            try:
+                pending.result()
+            except Exception:
+                pass  # its chunk is thrown away, and so is its failure
+
+    def _forward(self, x: Any, ctx: Any) -> Any:
+        cs = self.corners
+        try:
+            if self.chunk_mode:
+                return cs.predict_chunk(x, self.horizon, ctx)  # type: ignore[misc]
+            return cs.predict(x, ctx)  # type: ignore[misc]
+        except Exception as exc:
+            _annotate(exc, self.spec_less, x)
+            raise
+
+    def _prefetch(self, observation: Any) -> None:
+        """Start the next chunk's forward on this (up to ``prefetch_lead`` steps stale) observation."""
+        x = self.model_input(observation)
+        ctx = self.store.next(self.episode_id) if self.wants_ctx else None
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlmesh-prefetch")
+        self._pending = self._pool.submit(self._forward, x, ctx)
 
     # -- per step ------------------------------------------------------------------------
 
@@ -386,21 +432,23 @@ class LocalRoute:
         """One env observation -> one env-ready action, replaying queued chunk frames first."""
         if self.queue:
             self.chunk_pos += 1
-            adapter = self.adapter
-            if adapter is not None:  # DELTA-69: frame windows see every step, not only re-plans
-                adapter.observe(observation)
-            return self.env_action(self.queue.popleft())
-        x = self.model_input(observation)
-        ctx = self.store.next(self.episode_id) if self.wants_ctx else None
-        cs = self.corners
-        try:
-            if self.chunk_mode:  # noqa: SIM108 - two distinct calling conventions
-                out = cs.predict_chunk(x, self.horizon, ctx)  # type: ignore[misc]
+            if self.prefetch_lead and self._pending is None and len(self.queue) <= self.prefetch_lead:
+                self._prefetch(observation)  # the adapter sees this step's frame through model_input
             else:
-                out = cs.predict(x, ctx)  # type: ignore[misc]
-        except Exception as exc:
-            _annotate(exc, self.spec_less, x)
-            raise
+                adapter = self.adapter
+                if adapter is not None:  # DELTA-69: frame windows see every step, not only re-plans
+                    adapter.observe(observation)
+            return self.env_action(self.queue.popleft())
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            adapter = self.adapter
+            if adapter is not None:  # this step made no model input of its own
+                adapter.observe(observation)
+            out = pending.result()  # raises the forward's own (annotated) exception
+        else:
+            x = self.model_input(observation)
+            ctx = self.store.next(self.episode_id) if self.wants_ctx else None
+            out = self._forward(x, ctx)
         if self.chunk_mode:
             frames = self.chunk_frames(out)
             self.queue.extend(frames[1:])
