@@ -41,3 +41,8 @@ class Chunky(Model):
     def predict_chunk(self, obs: Any, execution_horizon: int = 1) -> Any:
         self.calls += 1
         return [lean(obs)] * 4
+
+
+def zero(obs: Any) -> int:
+    """``served_models:zero``: a bare predict callable (served wrapped in ``rlmesh.numpy.Model``)."""
+    return 0

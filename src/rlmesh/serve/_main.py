@@ -309,13 +309,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _mark("imports")
     _parser, args, binding, num_envs = _parse(argv)
 
-    def announce(what: str) -> Callable[[str], None]:
-        def say(address: str) -> None:
-            if args.ready_file:
-                _write_ready_file(args.ready_file, address)
-            print(f"RLMesh serving {what} on {address}{_startup_text()}", flush=True)
-
-        return say
+    def announce(what: str, bound: str, shown: str) -> None:
+        if args.ready_file:
+            _write_ready_file(args.ready_file, bound)  # always dialable: the real bound address
+        print(f"RLMesh serving {what} on {shown}{_startup_text()}", flush=True)
 
     def serve_model() -> int:
         from ._model import ModelServer
@@ -328,13 +325,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("RLMesh: the served model declares no spec; clients drive it with raw env values", file=sys.stderr)
         server = ModelServer(model, args.address, options=ServeOptions(workflow_edition=args.workflow_edition))
         _mark("listen")
-        announce("model")(args.address)  # DELTA-23: a model is reported at the address as requested
+        announce("model", server.address, args.address)  # DELTA-23: a model is shown as requested
         server.serve()
         return 0
 
     def listening(address: str) -> None:
         _mark("listen")
-        announce("env")(address)
+        announce("env", address, address)  # an env is shown at its resolved bound address
 
     def serve_env_target() -> int:
         from ._cli import _resolve
