@@ -350,3 +350,30 @@ def test_cnf2_a9_rlmesh_num_envs_serves_lanes(short_tmp: Path) -> None:
             assert client.num_envs == 3
     finally:
         stop_process(proc)
+
+
+# -- MOD-37 on a served model with several lanes ---------------------------------------------
+
+
+class RemembersTheLastInput(rnp.Model):
+    def __init__(self) -> None:
+        super().__init__()
+        self.previous = 0.0
+
+    def predict_chunk(self, obs: Any, execution_horizon: int = 1) -> Any:
+        out = np.tanh(float(np.asarray(obs).reshape(-1)[0])) + 0.1 * np.tanh(self.previous)
+        self.previous = float(np.asarray(obs).reshape(-1)[0])
+        return np.full((execution_horizon, 1), out, np.float32)
+
+
+def test_mod_37_a_served_stateful_model_fails_a_multi_lane_bind() -> None:
+    server = ModelServer(RemembersTheLastInput(), "127.0.0.1:0").start()
+    try:
+        envs = gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1") for _ in range(2)])
+        with pytest.raises(rlmesh.errors.ModelError, match="hidden state"):
+            rlmesh.run(rlmesh.RemoteModel(server.address), envs, max_episodes=2, execution_horizon=2)
+        one = rlmesh.run(rlmesh.RemoteModel(server.address), gym.make("Pendulum-v1"), max_episodes=1,
+                         max_episode_steps=4, execution_horizon=2)  # fmt: skip
+        assert one.episodes[0].steps == 4  # a single lane is fine
+    finally:
+        server.shutdown()

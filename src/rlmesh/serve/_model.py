@@ -127,6 +127,10 @@ class _ModelService:
             )
             self._call("bind", route.bind, env)
             routes.append(route)
+        if msg.lanes > 1:  # MOD-37: the lanes share this one model object
+            from ..eval._policy import probe_hidden_state
+
+            self._call("bind", probe_hidden_state, routes[0], contract.observation_space)
         self.routes = routes
         self.obs_codec = ValueCodec(contract.observation_space)
         self.act_codec = ValueCodec(contract.action_space)
