@@ -145,6 +145,33 @@ def _normalize(report: CheckReport, key: str, value: Any, cls_name: str) -> None
         report.failed.append(f"{key} does not parse as {cls_name}: {exc}")
     else:
         report.passed.append(f"{key} parse as {cls_name}")
+        _ad_hoc_roles(report, key, value)
+
+
+def _ad_hoc_roles(report: CheckReport, key: str, value: Any) -> None:
+    """DELTA-54/61: an unregistered role outside ``x/`` parses, but only matches its exact string: warn."""
+    from ..adapters._roles import is_sanctioned
+
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, Mapping):
+            role = node.get("role")
+            if isinstance(role, str) and not is_sanctioned(role) and role not in found:
+                found.append(role)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(value)
+    for role in found:
+        report.warnings.append(
+            f'{key} declares ad-hoc role "{role}": an ad-hoc role matches only on the exact string, so a peer '
+            'that does not declare it resolves to a fill -- use a registered role, or the "x/" namespace to '
+            "mark it intentionally non-standard"
+        )
 
 
 def _check_package(raw: str, report: CheckReport) -> None:

@@ -101,3 +101,21 @@ def test_module_cli_check_entrypoint_describes_and_checks(capfd: pytest.CaptureF
     out = capfd.readouterr().out
     assert "FAIL: the env publishes no adapter tags" in out
     assert out.splitlines()[-1].startswith("FAIL: authoring_targets:TinyFactory: 1 failed")
+
+
+def test_auth_check_an_ad_hoc_role_warns_and_registered_or_x_roles_do_not_DELTA_54_61() -> None:
+    """CNF2 seed gap: the check API's ad-hoc-role advisory (a warning, never a failure)."""
+    import rlmesh.adapters as A
+
+    def check(*roles: str) -> CheckReport:
+        spec = A.ModelSpec(
+            {f"s{i}": A.State(role, dim=2) for i, role in enumerate(roles)}, A.Action(A.Actuator("x/move", 2))
+        )
+        doc = {"schema_version": 1, "kind": "model", "model_spec": spec.to_dict()}
+        return check_labels(labels_for(doc))
+
+    adhoc = check(A.EEF_POS, "proprio/wrist_torque_estimate", "x/my_sensor")
+    assert adhoc.ok
+    warned = [m for m in adhoc.warnings if "ad-hoc role" in m]
+    assert len(warned) == 1 and '"proprio/wrist_torque_estimate"' in warned[0] and '"x/" namespace' in warned[0]
+    assert not [m for m in check(A.EEF_POS, "x/my_sensor").warnings if "ad-hoc role" in m]
