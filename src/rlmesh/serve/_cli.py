@@ -242,7 +242,11 @@ def _parse_params(items: Sequence[str]) -> dict[str, Any]:
 
 
 def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Serve an environment over TCP or a Unix socket.")
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Serve an environment over TCP or a Unix socket (positional TARGET = env). "
+        "`python -m rlmesh.serve` differs: there a positional TARGET is a model and an env is --env TARGET.",
+    )
     p.add_argument("target", nargs="?", help="Gymnasium id or module:attr (env, factory, class or callable)")
     p.add_argument("--env", dest="env_target", help="same as TARGET (upstream spelling)")
     p.add_argument(
