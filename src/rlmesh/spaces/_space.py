@@ -34,8 +34,8 @@ class Space:
         spec: The immutable :class:`SpaceSpec`.
         kind: ``"box"``, ``"discrete"``, ``"multi_binary"``, ``"multi_discrete"``,
             ``"text"``, ``"dict"`` or ``"tuple"``.
-        shape: The shape as a tuple (Gymnasium-like; ``()`` for Discrete, Text,
-            Dict and Tuple).
+        shape: The shape as a fresh ``list[int]`` equal to ``spec.shape`` (SPC-2,
+            CNF2-A1; ``[]`` for Discrete, Text, Dict and Tuple).
         dtype: The element dtype name (composites report ``"float32"``, SPC-5).
     """
 
