@@ -260,15 +260,16 @@ def gym_exact(spec: SpaceSpec) -> bool:
     """Whether ``spec`` survives rlmesh -> Gymnasium -> rlmesh unchanged.
 
     Some forms have no Gymnasium spelling of their own: an unbounded integer/bool
-    Box (Gymnasium writes the dtype range, which reads back as exact bounds), a
-    Text charset that is exactly Gymnasium's default alphanumeric set (read back
-    as unrestricted, GYM-5), and a charset with repeated or unsorted characters
-    (Gymnasium keeps a set; it reads back sorted).
+    Box (Gymnasium writes the dtype range, which reads back as exact bounds), an
+    unrestricted Text (written over ``string.printable``, which reads back as that
+    charset, GYM-7/CNF2-A2), a Text charset that is exactly Gymnasium's default
+    alphanumeric set (read back as unrestricted, GYM-5), and a charset with repeated
+    or unsorted characters (Gymnasium keeps a set; it reads back sorted).
     """
     kind = spec.kind
     if kind == "box":
         return not (spec.dtype not in FLOAT_DTYPES and spec._d["bounds_kind"] == "unbounded")
     if kind == "text":
         charset = spec._d["charset"]
-        return frozenset(charset) != _ALNUM and charset == "".join(sorted(set(charset)))
+        return charset != "" and frozenset(charset) != _ALNUM and charset == "".join(sorted(set(charset)))
     return all(gym_exact(c) for _, c in spec._children())

@@ -18,6 +18,7 @@ from rlmesh.spaces import (
     to_gymnasium_space,
 )
 from rlmesh.spaces._values import check_value, compile_encoder, compile_range_check
+from strategies import gym_exact
 
 catalog = pytest.mark.parametrize("space", SPACES, ids=IDS)
 
@@ -139,7 +140,10 @@ def test_batched_samples_encode_with_lanes(space: Space) -> None:  # VAL-15
 @catalog
 def test_gymnasium_round_trip_keeps_the_space_exactly(space: Space) -> None:  # GYM-1..7
     gym_space = to_gymnasium_space(space)
-    assert from_gymnasium_space(gym_space) == space
+    if gym_exact(space.spec):
+        assert from_gymnasium_space(gym_space) == space
+    else:  # an unrestricted Text comes back over string.printable (CNF2-A2); Gymnasium's side is stable
+        assert to_gymnasium_space(from_gymnasium_space(gym_space)) == gym_space
     assert to_gymnasium_space(space.spec) == gym_space
     assert space.to_gymnasium_space() == gym_space
 

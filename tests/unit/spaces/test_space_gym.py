@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import string
 from collections import OrderedDict
 
 import gymnasium as gym
@@ -45,12 +46,12 @@ GYM_CATALOG = [
     gs.MultiDiscrete([2, 3]),
     gs.MultiDiscrete(np.array([[2, 3], [4, 5]]), dtype=np.int32, start=np.array([[1, 1], [0, -3]])),
     gs.MultiDiscrete([2, 2, 2], dtype=np.uint8, start=[1, 2, 3]),
-    gs.Text(5),
+    gs.Text(5, charset=string.printable),
     gs.Text(5, min_length=0, charset="xyz"),
     gs.Text(3, charset="αβ"),
     gs.Dict(OrderedDict([("zeta", gs.Discrete(2)), ("alpha", gs.Box(0, 1, (1,)))])),
     gs.Dict({"b": gs.Discrete(2), "a": gs.Discrete(3)}),
-    gs.Tuple([gs.Discrete(2), gs.Text(3), gs.Tuple([gs.MultiBinary(2)])]),
+    gs.Tuple([gs.Discrete(2), gs.Text(3, charset=string.printable), gs.Tuple([gs.MultiBinary(2)])]),
 ]
 
 
@@ -129,7 +130,9 @@ def test_counts_beyond_int64_have_no_gymnasium_form() -> None:
 def test_text_default_charset_means_unrestricted() -> None:  # GYM-5
     assert from_gymnasium_space(gs.Text(5)).charset == ""
     assert from_gymnasium_space(gs.Text(5, charset="cab")).charset == "abc"
-    assert to_gymnasium_space(Text(4, min_length=0)) == gs.Text(4, min_length=0)
+    # unrestricted goes out over string.printable (GYM-7, CNF2-A2); only the default comes back as ""
+    assert to_gymnasium_space(Text(4, min_length=0)) == gs.Text(4, min_length=0, charset=string.printable)
+    assert to_gymnasium_space(from_gymnasium_space(gs.Text(5))) == gs.Text(5, charset=string.printable)
     assert from_gymnasium_space(gs.Text(4, min_length=0)).min_length == 0
 
 
