@@ -314,6 +314,10 @@ class ServeLoop:
             except ProtocolException as exc:
                 self._protocol_error(peer, exc)
                 return
+            except Exception as exc:  # e.g. MemoryError for a body the limits allowed: that peer only
+                log.warning("reading from a client failed (%s); closing its connection", _describe(exc))
+                self._drop(peer)
+                return
             if frame is None:
                 return
             try:
