@@ -36,11 +36,10 @@ from ..wire.session import SessionState
 from ._driver import RequestFailed
 from ._options import ServeOptions
 
-__all__ = ["SEND_DEADLINE_SECONDS", "SESSION_BACKLOG_BYTES", "STRANGER_BACKLOG_BYTES", "ServeLoop", "Service"]
+__all__ = ["SESSION_BACKLOG_BYTES", "STRANGER_BACKLOG_BYTES", "ServeLoop", "Service"]
 
 log = logging.getLogger("rlmesh.serve")
 
-SEND_DEADLINE_SECONDS = 10.0  # kept for compatibility; replies are queued, never awaited
 #: Bytes of replies that may wait for a slow reader beyond the frame in flight: the
 #: active session (a pipelining client), and a connection before its handshake.
 SESSION_BACKLOG_BYTES = 1024 * 1024
