@@ -84,6 +84,7 @@ class ClientSession:
         self._closed_reason: str | None = None
         ct = DEFAULT_CONNECT_TIMEOUT_SECONDS if connect_timeout is None else connect_timeout
         url = address.url
+        limits = frames.default_limits()  # RLMESH_MAX_FRAME_BYTES, checked before dialing
         try:
             sock = dial(address, ct)
         except TimeoutError:
@@ -122,7 +123,7 @@ class ClientSession:
             self.conn.close()
             raise ConnectFailed(f"connected to {noun} at '{url}', but the handshake failed ({reply.message})")
         self.welcome: m.Welcome = reply
-        self.conn.limits = frames.default_limits()
+        self.conn.limits = limits
         self.conn.busy_poll = busy_poll_default()
         token = reply.capabilities.get("shm.token", "")
         if reply.capabilities.get("shm") == "1" and token and shm.shm_supported() and shm.is_local_peer(sock):
