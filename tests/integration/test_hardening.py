@@ -381,7 +381,7 @@ def test_a_timeout_of_the_attach_itself_leaves_the_client_usable(serve_process):
         pytest.skip("this host does not use shared-memory rings")
     env.reset(seed=0)
     with pytest.raises(TimeoutError):
-        env.reset(options={"sleep": 2.0})
+        env.reset(options={"sleep": 5.0})
     session._timed_out = False  # attach now, while the server is still busy (what used to break it)
     with pytest.raises(TimeoutError):
         env.reset()
