@@ -314,7 +314,16 @@ class ClientSession:
         if self._closed_reason is None:
             self._closed_reason = reason
         self.state.break_()
+        self._drop_pending_attach()
         self.conn.close()
+
+    def _drop_pending_attach(self) -> None:
+        """Release the mapping of an ``Attach`` whose answer never came (the session is ending)."""
+        pending, self._pending_attach = self._pending_attach, None
+        if pending is not None:
+            _rid, path, ring = pending
+            ring.close()
+            shm.discard(path)
 
     def close(self, reason: str = "") -> list[m.EpisodeRecord]:
         """Graceful Close round trip (bounded), then detach; idempotent (CLT-10)."""
@@ -330,6 +339,7 @@ class ClientSession:
             pass  # detach locally instead of raising (CLT-10)
         self._closed_reason = "not connected: this client was closed; create a new one to reconnect"
         self.state.close()
+        self._drop_pending_attach()
         self.conn.close()
         return records
 
