@@ -507,21 +507,28 @@ print(frame().hex(), flush=True)              # the AttachReply
 """
 
 
-def _attach_as(uid: int | None, address: str, victim_token_from_welcome: bool) -> tuple[bool, str]:
-    """Run the attacker as ``uid``; the victim ring file is root's, carrying the attacker's
-    own session token (the worst case: only the owner check stands between them)."""
-    addr = parse_connect_address(address)
+def _attacker_python() -> str:
+    """A stdlib-only interpreter another uid can run (a venv under /root may not be readable)."""
+    return "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
+
+def _as_uid(uid: int | None) -> Any:
     def drop() -> None:
         if uid is not None:
             os.setgid(uid)
             os.setuid(uid)
 
+    return drop
+
+
+def _attach_as(uid: int | None, address: str, victim_token_from_welcome: bool) -> tuple[bool, str]:
+    """Run the attacker as ``uid``; the victim ring file is root's, carrying the attacker's
+    own session token (the worst case: only the owner check stands between them)."""
+    addr = parse_connect_address(address)
     proc = subprocess.Popen(
-        ["/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable, "-I", "-c", _ATTACKER,
-         addr.host, str(addr.port)],
+        [_attacker_python(), "-I", "-c", _ATTACKER, addr.host, str(addr.port)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/",
-        preexec_fn=drop,
+        preexec_fn=_as_uid(uid),
     )
     path = ""
     try:
@@ -555,6 +562,11 @@ def test_a_process_of_another_uid_cannot_make_the_server_map_a_ring_file(serve_p
         pytest.skip("dropping to another uid needs root")
     if not shm.shm_supported():
         pytest.skip("shared-memory rings are not used on this host")
+    probe = subprocess.run(
+        [_attacker_python(), "-I", "-c", "pass"], cwd="/", capture_output=True, preexec_fn=_as_uid(65534)
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"no Python interpreter this test can run as uid 65534 ({probe.stderr[-200:]!r})")
     _proc, address = serve_process("hardening_envs:make_delay_env")
     # control: the same attacker as root (the file's owner) with the session's secret is accepted
     attached, path = _attach_as(None, address, victim_token_from_welcome=True)
