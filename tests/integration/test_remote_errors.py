@@ -324,7 +324,7 @@ class _UnprintableErrorEnv(CountdownEnv):
 @pytest.mark.parametrize(
     ("env_cls", "message"),
     [
-        (_CyclicInfoEnv, r"^\[INTERNAL\] step failed: RecursionError"),
+        (_CyclicInfoEnv, r"^\[INTERNAL\] step failed: info: metadata nests deeper than 64 levels"),
         (_UnprintableErrorEnv, r"^\[INTERNAL\] step failed: _UnprintableError: <unprintable exception>$"),
     ],
     ids=["cyclic-info", "unprintable-exception"],

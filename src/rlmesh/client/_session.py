@@ -10,6 +10,7 @@ turns a fatal error or a lost peer into "this session is over" (DELTA-19).
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 from ..errors import (
@@ -83,6 +84,7 @@ class ClientSession:
         self._closed_reason: str | None = None
         ct = DEFAULT_CONNECT_TIMEOUT_SECONDS if connect_timeout is None else connect_timeout
         url = address.url
+        limits = frames.default_limits()  # RLMESH_MAX_FRAME_BYTES, checked before dialing
         try:
             sock = dial(address, ct)
         except TimeoutError:
@@ -93,6 +95,11 @@ class ClientSession:
             raise ConnectFailed(f"could not connect to {noun} at '{url}'; is the EnvServer running? ({exc})") from exc
         self.conn = Connection(sock, frames.PRE_HANDSHAKE_LIMITS)
         self._attach_after = -1  # requests left before moving to shared-memory rings (-1: never)
+        self._timed_out = False  # a request timed out and its reply has not been seen yet
+        # an Attach whose reply has not arrived yet: (request id, path, ring); nothing else
+        # may be sent until it does, since the reply says which path the next frame takes
+        self._pending_attach: tuple[int, str, Any] | None = None
+        self._shm_token = ""
         try:
             reply = self._exchange(handshake.make_hello(component, declared, service=service), timeout=ct)
         except RequestTimeout:
@@ -116,10 +123,12 @@ class ClientSession:
             self.conn.close()
             raise ConnectFailed(f"connected to {noun} at '{url}', but the handshake failed ({reply.message})")
         self.welcome: m.Welcome = reply
-        self.conn.limits = frames.DEFAULT_LIMITS
+        self.conn.limits = limits
         self.conn.busy_poll = busy_poll_default()
-        if reply.capabilities.get("shm") == "1" and shm.shm_supported() and shm.is_local_peer(sock):
+        token = reply.capabilities.get("shm.token", "")
+        if reply.capabilities.get("shm") == "1" and token and shm.shm_supported() and shm.is_local_peer(sock):
             self._attach_after = ATTACH_AFTER_REQUESTS
+            self._shm_token = token
 
     # -- requests -------------------------------------------------------------------------
 
@@ -144,10 +153,15 @@ class ClientSession:
                 whether the session survives).
         """
         self._ensure_open()
+        if self._pending_attach is not None:
+            self._finish_attach(timeout)
         if self._attach_after > 0 and msg.KIND not in _ENDINGS:  # a session about to end stays put
-            self._attach_after -= 1
-            if not self._attach_after and self.conn.polling:
-                self._attach(timeout)  # rings pay only while polled
+            if self._timed_out:
+                self._attach_after = 1  # not while a late reply may still be on its way
+            else:
+                self._attach_after -= 1
+                if not self._attach_after and self.conn.polling:
+                    self._attach(timeout)  # rings pay only while polled
         self.state.check_request(msg.KIND)
         reply, frame = self._exchange_frame(msg, segments, timeout)
         if isinstance(reply, m.Error):
@@ -164,30 +178,51 @@ class ClientSession:
 
         Done once a session has shown it is more than a probe, so a connect stays cheap. Any
         failure leaves the session on its socket, except a lost connection, which is reported.
+        A timeout leaves the session usable: the next request first waits for the answer.
         """
         try:
-            path, ring = shm.create()
+            path, ring = shm.create(token=self._shm_token)
         except OSError:  # /dev/shm full or read-only: stay on the socket
             return
         try:
-            reply, frame = self._exchange_frame(m.Attach(path=path), (), timeout)
-            if isinstance(reply, m.Error):
-                self._raise_error(reply)
-            self.state.on_reply(m.Attach.KIND, frame.kind)
-        except RequestTimeout:
-            # The server may have switched already: the two ends would disagree on the path.
-            ring.close()
-            self._end("the connection was closed: moving it to shared memory timed out")
-            raise ConnectionLost("moving the session to shared memory timed out; the session is over") from None
+            self._send_request(m.Attach(path=path), ())
         except BaseException:
             ring.close()
+            shm.discard(path)
             raise
-        finally:
-            shm.discard(path)  # mapped by the server or not, the name has served its purpose
-        if reply.attached:
-            self.conn.shm = ring
-        else:
+        self._pending_attach = (self._rid, path, ring)
+        self._finish_attach(timeout)
+
+    def _finish_attach(self, timeout: float | None) -> None:
+        """Wait (within ``timeout``) for the answer to the pending ``Attach`` and apply it.
+
+        Raises:
+            RequestTimeout: no answer yet; the session stays usable (nothing was sent).
+        """
+        assert self._pending_attach is not None
+        rid, path, ring = self._pending_attach
+        try:
+            reply, frame = self._await_reply(rid, timeout)
+        except RequestTimeout:
+            raise
+        except BaseException:
+            self._pending_attach = None
             ring.close()
+            shm.discard(path)
+            raise
+        self._pending_attach = None
+        shm.discard(path)  # mapped by the server or not, the name has served its purpose
+        if isinstance(reply, m.AttachReply) and reply.attached:
+            self.conn.shm = ring
+            return
+        ring.close()
+        if isinstance(reply, m.Error):
+            self._raise_error(reply)
+        try:
+            self.state.on_reply(m.Attach.KIND, frame.kind)
+        except ProtocolException as exc:
+            self._end(f"connection closed after a protocol error: {exc}")
+            raise
 
     def fail(self, exc: ProtocolException) -> None:
         """End the session after a reply that did not decode (STYLE: an error freezes the state)."""
@@ -202,6 +237,10 @@ class ClientSession:
     def _exchange_frame(
         self, msg: Any, segments: list[Any] | tuple[Any, ...], timeout: float | None
     ) -> tuple[Any, frames.Frame]:
+        self._send_request(msg, segments, timeout)
+        return self._await_reply(self._rid, timeout)
+
+    def _send_request(self, msg: Any, segments: list[Any] | tuple[Any, ...], timeout: float | None = None) -> None:
         self._rid = (self._rid + 1) & _U32
         rid = self._rid
         conn = self.conn
@@ -211,7 +250,7 @@ class ClientSession:
         except TimeoutError:
             self._end("the connection broke: a request could not be sent before the timeout")
             raise RequestTimeout(
-                f"remote environment call timed out after {timeout:.3f}s while sending", timeout_seconds=timeout
+                f"remote environment call timed out after {timeout or 0:.3f}s while sending", timeout_seconds=timeout
             ) from None
         except ConnectionLost as exc:
             self._end(f"connection closed: {exc}")
@@ -219,15 +258,29 @@ class ClientSession:
         except BaseException:
             self._end("the connection broke while a request was being sent")
             raise
+
+    def _await_reply(self, rid: int, timeout: float | None) -> tuple[Any, frames.Frame]:
+        """The reply to request ``rid``; replies to older (timed-out) requests are discarded.
+
+        ``timeout`` bounds the whole wait, however slowly the bytes or how many stale
+        replies arrive (SES-3, CLT-5).
+        """
+        conn = self.conn
+        conn.settimeout(timeout)
+        deadline = None if not timeout else time.monotonic() + timeout
+        conn.deadline = deadline
         try:
             while True:
                 frame = conn.recv_frame()
                 assert frame is not None  # blocking socket
                 if frame.request_id == rid:
                     break  # older ids are stale replies to timed-out requests (SES-3)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError("timed out")
         except TimeoutError:
+            self._timed_out = True
             raise RequestTimeout(
-                f"remote environment call timed out after {timeout:.3f}s", timeout_seconds=timeout
+                f"remote environment call timed out after {timeout or 0:.3f}s", timeout_seconds=timeout
             ) from None
         except ConnectionLost as exc:
             self._end(f"connection closed: {exc}")
@@ -235,6 +288,9 @@ class ClientSession:
         except ProtocolException as exc:
             self._end(f"connection closed after a protocol error: {exc}")
             raise
+        finally:
+            conn.deadline = None
+        self._timed_out = False
         try:
             reply = decode_header(frame)
         except ProtocolException as exc:
@@ -258,7 +314,16 @@ class ClientSession:
         if self._closed_reason is None:
             self._closed_reason = reason
         self.state.break_()
+        self._drop_pending_attach()
         self.conn.close()
+
+    def _drop_pending_attach(self) -> None:
+        """Release the mapping of an ``Attach`` whose answer never came (the session is ending)."""
+        pending, self._pending_attach = self._pending_attach, None
+        if pending is not None:
+            _rid, path, ring = pending
+            ring.close()
+            shm.discard(path)
 
     def close(self, reason: str = "") -> list[m.EpisodeRecord]:
         """Graceful Close round trip (bounded), then detach; idempotent (CLT-10)."""
@@ -274,6 +339,7 @@ class ClientSession:
             pass  # detach locally instead of raising (CLT-10)
         self._closed_reason = "not connected: this client was closed; create a new one to reconnect"
         self.state.close()
+        self._drop_pending_attach()
         self.conn.close()
         return records
 

@@ -77,10 +77,65 @@ def write_ready_fd(fd: int, address: str) -> None:
 
 
 def _write_ready_file(path: str, address: str) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(f"{address}\n")
-    os.replace(tmp, path)  # readers never see a partial file
+    """Write ``<address>\\n`` atomically: a fresh temp file in the same directory, then rename.
+
+    The temp file is created with ``O_EXCL | O_NOFOLLOW`` under an unpredictable name, so a
+    symlink planted at a predictable name is never followed; the rename replaces ``path``
+    itself (a symlink there is replaced, not written through). Readers never see a partial file.
+    """
+    import secrets
+
+    directory = os.path.dirname(os.path.abspath(path))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(16):  # bounded: a name clash on 64 random bits is a fluke
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o644)
+            break
+        except FileExistsError:
+            continue
+    else:  # pragma: no cover
+        raise FileExistsError(f"could not create a temporary file next to {path}")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{address}\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def default_address() -> str:
+    """``$RLMESH_ADDRESS``, else ``127.0.0.1:$RLMESH_PORT`` (50051): loopback unless told otherwise."""
+    return os.environ.get("RLMESH_ADDRESS") or f"127.0.0.1:{os.environ.get('RLMESH_PORT', '50051')}"
+
+
+def _exposed(address: str) -> bool:
+    """Whether a bound address (``tcp://host:port`` / ``unix:///path``) is reachable from other hosts."""
+    import ipaddress
+
+    if address.startswith("unix:"):
+        return False
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]").split("%")[0]
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host != "localhost"
+
+
+def serve_until_stopped(server: Any) -> int:
+    """Serve in the foreground; on the way out print one "stopped" line.
+
+    Returns the exit status: 130 after Ctrl-C, 0 after SIGTERM, a remote shutdown or the
+    idle timeout.
+    """
+    server.serve()
+    reason = server.stop_reason or "stopped"
+    print(f"RLMesh server stopped ({reason})", flush=True)
+    return 130 if reason == "interrupted" else 0
 
 
 def import_packages(packages: Sequence[str]) -> None:
@@ -212,6 +267,11 @@ def announce(args: argparse.Namespace, what: str, address: str, suffix: str = ""
         write_ready_fd(args.ready_fd, address)
     if args.ready_file:
         _write_ready_file(args.ready_file, address)
+    if _exposed(address):
+        suffix += (
+            " - WARNING: this endpoint has no authentication and is reachable from other hosts; "
+            "anyone who can reach it can drive it (bind 127.0.0.1 or a unix socket to keep it local)"
+        )
     print(f"RLMesh serving {what} on {address}{suffix}", flush=True)
 
 
@@ -251,8 +311,8 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
     p.add_argument("--env", dest="env_target", help="same as TARGET (upstream spelling)")
     p.add_argument(
         "--address",
-        default=os.environ.get("RLMESH_ADDRESS") or f"0.0.0.0:{os.environ.get('RLMESH_PORT', '50051')}",
-        help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 0.0.0.0:50051)",
+        default=default_address(),
+        help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 127.0.0.1:50051)",
     )
     p.add_argument("--num-envs", type=_positive_int, default=int(os.environ.get("RLMESH_NUM_ENVS", "1") or 1))
     p.add_argument(
@@ -315,11 +375,10 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
         _mark("listen")
         announce(args, "env", server.address, _startup_text())
         try:
-            server.serve()
+            return serve_until_stopped(server)
         finally:
             if factory is not None:
                 factory.close()
-        return 0
 
     return run_command(args, body)
 

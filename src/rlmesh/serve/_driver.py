@@ -63,6 +63,17 @@ def _env_failure(op: str, exc: BaseException) -> RequestFailed:
     return RequestFailed(code, f"{op} failed: {type(exc).__name__}: {text}", op=op, recoverable=recoverable)
 
 
+def _reset_needed(op: str) -> RequestFailed:
+    """A step or render before this session's first reset: refused, the env is not called."""
+    return RequestFailed(
+        "NOT_READY",
+        f"{op} before reset: this session has not reset the env yet (a new session never continues "
+        "the previous client's episode); call reset() first",
+        op=op,
+        recoverable=True,
+    )
+
+
 def validation_policy() -> str:
     """CNF-4: ``strict``, ``off`` or (default) ``warn`` from ``RLMESH_VALIDATION_POLICY``."""
     raw = os.environ.get("RLMESH_VALIDATION_POLICY", "").strip().lower()
@@ -166,11 +177,13 @@ class Driver:
         self._warned: set[tuple[str, str]] = set()
         self._pending_warnings: list[dict[str, str]] = []
         self._partial_cache: dict[int, tuple[Any, ValueCodec]] = {}
+        self._has_reset = False  # this session reset the env: step/render may run
 
     # -- sessions ---------------------------------------------------------------------
 
     def begin_session(self) -> None:
-        """SES-6: nothing carries over from the previous session."""
+        """SES-6: nothing carries over from the previous session, not even its episode."""
+        self._has_reset = False
         self._books.reset_all()
         self._interrupted.clear()
         self._warned.clear()
@@ -218,12 +231,15 @@ class Driver:
             seed = req.seeds[j] if req.seeds else None
             eid = req.episode_ids[j] if req.episode_ids else new_episode_id()
             books.start(i, eid, seed)
+        self._has_reset = True
         scalars, segments = self._split_obs(canonical, partial=len(indices) if indices else None)
         info_out = self._info(info, "reset")
         return m.ResetReply(obs=scalars, info=info_out, endpoint_ns=time.perf_counter_ns() - started), segments
 
     def step(self, req: m.Step, segments: list[Any]) -> tuple[m.StepReply, list[Any]]:
         started = time.perf_counter_ns()
+        if not self._has_reset:
+            raise _reset_needed("step")
         action = self._decode_action(req, segments)
         if req.episode_ids:
             lanes = self._books.lanes
@@ -263,6 +279,8 @@ class Driver:
         )
 
     def render(self, req: m.Render) -> tuple[m.RenderReply, list[Any]]:
+        if not self._has_reset:
+            raise _reset_needed("render")
         n = self.view.num_envs
         if self.lanes is None and req.env_index != 0:
             raise RequestFailed(

@@ -41,6 +41,7 @@ class Lifecycle:
         self.thread: threading.Thread | None = None
         self.foreground = False
         self.env_closed = False
+        self.socket_removed = False
         self.errors: list[str] = []
 
     def close_env_once(self) -> None:
@@ -56,11 +57,15 @@ class Lifecycle:
             log.warning("closing the served object failed: %s", exc)
 
     def cleanup_socket(self) -> None:
-        if self.unix_path:
-            try:
-                os.unlink(self.unix_path)  # SRV-45
-            except OSError:
-                pass
+        """Remove the unix socket file, once (a later server may own the path by then)."""
+        with self.lock:
+            if self.socket_removed or not self.unix_path:
+                return
+            self.socket_removed = True
+        try:
+            os.unlink(self.unix_path)  # SRV-45
+        except OSError:
+            pass
 
     def run(self) -> None:
         try:
@@ -136,31 +141,34 @@ class ServerBase:
     def serve(self) -> None:
         """Serve on the calling thread until shutdown (SRV-40, DELTA-16/17).
 
-        On the main thread the first Ctrl-C shuts down gracefully (drain, then
-        ``env.close()``) and ``serve()`` then raises ``KeyboardInterrupt``; a
-        second Ctrl-C interrupts the running env call.
+        On the main thread the first Ctrl-C (SIGINT) or a SIGTERM (what Docker, systemd
+        and Kubernetes send) shuts down gracefully: drain, ``env.close()``, remove the
+        unix socket file, and ``serve()`` returns (:attr:`stop_reason` is
+        ``"interrupted"`` or ``"terminated"``). A second Ctrl-C interrupts the running
+        env call.
         """
         self._begin(foreground=True)
         life = self._life
-        interrupted = threading.Event()
-        previous: Any = None
+        previous: dict[int, Any] = {}
         on_main = threading.current_thread() is threading.main_thread()
         if on_main:
 
             def on_sigint(signum: int, frame: Any) -> None:
-                interrupted.set()
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 life.loop.stop("interrupted")
 
-            previous = signal.signal(signal.SIGINT, on_sigint)
+            def on_sigterm(signum: int, frame: Any) -> None:
+                life.loop.stop("terminated")
+
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_sigint)
+            if hasattr(signal, "SIGTERM"):
+                previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, on_sigterm)
         try:
             life.run()
         finally:
-            if on_main:
-                signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             self._finalizer.detach()
-        if interrupted.is_set():
-            raise KeyboardInterrupt
 
     def start(self: _S) -> _S:
         """Serve on a background thread (no signal handlers); returns ``self``."""
@@ -201,9 +209,13 @@ class ServerBase:
         if life.thread is not threading.current_thread():
             budget = self._options.drain_seconds() + self._options.close_seconds()
             if not life.done.wait(budget):
+                # The env call is stuck: stop accepting now, so the endpoint refuses new
+                # clients (and the unix socket file is gone) even while it stays stuck.
+                life.loop.close_listener()
+                life.cleanup_socket()
                 log.warning(
-                    "%s at %s did not stop within %.1fs (a call is still running); "
-                    "it will close when that call returns",
+                    "%s at %s did not stop within %.1fs (a call is still running); the listener "
+                    "is closed and the env will close when that call returns",
                     self._kind,
                     self._address,
                     budget,

@@ -5,14 +5,18 @@ admits one ``Hello`` at a time into *the* session (a second client is refused
 with ``Busy`` at handshake) and runs the session's requests inline: the env is
 only ever touched from this thread, with no hop per step. Sockets are
 non-blocking and frames are read incrementally, so a client that stalls
-mid-frame blocks nobody; a client that stops reading its replies is dropped
-after :data:`SEND_DEADLINE_SECONDS`. Malformed input gets an ``Error`` frame
-and closes that connection only.
+mid-frame blocks nobody. Replies never block the loop either: what a peer's
+socket does not take at once waits in that connection's queue (bounded by
+:data:`SESSION_BACKLOG_BYTES`, :data:`STRANGER_BACKLOG_BYTES` before a handshake)
+and goes out when the socket turns writable; a peer that lets the queue overflow
+is dropped. Malformed input (or anything else one connection's bytes can make go
+wrong) gets an ``Error`` frame and closes that connection only.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import select
 import selectors
 import socket
@@ -32,11 +36,14 @@ from ..wire.session import SessionState
 from ._driver import RequestFailed
 from ._options import ServeOptions
 
-__all__ = ["SEND_DEADLINE_SECONDS", "ServeLoop", "Service"]
+__all__ = ["SESSION_BACKLOG_BYTES", "STRANGER_BACKLOG_BYTES", "ServeLoop", "Service"]
 
 log = logging.getLogger("rlmesh.serve")
 
-SEND_DEADLINE_SECONDS = 10.0  # a peer that reads nothing for this long is dropped
+#: Bytes of replies that may wait for a slow reader beyond the frame in flight: the
+#: active session (a pipelining client), and a connection before its handshake.
+SESSION_BACKLOG_BYTES = 1024 * 1024
+STRANGER_BACKLOG_BYTES = 64 * 1024
 HANDSHAKE_DEADLINE_SECONDS = 30.0  # a connection must say Hello (or go) within this window
 MAX_PENDING = 64  # connections without a session; the oldest is dropped past this
 RING_RECHECK_SECONDS = 0.05  # with shared-memory rings, how often the loop looks at them unasked
@@ -76,6 +83,22 @@ class _Poller:
             assert self._sel is not None
             self._sel.register(fd, selectors.EVENT_READ, obj)
 
+    def want_write(self, sock: socket.socket, on: bool) -> None:
+        """Also report ``sock`` when it turns writable (a reply is queued for it), or stop."""
+        fd = sock.fileno()
+        obj = self._objs.get(fd)
+        if obj is None:
+            return
+        try:
+            if self._epoll is not None:
+                self._epoll.modify(fd, select.EPOLLIN | select.EPOLLOUT if on else select.EPOLLIN)
+            else:
+                assert self._sel is not None
+                events = selectors.EVENT_READ | selectors.EVENT_WRITE if on else selectors.EVENT_READ
+                self._sel.modify(fd, events, obj)
+        except (KeyError, ValueError, OSError):
+            pass
+
     def unregister(self, sock: socket.socket) -> None:
         fd = sock.fileno()
         if self._objs.pop(fd, None) is None:
@@ -104,12 +127,13 @@ class _Poller:
 
 
 class _Peer:
-    __slots__ = ("accepted_at", "conn", "session")
+    __slots__ = ("accepted_at", "conn", "session", "shm_token")
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.session = SessionState()
         self.accepted_at = time.monotonic()
+        self.shm_token = ""  # this session's secret a ring file must carry (Welcome.capabilities)
 
 
 _PING, _SHUTDOWN, _HELLO, _CLOSE, _ATTACH = m.Ping.KIND, m.Shutdown.KIND, m.Hello.KIND, m.Close.KIND, m.Attach.KIND
@@ -137,12 +161,14 @@ class ServeLoop:
         service: Service,
         options: ServeOptions,
         *,
-        limits: frames.FrameLimits = frames.DEFAULT_LIMITS,
+        limits: frames.FrameLimits | None = None,
     ) -> None:
         self.listener = listener
         self.service = service
         self.options = options
-        self.limits = limits
+        self.limits = frames.default_limits() if limits is None else limits
+        self._listener_lock = threading.Lock()
+        self._listener_closed = False
         self.stop_reason: str | None = None
         self._stop = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -164,6 +190,21 @@ class ServeLoop:
         self._stop.set()
         try:
             self._wake_w.send(b"\0")
+        except OSError:
+            pass
+
+    def close_listener(self) -> None:
+        """Stop accepting connections now; thread-safe, idempotent.
+
+        ``shutdown()`` calls it when the loop is stuck in an env call past the drain
+        budget, so the endpoint refuses new clients at once instead of letting them hang.
+        """
+        with self._listener_lock:
+            if self._listener_closed:
+                return
+            self._listener_closed = True
+        try:
+            self.listener.close()
         except OSError:
             pass
 
@@ -198,6 +239,8 @@ class ServeLoop:
                     elif obj is self._wake_r:
                         self._drain_wake()
                     else:
+                        if obj.conn.backlog:
+                            self._writable(obj)
                         self._readable(obj)
                     if stop.is_set():
                         break
@@ -242,6 +285,16 @@ class ServeLoop:
             if peer is not self._active and now - peer.accepted_at > HANDSHAKE_DEADLINE_SECONDS:
                 self._drop(peer)
 
+    def _writable(self, peer: _Peer) -> None:
+        """Send what waits in a peer's queue; stop watching for writability once it is empty."""
+        try:
+            done = peer.conn.flush()
+        except ConnectionLost:
+            self._drop(peer)
+            return
+        if done:
+            self._sel.want_write(peer.conn.sock, False)
+
     def _readable(self, peer: _Peer) -> None:
         # Handle the frame that arrived, then any further frames already buffered
         # (a client may pipeline); don't pay a syscall to learn the socket is dry.
@@ -260,9 +313,18 @@ class ServeLoop:
             except ProtocolException as exc:
                 self._protocol_error(peer, exc)
                 return
+            except Exception as exc:  # e.g. MemoryError for a body the limits allowed: that peer only
+                log.warning("reading from a client failed (%s); closing its connection", _describe(exc))
+                self._drop(peer)
+                return
             if frame is None:
                 return
-            self._dispatch(peer, frame)
+            try:
+                self._dispatch(peer, frame)
+            except Exception as exc:  # nothing one connection sends may stop the loop
+                log.exception("handling a request failed unexpectedly; closing that connection")
+                self._protocol_error(peer, ProtocolException(f"the request could not be handled: {_describe(exc)}"))
+                return
             if self._stop.is_set():
                 return
             if not conn.buffered and not (conn.busy_poll and time.perf_counter() < until):
@@ -297,7 +359,11 @@ class ServeLoop:
             return
         if kind == _ATTACH:
             # a ring nobody polls is slower than the socket
-            ring = None if peer.conn.shm is not None or not peer.conn.polling else _accept_rings(msg.path, peer.conn)
+            ring = (
+                None
+                if peer.conn.shm is not None or not peer.conn.polling
+                else _accept_rings(msg.path, peer.conn, peer.shm_token)
+            )
             self._send(peer, m.AttachReply(attached=ring is not None), rid)  # on the socket
             if ring is not None:
                 peer.conn.shm = ring  # the client switches once it reads the reply
@@ -353,6 +419,9 @@ class ServeLoop:
             self._drop(peer)
             return
         svc = self.service
+        local = shm.shm_supported() and shm.is_local_peer(peer.conn.sock)
+        if local:
+            peer.shm_token = secrets.token_hex(16)
         answer = handshake.answer_hello(
             hello,
             declared=svc.declared_edition,
@@ -361,7 +430,7 @@ class ServeLoop:
             session_id=str(uuid.uuid4()),
             contract=svc.contract(),
             # the client may move the session into shared-memory rings (Attach)
-            capabilities={"shm": "1"} if shm.shm_supported() and shm.is_local_peer(peer.conn.sock) else None,
+            capabilities={"shm": "1", "shm.token": peer.shm_token} if local else None,
         )
         if isinstance(answer, m.Incompatible):
             self._send(peer, answer, rid)
@@ -406,10 +475,39 @@ class ServeLoop:
             self._send(peer, failure.to_message(), rid)
             self._end_active(peer)
             return
+        conn = peer.conn
+        if buffers.nbytes - frames.PREFIX_SIZE > self.limits.max_frame_bytes and not isinstance(msg, m.Error):
+            self._oversized(peer, msg, rid, buffers.nbytes - frames.PREFIX_SIZE)
+            return
+        limit = SESSION_BACKLOG_BYTES if peer is self._active else STRANGER_BACKLOG_BYTES
         try:
-            peer.conn.send(buffers, deadline=time.monotonic() + SEND_DEADLINE_SECONDS)
+            queued = conn.backlog
+            if not conn.post(buffers, limit):
+                log.info("a client stopped reading its replies; dropping its connection")
+                self._drop(peer)
+                return
         except ConnectionLost:
             self._drop(peer)
+            return
+        if conn.backlog and not queued:
+            self._sel.want_write(conn.sock, True)
+
+    def _oversized(self, peer: _Peer, msg: Any, rid: int, nbytes: int) -> None:
+        """A reply larger than ``max_frame_bytes`` is never sent: a fatal env error says why."""
+        what = {m.ResetReply.KIND: "reset", m.StepReply.KIND: "step", m.RenderReply.KIND: "render"}.get(msg.KIND)
+        op = what or "request"
+        thing = "observation" if what in ("reset", "step") else ("frame" if what == "render" else "reply")
+        failure = RequestFailed(
+            "INTERNAL",
+            f"{op} failed: the {thing} is {nbytes} bytes on the wire, over the frame limit of "
+            f"{self.limits.max_frame_bytes} bytes (max_frame_bytes); set {frames.MAX_FRAME_BYTES_ENV} "
+            "to a larger value on both the server and the client to send it",
+            op=op,
+            recoverable=False,
+        )
+        log.error("%s", failure.message)
+        self._send(peer, failure.to_message(), rid)
+        self._end_active(peer)
 
     def _protocol_error(self, peer: _Peer, exc: ProtocolException, rid: int = 0) -> None:
         log.info("protocol error from a client, closing its connection: %s", exc)
@@ -450,21 +548,29 @@ class ServeLoop:
         for obj in (self.listener, self._wake_r):
             self._sel.unregister(obj)
         self._sel.close()
-        for s in (self.listener, self._wake_r, self._wake_w):
+        self.close_listener()
+        for s in (self._wake_r, self._wake_w):
             try:
                 s.close()
             except OSError:
                 pass
 
 
-def _accept_rings(path: str, conn: Connection) -> shm.Channel | None:
-    """The client's shared-memory rings at ``path``, when they can be mapped here."""
-    if not path or not shm.shm_supported() or not shm.is_local_peer(conn.sock):
+def _accept_rings(path: str, conn: Connection, token: str) -> shm.Channel | None:
+    """The client's shared-memory rings at ``path``, when they can be mapped here.
+
+    Only a file owned by the connecting peer's uid and carrying this session's secret is
+    mapped (and then unlinked); anything else is declined and left alone.
+    """
+    if not path or not token or not shm.shm_supported() or not shm.is_local_peer(conn.sock):
         return None
     if shm.created_by_this_process(path):
         return None  # a client in this very process: its thread and ours share one GIL, sockets do better
+    uid = shm.peer_uid(conn.sock)
+    if uid is None:
+        return None  # cannot tell who connected: stay on the socket
     try:
-        ring = shm.open_channel(path)
+        ring = shm.open_channel(path, uid=uid, token=token)
     except (OSError, ValueError):  # another host's /dev/shm (a container, a tunnel): the socket
         return None
     shm.discard(path)  # mapped: the name is no longer needed (the client discards it too)

@@ -24,6 +24,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ._cli import default_address
+
 __all__ = ["main", "serve_env"]
 
 #: Binding keys that are serving options, never make/load parameters (CLI-4, DELTA-23).
@@ -222,8 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--address",
-        default=os.environ.get("RLMESH_ADDRESS") or "0.0.0.0:50051",
-        help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 0.0.0.0:50051)",
+        default=default_address(),
+        help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 127.0.0.1:50051)",
     )
     p.add_argument(
         "--framework",
@@ -304,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     JSON object, a reserved binding key, a bad ``RLMESH_NUM_ENVS`` -- are usage
     errors: ``SystemExit`` with status 2.
     """
-    from ._cli import _mark, _startup_text, _write_ready_file, run_command
+    from ._cli import _exposed, _mark, _startup_text, _write_ready_file, run_command
 
     _mark("imports")
     _parser, args, binding, num_envs = _parse(argv)
@@ -312,7 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def announce(what: str, bound: str, shown: str) -> None:
         if args.ready_file:
             _write_ready_file(args.ready_file, bound)  # always dialable: the real bound address
-        print(f"RLMesh serving {what} on {shown}{_startup_text()}", flush=True)
+        warning = " - WARNING: this endpoint has no authentication and is reachable from other hosts" if _exposed(bound) else ""
+        print(f"RLMesh serving {what} on {shown}{_startup_text()}{warning}", flush=True)
 
     def serve_model() -> int:
         from ._model import ModelServer

@@ -57,11 +57,10 @@ class _ModelService:
         self.obs_codec: ValueCodec | None = None
         self.act_codec: ValueCodec | None = None
         self.act_encoder: Any = None
+        self._contract = _model_contract(model)
 
     def contract(self) -> dict[str, Any]:
-        spec = getattr(self.model, "_spec", None)
-        to_dict = getattr(spec, "to_dict", None)
-        return {"model": type(self.model).__name__, "spec": to_dict() if callable(to_dict) else None}
+        return self._contract
 
     def begin_session(self) -> None:
         self.routes = []
@@ -181,6 +180,27 @@ class _ModelService:
                 op=op,
                 recoverable=recoverable,
             ) from None
+
+
+def _model_contract(model: Any) -> dict[str, Any]:
+    """What ``Welcome`` publishes about the model, computed once when the server is built.
+
+    A spec that cannot travel (a ``Custom`` input holds host code, ADP-48) is published as
+    ``spec: None`` with a note: clients never need it (the adapter is resolved here, next
+    to the model), and the server must not fail at every ``Hello`` (issue 18, defect 4).
+    """
+    from ..wire.meta import normalize
+
+    name = type(model).__name__
+    spec = getattr(model, "_spec", None)
+    to_dict = getattr(spec, "to_dict", None)
+    if not callable(to_dict):
+        return {"model": name, "spec": None}
+    try:
+        return {"model": name, "spec": normalize(to_dict())}
+    except (ValueError, TypeError) as exc:
+        log.info("the model spec does not travel (%s); publishing it as spec=None", exc)
+        return {"model": name, "spec": None, "spec_note": f"the model spec does not travel: {exc}"}
 
 
 class ModelServer(ServerBase):

@@ -44,10 +44,9 @@ def load_model_target(target: str, binding: dict[str, Any] | None = None) -> Any
 def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model") -> int:
     p = argparse.ArgumentParser(prog=prog, description="Serve a model for RemoteModel clients.")
     p.add_argument("target", help="module:attr: a Model subclass, a Model instance, or a predict callable")
-    p.add_argument(
-        "--address",
-        default=os.environ.get("RLMESH_ADDRESS") or f"0.0.0.0:{os.environ.get('RLMESH_PORT', '50051')}",
-    )
+    from ._cli import default_address
+
+    p.add_argument("--address", default=default_address())
     p.add_argument("--kwargs-json", default=os.environ.get("RLMESH_MAKE_KWARGS"))
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--workflow-edition", default=None)
@@ -57,7 +56,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
     p.add_argument("--ready-fd", type=int, default=None)
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
-    from ._cli import announce, binding_of, options_of, run_command
+    from ._cli import announce, binding_of, options_of, run_command, serve_until_stopped
     from ._model import ModelServer
 
     def body() -> int:
@@ -66,7 +65,6 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
             print("RLMesh: the served model declares no spec; clients drive it with raw env values", file=sys.stderr)
         server = ModelServer(model, args.address, options=options_of(args))
         announce(args, "model", server.address)
-        server.serve()
-        return 0
+        return serve_until_stopped(server)
 
     return run_command(args, body)

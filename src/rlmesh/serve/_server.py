@@ -20,7 +20,12 @@ from ._lifecycle import ServerBase
 from ._loop import ServeLoop
 from ._options import ServeOptions
 
-__all__ = ["EnvServer"]
+__all__ = ["MAX_SPACE_DEPTH", "EnvServer"]
+
+#: Deepest nesting of Dict/Tuple spaces an endpoint serves (a leaf at the root is depth 0).
+#: Real observation trees nest a handful of levels; the bound keeps every contract well
+#: inside the wire's header nesting limit and every space walk far from Python's stack limit.
+MAX_SPACE_DEPTH = 32
 
 log = logging.getLogger("rlmesh.serve")
 
@@ -120,6 +125,7 @@ class EnvServer(ServerBase):
         addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
         envs = list(env) if isinstance(env, (list, tuple)) else [env]
         for e in envs:
+            _check_space_depth(e)
             _stamp_tags(e, tags)
             _check_branch(e)
         view = view_of(env)
@@ -159,6 +165,40 @@ class EnvServer(ServerBase):
         """Alias of :attr:`env_contract` (DEC-9)."""
         return self._contract
 
+
+
+def _space_depth(space: Any) -> int:
+    """How many Dict/Tuple levels a (Gymnasium or rlmesh) space nests, measured without recursion."""
+    depth = 0
+    level = [space]
+    while level and depth <= MAX_SPACE_DEPTH:
+        nxt: list[Any] = []
+        for sp in level:
+            children = getattr(sp, "spaces", None)
+            if isinstance(children, Mapping):
+                nxt.extend(children.values())
+            elif isinstance(children, (tuple, list)):
+                nxt.extend(children)
+        if not nxt:
+            break
+        depth += 1
+        level = nxt
+    return depth
+
+
+def _check_space_depth(env: Any) -> None:
+    """Issue 18 defect 10: a space nested deeper than :data:`MAX_SPACE_DEPTH` is refused clearly."""
+    for name in ("single_observation_space", "observation_space", "single_action_space", "action_space"):
+        try:
+            space = getattr(env, name, None)
+        except Exception:
+            continue
+        if space is not None and _space_depth(space) > MAX_SPACE_DEPTH:
+            raise ValueError(
+                f"the env's {name} nests Dict/Tuple spaces more than {MAX_SPACE_DEPTH} levels deep; "
+                f"rlmesh serves spaces nested at most {MAX_SPACE_DEPTH} levels (MAX_SPACE_DEPTH): "
+                "flatten the space (e.g. join nested keys with '/')"
+            )
 
 
 def _check_framework(framework: Any, device: Any) -> None:

@@ -111,6 +111,8 @@ class Connection:
         "_bfill",
         "_body",
         "_end",
+        "_outq",
+        "_outq_bytes",
         "_plan",
         "_scratch",
         "_sent_at",
@@ -121,6 +123,7 @@ class Connection:
         "_wait",
         "busy_poll",
         "closed",
+        "deadline",
         "limits",
         "shm",
         "sock",
@@ -148,6 +151,11 @@ class Connection:
         self.shm: Channel | None = None  # set after a handshake that agreed on shared-memory rings
         self._await_socket = False  # a ring marker was read: the next frame comes on the socket
         self._stash: deque[Frame] = deque()  # socket frames that arrived ahead of their marker
+        self._outq: deque[memoryview] = deque()  # bytes post() could not send yet (server side)
+        self._outq_bytes = 0
+        # time.monotonic() by which the current request must be answered (client side): every
+        # blocking read waits at most until then, however the bytes trickle in
+        self.deadline: float | None = None
 
     # -- sending ------------------------------------------------------------------------
 
@@ -195,7 +203,7 @@ class Connection:
                 raise ConnectionLost("the peer stopped reading its shared-memory ring; dropping the connection")
             time.sleep(0.0001)
 
-    def _send_socket(self, buffers: list[Any], deadline: float | None) -> None:
+    def _send_socket(self, buffers: list[Any], deadline: float | None, nowait: bool = False) -> None:
         sock = self.sock
         bufs = buffers
         try:
@@ -227,6 +235,8 @@ class Connection:
                 try:
                     sent = sock.sendmsg(bufs[:_IOV_MAX])
                 except BlockingIOError:
+                    if nowait:
+                        raise _Partial(bufs) from None
                     self._wait_writable(deadline)
                     continue
                 bufs = _advance(bufs, sent)
@@ -245,6 +255,95 @@ class Connection:
             raise ConnectionLost("the peer stopped reading; dropping the connection")
         if not _wait_for(self.sock, True, remaining):
             raise ConnectionLost("the peer stopped reading; dropping the connection")
+
+    # -- sending without blocking (the serve loop) ------------------------------------------
+
+    @property
+    def backlog(self) -> int:
+        """Bytes of frames :meth:`post` queued because the peer was not reading."""
+        return self._outq_bytes
+
+    def post(self, buffers: list[Any], limit: int) -> bool:
+        """Send one frame without ever blocking (a non-blocking socket).
+
+        What the kernel does not take now is copied into a per-connection queue that
+        :meth:`flush` drains when the socket turns writable; frames stay in order. A
+        shared-memory session writes its ring; a ring too full even for a marker means
+        the peer stopped reading it.
+
+        Returns:
+            ``False`` when the queue would grow past ``limit`` bytes beyond the frame in
+            flight: the peer is not reading and the caller drops it.
+
+        Raises:
+            ConnectionLost: the peer is gone (or left its ring full).
+        """
+        ch = self.shm
+        if ch is not None:
+            nbytes = getattr(buffers, "nbytes", None)
+            if nbytes is None:
+                nbytes = sum(_nbytes(b) for b in buffers)
+            try:
+                asleep = ch.write(buffers, nbytes)
+                if asleep is None:  # too big for the ring, or the ring is full: the socket, in order
+                    if ch.write_marker() is None:
+                        raise ConnectionLost("the peer stopped reading its shared-memory ring; dropping the connection")
+                    asleep = None
+            except ProtocolException as exc:
+                raise ConnectionLost(f"the shared-memory ring is corrupt: {exc}") from exc
+            if asleep is None:
+                ok = self._post_socket(buffers, limit)
+            elif asleep:
+                ok = self._post_socket([_DOORBELL], limit)
+            else:
+                ok = True
+            if self.busy_poll:
+                self._sent_at = time.perf_counter()
+            return ok
+        return self._post_socket(buffers, limit)
+
+    def _post_socket(self, buffers: list[Any], limit: int) -> bool:
+        if not self._outq:
+            try:
+                self._send_socket(buffers, None, nowait=True)
+                return True
+            except _Partial as partial:
+                rest = partial.rest
+        else:
+            rest = buffers
+        n = sum(_nbytes(b) for b in rest)
+        if self._outq_bytes and self._outq_bytes + n > limit:
+            return False
+        self._outq.append(memoryview(b"".join(b if type(b) is bytes else memoryview(b).cast("B") for b in rest)))
+        self._outq_bytes += n
+        self.flush()
+        return True
+
+    def flush(self) -> bool:
+        """Send what :meth:`post` queued, without blocking; ``True`` when nothing is left.
+
+        Raises:
+            ConnectionLost: the peer is gone.
+        """
+        q = self._outq
+        sock = self.sock
+        try:
+            while q:
+                head = q[0]
+                try:
+                    sent = sock.send(head)
+                except BlockingIOError:
+                    return False
+                self._outq_bytes -= sent
+                if sent < len(head):
+                    q[0] = head[sent:]
+                    return False
+                q.popleft()
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
+            raise ConnectionLost(f"the peer closed the connection ({exc.strerror or exc})") from exc
+        except OSError as exc:
+            raise ConnectionLost(f"sending failed: {exc}") from exc
+        return True
 
     # -- receiving ----------------------------------------------------------------------
 
@@ -334,7 +433,9 @@ class Connection:
             return self._recv_socket()  # non-blocking (the serve loop waits in epoll), or mid-frame
         ch = self.shm
         assert ch is not None
-        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        deadline = self.deadline
+        if deadline is None and self._timeout is not None:
+            deadline = time.monotonic() + self._timeout
         while True:
             wait = _RING_RECHECK_SECONDS
             if deadline is not None:
@@ -382,6 +483,8 @@ class Connection:
                 view = memoryview(body)  # type: ignore[arg-type]
                 sock = self.sock
                 while self._bfill < size:
+                    if self.deadline is not None:
+                        self._arm()
                     n = sock.recv_into(view[self._bfill :])
                     if not n:
                         raise self._eof()
@@ -398,6 +501,21 @@ class Connection:
         self._body = None
         return frames.split_body(plan, body)
 
+    def _arm(self) -> None:
+        """Before a blocking read within a request: never wait past :attr:`deadline`.
+
+        The socket timeout is lowered only once the remaining time is 5 % below it, so a
+        request answered promptly costs one clock read and no system call.
+        """
+        assert self.deadline is not None
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("timed out")
+        current = self._timeout
+        if current is None or remaining < 0.95 * current:
+            self.sock.settimeout(remaining)
+            self._timeout = remaining
+
     def _fill(self) -> None:
         """Read more bytes into the scratch buffer (compacting it first if needed)."""
         if self._start == self._end:
@@ -407,6 +525,8 @@ class Connection:
             self._scratch[:n] = self._scratch[self._start : self._end]
             self._start, self._end = 0, n
         view = self._sview[self._end :]
+        if self.deadline is not None:
+            self._arm()
         n = self._poll(view) if self._sent_at else self.sock.recv_into(view)
         if not n:
             raise self._eof()
@@ -510,6 +630,14 @@ class Connection:
 
     def fileno(self) -> int:
         return self.sock.fileno()
+
+
+class _Partial(Exception):
+    """A non-blocking send stopped early: ``rest`` is what the kernel did not take."""
+
+    def __init__(self, rest: list[Any]) -> None:
+        super().__init__()
+        self.rest = rest
 
 
 def _wait_for(sock: socket.socket, writable: bool, seconds: float | None) -> bool:

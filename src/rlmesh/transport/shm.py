@@ -44,6 +44,7 @@ import mmap
 import os
 import platform
 import secrets
+import stat
 import struct
 import sys
 import threading
@@ -64,6 +65,7 @@ __all__ = [
     "discard",
     "is_local_peer",
     "open_channel",
+    "peer_uid",
     "shm_supported",
 ]
 
@@ -73,6 +75,8 @@ MARKER = object()  #: what :meth:`Channel.read` returns for "the next frame is o
 _HEADER = 4096
 _MAGIC = b"RLMESHM1"
 _MAGIC_AT = 4032
+_TOKEN_AT = 4048  # the session's secret from Welcome.capabilities["shm.token"] (ASCII, <= 48 bytes)
+_TOKEN_MAX = _HEADER - _TOKEN_AT
 _RING = ((0, 8, 16), (24, 32, 40))  # (write, read, sleeping) u64 word indices of ring 0 and ring 1 (64 bytes apart)
 _MARK = (1 << 64) - 1
 _U64 = struct.Struct("<Q")
@@ -111,11 +115,14 @@ def is_local_peer(sock: Any) -> bool:
         return False
 
 
-def create(capacity: int = DEFAULT_CAPACITY) -> tuple[str, Channel]:
+def create(capacity: int = DEFAULT_CAPACITY, *, token: str = "") -> tuple[str, Channel]:
     """Create a mapping for one session (client side): ``(path, channel)``.
 
-    The caller passes ``path`` to :func:`discard` once the server has answered (accepted or not).
+    ``token`` is the session's secret (``Welcome.capabilities["shm.token"]``); it is written
+    into the file so the server can tell the file belongs to this session. The caller
+    passes ``path`` to :func:`discard` once the server has answered (accepted or not).
     """
+    secret = token.encode("ascii", "replace")[:_TOKEN_MAX]
     capacity = max(4096, capacity - capacity % 4096)
     _remove_stale()
     path = _path(os.getpid(), secrets.token_hex(8))
@@ -132,6 +139,7 @@ def create(capacity: int = DEFAULT_CAPACITY) -> tuple[str, Channel]:
     os.close(fd)
     mm[_MAGIC_AT : _MAGIC_AT + 8] = _MAGIC
     _U64.pack_into(mm, _MAGIC_AT + 8, capacity)
+    mm[_TOKEN_AT : _TOKEN_AT + len(secret)] = secret
     return path, Channel(mm, capacity, side=0)
 
 
@@ -168,24 +176,94 @@ def _remove_stale() -> None:
             continue
 
 
-def open_channel(path: str) -> Channel:
-    """Map a client's file (server side), checking it is what a client would create.
+def peer_uid(sock: Any) -> int | None:
+    """The uid of the process at the other end of a local connection, or ``None`` if unknown.
+
+    A Unix socket asks the kernel (``SO_PEERCRED``). A loopback TCP connection looks up
+    the peer's end of the connection in ``/proc/net/tcp`` / ``tcp6``, where the kernel
+    lists each socket's owner.
+    """
+    import socket
+
+    try:
+        if sock.family == getattr(socket, "AF_UNIX", None):
+            if not hasattr(socket, "SO_PEERCRED"):
+                return None
+            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            return int(struct.unpack("3i", creds)[1])
+        peer = sock.getpeername()
+        local = sock.getsockname()
+    except (OSError, ValueError, struct.error):
+        return None
+    v6 = sock.family == getattr(socket, "AF_INET6", None)
+    want_local = _proc_addr(peer[0], peer[1], v6)
+    want_remote = _proc_addr(local[0], local[1], v6)
+    if want_local is None or want_remote is None:
+        return None
+    try:
+        with open("/proc/net/tcp6" if v6 else "/proc/net/tcp") as f:
+            next(f, None)
+            for line in f:
+                fields = line.split()
+                if len(fields) > 7 and fields[1] == want_local and fields[2] == want_remote:
+                    return int(fields[7])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _proc_addr(host: str, port: int, v6: bool) -> str | None:
+    """``host:port`` as ``/proc/net/tcp`` prints it (address words in host byte order, hex)."""
+    import socket
+
+    try:
+        if not v6:
+            raw = socket.inet_aton(host)
+            return f"{struct.unpack('=I', raw)[0]:08X}:{port:04X}"
+        raw = socket.inet_pton(socket.AF_INET6, host.split("%")[0])
+        words = struct.unpack("=4I", raw)
+        return "".join(f"{w:08X}" for w in words) + f":{port:04X}"
+    except (OSError, ValueError, struct.error):
+        return None
+
+
+def open_channel(path: str, *, uid: int | None = None, token: str = "") -> Channel:
+    """Map a client's file (server side), checking it is what *this* client created.
+
+    Args:
+        path: The file the client named in ``Attach``.
+        uid: The connecting peer's uid (:func:`peer_uid`): the file must be owned by it.
+            ``None`` (unknown) accepts only files of this process's own uid.
+        token: The session's secret: the file must carry it, so a file of another
+            session (even of the same user) is never mapped.
 
     Raises:
-        OSError: missing, not ours, or malformed (the caller declines the offer).
+        OSError: missing, not the peer's, without this session's secret, or malformed
+            (the caller declines the offer and leaves the file alone).
     """
+    import hmac
+
     if not (path.startswith("/dev/shm/rlmesh-") and "/" not in path[len("/dev/shm/") :]):
         raise OSError(f"not an rlmesh shared-memory path: {path!r}")
-    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    if not token:
+        raise OSError("no session secret to check the shared-memory file against")
+    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
-        if st.st_uid != os.getuid() or st.st_mode & 0o077:
-            raise OSError("the shared-memory file is not private to this user")
+        owner = os.getuid() if uid is None else uid
+        if st.st_uid != owner or st.st_mode & 0o077:
+            raise OSError("the shared-memory file is not private to the connecting user")
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError("the shared-memory file is not a regular file")
         if st.st_size < _HEADER + 2 * 4096:
             raise OSError("the shared-memory file is too small")
         mm = mmap.mmap(fd, st.st_size)
     finally:
         os.close(fd)
+    secret = token.encode("ascii", "replace")[:_TOKEN_MAX]
+    if not hmac.compare_digest(bytes(mm[_TOKEN_AT : _TOKEN_AT + len(secret)]), secret):
+        mm.close()
+        raise OSError("the shared-memory file does not carry this session's secret")
     capacity = _U64.unpack_from(mm, _MAGIC_AT + 8)[0]
     if mm[_MAGIC_AT : _MAGIC_AT + 8] != _MAGIC or _HEADER + 2 * capacity != len(mm) or capacity % 4096:
         mm.close()

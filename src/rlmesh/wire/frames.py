@@ -55,6 +55,7 @@ __all__ = [
     "FramePlan",
     "decode_prefix",
     "decode_prefix_at",
+    "default_limits",
     "encode_frame",
     "split_body",
 ]
@@ -93,6 +94,30 @@ class FrameLimits:
 #: the server reserve a large buffer.
 PRE_HANDSHAKE_LIMITS = FrameLimits(max_frame_bytes=1024 * 1024, max_header_bytes=1024 * 1024, max_segments=0)
 DEFAULT_LIMITS = FrameLimits()
+
+#: Environment variable that raises (or lowers) ``max_frame_bytes`` for a process: set it
+#: on both ends to move frames larger than 256 MiB (a batch of 4K camera frames, say).
+MAX_FRAME_BYTES_ENV = "RLMESH_MAX_FRAME_BYTES"
+
+
+def default_limits() -> FrameLimits:
+    """:data:`DEFAULT_LIMITS`, with ``max_frame_bytes`` from ``RLMESH_MAX_FRAME_BYTES`` when set.
+
+    Raises:
+        ValueError: the variable is not a positive integer.
+    """
+    import os
+
+    raw = os.environ.get(MAX_FRAME_BYTES_ENV, "").strip()
+    if not raw:
+        return DEFAULT_LIMITS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"{MAX_FRAME_BYTES_ENV} must be a positive number of bytes, got {raw!r}")
+    return FrameLimits(max_frame_bytes=value, max_header_bytes=min(DEFAULT_LIMITS.max_header_bytes, value))
 
 
 class FramePlan:

@@ -18,11 +18,12 @@ from typing import Any, ClassVar
 import msgspec
 
 from ..errors import ProtocolException
-from .frames import Frame, encode_frame
+from .frames import Buffers, Frame, encode_frame
 from .meta import enc_hook, ext_hook
 
 __all__ = [
     "KINDS",
+    "MAX_HEADER_DEPTH",
     "BeginEpisode",
     "Attach",
     "AttachReply",
@@ -386,25 +387,91 @@ for _cls in _ENV_MESSAGES:
     register(_cls)
 
 
-def encode_message(msg: Any, request_id: int = 0, segments: list[Any] | tuple[Any, ...] = ()) -> list[Any]:
+def encode_message(msg: Any, request_id: int = 0, segments: list[Any] | tuple[Any, ...] = ()) -> Buffers:
     """Encode a message header and lay out its frame: a list of buffers for ``sendmsg``."""
     return encode_frame(msg.KIND, request_id, _ENCODER.encode(msg), segments)
+
+
+#: Deepest container nesting a received header may have (arrays and maps, the header's own
+#: array included). Metadata values (info, reset options, env metadata) are limited to
+#: :data:`rlmesh.wire.meta.MAX_METADATA_DEPTH` (64) when sent, and spaces to
+#: ``MAX_SPACE_DEPTH`` (32) levels (three containers each in a contract), so every honest
+#: header stays below this; a deeper one is a protocol error, never a ``RecursionError``.
+MAX_HEADER_DEPTH = 128
+
+# Every msgpack container starts with one of these bytes (fixmap, fixarray, map16/32,
+# array16/32): a header with at most MAX_HEADER_DEPTH of them cannot nest deeper.
+_CONTAINER_BYTES = bytes(range(0x80, 0xA0)) + b"\xdc\xdd\xde\xdf"
+_SCAN_DECODER = msgspec.msgpack.Decoder(ext_hook=lambda code, data: None)
+_NESTED = frozenset({list, dict, tuple})
+
+
+def _too_deep(header: memoryview, limit: int = MAX_HEADER_DEPTH) -> bool:
+    """Whether a msgpack document nests containers deeper than ``limit``.
+
+    The hot path pays one length comparison: a header of at most ``limit`` bytes cannot
+    nest deeper (each level costs a byte). Longer ones are first filtered at C speed by
+    counting bytes that could start a container; only headers with more such bytes than
+    ``limit`` (large contracts or info dicts) are decoded untyped and measured level by
+    level, without recursion. msgspec itself raises ``RecursionError`` (caught here) long
+    before a hostile nesting could exhaust the stack.
+    """
+    if len(header) <= limit:
+        return False
+    raw = bytes(header)
+    if len(raw) - len(raw.translate(None, _CONTAINER_BYTES)) <= limit:
+        return False
+    try:
+        level: list[Any] = [_SCAN_DECODER.decode(raw)]
+    except RecursionError:
+        return True
+    except (msgspec.DecodeError, ValueError, TypeError, OverflowError):
+        return False  # malformed: the typed decode reports it with a better message
+    depth = 0
+    nested = _NESTED
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        nxt: list[Any] = []
+        for c in level:
+            if type(c) is dict:
+                for part in (c, c.values()):
+                    if not nested.isdisjoint(map(type, part)):
+                        nxt.extend(v for v in part if type(v) in nested)
+            elif c and not nested.isdisjoint(map(type, c)):
+                nxt.extend(v for v in c if type(v) in nested)
+        level = nxt
+    return False
 
 
 def decode_header(frame: Frame) -> Any:
     """Decode a frame's header into its message Struct.
 
+    Every received header passes here (socket, shared-memory ring, server and client), so
+    this is where nesting is bounded: deeper than :data:`MAX_HEADER_DEPTH` is refused.
+
     Raises:
-        ProtocolException: unknown kind, or a header that does not match its Struct.
+        ProtocolException: unknown kind, a header nested too deep, or a header that does
+            not match its Struct. Nothing else escapes, whatever the bytes.
     """
     decoder = _DECODERS.get(frame.kind)
     if decoder is None:
         raise ProtocolException(f"unknown message kind {frame.kind:#04x}")
+    header = frame.header
     try:
-        return decoder.decode(frame.header)
+        if len(header) > MAX_HEADER_DEPTH and _too_deep(header):
+            raise ProtocolException(
+                f"{KINDS[frame.kind].__name__} header nests deeper than {MAX_HEADER_DEPTH} levels"
+            )
+        return decoder.decode(header)
     except ProtocolException:
         raise
+    except RecursionError:
+        raise ProtocolException(
+            f"{KINDS[frame.kind].__name__} header nests deeper than {MAX_HEADER_DEPTH} levels"
+        ) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ProtocolException(f"malformed {KINDS[frame.kind].__name__} header: {exc}") from None
-    except (ValueError, TypeError, OverflowError, MemoryError) as exc:
-        raise ProtocolException(f"malformed {KINDS[frame.kind].__name__} header: {exc}") from None
+    except Exception as exc:  # ValueError, TypeError, OverflowError, MemoryError, a hook's error ...
+        raise ProtocolException(f"malformed {KINDS[frame.kind].__name__} header: {type(exc).__name__}: {exc}") from None

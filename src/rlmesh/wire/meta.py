@@ -25,7 +25,12 @@ import numpy as np
 from .._dtypes import DTYPE_CODES, dtype_name, np_dtype
 from ..errors import ProtocolException
 
-__all__ = ["EXT_NDARRAY", "ext_hook", "normalize"]
+__all__ = ["EXT_NDARRAY", "MAX_METADATA_DEPTH", "ext_hook", "normalize"]
+
+#: Deepest nesting of lists and maps inside one metadata value (info dict, reset options,
+#: env metadata). Deeper values (or a dict that contains itself) raise ``TypeError`` when
+#: sent; a receiver refuses any header nested deeper than ``messages.MAX_HEADER_DEPTH``.
+MAX_METADATA_DEPTH = 64
 
 EXT_NDARRAY = 1
 _CODE_TO_NAME = {v: k for k, v in DTYPE_CODES.items()}
@@ -41,18 +46,25 @@ def _unsupported(value: Any, path: str) -> TypeError:
     )
 
 
-def normalize(value: Any, path: str = "$") -> Any:
+def normalize(value: Any, path: str = "$", depth: int = 0) -> Any:
     """Convert a metadata/info value to codec-ready plain data (MET-1), strictly.
 
     Raises:
-        TypeError: a value or key the codec cannot carry; the message names the path.
+        TypeError: a value or key the codec cannot carry, or nesting deeper than
+            :data:`MAX_METADATA_DEPTH`; the message names the path.
     """
     tp = type(value)
     if tp in _SCALARS:
         return value
     if tp is int:
         return value if _I64_MIN <= value <= _U64_MAX else float(value)
+    if depth >= MAX_METADATA_DEPTH and (tp is dict or tp is list or isinstance(value, (Mapping, tuple))):
+        raise TypeError(
+            f"metadata nests deeper than {MAX_METADATA_DEPTH} levels at {path[:200]}"
+            f"{'...' if len(path) > 200 else ''} (or contains itself); flatten it before sending"
+        )
     if tp is dict or isinstance(value, Mapping):
+        inner = depth + 1
         out: dict[str, Any] = {}
         for k, v in value.items():
             if type(k) is not str:
@@ -63,28 +75,28 @@ def normalize(value: Any, path: str = "$") -> Any:
                         f"metadata keys must be str, got {type(k).__name__} key {k!r} at {path}; "
                         "pass the dict through rlmesh.sanitize_metadata(...) to stringify keys"
                     )
-            out[k] = normalize(v, f"{path}.{k}")
+            out[k] = normalize(v, f"{path}.{k}", inner)
         return out
     if tp is list:
-        return [normalize(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [normalize(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
     if isinstance(value, np.ndarray):
-        return _normalize_array(value, path)
+        return _normalize_array(value, path, depth)
     if isinstance(value, tuple):
         as_dict = getattr(value, "_asdict", None)
         if as_dict is not None:
-            return normalize(as_dict(), path)
-        return [normalize(v, f"{path}[{i}]") for i, v in enumerate(value)]
+            return normalize(as_dict(), path, depth)
+        return [normalize(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
     if isinstance(value, enum.Enum):
         try:
-            return normalize(value.value, path)
+            return normalize(value.value, path, depth)
         except TypeError:
             return value.name
     if isinstance(value, np.generic):
-        return normalize(value.item(), path)
+        return normalize(value.item(), path, depth)
     if isinstance(value, bool):  # subclasses of the scalar types (IntEnum was handled above)
         return bool(value)
     if isinstance(value, int):
-        return normalize(int(value), path)
+        return normalize(int(value), path, depth)
     if isinstance(value, float):
         return float(value)
     if isinstance(value, str):
@@ -95,21 +107,21 @@ def normalize(value: Any, path: str = "$") -> Any:
         return bytes(value)
     tolist = getattr(value, "tolist", None)
     if callable(tolist):
-        return normalize(tolist(), path)
+        return normalize(tolist(), path, depth)
     item = getattr(value, "item", None)
     if callable(item):
-        return normalize(item(), path)
+        return normalize(item(), path, depth)
     raise _unsupported(value, path)
 
 
-def _normalize_array(a: np.ndarray[Any, Any], path: str) -> Any:
+def _normalize_array(a: np.ndarray[Any, Any], path: str, depth: int = 0) -> Any:
     if a.dtype.kind in "biuf":
         try:
             dtype_name(a.dtype)
         except ValueError:
-            return normalize(a.tolist(), path)
+            return normalize(a.tolist(), path, depth)
         return a
-    return normalize(a.tolist(), path)
+    return normalize(a.tolist(), path, depth)
 
 
 def enc_hook(value: Any) -> Any:

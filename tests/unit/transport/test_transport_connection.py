@@ -152,3 +152,70 @@ def test_the_peer_closing_during_a_poll_is_connection_lost(pair: tuple[Connectio
     server.close()
     with pytest.raises(ConnectionLost):
         client.recv_frame()
+
+
+# -- issue 18 defect 2: post() never blocks --------------------------------------------------
+
+
+def test_post_never_blocks_queues_in_order_and_refuses_past_its_bound() -> None:
+    """A peer that does not read: post() queues what the kernel does not take, keeps frames
+    in order, and answers False (drop that peer) once the queue would pass its bound."""
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    writer, reader = Connection(a), Connection(b)
+    payload = np.arange(64 * 1024, dtype=np.uint8)
+    accepted = 0
+    for rid in range(1, 1_000):  # bounded: the kernel buffer fills within a few dozen frames
+        if not writer.post(encode_message(m.ResetReply(obs=[]), rid, [payload]), 256 * 1024):
+            break
+        accepted += 1
+    else:
+        raise AssertionError("post() never reported a peer that does not read")
+    assert writer.backlog > 0
+    b.settimeout(10)
+    got: list[tuple[int, bool]] = []
+
+    def read_all() -> None:
+        for _ in range(accepted):
+            frame = reader.recv_frame()
+            assert frame is not None
+            got.append((frame.request_id, bool(np.array_equal(frame.segments[0], payload))))
+
+    t = threading.Thread(target=read_all, daemon=True)
+    t.start()
+    for _ in range(100_000):  # bounded: the reader drains the queue as the writer flushes it
+        if writer.flush():
+            break
+        time.sleep(0.0005)
+    t.join(10)
+    assert writer.backlog == 0
+    assert got == [(rid, True) for rid in range(1, accepted + 1)]  # every accepted frame, in order
+    writer.close()
+    reader.close()
+
+
+def test_a_request_deadline_bounds_a_trickled_frame(pair: tuple[Connection, Connection]) -> None:
+    """Issue 18 defect 5: the deadline covers the whole frame, however slowly it arrives."""
+    client, server = pair
+    data = b"".join(bytes(x) for x in encode_message(m.Pong(state="ready", generation="g" * 100), 1))
+    client.settimeout(0.5)
+    client.deadline = time.monotonic() + 0.5
+    stop = threading.Event()
+    sent: list[int] = []
+
+    def trickle() -> None:
+        for byte in data:  # ~0.1 s per byte: the frame would take ~15 s
+            if stop.wait(0.1):
+                return
+            server.sock.sendall(bytes([byte]))
+            sent.append(1)
+
+    t = threading.Thread(target=trickle, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(TimeoutError):
+            client.recv_frame()
+        assert len(sent) < len(data)  # gave up while the frame was still trickling in
+    finally:
+        stop.set()
+        t.join(5)

@@ -22,10 +22,12 @@ pytestmark = pytest.mark.skipif(not shm.shm_supported(), reason="shared-memory r
 LIMITS = frames.DEFAULT_LIMITS
 
 
+TOKEN = "a-session-secret"  # what Welcome.capabilities["shm.token"] carries
+
 @pytest.fixture
 def pair():
-    path, client = shm.create(capacity=64 * 1024)
-    server = shm.open_channel(path)
+    path, client = shm.create(capacity=64 * 1024, token=TOKEN)
+    server = shm.open_channel(path, token=TOKEN)
     os.unlink(path)
     yield client, server
     client.close()
@@ -55,8 +57,8 @@ def test_frames_arrive_in_order_with_their_bytes(pair) -> None:
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(0, 20_000), min_size=1, max_size=12))
 def test_queued_frames_of_any_size_come_back_whole(sizes: list[int]) -> None:
-    path, client = shm.create(capacity=64 * 1024)
-    server = shm.open_channel(path)
+    path, client = shm.create(capacity=64 * 1024, token=TOKEN)
+    server = shm.open_channel(path, token=TOKEN)
     os.unlink(path)
     try:
         sent: list[bytes] = []
@@ -132,22 +134,28 @@ def test_garbage_frame_bytes_fail_the_prefix_check(pair) -> None:
 def test_open_channel_only_maps_private_rlmesh_files(tmp_path) -> None:
     with pytest.raises(OSError, match="not an rlmesh"):
         shm.open_channel(str(tmp_path / "x"))
-    path, ch = shm.create(capacity=4096)
+    path, ch = shm.create(capacity=4096, token=TOKEN)
     try:
         os.chmod(path, 0o644)
         with pytest.raises(OSError, match="not private"):
-            shm.open_channel(path)
+            shm.open_channel(path, token=TOKEN)
         os.chmod(path, 0o600)
         with open(path, "r+b") as f:
             f.seek(4032)
             f.write(b"NOTMAGIC")
         with pytest.raises(OSError, match="unknown layout"):
-            shm.open_channel(path)
+            shm.open_channel(path, token=TOKEN)
+        with pytest.raises(OSError, match="secret"):  # issue 18 defect 7: another session's file
+            shm.open_channel(path, token="another-session")
+        with pytest.raises(OSError, match="secret"):
+            shm.open_channel(path, token="")
+        with pytest.raises(OSError, match="not private"):  # owned by someone other than the peer
+            shm.open_channel(path, uid=os.getuid() + 1, token=TOKEN)
     finally:
         os.unlink(path)
         ch.close()
     with pytest.raises(OSError):
-        shm.open_channel(path)  # gone
+        shm.open_channel(path, token=TOKEN)  # gone
 
 
 # -- connections with rings --------------------------------------------------------------
@@ -156,8 +164,8 @@ def test_open_channel_only_maps_private_rlmesh_files(tmp_path) -> None:
 @pytest.fixture
 def conns():
     a, b = socket.socketpair()
-    path, ring_a = shm.create(capacity=64 * 1024)
-    ring_b = shm.open_channel(path)
+    path, ring_a = shm.create(capacity=64 * 1024, token=TOKEN)
+    ring_b = shm.open_channel(path, token=TOKEN)
     os.unlink(path)
     ca, cb = Connection(a), Connection(b)
     ca.shm, cb.shm = ring_a, ring_b
