@@ -134,6 +134,8 @@ impl<E: Env + Send> EnvServer<E> {
             pending: AtomicUsize::new(0),
             streams: Mutex::new(HashMap::new()),
             address: local,
+            requests: AtomicU64::new(0),
+            busy_ns: AtomicU64::new(0),
         });
         Ok(BoundEnvServer { server: self, listener, shared })
     }
@@ -151,6 +153,8 @@ struct Shared {
     pending: AtomicUsize,
     streams: Mutex<HashMap<u64, Stream>>,
     address: Address,
+    requests: AtomicU64,
+    busy_ns: AtomicU64,
 }
 
 impl Shared {
@@ -186,6 +190,20 @@ impl ServerHandle {
     pub fn local_addr(&self) -> &Address {
         &self.shared.address
     }
+
+    /// Env requests served so far and the server-side time they took.
+    pub fn stats(&self) -> ServerStats {
+        ServerStats { requests: self.shared.requests.load(Ordering::Relaxed), busy_ns: self.shared.busy_ns.load(Ordering::Relaxed) }
+    }
+}
+
+/// Server-side timing: Reset/Step/Render requests answered, and the total time from
+/// a request's last byte read to its reply's last byte written (decode, env call,
+/// bookkeeping, encode, send).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    pub requests: u64,
+    pub busy_ns: u64,
 }
 
 /// A server bound to its address, ready to [`serve`](BoundEnvServer::serve).
@@ -301,9 +319,15 @@ impl<'a, E: Env + Send> Session<'a, E> {
                     return;
                 }
             };
-            match self.dispatch(frame) {
-                Flow::Continue => {}
-                Flow::End => return,
+            let timed = matches!(frame.kind, kind::RESET | kind::STEP | kind::RENDER);
+            let started = Instant::now();
+            let flow = self.dispatch(frame);
+            if timed {
+                self.shared.requests.fetch_add(1, Ordering::Relaxed);
+                self.shared.busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            }
+            if let Flow::End = flow {
+                return;
             }
         }
     }
