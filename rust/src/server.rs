@@ -431,6 +431,8 @@ impl<'a, E: Env + Send> Session<'a, E> {
                     recoverable: false,
                     op: "configure".into(),
                 };
+                lock(&self.core.driver).end_session();
+                self.shared.active.store(0, Ordering::SeqCst);
                 let _ = self.send(&err, rid);
                 Flow::End
             }
@@ -519,6 +521,11 @@ impl<'a, E: Env + Send> Session<'a, E> {
         match outcome {
             Ok((reply, segments)) => self.send_with(&reply, rid, &segments),
             Err(f) => {
+                if !f.recoverable {
+                    // end the session before answering, so the client may reconnect at once
+                    lock(&self.core.driver).end_session();
+                    self.shared.active.store(0, Ordering::SeqCst);
+                }
                 let err = Message::Error { code: f.code.number(), message: f.message, recoverable: f.recoverable, op: f.op.into() };
                 let flow = self.send(&err, rid);
                 if f.recoverable {
