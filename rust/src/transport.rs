@@ -277,6 +277,7 @@ pub(crate) struct Conn {
 }
 
 const READ_AHEAD: usize = 64 * 1024;
+const LARGE_CHUNK: usize = 4 << 20;
 
 impl Conn {
     pub(crate) fn new(stream: Stream, limits: FrameLimits) -> Conn {
@@ -322,19 +323,23 @@ impl Conn {
             self.start += n;
             b
         } else {
-            let mut b = Vec::with_capacity(n);
-            let have = self.end - self.start;
+            // grow with the bytes that actually arrive: a prefix that announces a big
+            // body costs nothing until the peer sends it
+            let mut b = Vec::with_capacity(n.min(LARGE_CHUNK));
             b.extend_from_slice(&self.buf[self.start..self.end]);
             self.start = 0;
             self.end = 0;
-            b.resize(n, 0);
-            let mut at = have;
-            while at < n {
-                match self.stream.read(&mut b[at..]) {
-                    Ok(0) => return Err(RecvError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed mid-frame"))),
-                    Ok(k) => at += k,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(RecvError::Io(e)),
+            while b.len() < n {
+                let at = b.len();
+                b.resize(at + (n - at).min(LARGE_CHUNK), 0);
+                let mut filled = at;
+                while filled < b.len() {
+                    match self.stream.read(&mut b[filled..]) {
+                        Ok(0) => return Err(RecvError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed mid-frame"))),
+                        Ok(k) => filled += k,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(RecvError::Io(e)),
+                    }
                 }
             }
             b

@@ -237,8 +237,19 @@ fn a_server_survives_hostile_connections() {
     }
     // still serving: a probe and a whole session work
     assert!(matches!(RemoteEnv::ping(&addr).unwrap().as_str(), "ready" | "busy"));
-    thread::sleep(Duration::from_millis(300)); // let the last hostile sessions end
-    let mut env = RemoteEnv::connect(&addr).unwrap();
+    // the last hostile session ends once the server reads its EOF: retry while busy
+    let mut env = None;
+    for _ in 0..100 {
+        match RemoteEnv::connect(&addr) {
+            Ok(e) => {
+                env = Some(e);
+                break;
+            }
+            Err(e) if e.code() == rlmesh::ErrorCode::Busy => thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let mut env = env.expect("the endpoint frees up after hostile sessions");
     env.reset(None, None).unwrap();
     let action = Value::Dict(InfoDict::new().with("k", 2i64).with("v", Value::tensor(&[2], &[0.1f32, 0.2])));
     assert_eq!(env.step(Some(&action)).unwrap().1, 1.0);
