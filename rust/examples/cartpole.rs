@@ -71,7 +71,9 @@ impl Env for CartPole {
             self.rng = seed as u64 ^ 0x5851_F42D_4C95_7F2D;
         }
         for i in 0..4 {
-            self.state[i] = -0.05 + 0.1 * self.next_f64();
+            // uniform in [-0.05, 0.05), held at float32 precision so the first observation
+            // is the exact state (a Gymnasium CartPole set to it follows the same trajectory)
+            self.state[i] = (-0.05 + 0.1 * self.next_f64()) as f32 as f64;
         }
         self.steps = 0;
         self.steps_beyond_terminated = None;

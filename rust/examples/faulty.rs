@@ -5,7 +5,7 @@
 //! 0 steps normally (reward 1, terminated after 5 steps), 1 fails recoverably, 2 fails
 //! fatally, 3 panics, 4 returns an observation of the wrong shape, 5 truncates.
 //! `reset(options={"fail": true})` fails recoverably. `render()` returns a CHW float
-//! frame (`[3, 2, 4]`, one value of 300) that the server casts to uint8 and transposes.
+//! frame (`[3, 2, 5]`, one value of 300) that the server casts to uint8 and transposes.
 //!
 //! ```text
 //! cargo run --example faulty -- 127.0.0.1:0
@@ -55,9 +55,9 @@ impl Env for Faulty {
     }
 
     fn render(&mut self) -> Result<Option<Value>> {
-        let mut chw: Vec<f32> = (0..24).map(|v| v as f32).collect();
+        let mut chw: Vec<f32> = (0..30).map(|v| v as f32).collect();
         chw[0] = 300.0; // cast, not clamped: 300 -> 44
-        Ok(Some(Value::tensor(&[3, 2, 4], &chw)))
+        Ok(Some(Value::tensor(&[3, 2, 5], &chw)))
     }
 
     fn render_mode(&self) -> Option<String> {
