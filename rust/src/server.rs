@@ -136,6 +136,7 @@ impl<E: Env + Send> EnvServer<E> {
             address: local,
             requests: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
+            handle_ns: AtomicU64::new(0),
         });
         Ok(BoundEnvServer { server: self, listener, shared })
     }
@@ -155,6 +156,7 @@ struct Shared {
     address: Address,
     requests: AtomicU64,
     busy_ns: AtomicU64,
+    handle_ns: AtomicU64,
 }
 
 impl Shared {
@@ -193,17 +195,24 @@ impl ServerHandle {
 
     /// Env requests served so far and the server-side time they took.
     pub fn stats(&self) -> ServerStats {
-        ServerStats { requests: self.shared.requests.load(Ordering::Relaxed), busy_ns: self.shared.busy_ns.load(Ordering::Relaxed) }
+        ServerStats {
+            requests: self.shared.requests.load(Ordering::Relaxed),
+            busy_ns: self.shared.busy_ns.load(Ordering::Relaxed),
+            handle_ns: self.shared.handle_ns.load(Ordering::Relaxed),
+        }
     }
 }
 
-/// Server-side timing: Reset/Step/Render requests answered, and the total time from
-/// a request's last byte read to its reply's last byte written (decode, env call,
-/// bookkeeping, encode, send).
+/// Server-side timing of Reset/Step/Render requests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ServerStats {
+    /// Requests answered.
     pub requests: u64,
+    /// Total time from a request's last byte read to its reply's last byte written
+    /// (decode, env call, bookkeeping, encode and the send syscall).
     pub busy_ns: u64,
+    /// The part of `busy_ns` before the send syscall (decode, env call, encode).
+    pub handle_ns: u64,
 }
 
 /// A server bound to its address, ready to [`serve`](BoundEnvServer::serve).
@@ -257,7 +266,7 @@ impl<E: Env + Send> BoundEnvServer<E> {
                 shared.pending.fetch_add(1, Ordering::SeqCst);
                 let (core, shared) = (&core, &shared);
                 let spawned = std::thread::Builder::new().name(format!("rlmesh-conn-{id}")).spawn_scoped(scope, move || {
-                    let mut session = Session { id, core, shared, conn: Conn::new(stream, FrameLimits::PRE_HANDSHAKE), selected: String::new(), pending: true };
+                    let mut session = Session { id, core, shared, conn: Conn::new(stream, FrameLimits::PRE_HANDSHAKE), selected: String::new(), pending: true, sending: None };
                     session.run();
                     session.finish();
                 });
@@ -292,6 +301,8 @@ struct Session<'a, E> {
     conn: Conn,
     selected: String,
     pending: bool,
+    /// When the current reply's send began (server-side timing).
+    sending: Option<Instant>,
 }
 
 enum Flow {
@@ -321,10 +332,14 @@ impl<'a, E: Env + Send> Session<'a, E> {
             };
             let timed = matches!(frame.kind, kind::RESET | kind::STEP | kind::RENDER);
             let started = Instant::now();
+            self.sending = None;
             let flow = self.dispatch(frame);
             if timed {
+                let done = Instant::now();
                 self.shared.requests.fetch_add(1, Ordering::Relaxed);
-                self.shared.busy_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                self.shared.busy_ns.fetch_add((done - started).as_nanos() as u64, Ordering::Relaxed);
+                let handled = self.sending.unwrap_or(done) - started;
+                self.shared.handle_ns.fetch_add(handled.as_nanos() as u64, Ordering::Relaxed);
             }
             if let Flow::End = flow {
                 return;
@@ -350,6 +365,7 @@ impl<'a, E: Env + Send> Session<'a, E> {
     }
 
     fn send_with<S: AsRef<[u8]>>(&mut self, msg: &Message, rid: u32, segments: &[S]) -> Flow {
+        self.sending = Some(Instant::now());
         match self.conn.send(msg, rid, segments) {
             Ok(()) => Flow::Continue,
             Err(_) => Flow::End,
