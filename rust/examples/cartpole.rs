@@ -12,10 +12,12 @@
 
 use rlmesh::{DType, Env, EnvServer, Error, InfoDict, Result, Space, Value};
 
-/// Gymnasium's CartPole-v1: same constants, Euler integration, 500-step time limit.
+/// Gymnasium's CartPole-v1: same constants, Euler integration, 500-step time limit, and
+/// the same seeding (NumPy's `PCG64(SeedSequence(seed))`), so a seed gives the very
+/// episode `gym.make("CartPole-v1")` gives.
 pub struct CartPole {
     state: [f64; 4],
-    rng: u64,
+    rng: Pcg64,
     steps: u32,
     steps_beyond_terminated: Option<u32>,
     render_mode: Option<String>,
@@ -35,16 +37,7 @@ const MAX_EPISODE_STEPS: u32 = 500;
 
 impl CartPole {
     pub fn new(render_mode: Option<String>) -> CartPole {
-        CartPole { state: [0.0; 4], rng: 0x853c_49e6_748f_ea9b, steps: 0, steps_beyond_terminated: None, render_mode }
-    }
-
-    fn next_f64(&mut self) -> f64 {
-        // SplitMix64 -> a double in [0, 1)
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+        CartPole { state: [0.0; 4], rng: Pcg64::from_seed(0), steps: 0, steps_beyond_terminated: None, render_mode }
     }
 
     fn obs(&self) -> Value {
@@ -68,12 +61,13 @@ impl Env for CartPole {
 
     fn reset(&mut self, seed: Option<i64>, _options: Option<&InfoDict>) -> Result<(Value, InfoDict)> {
         if let Some(seed) = seed {
-            self.rng = seed as u64 ^ 0x5851_F42D_4C95_7F2D;
+            if seed < 0 {
+                return Err(Error::environment(format!("Seed must be a non-negative integer, got {seed}")));
+            }
+            self.rng = Pcg64::from_seed(seed as u64);
         }
         for i in 0..4 {
-            // uniform in [-0.05, 0.05), held at float32 precision so the first observation
-            // is the exact state (a Gymnasium CartPole set to it follows the same trajectory)
-            self.state[i] = (-0.05 + 0.1 * self.next_f64()) as f32 as f64;
+            self.state[i] = -0.05 + (0.05 - -0.05) * self.rng.next_f64(); // np_random.uniform(-0.05, 0.05)
         }
         self.steps = 0;
         self.steps_beyond_terminated = None;
@@ -85,8 +79,9 @@ impl Env for CartPole {
         let [x, x_dot, theta, theta_dot] = self.state;
         let force = if action == 1 { FORCE_MAG } else { -FORCE_MAG };
         let (sintheta, costheta) = theta.sin_cos();
-        let temp = (force + POLEMASS_LENGTH * theta_dot * theta_dot * sintheta) / TOTAL_MASS;
-        let thetaacc = (GRAVITY * sintheta - costheta * temp) / (LENGTH * (4.0 / 3.0 - MASSPOLE * costheta * costheta / TOTAL_MASS));
+        // the operation order of gymnasium/envs/classic_control/cartpole.py, for the same rounding
+        let temp = (force + POLEMASS_LENGTH * (theta_dot * theta_dot) * sintheta) / TOTAL_MASS;
+        let thetaacc = (GRAVITY * sintheta - costheta * temp) / (LENGTH * (4.0 / 3.0 - MASSPOLE * (costheta * costheta) / TOTAL_MASS));
         let xacc = temp - POLEMASS_LENGTH * thetaacc * costheta / TOTAL_MASS;
         self.state = [x + TAU * x_dot, x_dot + TAU * xacc, theta + TAU * theta_dot, theta_dot + TAU * thetaacc];
         let [x, _, theta, _] = self.state;
@@ -144,6 +139,85 @@ impl Env for CartPole {
     fn id(&self) -> Option<String> {
         Some("CartPole-v1".into())
     }
+}
+
+/// NumPy's `PCG64` (XSL-RR 128/64) seeded through `SeedSequence`, as
+/// `gymnasium.utils.seeding.np_random(seed)` builds it.
+struct Pcg64 {
+    state: u128,
+    inc: u128,
+}
+
+const PCG_MULT: u128 = (2_549_297_995_355_413_924u128 << 64) + 4_865_540_595_714_422_341;
+
+impl Pcg64 {
+    fn from_seed(seed: u64) -> Pcg64 {
+        let words = seed_sequence_state(seed);
+        let initstate = (words[0] as u128) << 64 | words[1] as u128;
+        let initseq = (words[2] as u128) << 64 | words[3] as u128;
+        let mut rng = Pcg64 { state: 0, inc: (initseq << 1) | 1 };
+        rng.step();
+        rng.state = rng.state.wrapping_add(initstate);
+        rng.step();
+        rng
+    }
+
+    fn step(&mut self) {
+        self.state = self.state.wrapping_mul(PCG_MULT).wrapping_add(self.inc);
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.step();
+        let folded = (self.state >> 64) as u64 ^ self.state as u64;
+        folded.rotate_right((self.state >> 122) as u32)
+    }
+
+    fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / 9_007_199_254_740_992.0)
+    }
+}
+
+/// `numpy.random.SeedSequence(seed).generate_state(4, numpy.uint64)`.
+fn seed_sequence_state(seed: u64) -> [u64; 4] {
+    const INIT_A: u32 = 0x43b0_d7e5;
+    const MULT_A: u32 = 0x931e_8875;
+    const INIT_B: u32 = 0x8b51_f9dd;
+    const MULT_B: u32 = 0x58f3_8ded;
+    const MIX_MULT_L: u32 = 0xca01_f9dd;
+    const MIX_MULT_R: u32 = 0x4973_f715;
+    let entropy: Vec<u32> = if seed >> 32 == 0 { vec![seed as u32] } else { vec![seed as u32, (seed >> 32) as u32] };
+    let mut hash_const = INIT_A;
+    let mut hashmix = |mut value: u32| -> u32 {
+        value ^= hash_const;
+        hash_const = hash_const.wrapping_mul(MULT_A);
+        value = value.wrapping_mul(hash_const);
+        value ^ (value >> 16)
+    };
+    let mix = |x: u32, y: u32| -> u32 {
+        let r = MIX_MULT_L.wrapping_mul(x).wrapping_sub(MIX_MULT_R.wrapping_mul(y));
+        r ^ (r >> 16)
+    };
+    let mut pool = [0u32; 4];
+    for (i, slot) in pool.iter_mut().enumerate() {
+        *slot = hashmix(entropy.get(i).copied().unwrap_or(0));
+    }
+    for src in 0..4 {
+        for dst in 0..4 {
+            if src != dst {
+                let h = hashmix(pool[src]);
+                pool[dst] = mix(pool[dst], h);
+            }
+        }
+    }
+    let mut hash_b = INIT_B;
+    let mut out32 = [0u32; 8];
+    for (i, slot) in out32.iter_mut().enumerate() {
+        let mut v = pool[i % 4] ^ hash_b;
+        hash_b = hash_b.wrapping_mul(MULT_B);
+        v = v.wrapping_mul(hash_b);
+        *slot = v ^ (v >> 16);
+    }
+    [0, 1, 2, 3].map(|k| out32[2 * k] as u64 | (out32[2 * k + 1] as u64) << 32)
 }
 
 fn main() {

@@ -132,24 +132,36 @@ def test_the_rust_cartpole_publishes_gymnasiums_contract(rust_server: Callable[.
 
 
 def test_the_rust_cartpole_follows_gymnasiums_dynamics(rust_server: Callable[..., str]) -> None:
-    """Same dynamics as Gymnasium's: from the same state, the same actions give the same trajectory."""
+    """Same dynamics and seeding as Gymnasium's: a seed gives the same start, the same actions the same states."""
     gym = _gym()
     reference = gym.make("CartPole-v1")
     with rlmesh.numpy.RemoteEnv(rust_server("cartpole")) as env:
-        obs, info = env.reset(seed=5)
-        assert obs.dtype == np.float32 and obs.shape == (4,)
-        assert len(info["episode_ids"]) == 1
-        reference.reset(seed=0)
-        reference.unwrapped.state = obs.astype(np.float64)  # the Rust reset state is float32-exact
-        for t in range(500):
-            action = balance(obs) if t % 7 else 1 - balance(obs)
-            obs, reward, terminated, truncated, _ = env.step(action)
-            ref_obs, ref_reward, ref_terminated, ref_truncated, _ = reference.step(action)
-            np.testing.assert_allclose(obs, ref_obs, rtol=1e-5, atol=1e-6)
-            assert (reward, terminated, truncated) == (ref_reward, ref_terminated, ref_truncated)
-            if terminated or truncated:
-                break
-        assert terminated
+        for seed in (0, 5, 2**40 + 3):
+            obs, info = env.reset(seed=seed)
+            ref_obs, _ = reference.reset(seed=seed)
+            assert obs.dtype == np.float32 and obs.shape == (4,)
+            np.testing.assert_array_equal(obs, ref_obs)
+            assert len(info["episode_ids"]) == 1
+            for t in range(500):
+                action = balance(obs) if t % 7 else 1 - balance(obs)
+                obs, reward, terminated, truncated, _ = env.step(action)
+                ref_obs, ref_reward, ref_terminated, ref_truncated, _ = reference.step(action)
+                np.testing.assert_array_equal(obs, ref_obs)
+                assert (reward, terminated, truncated) == (ref_reward, ref_terminated, ref_truncated)
+                if terminated or truncated:
+                    break
+            assert terminated
+        with pytest.raises(EnvironmentException, match="Seed must be a non-negative integer"):
+            env.reset(seed=-1)
+
+
+def test_rlmesh_run_on_the_rust_cartpole_matches_a_local_gymnasium_run(rust_server: Callable[..., str]) -> None:
+    gym = _gym()
+    seeds = list(range(8))
+    remote = rlmesh.run(NumpyModel(balance), rust_server("cartpole"), seeds=seeds)
+    local = rlmesh.run(NumpyModel(balance), gym.make("CartPole-v1"), seeds=seeds)
+    outcome = [(e.seed, e.steps, e.reward, e.terminated, e.truncated) for e in remote.episodes]
+    assert outcome == [(e.seed, e.steps, e.reward, e.terminated, e.truncated) for e in local.episodes]
 
 
 def test_rust_render_frames_reach_python_as_uint8_images(rust_server: Callable[..., str]) -> None:
