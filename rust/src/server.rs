@@ -432,9 +432,8 @@ impl<'a, E: Env + Send> Session<'a, E> {
             }
             Message::Configure { edition } => {
                 let e = edition.trim();
-                if e.is_empty() || e == self.selected {
-                    let reply = Message::ConfigureReply { edition: self.selected.clone() };
-                    return self.send(&reply, rid);
+                if e.is_empty() {
+                    return self.send(&Message::ConfigureReply { edition: String::new() }, rid); // a no-op (HS-6)
                 }
                 let base = e.split('-').next().unwrap_or("");
                 if base == wire::EDITION && (e == base || e.len() > base.len() + 1) {
@@ -443,7 +442,7 @@ impl<'a, E: Env + Send> Session<'a, E> {
                 }
                 let err = Message::Error {
                     code: ErrorCode::InvalidAction.number(),
-                    message: format!("runtime cannot drive workflow edition \"{e}\"; this build implements [\"{}\"]", wire::EDITION),
+                    message: format!("runtime cannot drive workflow edition \"{edition}\"; this build implements [\"{}\"]", wire::EDITION),
                     recoverable: false,
                     op: "configure".into(),
                 };
@@ -461,6 +460,13 @@ impl<'a, E: Env + Send> Session<'a, E> {
     }
 
     fn hello(&mut self, rid: u32, generation: &str, editions: &[String], preferred: Option<&str>, service: &str) -> Flow {
+        let busy = Message::Busy {
+            message: "environment already has an active session; only one client may be connected at a time (close the other client first)".into(),
+        };
+        if self.shared.active.load(Ordering::SeqCst) != 0 {
+            let _ = self.send(&busy, rid); // as the Python server: busy before compatibility
+            return Flow::End;
+        }
         let ours = vec![wire::EDITION.to_owned()];
         let incompatible = |message: String| Message::Incompatible { message, generation: wire::PROTOCOL_GENERATION.into(), editions: ours.clone() };
         if generation.trim() != wire::PROTOCOL_GENERATION {
@@ -479,9 +485,6 @@ impl<'a, E: Env + Send> Session<'a, E> {
             return Flow::End;
         };
         if self.shared.active.compare_exchange(0, self.id, Ordering::SeqCst, Ordering::SeqCst).is_err() {
-            let busy = Message::Busy {
-                message: "environment already has an active session; only one client may be connected at a time (close the other client first)".into(),
-            };
             let _ = self.send(&busy, rid);
             return Flow::End;
         }

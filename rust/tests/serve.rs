@@ -361,3 +361,18 @@ impl RawClient {
         (f.kind, Message::decode(f.kind, f.header()).unwrap())
     }
 }
+
+#[test]
+fn configure_pins_a_supported_edition_and_refuses_others_fatally() {
+    let (addr, handle, join) = start(TestEnv::new(false), "127.0.0.1:0");
+    let mut raw = RawClient::hello(&addr);
+    assert_eq!(raw.request(&Message::Configure { edition: "".into() }, 2).1, Message::ConfigureReply { edition: "".into() });
+    assert_eq!(raw.request(&Message::Configure { edition: " 2026.06 ".into() }, 3).1, Message::ConfigureReply { edition: "2026.06".into() });
+    let (k, msg) = raw.request(&Message::Configure { edition: "2031.01".into() }, 4);
+    assert_eq!(k, kind::ERROR);
+    let Message::Error { code, recoverable, message, op } = msg else { panic!() };
+    assert_eq!((code, recoverable, op.as_str()), (2, false, "configure"));
+    assert!(message.starts_with("runtime cannot drive workflow edition \"2031.01\""));
+    drop(raw);
+    stop(handle, join);
+}
