@@ -8,7 +8,7 @@
 //! connection. Shared-memory rings are not offered (`Attach` is declined, the session
 //! stays on the socket).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -33,6 +33,29 @@ pub const SEND_DEADLINE: Duration = Duration::from_secs(10);
 /// Connections without a session beyond this are refused.
 pub const MAX_PENDING: usize = 64;
 const INTERRUPTED_CAP: usize = 100;
+/// Info key of conformance warnings (INFO-4).
+pub const WARNING_KEY: &str = "rlmesh.conformance.warning";
+
+/// CNF-4: what range deviations do (`RLMESH_VALIDATION_POLICY`): `warn` (default) adds
+/// a warning to info once per kind and path per session, `strict` fails the request,
+/// `off` skips the check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValidationPolicy {
+    Warn,
+    Strict,
+    Off,
+}
+
+impl ValidationPolicy {
+    /// The policy `RLMESH_VALIDATION_POLICY` selects (`warn` unless `strict` or `off`).
+    pub fn from_env() -> ValidationPolicy {
+        match std::env::var("RLMESH_VALIDATION_POLICY").unwrap_or_default().trim().to_ascii_lowercase().as_str() {
+            "strict" => ValidationPolicy::Strict,
+            "off" => ValidationPolicy::Off,
+            _ => ValidationPolicy::Warn,
+        }
+    }
+}
 
 /// The served autoreset mode (AR-1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -635,6 +658,11 @@ struct Driver<E> {
     autoreset: AutoresetMode,
     lane: Lane,
     interrupted: VecDeque<EpisodeRecord>,
+    policy: ValidationPolicy,
+    check_obs: bool,
+    check_act: bool,
+    warned: HashSet<(&'static str, String)>,
+    pending_warnings: Vec<(&'static str, String, String)>,
 }
 
 fn info_mp(info: &InfoDict) -> Mp {
@@ -648,12 +676,68 @@ fn info_mp(info: &InfoDict) -> Mp {
 impl<E: Env> Driver<E> {
     fn new(env: E, obs_space: Space, act_space: Space, autoreset: AutoresetMode) -> Driver<E> {
         let lane = Lane { state: LaneState::Idle, episode_id: String::new(), seed: None, start_ns: 0, steps: 0, reward: 0.0 };
-        Driver { env, obs_space, act_space, autoreset, lane, interrupted: VecDeque::new() }
+        let policy = ValidationPolicy::from_env();
+        let on = policy != ValidationPolicy::Off;
+        let (check_obs, check_act) = (on && obs_space.has_range(), on && act_space.has_range());
+        Driver {
+            env,
+            obs_space,
+            act_space,
+            autoreset,
+            lane,
+            interrupted: VecDeque::new(),
+            policy,
+            check_obs,
+            check_act,
+            warned: HashSet::new(),
+            pending_warnings: vec![],
+        }
     }
 
     fn begin_session(&mut self) {
         self.lane.state = LaneState::Idle;
         self.interrupted.clear();
+        self.warned.clear(); // INFO-4: once per kind and path per session
+        self.pending_warnings.clear();
+    }
+
+    /// Queue warnings for deviations not yet reported this session (INFO-4).
+    fn warn(&mut self, kind: &'static str, deviations: Vec<(String, String)>) {
+        for (path, detail) in deviations {
+            if self.warned.insert((kind, path.clone())) {
+                self.pending_warnings.push((kind, path, detail));
+            }
+        }
+    }
+
+    /// CNF-3/CNF-4 on an observation about to be sent.
+    fn check_obs_range<S: AsRef<[u8]>>(&mut self, scalars: &[Mp], segments: &[S], op: &'static str) -> std::result::Result<(), Failure> {
+        if !self.check_obs {
+            return Ok(());
+        }
+        let deviations = self.obs_space.range_deviations(scalars, segments);
+        if deviations.is_empty() {
+            return Ok(());
+        }
+        if self.policy == ValidationPolicy::Strict {
+            let (path, detail) = &deviations[0];
+            return Err(Failure::fatal(format!("{op} failed: observation out of range at {path}: {detail}"), op));
+        }
+        self.warn("observation", deviations);
+        Ok(())
+    }
+
+    /// The reply's info: the env's info plus pending warnings; `nil` when empty.
+    fn info_out(&mut self, mut info: InfoDict) -> Mp {
+        if !self.pending_warnings.is_empty() {
+            let list = self
+                .pending_warnings
+                .drain(..)
+                .map(|(kind, path, detail)| Value::Dict(InfoDict::new().with("kind", kind).with("path", path).with("detail", detail)))
+                .collect();
+            info.insert(WARNING_KEY, Value::List(list));
+        }
+        info_mp(&info)
     }
 
     fn end_session(&mut self) -> Vec<EpisodeRecord> {
@@ -700,6 +784,7 @@ impl<E: Env> Driver<E> {
         let seed = seeds.first().copied().flatten();
         let (obs, info) = self.env.reset(seed, options.as_ref()).map_err(|e| Failure::env("reset", e))?;
         let (scalars, segments) = self.encode_obs(&obs, "reset")?;
+        self.check_obs_range(&scalars, &segments, "reset")?;
         if self.lane.state == LaneState::Active {
             let record = self.lane.record(false, true, Mp::Nil);
             if self.interrupted.len() >= INTERRUPTED_CAP {
@@ -709,7 +794,7 @@ impl<E: Env> Driver<E> {
         }
         let eid = episode_ids.into_iter().next().unwrap_or_else(ids::uuid7);
         self.lane.start(eid, seed);
-        let reply = Message::ResetReply { obs: scalars, info: info_mp(&info), endpoint_ns: started.elapsed().as_nanos() as i64 };
+        let reply = Message::ResetReply { obs: scalars, info: self.info_out(info), endpoint_ns: started.elapsed().as_nanos() as i64 };
         Ok((reply, segments))
     }
 
@@ -718,7 +803,19 @@ impl<E: Env> Driver<E> {
         let action = if has_action {
             let segments = frame.segments();
             match self.act_space.join(&action, &segments) {
-                Ok(v) => Some(v),
+                Ok(v) => {
+                    if self.check_act {
+                        let deviations = self.act_space.range_deviations(&action, &segments);
+                        if !deviations.is_empty() {
+                            if self.policy == ValidationPolicy::Strict {
+                                let (path, detail) = &deviations[0];
+                                return Err(Failure::new(ErrorCode::InvalidAction, format!("action out of range at {path}: {detail}"), "step"));
+                            }
+                            self.warn("action", deviations);
+                        }
+                    }
+                    Some(v)
+                }
                 Err(e) => {
                     let sep = if e.starts_with('$') { " at " } else { ": " };
                     return Err(Failure::new(ErrorCode::InvalidAction, format!("action does not match action_space{sep}{e}"), "step"));
@@ -734,6 +831,7 @@ impl<E: Env> Driver<E> {
         }
         let (obs, reward, terminated, truncated, info) = self.env.step(action).map_err(|e| Failure::env("step", e))?;
         let (scalars, segments) = self.encode_obs(&obs, "step")?;
+        self.check_obs_range(&scalars, &segments, "step")?;
         let mut completed: Vec<EpisodeRecord> = self.interrupted.drain(..).collect();
         match self.lane.state {
             LaneState::Active => {
@@ -763,7 +861,7 @@ impl<E: Env> Driver<E> {
             reward,
             terminated,
             truncated,
-            info: info_mp(&info),
+            info: self.info_out(info),
             completed,
             endpoint_ns: started.elapsed().as_nanos() as i64,
         };

@@ -541,6 +541,93 @@ impl Space {
         Ok(())
     }
 
+    /// Range deviations (CNF-3) of a value already split by [`split`](Space::split)
+    /// (or accepted by [`join`](Space::join)): Box elements outside their bounds
+    /// (compared in the Box dtype, float bounds rounded to it) and Text length or
+    /// charset. Returns `(path, detail)` pairs, empty when the value is in range.
+    pub fn range_deviations<S: AsRef<[u8]>>(&self, scalars: &[Mp], segments: &[S]) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut cur = (0usize, 0usize);
+        self.range_at(scalars, segments, &mut cur, "$", &mut out);
+        out
+    }
+
+    fn range_at<S: AsRef<[u8]>>(&self, scalars: &[Mp], segments: &[S], cur: &mut (usize, usize), path: &str, out: &mut Vec<(String, String)>) {
+        match self {
+            Space::Box { dtype, bounds, .. } => {
+                let Some(seg) = segments.get(cur.1) else { return };
+                cur.1 += 1;
+                let bytes = seg.as_ref();
+                let n = bytes.len() / dtype.itemsize();
+                let round = |b: f64| -> f64 {
+                    match dtype {
+                        DType::F32 => b as f32 as f64,
+                        DType::F16 => crate::value::f16_to_f32(crate::value::f32_to_f16(b as f32)) as f64,
+                        _ => b,
+                    }
+                };
+                for i in 0..n {
+                    let (below, above) = match (bounds, read_num(*dtype, bytes, i)) {
+                        (Bounds::Unbounded, _) => return,
+                        (Bounds::Uniform(lo, hi), Num::F(v)) => (v < round(*lo), v > round(*hi)),
+                        (Bounds::Elementwise(lo, hi), Num::F(v)) => (v < round(lo[i]), v > round(hi[i])),
+                        (Bounds::TypedUniform(lo, hi), Num::I(v)) => (v < *lo, v > *hi),
+                        (Bounds::TypedElementwise(lo, hi), Num::I(v)) => (v < lo[i], v > hi[i]),
+                        _ => (false, false),
+                    };
+                    if below || above {
+                        let side = if below { "below low bound" } else { "above high bound" };
+                        out.push((path.to_owned(), format!("Box value at element {i} out of bounds: {side}")));
+                        return;
+                    }
+                }
+            }
+            Space::MultiBinary { .. } | Space::MultiDiscrete { .. } => cur.1 += 1,
+            Space::Discrete { .. } => cur.0 += 1,
+            Space::Text { min_length, max_length, charset } => {
+                let Some(Mp::Str(text)) = scalars.get(cur.0) else { return };
+                cur.0 += 1;
+                let len = text.chars().count();
+                if len < *min_length || len > *max_length {
+                    out.push((path.to_owned(), format!("Text value length {len} outside [{min_length}, {max_length}]")));
+                }
+                if !charset.is_empty() {
+                    if let Some((i, c)) = text.chars().enumerate().find(|(_, c)| !charset.contains(*c)) {
+                        out.push((path.to_owned(), format!("Text value character '{c}' at index {i} not in charset")));
+                    }
+                }
+            }
+            Space::Dict(children) => {
+                for (k, child) in children {
+                    child.range_at(scalars, segments, cur, &format!("{path}.{k}"), out);
+                }
+            }
+            Space::Tuple(children) => {
+                for (i, child) in children.iter().enumerate() {
+                    child.range_at(scalars, segments, cur, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+    }
+
+    /// Whether any value of this space can be out of range (skips the check on hot paths).
+    pub fn has_range(&self) -> bool {
+        match self {
+            Space::Box { bounds, dtype, .. } => match bounds {
+                Bounds::Unbounded => false,
+                Bounds::TypedUniform(lo, hi) => {
+                    let (a, b) = dtype.int_range();
+                    *lo > a || *hi < b
+                }
+                _ => true,
+            },
+            Space::Text { .. } => true,
+            Space::Dict(c) => c.iter().any(|(_, s)| s.has_range()),
+            Space::Tuple(c) => c.iter().any(Space::has_range),
+            _ => false,
+        }
+    }
+
     /// Leaf counts: (header scalars, segments) every value of this space produces.
     pub fn leaf_counts(&self) -> (usize, usize) {
         match self {
@@ -768,6 +855,31 @@ mod tests {
         assert!(Space::multi_binary(&[2]).split(&Value::tensor(&[2], &[0u8, 2])).is_err());
         assert!(Space::box_int(&[1], DType::U8, 0, 9).unwrap().split(&Value::tensor(&[1], &[300i64])).is_err());
         assert!(Space::box_int(&[1], DType::U8, 0, 9).unwrap().split(&Value::tensor(&[1], &[1.5f64])).is_err());
+    }
+
+    #[test]
+    fn range_deviations_follow_the_python_checks() {
+        let space = Space::dict([
+            ("b", Space::box_uniform(&[2], DType::F32, -1.0, 1.0).unwrap()),
+            ("t", Space::Text { min_length: 2, max_length: 3, charset: "ab".into() }),
+            ("u", Space::box_int(&[1], DType::U8, 0, 255).unwrap()),
+        ]);
+        let ok = Value::Dict(InfoDict::new().with("b", Value::tensor(&[2], &[0.5f32, 1.0])).with("t", "ab").with("u", Value::tensor(&[1], &[9u8])));
+        let (sc, sg) = space.split(&ok).unwrap();
+        assert!(space.range_deviations(&sc, &sg).is_empty());
+        let bad = Value::Dict(InfoDict::new().with("b", Value::tensor(&[2], &[0.5f32, 1.5])).with("t", "abca").with("u", Value::tensor(&[1], &[9u8])));
+        let (sc, sg) = space.split(&bad).unwrap();
+        assert_eq!(
+            space.range_deviations(&sc, &sg),
+            vec![
+                ("$.b".to_owned(), "Box value at element 1 out of bounds: above high bound".to_owned()),
+                ("$.t".to_owned(), "Text value length 4 outside [2, 3]".to_owned()),
+                ("$.t".to_owned(), "Text value character 'c' at index 2 not in charset".to_owned()),
+            ]
+        );
+        assert!(space.has_range());
+        assert!(!Space::box_int(&[1], DType::U8, 0, 255).unwrap().has_range());
+        assert!(!Space::discrete(3).has_range());
     }
 
     #[test]

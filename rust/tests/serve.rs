@@ -376,3 +376,30 @@ fn configure_pins_a_supported_edition_and_refuses_others_fatally() {
     drop(raw);
     stop(handle, join);
 }
+
+#[test]
+fn out_of_range_observations_warn_once_per_path_per_session() {
+    let (addr, handle, join) = start(TestEnv { limit: 100, ..TestEnv::new(false) }, "127.0.0.1:0");
+    for _session in 0..2 {
+        let mut env = RemoteEnv::connect(&addr).unwrap();
+        env.reset(None, None).unwrap();
+        let mut warnings = vec![];
+        for _ in 0..13 {
+            let (_, _, _, _, info) = env.step(Some(&Value::Int(0))).unwrap();
+            if let Some(w) = info.get("rlmesh.conformance.warning") {
+                warnings.push(w.clone());
+            }
+        }
+        // pos[0] = 11 on the 11th step leaves Box(-10, 10): one warning for the path, then silence
+        let expected = Value::List(vec![Value::Dict(
+            InfoDict::new()
+                .with("kind", "observation")
+                .with("path", "$.pos")
+                .with("detail", "Box value at element 0 out of bounds: above high bound"),
+        )]);
+        assert_eq!(warnings, vec![expected]);
+        env.close().unwrap();
+        thread::sleep(Duration::from_millis(20));
+    }
+    stop(handle, join);
+}
