@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import rlmesh
-from conftest import require_tool
+from conftest import require, require_tool
 from rlmesh.errors import EnvironmentException, SessionClosed
 from rlmesh.models import NumpyModel
 
@@ -97,8 +97,6 @@ def rust_server(rust_examples: Path, short_tmp: Path) -> Iterator[Callable[..., 
 
 
 def _gym() -> Any:
-    from conftest import require
-
     return require("gymnasium")
 
 
