@@ -315,11 +315,11 @@ impl<'a> Reader<'a> {
             0xc0 => Mp::Nil,
             0xc2 => Mp::Bool(false),
             0xc3 => Mp::Bool(true),
-            0xc4 | 0xc5 | 0xc6 => {
+            0xc4..=0xc6 => {
                 let n = self.be(1 << (b - 0xc4))? as usize;
                 Mp::Bin(self.take(n)?.to_vec())
             }
-            0xc7 | 0xc8 | 0xc9 => {
+            0xc7..=0xc9 => {
                 let n = self.be(1 << (b - 0xc7))? as usize;
                 let t = self.byte()? as i8;
                 Mp::Ext(t, self.take(n)?.to_vec())
@@ -343,7 +343,7 @@ impl<'a> Reader<'a> {
                 let t = self.byte()? as i8;
                 Mp::Ext(t, self.take(n)?.to_vec())
             }
-            0xd9 | 0xda | 0xdb => {
+            0xd9..=0xdb => {
                 let n = self.be(1 << (b - 0xd9))? as usize;
                 self.string(n)?
             }

@@ -11,6 +11,10 @@ use crate::error::{Error, Result};
 use crate::msgpack::Mp;
 use crate::value::{checked_numel, read_num, write_num, DType, InfoDict, Num, Tensor, Value};
 
+/// A value split for the wire: header scalars and raw segments (borrowed when no
+/// conversion was needed).
+pub type Split<'v> = (Vec<Mp>, Vec<Cow<'v, [u8]>>);
+
 /// Bounds of a `Box` space (the contract's `bounds_kind`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Bounds {
@@ -402,7 +406,7 @@ impl Space {
     /// Split `value` into header scalars and raw segments, checking it against this
     /// space and coercing numeric dtypes (VAL-11). Segments borrow the value's bytes
     /// when no conversion is needed. Errors name the path (`$.key[1]`).
-    pub fn split<'v>(&self, value: &'v Value) -> std::result::Result<(Vec<Mp>, Vec<Cow<'v, [u8]>>), String> {
+    pub fn split<'v>(&self, value: &'v Value) -> std::result::Result<Split<'v>, String> {
         let mut scalars = Vec::new();
         let mut segments = Vec::new();
         self.split_into(value, "$", &mut scalars, &mut segments)?;

@@ -289,7 +289,7 @@ impl Message {
             BUSY => Message::Busy { message: f.str(0, None)? },
             INCOMPATIBLE => Message::Incompatible { message: f.str(0, None)?, generation: f.str(1, Some(""))?, editions: f.strs(2, true)? },
             RESET => Message::Reset {
-                seeds: match f.items.get(0) {
+                seeds: match f.items.first() {
                     None => vec![],
                     Some(Mp::Array(a)) => a
                         .iter()

@@ -81,8 +81,7 @@ impl Gen {
 }
 
 fn valid_frames() -> Vec<Vec<u8>> {
-    let msgs = vec![
-        Message::Hello {
+    let msgs = [Message::Hello {
             generation: "rlmesh-py-v1".into(),
             peer: PeerInfo::default(),
             editions: vec!["2026.06".into()],
@@ -94,8 +93,7 @@ fn valid_frames() -> Vec<Vec<u8>> {
         Message::Step { action: vec![Mp::Int(1)], episode_ids: vec![(0, "e".into())], timeout_ms: 0, has_action: true },
         Message::Render { env_index: 0, timeout_ms: 0 },
         Message::Ping,
-        Message::Configure { edition: "2026.06".into() },
-    ];
+        Message::Configure { edition: "2026.06".into() }];
     msgs.iter()
         .map(|m| {
             let mut out = Vec::new();
