@@ -12,7 +12,7 @@ use rlmesh::wire::{kind, Message, PeerInfo};
 use rlmesh::{DType, Env, EnvServer, Error, ErrorCode, InfoDict, RemoteEnv, Result, ServerHandle, Space, Value};
 
 /// Action 0: normal (terminates after `limit` steps), 1 recoverable error, 2 fatal,
-/// 3 panic, 4 wrong observation, 5 truncates.
+/// 3 panic, 4 wrong observation, 5 truncates, 6 sleeps 60 ms.
 struct TestEnv {
     steps: i64,
     limit: i64,
@@ -31,7 +31,7 @@ impl Env for TestEnv {
         Space::dict([("pos", Space::box_uniform(&[2], DType::F32, -10.0, 10.0).unwrap()), ("count", Space::discrete(1000))])
     }
     fn action_space(&self) -> Space {
-        Space::discrete(6)
+        Space::discrete(7)
     }
     fn reset(&mut self, seed: Option<i64>, options: Option<&InfoDict>) -> Result<(Value, InfoDict)> {
         if options.and_then(|o| o.get("fail")).is_some() {
@@ -52,6 +52,7 @@ impl Env for TestEnv {
             Some(2) => return Err(Error::environment("boom")),
             Some(3) => panic!("kaboom"),
             Some(4) => return Ok((Value::Int(3), 0.0, false, false, InfoDict::new())),
+            Some(6) => thread::sleep(Duration::from_millis(60)),
             _ => {}
         }
         self.steps += 1;
@@ -401,5 +402,19 @@ fn out_of_range_observations_warn_once_per_path_per_session() {
         env.close().unwrap();
         thread::sleep(Duration::from_millis(20));
     }
+    stop(handle, join);
+}
+
+#[test]
+fn a_call_that_outlasts_its_deadline_is_a_recoverable_timeout() {
+    let (addr, handle, join) = start(TestEnv::new(false), "127.0.0.1:0");
+    let mut raw = RawClient::hello(&addr);
+    raw.request(&Message::Reset { seeds: vec![], options: Mp::Nil, episode_ids: vec![], env_indices: vec![], timeout_ms: 0 }, 2);
+    let (k, msg) = raw.request(&Message::Step { action: vec![Mp::Int(6)], episode_ids: vec![], timeout_ms: 10, has_action: true }, 3);
+    assert_eq!(k, kind::ERROR);
+    assert_eq!(msg, Message::Error { code: 1, message: "env.step timed out after 10ms".into(), recoverable: true, op: "step".into() });
+    let (k, _) = raw.request(&Message::Step { action: vec![Mp::Int(0)], episode_ids: vec![], timeout_ms: 1000, has_action: true }, 4);
+    assert_eq!(k, kind::STEP_REPLY, "the session survives a timeout");
+    drop(raw);
     stop(handle, join);
 }
