@@ -273,6 +273,7 @@ pub(crate) struct Conn {
     start: usize,
     end: usize,
     out: Vec<u8>,
+    header: Vec<u8>,
     pub(crate) limits: FrameLimits,
 }
 
@@ -281,7 +282,7 @@ const LARGE_CHUNK: usize = 4 << 20;
 
 impl Conn {
     pub(crate) fn new(stream: Stream, limits: FrameLimits) -> Conn {
-        Conn { stream, buf: vec![0; READ_AHEAD], start: 0, end: 0, out: Vec::with_capacity(4096), limits }
+        Conn { stream, buf: vec![0; READ_AHEAD], start: 0, end: 0, out: Vec::with_capacity(4096), header: Vec::with_capacity(256), limits }
     }
 
     /// Fill the buffer until at least `n` unread bytes are available (n <= READ_AHEAD).
@@ -355,12 +356,16 @@ impl Conn {
 
     /// Send one message with its segments as one write.
     pub(crate) fn send<S: AsRef<[u8]>>(&mut self, msg: &Message, request_id: u32, segments: &[S]) -> io::Result<()> {
-        let header = msg.header();
+        self.header.clear();
+        msg.write_header(&mut self.header);
         self.out.clear();
-        frame::encode_frame(&mut self.out, msg.kind(), request_id, &header, segments);
+        frame::encode_frame(&mut self.out, msg.kind(), request_id, &self.header, segments);
         let r = self.stream.write_all(&self.out);
         if self.out.capacity() > 1 << 20 {
             self.out = Vec::with_capacity(4096); // don't pin a big frame's buffer
+        }
+        if self.header.capacity() > 1 << 20 {
+            self.header = Vec::with_capacity(256);
         }
         r
     }

@@ -250,7 +250,49 @@ impl Message {
 
     /// The encoded header bytes.
     pub fn header(&self) -> Vec<u8> {
-        self.to_mp().to_bytes()
+        let mut out = Vec::with_capacity(64);
+        self.write_header(&mut out);
+        out
+    }
+
+    /// Append the encoded header to `out`; the per-step messages are written field by
+    /// field, without building a msgpack tree first (same bytes as [`to_mp`](Message::to_mp)).
+    pub fn write_header(&self, out: &mut Vec<u8>) {
+        use msgpack::{encode, write_array_len, write_bool, write_f64, write_int, write_map_len, write_str};
+        match self {
+            Message::StepReply { obs, reward, terminated, truncated, info, completed, endpoint_ns } => {
+                write_array_len(out, 7);
+                write_array_len(out, obs.len());
+                obs.iter().for_each(|o| encode(o, out));
+                write_f64(out, *reward);
+                write_bool(out, *terminated);
+                write_bool(out, *truncated);
+                encode(info, out);
+                write_array_len(out, completed.len());
+                completed.iter().for_each(|r| encode(&record_mp(r), out));
+                write_int(out, *endpoint_ns);
+            }
+            Message::ResetReply { obs, info, endpoint_ns } => {
+                write_array_len(out, 3);
+                write_array_len(out, obs.len());
+                obs.iter().for_each(|o| encode(o, out));
+                encode(info, out);
+                write_int(out, *endpoint_ns);
+            }
+            Message::Step { action, episode_ids, timeout_ms, has_action } => {
+                write_array_len(out, 4);
+                write_array_len(out, action.len());
+                action.iter().for_each(|a| encode(a, out));
+                write_map_len(out, episode_ids.len());
+                for (i, e) in episode_ids {
+                    write_int(out, *i);
+                    write_str(out, e);
+                }
+                write_int(out, *timeout_ms);
+                write_bool(out, *has_action);
+            }
+            other => encode(&other.to_mp(), out),
+        }
     }
 
     /// Decode the header of a frame of `kind`.
