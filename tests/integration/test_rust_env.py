@@ -195,6 +195,17 @@ def test_a_recoverable_rust_error_keeps_the_session(rust_server: Callable[..., s
         env.reset()  # still usable
         _, _, _, truncated, _ = env.step(5)
         assert truncated
+        # the Rust server offers no shared-memory rings: past the third request the
+        # Python client is still on the socket (it never sends Attach without the offer)
+        assert env._session.conn.shm is None
+
+
+def test_the_rust_client_refuses_a_vector_endpoint_clearly(rust_examples: Path, serve: Callable[..., Any]) -> None:
+    gym = _gym()
+    server = serve([gym.make("CartPole-v1") for _ in range(2)])
+    proc = subprocess.run([str(rust_examples / "drive"), server.address, "1"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "RemoteEnv drives one env" in proc.stderr and "serves 2 lanes" in proc.stderr
 
 
 @pytest.mark.parametrize(
