@@ -824,9 +824,11 @@ impl<E: Env> Driver<E> {
         } else {
             None // ENVCALL-5
         };
+        let mut pushed = None;
         for (i, eid) in episode_ids {
             if i == 0 {
-                self.lane.episode_id = eid;
+                self.lane.episode_id = eid.clone();
+                pushed = Some(eid);
             }
         }
         let (obs, reward, terminated, truncated, info) = self.env.step(action).map_err(|e| Failure::env("step", e))?;
@@ -850,8 +852,9 @@ impl<E: Env> Driver<E> {
                         "step",
                     ));
                 }
-                let eid = std::mem::take(&mut self.lane.episode_id);
-                let eid = if eid.is_empty() { ids::uuid7() } else { eid };
+                // the client's pushed id (AR-9); a client that pushes none (the Python scalar
+                // clients) gets a fresh one rather than the ended episode's
+                let eid = pushed.filter(|e| !e.is_empty()).unwrap_or_else(ids::uuid7);
                 self.lane.start(eid, None);
             }
             LaneState::Idle => {}

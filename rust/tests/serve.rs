@@ -216,6 +216,7 @@ fn next_step_autoreset_books_and_contract() {
         env.step(Some(&Value::Int(0))).unwrap();
     }
     assert_eq!(env.completed_episodes().len(), 1);
+    let first_id = env.completed_episodes()[0].episode_id.clone();
     // the autoreset step: a fresh episode starts, nothing completes
     let (obs, reward, terminated, _, _) = env.step(Some(&Value::Int(0))).unwrap();
     assert_eq!((obs.as_dict().unwrap()["count"].clone(), reward, terminated), (Value::Int(0), 0.0, false));
@@ -225,6 +226,7 @@ fn next_step_autoreset_books_and_contract() {
     }
     let rec = &env.completed_episodes()[0];
     assert_eq!((rec.step_count, rec.cumulative_reward, rec.seed), (3, 3.0, None));
+    assert_ne!(rec.episode_id, first_id, "the autoreset episode has an id of its own");
     drop(env);
     stop(handle, join);
 }
