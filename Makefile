@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check --quiet
 
-.PHONY: demo test lint typecheck bench bench-peer clean
+.PHONY: demo test lint typecheck bench bench-peer clean rust-test
 
 $(VENV)/.demo-stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,15 @@ test: $(VENV)/.test-stamp
 	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m mypy
 	$(PY) -m pytest -q --doctest-modules src/rlmesh
+	$(MAKE) --no-print-directory rust-test
 	$(PY) -m pytest -q
+
+# The Rust crate (rust/, std only, offline): unit tests, shared golden vectors, fuzzing.
+# Skips without cargo, except under RLMESH_REQUIRE_ALL=1 (CI), where it fails.
+rust-test:
+	@if command -v cargo >/dev/null 2>&1; then cd rust && cargo test --offline --quiet; \
+	elif [ "$$RLMESH_REQUIRE_ALL" = "1" ]; then echo "cargo is required to test rust/ (RLMESH_REQUIRE_ALL=1)"; exit 1; \
+	else echo "cargo not found: skipping the Rust crate's tests (rust/)"; fi
 
 lint: $(VENV)/.test-stamp
 	$(PY) -m ruff check src tests benchmarks examples
