@@ -37,7 +37,13 @@ const MAX_EPISODE_STEPS: u32 = 500;
 
 impl CartPole {
     pub fn new(render_mode: Option<String>) -> CartPole {
-        CartPole { state: [0.0; 4], rng: Pcg64::from_seed(0), steps: 0, steps_beyond_terminated: None, render_mode }
+        CartPole {
+            state: [0.0; 4],
+            rng: Pcg64::from_seed(0),
+            steps: 0,
+            steps_beyond_terminated: None,
+            render_mode,
+        }
     }
 
     fn obs(&self) -> Value {
@@ -50,7 +56,12 @@ impl Env for CartPole {
     fn observation_space(&self) -> Space {
         // float32-rounded as Gymnasium's float32 Box holds them; its float32-max velocity
         // bounds are published as unbounded, so they are infinite here too
-        let high = [(X_THRESHOLD * 2.0) as f32 as f64, f64::INFINITY, (THETA_THRESHOLD * 2.0) as f32 as f64, f64::INFINITY];
+        let high = [
+            (X_THRESHOLD * 2.0) as f32 as f64,
+            f64::INFINITY,
+            (THETA_THRESHOLD * 2.0) as f32 as f64,
+            f64::INFINITY,
+        ];
         let low = high.map(|h| -h);
         Space::box_elementwise(&[4], DType::F32, &low, &high).expect("valid bounds")
     }
@@ -59,10 +70,16 @@ impl Env for CartPole {
         Space::discrete(2)
     }
 
-    fn reset(&mut self, seed: Option<i64>, _options: Option<&InfoDict>) -> Result<(Value, InfoDict)> {
+    fn reset(
+        &mut self,
+        seed: Option<i64>,
+        _options: Option<&InfoDict>,
+    ) -> Result<(Value, InfoDict)> {
         if let Some(seed) = seed {
             if seed < 0 {
-                return Err(Error::environment(format!("Seed must be a non-negative integer, got {seed}")));
+                return Err(Error::environment(format!(
+                    "Seed must be a non-negative integer, got {seed}"
+                )));
             }
             self.rng = Pcg64::from_seed(seed as u64);
         }
@@ -75,17 +92,26 @@ impl Env for CartPole {
     }
 
     fn step(&mut self, action: Option<Value>) -> Result<(Value, f64, bool, bool, InfoDict)> {
-        let action = action.and_then(|a| a.as_i64()).ok_or_else(|| Error::invalid_action("CartPole needs an action 0 or 1"))?;
+        let action = action
+            .and_then(|a| a.as_i64())
+            .ok_or_else(|| Error::invalid_action("CartPole needs an action 0 or 1"))?;
         let [x, x_dot, theta, theta_dot] = self.state;
         let force = if action == 1 { FORCE_MAG } else { -FORCE_MAG };
         let (sintheta, costheta) = theta.sin_cos();
         // the operation order of gymnasium/envs/classic_control/cartpole.py, for the same rounding
         let temp = (force + POLEMASS_LENGTH * (theta_dot * theta_dot) * sintheta) / TOTAL_MASS;
-        let thetaacc = (GRAVITY * sintheta - costheta * temp) / (LENGTH * (4.0 / 3.0 - MASSPOLE * (costheta * costheta) / TOTAL_MASS));
+        let thetaacc = (GRAVITY * sintheta - costheta * temp)
+            / (LENGTH * (4.0 / 3.0 - MASSPOLE * (costheta * costheta) / TOTAL_MASS));
         let xacc = temp - POLEMASS_LENGTH * thetaacc * costheta / TOTAL_MASS;
-        self.state = [x + TAU * x_dot, x_dot + TAU * xacc, theta + TAU * theta_dot, theta_dot + TAU * thetaacc];
+        self.state = [
+            x + TAU * x_dot,
+            x_dot + TAU * xacc,
+            theta + TAU * theta_dot,
+            theta_dot + TAU * thetaacc,
+        ];
         let [x, _, theta, _] = self.state;
-        let terminated = !(-X_THRESHOLD..=X_THRESHOLD).contains(&x) || !(-THETA_THRESHOLD..=THETA_THRESHOLD).contains(&theta);
+        let terminated = !(-X_THRESHOLD..=X_THRESHOLD).contains(&x)
+            || !(-THETA_THRESHOLD..=THETA_THRESHOLD).contains(&theta);
         let reward = if !terminated {
             1.0
         } else if self.steps_beyond_terminated.is_none() {
@@ -123,7 +149,11 @@ impl Env for CartPole {
         let pole = 2.0 * LENGTH * scale * 0.6;
         for k in 0..=30 {
             let t = k as f64 / 30.0 * pole;
-            put(cy - (t * self.state[2].cos()) as i64, cx + (t * self.state[2].sin()) as i64, [202, 152, 101]);
+            put(
+                cy - (t * self.state[2].cos()) as i64,
+                cx + (t * self.state[2].sin()) as i64,
+                [202, 152, 101],
+            );
         }
         Ok(Some(Value::tensor(&[h, w, 3], &img)))
     }
@@ -133,7 +163,11 @@ impl Env for CartPole {
     }
 
     fn metadata(&self) -> Option<InfoDict> {
-        Some(InfoDict::new().with("render_modes", Value::List(vec!["rgb_array".into()])).with("render_fps", 50i64))
+        Some(
+            InfoDict::new()
+                .with("render_modes", Value::List(vec!["rgb_array".into()]))
+                .with("render_fps", 50i64),
+        )
     }
 
     fn id(&self) -> Option<String> {
@@ -155,7 +189,10 @@ impl Pcg64 {
         let words = seed_sequence_state(seed);
         let initstate = (words[0] as u128) << 64 | words[1] as u128;
         let initseq = (words[2] as u128) << 64 | words[3] as u128;
-        let mut rng = Pcg64 { state: 0, inc: (initseq << 1) | 1 };
+        let mut rng = Pcg64 {
+            state: 0,
+            inc: (initseq << 1) | 1,
+        };
         rng.step();
         rng.state = rng.state.wrapping_add(initstate);
         rng.step();
@@ -185,7 +222,11 @@ fn seed_sequence_state(seed: u64) -> [u64; 4] {
     const MULT_B: u32 = 0x58f3_8ded;
     const MIX_MULT_L: u32 = 0xca01_f9dd;
     const MIX_MULT_R: u32 = 0x4973_f715;
-    let entropy: Vec<u32> = if seed >> 32 == 0 { vec![seed as u32] } else { vec![seed as u32, (seed >> 32) as u32] };
+    let entropy: Vec<u32> = if seed >> 32 == 0 {
+        vec![seed as u32]
+    } else {
+        vec![seed as u32, (seed >> 32) as u32]
+    };
     let mut hash_const = INIT_A;
     let mut hashmix = |mut value: u32| -> u32 {
         value ^= hash_const;
@@ -194,7 +235,9 @@ fn seed_sequence_state(seed: u64) -> [u64; 4] {
         value ^ (value >> 16)
     };
     let mix = |x: u32, y: u32| -> u32 {
-        let r = MIX_MULT_L.wrapping_mul(x).wrapping_sub(MIX_MULT_R.wrapping_mul(y));
+        let r = MIX_MULT_L
+            .wrapping_mul(x)
+            .wrapping_sub(MIX_MULT_R.wrapping_mul(y));
         r ^ (r >> 16)
     };
     let mut pool = [0u32; 4];
@@ -221,7 +264,9 @@ fn seed_sequence_state(seed: u64) -> [u64; 4] {
 }
 
 fn main() {
-    let address = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:0".into());
+    let address = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:0".into());
     let render_mode = std::env::args().nth(2);
     let run = || -> Result<()> {
         let bound = EnvServer::new(CartPole::new(render_mode))?.bind(&address)?;

@@ -27,16 +27,28 @@ fn main() {
     let rest: Vec<String> = args.collect();
     let run = || -> Result<()> {
         let mut env = RemoteEnv::connect(&address)?;
-        println!("connected {} id {} edition {}", env.address(), env.env_id(), env.selected_workflow_edition());
+        println!(
+            "connected {} id {} edition {}",
+            env.address(),
+            env.env_id(),
+            env.selected_workflow_edition()
+        );
         if rest.first().map(String::as_str) == Some("--bench") {
             let n: u64 = rest.get(1).and_then(|s| s.parse().ok()).unwrap_or(10_000);
             let (mut obs, _) = env.reset(Some(0), None)?;
             let start = Instant::now();
             for _ in 0..n {
                 let (o, _, terminated, truncated, _) = env.step(Some(&policy(&obs)))?;
-                obs = if terminated || truncated { env.reset(None, None)?.0 } else { o };
+                obs = if terminated || truncated {
+                    env.reset(None, None)?.0
+                } else {
+                    o
+                };
             }
-            println!("bench steps {n} mean_ns {}", start.elapsed().as_nanos() as u64 / n.max(1));
+            println!(
+                "bench steps {n} mean_ns {}",
+                start.elapsed().as_nanos() as u64 / n.max(1)
+            );
         } else {
             let episodes: i64 = rest.first().and_then(|s| s.parse().ok()).unwrap_or(3);
             for i in 0..episodes {

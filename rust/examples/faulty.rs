@@ -27,12 +27,17 @@ impl Env for Faulty {
         Space::discrete(6)
     }
 
-    fn reset(&mut self, seed: Option<i64>, options: Option<&InfoDict>) -> Result<(Value, InfoDict)> {
+    fn reset(
+        &mut self,
+        seed: Option<i64>,
+        options: Option<&InfoDict>,
+    ) -> Result<(Value, InfoDict)> {
         if options.and_then(|o| o.get("fail")) == Some(&Value::Bool(true)) {
             return Err(Error::environment_recoverable("reset refused by options"));
         }
         self.steps = 0;
-        let mut info = InfoDict::new().with("seed_seen", seed.map(Value::Int).unwrap_or(Value::None));
+        let mut info =
+            InfoDict::new().with("seed_seen", seed.map(Value::Int).unwrap_or(Value::None));
         if let Some(o) = options {
             info.insert("options_seen", Value::Dict(o.clone()));
         }
@@ -45,7 +50,15 @@ impl Env for Faulty {
             1 => return Err(Error::environment_recoverable("try again")),
             2 => return Err(Error::environment("boom")),
             3 => panic!("kaboom"),
-            4 => return Ok((Value::tensor(&[3], &[0.0f32; 3]), 0.0, false, false, InfoDict::new())),
+            4 => {
+                return Ok((
+                    Value::tensor(&[3], &[0.0f32; 3]),
+                    0.0,
+                    false,
+                    false,
+                    InfoDict::new(),
+                ))
+            }
             _ => {}
         }
         self.steps += 1;
@@ -70,7 +83,9 @@ impl Env for Faulty {
 }
 
 fn main() {
-    let address = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:0".into());
+    let address = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:0".into());
     let run = || -> Result<()> {
         let bound = EnvServer::new(Faulty::default())?.bind(&address)?;
         println!("{}", bound.local_addr());

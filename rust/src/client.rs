@@ -35,8 +35,16 @@ pub struct RemoteEnv {
 
 fn reply_error(msg: Message) -> Error {
     match msg {
-        Message::Error { code, message, recoverable, op } => Error::with_code(ErrorCode::from_number(code), message, recoverable).with_op(&op),
-        other => Error::protocol(format!("unexpected reply {}", wire::kind_name(other.kind()))),
+        Message::Error {
+            code,
+            message,
+            recoverable,
+            op,
+        } => Error::with_code(ErrorCode::from_number(code), message, recoverable).with_op(&op),
+        other => Error::protocol(format!(
+            "unexpected reply {}",
+            wire::kind_name(other.kind())
+        )),
     }
 }
 
@@ -65,17 +73,27 @@ impl RemoteEnv {
         let frame = recv(&mut conn)?;
         let msg = Message::decode(frame.kind, frame.header())?;
         let (selected, contract) = match msg {
-            Message::Welcome { selected, contract, .. } => (selected, contract),
+            Message::Welcome {
+                selected, contract, ..
+            } => (selected, contract),
             Message::Busy { message } => return Err(Error::handshake(ErrorCode::Busy, message)),
-            Message::Incompatible { message, .. } => return Err(Error::handshake(ErrorCode::Unsupported, message)),
+            Message::Incompatible { message, .. } => {
+                return Err(Error::handshake(ErrorCode::Unsupported, message))
+            }
             other => return Err(reply_error(other)),
         };
         let num_envs = contract.get("num_envs").and_then(Mp::as_i64).unwrap_or(1);
         if num_envs != 1 {
-            return Err(Error::invalid_argument(format!("RemoteEnv drives one env; the endpoint at {addr} serves {num_envs} lanes")));
+            return Err(Error::invalid_argument(format!(
+                "RemoteEnv drives one env; the endpoint at {addr} serves {num_envs} lanes"
+            )));
         }
         let space = |key: &str| -> Result<Space> {
-            Space::from_spec(contract.get(key).ok_or_else(|| Error::protocol(format!("the contract has no {key}")))?)
+            Space::from_spec(
+                contract
+                    .get(key)
+                    .ok_or_else(|| Error::protocol(format!("the contract has no {key}")))?,
+            )
         };
         let metadata = match contract.get("metadata") {
             None | Some(Mp::Nil) => None,
@@ -86,10 +104,21 @@ impl RemoteEnv {
             address: addr,
             next_id: 2,
             closed: false,
-            id: contract.get("id").and_then(Mp::as_str).unwrap_or("UnknownEnv-v1").to_owned(),
-            render_mode: contract.get("render_mode").and_then(Mp::as_str).map(str::to_owned),
+            id: contract
+                .get("id")
+                .and_then(Mp::as_str)
+                .unwrap_or("UnknownEnv-v1")
+                .to_owned(),
+            render_mode: contract
+                .get("render_mode")
+                .and_then(Mp::as_str)
+                .map(str::to_owned),
             metadata,
-            autoreset_mode: contract.get("autoreset_mode").and_then(Mp::as_str).unwrap_or("Disabled").to_owned(),
+            autoreset_mode: contract
+                .get("autoreset_mode")
+                .and_then(Mp::as_str)
+                .unwrap_or("Disabled")
+                .to_owned(),
             obs_space: space("observation_space")?,
             act_space: space("action_space")?,
             selected_edition: selected,
@@ -132,7 +161,12 @@ impl RemoteEnv {
         self.timeout.map(|t| t.as_millis() as i64).unwrap_or(0)
     }
 
-    fn request<S: AsRef<[u8]>>(&mut self, msg: &Message, segments: &[S], expect: u8) -> Result<(Message, Frame)> {
+    fn request<S: AsRef<[u8]>>(
+        &mut self,
+        msg: &Message,
+        segments: &[S],
+        expect: u8,
+    ) -> Result<(Message, Frame)> {
         if self.closed {
             return Err(Error::connection("the remote env is closed"));
         }
@@ -151,9 +185,13 @@ impl RemoteEnv {
         };
         if frame.request_id != rid {
             self.closed = true;
-            return Err(Error::protocol(format!("reply to request {} answered request {rid}", frame.request_id)));
+            return Err(Error::protocol(format!(
+                "reply to request {} answered request {rid}",
+                frame.request_id
+            )));
         }
-        let reply = Message::decode(frame.kind, frame.header()).inspect_err(|_| self.closed = true)?;
+        let reply =
+            Message::decode(frame.kind, frame.header()).inspect_err(|_| self.closed = true)?;
         if frame.kind == kind::ERROR {
             let err = reply_error(reply);
             if !err.is_recoverable() {
@@ -164,7 +202,10 @@ impl RemoteEnv {
         }
         if frame.kind != expect {
             self.closed = true;
-            return Err(Error::protocol(format!("peer answered with {}", wire::kind_name(frame.kind))));
+            return Err(Error::protocol(format!(
+                "peer answered with {}",
+                wire::kind_name(frame.kind)
+            )));
         }
         Ok((reply, frame))
     }
@@ -176,7 +217,11 @@ impl RemoteEnv {
     }
 
     /// Start an episode (a fresh UUIDv7 episode id is sent along, AR-3).
-    pub fn reset(&mut self, seed: Option<i64>, options: Option<&InfoDict>) -> Result<(Value, InfoDict)> {
+    pub fn reset(
+        &mut self,
+        seed: Option<i64>,
+        options: Option<&InfoDict>,
+    ) -> Result<(Value, InfoDict)> {
         let eid = ids::uuid7();
         let req = Message::Reset {
             seeds: vec![seed],
@@ -184,46 +229,95 @@ impl RemoteEnv {
             episode_ids: vec![eid.clone()],
             env_indices: vec![],
             timeout_ms: self.timeout_ms(),
+            seed_int: false,
         };
         let (reply, frame) = self.request(&req, &[] as &[&[u8]], kind::RESET_REPLY)?;
-        let Message::ResetReply { obs, info, .. } = reply else { unreachable!() };
-        let obs = self.obs_space.join(&obs, &frame.segments()).map_err(|e| Error::protocol(format!("observation: {e}")))?;
+        let Message::ResetReply { obs, info, .. } = reply else {
+            unreachable!()
+        };
+        let obs = self
+            .obs_space
+            .join(&obs, &frame.segments())
+            .map_err(|e| Error::protocol(format!("observation: {e}")))?;
         let mut info = dict_from_mp(&info)?;
         self.episode_id = eid;
-        Self::inject(&mut info, "episode_ids", Value::List(vec![Value::Text(self.episode_id.clone())]));
+        Self::inject(
+            &mut info,
+            "episode_ids",
+            Value::List(vec![Value::Text(self.episode_id.clone())]),
+        );
         Ok((obs, info))
     }
 
     /// Apply one action (`None` sends none: the env's `step` receives `None`).
     pub fn step(&mut self, action: Option<&Value>) -> Result<(Value, f64, bool, bool, InfoDict)> {
         let (scalars, segments) = match action {
-            Some(a) => self.act_space.split(a).map_err(|e| Error::invalid_action(format!("action does not match action_space at {e}")))?,
+            Some(a) => self.act_space.split(a).map_err(|e| {
+                Error::invalid_action(format!("action does not match action_space at {e}"))
+            })?,
             None => (vec![], vec![]),
         };
-        let req = Message::Step { action: scalars, episode_ids: vec![], timeout_ms: self.timeout_ms(), has_action: action.is_some() };
+        let req = Message::Step {
+            action: scalars,
+            episode_ids: vec![],
+            timeout_ms: self.timeout_ms(),
+            has_action: action.is_some(),
+        };
         let (reply, frame) = self.request(&req, &segments, kind::STEP_REPLY)?;
-        let Message::StepReply { obs, reward, terminated, truncated, info, completed, .. } = reply else { unreachable!() };
-        let obs = self.obs_space.join(&obs, &frame.segments()).map_err(|e| Error::protocol(format!("observation: {e}")))?;
+        let Message::StepReply {
+            obs,
+            reward,
+            terminated,
+            truncated,
+            info,
+            completed,
+            ..
+        } = reply
+        else {
+            unreachable!()
+        };
+        let obs = self
+            .obs_space
+            .join(&obs, &frame.segments())
+            .map_err(|e| Error::protocol(format!("observation: {e}")))?;
         let mut info = dict_from_mp(&info)?;
         self.last_completed = completed;
-        Self::inject(&mut info, "episode_ids", Value::List(vec![Value::Text(self.episode_id.clone())]));
-        Self::inject(&mut info, "completed_episodes", Value::Int((terminated || truncated) as i64));
+        Self::inject(
+            &mut info,
+            "episode_ids",
+            Value::List(vec![Value::Text(self.episode_id.clone())]),
+        );
+        Self::inject(
+            &mut info,
+            "completed_episodes",
+            Value::Int((terminated || truncated) as i64),
+        );
         Ok((obs, reward, terminated, truncated, info))
     }
 
     /// The current frame as a uint8 tensor (`[H, W]`, `[H, W, 3]` or `[H, W, 4]`), or
     /// `None` when the env renders none.
     pub fn render(&mut self) -> Result<Option<Tensor>> {
-        let req = Message::Render { env_index: 0, timeout_ms: self.timeout_ms() };
+        let req = Message::Render {
+            env_index: 0,
+            timeout_ms: self.timeout_ms(),
+        };
         let (reply, frame) = self.request(&req, &[] as &[&[u8]], kind::RENDER_REPLY)?;
-        let Message::RenderReply { format, shape } = reply else { unreachable!() };
+        let Message::RenderReply { format, shape } = reply else {
+            unreachable!()
+        };
         if format.as_deref() != Some("raw") {
             return Ok(None); // RND-4: an unknown format is no frame
         }
         let segs = frame.segments();
         let shape: Vec<usize> = shape.iter().map(|d| (*d).max(0) as usize).collect();
-        let data = segs.first().ok_or_else(|| Error::protocol("render reply without its frame segment"))?.to_vec();
-        Tensor::new(DType::U8, shape, data).map(Some).map_err(|e| Error::protocol(e.message().to_owned()))
+        let data = segs
+            .first()
+            .ok_or_else(|| Error::protocol("render reply without its frame segment"))?
+            .to_vec();
+        Tensor::new(DType::U8, shape, data)
+            .map(Some)
+            .map_err(|e| Error::protocol(e.message().to_owned()))
     }
 
     /// End the session (the env keeps running for the next client). Idempotent.
@@ -231,7 +325,9 @@ impl RemoteEnv {
         if self.closed {
             return Ok(());
         }
-        let req = Message::Close { reason: String::new() };
+        let req = Message::Close {
+            reason: String::new(),
+        };
         let out = self.request(&req, &[] as &[&[u8]], kind::CLOSE_REPLY);
         self.closed = true;
         self.conn.stream.shutdown();
@@ -262,7 +358,13 @@ impl RemoteEnv {
         let stream = Stream::connect(&addr, Some(Duration::from_secs(5)))?;
         let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
         let mut conn = Conn::new(stream, FrameLimits::DEFAULT);
-        conn.send(&Message::Shutdown { reason: reason.into() }, 1, &[] as &[&[u8]])?;
+        conn.send(
+            &Message::Shutdown {
+                reason: reason.into(),
+            },
+            1,
+            &[] as &[&[u8]],
+        )?;
         let frame = recv(&mut conn)?;
         match Message::decode(frame.kind, frame.header())? {
             Message::ShutdownReply { accepted, .. } => Ok(accepted),
@@ -274,8 +376,17 @@ impl RemoteEnv {
 fn recv(conn: &mut Conn) -> Result<Frame> {
     conn.recv().map_err(|e| match e {
         RecvError::Closed => Error::connection("the server closed the connection"),
-        RecvError::Io(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-            Error::with_code(ErrorCode::Timeout, "remote environment call timed out", false)
+        RecvError::Io(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            Error::with_code(
+                ErrorCode::Timeout,
+                "remote environment call timed out",
+                false,
+            )
         }
         RecvError::Io(e) => Error::connection(e.to_string()),
         RecvError::Protocol(e) => e,
@@ -296,7 +407,11 @@ impl Env for RemoteEnv {
     fn action_space(&self) -> Space {
         self.act_space.clone()
     }
-    fn reset(&mut self, seed: Option<i64>, options: Option<&InfoDict>) -> Result<(Value, InfoDict)> {
+    fn reset(
+        &mut self,
+        seed: Option<i64>,
+        options: Option<&InfoDict>,
+    ) -> Result<(Value, InfoDict)> {
         RemoteEnv::reset(self, seed, options)
     }
     fn step(&mut self, action: Option<Value>) -> Result<(Value, f64, bool, bool, InfoDict)> {

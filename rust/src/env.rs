@@ -48,7 +48,8 @@ pub trait Env {
     fn action_space(&self) -> Space;
 
     /// Start an episode with an optional seed and reset options.
-    fn reset(&mut self, seed: Option<i64>, options: Option<&InfoDict>) -> Result<(Value, InfoDict)>;
+    fn reset(&mut self, seed: Option<i64>, options: Option<&InfoDict>)
+        -> Result<(Value, InfoDict)>;
 
     /// Apply one action. The action is `None` when the request carries none.
     fn step(&mut self, action: Option<Value>) -> Result<(Value, f64, bool, bool, InfoDict)>;
@@ -90,7 +91,11 @@ impl<E: Env + ?Sized> Env for Box<E> {
     fn action_space(&self) -> Space {
         (**self).action_space()
     }
-    fn reset(&mut self, seed: Option<i64>, options: Option<&InfoDict>) -> Result<(Value, InfoDict)> {
+    fn reset(
+        &mut self,
+        seed: Option<i64>,
+        options: Option<&InfoDict>,
+    ) -> Result<(Value, InfoDict)> {
         (**self).reset(seed, options)
     }
     fn step(&mut self, action: Option<Value>) -> Result<(Value, f64, bool, bool, InfoDict)> {

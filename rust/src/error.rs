@@ -75,7 +75,11 @@ impl ErrorCode {
     pub fn default_recoverable(self) -> bool {
         matches!(
             self,
-            ErrorCode::Timeout | ErrorCode::InvalidAction | ErrorCode::NotReady | ErrorCode::Busy | ErrorCode::Unsupported
+            ErrorCode::Timeout
+                | ErrorCode::InvalidAction
+                | ErrorCode::NotReady
+                | ErrorCode::Busy
+                | ErrorCode::Unsupported
         )
     }
 }
@@ -125,7 +129,13 @@ impl Error {
 
     /// An error with an explicit wire code and recoverability.
     pub fn with_code(code: ErrorCode, message: impl Into<String>, recoverable: bool) -> Error {
-        Error { kind: ErrorKind::Env, code, message: message.into(), recoverable, op: String::new() }
+        Error {
+            kind: ErrorKind::Env,
+            code,
+            message: message.into(),
+            recoverable,
+            op: String::new(),
+        }
     }
 
     /// An invalid action (recoverable).
@@ -134,11 +144,23 @@ impl Error {
     }
 
     pub(crate) fn protocol(message: impl Into<String>) -> Error {
-        Error { kind: ErrorKind::Protocol, code: ErrorCode::Protocol, message: message.into(), recoverable: false, op: String::new() }
+        Error {
+            kind: ErrorKind::Protocol,
+            code: ErrorCode::Protocol,
+            message: message.into(),
+            recoverable: false,
+            op: String::new(),
+        }
     }
 
     pub(crate) fn connection(message: impl Into<String>) -> Error {
-        Error { kind: ErrorKind::Connection, code: ErrorCode::Closed, message: message.into(), recoverable: false, op: String::new() }
+        Error {
+            kind: ErrorKind::Connection,
+            code: ErrorCode::Closed,
+            message: message.into(),
+            recoverable: false,
+            op: String::new(),
+        }
     }
 
     pub(crate) fn invalid_argument(message: impl Into<String>) -> Error {
@@ -152,7 +174,13 @@ impl Error {
     }
 
     pub(crate) fn handshake(code: ErrorCode, message: impl Into<String>) -> Error {
-        Error { kind: ErrorKind::Handshake, code, message: message.into(), recoverable: false, op: String::new() }
+        Error {
+            kind: ErrorKind::Handshake,
+            code,
+            message: message.into(),
+            recoverable: false,
+            op: String::new(),
+        }
     }
 
     pub(crate) fn with_op(mut self, op: &str) -> Error {
@@ -187,7 +215,9 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
-            ErrorKind::Env | ErrorKind::Protocol => write!(f, "[{}] {}", self.code.label(), self.message),
+            ErrorKind::Env | ErrorKind::Protocol => {
+                write!(f, "[{}] {}", self.code.label(), self.message)
+            }
             ErrorKind::Connection => write!(f, "connection error: {}", self.message),
             ErrorKind::InvalidArgument => f.write_str(&self.message),
             ErrorKind::Handshake => write!(f, "handshake refused: {}", self.message),

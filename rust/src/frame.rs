@@ -18,9 +18,17 @@ pub struct FrameLimits {
 
 impl FrameLimits {
     /// 256 MiB body, 16 MiB header, 4096 segments (the Python reference's defaults).
-    pub const DEFAULT: FrameLimits = FrameLimits { max_frame_bytes: 256 << 20, max_header_bytes: 16 << 20, max_segments: 4096 };
+    pub const DEFAULT: FrameLimits = FrameLimits {
+        max_frame_bytes: 256 << 20,
+        max_header_bytes: 16 << 20,
+        max_segments: 4096,
+    };
     /// Before `Welcome` (server side): 1 MiB, no segments.
-    pub const PRE_HANDSHAKE: FrameLimits = FrameLimits { max_frame_bytes: 1 << 20, max_header_bytes: 1 << 20, max_segments: 0 };
+    pub const PRE_HANDSHAKE: FrameLimits = FrameLimits {
+        max_frame_bytes: 1 << 20,
+        max_header_bytes: 1 << 20,
+        max_segments: 0,
+    };
 }
 
 impl Default for FrameLimits {
@@ -55,29 +63,57 @@ fn table_end(hlen: u64, count: u64) -> u64 {
 /// Validate a 24-byte prefix against `limits`.
 pub fn decode_prefix(prefix: &[u8], limits: &FrameLimits) -> Result<Plan> {
     if prefix.len() != PREFIX_SIZE {
-        return Err(Error::protocol(format!("frame prefix must be {PREFIX_SIZE} bytes, got {}", prefix.len())));
+        return Err(Error::protocol(format!(
+            "frame prefix must be {PREFIX_SIZE} bytes, got {}",
+            prefix.len()
+        )));
     }
-    let u32_at = |i: usize| u32::from_le_bytes([prefix[i], prefix[i + 1], prefix[i + 2], prefix[i + 3]]);
+    let u32_at =
+        |i: usize| u32::from_le_bytes([prefix[i], prefix[i + 1], prefix[i + 2], prefix[i + 3]]);
     if &prefix[..2] != MAGIC {
-        return Err(Error::protocol(format!("not an rlmesh frame: magic {:?}, expected b\"RM\"", &prefix[..2])));
+        return Err(Error::protocol(format!(
+            "not an rlmesh frame: magic {:?}, expected b\"RM\"",
+            &prefix[..2]
+        )));
     }
     if prefix[2] != VERSION {
-        return Err(Error::protocol(format!("unsupported frame version {}; this build speaks version {VERSION}", prefix[2])));
+        return Err(Error::protocol(format!(
+            "unsupported frame version {}; this build speaks version {VERSION}",
+            prefix[2]
+        )));
     }
     let mut b = [0u8; 8];
     b.copy_from_slice(&prefix[16..24]);
-    let plan = Plan { kind: prefix[3], request_id: u32_at(4), header_len: u32_at(8), segment_count: u32_at(12), body_len: u64::from_le_bytes(b) };
+    let plan = Plan {
+        kind: prefix[3],
+        request_id: u32_at(4),
+        header_len: u32_at(8),
+        segment_count: u32_at(12),
+        body_len: u64::from_le_bytes(b),
+    };
     if plan.header_len > limits.max_header_bytes {
-        return Err(Error::protocol(format!("frame header of {} bytes exceeds the limit of {}", plan.header_len, limits.max_header_bytes)));
+        return Err(Error::protocol(format!(
+            "frame header of {} bytes exceeds the limit of {}",
+            plan.header_len, limits.max_header_bytes
+        )));
     }
     if plan.segment_count > limits.max_segments {
-        return Err(Error::protocol(format!("frame has {} segments; the limit is {}", plan.segment_count, limits.max_segments)));
+        return Err(Error::protocol(format!(
+            "frame has {} segments; the limit is {}",
+            plan.segment_count, limits.max_segments
+        )));
     }
     if plan.body_len > limits.max_frame_bytes {
-        return Err(Error::protocol(format!("frame body of {} bytes exceeds the limit of {}", plan.body_len, limits.max_frame_bytes)));
+        return Err(Error::protocol(format!(
+            "frame body of {} bytes exceeds the limit of {}",
+            plan.body_len, limits.max_frame_bytes
+        )));
     }
     if plan.body_len < table_end(plan.header_len as u64, plan.segment_count as u64) {
-        return Err(Error::protocol(format!("frame body of {} bytes is shorter than its header and table", plan.body_len)));
+        return Err(Error::protocol(format!(
+            "frame body of {} bytes is shorter than its header and table",
+            plan.body_len
+        )));
     }
     Ok(plan)
 }
@@ -98,7 +134,10 @@ impl Frame {
     }
 
     pub fn segments(&self) -> Vec<&[u8]> {
-        self.segments.iter().map(|&(s, n)| &self.body[s..s + n]).collect()
+        self.segments
+            .iter()
+            .map(|&(s, n)| &self.body[s..s + n])
+            .collect()
     }
 
     pub fn segment_count(&self) -> usize {
@@ -109,7 +148,9 @@ impl Frame {
 /// Cut a filled body into header and segments, checking the layout exactly.
 pub fn split_body(plan: &Plan, body: Vec<u8>) -> Result<Frame> {
     if body.len() as u64 != plan.body_len {
-        return Err(Error::protocol("frame body length does not match its prefix"));
+        return Err(Error::protocol(
+            "frame body length does not match its prefix",
+        ));
     }
     let hlen = plan.header_len as usize;
     let end = body.len();
@@ -124,7 +165,9 @@ pub fn split_body(plan: &Plan, body: Vec<u8>) -> Result<Frame> {
             let n = u64::from_le_bytes(b);
             pos += pad(pos, SEGMENT_ALIGN);
             if pos > end || n > (end - pos) as u64 {
-                return Err(Error::protocol(format!("segment of {n} bytes at offset {pos} runs past the frame body ({end} bytes)")));
+                return Err(Error::protocol(format!(
+                    "segment of {n} bytes at offset {pos} runs past the frame body ({end} bytes)"
+                )));
             }
             segments.push((pos, n as usize));
             pos += n as usize;
@@ -134,13 +177,27 @@ pub fn split_body(plan: &Plan, body: Vec<u8>) -> Result<Frame> {
         hlen
     };
     if pos != end {
-        return Err(Error::protocol(format!("frame body is {end} bytes but its layout ends at {pos}")));
+        return Err(Error::protocol(format!(
+            "frame body is {end} bytes but its layout ends at {pos}"
+        )));
     }
-    Ok(Frame { kind: plan.kind, request_id: plan.request_id, body, header_len: hlen, segments })
+    Ok(Frame {
+        kind: plan.kind,
+        request_id: plan.request_id,
+        body,
+        header_len: hlen,
+        segments,
+    })
 }
 
 /// Append one whole frame (prefix, header, table, padded segments) to `out`.
-pub fn encode_frame<S: AsRef<[u8]>>(out: &mut Vec<u8>, kind: u8, request_id: u32, header: &[u8], segments: &[S]) {
+pub fn encode_frame<S: AsRef<[u8]>>(
+    out: &mut Vec<u8>,
+    kind: u8,
+    request_id: u32,
+    header: &[u8],
+    segments: &[S],
+) {
     let hlen = header.len();
     let count = segments.len();
     let mut body = table_end(hlen as u64, count as u64) as usize;
@@ -209,11 +266,17 @@ mod tests {
         assert!(decode_prefix(&p, &lim).is_err());
         let mut p = out[..24].to_vec();
         p[16..24].copy_from_slice(&(1u64 << 40).to_le_bytes());
-        assert!(decode_prefix(&p, &lim).unwrap_err().to_string().contains("exceeds the limit"));
+        assert!(decode_prefix(&p, &lim)
+            .unwrap_err()
+            .to_string()
+            .contains("exceeds the limit"));
         let mut p = out[..24].to_vec();
         p[12..16].copy_from_slice(&1u32.to_le_bytes());
         assert!(decode_prefix(&p, &FrameLimits::PRE_HANDSHAKE).is_err());
-        assert!(decode_prefix(&p, &lim).is_err(), "body shorter than its table");
+        assert!(
+            decode_prefix(&p, &lim).is_err(),
+            "body shorter than its table"
+        );
     }
 
     #[test]
@@ -226,6 +289,9 @@ mod tests {
         assert!(split_body(&plan, body).is_err());
         let mut body = out[24..].to_vec();
         body[8..16].copy_from_slice(&4u64.to_le_bytes());
-        assert!(split_body(&plan, body).unwrap_err().to_string().contains("layout ends"));
+        assert!(split_body(&plan, body)
+            .unwrap_err()
+            .to_string()
+            .contains("layout ends"));
     }
 }

@@ -28,7 +28,10 @@ pub mod wire;
 pub use client::RemoteEnv;
 pub use env::Env;
 pub use error::{Error, ErrorCode, Result};
-pub use server::{AutoresetMode, BoundEnvServer, EnvServer, ServeOptions, ServerHandle, ServerStats, ValidationPolicy};
+pub use server::{
+    AutoresetMode, BoundEnvServer, EnvServer, ServeOptions, ServerHandle, ServerStats,
+    ValidationPolicy,
+};
 pub use space::{Bounds, Space};
 pub use transport::Address;
 pub use value::{DType, Element, InfoDict, Metadata, Tensor, Value};

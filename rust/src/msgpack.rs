@@ -53,7 +53,10 @@ impl Mp {
     /// Field lookup in a map with string keys.
     pub fn get(&self, key: &str) -> Option<&Mp> {
         match self {
-            Mp::Map(entries) => entries.iter().find(|(k, _)| matches!(k, Mp::Str(s) if s == key)).map(|(_, v)| v),
+            Mp::Map(entries) => entries
+                .iter()
+                .find(|(k, _)| matches!(k, Mp::Str(s) if s == key))
+                .map(|(_, v)| v),
             _ => None,
         }
     }
@@ -269,7 +272,10 @@ pub fn decode(buf: &[u8]) -> Result<Mp, DecodeError> {
     let mut r = Reader { buf, pos: 0 };
     let v = r.value(0)?;
     if r.pos != buf.len() {
-        return err(format!("{} trailing bytes after the msgpack value", buf.len() - r.pos));
+        return err(format!(
+            "{} trailing bytes after the msgpack value",
+            buf.len() - r.pos
+        ));
     }
     Ok(v)
 }
@@ -282,7 +288,11 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if n > self.buf.len() - self.pos {
-            return err(format!("truncated msgpack: {n} bytes needed at offset {}, {} left", self.pos, self.buf.len() - self.pos));
+            return err(format!(
+                "truncated msgpack: {n} bytes needed at offset {}, {} left",
+                self.pos,
+                self.buf.len() - self.pos
+            ));
         }
         let s = &self.buf[self.pos..self.pos + n];
         self.pos += n;
@@ -374,7 +384,10 @@ impl<'a> Reader<'a> {
         }
         if n > self.remaining() {
             // every element takes at least one byte: refuse before allocating
-            return err(format!("msgpack array of {n} elements in {} bytes", self.remaining()));
+            return err(format!(
+                "msgpack array of {n} elements in {} bytes",
+                self.remaining()
+            ));
         }
         let mut items = Vec::with_capacity(n);
         for _ in 0..n {
@@ -388,7 +401,10 @@ impl<'a> Reader<'a> {
             return err(format!("msgpack nesting deeper than {MAX_DEPTH} levels"));
         }
         if n > self.remaining() / 2 {
-            return err(format!("msgpack map of {n} entries in {} bytes", self.remaining()));
+            return err(format!(
+                "msgpack map of {n} entries in {} bytes",
+                self.remaining()
+            ));
         }
         let mut entries = Vec::with_capacity(n);
         for _ in 0..n {
@@ -433,8 +449,17 @@ mod tests {
 
     #[test]
     fn containers_and_strings_round_trip() {
-        rt(Mp::Array(vec![Mp::Nil, Mp::Bool(true), Mp::Float(-0.5), Mp::str("x".repeat(40)), Mp::Bin(vec![1; 300])]));
-        rt(Mp::Map(vec![(Mp::str("a"), Mp::Array((0..20).map(Mp::Int).collect())), (Mp::Int(3), Mp::Ext(1, vec![9; 5]))]));
+        rt(Mp::Array(vec![
+            Mp::Nil,
+            Mp::Bool(true),
+            Mp::Float(-0.5),
+            Mp::str("x".repeat(40)),
+            Mp::Bin(vec![1; 300]),
+        ]));
+        rt(Mp::Map(vec![
+            (Mp::str("a"), Mp::Array((0..20).map(Mp::Int).collect())),
+            (Mp::Int(3), Mp::Ext(1, vec![9; 5])),
+        ]));
         rt(Mp::Ext(1, vec![0; 8]));
         rt(Mp::str("é".repeat(40000)));
     }

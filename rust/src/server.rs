@@ -49,7 +49,12 @@ pub enum ValidationPolicy {
 impl ValidationPolicy {
     /// The policy `RLMESH_VALIDATION_POLICY` selects (`warn` unless `strict` or `off`).
     pub fn from_env() -> ValidationPolicy {
-        match std::env::var("RLMESH_VALIDATION_POLICY").unwrap_or_default().trim().to_ascii_lowercase().as_str() {
+        match std::env::var("RLMESH_VALIDATION_POLICY")
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase()
+            .as_str()
+        {
             "strict" => ValidationPolicy::Strict,
             "off" => ValidationPolicy::Off,
             _ => ValidationPolicy::Warn,
@@ -101,8 +106,14 @@ pub struct ServeOptions {
 
 impl Default for ServeOptions {
     fn default() -> ServeOptions {
-        let env = std::env::var("RLMESH_ALLOW_REMOTE_SHUTDOWN").unwrap_or_default().trim().to_ascii_lowercase();
-        ServeOptions { allow_remote_shutdown: env == "1" || env == "true", limits: FrameLimits::DEFAULT }
+        let env = std::env::var("RLMESH_ALLOW_REMOTE_SHUTDOWN")
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        ServeOptions {
+            allow_remote_shutdown: env == "1" || env == "true",
+            limits: FrameLimits::DEFAULT,
+        }
     }
 }
 
@@ -123,15 +134,35 @@ impl<E: Env + Send> EnvServer<E> {
         let metadata = env.metadata();
         let autoreset = autoreset_of(metadata.as_ref())?;
         let contract = Mp::Map(vec![
-            (Mp::str("id"), Mp::Str(env.id().filter(|s| !s.is_empty()).unwrap_or_else(|| UNKNOWN_ENV_ID.to_owned()))),
-            (Mp::str("render_mode"), env.render_mode().filter(|s| !s.is_empty()).map(Mp::Str).unwrap_or(Mp::Nil)),
+            (
+                Mp::str("id"),
+                Mp::Str(
+                    env.id()
+                        .filter(|s| !s.is_empty())
+                        .unwrap_or_else(|| UNKNOWN_ENV_ID.to_owned()),
+                ),
+            ),
+            (
+                Mp::str("render_mode"),
+                env.render_mode()
+                    .filter(|s| !s.is_empty())
+                    .map(Mp::Str)
+                    .unwrap_or(Mp::Nil),
+            ),
             (Mp::str("num_envs"), Mp::Int(1)),
-            (Mp::str("metadata"), metadata.as_ref().map(dict_to_mp).unwrap_or(Mp::Nil)),
+            (
+                Mp::str("metadata"),
+                metadata.as_ref().map(dict_to_mp).unwrap_or(Mp::Nil),
+            ),
             (Mp::str("observation_space"), obs_space.to_spec()),
             (Mp::str("action_space"), act_space.to_spec()),
             (Mp::str("autoreset_mode"), Mp::str(autoreset.name())),
         ]);
-        Ok(EnvServer { driver: Driver::new(env, obs_space, act_space, autoreset), contract, options: ServeOptions::default() })
+        Ok(EnvServer {
+            driver: Driver::new(env, obs_space, act_space, autoreset),
+            contract,
+            options: ServeOptions::default(),
+        })
     }
 
     /// Replace the serve options.
@@ -161,7 +192,11 @@ impl<E: Env + Send> EnvServer<E> {
             busy_ns: AtomicU64::new(0),
             handle_ns: AtomicU64::new(0),
         });
-        Ok(BoundEnvServer { server: self, listener, shared })
+        Ok(BoundEnvServer {
+            server: self,
+            listener,
+            shared,
+        })
     }
 
     /// Bind `address` and serve until stopped: the one-call form.
@@ -253,15 +288,29 @@ impl<E: Env + Send> BoundEnvServer<E> {
 
     /// A handle that stops the server from another thread.
     pub fn handle(&self) -> ServerHandle {
-        ServerHandle { shared: self.shared.clone() }
+        ServerHandle {
+            shared: self.shared.clone(),
+        }
     }
 
     /// Serve until a remote `Shutdown` (when allowed) or [`ServerHandle::stop`]; then
     /// close the env (`Env::close`).
     pub fn serve(self) -> Result<()> {
-        let BoundEnvServer { server, listener, shared } = self;
-        let EnvServer { driver, contract, options } = server;
-        let core = Core { driver: Mutex::new(driver), contract, options };
+        let BoundEnvServer {
+            server,
+            listener,
+            shared,
+        } = self;
+        let EnvServer {
+            driver,
+            contract,
+            options,
+        } = server;
+        let core = Core {
+            driver: Mutex::new(driver),
+            contract,
+            options,
+        };
         let mut next_conn = 0u64;
         std::thread::scope(|scope| {
             while !shared.stop.load(Ordering::SeqCst) {
@@ -288,11 +337,21 @@ impl<E: Env + Send> BoundEnvServer<E> {
                 }
                 shared.pending.fetch_add(1, Ordering::SeqCst);
                 let (core, shared) = (&core, &shared);
-                let spawned = std::thread::Builder::new().name(format!("rlmesh-conn-{id}")).spawn_scoped(scope, move || {
-                    let mut session = Session { id, core, shared, conn: Conn::new(stream, FrameLimits::PRE_HANDSHAKE), selected: String::new(), pending: true, sending: None };
-                    session.run();
-                    session.finish();
-                });
+                let spawned = std::thread::Builder::new()
+                    .name(format!("rlmesh-conn-{id}"))
+                    .spawn_scoped(scope, move || {
+                        let mut session = Session {
+                            id,
+                            core,
+                            shared,
+                            conn: Conn::new(stream, FrameLimits::PRE_HANDSHAKE),
+                            selected: String::new(),
+                            pending: true,
+                            sending: None,
+                        };
+                        session.run();
+                        session.finish();
+                    });
                 if spawned.is_err() {
                     shared.pending.fetch_sub(1, Ordering::SeqCst);
                     if let Some(s) = lock(&shared.streams).remove(&id) {
@@ -360,9 +419,13 @@ impl<'a, E: Env + Send> Session<'a, E> {
             if timed {
                 let done = Instant::now();
                 self.shared.requests.fetch_add(1, Ordering::Relaxed);
-                self.shared.busy_ns.fetch_add((done - started).as_nanos() as u64, Ordering::Relaxed);
+                self.shared
+                    .busy_ns
+                    .fetch_add((done - started).as_nanos() as u64, Ordering::Relaxed);
                 let handled = self.sending.unwrap_or(done) - started;
-                self.shared.handle_ns.fetch_add(handled.as_nanos() as u64, Ordering::Relaxed);
+                self.shared
+                    .handle_ns
+                    .fetch_add(handled.as_nanos() as u64, Ordering::Relaxed);
             }
             if let Flow::End = flow {
                 return;
@@ -396,7 +459,12 @@ impl<'a, E: Env + Send> Session<'a, E> {
     }
 
     fn protocol_error(&mut self, e: &Error, rid: u32) {
-        let msg = Message::Error { code: ErrorCode::Protocol.number(), message: e.message().to_owned(), recoverable: false, op: String::new() };
+        let msg = Message::Error {
+            code: ErrorCode::Protocol.number(),
+            message: e.message().to_owned(),
+            recoverable: false,
+            op: String::new(),
+        };
         let _ = self.send(&msg, rid);
     }
 
@@ -406,7 +474,14 @@ impl<'a, E: Env + Send> Session<'a, E> {
         let legal = if active {
             matches!(
                 frame.kind,
-                kind::RESET | kind::STEP | kind::RENDER | kind::CLOSE | kind::SHUTDOWN | kind::PING | kind::CONFIGURE | kind::ATTACH
+                kind::RESET
+                    | kind::STEP
+                    | kind::RENDER
+                    | kind::CLOSE
+                    | kind::SHUTDOWN
+                    | kind::PING
+                    | kind::CONFIGURE
+                    | kind::ATTACH
             )
         } else {
             matches!(frame.kind, kind::HELLO | kind::PING | kind::SHUTDOWN)
@@ -417,7 +492,10 @@ impl<'a, E: Env + Send> Session<'a, E> {
                 n => n.to_owned(),
             };
             let state = if active { "READY" } else { "AWAIT_HELLO" };
-            self.protocol_error(&Error::protocol(format!("{name} is not allowed in session state {state}")), rid);
+            self.protocol_error(
+                &Error::protocol(format!("{name} is not allowed in session state {state}")),
+                rid,
+            );
             return Flow::End;
         }
         let msg = match Message::decode(frame.kind, frame.header()) {
@@ -430,38 +508,80 @@ impl<'a, E: Env + Send> Session<'a, E> {
         match msg {
             Message::Ping => {
                 let holder = self.shared.active.load(Ordering::SeqCst);
-                let state = if holder != 0 && holder != self.id { "busy" } else { "ready" };
-                let pong = Message::Pong { state: state.into(), generation: wire::PROTOCOL_GENERATION.into(), service: "env".into() };
+                let state = if holder != 0 && holder != self.id {
+                    "busy"
+                } else {
+                    "ready"
+                };
+                let pong = Message::Pong {
+                    state: state.into(),
+                    generation: wire::PROTOCOL_GENERATION.into(),
+                    service: "env".into(),
+                };
                 self.send(&pong, rid)
             }
             Message::Shutdown { reason } => {
                 if !self.core.options.allow_remote_shutdown {
-                    let reply = Message::ShutdownReply { accepted: false, message: "remote shutdown is disabled for this environment endpoint".into() };
+                    let reply = Message::ShutdownReply {
+                        accepted: false,
+                        message: "remote shutdown is disabled for this environment endpoint".into(),
+                    };
                     return self.send(&reply, rid);
                 }
                 let reason = reason.trim().to_owned();
-                let text = if reason.is_empty() { "shutdown accepted".to_owned() } else { format!("shutdown accepted: {reason}") };
-                let _ = self.send(&Message::ShutdownReply { accepted: true, message: text }, rid);
+                let text = if reason.is_empty() {
+                    "shutdown accepted".to_owned()
+                } else {
+                    format!("shutdown accepted: {reason}")
+                };
+                let _ = self.send(
+                    &Message::ShutdownReply {
+                        accepted: true,
+                        message: text,
+                    },
+                    rid,
+                );
                 self.shared.request_stop();
                 Flow::End
             }
-            Message::Hello { generation, editions, preferred, service, .. } => self.hello(rid, &generation, &editions, preferred.as_deref(), &service),
+            Message::Hello {
+                generation,
+                editions,
+                preferred,
+                service,
+                ..
+            } => self.hello(rid, &generation, &editions, preferred.as_deref(), &service),
             Message::Attach { .. } => self.send(&Message::AttachReply { attached: false }, rid), // rings are optional: the socket stays
             Message::Close { .. } => {
                 let records = lock(&self.core.driver).end_session();
                 self.shared.active.store(0, Ordering::SeqCst);
-                let _ = self.send(&Message::CloseReply { final_episodes: records }, rid);
+                let _ = self.send(
+                    &Message::CloseReply {
+                        final_episodes: records,
+                    },
+                    rid,
+                );
                 Flow::End
             }
             Message::Configure { edition } => {
                 let e = edition.trim();
                 if e.is_empty() {
-                    return self.send(&Message::ConfigureReply { edition: String::new() }, rid); // a no-op (HS-6)
+                    return self.send(
+                        &Message::ConfigureReply {
+                            edition: String::new(),
+                        },
+                        rid,
+                    ); // a no-op (HS-6)
                 }
                 let base = e.split('-').next().unwrap_or("");
                 if base == wire::EDITION && (e == base || e.len() > base.len() + 1) {
                     self.selected = e.to_owned();
-                    return self.send(&Message::ConfigureReply { edition: e.to_owned() }, rid);
+                    return self.send(
+                        &Message::ConfigureReply {
+                            edition: e.to_owned(),
+                        },
+                        rid,
+                    );
                 }
                 let err = Message::Error {
                     code: ErrorCode::InvalidAction.number(),
@@ -474,7 +594,9 @@ impl<'a, E: Env + Send> Session<'a, E> {
                 let _ = self.send(&err, rid);
                 Flow::End
             }
-            Message::Reset { .. } | Message::Step { .. } | Message::Render { .. } => self.env_request(msg, &frame, rid),
+            Message::Reset { .. } | Message::Step { .. } | Message::Render { .. } => {
+                self.env_request(msg, &frame, rid)
+            }
             _ => {
                 self.protocol_error(&Error::protocol("unexpected message"), rid);
                 Flow::End
@@ -482,7 +604,14 @@ impl<'a, E: Env + Send> Session<'a, E> {
         }
     }
 
-    fn hello(&mut self, rid: u32, generation: &str, editions: &[String], preferred: Option<&str>, service: &str) -> Flow {
+    fn hello(
+        &mut self,
+        rid: u32,
+        generation: &str,
+        editions: &[String],
+        preferred: Option<&str>,
+        service: &str,
+    ) -> Flow {
         let busy = Message::Busy {
             message: "environment already has an active session; only one client may be connected at a time (close the other client first)".into(),
         };
@@ -491,14 +620,23 @@ impl<'a, E: Env + Send> Session<'a, E> {
             return Flow::End;
         }
         let ours = vec![wire::EDITION.to_owned()];
-        let incompatible = |message: String| Message::Incompatible { message, generation: wire::PROTOCOL_GENERATION.into(), editions: ours.clone() };
+        let incompatible = |message: String| Message::Incompatible {
+            message,
+            generation: wire::PROTOCOL_GENERATION.into(),
+            editions: ours.clone(),
+        };
         if generation.trim() != wire::PROTOCOL_GENERATION {
-            let m = incompatible(format!("protocol generation '{generation}' not compatible with server {}", wire::PROTOCOL_GENERATION));
+            let m = incompatible(format!(
+                "protocol generation '{generation}' not compatible with server {}",
+                wire::PROTOCOL_GENERATION
+            ));
             let _ = self.send(&m, rid);
             return Flow::End;
         }
         if service != "env" {
-            let m = incompatible(format!("this endpoint serves the env service; the client asked for the {service} service"));
+            let m = incompatible(format!(
+                "this endpoint serves the env service; the client asked for the {service} service"
+            ));
             let _ = self.send(&m, rid);
             return Flow::End;
         }
@@ -507,7 +645,12 @@ impl<'a, E: Env + Send> Session<'a, E> {
             let _ = self.send(&m, rid);
             return Flow::End;
         };
-        if self.shared.active.compare_exchange(0, self.id, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+        if self
+            .shared
+            .active
+            .compare_exchange(0, self.id, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
             let _ = self.send(&busy, rid);
             return Flow::End;
         }
@@ -554,9 +697,17 @@ impl<'a, E: Env + Send> Session<'a, E> {
             }
         };
         let outcome = match outcome {
-            Ok(r) if timeout_ms > 0 && started.elapsed() > Duration::from_millis(timeout_ms.max(0) as u64) => {
+            Ok(r)
+                if timeout_ms > 0
+                    && started.elapsed() > Duration::from_millis(timeout_ms.max(0) as u64) =>
+            {
                 drop(r); // SES-4: a late result is dropped
-                Err(Failure { code: ErrorCode::Timeout, message: format!("env.{op} timed out after {timeout_ms}ms"), recoverable: true, op })
+                Err(Failure {
+                    code: ErrorCode::Timeout,
+                    message: format!("env.{op} timed out after {timeout_ms}ms"),
+                    recoverable: true,
+                    op,
+                })
             }
             other => other,
         };
@@ -568,7 +719,12 @@ impl<'a, E: Env + Send> Session<'a, E> {
                     lock(&self.core.driver).end_session();
                     self.shared.active.store(0, Ordering::SeqCst);
                 }
-                let err = Message::Error { code: f.code.number(), message: f.message, recoverable: f.recoverable, op: f.op.into() };
+                let err = Message::Error {
+                    code: f.code.number(),
+                    message: f.message,
+                    recoverable: f.recoverable,
+                    op: f.op.into(),
+                };
                 let flow = self.send(&err, rid);
                 if f.recoverable {
                     flow
@@ -590,18 +746,37 @@ struct Failure {
 
 impl Failure {
     fn new(code: ErrorCode, message: impl Into<String>, op: &'static str) -> Failure {
-        Failure { code, message: message.into(), recoverable: code.default_recoverable(), op }
+        Failure {
+            code,
+            message: message.into(),
+            recoverable: code.default_recoverable(),
+            op,
+        }
     }
 
     fn fatal(message: impl Into<String>, op: &'static str) -> Failure {
-        Failure { code: ErrorCode::Internal, message: message.into(), recoverable: false, op }
+        Failure {
+            code: ErrorCode::Internal,
+            message: message.into(),
+            recoverable: false,
+            op,
+        }
     }
 
     /// RENV-6: `{op} failed: {message}`; recoverable only when the env said so.
     fn env(op: &'static str, e: Error) -> Failure {
         let recoverable = e.is_recoverable();
-        let code = if recoverable { e.code() } else { ErrorCode::Internal };
-        Failure { code, message: format!("{op} failed: {}", e.message()), recoverable, op }
+        let code = if recoverable {
+            e.code()
+        } else {
+            ErrorCode::Internal
+        };
+        Failure {
+            code,
+            message: format!("{op} failed: {}", e.message()),
+            recoverable,
+            op,
+        }
     }
 }
 
@@ -675,7 +850,14 @@ fn info_mp(info: &InfoDict) -> Mp {
 
 impl<E: Env> Driver<E> {
     fn new(env: E, obs_space: Space, act_space: Space, autoreset: AutoresetMode) -> Driver<E> {
-        let lane = Lane { state: LaneState::Idle, episode_id: String::new(), seed: None, start_ns: 0, steps: 0, reward: 0.0 };
+        let lane = Lane {
+            state: LaneState::Idle,
+            episode_id: String::new(),
+            seed: None,
+            start_ns: 0,
+            steps: 0,
+            reward: 0.0,
+        };
         let policy = ValidationPolicy::from_env();
         let on = policy != ValidationPolicy::Off;
         let (check_obs, check_act) = (on && obs_space.has_range(), on && act_space.has_range());
@@ -711,7 +893,12 @@ impl<E: Env> Driver<E> {
     }
 
     /// CNF-3/CNF-4 on an observation about to be sent.
-    fn check_obs_range<S: AsRef<[u8]>>(&mut self, scalars: &[Mp], segments: &[S], op: &'static str) -> std::result::Result<(), Failure> {
+    fn check_obs_range<S: AsRef<[u8]>>(
+        &mut self,
+        scalars: &[Mp],
+        segments: &[S],
+        op: &'static str,
+    ) -> std::result::Result<(), Failure> {
         if !self.check_obs {
             return Ok(());
         }
@@ -721,7 +908,10 @@ impl<E: Env> Driver<E> {
         }
         if self.policy == ValidationPolicy::Strict {
             let (path, detail) = &deviations[0];
-            return Err(Failure::fatal(format!("{op} failed: observation out of range at {path}: {detail}"), op));
+            return Err(Failure::fatal(
+                format!("{op} failed: observation out of range at {path}: {detail}"),
+                op,
+            ));
         }
         self.warn("observation", deviations);
         Ok(())
@@ -733,7 +923,14 @@ impl<E: Env> Driver<E> {
             let list = self
                 .pending_warnings
                 .drain(..)
-                .map(|(kind, path, detail)| Value::Dict(InfoDict::new().with("kind", kind).with("path", path).with("detail", detail)))
+                .map(|(kind, path, detail)| {
+                    Value::Dict(
+                        InfoDict::new()
+                            .with("kind", kind)
+                            .with("path", path)
+                            .with("detail", detail),
+                    )
+                })
                 .collect();
             info.insert(WARNING_KEY, Value::List(list));
         }
@@ -751,38 +948,90 @@ impl<E: Env> Driver<E> {
 
     fn handle(&mut self, msg: Message, frame: &Frame) -> std::result::Result<Reply, Failure> {
         match msg {
-            Message::Reset { seeds, options, episode_ids, env_indices, .. } => self.reset(seeds, options, episode_ids, env_indices),
-            Message::Step { action, episode_ids, has_action, .. } => self.step(action, episode_ids, has_action, frame),
+            Message::Reset {
+                seeds,
+                options,
+                episode_ids,
+                env_indices,
+                ..
+            } => self.reset(seeds, options, episode_ids, env_indices),
+            Message::Step {
+                action,
+                episode_ids,
+                has_action,
+                ..
+            } => self.step(action, episode_ids, has_action, frame),
             Message::Render { env_index, .. } => self.render(env_index),
-            _ => Err(Failure::new(ErrorCode::Unsupported, "unsupported request", "request")),
+            _ => Err(Failure::new(
+                ErrorCode::Unsupported,
+                "unsupported request",
+                "request",
+            )),
         }
     }
 
-    fn encode_obs(&self, obs: &Value, op: &'static str) -> std::result::Result<(Vec<Mp>, Vec<Vec<u8>>), Failure> {
+    fn encode_obs(
+        &self,
+        obs: &Value,
+        op: &'static str,
+    ) -> std::result::Result<(Vec<Mp>, Vec<Vec<u8>>), Failure> {
         match self.obs_space.split(obs) {
             Ok((scalars, segments)) => Ok((scalars, segments.into_iter().map(|s| s.into_owned()).collect())),
             Err(e) => Err(Failure::fatal(format!("{op} failed: the env returned an observation that does not match observation_space at {e}"), op)),
         }
     }
 
-    fn reset(&mut self, seeds: Vec<Option<i64>>, options: Mp, episode_ids: Vec<String>, env_indices: Vec<i64>) -> std::result::Result<Reply, Failure> {
+    fn reset(
+        &mut self,
+        seeds: Vec<Option<i64>>,
+        options: Mp,
+        episode_ids: Vec<String>,
+        env_indices: Vec<i64>,
+    ) -> std::result::Result<Reply, Failure> {
         let started = Instant::now();
         if !env_indices.is_empty() {
-            return Err(Failure::new(ErrorCode::Unsupported, "this endpoint does not support partial reset (env_indices)", "reset"));
+            return Err(Failure::new(
+                ErrorCode::Unsupported,
+                "this endpoint does not support partial reset (env_indices)",
+                "reset",
+            ));
         }
         if seeds.len() > 1 {
-            return Err(Failure::new(ErrorCode::InvalidAction, format!("expected 1 seeds, got {}", seeds.len()), "reset"));
+            return Err(Failure::new(
+                ErrorCode::InvalidAction,
+                format!("expected 1 seeds, got {}", seeds.len()),
+                "reset",
+            ));
         }
         if episode_ids.len() > 1 {
-            return Err(Failure::new(ErrorCode::InvalidAction, format!("expected 1 episode ids, got {}", episode_ids.len()), "reset"));
+            return Err(Failure::new(
+                ErrorCode::InvalidAction,
+                format!("expected 1 episode ids, got {}", episode_ids.len()),
+                "reset",
+            ));
         }
         let options = match &options {
             Mp::Nil => None,
-            Mp::Map(_) => Some(dict_from_mp(&options).map_err(|e| Failure::new(ErrorCode::InvalidAction, format!("reset options: {}", e.message()), "reset"))?),
-            _ => return Err(Failure::new(ErrorCode::InvalidAction, "reset options must be a mapping", "reset")),
+            Mp::Map(_) => Some(dict_from_mp(&options).map_err(|e| {
+                Failure::new(
+                    ErrorCode::InvalidAction,
+                    format!("reset options: {}", e.message()),
+                    "reset",
+                )
+            })?),
+            _ => {
+                return Err(Failure::new(
+                    ErrorCode::InvalidAction,
+                    "reset options must be a mapping",
+                    "reset",
+                ))
+            }
         };
         let seed = seeds.first().copied().flatten();
-        let (obs, info) = self.env.reset(seed, options.as_ref()).map_err(|e| Failure::env("reset", e))?;
+        let (obs, info) = self
+            .env
+            .reset(seed, options.as_ref())
+            .map_err(|e| Failure::env("reset", e))?;
         let (scalars, segments) = self.encode_obs(&obs, "reset")?;
         self.check_obs_range(&scalars, &segments, "reset")?;
         if self.lane.state == LaneState::Active {
@@ -794,11 +1043,21 @@ impl<E: Env> Driver<E> {
         }
         let eid = episode_ids.into_iter().next().unwrap_or_else(ids::uuid7);
         self.lane.start(eid, seed);
-        let reply = Message::ResetReply { obs: scalars, info: self.info_out(info), endpoint_ns: started.elapsed().as_nanos() as i64 };
+        let reply = Message::ResetReply {
+            obs: scalars,
+            info: self.info_out(info),
+            endpoint_ns: started.elapsed().as_nanos() as i64,
+        };
         Ok((reply, segments))
     }
 
-    fn step(&mut self, action: Vec<Mp>, episode_ids: Vec<(i64, String)>, has_action: bool, frame: &Frame) -> std::result::Result<Reply, Failure> {
+    fn step(
+        &mut self,
+        action: Vec<Mp>,
+        episode_ids: Vec<(i64, String)>,
+        has_action: bool,
+        frame: &Frame,
+    ) -> std::result::Result<Reply, Failure> {
         let started = Instant::now();
         let action = if has_action {
             let segments = frame.segments();
@@ -809,7 +1068,11 @@ impl<E: Env> Driver<E> {
                         if !deviations.is_empty() {
                             if self.policy == ValidationPolicy::Strict {
                                 let (path, detail) = &deviations[0];
-                                return Err(Failure::new(ErrorCode::InvalidAction, format!("action out of range at {path}: {detail}"), "step"));
+                                return Err(Failure::new(
+                                    ErrorCode::InvalidAction,
+                                    format!("action out of range at {path}: {detail}"),
+                                    "step",
+                                ));
                             }
                             self.warn("action", deviations);
                         }
@@ -818,7 +1081,11 @@ impl<E: Env> Driver<E> {
                 }
                 Err(e) => {
                     let sep = if e.starts_with('$') { " at " } else { ": " };
-                    return Err(Failure::new(ErrorCode::InvalidAction, format!("action does not match action_space{sep}{e}"), "step"));
+                    return Err(Failure::new(
+                        ErrorCode::InvalidAction,
+                        format!("action does not match action_space{sep}{e}"),
+                        "step",
+                    ));
                 }
             }
         } else {
@@ -831,7 +1098,8 @@ impl<E: Env> Driver<E> {
                 pushed = Some(eid);
             }
         }
-        let (obs, reward, terminated, truncated, info) = self.env.step(action).map_err(|e| Failure::env("step", e))?;
+        let (obs, reward, terminated, truncated, info) =
+            self.env.step(action).map_err(|e| Failure::env("step", e))?;
         let (scalars, segments) = self.encode_obs(&obs, "step")?;
         self.check_obs_range(&scalars, &segments, "step")?;
         let mut completed: Vec<EpisodeRecord> = self.interrupted.drain(..).collect();
@@ -841,7 +1109,11 @@ impl<E: Env> Driver<E> {
                 self.lane.reward += reward;
                 if terminated || truncated {
                     completed.push(self.lane.record(terminated, truncated, info_mp(&info)));
-                    self.lane.state = if self.autoreset == AutoresetMode::NextStep { LaneState::Pending } else { LaneState::Idle };
+                    self.lane.state = if self.autoreset == AutoresetMode::NextStep {
+                        LaneState::Pending
+                    } else {
+                        LaneState::Idle
+                    };
                 }
             }
             LaneState::Pending => {
@@ -873,15 +1145,31 @@ impl<E: Env> Driver<E> {
 
     fn render(&mut self, env_index: i64) -> std::result::Result<Reply, Failure> {
         if env_index != 0 {
-            return Err(Failure::new(ErrorCode::InvalidAction, format!("single-env render only supports env_index 0, got {env_index}"), "render"));
+            return Err(Failure::new(
+                ErrorCode::InvalidAction,
+                format!("single-env render only supports env_index 0, got {env_index}"),
+                "render",
+            ));
         }
         let frame = self.env.render().map_err(|e| Failure::env("render", e))?;
         Ok(match frame.as_ref().and_then(frame_to_hwc_uint8) {
             Some(t) => {
                 let shape = t.shape().iter().map(|d| *d as i64).collect();
-                (Message::RenderReply { format: Some("raw".into()), shape }, vec![t.into_data()])
+                (
+                    Message::RenderReply {
+                        format: Some("raw".into()),
+                        shape,
+                    },
+                    vec![t.into_data()],
+                )
             }
-            None => (Message::RenderReply { format: None, shape: vec![] }, vec![]),
+            None => (
+                Message::RenderReply {
+                    format: None,
+                    shape: vec![],
+                },
+                vec![],
+            ),
         })
     }
 }
@@ -924,7 +1212,12 @@ mod tests {
         let t = frame_to_hwc_uint8(&chw).unwrap();
         assert_eq!(t.shape(), &[1, 2, 3]);
         assert_eq!(t.data(), &[1, 3, 44, 2, 4, 6]);
-        assert_eq!(frame_to_hwc_uint8(&Value::tensor(&[2, 2], &[1u8, 2, 3, 4])).unwrap().shape(), &[2, 2]);
+        assert_eq!(
+            frame_to_hwc_uint8(&Value::tensor(&[2, 2], &[1u8, 2, 3, 4]))
+                .unwrap()
+                .shape(),
+            &[2, 2]
+        );
         assert!(frame_to_hwc_uint8(&Value::tensor(&[2, 2, 2], &[0u8; 8])).is_none());
         assert!(frame_to_hwc_uint8(&Value::tensor(&[4], &[0u8; 4])).is_none());
         assert!(frame_to_hwc_uint8(&Value::Int(3)).is_none());
@@ -934,9 +1227,18 @@ mod tests {
     fn autoreset_mode_comes_from_metadata() {
         let md = |v: &str| InfoDict::new().with("autoreset_mode", v);
         assert_eq!(autoreset_of(None).unwrap(), AutoresetMode::Disabled);
-        assert_eq!(autoreset_of(Some(&InfoDict::new())).unwrap(), AutoresetMode::Disabled);
-        assert_eq!(autoreset_of(Some(&md("NextStep"))).unwrap(), AutoresetMode::NextStep);
-        assert!(autoreset_of(Some(&md("SameStep"))).unwrap_err().to_string().contains("SAME_STEP"));
+        assert_eq!(
+            autoreset_of(Some(&InfoDict::new())).unwrap(),
+            AutoresetMode::Disabled
+        );
+        assert_eq!(
+            autoreset_of(Some(&md("NextStep"))).unwrap(),
+            AutoresetMode::NextStep
+        );
+        assert!(autoreset_of(Some(&md("SameStep")))
+            .unwrap_err()
+            .to_string()
+            .contains("SAME_STEP"));
         assert!(autoreset_of(Some(&md("Sometimes"))).is_err());
         assert!(autoreset_of(Some(&InfoDict::new().with("autoreset_mode", Value::None))).is_err());
     }

@@ -33,11 +33,31 @@ pub enum Bounds {
 /// A space: what observations or actions look like.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Space {
-    Box { shape: Vec<usize>, dtype: DType, bounds: Bounds },
-    Discrete { n: i64, start: i64, dtype: DType },
-    MultiBinary { shape: Vec<usize>, dtype: DType },
-    MultiDiscrete { shape: Vec<usize>, nvec: Vec<i64>, start: Vec<i64>, dtype: DType },
-    Text { min_length: usize, max_length: usize, charset: String },
+    Box {
+        shape: Vec<usize>,
+        dtype: DType,
+        bounds: Bounds,
+    },
+    Discrete {
+        n: i64,
+        start: i64,
+        dtype: DType,
+    },
+    MultiBinary {
+        shape: Vec<usize>,
+        dtype: DType,
+    },
+    MultiDiscrete {
+        shape: Vec<usize>,
+        nvec: Vec<i64>,
+        start: Vec<i64>,
+        dtype: DType,
+    },
+    Text {
+        min_length: usize,
+        max_length: usize,
+        charset: String,
+    },
     /// Children in declared order.
     Dict(Vec<(String, Space)>),
     Tuple(Vec<Space>),
@@ -61,11 +81,19 @@ impl Space {
 
     /// A `Box` with per-element bounds (row-major; one element means uniform). Integer
     /// and bool dtypes keep exact typed bounds (finite bounds required, truncated).
-    pub fn box_elementwise(shape: &[usize], dtype: DType, low: &[f64], high: &[f64]) -> Result<Space> {
+    pub fn box_elementwise(
+        shape: &[usize],
+        dtype: DType,
+        low: &[f64],
+        high: &[f64],
+    ) -> Result<Space> {
         let n = checked_numel(shape).ok_or_else(|| bad("Box shape is too large"))?;
         for (side, b) in [("low", low), ("high", high)] {
             if b.len() != 1 && b.len() != n {
-                return Err(bad(format!("Box {side} has {} elements but the shape {shape:?} has {n}", b.len())));
+                return Err(bad(format!(
+                    "Box {side} has {} elements but the shape {shape:?} has {n}",
+                    b.len()
+                )));
             }
             if b.iter().any(|v| v.is_nan()) {
                 return Err(bad(format!("Box {side} bound must not be NaN")));
@@ -74,24 +102,36 @@ impl Space {
         let at = |b: &[f64], i: usize| if b.len() == 1 { b[0] } else { b[i] };
         for i in 0..n {
             if at(low, i) > at(high, i) {
-                return Err(bad(format!("Box low must be <= high everywhere; element {i} has low > high")));
+                return Err(bad(format!(
+                    "Box low must be <= high everywhere; element {i} has low > high"
+                )));
             }
         }
         let bounds = if dtype.is_float() {
-            Bounds::Elementwise((0..n).map(|i| at(low, i)).collect(), (0..n).map(|i| at(high, i)).collect())
+            Bounds::Elementwise(
+                (0..n).map(|i| at(low, i)).collect(),
+                (0..n).map(|i| at(high, i)).collect(),
+            )
         } else {
-            let all_inf = low.iter().all(|v| v.is_infinite()) && high.iter().all(|v| v.is_infinite());
+            let all_inf =
+                low.iter().all(|v| v.is_infinite()) && high.iter().all(|v| v.is_infinite());
             if all_inf {
                 Bounds::Unbounded
             } else {
                 if low.iter().chain(high).any(|v| v.is_infinite()) {
-                    return Err(bad(format!("Box with integer dtype {} cannot have an infinite bound", dtype.name())));
+                    return Err(bad(format!(
+                        "Box with integer dtype {} cannot have an infinite bound",
+                        dtype.name()
+                    )));
                 }
                 let (lo_min, hi_max) = dtype.int_range();
                 let conv = |v: f64| -> Result<i128> {
                     let iv = v.trunc() as i128;
                     if iv < lo_min || iv > hi_max {
-                        return Err(bad(format!("Box bound {iv} is out of range for {}", dtype.name())));
+                        return Err(bad(format!(
+                            "Box bound {iv} is out of range for {}",
+                            dtype.name()
+                        )));
                     }
                     Ok(iv)
                 };
@@ -101,7 +141,12 @@ impl Space {
                 )
             }
         };
-        Ok(Space::Box { shape: shape.to_vec(), dtype, bounds }.canonical())
+        Ok(Space::Box {
+            shape: shape.to_vec(),
+            dtype,
+            bounds,
+        }
+        .canonical())
     }
 
     /// An integer (or bool) `Box` with exact bounds.
@@ -111,14 +156,25 @@ impl Space {
         }
         let (lo_min, hi_max) = dtype.int_range();
         if low > high || low < lo_min || high > hi_max {
-            return Err(bad(format!("Box bounds [{low}, {high}] do not fit {}", dtype.name())));
+            return Err(bad(format!(
+                "Box bounds [{low}, {high}] do not fit {}",
+                dtype.name()
+            )));
         }
-        Ok(Space::Box { shape: shape.to_vec(), dtype, bounds: Bounds::TypedUniform(low, high) })
+        Ok(Space::Box {
+            shape: shape.to_vec(),
+            dtype,
+            bounds: Bounds::TypedUniform(low, high),
+        })
     }
 
     /// `Discrete(n)` starting at 0, int64.
     pub fn discrete(n: i64) -> Space {
-        Space::Discrete { n: n.max(1), start: 0, dtype: DType::I64 }
+        Space::Discrete {
+            n: n.max(1),
+            start: 0,
+            dtype: DType::I64,
+        }
     }
 
     /// `Discrete(n, start)` with an integer dtype.
@@ -135,7 +191,10 @@ impl Space {
 
     /// `MultiBinary(shape)` of uint8.
     pub fn multi_binary(shape: &[usize]) -> Space {
-        Space::MultiBinary { shape: shape.to_vec(), dtype: DType::U8 }
+        Space::MultiBinary {
+            shape: shape.to_vec(),
+            dtype: DType::U8,
+        }
     }
 
     /// `MultiDiscrete(nvec)` (rank 1, int64, starts at 0).
@@ -143,12 +202,21 @@ impl Space {
         if nvec.is_empty() || nvec.iter().any(|n| *n <= 0) {
             return Err(bad("MultiDiscrete nvec entries must be positive"));
         }
-        Ok(Space::MultiDiscrete { shape: vec![nvec.len()], nvec: nvec.to_vec(), start: vec![0; nvec.len()], dtype: DType::I64 })
+        Ok(Space::MultiDiscrete {
+            shape: vec![nvec.len()],
+            nvec: nvec.to_vec(),
+            start: vec![0; nvec.len()],
+            dtype: DType::I64,
+        })
     }
 
     /// `Text(max_length)` with `min_length` 1 and any character.
     pub fn text(max_length: usize) -> Space {
-        Space::Text { min_length: 1, max_length: max_length.max(1), charset: String::new() }
+        Space::Text {
+            min_length: 1,
+            max_length: max_length.max(1),
+            charset: String::new(),
+        }
     }
 
     /// A `Dict` space; children keep the order given.
@@ -162,19 +230,31 @@ impl Space {
 
     fn canonical(self) -> Space {
         match self {
-            Space::Box { shape, dtype, bounds } => {
+            Space::Box {
+                shape,
+                dtype,
+                bounds,
+            } => {
                 let bounds = match bounds {
                     Bounds::Elementwise(lo, hi) => {
-                        if lo.iter().all(|v| *v == f64::NEG_INFINITY) && hi.iter().all(|v| *v == f64::INFINITY) {
+                        if lo.iter().all(|v| *v == f64::NEG_INFINITY)
+                            && hi.iter().all(|v| *v == f64::INFINITY)
+                        {
                             Bounds::Unbounded
-                        } else if !lo.is_empty() && lo.iter().all(|v| *v == lo[0]) && hi.iter().all(|v| *v == hi[0]) {
+                        } else if !lo.is_empty()
+                            && lo.iter().all(|v| *v == lo[0])
+                            && hi.iter().all(|v| *v == hi[0])
+                        {
                             Bounds::Uniform(lo[0], hi[0])
                         } else {
                             Bounds::Elementwise(lo, hi)
                         }
                     }
                     Bounds::TypedElementwise(lo, hi) => {
-                        if !lo.is_empty() && lo.iter().all(|v| *v == lo[0]) && hi.iter().all(|v| *v == hi[0]) {
+                        if !lo.is_empty()
+                            && lo.iter().all(|v| *v == lo[0])
+                            && hi.iter().all(|v| *v == hi[0])
+                        {
                             Bounds::TypedUniform(lo[0], hi[0])
                         } else {
                             Bounds::TypedElementwise(lo, hi)
@@ -182,7 +262,11 @@ impl Space {
                     }
                     other => other,
                 };
-                Space::Box { shape, dtype, bounds }
+                Space::Box {
+                    shape,
+                    dtype,
+                    bounds,
+                }
             }
             other => other,
         }
@@ -204,7 +288,9 @@ impl Space {
     /// Shape of a leaf (`[]` for discrete, text and composites).
     pub fn shape(&self) -> &[usize] {
         match self {
-            Space::Box { shape, .. } | Space::MultiBinary { shape, .. } | Space::MultiDiscrete { shape, .. } => shape,
+            Space::Box { shape, .. }
+            | Space::MultiBinary { shape, .. }
+            | Space::MultiDiscrete { shape, .. } => shape,
             _ => &[],
         }
     }
@@ -212,7 +298,10 @@ impl Space {
     /// The dtype the wire declares (`float32` for composites, `uint8` for text).
     pub fn dtype(&self) -> DType {
         match self {
-            Space::Box { dtype, .. } | Space::Discrete { dtype, .. } | Space::MultiBinary { dtype, .. } | Space::MultiDiscrete { dtype, .. } => *dtype,
+            Space::Box { dtype, .. }
+            | Space::Discrete { dtype, .. }
+            | Space::MultiBinary { dtype, .. }
+            | Space::MultiDiscrete { dtype, .. } => *dtype,
             Space::Text { .. } => DType::U8,
             Space::Dict(_) | Space::Tuple(_) => DType::F32,
         }
@@ -239,7 +328,11 @@ impl Space {
                     Bounds::Unbounded => ("unbounded", Mp::Nil, Mp::Nil),
                     Bounds::Uniform(lo, hi) => ("uniform", Mp::Float(*lo), Mp::Float(*hi)),
                     Bounds::Elementwise(lo, hi) => ("elementwise", f(lo), f(hi)),
-                    Bounds::TypedUniform(lo, hi) => ("typed_uniform", Mp::Array(vec![int(*lo)]), Mp::Array(vec![int(*hi)])),
+                    Bounds::TypedUniform(lo, hi) => (
+                        "typed_uniform",
+                        Mp::Array(vec![int(*lo)]),
+                        Mp::Array(vec![int(*hi)]),
+                    ),
                     Bounds::TypedElementwise(lo, hi) => (
                         "typed_elementwise",
                         Mp::Array(lo.iter().map(|v| int(*v)).collect()),
@@ -248,36 +341,61 @@ impl Space {
                 };
                 vec![("bounds_kind", Mp::str(kind)), ("low", lo), ("high", hi)]
             }
-            Space::Discrete { n, start, .. } => vec![("n", Mp::Int(*n)), ("start", Mp::Int(*start))],
+            Space::Discrete { n, start, .. } => {
+                vec![("n", Mp::Int(*n)), ("start", Mp::Int(*start))]
+            }
             Space::MultiBinary { shape, .. } => {
                 if shape.len() == 1 {
                     vec![("size", Mp::Int(shape[0] as i64))]
                 } else {
-                    vec![("dims", Mp::Array(shape.iter().map(|d| Mp::Int(*d as i64)).collect()))]
+                    vec![(
+                        "dims",
+                        Mp::Array(shape.iter().map(|d| Mp::Int(*d as i64)).collect()),
+                    )]
                 }
             }
-            Space::MultiDiscrete { shape, nvec, start, .. } => {
+            Space::MultiDiscrete {
+                shape, nvec, start, ..
+            } => {
                 let mut d = vec![("nvec", nest(nvec, shape))];
                 if start.iter().any(|s| *s != 0) {
                     d.push(("start", nest(start, shape)));
                 }
                 d
             }
-            Space::Text { min_length, max_length, charset } => vec![
+            Space::Text {
+                min_length,
+                max_length,
+                charset,
+            } => vec![
                 ("min_length", Mp::Int(*min_length as i64)),
                 ("max_length", Mp::Int(*max_length as i64)),
                 ("charset", Mp::str(charset.as_str())),
             ],
             Space::Dict(children) => {
-                vec![("spaces", Mp::Map(children.iter().map(|(k, s)| (Mp::str(k.as_str()), s.to_spec())).collect()))]
+                vec![(
+                    "spaces",
+                    Mp::Map(
+                        children
+                            .iter()
+                            .map(|(k, s)| (Mp::str(k.as_str()), s.to_spec()))
+                            .collect(),
+                    ),
+                )]
             }
-            Space::Tuple(children) => vec![("spaces", Mp::Array(children.iter().map(Space::to_spec).collect()))],
+            Space::Tuple(children) => vec![(
+                "spaces",
+                Mp::Array(children.iter().map(Space::to_spec).collect()),
+            )],
         };
         Mp::Map(vec![
             (Mp::str("kind"), Mp::str(self.kind())),
             (Mp::str("shape"), shape),
             (Mp::str("dtype"), Mp::str(self.dtype().name())),
-            (Mp::str("details"), Mp::Map(details.into_iter().map(|(k, v)| (Mp::str(k), v)).collect())),
+            (
+                Mp::str("details"),
+                Mp::Map(details.into_iter().map(|(k, v)| (Mp::str(k), v)).collect()),
+            ),
         ])
     }
 
@@ -291,18 +409,30 @@ impl Space {
         if depth > 32 {
             return Err(p("nested deeper than 32 levels".into()));
         }
-        let kind = spec.get("kind").and_then(Mp::as_str).ok_or_else(|| p("missing kind".into()))?;
+        let kind = spec
+            .get("kind")
+            .and_then(Mp::as_str)
+            .ok_or_else(|| p("missing kind".into()))?;
         let dtype_name = spec.get("dtype").and_then(Mp::as_str).unwrap_or("float32");
-        let dtype = DType::from_name(dtype_name).ok_or_else(|| p(format!("unknown dtype {dtype_name:?}")))?;
+        let dtype = DType::from_name(dtype_name)
+            .ok_or_else(|| p(format!("unknown dtype {dtype_name:?}")))?;
         let shape: Vec<usize> = match spec.get("shape") {
             Some(Mp::Array(dims)) => dims
                 .iter()
-                .map(|d| d.as_i64().filter(|v| *v >= 0).map(|v| v as usize).ok_or_else(|| p("bad shape".into())))
+                .map(|d| {
+                    d.as_i64()
+                        .filter(|v| *v >= 0)
+                        .map(|v| v as usize)
+                        .ok_or_else(|| p("bad shape".into()))
+                })
                 .collect::<Result<_>>()?,
             _ => vec![],
         };
         let empty = Mp::Map(vec![]);
-        let det = spec.get("details").filter(|d| !d.is_nil()).unwrap_or(&empty);
+        let det = spec
+            .get("details")
+            .filter(|d| !d.is_nil())
+            .unwrap_or(&empty);
         let int = |key: &str| det.get(key).and_then(Mp::as_i64);
         let ints = |m: &Mp| -> Result<Vec<i128>> {
             m.as_array()
@@ -318,8 +448,13 @@ impl Space {
         };
         let floats = |m: &Mp| -> Result<Vec<f64>> {
             match m {
-                Mp::Array(a) => a.iter().map(|v| v.as_f64().ok_or_else(|| p("bounds must be numbers".into()))).collect(),
-                v => Ok(vec![v.as_f64().ok_or_else(|| p("bounds must be numbers".into()))?]),
+                Mp::Array(a) => a
+                    .iter()
+                    .map(|v| v.as_f64().ok_or_else(|| p("bounds must be numbers".into())))
+                    .collect(),
+                v => Ok(vec![v
+                    .as_f64()
+                    .ok_or_else(|| p("bounds must be numbers".into()))?]),
             }
         };
         let numel = checked_numel(&shape).ok_or_else(|| p("shape too large".into()))?;
@@ -351,19 +486,35 @@ impl Space {
                     Some("typed_elementwise") => {
                         let (l, h) = (ints(lo)?, ints(hi)?);
                         if l.len() != numel || h.len() != numel {
-                            return Err(p("typed_elementwise bounds do not match the shape".into()));
+                            return Err(
+                                p("typed_elementwise bounds do not match the shape".into()),
+                            );
                         }
                         Bounds::TypedElementwise(l, h)
                     }
                     other => return Err(p(format!("unknown Box bounds_kind {other:?}"))),
                 };
-                Space::Box { shape, dtype, bounds }
+                Space::Box {
+                    shape,
+                    dtype,
+                    bounds,
+                }
             }
-            "discrete" => Space::Discrete { n: int("n").ok_or_else(|| p("Discrete n".into()))?, start: int("start").unwrap_or(0), dtype },
+            "discrete" => Space::Discrete {
+                n: int("n").ok_or_else(|| p("Discrete n".into()))?,
+                start: int("start").unwrap_or(0),
+                dtype,
+            },
             "multi_binary" => Space::MultiBinary { shape, dtype },
             "multi_discrete" => {
                 let mut nvec = Vec::new();
-                flatten_ints(det.get("nvec").ok_or_else(|| p("MultiDiscrete nvec".into()))?, &mut nvec, 0).map_err(p)?;
+                flatten_ints(
+                    det.get("nvec")
+                        .ok_or_else(|| p("MultiDiscrete nvec".into()))?,
+                    &mut nvec,
+                    0,
+                )
+                .map_err(p)?;
                 let mut start = Vec::new();
                 match det.get("start") {
                     Some(s) if !s.is_nil() => flatten_ints(s, &mut start, 0).map_err(p)?,
@@ -372,19 +523,32 @@ impl Space {
                 if nvec.len() != numel || start.len() != numel {
                     return Err(p("MultiDiscrete nvec does not match its shape".into()));
                 }
-                Space::MultiDiscrete { shape, nvec, start, dtype }
+                Space::MultiDiscrete {
+                    shape,
+                    nvec,
+                    start,
+                    dtype,
+                }
             }
             "text" => Space::Text {
                 min_length: int("min_length").unwrap_or(1).max(0) as usize,
-                max_length: int("max_length").ok_or_else(|| p("Text max_length".into()))?.max(0) as usize,
-                charset: det.get("charset").and_then(Mp::as_str).unwrap_or("").to_owned(),
+                max_length: int("max_length")
+                    .ok_or_else(|| p("Text max_length".into()))?
+                    .max(0) as usize,
+                charset: det
+                    .get("charset")
+                    .and_then(Mp::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
             },
             "dict" => match det.get("spaces") {
                 Some(Mp::Map(entries)) => Space::Dict(
                     entries
                         .iter()
                         .map(|(k, v)| {
-                            let key = k.as_str().ok_or_else(|| p("Dict keys must be strings".into()))?;
+                            let key = k
+                                .as_str()
+                                .ok_or_else(|| p("Dict keys must be strings".into()))?;
                             Ok((key.to_owned(), Space::from_spec_depth(v, depth + 1)?))
                         })
                         .collect::<Result<_>>()?,
@@ -392,9 +556,12 @@ impl Space {
                 _ => return Err(p("Dict spec needs a 'spaces' mapping".into())),
             },
             "tuple" => match det.get("spaces") {
-                Some(Mp::Array(items)) => {
-                    Space::Tuple(items.iter().map(|v| Space::from_spec_depth(v, depth + 1)).collect::<Result<_>>()?)
-                }
+                Some(Mp::Array(items)) => Space::Tuple(
+                    items
+                        .iter()
+                        .map(|v| Space::from_spec_depth(v, depth + 1))
+                        .collect::<Result<_>>()?,
+                ),
                 _ => return Err(p("Tuple spec needs a 'spaces' list".into())),
             },
             other => return Err(p(format!("unsupported space kind {other:?}"))),
@@ -413,7 +580,13 @@ impl Space {
         Ok((scalars, segments))
     }
 
-    fn split_into<'v>(&self, value: &'v Value, path: &str, scalars: &mut Vec<Mp>, segments: &mut Vec<Cow<'v, [u8]>>) -> std::result::Result<(), String> {
+    fn split_into<'v>(
+        &self,
+        value: &'v Value,
+        path: &str,
+        scalars: &mut Vec<Mp>,
+        segments: &mut Vec<Cow<'v, [u8]>>,
+    ) -> std::result::Result<(), String> {
         match self {
             Space::Box { .. } | Space::MultiBinary { .. } | Space::MultiDiscrete { .. } => {
                 let seg = self.leaf_bytes(value, path)?;
@@ -421,29 +594,56 @@ impl Space {
                 segments.push(seg);
             }
             Space::Discrete { n, start, .. } => {
-                let v = discrete_of(value).ok_or_else(|| format!("{path}: Discrete value must be an integer, got {}", value.type_name()))?;
+                let v = discrete_of(value).ok_or_else(|| {
+                    format!(
+                        "{path}: Discrete value must be an integer, got {}",
+                        value.type_name()
+                    )
+                })?;
                 if v < *start as i128 || v >= *start as i128 + *n as i128 {
-                    return Err(format!("{path}: Discrete value {v} not in range [{start}, {})", *start as i128 + *n as i128));
+                    return Err(format!(
+                        "{path}: Discrete value {v} not in range [{start}, {})",
+                        *start as i128 + *n as i128
+                    ));
                 }
                 scalars.push(Mp::Int(v as i64));
             }
             Space::Text { .. } => match value {
                 Value::Text(s) => scalars.push(Mp::Str(s.clone())),
-                other => return Err(format!("{path}: Text value must be a string, got {}", other.type_name())),
+                other => {
+                    return Err(format!(
+                        "{path}: Text value must be a string, got {}",
+                        other.type_name()
+                    ))
+                }
             },
             Space::Dict(children) => {
                 let Value::Dict(d) = value else {
-                    return Err(format!("{path}: Dict value must be a Dict, got {}", value.type_name()));
+                    return Err(format!(
+                        "{path}: Dict value must be a Dict, got {}",
+                        value.type_name()
+                    ));
                 };
                 for (k, child) in children {
-                    let v = d.get(k).ok_or_else(|| format!("{path}: Dict value is missing key {k:?}"))?;
+                    let v = d
+                        .get(k)
+                        .ok_or_else(|| format!("{path}: Dict value is missing key {k:?}"))?;
                     child.split_into(v, &format!("{path}.{k}"), scalars, segments)?;
                 }
             }
             Space::Tuple(children) => {
-                let items = value.as_seq().ok_or_else(|| format!("{path}: Tuple value must be a Tuple, got {}", value.type_name()))?;
+                let items = value.as_seq().ok_or_else(|| {
+                    format!(
+                        "{path}: Tuple value must be a Tuple, got {}",
+                        value.type_name()
+                    )
+                })?;
                 if items.len() != children.len() {
-                    return Err(format!("{path}: Tuple value has {} elements, expected {}", items.len(), children.len()));
+                    return Err(format!(
+                        "{path}: Tuple value has {} elements, expected {}",
+                        items.len(),
+                        children.len()
+                    ));
                 }
                 for (i, (child, v)) in children.iter().zip(items).enumerate() {
                     child.split_into(v, &format!("{path}[{i}]"), scalars, segments)?;
@@ -454,7 +654,11 @@ impl Space {
     }
 
     /// The C-order bytes of an array leaf in the space's dtype and shape.
-    fn leaf_bytes<'v>(&self, value: &'v Value, path: &str) -> std::result::Result<Cow<'v, [u8]>, String> {
+    fn leaf_bytes<'v>(
+        &self,
+        value: &'v Value,
+        path: &str,
+    ) -> std::result::Result<Cow<'v, [u8]>, String> {
         let (shape, dtype) = (self.shape(), self.dtype());
         let label = match self {
             Space::Box { .. } => "Box",
@@ -464,16 +668,22 @@ impl Space {
         let numel: usize = shape.iter().product();
         match value {
             Value::Tensor(t) => {
-                let same_shape = t.shape() == shape || (!matches!(self, Space::Box { .. }) && t.numel() == numel);
+                let same_shape = t.shape() == shape
+                    || (!matches!(self, Space::Box { .. }) && t.numel() == numel);
                 if !same_shape {
-                    return Err(format!("{path}: {label} value has shape {:?}, expected {shape:?}", t.shape()));
+                    return Err(format!(
+                        "{path}: {label} value has shape {:?}, expected {shape:?}",
+                        t.shape()
+                    ));
                 }
                 if t.dtype() == dtype {
                     return Ok(Cow::Borrowed(t.data()));
                 }
                 coerce(t.dtype(), t.data(), numel, dtype, path).map(Cow::Owned)
             }
-            Value::Float(_) | Value::Int(_) | Value::UInt(_) | Value::Bool(_) if numel == 1 && (shape.is_empty() || label != "Box") => {
+            Value::Float(_) | Value::Int(_) | Value::UInt(_) | Value::Bool(_)
+                if numel == 1 && (shape.is_empty() || label != "Box") =>
+            {
                 let mut one = Vec::with_capacity(8);
                 let num = match value {
                     Value::Float(f) => (Num::F(*f), DType::F64),
@@ -485,9 +695,14 @@ impl Space {
                 write_num(num.1, num.0, &mut one);
                 coerce(num.1, &one, 1, dtype, path).map(Cow::Owned)
             }
-            Value::List(items) | Value::Tuple(items) if shape.len() == 1 || (label != "Box" && items.len() == numel) => {
+            Value::List(items) | Value::Tuple(items)
+                if shape.len() == 1 || (label != "Box" && items.len() == numel) =>
+            {
                 if items.len() != numel {
-                    return Err(format!("{path}: {label} value has {} elements, expected {numel}", items.len()));
+                    return Err(format!(
+                        "{path}: {label} value has {} elements, expected {numel}",
+                        items.len()
+                    ));
                 }
                 let mut out = Vec::with_capacity(numel * dtype.itemsize());
                 for item in items {
@@ -496,7 +711,12 @@ impl Space {
                         Value::Int(i) => (Num::I(*i as i128), DType::I64),
                         Value::UInt(u) => (Num::I(*u as i128), DType::U64),
                         Value::Bool(b) => (Num::I(*b as i128), DType::Bool),
-                        other => return Err(format!("{path}: {label} elements must be numbers, got {}", other.type_name())),
+                        other => {
+                            return Err(format!(
+                                "{path}: {label} elements must be numbers, got {}",
+                                other.type_name()
+                            ))
+                        }
                     };
                     let mut one = Vec::with_capacity(8);
                     write_num(src, num, &mut one);
@@ -504,7 +724,10 @@ impl Space {
                 }
                 Ok(Cow::Owned(out))
             }
-            other => Err(format!("{path}: {label} value must be a Tensor, got {}", other.type_name())),
+            other => Err(format!(
+                "{path}: {label} value must be a Tensor, got {}",
+                other.type_name()
+            )),
         }
     }
 
@@ -525,12 +748,20 @@ impl Space {
             Space::MultiBinary { dtype, .. } => {
                 for (i, b) in bytes.iter().enumerate() {
                     if *b > 1 {
-                        let v = if *dtype == DType::I8 { *b as i8 as i64 } else { *b as i64 };
-                        return Err(format!("{path}: MultiBinary value at element {i} is {v}; expected 0 or 1"));
+                        let v = if *dtype == DType::I8 {
+                            *b as i8 as i64
+                        } else {
+                            *b as i64
+                        };
+                        return Err(format!(
+                            "{path}: MultiBinary value at element {i} is {v}; expected 0 or 1"
+                        ));
                     }
                 }
             }
-            Space::MultiDiscrete { nvec, start, dtype, .. } => {
+            Space::MultiDiscrete {
+                nvec, start, dtype, ..
+            } => {
                 for i in 0..nvec.len() {
                     if let Num::I(v) = read_num(*dtype, bytes, i) {
                         let (lo, hi) = (start[i] as i128, start[i] as i128 + nvec[i] as i128);
@@ -549,24 +780,39 @@ impl Space {
     /// (or accepted by [`join`](Space::join)): Box elements outside their bounds
     /// (compared in the Box dtype, float bounds rounded to it) and Text length or
     /// charset. Returns `(path, detail)` pairs, empty when the value is in range.
-    pub fn range_deviations<S: AsRef<[u8]>>(&self, scalars: &[Mp], segments: &[S]) -> Vec<(String, String)> {
+    pub fn range_deviations<S: AsRef<[u8]>>(
+        &self,
+        scalars: &[Mp],
+        segments: &[S],
+    ) -> Vec<(String, String)> {
         let mut out = Vec::new();
         let mut cur = (0usize, 0usize);
         self.range_at(scalars, segments, &mut cur, "$", &mut out);
         out
     }
 
-    fn range_at<S: AsRef<[u8]>>(&self, scalars: &[Mp], segments: &[S], cur: &mut (usize, usize), path: &str, out: &mut Vec<(String, String)>) {
+    fn range_at<S: AsRef<[u8]>>(
+        &self,
+        scalars: &[Mp],
+        segments: &[S],
+        cur: &mut (usize, usize),
+        path: &str,
+        out: &mut Vec<(String, String)>,
+    ) {
         match self {
             Space::Box { dtype, bounds, .. } => {
-                let Some(seg) = segments.get(cur.1) else { return };
+                let Some(seg) = segments.get(cur.1) else {
+                    return;
+                };
                 cur.1 += 1;
                 let bytes = seg.as_ref();
                 let n = bytes.len() / dtype.itemsize();
                 let round = |b: f64| -> f64 {
                     match dtype {
                         DType::F32 => b as f32 as f64,
-                        DType::F16 => crate::value::f16_to_f32(crate::value::f32_to_f16(b as f32)) as f64,
+                        DType::F16 => {
+                            crate::value::f16_to_f32(crate::value::f32_to_f16(b as f32)) as f64
+                        }
                         _ => b,
                     }
                 };
@@ -574,30 +820,55 @@ impl Space {
                     let (below, above) = match (bounds, read_num(*dtype, bytes, i)) {
                         (Bounds::Unbounded, _) => return,
                         (Bounds::Uniform(lo, hi), Num::F(v)) => (v < round(*lo), v > round(*hi)),
-                        (Bounds::Elementwise(lo, hi), Num::F(v)) => (v < round(lo[i]), v > round(hi[i])),
+                        (Bounds::Elementwise(lo, hi), Num::F(v)) => {
+                            (v < round(lo[i]), v > round(hi[i]))
+                        }
                         (Bounds::TypedUniform(lo, hi), Num::I(v)) => (v < *lo, v > *hi),
                         (Bounds::TypedElementwise(lo, hi), Num::I(v)) => (v < lo[i], v > hi[i]),
                         _ => (false, false),
                     };
                     if below || above {
-                        let side = if below { "below low bound" } else { "above high bound" };
-                        out.push((path.to_owned(), format!("Box value at element {i} out of bounds: {side}")));
+                        let side = if below {
+                            "below low bound"
+                        } else {
+                            "above high bound"
+                        };
+                        out.push((
+                            path.to_owned(),
+                            format!("Box value at element {i} out of bounds: {side}"),
+                        ));
                         return;
                     }
                 }
             }
             Space::MultiBinary { .. } | Space::MultiDiscrete { .. } => cur.1 += 1,
             Space::Discrete { .. } => cur.0 += 1,
-            Space::Text { min_length, max_length, charset } => {
-                let Some(Mp::Str(text)) = scalars.get(cur.0) else { return };
+            Space::Text {
+                min_length,
+                max_length,
+                charset,
+            } => {
+                let Some(Mp::Str(text)) = scalars.get(cur.0) else {
+                    return;
+                };
                 cur.0 += 1;
                 let len = text.chars().count();
                 if len < *min_length || len > *max_length {
-                    out.push((path.to_owned(), format!("Text value length {len} outside [{min_length}, {max_length}]")));
+                    out.push((
+                        path.to_owned(),
+                        format!("Text value length {len} outside [{min_length}, {max_length}]"),
+                    ));
                 }
                 if !charset.is_empty() {
-                    if let Some((i, c)) = text.chars().enumerate().find(|(_, c)| !charset.contains(*c)) {
-                        out.push((path.to_owned(), format!("Text value character '{c}' at index {i} not in charset")));
+                    if let Some((i, c)) = text
+                        .chars()
+                        .enumerate()
+                        .find(|(_, c)| !charset.contains(*c))
+                    {
+                        out.push((
+                            path.to_owned(),
+                            format!("Text value character '{c}' at index {i} not in charset"),
+                        ));
                     }
                 }
             }
@@ -664,20 +935,36 @@ impl Space {
         self.join_at(scalars, segments, &mut cur, "$")
     }
 
-    fn join_at(&self, scalars: &[Mp], segments: &[&[u8]], cur: &mut (usize, usize), path: &str) -> std::result::Result<Value, String> {
+    fn join_at(
+        &self,
+        scalars: &[Mp],
+        segments: &[&[u8]],
+        cur: &mut (usize, usize),
+        path: &str,
+    ) -> std::result::Result<Value, String> {
         Ok(match self {
             Space::Box { .. } | Space::MultiBinary { .. } | Space::MultiDiscrete { .. } => {
                 let raw = segments[cur.1];
                 cur.1 += 1;
                 let need = self.shape().iter().product::<usize>() * self.dtype().itemsize();
                 if raw.len() != need {
-                    return Err(format!("{path}: segment carries {} bytes; {}{:?} needs {need}", raw.len(), self.dtype().name(), self.shape()));
+                    return Err(format!(
+                        "{path}: segment carries {} bytes; {}{:?} needs {need}",
+                        raw.len(),
+                        self.dtype().name(),
+                        self.shape()
+                    ));
                 }
                 if self.dtype() == DType::Bool && raw.iter().any(|b| *b > 1) {
-                    return Err(format!("{path}: bool segment holds bytes other than 0 and 1"));
+                    return Err(format!(
+                        "{path}: bool segment holds bytes other than 0 and 1"
+                    ));
                 }
                 self.check_leaf(raw, path)?;
-                Value::Tensor(Tensor::new(self.dtype(), self.shape().to_vec(), raw.to_vec()).map_err(|e| e.to_string())?)
+                Value::Tensor(
+                    Tensor::new(self.dtype(), self.shape().to_vec(), raw.to_vec())
+                        .map_err(|e| e.to_string())?,
+                )
             }
             Space::Discrete { n, start, .. } => {
                 let m = &scalars[cur.0];
@@ -688,7 +975,10 @@ impl Space {
                     _ => return Err(format!("{path}: expected an integer")),
                 };
                 if v < *start as i128 || v >= *start as i128 + *n as i128 {
-                    return Err(format!("{path}: Discrete value {v} not in range [{start}, {})", *start as i128 + *n as i128));
+                    return Err(format!(
+                        "{path}: Discrete value {v} not in range [{start}, {})",
+                        *start as i128 + *n as i128
+                    ));
                 }
                 Value::Int(v as i64)
             }
@@ -703,7 +993,10 @@ impl Space {
             Space::Dict(children) => {
                 let mut d = InfoDict::new();
                 for (k, child) in children {
-                    d.insert(k.clone(), child.join_at(scalars, segments, cur, &format!("{path}.{k}"))?);
+                    d.insert(
+                        k.clone(),
+                        child.join_at(scalars, segments, cur, &format!("{path}.{k}"))?,
+                    );
                 }
                 Value::Dict(d)
             }
@@ -724,17 +1017,25 @@ fn discrete_of(v: &Value) -> Option<i128> {
         Value::UInt(u) => Some(*u as i128),
         Value::Bool(b) => Some(*b as i128),
         Value::Float(f) if f.is_finite() && f.fract() == 0.0 => Some(*f as i128),
-        Value::Tensor(t) if t.numel() == 1 && !t.dtype().is_float() => match read_num(t.dtype(), t.data(), 0) {
-            Num::I(i) => Some(i),
-            Num::F(_) => None,
-        },
+        Value::Tensor(t) if t.numel() == 1 && !t.dtype().is_float() => {
+            match read_num(t.dtype(), t.data(), 0) {
+                Num::I(i) => Some(i),
+                Num::F(_) => None,
+            }
+        }
         _ => None,
     }
 }
 
 /// VAL-11 coercion: floats convert freely to float dtypes; to integer dtypes only when
 /// finite and integral; integers only when representable (no wraparound).
-fn coerce(src: DType, data: &[u8], numel: usize, dst: DType, path: &str) -> std::result::Result<Vec<u8>, String> {
+fn coerce(
+    src: DType,
+    data: &[u8],
+    numel: usize,
+    dst: DType,
+    path: &str,
+) -> std::result::Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(numel * dst.itemsize());
     let (lo, hi) = dst.int_range();
     for i in 0..numel {
@@ -743,14 +1044,20 @@ fn coerce(src: DType, data: &[u8], numel: usize, dst: DType, path: &str) -> std:
             let iv = match v {
                 Num::F(f) => {
                     if !(f.is_finite() && f.fract() == 0.0) {
-                        return Err(format!("{path}: float value supplied for integer dtype {} is not integral", dst.name()));
+                        return Err(format!(
+                            "{path}: float value supplied for integer dtype {} is not integral",
+                            dst.name()
+                        ));
                     }
                     f as i128
                 }
                 Num::I(i) => i,
             };
             if iv < lo || iv > hi {
-                return Err(format!("{path}: value supplied for dtype {} is not representable in its range", dst.name()));
+                return Err(format!(
+                    "{path}: value supplied for dtype {} is not representable in its range",
+                    dst.name()
+                ));
             }
             write_num(dst, Num::I(iv), &mut out);
         } else {
@@ -765,7 +1072,11 @@ fn nest(flat: &[i64], shape: &[usize]) -> Mp {
         return Mp::Array(flat.iter().map(|v| Mp::Int(*v)).collect());
     }
     let inner: usize = shape[1..].iter().product();
-    Mp::Array(flat.chunks(inner.max(1)).map(|c| nest(c, &shape[1..])).collect())
+    Mp::Array(
+        flat.chunks(inner.max(1))
+            .map(|c| nest(c, &shape[1..]))
+            .collect(),
+    )
 }
 
 fn flatten_ints(m: &Mp, out: &mut Vec<i64>, depth: usize) -> std::result::Result<(), String> {
@@ -805,20 +1116,52 @@ mod tests {
         roundtrip(&Space::box_int(&[], DType::Bool, 0, 1).unwrap());
         roundtrip(&Space::discrete(3));
         roundtrip(&Space::multi_binary(&[5]));
-        roundtrip(&Space::MultiBinary { shape: vec![2, 2], dtype: DType::Bool });
-        roundtrip(&Space::MultiDiscrete { shape: vec![2, 2], nvec: vec![2, 3, 4, 5], start: vec![0, 1, 0, 0], dtype: DType::I64 });
+        roundtrip(&Space::MultiBinary {
+            shape: vec![2, 2],
+            dtype: DType::Bool,
+        });
+        roundtrip(&Space::MultiDiscrete {
+            shape: vec![2, 2],
+            nvec: vec![2, 3, 4, 5],
+            start: vec![0, 1, 0, 0],
+            dtype: DType::I64,
+        });
         roundtrip(&Space::text(8));
-        roundtrip(&Space::dict([("z", Space::discrete(2)), ("a", Space::tuple([Space::text(3), Space::multi_binary(&[2])]))]));
+        roundtrip(&Space::dict([
+            ("z", Space::discrete(2)),
+            (
+                "a",
+                Space::tuple([Space::text(3), Space::multi_binary(&[2])]),
+            ),
+        ]));
     }
 
     #[test]
     fn canonical_bounds_follow_the_python_forms() {
         let s = Space::box_elementwise(&[2], DType::F32, &[-1.0, -1.0], &[1.0, 1.0]).unwrap();
-        assert!(matches!(s, Space::Box { bounds: Bounds::Uniform(..), .. }));
+        assert!(matches!(
+            s,
+            Space::Box {
+                bounds: Bounds::Uniform(..),
+                ..
+            }
+        ));
         let s = Space::box_uniform(&[2], DType::F32, f64::NEG_INFINITY, f64::INFINITY).unwrap();
-        assert!(matches!(s, Space::Box { bounds: Bounds::Unbounded, .. }));
+        assert!(matches!(
+            s,
+            Space::Box {
+                bounds: Bounds::Unbounded,
+                ..
+            }
+        ));
         let s = Space::box_elementwise(&[2], DType::I32, &[0.0, 1.0], &[5.0, 5.0]).unwrap();
-        assert!(matches!(s, Space::Box { bounds: Bounds::TypedElementwise(..), .. }));
+        assert!(matches!(
+            s,
+            Space::Box {
+                bounds: Bounds::TypedElementwise(..),
+                ..
+            }
+        ));
         assert!(Space::box_elementwise(&[2], DType::F32, &[f64::NAN], &[1.0]).is_err());
         assert!(Space::box_elementwise(&[2], DType::F32, &[2.0], &[1.0]).is_err());
     }
@@ -828,7 +1171,10 @@ mod tests {
         let space = Space::dict([
             ("image", Space::box_int(&[2, 2], DType::U8, 0, 255).unwrap()),
             ("mode", Space::discrete(3)),
-            ("state", Space::box_uniform(&[2], DType::F32, -1.0, 1.0).unwrap()),
+            (
+                "state",
+                Space::box_uniform(&[2], DType::F32, -1.0, 1.0).unwrap(),
+            ),
         ]);
         let value = Value::Dict(
             InfoDict::new()
@@ -839,46 +1185,110 @@ mod tests {
         let (scalars, segments) = space.split(&value).unwrap();
         assert_eq!(scalars, vec![Mp::Int(2)]);
         assert_eq!(segments[0].as_ref(), &[1, 2, 3, 4]);
-        assert_eq!(segments[1].as_ref(), [0.5f32.to_le_bytes(), (-0.5f32).to_le_bytes()].concat());
+        assert_eq!(
+            segments[1].as_ref(),
+            [0.5f32.to_le_bytes(), (-0.5f32).to_le_bytes()].concat()
+        );
         let segs: Vec<&[u8]> = segments.iter().map(|s| s.as_ref()).collect();
         let back = space.join(&scalars, &segs).unwrap();
-        assert_eq!(back.as_dict().unwrap().keys().collect::<Vec<_>>(), vec!["image", "mode", "state"]);
-        assert_eq!(back.as_dict().unwrap()["state"], Value::tensor(&[2], &[0.5f32, -0.5]));
+        assert_eq!(
+            back.as_dict().unwrap().keys().collect::<Vec<_>>(),
+            vec!["image", "mode", "state"]
+        );
+        assert_eq!(
+            back.as_dict().unwrap()["state"],
+            Value::tensor(&[2], &[0.5f32, -0.5])
+        );
     }
 
     #[test]
     fn structural_violations_name_the_path() {
-        let space = Space::dict([("a", Space::tuple([Space::discrete(2), Space::box_uniform(&[1], DType::F32, -1.0, 1.0).unwrap()]))]);
-        let bad_discrete = Value::Dict(InfoDict::new().with("a", Value::Tuple(vec![Value::Int(5), Value::tensor(&[1], &[0.0f32])])));
-        assert!(space.split(&bad_discrete).unwrap_err().starts_with("$.a[0]: Discrete value 5 not in range"));
-        let nan = Value::Dict(InfoDict::new().with("a", Value::Tuple(vec![Value::Int(1), Value::tensor(&[1], &[f32::NAN])])));
+        let space = Space::dict([(
+            "a",
+            Space::tuple([
+                Space::discrete(2),
+                Space::box_uniform(&[1], DType::F32, -1.0, 1.0).unwrap(),
+            ]),
+        )]);
+        let bad_discrete = Value::Dict(InfoDict::new().with(
+            "a",
+            Value::Tuple(vec![Value::Int(5), Value::tensor(&[1], &[0.0f32])]),
+        ));
+        assert!(space
+            .split(&bad_discrete)
+            .unwrap_err()
+            .starts_with("$.a[0]: Discrete value 5 not in range"));
+        let nan = Value::Dict(InfoDict::new().with(
+            "a",
+            Value::Tuple(vec![Value::Int(1), Value::tensor(&[1], &[f32::NAN])]),
+        ));
         assert!(space.split(&nan).unwrap_err().contains("NaN"));
-        let wrong_shape = Value::Dict(InfoDict::new().with("a", Value::Tuple(vec![Value::Int(1), Value::tensor(&[2], &[0.0f32, 1.0])])));
+        let wrong_shape = Value::Dict(InfoDict::new().with(
+            "a",
+            Value::Tuple(vec![Value::Int(1), Value::tensor(&[2], &[0.0f32, 1.0])]),
+        ));
         assert!(space.split(&wrong_shape).unwrap_err().contains("shape"));
         assert!(space.split(&Value::Int(1)).is_err());
-        assert!(Space::multi_binary(&[2]).split(&Value::tensor(&[2], &[0u8, 2])).is_err());
-        assert!(Space::box_int(&[1], DType::U8, 0, 9).unwrap().split(&Value::tensor(&[1], &[300i64])).is_err());
-        assert!(Space::box_int(&[1], DType::U8, 0, 9).unwrap().split(&Value::tensor(&[1], &[1.5f64])).is_err());
+        assert!(Space::multi_binary(&[2])
+            .split(&Value::tensor(&[2], &[0u8, 2]))
+            .is_err());
+        assert!(Space::box_int(&[1], DType::U8, 0, 9)
+            .unwrap()
+            .split(&Value::tensor(&[1], &[300i64]))
+            .is_err());
+        assert!(Space::box_int(&[1], DType::U8, 0, 9)
+            .unwrap()
+            .split(&Value::tensor(&[1], &[1.5f64]))
+            .is_err());
     }
 
     #[test]
     fn range_deviations_follow_the_python_checks() {
         let space = Space::dict([
-            ("b", Space::box_uniform(&[2], DType::F32, -1.0, 1.0).unwrap()),
-            ("t", Space::Text { min_length: 2, max_length: 3, charset: "ab".into() }),
+            (
+                "b",
+                Space::box_uniform(&[2], DType::F32, -1.0, 1.0).unwrap(),
+            ),
+            (
+                "t",
+                Space::Text {
+                    min_length: 2,
+                    max_length: 3,
+                    charset: "ab".into(),
+                },
+            ),
             ("u", Space::box_int(&[1], DType::U8, 0, 255).unwrap()),
         ]);
-        let ok = Value::Dict(InfoDict::new().with("b", Value::tensor(&[2], &[0.5f32, 1.0])).with("t", "ab").with("u", Value::tensor(&[1], &[9u8])));
+        let ok = Value::Dict(
+            InfoDict::new()
+                .with("b", Value::tensor(&[2], &[0.5f32, 1.0]))
+                .with("t", "ab")
+                .with("u", Value::tensor(&[1], &[9u8])),
+        );
         let (sc, sg) = space.split(&ok).unwrap();
         assert!(space.range_deviations(&sc, &sg).is_empty());
-        let bad = Value::Dict(InfoDict::new().with("b", Value::tensor(&[2], &[0.5f32, 1.5])).with("t", "abca").with("u", Value::tensor(&[1], &[9u8])));
+        let bad = Value::Dict(
+            InfoDict::new()
+                .with("b", Value::tensor(&[2], &[0.5f32, 1.5]))
+                .with("t", "abca")
+                .with("u", Value::tensor(&[1], &[9u8])),
+        );
         let (sc, sg) = space.split(&bad).unwrap();
         assert_eq!(
             space.range_deviations(&sc, &sg),
             vec![
-                ("$.b".to_owned(), "Box value at element 1 out of bounds: above high bound".to_owned()),
-                ("$.t".to_owned(), "Text value length 4 outside [2, 3]".to_owned()),
-                ("$.t".to_owned(), "Text value character 'c' at index 2 not in charset".to_owned()),
+                (
+                    "$.b".to_owned(),
+                    "Box value at element 1 out of bounds: above high bound".to_owned()
+                ),
+                (
+                    "$.t".to_owned(),
+                    "Text value length 4 outside [2, 3]".to_owned()
+                ),
+                (
+                    "$.t".to_owned(),
+                    "Text value character 'c' at index 2 not in charset".to_owned()
+                ),
             ]
         );
         assert!(space.has_range());
@@ -893,6 +1303,9 @@ mod tests {
         assert!(space.join(&[Mp::Int(1)], &[&[0u8; 8]]).is_err());
         assert!(space.join(&[], &[&[0u8; 8]]).is_ok());
         assert!(Space::discrete(2).join(&[Mp::str("x")], &[]).is_err());
-        assert!(Space::box_int(&[1], DType::Bool, 0, 1).unwrap().join(&[], &[&[2u8]]).is_err());
+        assert!(Space::box_int(&[1], DType::Bool, 0, 1)
+            .unwrap()
+            .join(&[], &[&[2u8]])
+            .is_err());
     }
 }

@@ -48,7 +48,9 @@ fn invalid(raw: &str, why: &str) -> Error {
 fn parse(raw: &str, bind: bool) -> Result<Address> {
     let address = raw.trim();
     if address.is_empty() {
-        return Err(Error::invalid_argument("invalid address: the address is empty"));
+        return Err(Error::invalid_argument(
+            "invalid address: the address is empty",
+        ));
     }
     let rest = match address.split_once("://") {
         None => address,
@@ -58,17 +60,30 @@ fn parse(raw: &str, bind: bool) -> Result<Address> {
                     return Err(invalid(raw, " names no socket path"));
                 }
                 let p = PathBuf::from(rest);
-                let p = if p.is_absolute() { p } else { std::env::current_dir().map(|d| d.join(&p)).unwrap_or(p) };
+                let p = if p.is_absolute() {
+                    p
+                } else {
+                    std::env::current_dir().map(|d| d.join(&p)).unwrap_or(p)
+                };
                 return Ok(Address::Unix(p));
             }
             "tcp" => rest.trim_end_matches('/'),
             "http" if !bind => rest.trim_end_matches('/'),
-            other => return Err(invalid(raw, &format!(": unsupported address scheme '{other}'"))),
+            other => {
+                return Err(invalid(
+                    raw,
+                    &format!(": unsupported address scheme '{other}'"),
+                ))
+            }
         },
     };
     let (host, port) = if let Some(r) = rest.strip_prefix('[') {
-        let (h, tail) = r.split_once(']').ok_or_else(|| invalid(raw, "; expected [ipv6]:port"))?;
-        let p = tail.strip_prefix(':').ok_or_else(|| invalid(raw, "; expected [ipv6]:port"))?;
+        let (h, tail) = r
+            .split_once(']')
+            .ok_or_else(|| invalid(raw, "; expected [ipv6]:port"))?;
+        let p = tail
+            .strip_prefix(':')
+            .ok_or_else(|| invalid(raw, "; expected [ipv6]:port"))?;
         (h.to_owned(), p)
     } else if rest.matches(':').count() == 1 {
         let (h, p) = rest.split_once(':').unwrap_or((rest, ""));
@@ -76,16 +91,25 @@ fn parse(raw: &str, bind: bool) -> Result<Address> {
     } else if bind && !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) {
         (String::new(), rest)
     } else {
-        return Err(invalid(raw, "; expected host:port, tcp://host:port or unix:///path"));
+        return Err(invalid(
+            raw,
+            "; expected host:port, tcp://host:port or unix:///path",
+        ));
     };
-    let host = if bind && (host.is_empty() || host == "localhost") { "127.0.0.1".to_owned() } else { host };
+    let host = if bind && (host.is_empty() || host == "localhost") {
+        "127.0.0.1".to_owned()
+    } else {
+        host
+    };
     if host.is_empty() {
         return Err(invalid(raw, " needs a host"));
     }
     if port.is_empty() {
         return Err(invalid(raw, " needs a port"));
     }
-    let port: u16 = port.parse().map_err(|_| invalid(raw, &format!(" has an invalid port {port:?}")))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| invalid(raw, &format!(" has an invalid port {port:?}")))?;
     Ok(Address::Tcp { host, port })
 }
 
@@ -109,23 +133,34 @@ impl Listener {
                 if path.exists() {
                     // a stale socket from a dead server is replaced; a live one is not
                     if UnixStream::connect(path).is_ok() {
-                        return Err(Error::invalid_argument(format!("cannot bind {address}: another server is listening there")));
+                        return Err(Error::invalid_argument(format!(
+                            "cannot bind {address}: another server is listening there"
+                        )));
                     }
                     let _ = std::fs::remove_file(path);
                 }
-                let l = UnixListener::bind(path).map_err(|e| Error::invalid_argument(format!("cannot bind {address}: {e}")))?;
+                let l = UnixListener::bind(path)
+                    .map_err(|e| Error::invalid_argument(format!("cannot bind {address}: {e}")))?;
                 Ok(Listener::Unix(l, path.clone()))
             }
             #[cfg(not(unix))]
-            Address::Unix(_) => Err(Error::invalid_argument("unix sockets are unavailable on this platform")),
+            Address::Unix(_) => Err(Error::invalid_argument(
+                "unix sockets are unavailable on this platform",
+            )),
         }
     }
 
     pub(crate) fn local_address(&self) -> Address {
         match self {
             Listener::Tcp(l) => match l.local_addr() {
-                Ok(a) => Address::Tcp { host: a.ip().to_string(), port: a.port() },
-                Err(_) => Address::Tcp { host: "127.0.0.1".into(), port: 0 },
+                Ok(a) => Address::Tcp {
+                    host: a.ip().to_string(),
+                    port: a.port(),
+                },
+                Err(_) => Address::Tcp {
+                    host: "127.0.0.1".into(),
+                    port: 0,
+                },
             },
             #[cfg(unix)]
             Listener::Unix(_, p) => Address::Unix(p.clone()),
@@ -183,14 +218,19 @@ impl Stream {
                         Err(e) => last = Some(e),
                     }
                 }
-                Err(Error::connection(format!("cannot connect to {address}: {}", last.map(|e| e.to_string()).unwrap_or_default())))
+                Err(Error::connection(format!(
+                    "cannot connect to {address}: {}",
+                    last.map(|e| e.to_string()).unwrap_or_default()
+                )))
             }
             #[cfg(unix)]
             Address::Unix(p) => UnixStream::connect(p)
                 .map(Stream::Unix)
                 .map_err(|e| Error::connection(format!("cannot connect to {address}: {e}"))),
             #[cfg(not(unix))]
-            Address::Unix(_) => Err(Error::invalid_argument("unix sockets are unavailable on this platform")),
+            Address::Unix(_) => Err(Error::invalid_argument(
+                "unix sockets are unavailable on this platform",
+            )),
         }
     }
 
@@ -282,7 +322,15 @@ const LARGE_CHUNK: usize = 4 << 20;
 
 impl Conn {
     pub(crate) fn new(stream: Stream, limits: FrameLimits) -> Conn {
-        Conn { stream, buf: vec![0; READ_AHEAD], start: 0, end: 0, out: Vec::with_capacity(4096), header: Vec::with_capacity(256), limits }
+        Conn {
+            stream,
+            buf: vec![0; READ_AHEAD],
+            start: 0,
+            end: 0,
+            out: Vec::with_capacity(4096),
+            header: Vec::with_capacity(256),
+            limits,
+        }
     }
 
     /// Fill the buffer until at least `n` unread bytes are available (n <= READ_AHEAD).
@@ -301,7 +349,10 @@ impl Conn {
                     return Err(if self.end == 0 && n == PREFIX_SIZE {
                         RecvError::Closed
                     } else {
-                        RecvError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed mid-frame"))
+                        RecvError::Io(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "connection closed mid-frame",
+                        ))
                     })
                 }
                 Ok(k) => self.end += k,
@@ -315,7 +366,11 @@ impl Conn {
     /// Read one frame, validating the prefix against the limits before allocating.
     pub(crate) fn recv(&mut self) -> std::result::Result<Frame, RecvError> {
         self.fill(PREFIX_SIZE)?;
-        let plan = frame::decode_prefix(&self.buf[self.start..self.start + PREFIX_SIZE], &self.limits).map_err(RecvError::Protocol)?;
+        let plan = frame::decode_prefix(
+            &self.buf[self.start..self.start + PREFIX_SIZE],
+            &self.limits,
+        )
+        .map_err(RecvError::Protocol)?;
         self.start += PREFIX_SIZE;
         let n = plan.body_len as usize;
         let body = if n <= READ_AHEAD {
@@ -336,7 +391,12 @@ impl Conn {
                 let mut filled = at;
                 while filled < b.len() {
                     match self.stream.read(&mut b[filled..]) {
-                        Ok(0) => return Err(RecvError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed mid-frame"))),
+                        Ok(0) => {
+                            return Err(RecvError::Io(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                "connection closed mid-frame",
+                            )))
+                        }
                         Ok(k) => filled += k,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => return Err(RecvError::Io(e)),
@@ -355,11 +415,22 @@ impl Conn {
     }
 
     /// Send one message with its segments as one write.
-    pub(crate) fn send<S: AsRef<[u8]>>(&mut self, msg: &Message, request_id: u32, segments: &[S]) -> io::Result<()> {
+    pub(crate) fn send<S: AsRef<[u8]>>(
+        &mut self,
+        msg: &Message,
+        request_id: u32,
+        segments: &[S],
+    ) -> io::Result<()> {
         self.header.clear();
         msg.write_header(&mut self.header);
         self.out.clear();
-        frame::encode_frame(&mut self.out, msg.kind(), request_id, &self.header, segments);
+        frame::encode_frame(
+            &mut self.out,
+            msg.kind(),
+            request_id,
+            &self.header,
+            segments,
+        );
         let r = self.stream.write_all(&self.out);
         if self.out.capacity() > 1 << 20 {
             self.out = Vec::with_capacity(4096); // don't pin a big frame's buffer
@@ -377,12 +448,32 @@ mod tests {
 
     #[test]
     fn addresses_parse_like_the_python_side() {
-        assert_eq!(Address::parse_bind("127.0.0.1:0").unwrap().to_string(), "tcp://127.0.0.1:0");
-        assert_eq!(Address::parse_bind("tcp://localhost:5").unwrap().to_string(), "tcp://127.0.0.1:5");
-        assert_eq!(Address::parse_bind("5555").unwrap().to_string(), "tcp://127.0.0.1:5555");
-        assert_eq!(Address::parse_connect("[::1]:7").unwrap().to_string(), "tcp://[::1]:7");
-        assert_eq!(Address::parse_connect("unix:///tmp/x.sock").unwrap(), Address::Unix("/tmp/x.sock".into()));
-        assert_eq!(Address::parse_connect("http://h:1/").unwrap().to_string(), "tcp://h:1");
+        assert_eq!(
+            Address::parse_bind("127.0.0.1:0").unwrap().to_string(),
+            "tcp://127.0.0.1:0"
+        );
+        assert_eq!(
+            Address::parse_bind("tcp://localhost:5")
+                .unwrap()
+                .to_string(),
+            "tcp://127.0.0.1:5"
+        );
+        assert_eq!(
+            Address::parse_bind("5555").unwrap().to_string(),
+            "tcp://127.0.0.1:5555"
+        );
+        assert_eq!(
+            Address::parse_connect("[::1]:7").unwrap().to_string(),
+            "tcp://[::1]:7"
+        );
+        assert_eq!(
+            Address::parse_connect("unix:///tmp/x.sock").unwrap(),
+            Address::Unix("/tmp/x.sock".into())
+        );
+        assert_eq!(
+            Address::parse_connect("http://h:1/").unwrap().to_string(),
+            "tcp://h:1"
+        );
         for bad in ["", "h", "h:", "h:99999", "ftp://h:1", "unix://", ":5"] {
             assert!(Address::parse_connect(bad).is_err(), "{bad}");
         }

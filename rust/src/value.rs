@@ -162,8 +162,12 @@ pub struct Tensor {
 impl Tensor {
     /// A tensor over raw bytes; `data.len()` must be `numel × itemsize`.
     pub fn new(dtype: DType, shape: Vec<usize>, data: Vec<u8>) -> Result<Tensor> {
-        let numel = checked_numel(&shape).ok_or_else(|| Error::invalid_argument(format!("tensor shape {shape:?} is too large")))?;
-        let need = numel.checked_mul(dtype.itemsize()).ok_or_else(|| Error::invalid_argument("tensor too large"))?;
+        let numel = checked_numel(&shape).ok_or_else(|| {
+            Error::invalid_argument(format!("tensor shape {shape:?} is too large"))
+        })?;
+        let need = numel
+            .checked_mul(dtype.itemsize())
+            .ok_or_else(|| Error::invalid_argument("tensor too large"))?;
         if data.len() != need {
             return Err(Error::invalid_argument(format!(
                 "a {} tensor of shape {shape:?} needs {need} bytes, got {}",
@@ -191,7 +195,11 @@ impl Tensor {
     /// A zero-filled tensor.
     pub fn zeros(dtype: DType, shape: &[usize]) -> Tensor {
         let numel: usize = shape.iter().product();
-        Tensor { dtype, shape: shape.to_vec(), data: vec![0; numel * dtype.itemsize()] }
+        Tensor {
+            dtype,
+            shape: shape.to_vec(),
+            data: vec![0; numel * dtype.itemsize()],
+        }
     }
 
     pub fn dtype(&self) -> DType {
@@ -218,9 +226,17 @@ impl Tensor {
     /// The elements as `T`, when the dtype is exactly `T`'s.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if self.dtype != T::DTYPE {
-            return Err(Error::invalid_argument(format!("tensor is {}, not {}", self.dtype.name(), T::DTYPE.name())));
+            return Err(Error::invalid_argument(format!(
+                "tensor is {}, not {}",
+                self.dtype.name(),
+                T::DTYPE.name()
+            )));
         }
-        Ok(self.data.chunks_exact(self.dtype.itemsize()).map(T::read_le).collect())
+        Ok(self
+            .data
+            .chunks_exact(self.dtype.itemsize())
+            .map(T::read_le)
+            .collect())
     }
 
     /// Element `i` as f64 (any dtype).
@@ -242,13 +258,20 @@ impl Tensor {
         for i in 0..n {
             write_num(dtype, read_num(self.dtype, &self.data, i), &mut data);
         }
-        Tensor { dtype, shape: self.shape.clone(), data }
+        Tensor {
+            dtype,
+            shape: self.shape.clone(),
+            data,
+        }
     }
 
     /// The same bytes under another shape of the same element count.
     pub fn reshape(mut self, shape: Vec<usize>) -> Result<Tensor> {
         if checked_numel(&shape) != Some(self.numel()) {
-            return Err(Error::invalid_argument(format!("cannot reshape {:?} into {shape:?}", self.shape)));
+            return Err(Error::invalid_argument(format!(
+                "cannot reshape {:?} into {shape:?}",
+                self.shape
+            )));
         }
         self.shape = shape;
         Ok(self)
@@ -363,12 +386,20 @@ pub(crate) fn f32_to_f16(f: f32) -> u16 {
         let half = m >> shift;
         let rem = m & ((1 << shift) - 1);
         let mid = 1 << (shift - 1);
-        let rounded = if rem > mid || (rem == mid && half & 1 == 1) { half + 1 } else { half };
+        let rounded = if rem > mid || (rem == mid && half & 1 == 1) {
+            half + 1
+        } else {
+            half
+        };
         return sign | rounded as u16;
     }
     let half = ((e as u32) << 10) | (mant >> 13);
     let rem = mant & 0x1fff;
-    let rounded = if rem > 0x1000 || (rem == 0x1000 && half & 1 == 1) { half + 1 } else { half };
+    let rounded = if rem > 0x1000 || (rem == 0x1000 && half & 1 == 1) {
+        half + 1
+    } else {
+        half
+    };
     sign | rounded as u16
 }
 
@@ -401,7 +432,10 @@ impl Value {
     /// A tensor value from typed elements (panics on a shape/length mismatch: use
     /// [`Tensor::from_slice`] to handle that case).
     pub fn tensor<T: Element>(shape: &[usize], values: &[T]) -> Value {
-        Value::Tensor(Tensor::from_slice(shape, values).expect("tensor shape must match the number of values"))
+        Value::Tensor(
+            Tensor::from_slice(shape, values)
+                .expect("tensor shape must match the number of values"),
+        )
     }
 
     pub fn as_tensor(&self) -> Option<&Tensor> {
@@ -569,7 +603,8 @@ impl InfoDict {
 impl std::ops::Index<&str> for InfoDict {
     type Output = Value;
     fn index(&self, key: &str) -> &Value {
-        self.get(key).unwrap_or_else(|| panic!("no key {key:?} in the dict"))
+        self.get(key)
+            .unwrap_or_else(|| panic!("no key {key:?} in the dict"))
     }
 }
 
@@ -614,7 +649,12 @@ pub fn to_mp(v: &Value) -> Mp {
 }
 
 pub fn dict_to_mp(d: &InfoDict) -> Mp {
-    Mp::Map(d.entries.iter().map(|(k, v)| (Mp::Str(k.clone()), to_mp(v))).collect())
+    Mp::Map(
+        d.entries
+            .iter()
+            .map(|(k, v)| (Mp::Str(k.clone()), to_mp(v)))
+            .collect(),
+    )
 }
 
 /// A msgpack metadata value back to a [`Value`] (maps need str keys; ext 1 is an ndarray).
@@ -631,7 +671,9 @@ pub fn from_mp(m: &Mp) -> Result<Value> {
         Mp::Map(_) => Value::Dict(dict_from_mp(m)?),
         Mp::Ext(t, data) => {
             if *t != EXT_NDARRAY {
-                return Err(Error::protocol(format!("unknown msgpack extension type {t} in metadata")));
+                return Err(Error::protocol(format!(
+                    "unknown msgpack extension type {t} in metadata"
+                )));
             }
             Value::Tensor(ndarray_from_ext(data)?)
         }
@@ -643,7 +685,9 @@ pub fn dict_from_mp(m: &Mp) -> Result<InfoDict> {
     match m {
         Mp::Nil => Ok(InfoDict::new()),
         Mp::Map(entries) => {
-            let mut d = InfoDict { entries: Vec::with_capacity(entries.len()) };
+            let mut d = InfoDict {
+                entries: Vec::with_capacity(entries.len()),
+            };
             for (k, v) in entries {
                 let Mp::Str(key) = k else {
                     return Err(Error::protocol("metadata map keys must be strings"));
@@ -660,16 +704,26 @@ fn ndarray_from_ext(data: &[u8]) -> Result<Tensor> {
     if data.len() < 2 {
         return Err(Error::protocol("truncated ndarray extension in metadata"));
     }
-    let dtype = DType::from_code(data[0]).ok_or_else(|| Error::protocol(format!("unknown dtype code {} in an ndarray extension", data[0])))?;
+    let dtype = DType::from_code(data[0]).ok_or_else(|| {
+        Error::protocol(format!(
+            "unknown dtype code {} in an ndarray extension",
+            data[0]
+        ))
+    })?;
     let ndim = data[1] as usize;
     let end = 2 + 8 * ndim;
     if data.len() < end {
-        return Err(Error::protocol("truncated ndarray extension shape in metadata"));
+        return Err(Error::protocol(
+            "truncated ndarray extension shape in metadata",
+        ));
     }
     let mut shape = Vec::with_capacity(ndim);
     for i in 0..ndim {
         let d = u64::read_le(&data[2 + 8 * i..]);
-        shape.push(usize::try_from(d).map_err(|_| Error::protocol("ndarray extension dimension too large"))?);
+        shape.push(
+            usize::try_from(d)
+                .map_err(|_| Error::protocol("ndarray extension dimension too large"))?,
+        );
     }
     let need = checked_numel(&shape).and_then(|n| n.checked_mul(dtype.itemsize()));
     if need != Some(data.len() - end) {
@@ -679,7 +733,11 @@ fn ndarray_from_ext(data: &[u8]) -> Result<Tensor> {
             dtype.name()
         )));
     }
-    Ok(Tensor { dtype, shape, data: data[end..].to_vec() })
+    Ok(Tensor {
+        dtype,
+        shape,
+        data: data[end..].to_vec(),
+    })
 }
 
 #[cfg(test)]
@@ -703,8 +761,13 @@ mod tests {
     fn casts_truncate_and_wrap_like_astype() {
         let t = Tensor::from_slice(&[4], &[1.9f64, -1.9, 300.0, 255.5]).unwrap();
         assert_eq!(t.cast(DType::U8).data(), &[1, 255, 44, 255]);
-        assert_eq!(t.cast(DType::F32).to_vec::<f32>().unwrap(), vec![1.9, -1.9, 300.0, 255.5]);
-        let h = Tensor::from_slice(&[3], &[1.0f32, -0.5, 65504.0]).unwrap().cast(DType::F16);
+        assert_eq!(
+            t.cast(DType::F32).to_vec::<f32>().unwrap(),
+            vec![1.9, -1.9, 300.0, 255.5]
+        );
+        let h = Tensor::from_slice(&[3], &[1.0f32, -0.5, 65504.0])
+            .unwrap()
+            .cast(DType::F16);
         assert_eq!(h.data(), &[0x00, 0x3c, 0x00, 0xb8, 0xff, 0x7b]);
         assert_eq!(h.get_f64(2), 65504.0);
     }
@@ -721,7 +784,10 @@ mod tests {
         let d = InfoDict::new()
             .with("a", 1i64)
             .with("b", Value::tensor(&[2, 2], &[1i32, 2, 3, 4]))
-            .with("c", Value::List(vec![Value::None, Value::Float(2.0), Value::Bytes(vec![1])]))
+            .with(
+                "c",
+                Value::List(vec![Value::None, Value::Float(2.0), Value::Bytes(vec![1])]),
+            )
             .with("d", InfoDict::new().with("x", "y"));
         let mp = dict_to_mp(&d);
         let back = dict_from_mp(&crate::msgpack::decode(&mp.to_bytes()).unwrap()).unwrap();
@@ -731,7 +797,12 @@ mod tests {
 
     #[test]
     fn bad_ndarray_extensions_are_protocol_errors() {
-        for data in [vec![], vec![99, 0], vec![11, 1, 2], vec![11, 1, 2, 0, 0, 0, 0, 0, 0, 0, 1]] {
+        for data in [
+            vec![],
+            vec![99, 0],
+            vec![11, 1, 2],
+            vec![11, 1, 2, 0, 0, 0, 0, 0, 0, 0, 1],
+        ] {
             assert!(from_mp(&Mp::Ext(1, data)).is_err());
         }
         assert!(from_mp(&Mp::Ext(5, vec![])).is_err());

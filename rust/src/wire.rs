@@ -86,7 +86,14 @@ pub struct EpisodeRecord {
 /// Every message of the env service.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Message {
-    Hello { generation: String, peer: PeerInfo, editions: Vec<String>, preferred: Option<String>, capabilities: StrMap, service: String },
+    Hello {
+        generation: String,
+        peer: PeerInfo,
+        editions: Vec<String>,
+        preferred: Option<String>,
+        capabilities: StrMap,
+        service: String,
+    },
     Welcome {
         generation: String,
         peer: PeerInfo,
@@ -98,25 +105,87 @@ pub enum Message {
         capabilities: StrMap,
         service: String,
     },
-    Busy { message: String },
-    Incompatible { message: String, generation: String, editions: Vec<String> },
-    Reset { seeds: Vec<Option<i64>>, options: Mp, episode_ids: Vec<String>, env_indices: Vec<i64>, timeout_ms: i64 },
-    ResetReply { obs: Vec<Mp>, info: Mp, endpoint_ns: i64 },
-    Step { action: Vec<Mp>, episode_ids: Vec<(i64, String)>, timeout_ms: i64, has_action: bool },
-    StepReply { obs: Vec<Mp>, reward: f64, terminated: bool, truncated: bool, info: Mp, completed: Vec<EpisodeRecord>, endpoint_ns: i64 },
-    Render { env_index: i64, timeout_ms: i64 },
-    RenderReply { format: Option<String>, shape: Vec<i64> },
-    Close { reason: String },
-    CloseReply { final_episodes: Vec<EpisodeRecord> },
-    Shutdown { reason: String },
-    ShutdownReply { accepted: bool, message: String },
+    Busy {
+        message: String,
+    },
+    Incompatible {
+        message: String,
+        generation: String,
+        editions: Vec<String>,
+    },
+    Reset {
+        seeds: Vec<Option<i64>>,
+        options: Mp,
+        episode_ids: Vec<String>,
+        env_indices: Vec<i64>,
+        timeout_ms: i64,
+        seed_int: bool,
+    },
+    ResetReply {
+        obs: Vec<Mp>,
+        info: Mp,
+        endpoint_ns: i64,
+    },
+    Step {
+        action: Vec<Mp>,
+        episode_ids: Vec<(i64, String)>,
+        timeout_ms: i64,
+        has_action: bool,
+    },
+    StepReply {
+        obs: Vec<Mp>,
+        reward: f64,
+        terminated: bool,
+        truncated: bool,
+        info: Mp,
+        completed: Vec<EpisodeRecord>,
+        endpoint_ns: i64,
+    },
+    Render {
+        env_index: i64,
+        timeout_ms: i64,
+    },
+    RenderReply {
+        format: Option<String>,
+        shape: Vec<i64>,
+    },
+    Close {
+        reason: String,
+    },
+    CloseReply {
+        final_episodes: Vec<EpisodeRecord>,
+    },
+    Shutdown {
+        reason: String,
+    },
+    ShutdownReply {
+        accepted: bool,
+        message: String,
+    },
     Ping,
-    Pong { state: String, generation: String, service: String },
-    Configure { edition: String },
-    ConfigureReply { edition: String },
-    Attach { path: String },
-    AttachReply { attached: bool },
-    Error { code: i64, message: String, recoverable: bool, op: String },
+    Pong {
+        state: String,
+        generation: String,
+        service: String,
+    },
+    Configure {
+        edition: String,
+    },
+    ConfigureReply {
+        edition: String,
+    },
+    Attach {
+        path: String,
+    },
+    AttachReply {
+        attached: bool,
+    },
+    Error {
+        code: i64,
+        message: String,
+        recoverable: bool,
+        op: String,
+    },
 }
 
 fn s(v: &str) -> Mp {
@@ -193,10 +262,34 @@ impl Message {
     /// The header as a msgpack array of fields in order.
     pub fn to_mp(&self) -> Mp {
         Mp::Array(match self {
-            Message::Hello { generation, peer, editions, preferred, capabilities, service } => {
-                vec![s(generation), peer_mp(peer), strs(editions), opt_str(preferred), strmap(capabilities), s(service)]
+            Message::Hello {
+                generation,
+                peer,
+                editions,
+                preferred,
+                capabilities,
+                service,
+            } => {
+                vec![
+                    s(generation),
+                    peer_mp(peer),
+                    strs(editions),
+                    opt_str(preferred),
+                    strmap(capabilities),
+                    s(service),
+                ]
             }
-            Message::Welcome { generation, peer, editions, preferred, selected, session_id, contract, capabilities, service } => vec![
+            Message::Welcome {
+                generation,
+                peer,
+                editions,
+                preferred,
+                selected,
+                session_id,
+                contract,
+                capabilities,
+                service,
+            } => vec![
                 s(generation),
                 peer_mp(peer),
                 strs(editions),
@@ -208,22 +301,61 @@ impl Message {
                 s(service),
             ],
             Message::Busy { message } => vec![s(message)],
-            Message::Incompatible { message, generation, editions } => vec![s(message), s(generation), strs(editions)],
-            Message::Reset { seeds, options, episode_ids, env_indices, timeout_ms } => vec![
-                Mp::Array(seeds.iter().map(|x| x.map(Mp::Int).unwrap_or(Mp::Nil)).collect()),
+            Message::Incompatible {
+                message,
+                generation,
+                editions,
+            } => vec![s(message), s(generation), strs(editions)],
+            Message::Reset {
+                seeds,
+                options,
+                episode_ids,
+                env_indices,
+                timeout_ms,
+                seed_int,
+            } => vec![
+                Mp::Array(
+                    seeds
+                        .iter()
+                        .map(|x| x.map(Mp::Int).unwrap_or(Mp::Nil))
+                        .collect(),
+                ),
                 options.clone(),
                 strs(episode_ids),
                 Mp::Array(env_indices.iter().map(|i| Mp::Int(*i)).collect()),
                 Mp::Int(*timeout_ms),
+                Mp::Bool(*seed_int),
             ],
-            Message::ResetReply { obs, info, endpoint_ns } => vec![Mp::Array(obs.clone()), info.clone(), Mp::Int(*endpoint_ns)],
-            Message::Step { action, episode_ids, timeout_ms, has_action } => vec![
+            Message::ResetReply {
+                obs,
+                info,
+                endpoint_ns,
+            } => vec![Mp::Array(obs.clone()), info.clone(), Mp::Int(*endpoint_ns)],
+            Message::Step {
+                action,
+                episode_ids,
+                timeout_ms,
+                has_action,
+            } => vec![
                 Mp::Array(action.clone()),
-                Mp::Map(episode_ids.iter().map(|(i, e)| (Mp::Int(*i), s(e))).collect()),
+                Mp::Map(
+                    episode_ids
+                        .iter()
+                        .map(|(i, e)| (Mp::Int(*i), s(e)))
+                        .collect(),
+                ),
                 Mp::Int(*timeout_ms),
                 Mp::Bool(*has_action),
             ],
-            Message::StepReply { obs, reward, terminated, truncated, info, completed, endpoint_ns } => vec![
+            Message::StepReply {
+                obs,
+                reward,
+                terminated,
+                truncated,
+                info,
+                completed,
+                endpoint_ns,
+            } => vec![
                 Mp::Array(obs.clone()),
                 Mp::Float(*reward),
                 Mp::Bool(*terminated),
@@ -232,19 +364,36 @@ impl Message {
                 Mp::Array(completed.iter().map(record_mp).collect()),
                 Mp::Int(*endpoint_ns),
             ],
-            Message::Render { env_index, timeout_ms } => vec![Mp::Int(*env_index), Mp::Int(*timeout_ms)],
-            Message::RenderReply { format, shape } => vec![opt_str(format), Mp::Array(shape.iter().map(|d| Mp::Int(*d)).collect())],
+            Message::Render {
+                env_index,
+                timeout_ms,
+            } => vec![Mp::Int(*env_index), Mp::Int(*timeout_ms)],
+            Message::RenderReply { format, shape } => vec![
+                opt_str(format),
+                Mp::Array(shape.iter().map(|d| Mp::Int(*d)).collect()),
+            ],
             Message::Close { reason } => vec![s(reason)],
-            Message::CloseReply { final_episodes } => vec![Mp::Array(final_episodes.iter().map(record_mp).collect())],
+            Message::CloseReply { final_episodes } => {
+                vec![Mp::Array(final_episodes.iter().map(record_mp).collect())]
+            }
             Message::Shutdown { reason } => vec![s(reason)],
             Message::ShutdownReply { accepted, message } => vec![Mp::Bool(*accepted), s(message)],
             Message::Ping => vec![],
-            Message::Pong { state, generation, service } => vec![s(state), s(generation), s(service)],
+            Message::Pong {
+                state,
+                generation,
+                service,
+            } => vec![s(state), s(generation), s(service)],
             Message::Configure { edition } => vec![s(edition)],
             Message::ConfigureReply { edition } => vec![s(edition)],
             Message::Attach { path } => vec![s(path)],
             Message::AttachReply { attached } => vec![Mp::Bool(*attached)],
-            Message::Error { code, message, recoverable, op } => vec![Mp::Int(*code), s(message), Mp::Bool(*recoverable), s(op)],
+            Message::Error {
+                code,
+                message,
+                recoverable,
+                op,
+            } => vec![Mp::Int(*code), s(message), Mp::Bool(*recoverable), s(op)],
         })
     }
 
@@ -258,9 +407,19 @@ impl Message {
     /// Append the encoded header to `out`; the per-step messages are written field by
     /// field, without building a msgpack tree first (same bytes as [`to_mp`](Message::to_mp)).
     pub fn write_header(&self, out: &mut Vec<u8>) {
-        use msgpack::{encode, write_array_len, write_bool, write_f64, write_int, write_map_len, write_str};
+        use msgpack::{
+            encode, write_array_len, write_bool, write_f64, write_int, write_map_len, write_str,
+        };
         match self {
-            Message::StepReply { obs, reward, terminated, truncated, info, completed, endpoint_ns } => {
+            Message::StepReply {
+                obs,
+                reward,
+                terminated,
+                truncated,
+                info,
+                completed,
+                endpoint_ns,
+            } => {
                 write_array_len(out, 7);
                 write_array_len(out, obs.len());
                 obs.iter().for_each(|o| encode(o, out));
@@ -272,14 +431,23 @@ impl Message {
                 completed.iter().for_each(|r| encode(&record_mp(r), out));
                 write_int(out, *endpoint_ns);
             }
-            Message::ResetReply { obs, info, endpoint_ns } => {
+            Message::ResetReply {
+                obs,
+                info,
+                endpoint_ns,
+            } => {
                 write_array_len(out, 3);
                 write_array_len(out, obs.len());
                 obs.iter().for_each(|o| encode(o, out));
                 encode(info, out);
                 write_int(out, *endpoint_ns);
             }
-            Message::Step { action, episode_ids, timeout_ms, has_action } => {
+            Message::Step {
+                action,
+                episode_ids,
+                timeout_ms,
+                has_action,
+            } => {
                 write_array_len(out, 4);
                 write_array_len(out, action.len());
                 action.iter().for_each(|a| encode(a, out));
@@ -298,11 +466,17 @@ impl Message {
     /// Decode the header of a frame of `kind`.
     pub fn decode(kind: u8, header: &[u8]) -> Result<Message> {
         let name = kind_name(kind);
-        let mp = msgpack::decode(header).map_err(|e| Error::protocol(format!("malformed {name} header: {e}")))?;
+        let mp = msgpack::decode(header)
+            .map_err(|e| Error::protocol(format!("malformed {name} header: {e}")))?;
         let Mp::Array(items) = mp else {
-            return Err(Error::protocol(format!("malformed {name} header: expected an array")));
+            return Err(Error::protocol(format!(
+                "malformed {name} header: expected an array"
+            )));
         };
-        let f = Fields { items: &items, name };
+        let f = Fields {
+            items: &items,
+            name,
+        };
         use kind::*;
         Ok(match kind {
             HELLO => Message::Hello {
@@ -328,8 +502,14 @@ impl Message {
                 capabilities: f.strmap(7)?,
                 service: f.str(8, Some("env"))?,
             },
-            BUSY => Message::Busy { message: f.str(0, None)? },
-            INCOMPATIBLE => Message::Incompatible { message: f.str(0, None)?, generation: f.str(1, Some(""))?, editions: f.strs(2, true)? },
+            BUSY => Message::Busy {
+                message: f.str(0, None)?,
+            },
+            INCOMPATIBLE => Message::Incompatible {
+                message: f.str(0, None)?,
+                generation: f.str(1, Some(""))?,
+                editions: f.strs(2, true)?,
+            },
             RESET => Message::Reset {
                 seeds: match f.items.first() {
                     None => vec![],
@@ -347,8 +527,13 @@ impl Message {
                 episode_ids: f.strs(2, true)?,
                 env_indices: f.ints(3)?,
                 timeout_ms: f.int(4, Some(0))?,
+                seed_int: f.bool(5, Some(false))?,
             },
-            RESET_REPLY => Message::ResetReply { obs: f.list(0, None)?, info: f.any(1), endpoint_ns: f.int(2, Some(0))? },
+            RESET_REPLY => Message::ResetReply {
+                obs: f.list(0, None)?,
+                info: f.any(1),
+                endpoint_ns: f.int(2, Some(0))?,
+            },
             STEP => Message::Step {
                 action: f.list(0, None)?,
                 episode_ids: match f.items.get(1) {
@@ -374,20 +559,56 @@ impl Message {
                 completed: f.records(5)?,
                 endpoint_ns: f.int(6, Some(0))?,
             },
-            RENDER => Message::Render { env_index: f.int(0, Some(0))?, timeout_ms: f.int(1, Some(0))? },
-            RENDER_REPLY => Message::RenderReply { format: f.opt_str(0)?, shape: f.ints(1)? },
-            CLOSE => Message::Close { reason: f.str(0, Some(""))? },
-            CLOSE_REPLY => Message::CloseReply { final_episodes: f.records(0)? },
-            SHUTDOWN => Message::Shutdown { reason: f.str(0, Some("owner shutdown"))? },
-            SHUTDOWN_REPLY => Message::ShutdownReply { accepted: f.bool(0, None)?, message: f.str(1, None)? },
+            RENDER => Message::Render {
+                env_index: f.int(0, Some(0))?,
+                timeout_ms: f.int(1, Some(0))?,
+            },
+            RENDER_REPLY => Message::RenderReply {
+                format: f.opt_str(0)?,
+                shape: f.ints(1)?,
+            },
+            CLOSE => Message::Close {
+                reason: f.str(0, Some(""))?,
+            },
+            CLOSE_REPLY => Message::CloseReply {
+                final_episodes: f.records(0)?,
+            },
+            SHUTDOWN => Message::Shutdown {
+                reason: f.str(0, Some("owner shutdown"))?,
+            },
+            SHUTDOWN_REPLY => Message::ShutdownReply {
+                accepted: f.bool(0, None)?,
+                message: f.str(1, None)?,
+            },
             PING => Message::Ping,
-            PONG => Message::Pong { state: f.str(0, None)?, generation: f.str(1, Some(""))?, service: f.str(2, Some("env"))? },
-            CONFIGURE => Message::Configure { edition: f.str(0, None)? },
-            CONFIGURE_REPLY => Message::ConfigureReply { edition: f.str(0, None)? },
-            ATTACH => Message::Attach { path: f.str(0, None)? },
-            ATTACH_REPLY => Message::AttachReply { attached: f.bool(0, None)? },
-            ERROR => Message::Error { code: f.int(0, None)?, message: f.str(1, None)?, recoverable: f.bool(2, None)?, op: f.str(3, Some(""))? },
-            other => return Err(Error::protocol(format!("unknown message kind {other:#04x}"))),
+            PONG => Message::Pong {
+                state: f.str(0, None)?,
+                generation: f.str(1, Some(""))?,
+                service: f.str(2, Some("env"))?,
+            },
+            CONFIGURE => Message::Configure {
+                edition: f.str(0, None)?,
+            },
+            CONFIGURE_REPLY => Message::ConfigureReply {
+                edition: f.str(0, None)?,
+            },
+            ATTACH => Message::Attach {
+                path: f.str(0, None)?,
+            },
+            ATTACH_REPLY => Message::AttachReply {
+                attached: f.bool(0, None)?,
+            },
+            ERROR => Message::Error {
+                code: f.int(0, None)?,
+                message: f.str(1, None)?,
+                recoverable: f.bool(2, None)?,
+                op: f.str(3, Some(""))?,
+            },
+            other => {
+                return Err(Error::protocol(format!(
+                    "unknown message kind {other:#04x}"
+                )))
+            }
         })
     }
 }
@@ -428,11 +649,17 @@ struct Fields<'a> {
 
 impl<'a> Fields<'a> {
     fn bad(&self, i: usize, what: &str) -> Error {
-        Error::protocol(format!("malformed {} header: field {i} must be {what}", self.name))
+        Error::protocol(format!(
+            "malformed {} header: field {i} must be {what}",
+            self.name
+        ))
     }
 
     fn missing(&self, i: usize) -> Error {
-        Error::protocol(format!("malformed {} header: required field {i} is missing", self.name))
+        Error::protocol(format!(
+            "malformed {} header: required field {i} is missing",
+            self.name
+        ))
     }
 
     fn str(&self, i: usize, default: Option<&str>) -> Result<String> {
@@ -504,7 +731,14 @@ impl<'a> Fields<'a> {
         match self.items.get(i) {
             None if optional => Ok(vec![]),
             None => Err(self.missing(i)),
-            Some(Mp::Array(a)) => a.iter().map(|v| v.as_str().map(str::to_owned).ok_or_else(|| self.bad(i, "a list of str"))).collect(),
+            Some(Mp::Array(a)) => a
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| self.bad(i, "a list of str"))
+                })
+                .collect(),
             Some(_) => Err(self.bad(i, "a list of str")),
         }
     }
@@ -512,7 +746,10 @@ impl<'a> Fields<'a> {
     fn ints(&self, i: usize) -> Result<Vec<i64>> {
         match self.items.get(i) {
             None => Ok(vec![]),
-            Some(Mp::Array(a)) => a.iter().map(|v| v.as_i64().ok_or_else(|| self.bad(i, "a list of int"))).collect(),
+            Some(Mp::Array(a)) => a
+                .iter()
+                .map(|v| v.as_i64().ok_or_else(|| self.bad(i, "a list of int")))
+                .collect(),
             Some(_) => Err(self.bad(i, "a list of int")),
         }
     }
@@ -523,7 +760,11 @@ impl<'a> Fields<'a> {
 
     fn peer(&self, i: usize) -> Result<PeerInfo> {
         let Some(Mp::Array(p)) = self.items.get(i) else {
-            return Err(if self.items.len() <= i { self.missing(i) } else { self.bad(i, "a PeerInfo array") });
+            return Err(if self.items.len() <= i {
+                self.missing(i)
+            } else {
+                self.bad(i, "a PeerInfo array")
+            });
         };
         let g = |j: usize, d: &str| -> Result<String> {
             match p.get(j) {
@@ -548,7 +789,10 @@ impl<'a> Fields<'a> {
     fn records(&self, i: usize) -> Result<Vec<EpisodeRecord>> {
         match self.items.get(i) {
             None => Ok(vec![]),
-            Some(Mp::Array(a)) => a.iter().map(|r| record_of(r).ok_or_else(|| self.bad(i, "a list of EpisodeRecord"))).collect(),
+            Some(Mp::Array(a)) => a
+                .iter()
+                .map(|r| record_of(r).ok_or_else(|| self.bad(i, "a list of EpisodeRecord")))
+                .collect(),
             Some(_) => Err(self.bad(i, "a list")),
         }
     }
@@ -557,7 +801,10 @@ impl<'a> Fields<'a> {
 fn strmap_of(m: Option<&Mp>) -> Option<StrMap> {
     match m {
         None => Some(vec![]),
-        Some(Mp::Map(entries)) => entries.iter().map(|(k, v)| Some((k.as_str()?.to_owned(), v.as_str()?.to_owned()))).collect(),
+        Some(Mp::Map(entries)) => entries
+            .iter()
+            .map(|(k, v)| Some((k.as_str()?.to_owned(), v.as_str()?.to_owned())))
+            .collect(),
         Some(_) => None,
     }
 }
@@ -608,7 +855,9 @@ pub fn select_edition(a: &[String], b: &[String], ceilings: &[Option<&str>]) -> 
             common.retain(|x| edition_key(x) <= ck);
         }
     }
-    common.into_iter().max_by(|x, y| edition_key(x).cmp(&edition_key(y)))
+    common
+        .into_iter()
+        .max_by(|x, y| edition_key(x).cmp(&edition_key(y)))
 }
 
 #[cfg(test)]
@@ -618,10 +867,30 @@ mod tests {
     #[test]
     fn editions_select_the_highest_mutual_one_under_the_ceilings() {
         let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(select_edition(&v(&["2026.06"]), &v(&["2026.06", "2025.12"]), &[]), Some("2026.06".into()));
-        assert_eq!(select_edition(&v(&["2026.06", "2025.12"]), &v(&["2026.06", "2025.12"]), &[Some("2025.12")]), Some("2025.12".into()));
-        assert_eq!(select_edition(&v(&["2026.06-0.1.0-rc.5", "2026.06"]), &v(&["2026.06-0.1.0-rc.5", "2026.06"]), &[]), Some("2026.06-0.1.0-rc.5".into()));
-        assert_eq!(select_edition(&v(&["2027.01"]), &v(&["2026.06"]), &[]), None);
+        assert_eq!(
+            select_edition(&v(&["2026.06"]), &v(&["2026.06", "2025.12"]), &[]),
+            Some("2026.06".into())
+        );
+        assert_eq!(
+            select_edition(
+                &v(&["2026.06", "2025.12"]),
+                &v(&["2026.06", "2025.12"]),
+                &[Some("2025.12")]
+            ),
+            Some("2025.12".into())
+        );
+        assert_eq!(
+            select_edition(
+                &v(&["2026.06-0.1.0-rc.5", "2026.06"]),
+                &v(&["2026.06-0.1.0-rc.5", "2026.06"]),
+                &[]
+            ),
+            Some("2026.06-0.1.0-rc.5".into())
+        );
+        assert_eq!(
+            select_edition(&v(&["2027.01"]), &v(&["2026.06"]), &[]),
+            None
+        );
     }
 
     #[test]
@@ -639,14 +908,51 @@ mod tests {
             final_info: Mp::Nil,
         };
         let msgs = vec![
-            Message::Hello { generation: "g".into(), peer: PeerInfo::this("x"), editions: vec!["2026.06".into()], preferred: None, capabilities: vec![], service: "env".into() },
-            Message::Reset { seeds: vec![Some(1), None], options: Mp::Nil, episode_ids: vec!["a".into()], env_indices: vec![], timeout_ms: 5 },
-            Message::Step { action: vec![Mp::Int(1)], episode_ids: vec![(0, "id".into())], timeout_ms: 0, has_action: false },
-            Message::StepReply { obs: vec![], reward: 1.5, terminated: false, truncated: true, info: Mp::Nil, completed: vec![rec.clone()], endpoint_ns: 9 },
-            Message::CloseReply { final_episodes: vec![rec] },
+            Message::Hello {
+                generation: "g".into(),
+                peer: PeerInfo::this("x"),
+                editions: vec!["2026.06".into()],
+                preferred: None,
+                capabilities: vec![],
+                service: "env".into(),
+            },
+            Message::Reset {
+                seeds: vec![Some(1), None],
+                options: Mp::Nil,
+                episode_ids: vec!["a".into()],
+                env_indices: vec![],
+                timeout_ms: 5,
+                seed_int: false,
+            },
+            Message::Step {
+                action: vec![Mp::Int(1)],
+                episode_ids: vec![(0, "id".into())],
+                timeout_ms: 0,
+                has_action: false,
+            },
+            Message::StepReply {
+                obs: vec![],
+                reward: 1.5,
+                terminated: false,
+                truncated: true,
+                info: Mp::Nil,
+                completed: vec![rec.clone()],
+                endpoint_ns: 9,
+            },
+            Message::CloseReply {
+                final_episodes: vec![rec],
+            },
             Message::Ping,
-            Message::Error { code: 10, message: "m".into(), recoverable: false, op: "step".into() },
-            Message::RenderReply { format: Some("raw".into()), shape: vec![2, 2, 3] },
+            Message::Error {
+                code: 10,
+                message: "m".into(),
+                recoverable: false,
+                op: "step".into(),
+            },
+            Message::RenderReply {
+                format: Some("raw".into()),
+                shape: vec![2, 2, 3],
+            },
         ];
         for m in msgs {
             assert_eq!(Message::decode(m.kind(), &m.header()).unwrap(), m);
@@ -655,10 +961,29 @@ mod tests {
 
     #[test]
     fn readers_accept_extra_fields_and_default_missing_ones() {
-        let extra = Mp::Array(vec![Mp::Array(vec![Mp::Int(1)]), Mp::Map(vec![]), Mp::Int(0), Mp::Bool(true), Mp::str("future")]);
-        assert!(matches!(Message::decode(kind::STEP, &extra.to_bytes()).unwrap(), Message::Step { has_action: true, .. }));
+        let extra = Mp::Array(vec![
+            Mp::Array(vec![Mp::Int(1)]),
+            Mp::Map(vec![]),
+            Mp::Int(0),
+            Mp::Bool(true),
+            Mp::str("future"),
+        ]);
+        assert!(matches!(
+            Message::decode(kind::STEP, &extra.to_bytes()).unwrap(),
+            Message::Step {
+                has_action: true,
+                ..
+            }
+        ));
         let short = Mp::Array(vec![Mp::Array(vec![])]);
-        assert!(matches!(Message::decode(kind::STEP, &short.to_bytes()).unwrap(), Message::Step { has_action: true, timeout_ms: 0, .. }));
+        assert!(matches!(
+            Message::decode(kind::STEP, &short.to_bytes()).unwrap(),
+            Message::Step {
+                has_action: true,
+                timeout_ms: 0,
+                ..
+            }
+        ));
         assert!(Message::decode(kind::STEP, &Mp::Array(vec![]).to_bytes()).is_err());
         assert!(Message::decode(kind::STEP, &Mp::Array(vec![Mp::Int(1)]).to_bytes()).is_err());
         assert!(Message::decode(0x42, &Mp::Array(vec![]).to_bytes()).is_err());

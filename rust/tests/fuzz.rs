@@ -41,7 +41,12 @@ impl Gen {
             2 => Mp::Int(self.next() as i64 >> self.below(64)),
             3 => Mp::UInt(self.next() | 1 << 63),
             4 => Mp::Float(f64::from_bits(self.next())),
-            5 => Mp::Str(["", "kind", "box", "discrete", "dict", "shape", "details", "spaces", "n", "x"][self.below(10) as usize].into()),
+            5 => Mp::Str(
+                [
+                    "", "kind", "box", "discrete", "dict", "shape", "details", "spaces", "n", "x",
+                ][self.below(10) as usize]
+                    .into(),
+            ),
             6 => {
                 let n = self.below(20) as usize;
                 Mp::Bin(self.bytes(n))
@@ -53,7 +58,11 @@ impl Gen {
                 Mp::Ext(if self.below(4) == 0 { 5 } else { 1 }, data)
             }
             8 => Mp::Array((0..self.below(5)).map(|_| self.mp(depth + 1)).collect()),
-            _ => Mp::Map((0..self.below(5)).map(|_| (self.mp(depth + 1), self.mp(depth + 1))).collect()),
+            _ => Mp::Map(
+                (0..self.below(5))
+                    .map(|_| (self.mp(depth + 1), self.mp(depth + 1)))
+                    .collect(),
+            ),
         }
     }
     fn mutate(&mut self, mut b: Vec<u8>) -> Vec<u8> {
@@ -81,7 +90,8 @@ impl Gen {
 }
 
 fn valid_frames() -> Vec<Vec<u8>> {
-    let msgs = [Message::Hello {
+    let msgs = [
+        Message::Hello {
             generation: "rlmesh-py-v1".into(),
             peer: PeerInfo::default(),
             editions: vec!["2026.06".into()],
@@ -89,15 +99,37 @@ fn valid_frames() -> Vec<Vec<u8>> {
             capabilities: vec![],
             service: "env".into(),
         },
-        Message::Reset { seeds: vec![Some(1)], options: Mp::Map(vec![(Mp::str("a"), Mp::Int(1))]), episode_ids: vec!["e".into()], env_indices: vec![], timeout_ms: 0 },
-        Message::Step { action: vec![Mp::Int(1)], episode_ids: vec![(0, "e".into())], timeout_ms: 0, has_action: true },
-        Message::Render { env_index: 0, timeout_ms: 0 },
+        Message::Reset {
+            seeds: vec![Some(1)],
+            options: Mp::Map(vec![(Mp::str("a"), Mp::Int(1))]),
+            episode_ids: vec!["e".into()],
+            env_indices: vec![],
+            timeout_ms: 0,
+            seed_int: false,
+        },
+        Message::Step {
+            action: vec![Mp::Int(1)],
+            episode_ids: vec![(0, "e".into())],
+            timeout_ms: 0,
+            has_action: true,
+        },
+        Message::Render {
+            env_index: 0,
+            timeout_ms: 0,
+        },
         Message::Ping,
-        Message::Configure { edition: "2026.06".into() }];
+        Message::Configure {
+            edition: "2026.06".into(),
+        },
+    ];
     msgs.iter()
         .map(|m| {
             let mut out = Vec::new();
-            let segs: Vec<Vec<u8>> = if matches!(m, Message::Step { .. }) { vec![vec![0u8; 8]] } else { vec![] };
+            let segs: Vec<Vec<u8>> = if matches!(m, Message::Step { .. }) {
+                vec![vec![0u8; 8]]
+            } else {
+                vec![]
+            };
             frame::encode_frame(&mut out, m.kind(), 3, &m.header(), &segs);
             out
         })
@@ -115,7 +147,17 @@ fn decode_everything(bytes: &[u8], spaces: &[Space]) {
             }
         }
     }
-    for k in [kind::HELLO, kind::RESET, kind::STEP, kind::RENDER, kind::WELCOME, kind::STEP_REPLY, kind::CLOSE_REPLY, kind::ERROR, 0x42] {
+    for k in [
+        kind::HELLO,
+        kind::RESET,
+        kind::STEP,
+        kind::RENDER,
+        kind::WELCOME,
+        kind::STEP_REPLY,
+        kind::CLOSE_REPLY,
+        kind::ERROR,
+        0x42,
+    ] {
         let _ = Message::decode(k, bytes);
     }
     if bytes.len() >= PREFIX_SIZE {
@@ -138,7 +180,13 @@ fn decoders_never_panic_on_random_and_mutated_bytes() {
     let spaces = vec![
         Space::discrete(3),
         Space::box_uniform(&[2], DType::F32, -1.0, 1.0).unwrap(),
-        Space::dict([("a", Space::text(4)), ("b", Space::tuple([Space::multi_binary(&[2]), Space::discrete(2)]))]),
+        Space::dict([
+            ("a", Space::text(4)),
+            (
+                "b",
+                Space::tuple([Space::multi_binary(&[2]), Space::discrete(2)]),
+            ),
+        ]),
     ];
     let mut g = Gen(0x9E37_79B9_7F4A_7C15);
     let frames = valid_frames();
@@ -179,13 +227,25 @@ impl Env for Echo {
         Space::box_uniform(&[2], DType::F32, -1.0, 1.0).unwrap()
     }
     fn action_space(&self) -> Space {
-        Space::dict([("k", Space::discrete(3)), ("v", Space::box_uniform(&[2], DType::F32, -1.0, 1.0).unwrap())])
+        Space::dict([
+            ("k", Space::discrete(3)),
+            (
+                "v",
+                Space::box_uniform(&[2], DType::F32, -1.0, 1.0).unwrap(),
+            ),
+        ])
     }
     fn reset(&mut self, _: Option<i64>, _: Option<&InfoDict>) -> Result<(Value, InfoDict)> {
         Ok((Value::tensor(&[2], &[0.0f32, 0.0]), InfoDict::new()))
     }
     fn step(&mut self, _: Option<Value>) -> Result<(Value, f64, bool, bool, InfoDict)> {
-        Ok((Value::tensor(&[2], &[0.5f32, 0.5]), 1.0, false, false, InfoDict::new()))
+        Ok((
+            Value::tensor(&[2], &[0.5f32, 0.5]),
+            1.0,
+            false,
+            false,
+            InfoDict::new(),
+        ))
     }
 }
 
@@ -200,7 +260,9 @@ fn a_server_survives_hostile_connections() {
     let frames = valid_frames();
     let hello = frames[0].clone();
     for round in 0..300 {
-        let Ok(mut s) = TcpStream::connect(&tcp) else { continue };
+        let Ok(mut s) = TcpStream::connect(&tcp) else {
+            continue;
+        };
         s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
         let in_session = round % 2 == 0;
         if in_session {
@@ -225,7 +287,14 @@ fn a_server_survives_hostile_connections() {
             _ => {
                 let m = g.mp(0);
                 let mut out = Vec::new();
-                frame::encode_frame(&mut out, [kind::RESET, kind::STEP, kind::RENDER, kind::CONFIGURE, 0x55][g.below(5) as usize], 9, &m.to_bytes(), &[] as &[&[u8]]);
+                frame::encode_frame(
+                    &mut out,
+                    [kind::RESET, kind::STEP, kind::RENDER, kind::CONFIGURE, 0x55]
+                        [g.below(5) as usize],
+                    9,
+                    &m.to_bytes(),
+                    &[] as &[&[u8]],
+                );
                 out
             }
         };
@@ -234,7 +303,10 @@ fn a_server_survives_hostile_connections() {
         let _ = s.read(&mut sink); // an Error frame, a reply, or nothing: never a crash
     }
     // still serving: a probe and a whole session work
-    assert!(matches!(RemoteEnv::ping(&addr).unwrap().as_str(), "ready" | "busy"));
+    assert!(matches!(
+        RemoteEnv::ping(&addr).unwrap().as_str(),
+        "ready" | "busy"
+    ));
     // the last hostile session ends once the server reads its EOF: retry while busy
     let mut env = None;
     for _ in 0..100 {
@@ -243,13 +315,19 @@ fn a_server_survives_hostile_connections() {
                 env = Some(e);
                 break;
             }
-            Err(e) if e.code() == rlmesh::ErrorCode::Busy => thread::sleep(Duration::from_millis(50)),
+            Err(e) if e.code() == rlmesh::ErrorCode::Busy => {
+                thread::sleep(Duration::from_millis(50))
+            }
             Err(e) => panic!("{e}"),
         }
     }
     let mut env = env.expect("the endpoint frees up after hostile sessions");
     env.reset(None, None).unwrap();
-    let action = Value::Dict(InfoDict::new().with("k", 2i64).with("v", Value::tensor(&[2], &[0.1f32, 0.2])));
+    let action = Value::Dict(
+        InfoDict::new()
+            .with("k", 2i64)
+            .with("v", Value::tensor(&[2], &[0.1f32, 0.2])),
+    );
     assert_eq!(env.step(Some(&action)).unwrap().1, 1.0);
     env.close().unwrap();
     handle.stop();

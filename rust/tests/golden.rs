@@ -22,7 +22,10 @@ fn load() -> BTreeMap<String, (u32, Vec<u8>)> {
         }
         let parts: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(parts.len(), 3, "bad vector line {line:?}");
-        let bytes = (0..parts[2].len()).step_by(2).map(|i| u8::from_str_radix(&parts[2][i..i + 2], 16).unwrap()).collect();
+        let bytes = (0..parts[2].len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&parts[2][i..i + 2], 16).unwrap())
+            .collect();
         out.insert(parts[0].to_owned(), (parts[1].parse().unwrap(), bytes));
     }
     out
@@ -58,12 +61,21 @@ fn record() -> EpisodeRecord {
 }
 
 fn obs() -> Vec<u8> {
-    [0.5f32, -0.25, 0.125, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect()
+    [0.5f32, -0.25, 0.125, 1.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect()
 }
 
 fn contract() -> Mp {
     let inf = f64::INFINITY;
-    let obs = Space::box_elementwise(&[4], DType::F32, &[-4.8, -inf, -0.5, -inf], &[4.8, inf, 0.5, inf]).unwrap();
+    let obs = Space::box_elementwise(
+        &[4],
+        DType::F32,
+        &[-4.8, -inf, -0.5, -inf],
+        &[4.8, inf, 0.5, inf],
+    )
+    .unwrap();
     Mp::Map(vec![
         (Mp::str("id"), Mp::str("CartPole-v1")),
         (Mp::str("render_mode"), Mp::Nil),
@@ -79,15 +91,30 @@ fn dict_space_contract() -> Mp {
     let space = Space::dict([
         ("image", Space::box_int(&[2, 2], DType::U8, 0, 255).unwrap()),
         ("mode", Space::discrete(3)),
-        ("text", Space::Text { min_length: 0, max_length: 8, charset: "ab".into() }),
+        (
+            "text",
+            Space::Text {
+                min_length: 0,
+                max_length: 8,
+                charset: "ab".into(),
+            },
+        ),
         (
             "pair",
             Space::tuple([
                 Space::multi_binary(&[3]),
-                Space::MultiDiscrete { shape: vec![2, 2], nvec: vec![2, 3, 4, 5], start: vec![0; 4], dtype: DType::I64 },
+                Space::MultiDiscrete {
+                    shape: vec![2, 2],
+                    nvec: vec![2, 3, 4, 5],
+                    start: vec![0; 4],
+                    dtype: DType::I64,
+                },
             ]),
         ),
-        ("big", Space::box_int(&[2], DType::U64, 0, u64::MAX as i128).unwrap()),
+        (
+            "big",
+            Space::box_int(&[2], DType::U64, 0, u64::MAX as i128).unwrap(),
+        ),
         ("flag", Space::box_int(&[], DType::Bool, 0, 1).unwrap()),
     ]);
     Mp::Map(vec![(Mp::str("observation_space"), space.to_spec())])
@@ -101,7 +128,18 @@ fn info() -> Mp {
         .with("u", Value::UInt(u64::MAX))
         .with("neg", -200i64)
         .with("b", Value::Bytes(vec![0, 1]))
-        .with("nested", InfoDict::new().with("l", Value::List(vec![Value::Int(1), "x".into(), Value::None, Value::Bool(true)])));
+        .with(
+            "nested",
+            InfoDict::new().with(
+                "l",
+                Value::List(vec![
+                    Value::Int(1),
+                    "x".into(),
+                    Value::None,
+                    Value::Bool(true),
+                ]),
+            ),
+        );
     to_mp(&Value::Dict(d))
 }
 
@@ -113,12 +151,35 @@ fn message(name: &str) -> (Message, Vec<Vec<u8>>) {
     let editions = vec![s("2026.06")];
     match name {
         "hello" => (
-            Message::Hello { generation: s("rlmesh-py-v1"), peer: peer(), editions, preferred: Some(s("2026.06")), capabilities: vec![], service: s("env") },
+            Message::Hello {
+                generation: s("rlmesh-py-v1"),
+                peer: peer(),
+                editions,
+                preferred: Some(s("2026.06")),
+                capabilities: vec![],
+                service: s("env"),
+            },
             vec![],
         ),
-        "step_request" => (Message::Step { action: vec![Mp::Int(1)], episode_ids: vec![], timeout_ms: 0, has_action: true }, vec![]),
+        "step_request" => (
+            Message::Step {
+                action: vec![Mp::Int(1)],
+                episode_ids: vec![],
+                timeout_ms: 0,
+                has_action: true,
+            },
+            vec![],
+        ),
         "step_reply" => (
-            Message::StepReply { obs: vec![], reward: 1.0, terminated: false, truncated: false, info: Mp::Nil, completed: vec![], endpoint_ns: 0 },
+            Message::StepReply {
+                obs: vec![],
+                reward: 1.0,
+                terminated: false,
+                truncated: false,
+                info: Mp::Nil,
+                completed: vec![],
+                endpoint_ns: 0,
+            },
             vec![obs()],
         ),
         "welcome" => (
@@ -149,8 +210,20 @@ fn message(name: &str) -> (Message, Vec<Vec<u8>>) {
             },
             vec![],
         ),
-        "busy" => (Message::Busy { message: s("environment already has an active session") }, vec![]),
-        "incompatible" => (Message::Incompatible { message: s("no"), generation: s("rlmesh-py-v1"), editions }, vec![]),
+        "busy" => (
+            Message::Busy {
+                message: s("environment already has an active session"),
+            },
+            vec![],
+        ),
+        "incompatible" => (
+            Message::Incompatible {
+                message: s("no"),
+                generation: s("rlmesh-py-v1"),
+                editions,
+            },
+            vec![],
+        ),
         "reset_request" => (
             Message::Reset {
                 seeds: vec![Some(7)],
@@ -158,16 +231,38 @@ fn message(name: &str) -> (Message, Vec<Vec<u8>>) {
                 episode_ids: vec![s(EPISODE_ID)],
                 env_indices: vec![],
                 timeout_ms: 250,
+                seed_int: false,
             },
             vec![],
         ),
-        "reset_request_unseeded" => {
-            (Message::Reset { seeds: vec![None], options: Mp::Nil, episode_ids: vec![s(EPISODE_ID)], env_indices: vec![], timeout_ms: 0 }, vec![])
-        }
-        "reset_reply" => (Message::ResetReply { obs: vec![], info: info(), endpoint_ns: 1234 }, vec![obs()]),
-        "step_request_no_action" => {
-            (Message::Step { action: vec![], episode_ids: vec![(0, s(EPISODE_ID))], timeout_ms: 5, has_action: false }, vec![])
-        }
+        "reset_request_unseeded" => (
+            Message::Reset {
+                seeds: vec![None],
+                options: Mp::Nil,
+                episode_ids: vec![s(EPISODE_ID)],
+                env_indices: vec![],
+                timeout_ms: 0,
+                seed_int: false,
+            },
+            vec![],
+        ),
+        "reset_reply" => (
+            Message::ResetReply {
+                obs: vec![],
+                info: info(),
+                endpoint_ns: 1234,
+            },
+            vec![obs()],
+        ),
+        "step_request_no_action" => (
+            Message::Step {
+                action: vec![],
+                episode_ids: vec![(0, s(EPISODE_ID))],
+                timeout_ms: 5,
+                has_action: false,
+            },
+            vec![],
+        ),
         "step_reply_done" => (
             Message::StepReply {
                 obs: vec![Mp::Int(1)],
@@ -190,23 +285,99 @@ fn message(name: &str) -> (Message, Vec<Vec<u8>>) {
                 completed: vec![],
                 endpoint_ns: 0,
             },
-            vec![vec![1, 2, 3], [1.5f32, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect()],
+            vec![
+                vec![1, 2, 3],
+                [1.5f32, -2.0]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect(),
+            ],
         ),
-        "render_request" => (Message::Render { env_index: 0, timeout_ms: 0 }, vec![]),
-        "render_reply" => (Message::RenderReply { format: Some(s("raw")), shape: vec![2, 2, 3] }, vec![(0u8..12).collect()]),
-        "render_reply_none" => (Message::RenderReply { format: None, shape: vec![] }, vec![]),
+        "render_request" => (
+            Message::Render {
+                env_index: 0,
+                timeout_ms: 0,
+            },
+            vec![],
+        ),
+        "render_reply" => (
+            Message::RenderReply {
+                format: Some(s("raw")),
+                shape: vec![2, 2, 3],
+            },
+            vec![(0u8..12).collect()],
+        ),
+        "render_reply_none" => (
+            Message::RenderReply {
+                format: None,
+                shape: vec![],
+            },
+            vec![],
+        ),
         "close_request" => (Message::Close { reason: s("") }, vec![]),
-        "close_reply" => (Message::CloseReply { final_episodes: vec![record()] }, vec![]),
+        "close_reply" => (
+            Message::CloseReply {
+                final_episodes: vec![record()],
+            },
+            vec![],
+        ),
         "shutdown_request" => (Message::Shutdown { reason: s("done") }, vec![]),
-        "shutdown_reply" => (Message::ShutdownReply { accepted: false, message: s("remote shutdown is disabled") }, vec![]),
+        "shutdown_reply" => (
+            Message::ShutdownReply {
+                accepted: false,
+                message: s("remote shutdown is disabled"),
+            },
+            vec![],
+        ),
         "ping" => (Message::Ping, vec![]),
-        "pong" => (Message::Pong { state: s("ready"), generation: s("rlmesh-py-v1"), service: s("env") }, vec![]),
-        "configure" => (Message::Configure { edition: s("2026.06") }, vec![]),
-        "configure_reply" => (Message::ConfigureReply { edition: s("2026.06") }, vec![]),
+        "pong" => (
+            Message::Pong {
+                state: s("ready"),
+                generation: s("rlmesh-py-v1"),
+                service: s("env"),
+            },
+            vec![],
+        ),
+        "configure" => (
+            Message::Configure {
+                edition: s("2026.06"),
+            },
+            vec![],
+        ),
+        "configure_reply" => (
+            Message::ConfigureReply {
+                edition: s("2026.06"),
+            },
+            vec![],
+        ),
         "attach_reply" => (Message::AttachReply { attached: false }, vec![]),
-        "error_fatal" => (Message::Error { code: 10, message: s("step failed: boom"), recoverable: false, op: s("step") }, vec![]),
-        "error_recoverable" => (Message::Error { code: 10, message: s("step failed: try again"), recoverable: true, op: s("step") }, vec![]),
-        "error_protocol" => (Message::Error { code: 14, message: s("not an rlmesh frame"), recoverable: false, op: s("") }, vec![]),
+        "error_fatal" => (
+            Message::Error {
+                code: 10,
+                message: s("step failed: boom"),
+                recoverable: false,
+                op: s("step"),
+            },
+            vec![],
+        ),
+        "error_recoverable" => (
+            Message::Error {
+                code: 10,
+                message: s("step failed: try again"),
+                recoverable: true,
+                op: s("step"),
+            },
+            vec![],
+        ),
+        "error_protocol" => (
+            Message::Error {
+                code: 14,
+                message: s("not an rlmesh frame"),
+                recoverable: false,
+                op: s(""),
+            },
+            vec![],
+        ),
         other => panic!("vector {other:?} has no Rust message: add it to rust/tests/golden.rs"),
     }
 }
@@ -234,7 +405,11 @@ fn every_shared_vector_decodes_to_its_message() {
         let plan = frame::decode_prefix(&bytes[..PREFIX_SIZE], &FrameLimits::DEFAULT).unwrap();
         assert_eq!(plan.request_id, rid, "{name}");
         let frame = frame::split_body(&plan, bytes[PREFIX_SIZE..].to_vec()).unwrap();
-        assert_eq!(Message::decode(frame.kind, frame.header()).unwrap(), msg, "vector {name}");
+        assert_eq!(
+            Message::decode(frame.kind, frame.header()).unwrap(),
+            msg,
+            "vector {name}"
+        );
         let got: Vec<Vec<u8>> = frame.segments().iter().map(|s| s.to_vec()).collect();
         assert_eq!(got, segments, "vector {name}");
     }
@@ -247,9 +422,17 @@ fn the_shared_contract_spaces_parse_back() {
         let (_, bytes) = &vectors[name];
         let plan = frame::decode_prefix(&bytes[..PREFIX_SIZE], &FrameLimits::DEFAULT).unwrap();
         let frame = frame::split_body(&plan, bytes[PREFIX_SIZE..].to_vec()).unwrap();
-        let Message::Welcome { contract, .. } = Message::decode(frame.kind, frame.header()).unwrap() else { panic!() };
+        let Message::Welcome { contract, .. } =
+            Message::decode(frame.kind, frame.header()).unwrap()
+        else {
+            panic!()
+        };
         let spec = contract.get("observation_space").unwrap();
         let space = Space::from_spec(spec).unwrap();
-        assert_eq!(msgpack::decode(&space.to_spec().to_bytes()).unwrap(), *spec, "{name}");
+        assert_eq!(
+            msgpack::decode(&space.to_spec().to_bytes()).unwrap(),
+            *spec,
+            "{name}"
+        );
     }
 }

@@ -9,7 +9,10 @@ use std::time::Duration;
 use rlmesh::frame::{self, FrameLimits, PREFIX_SIZE};
 use rlmesh::msgpack::Mp;
 use rlmesh::wire::{kind, Message, PeerInfo};
-use rlmesh::{DType, Env, EnvServer, Error, ErrorCode, InfoDict, RemoteEnv, Result, ServerHandle, Space, Value};
+use rlmesh::{
+    DType, Env, EnvServer, Error, ErrorCode, InfoDict, RemoteEnv, Result, ServerHandle, Space,
+    Value,
+};
 
 /// Action 0: normal (terminates after `limit` steps), 1 recoverable error, 2 fatal,
 /// 3 panic, 4 wrong observation, 5 truncates, 6 sleeps 60 ms.
@@ -22,24 +25,42 @@ struct TestEnv {
 
 impl TestEnv {
     fn new(next_step: bool) -> TestEnv {
-        TestEnv { steps: 0, limit: 3, next_step, autoreset_pending: false }
+        TestEnv {
+            steps: 0,
+            limit: 3,
+            next_step,
+            autoreset_pending: false,
+        }
     }
 }
 
 impl Env for TestEnv {
     fn observation_space(&self) -> Space {
-        Space::dict([("pos", Space::box_uniform(&[2], DType::F32, -10.0, 10.0).unwrap()), ("count", Space::discrete(1000))])
+        Space::dict([
+            (
+                "pos",
+                Space::box_uniform(&[2], DType::F32, -10.0, 10.0).unwrap(),
+            ),
+            ("count", Space::discrete(1000)),
+        ])
     }
     fn action_space(&self) -> Space {
         Space::discrete(7)
     }
-    fn reset(&mut self, seed: Option<i64>, options: Option<&InfoDict>) -> Result<(Value, InfoDict)> {
+    fn reset(
+        &mut self,
+        seed: Option<i64>,
+        options: Option<&InfoDict>,
+    ) -> Result<(Value, InfoDict)> {
         if options.and_then(|o| o.get("fail")).is_some() {
             return Err(Error::environment_recoverable("reset refused"));
         }
         self.steps = 0;
         self.autoreset_pending = false;
-        Ok((self.obs(), InfoDict::new().with("seed", seed.map(Value::Int).unwrap_or(Value::None))))
+        Ok((
+            self.obs(),
+            InfoDict::new().with("seed", seed.map(Value::Int).unwrap_or(Value::None)),
+        ))
     }
     fn step(&mut self, action: Option<Value>) -> Result<(Value, f64, bool, bool, InfoDict)> {
         if self.autoreset_pending {
@@ -61,24 +82,45 @@ impl Env for TestEnv {
         if self.next_step && (terminated || truncated) {
             self.autoreset_pending = true;
         }
-        Ok((self.obs(), 1.0, terminated, truncated, InfoDict::new().with("action_given", action.is_some())))
+        Ok((
+            self.obs(),
+            1.0,
+            terminated,
+            truncated,
+            InfoDict::new().with("action_given", action.is_some()),
+        ))
     }
     fn render(&mut self) -> Result<Option<Value>> {
-        Ok(Some(Value::tensor(&[4, 1, 2], &[1u16, 2, 3, 4, 5, 6, 7, 258])))
+        Ok(Some(Value::tensor(
+            &[4, 1, 2],
+            &[1u16, 2, 3, 4, 5, 6, 7, 258],
+        )))
     }
     fn metadata(&self) -> Option<InfoDict> {
-        self.next_step.then(|| InfoDict::new().with("autoreset_mode", "NextStep"))
+        self.next_step
+            .then(|| InfoDict::new().with("autoreset_mode", "NextStep"))
     }
 }
 
 impl TestEnv {
     fn obs(&self) -> Value {
-        Value::Dict(InfoDict::new().with("count", self.steps).with("pos", Value::tensor(&[2], &[self.steps as f32, -1.0f32])))
+        Value::Dict(
+            InfoDict::new()
+                .with("count", self.steps)
+                .with("pos", Value::tensor(&[2], &[self.steps as f32, -1.0f32])),
+        )
     }
 }
 
-fn start<E: Env + Send + 'static>(env: E, address: &str) -> (String, ServerHandle, thread::JoinHandle<Result<()>>) {
-    let bound = EnvServer::new(env).unwrap().allow_remote_shutdown(true).bind(address).unwrap();
+fn start<E: Env + Send + 'static>(
+    env: E,
+    address: &str,
+) -> (String, ServerHandle, thread::JoinHandle<Result<()>>) {
+    let bound = EnvServer::new(env)
+        .unwrap()
+        .allow_remote_shutdown(true)
+        .bind(address)
+        .unwrap();
     let addr = bound.local_addr().to_string();
     let handle = bound.handle();
     (addr, handle, thread::spawn(move || bound.serve()))
@@ -102,7 +144,10 @@ fn an_episode_runs_and_its_books_are_kept() {
     let ids = info["episode_ids"].clone();
     for i in 1..=3 {
         let (obs, reward, terminated, _, info) = env.step(Some(&Value::Int(0))).unwrap();
-        assert_eq!(obs.as_dict().unwrap()["pos"], Value::tensor(&[2], &[i as f32, -1.0]));
+        assert_eq!(
+            obs.as_dict().unwrap()["pos"],
+            Value::tensor(&[2], &[i as f32, -1.0])
+        );
         assert_eq!(reward, 1.0);
         assert_eq!(terminated, i == 3);
         assert_eq!(info["episode_ids"], ids);
@@ -110,8 +155,19 @@ fn an_episode_runs_and_its_books_are_kept() {
     }
     let done = env.completed_episodes();
     assert_eq!(done.len(), 1);
-    assert_eq!((done[0].step_count, done[0].cumulative_reward, done[0].seed, done[0].terminated), (3, 3.0, Some(42), true));
-    assert_eq!(Value::List(vec![Value::Text(done[0].episode_id.clone())]), ids);
+    assert_eq!(
+        (
+            done[0].step_count,
+            done[0].cumulative_reward,
+            done[0].seed,
+            done[0].terminated
+        ),
+        (3, 3.0, Some(42), true)
+    );
+    assert_eq!(
+        Value::List(vec![Value::Text(done[0].episode_id.clone())]),
+        ids
+    );
     // AR-4: resetting over an active episode completes it as truncated (delivered with the next step)
     env.reset(None, None).unwrap();
     env.step(Some(&Value::Int(0))).unwrap();
@@ -122,7 +178,11 @@ fn an_episode_runs_and_its_books_are_kept() {
     assert!(done[0].truncated && !done[0].terminated && done[0].seed.is_none());
     env.close().unwrap();
     let finals = env.completed_episodes();
-    assert_eq!(finals.len(), 1, "close reports the active episode as truncated (SES-5)");
+    assert_eq!(
+        finals.len(),
+        1,
+        "close reports the active episode as truncated (SES-5)"
+    );
     stop(handle, join);
 }
 
@@ -135,7 +195,9 @@ fn recoverable_errors_keep_the_session_and_fatal_ones_end_it() {
     assert!(e.is_recoverable());
     assert_eq!(e.to_string(), "[INTERNAL] step failed: try again");
     env.step(Some(&Value::Int(0))).unwrap(); // the session survived
-    let e = env.reset(None, Some(&InfoDict::new().with("fail", true))).unwrap_err();
+    let e = env
+        .reset(None, Some(&InfoDict::new().with("fail", true)))
+        .unwrap_err();
     assert!(e.is_recoverable() && e.to_string().contains("reset failed: reset refused"));
     let e = env.step(Some(&Value::Int(2))).unwrap_err();
     assert!(!e.is_recoverable());
@@ -146,7 +208,12 @@ fn recoverable_errors_keep_the_session_and_fatal_ones_end_it() {
     let mut env = RemoteEnv::connect(&addr).unwrap();
     env.reset(None, None).unwrap();
     let e = env.step(Some(&Value::Int(3))).unwrap_err();
-    assert!(!e.is_recoverable() && e.to_string().starts_with("[INTERNAL] step task panicked: kaboom"), "{e}");
+    assert!(
+        !e.is_recoverable()
+            && e.to_string()
+                .starts_with("[INTERNAL] step task panicked: kaboom"),
+        "{e}"
+    );
     let mut env = RemoteEnv::connect(&addr).unwrap();
     env.reset(None, None).unwrap();
     let e = env.step(Some(&Value::Int(4))).unwrap_err();
@@ -161,22 +228,64 @@ fn invalid_actions_are_refused_before_the_env_sees_them() {
     let mut env = RemoteEnv::connect(&addr).unwrap();
     env.reset(None, None).unwrap();
     // the client validates first
-    assert_eq!(env.step(Some(&Value::Int(9))).unwrap_err().code(), ErrorCode::InvalidAction);
+    assert_eq!(
+        env.step(Some(&Value::Int(9))).unwrap_err().code(),
+        ErrorCode::InvalidAction
+    );
     env.close().unwrap();
     thread::sleep(Duration::from_millis(20));
     // a raw request with an out-of-range action gets a recoverable INVALID_ACTION from the server
     let mut raw = RawClient::hello(&addr);
-    let reply = raw.request(&Message::Reset { seeds: vec![], options: Mp::Nil, episode_ids: vec![], env_indices: vec![], timeout_ms: 0 }, 2);
+    let reply = raw.request(
+        &Message::Reset {
+            seeds: vec![],
+            options: Mp::Nil,
+            episode_ids: vec![],
+            env_indices: vec![],
+            timeout_ms: 0,
+            seed_int: false,
+        },
+        2,
+    );
     assert_eq!(reply.0, kind::RESET_REPLY);
-    let (k, msg) = raw.request(&Message::Step { action: vec![Mp::Int(7)], episode_ids: vec![], timeout_ms: 0, has_action: true }, 3);
+    let (k, msg) = raw.request(
+        &Message::Step {
+            action: vec![Mp::Int(7)],
+            episode_ids: vec![],
+            timeout_ms: 0,
+            has_action: true,
+        },
+        3,
+    );
     assert_eq!(k, kind::ERROR);
-    let Message::Error { code, recoverable, message, .. } = msg else { panic!() };
+    let Message::Error {
+        code,
+        recoverable,
+        message,
+        ..
+    } = msg
+    else {
+        panic!()
+    };
     assert_eq!((code, recoverable), (2, true));
-    assert!(message.starts_with("action does not match action_space at $: Discrete value 7"), "{message}");
+    assert!(
+        message.starts_with("action does not match action_space at $: Discrete value 7"),
+        "{message}"
+    );
     // a step without an action reaches the env as None (RENV-1)
-    let (k, msg) = raw.request(&Message::Step { action: vec![], episode_ids: vec![], timeout_ms: 0, has_action: false }, 4);
+    let (k, msg) = raw.request(
+        &Message::Step {
+            action: vec![],
+            episode_ids: vec![],
+            timeout_ms: 0,
+            has_action: false,
+        },
+        4,
+    );
     assert_eq!(k, kind::STEP_REPLY);
-    let Message::StepReply { info, .. } = msg else { panic!() };
+    let Message::StepReply { info, .. } = msg else {
+        panic!()
+    };
     assert_eq!(info.get("action_given"), Some(&Mp::Bool(false)));
     stop(handle, join);
 }
@@ -219,14 +328,23 @@ fn next_step_autoreset_books_and_contract() {
     let first_id = env.completed_episodes()[0].episode_id.clone();
     // the autoreset step: a fresh episode starts, nothing completes
     let (obs, reward, terminated, _, _) = env.step(Some(&Value::Int(0))).unwrap();
-    assert_eq!((obs.as_dict().unwrap()["count"].clone(), reward, terminated), (Value::Int(0), 0.0, false));
+    assert_eq!(
+        (obs.as_dict().unwrap()["count"].clone(), reward, terminated),
+        (Value::Int(0), 0.0, false)
+    );
     assert!(env.completed_episodes().is_empty());
     for _ in 0..3 {
         env.step(Some(&Value::Int(0))).unwrap();
     }
     let rec = &env.completed_episodes()[0];
-    assert_eq!((rec.step_count, rec.cumulative_reward, rec.seed), (3, 3.0, None));
-    assert_ne!(rec.episode_id, first_id, "the autoreset episode has an id of its own");
+    assert_eq!(
+        (rec.step_count, rec.cumulative_reward, rec.seed),
+        (3, 3.0, None)
+    );
+    assert_ne!(
+        rec.episode_id, first_id,
+        "the autoreset episode has an id of its own"
+    );
     drop(env);
     stop(handle, join);
 }
@@ -252,7 +370,9 @@ fn same_step_autoreset_is_refused_at_construction() {
         }
     }
     let err = EnvServer::new(SameStep).err().unwrap();
-    assert!(err.to_string().contains("SAME_STEP autoreset mode is not yet supported"));
+    assert!(err
+        .to_string()
+        .contains("SAME_STEP autoreset mode is not yet supported"));
 }
 
 #[cfg(unix)]
@@ -275,7 +395,11 @@ fn unix_sockets_serve_too_and_remote_shutdown_stops_the_server() {
 #[test]
 fn handshake_refuses_other_generations_and_services() {
     let (addr, handle, join) = start(TestEnv::new(false), "127.0.0.1:0");
-    for (generation, service, editions) in [("rlmesh-wire-v1", "env", "2026.06"), ("rlmesh-py-v1", "model", "2026.06"), ("rlmesh-py-v1", "env", "2030.01")] {
+    for (generation, service, editions) in [
+        ("rlmesh-wire-v1", "env", "2026.06"),
+        ("rlmesh-py-v1", "model", "2026.06"),
+        ("rlmesh-py-v1", "env", "2030.01"),
+    ] {
         let mut raw = RawClient::connect(&addr);
         let hello = Message::Hello {
             generation: generation.into(),
@@ -290,16 +414,34 @@ fn handshake_refuses_other_generations_and_services() {
     }
     // a request before Hello is a protocol error that closes that connection only
     let mut raw = RawClient::connect(&addr);
-    let (k, msg) = raw.request(&Message::Step { action: vec![], episode_ids: vec![], timeout_ms: 0, has_action: false }, 5);
+    let (k, msg) = raw.request(
+        &Message::Step {
+            action: vec![],
+            episode_ids: vec![],
+            timeout_ms: 0,
+            has_action: false,
+        },
+        5,
+    );
     assert_eq!(k, kind::ERROR);
-    let Message::Error { code, message, .. } = msg else { panic!() };
+    let Message::Error { code, message, .. } = msg else {
+        panic!()
+    };
     assert_eq!(code, 14);
     assert_eq!(message, "Step is not allowed in session state AWAIT_HELLO");
     assert_eq!(RemoteEnv::ping(&addr).unwrap(), "ready");
     // Attach is declined: rings are optional and the session stays on the socket
     let mut raw = RawClient::hello(&addr);
-    let (k, msg) = raw.request(&Message::Attach { path: "/dev/shm/rlmesh-x".into() }, 2);
-    assert_eq!((k, msg), (kind::ATTACH_REPLY, Message::AttachReply { attached: false }));
+    let (k, msg) = raw.request(
+        &Message::Attach {
+            path: "/dev/shm/rlmesh-x".into(),
+        },
+        2,
+    );
+    assert_eq!(
+        (k, msg),
+        (kind::ATTACH_REPLY, Message::AttachReply { attached: false })
+    );
     let (k, _) = raw.request(&Message::Ping, 3);
     assert_eq!(k, kind::PONG);
     drop(raw);
@@ -317,7 +459,9 @@ fn oversized_prefixes_are_refused_before_allocation() {
     raw.stream.write_all(&prefix).unwrap();
     let (k, msg) = raw.recv();
     assert_eq!(k, kind::ERROR);
-    let Message::Error { message, .. } = msg else { panic!() };
+    let Message::Error { message, .. } = msg else {
+        panic!()
+    };
     assert!(message.contains("exceeds the limit"), "{message}");
     stop(handle, join);
 }
@@ -329,7 +473,9 @@ struct RawClient {
 impl RawClient {
     fn connect(addr: &str) -> RawClient {
         let stream = TcpStream::connect(addr.trim_start_matches("tcp://")).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
         RawClient { stream }
     }
 
@@ -369,11 +515,38 @@ impl RawClient {
 fn configure_pins_a_supported_edition_and_refuses_others_fatally() {
     let (addr, handle, join) = start(TestEnv::new(false), "127.0.0.1:0");
     let mut raw = RawClient::hello(&addr);
-    assert_eq!(raw.request(&Message::Configure { edition: "".into() }, 2).1, Message::ConfigureReply { edition: "".into() });
-    assert_eq!(raw.request(&Message::Configure { edition: " 2026.06 ".into() }, 3).1, Message::ConfigureReply { edition: "2026.06".into() });
-    let (k, msg) = raw.request(&Message::Configure { edition: "2031.01".into() }, 4);
+    assert_eq!(
+        raw.request(&Message::Configure { edition: "".into() }, 2).1,
+        Message::ConfigureReply { edition: "".into() }
+    );
+    assert_eq!(
+        raw.request(
+            &Message::Configure {
+                edition: " 2026.06 ".into()
+            },
+            3
+        )
+        .1,
+        Message::ConfigureReply {
+            edition: "2026.06".into()
+        }
+    );
+    let (k, msg) = raw.request(
+        &Message::Configure {
+            edition: "2031.01".into(),
+        },
+        4,
+    );
     assert_eq!(k, kind::ERROR);
-    let Message::Error { code, recoverable, message, op } = msg else { panic!() };
+    let Message::Error {
+        code,
+        recoverable,
+        message,
+        op,
+    } = msg
+    else {
+        panic!()
+    };
     assert_eq!((code, recoverable, op.as_str()), (2, false, "configure"));
     assert!(message.starts_with("runtime cannot drive workflow edition \"2031.01\""));
     drop(raw);
@@ -382,7 +555,13 @@ fn configure_pins_a_supported_edition_and_refuses_others_fatally() {
 
 #[test]
 fn out_of_range_observations_warn_once_per_path_per_session() {
-    let (addr, handle, join) = start(TestEnv { limit: 100, ..TestEnv::new(false) }, "127.0.0.1:0");
+    let (addr, handle, join) = start(
+        TestEnv {
+            limit: 100,
+            ..TestEnv::new(false)
+        },
+        "127.0.0.1:0",
+    );
     for _session in 0..2 {
         let mut env = RemoteEnv::connect(&addr).unwrap();
         env.reset(None, None).unwrap();
@@ -398,7 +577,10 @@ fn out_of_range_observations_warn_once_per_path_per_session() {
             InfoDict::new()
                 .with("kind", "observation")
                 .with("path", "$.pos")
-                .with("detail", "Box value at element 0 out of bounds: above high bound"),
+                .with(
+                    "detail",
+                    "Box value at element 0 out of bounds: above high bound",
+                ),
         )]);
         assert_eq!(warnings, vec![expected]);
         env.close().unwrap();
@@ -411,11 +593,45 @@ fn out_of_range_observations_warn_once_per_path_per_session() {
 fn a_call_that_outlasts_its_deadline_is_a_recoverable_timeout() {
     let (addr, handle, join) = start(TestEnv::new(false), "127.0.0.1:0");
     let mut raw = RawClient::hello(&addr);
-    raw.request(&Message::Reset { seeds: vec![], options: Mp::Nil, episode_ids: vec![], env_indices: vec![], timeout_ms: 0 }, 2);
-    let (k, msg) = raw.request(&Message::Step { action: vec![Mp::Int(6)], episode_ids: vec![], timeout_ms: 10, has_action: true }, 3);
+    raw.request(
+        &Message::Reset {
+            seeds: vec![],
+            options: Mp::Nil,
+            episode_ids: vec![],
+            env_indices: vec![],
+            timeout_ms: 0,
+            seed_int: false,
+        },
+        2,
+    );
+    let (k, msg) = raw.request(
+        &Message::Step {
+            action: vec![Mp::Int(6)],
+            episode_ids: vec![],
+            timeout_ms: 10,
+            has_action: true,
+        },
+        3,
+    );
     assert_eq!(k, kind::ERROR);
-    assert_eq!(msg, Message::Error { code: 1, message: "env.step timed out after 10ms".into(), recoverable: true, op: "step".into() });
-    let (k, _) = raw.request(&Message::Step { action: vec![Mp::Int(0)], episode_ids: vec![], timeout_ms: 1000, has_action: true }, 4);
+    assert_eq!(
+        msg,
+        Message::Error {
+            code: 1,
+            message: "env.step timed out after 10ms".into(),
+            recoverable: true,
+            op: "step".into()
+        }
+    );
+    let (k, _) = raw.request(
+        &Message::Step {
+            action: vec![Mp::Int(0)],
+            episode_ids: vec![],
+            timeout_ms: 1000,
+            has_action: true,
+        },
+        4,
+    );
     assert_eq!(k, kind::STEP_REPLY, "the session survives a timeout");
     drop(raw);
     stop(handle, join);
