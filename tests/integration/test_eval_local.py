@@ -103,8 +103,10 @@ def test_a_remote_handle_is_closed_only_with_close_env(cartpole_server: Any) -> 
 
 
 def test_a_served_lanes_endpoint_takes_per_episode_seeds_and_caps() -> None:
-    # O-2: lanes (autoreset disabled) are reset by the driver, one seed per episode
-    server = rlmesh.EnvServer([gym.make("CartPole-v1") for _ in range(2)], "127.0.0.1:0").start()
+    # O-2: lanes served with autoreset disabled are reset by the driver, one seed per episode
+    # (a plain list of lanes now autoresets NEXT_STEP, issue 12; disabled is the explicit choice)
+    lanes = rlmesh.serve.Lanes([gym.make("CartPole-v1") for _ in range(2)], autoreset="disabled")
+    server = rlmesh.EnvServer(lanes, "127.0.0.1:0").start()
     try:
         model = BatchBalance()
         result = ev.run(model, server.address, seeds=SEEDS, max_episode_steps=40)

@@ -112,13 +112,15 @@ def run_vector(
         if len(seed_list) > n and count > n:
             _refuse(
                 f"{len(seed_list)} seeds for a {mode} autoreset env with num_envs={n}: only the first "
-                f"{n} episodes start at an explicit reset; pass at most {n} seeds or drive a "
-                "gymnasium VectorEnv that supports per-lane resets"
+                f"{n} episodes start at an explicit reset; pass at most {n} seeds, drive a "
+                "gymnasium VectorEnv that supports per-lane resets, or serve the lanes with "
+                "--autoreset disabled (driver-owned resets)"
             )
         if max_episode_steps is not None or max_episode_seconds is not None:
             _refuse(
                 f"step/time caps need driver-owned per-lane resets, which this {mode} autoreset env "
-                f"with num_envs={n} does not offer; cap the env itself (e.g. TimeLimit)"
+                f"with num_envs={n} does not offer; cap the env itself (e.g. TimeLimit) or serve the "
+                "lanes with --autoreset disabled"
             )
         if trial_index_base:
             _refuse(

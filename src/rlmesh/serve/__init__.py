@@ -2,8 +2,9 @@
 
 from ..client._probe import Health as Health, ping as ping, wait_ready as wait_ready
 from ._cli import startup_marks as startup_marks
+from ._envs import Lanes as Lanes
 from ._model import ModelServer as ModelServer
 from ._options import ServeOptions as ServeOptions
 from ._server import EnvServer as EnvServer
 
-__all__ = ["EnvServer", "Health", "ModelServer", "ServeOptions", "ping", "startup_marks", "wait_ready"]
+__all__ = ["EnvServer", "Health", "Lanes", "ModelServer", "ServeOptions", "ping", "startup_marks", "wait_ready"]

@@ -117,11 +117,14 @@ def load_env_target(
     vectorization_mode: str | None = None,
     kwargs: Mapping[str, Any] | None = None,
     packages: Sequence[str] = (),
+    autoreset: str | None = None,
 ) -> tuple[Any, Any]:
     """Build what ``EnvServer`` should serve for ``target``; returns ``(env_or_lanes, factory)``.
 
     ``num_envs > 1`` with no ``vectorization_mode`` builds ``num_envs`` envs served
     as lanes; ``"sync"``/``"async"`` builds a Gymnasium vector env (DELTA-23).
+    ``autoreset`` (``"next-step"``, ``"same-step"``, ``"disabled"``) picks how the
+    lanes autoreset; ``None`` is NEXT_STEP, like ``gymnasium.make_vec``.
 
     Raises:
         ValueError: bad counts/modes, or reserved keys in ``kwargs``.
@@ -138,20 +141,30 @@ def load_env_target(
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     if vectorization_mode not in (None, "sync", "async"):
         raise ValueError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
+    from ._envs import Lanes, autoreset_name
+
+    mode = None if autoreset is None else autoreset_name(autoreset)
+    if mode is not None and num_envs == 1 and mode != "Disabled":
+        raise ValueError("--autoreset applies to several lanes (--num-envs N > 1); a single env never autoresets")
     obj = _resolve(target)
     from ..authoring import EnvFactory, build_env
 
     if isinstance(obj, EnvFactory) or (isinstance(obj, type) and issubclass(obj, EnvFactory)):
-        factory, env = build_env(obj, kwargs, num_envs=num_envs, vectorization_mode=vectorization_mode)
+        factory, env = build_env(
+            obj, kwargs, num_envs=num_envs, vectorization_mode=vectorization_mode, autoreset=autoreset
+        )
         return env, factory
+    vector_kwargs = {} if mode is None else {"autoreset_mode": _gym_autoreset(mode)}
     if obj is None:
         import gymnasium as gym
 
         if num_envs == 1:
             return gym.make(target, **kwargs), None
         if vectorization_mode is None:
-            return [gym.make(target, **kwargs) for _ in range(num_envs)], None
-        return gym.make_vec(target, num_envs=num_envs, vectorization_mode=vectorization_mode, **kwargs), None
+            return Lanes([gym.make(target, **kwargs) for _ in range(num_envs)], mode or "NextStep"), None
+        return gym.make_vec(
+            target, num_envs=num_envs, vectorization_mode=vectorization_mode, vector_kwargs=vector_kwargs, **kwargs
+        ), None
     if callable(getattr(obj, "reset", None)) and callable(getattr(obj, "step", None)) and not isinstance(obj, type):
         if kwargs or num_envs != 1:
             raise ValueError(f"{target} is an env instance; it takes no kwargs and serves one env")
@@ -161,12 +174,19 @@ def load_env_target(
     if num_envs == 1:
         return obj(**kwargs), None
     if vectorization_mode is None:
-        return [obj(**kwargs) for _ in range(num_envs)], None
+        return Lanes([obj(**kwargs) for _ in range(num_envs)], mode or "NextStep"), None
     import gymnasium as gym
 
     thunks = [lambda: obj(**kwargs) for _ in range(num_envs)]
-    vec = gym.vector.SyncVectorEnv(thunks) if vectorization_mode == "sync" else gym.vector.AsyncVectorEnv(thunks)
-    return vec, None
+    vec_cls = gym.vector.SyncVectorEnv if vectorization_mode == "sync" else gym.vector.AsyncVectorEnv
+    return vec_cls(thunks, **vector_kwargs), None
+
+
+def _gym_autoreset(mode: str) -> Any:
+    """The ``gymnasium.vector.AutoresetMode`` of a wire mode name."""
+    from gymnasium.vector import AutoresetMode
+
+    return AutoresetMode(mode)
 
 
 def _is_model_target(target: str, packages: Sequence[str]) -> bool:
@@ -247,12 +267,29 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         default=os.environ.get("RLMESH_ADDRESS") or f"0.0.0.0:{os.environ.get('RLMESH_PORT', '50051')}",
         help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 0.0.0.0:50051)",
     )
-    p.add_argument("--num-envs", type=_positive_int, default=int(os.environ.get("RLMESH_NUM_ENVS", "1") or 1))
+    p.add_argument(
+        "--num-envs",
+        type=_positive_int,
+        default=int(os.environ.get("RLMESH_NUM_ENVS", "1") or 1),
+        metavar="N",
+        help="serve N copies of the env as the lanes of one endpoint; lanes autoreset like "
+        "gymnasium.make_vec (see --autoreset) (default: $RLMESH_NUM_ENVS or 1)",
+    )
+    p.add_argument(
+        "--autoreset",
+        choices=("next-step", "same-step", "disabled"),
+        default=os.environ.get("RLMESH_AUTORESET") or None,
+        help="how lanes that end restart: next-step (the following step resets the lane, reward 0), "
+        "same-step (reset at once, the terminal obs in info['final_obs']) or disabled (a done lane stays "
+        "done until reset); published in the metadata (default: $RLMESH_AUTORESET or next-step; with "
+        "--vectorization-mode, the vector env's own)",
+    )
     p.add_argument(
         "--vectorization-mode",
         choices=("sync", "async"),
         default=os.environ.get("RLMESH_VECTORIZATION_MODE") or None,
-        help="build a Gymnasium vector env instead of serving independent lanes",
+        help="with --num-envs N, build a Gymnasium vector env instead of serving independent lanes "
+        "(default: $RLMESH_VECTORIZATION_MODE or independent lanes)",
     )
     p.add_argument("--package", action="append", default=[], help="import first (repeatable)")
     p.add_argument("--kwargs-json", default=os.environ.get("RLMESH_MAKE_KWARGS"), help="JSON object of env kwargs")
@@ -297,7 +334,12 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
 
         options = options_of(args)
         env, factory = load_env_target(
-            target, num_envs=args.num_envs, vectorization_mode=args.vectorization_mode, kwargs=kwargs, packages=args.package
+            target,
+            num_envs=args.num_envs,
+            vectorization_mode=args.vectorization_mode,
+            kwargs=kwargs,
+            packages=args.package,
+            autoreset=args.autoreset,
         )
         _mark("env")
         try:

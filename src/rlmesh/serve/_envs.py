@@ -20,11 +20,40 @@ from .._contract import UNKNOWN_ENV_ID
 from ..spaces._gym import as_spec
 from ..spaces._spec import SpaceSpec
 
-__all__ = ["EnvView", "LanesView", "ScalarView", "VectorView", "view_of"]
+__all__ = ["AUTORESET_CHOICES", "EnvView", "Lanes", "LanesView", "ScalarView", "VectorView", "autoreset_name", "view_of"]
 
 log = logging.getLogger("rlmesh.serve")
 
 _MODES = {"NextStep": "NextStep", "SameStep": "SameStep", "Disabled": "Disabled"}
+#: Command-line spellings of the autoreset modes (``--autoreset``) and their wire names.
+AUTORESET_CHOICES = {"next-step": "NextStep", "same-step": "SameStep", "disabled": "Disabled"}
+
+
+def autoreset_name(mode: Any) -> str:
+    """``"NextStep"``/``"SameStep"``/``"Disabled"`` from a CLI spelling, a wire name or an ``AutoresetMode``."""
+    value = getattr(mode, "value", mode)
+    if isinstance(value, str):
+        if value in _MODES:
+            return value
+        key = value.strip().lower().replace("_", "-")
+        if key in AUTORESET_CHOICES:
+            return AUTORESET_CHOICES[key]
+    raise ValueError(
+        f"unknown autoreset mode {mode!r}; use 'next-step', 'same-step' or 'disabled' "
+        "(or a gymnasium AutoresetMode)"
+    )
+
+
+class Lanes(list[Any]):
+    """Scalar envs to serve as the lanes of one endpoint, with an explicit autoreset mode.
+
+    ``EnvServer(Lanes(envs, autoreset="disabled"), address)``; a plain list of envs
+    autoresets NEXT_STEP, like ``gymnasium.make_vec``.
+    """
+
+    def __init__(self, envs: Sequence[Any], autoreset: Any = "next-step") -> None:
+        super().__init__(envs)
+        self.autoreset_mode = autoreset_name(autoreset)
 
 
 def is_vector_env(env: Any) -> bool:
@@ -243,11 +272,20 @@ class VectorView(EnvView):
 
 
 class LanesView(EnvView):
-    """A list of scalar envs served as the lanes of one endpoint (DELTA-14)."""
+    """A list of scalar envs served as the lanes of one endpoint (DELTA-14).
+
+    The lanes autoreset like ``gymnasium.make_vec``'s sync vector env (DESIGN):
+    NEXT_STEP by default (the step after a lane ends resets it: reward 0, not done),
+    SAME_STEP (a lane that ends is reset at once; its terminal observation rides in
+    ``info["final_obs"]``, the new episode's reset info in ``info["reset_info"]``),
+    or DISABLED (a done lane stays done until an explicit reset). The mode is the
+    ``autoreset_mode`` of a :class:`Lanes` list, else the one lane 0's metadata
+    declares, else NEXT_STEP; the contract metadata says which.
+    """
 
     supports_partial_reset = True
 
-    def __init__(self, envs: Sequence[Any]) -> None:
+    def __init__(self, envs: Sequence[Any], autoreset: str | None = None) -> None:
         self.lanes_ = [ScalarView(e) for e in envs]
         first = self.lanes_[0]
         self.num_envs = len(self.lanes_)
@@ -260,8 +298,16 @@ class LanesView(EnvView):
                     f"(lane 0: {first.obs_space!r} / {first.act_space!r}, lane {i}: {lane.obs_space!r} / "
                     f"{lane.act_space!r})"
                 )
-        self.metadata = first.metadata
-        self.autoreset = "Disabled"  # DELTA-14: lanes declaring no mode never autoreset
+        md = first.metadata
+        declared = md is not None and hasattr(md, "__contains__") and "autoreset_mode" in md
+        if autoreset is None:
+            autoreset = autoreset_mode_of(md) if declared else "NextStep"  # like gymnasium.make_vec
+        self.autoreset = autoreset_name(autoreset)
+        try:
+            self.metadata = {**dict(md or {}), "autoreset_mode": self.autoreset}  # the contract says so
+        except (TypeError, ValueError):
+            self.metadata = {"autoreset_mode": self.autoreset}
+        self._pending = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: lanes owing an autoreset
         self.env_id = first.env_id
         self.render_mode = first.render_mode
         self._lane_action = _lane_splitter(self.act_space)  # None: plain ``action[i]``
@@ -274,6 +320,7 @@ class LanesView(EnvView):
             seed = [seeds[j]] if seeds else []
             obs_out[j], info = self.lanes_[i].reset(seed, options, [])
             infos.append(info)
+            self._pending[i] = False
         return obs_out, {"final_info": infos, "_final_info": np.ones(len(indices), dtype=bool)}
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
@@ -284,10 +331,30 @@ class LanesView(EnvView):
         truncated = np.zeros(n, dtype=bool)
         infos: list[Any] = [None] * n
         split = self._lane_action
+        mode = self.autoreset
+        pending = self._pending
+        final_obs: list[Any] | None = None
+        reset_infos: list[Any] | None = None
         for i, lane in enumerate(self.lanes_):
+            if mode == "NextStep" and pending[i]:  # the autoreset step: reward 0, not done (AR-6)
+                obs[i], infos[i] = lane.reset([], None, [])
+                pending[i] = False
+                continue
             a = None if action is None else action[i] if split is None else split(action, i)
             obs[i], rewards[i], terminated[i], truncated[i], infos[i] = lane.step(a)
-        return obs, rewards, terminated, truncated, {"final_info": infos, "_final_info": terminated | truncated}
+            if terminated[i] or truncated[i]:
+                if mode == "NextStep":
+                    pending[i] = True
+                elif mode == "SameStep":
+                    if final_obs is None:
+                        final_obs, reset_infos = [None] * n, [None] * n
+                    final_obs[i] = obs[i]
+                    obs[i], reset_infos[i] = lane.reset([], None, [])  # type: ignore[index]
+        done = terminated | truncated
+        info: dict[str, Any] = {"final_info": infos, "_final_info": done}
+        if final_obs is not None:
+            info.update(final_obs=final_obs, _final_obs=done, reset_info=reset_infos, _reset_info=done)
+        return obs, rewards, terminated, truncated, info
 
     def render(self, env_index: int) -> Any:
         return self.lanes_[env_index].render(0)
@@ -472,7 +539,7 @@ def view_of(env: Any) -> EnvView:
                 )
         if len(env) == 1:
             return ScalarView(env[0])
-        return LanesView(env)
+        return LanesView(env, getattr(env, "autoreset_mode", None))
     if is_vector_env(env):
         n = int(getattr(env, "num_envs", 0) or 0)
         if n == 1:
