@@ -382,6 +382,18 @@ class RemoteVectorEnv(VectorEnv):
             return None
         return tuple(self._client.render(env_index=i) for i in range(self.num_envs))
 
+    def __enter__(self) -> RemoteVectorEnv:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close_extras()
+        except Exception:
+            pass
+
     def close_extras(self, **kwargs: Any) -> None:
         """Detach from the endpoint (the server keeps running). Idempotent."""
         shared, self._shared = getattr(self, "_shared", None), None
