@@ -97,9 +97,8 @@ def test_a_remote_cartpole_reproduces_a_local_one_step_for_step(serve):
 
 def test_a_remote_env_cannot_be_pickled_and_says_what_to_do(serve):
     server = serve(gym.make("CartPole-v1"))
-    with rg.RemoteEnv(server.address) as env:
-        with pytest.raises(TypeError, match="pass the address and reconnect"):
-            pickle.dumps(env)
+    with rg.RemoteEnv(server.address) as env, pytest.raises(TypeError, match="pass the address and reconnect"):
+        pickle.dumps(env)
 
 
 def test_a_remote_env_refuses_a_lane_endpoint_and_points_to_the_vector_class(serve):
