@@ -105,3 +105,13 @@ def test_a_remote_env_refuses_a_lane_endpoint_and_points_to_the_vector_class(ser
     server = serve([gym.make("CartPole-v1") for _ in range(2)])
     with pytest.raises(ValueError, match="RemoteVectorEnv"):
         rg.RemoteEnv(server.address)
+
+
+@pytest.mark.parametrize("flavour", ["rlmesh", "rlmesh.numpy"])
+def test_every_client_flavour_refuses_pickling_with_a_clear_type_error(serve, flavour):
+    import importlib
+
+    server = serve(gym.make("CartPole-v1"))
+    cls = importlib.import_module(flavour).RemoteEnv
+    with cls(server.address) as env, pytest.raises(TypeError, match="live connection cannot be pickled"):
+        pickle.dumps(env)

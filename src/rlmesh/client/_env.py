@@ -301,6 +301,14 @@ class _RemoteEnvBase:
     def __enter__(self) -> Any:
         return self
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        cls = type(self)
+        raise TypeError(
+            f"cannot pickle a {cls.__name__}: a live connection cannot be pickled; pass the address "
+            f"('{getattr(self, '_address', '?')}') and reconnect in the other process, e.g. with an env "
+            "factory such as `lambda: rlmesh.gymnasium.RemoteEnv(address)`"
+        )
+
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
