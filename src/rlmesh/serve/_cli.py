@@ -260,8 +260,8 @@ def _parse_params(items: Sequence[str]) -> dict[str, Any]:
 
 def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Serve an environment over TCP or a Unix socket.")
-    p.add_argument("target", nargs="?", help="Gymnasium id or module:attr (env, factory, class or callable)")
-    p.add_argument("--env", dest="env_target", help="same as TARGET (upstream spelling)")
+    p.add_argument("target", nargs="?", help="a Gymnasium id, or module:attr naming an env, env class, factory callable or EnvFactory")
+    p.add_argument("--env", dest="env_target", help="same as TARGET (upstream spelling; default: none)")
     p.add_argument(
         "--address",
         default=os.environ.get("RLMESH_ADDRESS") or f"0.0.0.0:{os.environ.get('RLMESH_PORT', '50051')}",
@@ -291,17 +291,25 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         help="with --num-envs N, build a Gymnasium vector env instead of serving independent lanes "
         "(default: $RLMESH_VECTORIZATION_MODE or independent lanes)",
     )
-    p.add_argument("--package", action="append", default=[], help="import first (repeatable)")
-    p.add_argument("--kwargs-json", default=os.environ.get("RLMESH_MAKE_KWARGS"), help="JSON object of env kwargs")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="one env/factory parameter")
-    p.add_argument("--framework", default=os.environ.get("RLMESH_FRAMEWORK") or None)
-    p.add_argument("--device", default=os.environ.get("RLMESH_DEVICE") or None)
-    p.add_argument("--workflow-edition", default=None)
-    p.add_argument("--allow-remote-shutdown", action="store_true")
-    p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS")
-    p.add_argument("--ready-fd", type=int, default=None, help="write the bound address to this fd, then close it")
-    p.add_argument("--ready-file", default=None, help="write the bound address to this file")
-    p.add_argument("--verbose", action="store_true", help="print tracebacks on errors")
+    p.add_argument("--package", action="append", default=[], help="import this module first so its envs register (repeatable; default: none)")
+    p.add_argument("--kwargs-json", default=os.environ.get("RLMESH_MAKE_KWARGS"), help="JSON object of env kwargs (default: $RLMESH_MAKE_KWARGS or none)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="one env/factory parameter, VALUE parsed as JSON else a string (repeatable; default: none)")
+    p.add_argument(
+        "--framework",
+        default=os.environ.get("RLMESH_FRAMEWORK") or None,
+        help="numpy, torch or jax: the type the env's step() receives actions as (default: $RLMESH_FRAMEWORK or numpy)",
+    )
+    p.add_argument(
+        "--device",
+        default=os.environ.get("RLMESH_DEVICE") or None,
+        help="device for torch/jax actions, e.g. cuda:0 (default: $RLMESH_DEVICE or the framework's default)",
+    )
+    p.add_argument("--workflow-edition", default=None, help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)")
+    p.add_argument("--allow-remote-shutdown", action="store_true", help="let a client stop the server (default: off)")
+    p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS", help="stop after SECONDS without a client (default: never)")
+    p.add_argument("--ready-fd", type=int, default=None, help="write the bound address to this fd, then close it (default: none)")
+    p.add_argument("--ready-file", default=None, help="write the bound address to this file once listening (default: none)")
+    p.add_argument("--verbose", action="store_true", help="print tracebacks on errors (default: one line)")
     return p
 
 
