@@ -341,6 +341,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
         from . import EnvServer
 
         options = options_of(args)
+        _edition_notice(args, target)
         env, factory = load_env_target(
             target,
             num_envs=args.num_envs,
@@ -365,6 +366,30 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
         return 0
 
     return run_command(args, body)
+
+
+def _edition_notice(args: argparse.Namespace, target: str) -> None:
+    """DELTA-8 from the command line: warn only where the user can act, naming the flag.
+
+    A Gymnasium id (``CartPole-v1``) is not the user's code: nothing to pin there, so
+    no warning. A ``module:attr`` target is told about ``--workflow-edition``.
+    """
+    import warnings
+
+    from .._build import EDITION_BASE, resolve_declared_edition
+    from ..errors import WorkflowEditionWarning
+
+    if args.workflow_edition:
+        return
+    if _resolve(target) is None:  # a Gymnasium id: the user cannot act on the env
+        resolve_declared_edition(warn=False)
+        warnings.filterwarnings("ignore", category=WorkflowEditionWarning)
+        return
+    resolve_declared_edition(
+        warn=True,
+        who=f"the served env {target}",
+        hint=f"--workflow-edition {EDITION_BASE}, a `workflow_edition = \"{EDITION_BASE}\"` attribute on its class",
+    )
 
 
 def _close_all(env: Any) -> None:
