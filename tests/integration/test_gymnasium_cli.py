@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from conftest import child_env
 
 pytestmark = pytest.mark.timeout(90)
