@@ -21,6 +21,7 @@ def test_check_env_passes_on_a_remote_cartpole(serve):
         assert isinstance(env, gym.Env) and env.unwrapped is env
         assert isinstance(env.observation_space, gym.spaces.Box) and isinstance(env.action_space, gym.spaces.Discrete)
         assert env.spec is not None and env.spec.id == "CartPole-v1"
+        assert env.spec.max_episode_steps == 500  # the server knows gym.make's TimeLimit
         check_env(env)
         obs, info = env.reset(seed=3)
         assert info == {}  # only the env's own keys by default

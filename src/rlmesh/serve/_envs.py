@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -98,6 +98,26 @@ def env_id_of(env: Any) -> str:
     return ident if isinstance(ident, str) and ident else UNKNOWN_ENV_ID
 
 
+def published_metadata(env: Any) -> Any:
+    """``env.metadata``, plus ``max_episode_steps`` from ``env.spec`` when it is known and not declared.
+
+    Clients learn the episode limit from it (``rlmesh.gymnasium``'s ``spec.max_episode_steps``).
+    The env's own mapping is never mutated.
+    """
+    md = getattr(env, "metadata", None)
+    try:
+        limit = getattr(getattr(env, "spec", None), "max_episode_steps", None)
+    except Exception:
+        return md
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        return md
+    if md is None:
+        return {"max_episode_steps": limit}
+    if not isinstance(md, Mapping) or "max_episode_steps" in md:
+        return md
+    return {**md, "max_episode_steps": limit}
+
+
 def _reset_takes_options(env: Any) -> bool:
     try:
         params = inspect.signature(env.reset).parameters
@@ -175,7 +195,7 @@ class ScalarView(EnvView):
         self.num_envs = 1
         self.obs_space = as_spec(env.observation_space, "observation_space")
         self.act_space = as_spec(env.action_space, "action_space")
-        self.metadata = getattr(env, "metadata", None)
+        self.metadata = published_metadata(env)
         self.autoreset = "Disabled"
         self.env_id = env_id_of(env)
         self.render_mode = _render_mode(env)
@@ -223,7 +243,7 @@ class VectorView(EnvView):
         act = getattr(env, "single_action_space", None) or env.action_space
         self.obs_space = as_spec(obs, "single_observation_space")
         self.act_space = as_spec(act, "single_action_space")
-        self.metadata = getattr(env, "metadata", None)
+        self.metadata = published_metadata(env)
         md = self.metadata
         declared = md is not None and hasattr(md, "__contains__") and "autoreset_mode" in md
         self.autoreset = autoreset_mode_of(md) if declared else "NextStep"  # AR-1: gymnasium default
