@@ -35,3 +35,32 @@ def test_the_sb3_script_trains_ppo_on_a_remote_env() -> None:
     require("stable_baselines3")
     line = run("examples/train/sb3_cartpole.py", "--total-timesteps", "256")
     assert line.startswith("trained 256 steps") and "mean return" in line
+
+
+def test_sb3_subproc_vec_env_works_through_env_factories(serve) -> None:
+    require("torch")
+    vec_env = require("stable_baselines3.common.vec_env")
+    import gymnasium as gym
+    import numpy as np
+
+    import rlmesh.gymnasium as rg
+
+    addresses = [serve(gym.make("CartPole-v1")).address for _ in range(2)]
+    envs = vec_env.SubprocVecEnv([lambda a=a: rg.RemoteEnv(a) for a in addresses])
+    try:
+        obs = envs.reset()
+        assert obs.shape == (2, 4)
+        ended = 0
+        for _ in range(30):  # always push left: each CartPole episode ends within ~12 steps
+            obs, rewards, dones, infos = envs.step(np.zeros(2, dtype=np.int64))
+            ended += sum("terminal_observation" in i for i in infos)  # SB3 autoreset the remote env
+        assert obs.shape == (2, 4) and rewards.shape == (2,)
+        assert ended >= 2
+    finally:
+        envs.close()
+    live = rg.RemoteEnv(addresses[0])
+    try:
+        with pytest.raises(TypeError, match="live connection cannot be pickled"):
+            vec_env.SubprocVecEnv([lambda: live])
+    finally:
+        live.close()
