@@ -123,3 +123,18 @@ def test_the_cli_serves_next_step_lanes_by_default_and_disabled_on_request(serve
     with rnp.RemoteVectorEnv(address) as envs:
         assert envs.autoreset_mode == "Disabled"
         assert envs.metadata["autoreset_mode"] is AutoresetMode.DISABLED
+
+
+def test_a_vector_endpoint_renders_one_frame_per_lane(serve):
+    from gym_envs import DictRenderEnv
+
+    server = serve([DictRenderEnv(), DictRenderEnv()])
+    with rg.RemoteVectorEnv(server.address) as envs:
+        assert envs.render_mode == "rgb_array"
+        assert isinstance(envs.single_observation_space, gym.spaces.Dict)
+        obs, _ = envs.reset(seed=0)
+        assert obs["pos"].shape == (2, 2) and envs.observation_space.contains(obs)
+        frames = envs.render()
+        assert len(frames) == 2 and all(f.shape == (8, 8, 3) for f in frames)
+        obs, _, _, _, info = envs.step(envs.action_space.sample())
+        assert info["t"].tolist() == [1, 1] and info["_t"].tolist() == [True, True]  # Gymnasium's layout
