@@ -190,6 +190,10 @@ class RemoteEnv(gymnasium.Env):
         ConnectionError: nothing answers at ``address``.
     """
 
+    #: What ``gymnasium.make`` may ask for before connecting; an instance's ``metadata``
+    #: lists the one mode its server renders.
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array", "ansi", "human", "depth_array"]}
+
     def __init__(
         self,
         address: str | None = None,

@@ -116,3 +116,20 @@ def test_every_client_flavour_refuses_pickling_with_a_clear_type_error(serve, fl
     cls = importlib.import_module(flavour).RemoteEnv
     with cls(server.address) as env, pytest.raises(TypeError, match="live connection cannot be pickled"):
         pickle.dumps(env)
+
+
+@pytest.mark.filterwarnings("always::UserWarning")
+def test_gymnasium_make_with_the_served_render_mode_renders_without_warnings(serve, recwarn):
+    server = serve(DictRenderEnv())
+    env = gym.make(rg.REMOTE_ID, address=server.address, render_mode="rgb_array")
+    env.reset(seed=0)
+    assert env.render().shape == (8, 8, 3)
+    env.close()
+    assert not [w for w in recwarn if "render_mode" in str(w.message)]
+
+
+def test_asking_for_a_render_mode_the_server_does_not_render_is_refused(serve):
+    server = serve(gym.make("CartPole-v1"))
+    with pytest.raises(ValueError, match="chosen where the env is served"):
+        rg.RemoteEnv(server.address, render_mode="rgb_array")
+    rg.RemoteEnv(server.address).close()  # the refused attempt released the endpoint
