@@ -138,3 +138,22 @@ def test_a_vector_endpoint_renders_one_frame_per_lane(serve):
         assert len(frames) == 2 and all(f.shape == (8, 8, 3) for f in frames)
         obs, _, _, _, info = envs.step(envs.action_space.sample())
         assert info["t"].tolist() == [1, 1] and info["_t"].tolist() == [True, True]  # Gymnasium's layout
+
+
+def test_a_same_step_sync_endpoint_gives_the_local_vector_envs_info_layout(serve):
+    kwargs = {"num_envs": 2, "vectorization_mode": "sync", "vector_kwargs": {"autoreset_mode": AutoresetMode.SAME_STEP}}
+    server = serve(gym.make_vec("CartPole-v1", **kwargs))
+    local = gym.make_vec("CartPole-v1", **kwargs)
+    with rg.RemoteVectorEnv(server.address) as envs:
+        envs.reset(seed=0)
+        local.reset(seed=0)
+        for _ in range(100):
+            obs, _, term, trunc, info = envs.step(np.zeros(2, int))
+            lobs, _, _, _, linfo = local.step(np.zeros(2, int))
+            assert np.array_equal(obs, lobs)
+            if (term | trunc).any():
+                break
+        assert sorted(info) == sorted(linfo) == ["_final_info", "_final_obs", "final_info", "final_obs"]
+        assert info["_final_obs"].tolist() == linfo["_final_obs"].tolist()
+        for mine, theirs in zip(info["final_obs"], linfo["final_obs"]):
+            assert (mine is None and theirs is None) or (np.array_equal(mine, theirs) and mine.dtype == theirs.dtype)
