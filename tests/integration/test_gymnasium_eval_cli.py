@@ -75,3 +75,39 @@ def test_a_served_model_address_is_accepted_as_model(capsys: pytest.CaptureFixtu
     finally:
         server.shutdown()
     assert "2 episodes" in capsys.readouterr().out
+
+
+def _balance(obs):
+    return int(obs[2] > 0)
+
+
+class _BatchBalance(NumpyModel):
+    def predict_batch(self, obs):
+        return (obs[:, 2] > 0).astype("int64")
+
+
+def test_a_default_next_step_lanes_endpoint_still_takes_per_episode_seeds_and_caps() -> None:
+    """DELTA-49 survives the NEXT_STEP default: the runtime resets single lanes of a lanes endpoint."""
+    import gymnasium as gym
+
+    seeds = [1, 2, 3, 4, 5]
+    server = rlmesh.EnvServer([gym.make("CartPole-v1") for _ in range(2)], "127.0.0.1:0").start()
+    try:
+        remote = rlmesh.run(_BatchBalance(), server.address, seeds=seeds, max_episode_steps=30)
+    finally:
+        server.shutdown()
+    local = rlmesh.run(NumpyModel(_balance), gym.make("CartPole-v1"), seeds=seeds, max_episode_steps=30)
+    assert sorted((e.seed, e.steps, e.truncated) for e in remote.episodes) == sorted(
+        (e.seed, e.steps, e.truncated) for e in local.episodes
+    )
+
+
+def test_a_served_next_step_vector_env_without_lane_resets_is_refused_clearly() -> None:
+    import gymnasium as gym
+
+    server = rlmesh.EnvServer(gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync"), "127.0.0.1:0").start()
+    try:
+        with pytest.raises(ValueError, match="supports per-lane resets"):
+            rlmesh.run(_BatchBalance(), server.address, seeds=[1, 2, 3, 4], max_episode_steps=30)
+    finally:
+        server.shutdown()
