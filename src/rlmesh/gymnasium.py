@@ -367,6 +367,8 @@ class RemoteVectorEnv(VectorEnv):
                 raise ValueError("reset_mask selects no lane")
         if indices is not None and isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
             seed = [int(seed) + i for i in indices]
+        elif indices is not None and seed is not None and len(seed) == self.num_envs:  # type: ignore[arg-type]
+            seed = [seed[i] for i in indices]  # type: ignore[index]  # Gymnasium's per-lane list
         self._client.runtime = {}
         obs, info = self._client.reset(seed=seed, options=opts, env_indices=indices)
         return obs, self._vector_info(info, None, None)

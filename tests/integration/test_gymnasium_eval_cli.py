@@ -111,3 +111,19 @@ def test_a_served_next_step_vector_env_without_lane_resets_is_refused_clearly() 
             rlmesh.run(_BatchBalance(), server.address, seeds=[1, 2, 3, 4], max_episode_steps=30)
     finally:
         server.shutdown()
+
+
+def test_eval_drives_a_gymnasium_remote_vector_env_with_reset_masks() -> None:
+    import gymnasium as gym
+
+    import rlmesh.gymnasium as rg
+
+    seeds = [1, 2, 3, 4, 5]
+    server = rlmesh.EnvServer([gym.make("CartPole-v1") for _ in range(2)], "127.0.0.1:0").start()
+    try:
+        with rg.RemoteVectorEnv(server.address) as envs:
+            remote = rlmesh.run(_BatchBalance(), envs, seeds=seeds, max_episode_steps=30)
+    finally:
+        server.shutdown()
+    local = rlmesh.run(NumpyModel(_balance), gym.make("CartPole-v1"), seeds=seeds, max_episode_steps=30)
+    assert sorted((e.seed, e.steps) for e in remote.episodes) == sorted((e.seed, e.steps) for e in local.episodes)

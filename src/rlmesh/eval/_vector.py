@@ -336,20 +336,20 @@ def _reset_lanes(
     cannot reset single lanes (a served NEXT_STEP Gymnasium vector env)."""
     for lane in which:
         assign(lane)
-    if how == "mask":
-        mask = np.zeros(n, dtype=np.bool_)
-        mask[which] = True
-        seeds = [lanes.seed[i] if mask[i] else None for i in range(n)]
-        ret = env.reset(seed=seeds, options={"reset_mask": mask})
-    else:
-        from ..errors import Unsupported
+    from ..errors import Unsupported
 
-        seeds = [lanes.seed[i] for i in which]
-        try:
+    try:
+        if how == "mask":
+            mask = np.zeros(n, dtype=np.bool_)
+            mask[which] = True
+            seeds = [lanes.seed[i] if mask[i] else None for i in range(n)]
+            ret = env.reset(seed=seeds, options={"reset_mask": mask})
+        else:
+            seeds = [lanes.seed[i] for i in which]
             ret = env.reset(seed=seeds if any(s is not None for s in seeds) else None, env_indices=which)
-        except Unsupported:
-            refuse()
-            raise
+    except Unsupported:  # e.g. rlmesh.gymnasium on a served NEXT_STEP Gymnasium vector env
+        refuse()
+        raise
     obs = ret[0] if isinstance(ret, tuple) and len(ret) == 2 else ret
     for lane in which:
         begin(lane)
