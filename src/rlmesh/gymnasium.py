@@ -164,7 +164,7 @@ def _as_space_value(space: gymnasium.Space[Any], value: Any) -> Any:
     if isinstance(space, gs.Text):
         return value
     if isinstance(space, gs.Discrete):
-        return np.asarray(value, dtype=space.dtype).reshape(()).item() if np.ndim(value) == 0 else value
+        return np.asarray(value, dtype=space.dtype).reshape(())[()] if np.ndim(value) == 0 else value
     dtype = getattr(space, "dtype", None)
     return np.asarray(value, dtype=dtype)
 
