@@ -129,6 +129,10 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return importlib.import_module(".numpy", __name__)
+    if name == "gymnasium":  # the Gymnasium flavour (needs gymnasium): `rlmesh.gymnasium.RemoteEnv`
+        import importlib
+
+        return importlib.import_module(".gymnasium", __name__)
     if name in ("describe", "describe_json"):
         from .authoring import _describe
 

@@ -198,6 +198,7 @@ def resolve_declared_edition(
     class_attr: str | None = None,
     warn: bool = False,
     who: str = "this participant",
+    hint: str | None = None,
 ) -> str | None:
     """Resolve a participant's declared edition through the DELTA-7 rungs.
 
@@ -208,6 +209,7 @@ def resolve_declared_edition(
         warn: Emit :class:`WorkflowEditionWarning` (once per process) when nothing
             is declared (DELTA-8).
         who: Named in the warning.
+        hint: How this participant declares an edition (named first in the warning).
 
     Returns:
         The validated declaration, or ``None`` to float to the newest edition.
@@ -226,10 +228,13 @@ def resolve_declared_edition(
         return validate_edition(from_file)
     if warn and not _warned:
         _warned = True
+        how = hint or (
+            f"workflow_edition=\"{EDITION_BASE}\" (ServeOptions, or a class attribute on your "
+            f"EnvFactory/Model), --workflow-edition {EDITION_BASE} on the command line"
+        )
         warnings.warn(
             f"{who} declares no workflow edition and floats to {SUPPORTED_EDITIONS[0]!r}; pin it "
-            f"with a `workflow_edition = \"{EDITION_BASE}\"` class attribute, "
-            f"`[tool.rlmesh] workflow_edition` in pyproject.toml, or silence this with "
+            f"with {how}, or `[tool.rlmesh] workflow_edition` in pyproject.toml, or silence this with "
             f"{ENV_VAR}=''",
             WorkflowEditionWarning,
             stacklevel=_outside_stacklevel(),

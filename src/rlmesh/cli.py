@@ -28,9 +28,9 @@ Run `rlmesh <command> --help` for a command's options."""
 
 def _health(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="rlmesh health", description="Probe an rlmesh endpoint.")
-    p.add_argument("address")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
-    p.add_argument("--wait", action="store_true", help="keep probing until ready or --timeout")
+    p.add_argument("address", help="host:port, tcp://host:port or unix:///path")
+    p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS", help="give up after SECONDS (default: 5)")
+    p.add_argument("--wait", action="store_true", help="keep probing until ready or --timeout (default: probe once)")
     args = p.parse_args(argv)
     from .client._probe import ping, wait_ready
     from .errors import RLMeshException

@@ -283,6 +283,19 @@ class Tensor:
             raise TypeError(f"a {self.dtype} tensor cannot be used as an index")
         return int(self._scalar())
 
+    def __getitem__(self, key: Any) -> Any:
+        raise TypeError(
+            "rlmesh.Tensor does not support indexing; convert it with rlmesh.numpy.asarray(t) "
+            "(or numpy.asarray(t)), or use a flavour whose values are arrays: rlmesh.numpy.RemoteEnv, "
+            "or rlmesh.gymnasium.RemoteEnv for Gymnasium tools"
+        )
+
+    def __iter__(self) -> Any:
+        raise TypeError(
+            "rlmesh.Tensor is not iterable; convert it with rlmesh.numpy.asarray(t), or use "
+            "rlmesh.numpy.RemoteEnv / rlmesh.gymnasium.RemoteEnv, whose values are numpy arrays"
+        )
+
     def __len__(self) -> int:
         if self._a.ndim == 0:
             raise TypeError("len() of a 0-d tensor")

@@ -275,7 +275,7 @@ def test_cnf2_a8_env_factory_serve_forwards_to_serve_env(monkeypatch: pytest.Mon
     assert source is factory and address == "127.0.0.1:0"
     assert kwargs == {
         "num_envs": 2, "vectorization_mode": None, "framework": None, "device": "cpu",
-        "workflow_edition": None, "size": 3,
+        "workflow_edition": None, "autoreset": None, "size": 3,
     }  # fmt: skip
 
 

@@ -103,8 +103,10 @@ def test_a_remote_handle_is_closed_only_with_close_env(cartpole_server: Any) -> 
 
 
 def test_a_served_lanes_endpoint_takes_per_episode_seeds_and_caps() -> None:
-    # O-2: lanes (autoreset disabled) are reset by the driver, one seed per episode
-    server = rlmesh.EnvServer([gym.make("CartPole-v1") for _ in range(2)], "127.0.0.1:0").start()
+    # O-2: lanes served with autoreset disabled are reset by the driver, one seed per episode
+    # (a plain list of lanes now autoresets NEXT_STEP, issue 12; disabled is the explicit choice)
+    lanes = rlmesh.serve.Lanes([gym.make("CartPole-v1") for _ in range(2)], autoreset="disabled")
+    server = rlmesh.EnvServer(lanes, "127.0.0.1:0").start()
     try:
         model = BatchBalance()
         result = ev.run(model, server.address, seeds=SEEDS, max_episode_steps=40)
@@ -123,8 +125,12 @@ def test_a_served_autoresetting_vector_env_counts_episodes_exactly() -> None:
         result = ev.run(BatchBalance(), server.address, max_episodes=5)
         assert result.num_episodes == 5
         assert ev.run(ev.RANDOM_SAMPLE, server.address, max_episodes=3).num_episodes == 3
+        # issue 12: a cap is refused only once a lane must be reset (the endpoint answers
+        # UNSUPPORTED); two capped episodes on two lanes need no lane reset and just run
+        capped = ev.run(BatchBalance(), server.address, max_episodes=2, max_episode_steps=3)
+        assert [(e.steps, e.truncated) for e in capped.episodes] == [(3, True), (3, True)]
         with pytest.raises(ValueError, match="caps need driver-owned per-lane resets"):
-            ev.run(BatchBalance(), server.address, max_episodes=2, max_episode_steps=3)
+            ev.run(BatchBalance(), server.address, max_episodes=4, max_episode_steps=3)
         with pytest.raises(ValueError, match="pass at most 2 seeds"):
             ev.run(BatchBalance(), server.address, seeds=SEEDS)
     finally:

@@ -119,9 +119,10 @@ def test_a_DISABLED_vector_env_keeps_a_done_lane_done_until_a_partial_reset(serv
 # -- lanes from a list of scalar envs (DELTA-14) ---------------------------------------------
 
 
-def test_a_list_of_scalar_envs_is_served_as_DISABLED_lanes_with_vector_style_info(serve):
+def test_lanes_with_autoreset_disabled_are_served_with_vector_style_info(serve):
+    # issue 12: a plain list now autoresets NEXT_STEP; DISABLED is the explicit Lanes(..., "disabled")
     lanes = [CountdownEnv(n) for n in LENGTHS]
-    server = serve(lanes)
+    server = serve(rlmesh.serve.Lanes(lanes, autoreset="disabled"))
     assert server.env_contract.num_envs == 3
     with rlmesh.RemoteVectorEnv(server.address) as envs:  # the plain client: Tensor batches
         assert envs.autoreset_mode == "Disabled"
@@ -138,8 +139,10 @@ def test_a_list_of_scalar_envs_is_served_as_DISABLED_lanes_with_vector_style_inf
         assert [i["t"] for i in info["final_info"]] == [2, 2, 2]
         assert info["_final_info"].tolist() == [True, False, False]
         assert info["completed_episodes"] == 1 and info["episode_ids"] == ids0
+        _, _, term, _, info = envs.step([0, 0, 0])  # lane 0 stays done: only lane 1's end counts
+        assert np.asarray(term).tolist() == [True, True, False] and info["completed_episodes"] == 1
         obs, info = envs.reset(env_indices=[0])  # lanes always support partial reset
-        assert np.asarray(obs).reshape(-1).tolist() == [0, 2, 2]
+        assert np.asarray(obs).reshape(-1).tolist() == [0, 3, 3]
         assert info["episode_ids"][0] != ids0[0] and info["episode_ids"][1:] == ids0[1:]
         assert lanes[0].resets == [5, None] and lanes[1].resets == [None]
 

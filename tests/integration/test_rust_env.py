@@ -300,8 +300,9 @@ def test_the_gymnasium_flavour_checks_the_rust_cartpole(rust_server: Callable[..
     if importlib.util.find_spec("rlmesh.gymnasium") is None:
         pytest.skip("rlmesh.gymnasium is not part of this tree yet (built under another issue)")
     _gym()
-    import rlmesh.gymnasium as rg  # type: ignore[import-not-found,unused-ignore]
     from gymnasium.utils.env_checker import check_env
+
+    import rlmesh.gymnasium as rg  # type: ignore[import-not-found,unused-ignore]
 
     env = rg.RemoteEnv(rust_server("cartpole"))
     try:

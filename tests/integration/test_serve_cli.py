@@ -15,11 +15,13 @@ from rlmesh import cli
 pytestmark = pytest.mark.timeout(90)
 
 
-def test_num_envs_serves_independent_DISABLED_lanes(serve_process):
+def test_num_envs_serves_independent_NEXT_STEP_lanes_by_default(serve_process):
+    # issue 12 (DESIGN): lanes autoreset like gymnasium.make_vec unless told otherwise
     _, address = serve_process("CartPole-v1", "--num-envs", "3")
     with rnp.RemoteVectorEnv(address) as envs:
         assert envs.num_envs == 3
-        assert envs.autoreset_mode == "Disabled"  # DELTA-23: lanes, not a gymnasium vector env
+        assert envs.autoreset_mode == "NextStep"  # DELTA-23: lanes, autoresetting like make_vec
+        assert envs.metadata["autoreset_mode"] is gym.vector.AutoresetMode.NEXT_STEP
         assert envs.env_contract.id == "CartPole-v1"
         obs, info = envs.reset(seed=0)
         assert obs.shape == (3, 4)

@@ -154,6 +154,7 @@ class EnvFactory(ABC):
         framework: str | None = None,
         device: object | None = None,
         workflow_edition: str | None = None,
+        autoreset: str | None = None,
         **make_kwargs: Any,
     ) -> None:
         """Host this env on ``address`` (blocking): validate, ``prepare()``, ``make()``, serve.
@@ -174,6 +175,10 @@ class EnvFactory(ABC):
                 pinned framework.
             device: Device for torch/jax actions; ignored for numpy.
             workflow_edition: Edition to declare (DELTA-7 rung 3).
+            autoreset: How lanes restart when ``num_envs > 1``: ``"next-step"``
+                (the default, like ``gymnasium.make_vec``), ``"same-step"`` or
+                ``"disabled"``. With a vectorization mode, ``None`` keeps the
+                vector env's own.
             **make_kwargs: The ``make`` binding.
 
         Raises:
@@ -191,6 +196,7 @@ class EnvFactory(ABC):
             framework=framework,
             device=device,
             workflow_edition=workflow_edition,
+            autoreset=autoreset,
             **make_kwargs,
         )
 
@@ -385,6 +391,7 @@ def build_env(
     *,
     num_envs: int = 1,
     vectorization_mode: str | None = None,
+    autoreset: str | None = None,
 ) -> tuple[EnvFactory, Any]:
     """Instantiate-if-needed, validate, ``prepare()`` and ``make()`` (AUTH-3, AUTH-5, DELTA-25).
 
@@ -394,8 +401,9 @@ def build_env(
 
     Returns:
         ``(factory_instance, env)`` where env is one env (``num_envs == 1``), a
-        list of ``num_envs`` lane envs (no vectorization mode), or a Gymnasium
-        vector env (``"sync"``/``"async"``). The caller owns both; call
+        :class:`rlmesh.serve.Lanes` list of ``num_envs`` lane envs (no
+        vectorization mode; ``autoreset``, default NEXT_STEP), or a Gymnasium
+        vector env (``"sync"``/``"async"``; ``autoreset`` sets its mode). The caller owns both; call
         ``factory.close()`` when done.
 
     Raises:
@@ -411,6 +419,9 @@ def build_env(
         raise ValueError(
             f"vectorization_mode must be None, 'sync' or 'async', got {vectorization_mode!r}"
         )
+    from ..serve._envs import Lanes, autoreset_name  # plain data helpers, no sockets
+
+    mode = None if autoreset is None else autoreset_name(autoreset)
     cls = type(instance)
     binding = dict(make_kwargs or {})
     resolved = resolve_params(cls.params, instance.make, binding, where=f"{cls.__qualname__}.make()")
@@ -427,7 +438,7 @@ def build_env(
             ) from exc
         thunks: list[Any] = [functools.partial(instance.make, **resolved) for _ in range(num_envs)]
         vec_cls = gymnasium.vector.SyncVectorEnv if vectorization_mode == "sync" else gymnasium.vector.AsyncVectorEnv
-        env: Any = vec_cls(thunks)
+        env: Any = vec_cls(thunks) if mode is None else vec_cls(thunks, autoreset_mode=gymnasium.vector.AutoresetMode(mode))
         merge_metadata(env, stamp)
         return instance, env
     envs = []
@@ -440,4 +451,4 @@ def build_env(
         for e in envs:
             _close_quietly(e)
         raise
-    return instance, envs[0] if num_envs == 1 else envs
+    return instance, envs[0] if num_envs == 1 else Lanes(envs, mode or "NextStep")

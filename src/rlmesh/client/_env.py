@@ -93,6 +93,7 @@ class _RemoteEnvBase:
         self._act_encode = compile_encoder(act, lanes=self._lanes)
         self._n_obs_segments = self._obs_codec.segment_count
         self._episode_ids: list[str] = [""] * n
+        self._over = np.zeros(n, dtype=bool)  # lanes whose episode ended and was not restarted
         self._push: dict[int, str] = {}
         self._last_obs: Any = None
         self._shadow_warned: set[str] = set()
@@ -212,9 +213,11 @@ class _RemoteEnvBase:
             for i, eid in zip(env_indices, ids):
                 self._episode_ids[i] = eid
                 self._push.pop(i, None)
+            self._over[env_indices] = False
         else:
             self._episode_ids = ids
             self._push = {}
+            self._over[:] = False
         self._last_obs = canonical
         info = dict(reply.info) if reply.info else {}
         self._inject(info, "episode_ids", list(self._episode_ids))
@@ -242,9 +245,13 @@ class _RemoteEnvBase:
                 trunc8 = _lane_array(segs[k + 2], _U8, n)
                 terminated = term8 != 0  # any nonzero byte is "set"
                 truncated = trunc8 != 0
-                ended = (term8 | trunc8).nonzero()[0].tolist()
+                done = (term8 | trunc8) != 0
+                ended = done.nonzero()[0].tolist()
                 self._inject(info, "episode_ids", list(self._episode_ids))
-                self._inject(info, "completed_episodes", len(ended))
+                # INFO-2: each episode once; a lane left done (DISABLED) is not recounted
+                self._inject(info, "completed_episodes", int(np.count_nonzero(done & ~self._over)))
+                if self._autoreset == "Disabled":
+                    self._over |= done
                 if ended and self._autoreset != "Disabled":  # AR-9: roll ids for the next step
                     for i in ended:
                         eid = new_episode_id()
@@ -255,7 +262,10 @@ class _RemoteEnvBase:
                 dec = self._bridge.decode
                 return self._obs_decode(canonical), dec(rewards), dec(terminated), dec(truncated), info
             self._inject(info, "episode_ids", list(self._episode_ids))
-            self._inject(info, "completed_episodes", int(reply.terminated or reply.truncated))  # DEC-5
+            ended_now = bool(reply.terminated or reply.truncated)
+            self._inject(info, "completed_episodes", int(ended_now and not self._over[0]))  # DEC-5, once
+            if ended_now:
+                self._over[0] = True
             return self._obs_decode(canonical), reply.reward, reply.terminated, reply.truncated, info
         except ProtocolException as exc:
             self._session.fail(exc)
@@ -299,6 +309,14 @@ class _RemoteEnvBase:
 
     def __enter__(self) -> Any:
         return self
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        cls = type(self)
+        raise TypeError(
+            f"cannot pickle a {cls.__name__}: a live connection cannot be pickled; pass the address "
+            f"('{getattr(self, '_address', '?')}') and reconnect in the other process, e.g. with an env "
+            "factory such as `lambda: rlmesh.gymnasium.RemoteEnv(address)`"
+        )
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()

@@ -56,7 +56,24 @@ def parse_seeds(tokens: list[str] | None) -> list[int] | None:
     return out
 
 
+def _file_target(spec: str) -> str:
+    """``path/to/file.py:attr`` -> ``file:attr`` with the file's directory importable (as ``describe``)."""
+    module, sep, attr = spec.rpartition(":")
+    if not (sep and module.endswith(".py")):
+        return spec
+    from pathlib import Path
+
+    path = Path(module).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {module}")
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    return f"{path.stem}:{attr}"
+
+
 def _import_attr(spec: str) -> Any:
+    """Import ``module:attr`` (resolved from the current directory first) or ``path/file.py:attr``."""
+    spec = _file_target(spec)
     module_name, _, attr = spec.partition(":")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -67,13 +84,21 @@ def _import_attr(spec: str) -> Any:
 
 
 def resolve_model_arg(spec: str) -> Any:
-    """``random`` -> ``RANDOM_SAMPLE``; ``module:attr`` -> the imported object."""
+    """``random`` -> ``RANDOM_SAMPLE``; an address -> a ``RemoteModel`` (a served model);
+    ``module:attr`` or ``path/file.py:attr`` -> the imported object."""
     from ._sentinels import RANDOM_SAMPLE
 
     if spec.strip().lower() in ("random", "random_sample"):
         return RANDOM_SAMPLE
-    if not _ENTRYPOINT.match(spec):
-        raise ValueError(f"MODEL must be 'random' or 'module:attr' (e.g. mypkg.policy:model), got {spec!r}")
+    if _ADDRESS.match(spec):
+        from ..client._model import RemoteModel
+
+        return RemoteModel(spec)
+    if not (_ENTRYPOINT.match(spec) or _ENTRYPOINT.match(_file_target(spec))):
+        raise ValueError(
+            "MODEL must be 'random', a served model's address (host:port, unix:///path), 'module:attr' "
+            f"(e.g. mypkg.policy:model) or 'path/to/file.py:attr', got {spec!r}"
+        )
     return _import_attr(spec)
 
 
@@ -81,7 +106,7 @@ def resolve_env_arg(spec: str) -> tuple[Any, bool]:
     """The env target for ``ENV`` and whether the CLI built it (and so must close it)."""
     if _ADDRESS.match(spec):
         return spec, False
-    if _ENTRYPOINT.match(spec):
+    if _ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py"):
         obj = _import_attr(spec)
         if callable(obj) and not isinstance(obj, type) and not hasattr(obj, "reset") and not hasattr(obj, "make"):
             return obj(), True
@@ -108,6 +133,7 @@ class _Progress(RunHooks):
         self.steps = 0
         self.episodes = 0
         self.successes = 0
+        self.signals = 0  # episodes that reported a task outcome
         self.t0 = time.perf_counter()
         self._bar: Any = None
         self._task: Any = None
@@ -137,7 +163,11 @@ class _Progress(RunHooks):
                 self._task = self._bar.add_task("eval", total=total, sps=0.0, rate="-")
 
     def _rate(self) -> str:
-        return f"{self.successes / self.episodes:.0%}" if self.episodes else "-"
+        if not self.episodes:
+            return "-"
+        if not self.signals:
+            return "n/a (no success signal)"
+        return f"{self.successes / self.episodes:.0%}"
 
     def _sps(self) -> float:
         dt = time.perf_counter() - self.t0
@@ -156,6 +186,7 @@ class _Progress(RunHooks):
     def on_episode_end(self, result: EpisodeResult) -> None:
         self.episodes += 1
         self.successes += int(result.succeeded)
+        self.signals += int(result.success is not None)
         if self._bar is not None:
             self._bar.update(self._task, completed=self.episodes, sps=self._sps(), rate=self._rate())
         else:
@@ -189,10 +220,27 @@ def _table_rows(result: RunResult) -> list[list[str]]:
 _HEADERS = ["#", "seed", "steps", "reward", "terminated", "truncated", "success", "seconds", "predict ms", "step ms"]
 
 
+def has_success_signal(result: RunResult) -> bool:
+    """Whether any episode reported a task outcome (``info['is_success']`` and friends)."""
+    return any(e.success is not None for e in result.episodes)
+
+
+def terminated_rate(result: RunResult) -> float:
+    n = result.num_episodes
+    return sum(1 for e in result.episodes if e.terminated) / n if n else 0.0
+
+
 def _print_results(result: RunResult, out: TextIO, *, rich_ok: bool, rate: float) -> None:
+    if has_success_signal(result) or not result.episodes:
+        outcome = f"success rate {rate:.1%}"
+    else:  # the seed's `terminated` fallback would call a random CartPole policy 100 % successful
+        outcome = (
+            f"success rate: no success signal (the env reports no info['is_success']); "
+            f"terminated {terminated_rate(result):.1%}"
+        )
     summary = (
         f"{result.num_episodes} episodes, {result.total_steps} steps, mean reward "
-        f"{result.mean_reward:.3f}, success rate {rate:.1%}"
+        f"{result.mean_reward:.3f}, {outcome}"
     )
     if rich_ok:
         try:
@@ -215,23 +263,48 @@ def _print_results(result: RunResult, out: TextIO, *, rich_ok: bool, rate: float
     print(summary, file=out)
 
 
+def _json_result(result: RunResult) -> dict[str, Any]:
+    """``RunResult.to_dict()``; without a success signal, ``success_rate`` is null and says why."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        doc = result.to_dict()
+    signal = has_success_signal(result)
+    doc["success_signal"] = signal
+    doc["terminated_rate"] = terminated_rate(result)
+    if not signal:
+        doc["success_rate"] = None
+        doc["success_note"] = "no success signal: no episode reported info['is_success'] / ['success'] / ['task_success']"
+    return doc
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rlmesh eval",
         description="Run a model against an env and report per-episode results.",
     )
-    p.add_argument("model", metavar="MODEL", help="'random' or module:attr (a Model, class, callable or policy)")
-    p.add_argument("env", metavar="ENV", help="an address (host:port, unix:///path), a Gymnasium id, or module:attr")
+    p.add_argument(
+        "model",
+        metavar="MODEL",
+        help="'random', a served model's address (host:port, unix:///path), or module:attr / path/file.py:attr "
+        "(a Model, class, callable or policy; module:attr resolves from the current directory)",
+    )
+    p.add_argument(
+        "env",
+        metavar="ENV",
+        help="an address (host:port, unix:///path), a Gymnasium id, or module:attr / path/file.py:attr",
+    )
     p.add_argument("--episodes", "--max-episodes", dest="episodes", type=int, default=None, help="episode count (default: len(seeds) or 1)")
-    p.add_argument("--seeds", nargs="+", default=None, help="per-episode seeds: ints and inclusive ranges A..B")
-    p.add_argument("--max-episode-steps", type=int, default=None, help="truncate each episode after N steps")
-    p.add_argument("--max-episode-seconds", type=float, default=None, help="truncate each episode after S seconds")
-    p.add_argument("--execution-horizon", type=int, default=1, help="actions replayed per chunk (chunk models)")
-    p.add_argument("--instruction", default=None, help="instruction written into the model's Text inputs")
-    p.add_argument("--close-env", action="store_true", help="shut the env down when the run ends")
-    p.add_argument("--json", dest="json_path", default=None, metavar="PATH", help="write the RunResult as JSON")
-    p.add_argument("--no-progress", action="store_true", help="no live progress output")
-    p.add_argument("--verbose", action="store_true", help="print the traceback on error")
+    p.add_argument("--seeds", nargs="+", default=None, help="per-episode seeds: ints and inclusive ranges A..B (default: unseeded)")
+    p.add_argument("--max-episode-steps", type=int, default=None, help="truncate each episode after N steps (default: the env's own limit)")
+    p.add_argument("--max-episode-seconds", type=float, default=None, help="truncate each episode after S seconds (default: no limit)")
+    p.add_argument("--execution-horizon", type=int, default=1, help="actions replayed per chunk (chunk models) (default: 1)")
+    p.add_argument("--instruction", default=None, help="instruction written into the model's Text inputs (default: none)")
+    p.add_argument("--close-env", action="store_true", help="shut the env down when the run ends (default: leave it serving)")
+    p.add_argument("--json", dest="json_path", default=None, metavar="PATH", help="write the RunResult as JSON (default: no file)")
+    p.add_argument("--no-progress", action="store_true", help="no live progress output (default: a live line on a terminal, one line per episode otherwise)")
+    p.add_argument("--verbose", action="store_true", help="print the traceback on error (default: one line)")
     return p
 
 
@@ -270,7 +343,7 @@ def eval_main(argv: list[str] | None = None) -> int:
             rate = result.success_rate
         _print_results(result, out, rich_ok=tty, rate=rate)
         if args.json_path:
-            doc = {"model": args.model, "env": args.env, "result": result.to_dict()}
+            doc = {"model": args.model, "env": args.env, "result": _json_result(result)}
             with open(args.json_path, "w", encoding="utf-8") as fh:
                 json.dump(doc, fh, indent=2)
                 fh.write("\n")

@@ -190,11 +190,17 @@ class EnvConn:
         #: How the driver resets single lanes: "mask" (gymnasium reset_mask),
         #: "indices" (a RemoteVectorEnv lanes endpoint), or "" (the env autoresets).
         self.per_lane_reset = ""
+        #: A remote NEXT_STEP endpoint that may reset single lanes (a lanes endpoint does;
+        #: a served Gymnasium vector env answers UNSUPPORTED): tried only when a run needs it.
+        self.next_step_indices = False
         if self.is_vector:
             if _is_gymnasium_vector(env):
                 self.per_lane_reset = "mask"
-            elif self.autoreset_mode == "Disabled" and _takes_kw(env.reset, "env_indices"):
-                self.per_lane_reset = "indices"
+            elif _takes_kw(env.reset, "env_indices"):
+                if self.autoreset_mode == "Disabled":
+                    self.per_lane_reset = "indices"
+                elif self.autoreset_mode == "NextStep" and remote:
+                    self.next_step_indices = True
         self.metadata: Mapping[str, Any] | None = getattr(contract, "metadata", None)
 
     @property

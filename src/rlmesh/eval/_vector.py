@@ -101,29 +101,47 @@ def run_vector(
 ) -> RunResult:
     """Drive all lanes of a vector env until ``count`` scored episodes completed."""
     n = conn.num_envs
-    owned = bool(conn.per_lane_reset)
+    how = conn.per_lane_reset
+    needs_owned = (
+        (len(seed_list) > n and count > n)
+        or max_episode_steps is not None
+        or max_episode_seconds is not None
+        or bool(trial_index_base)
+    )
+    if not how and needs_owned and getattr(conn, "next_step_indices", False):
+        how = "indices"  # a NEXT_STEP lanes endpoint resets single lanes (issue 12); refused below if not
+    owned = bool(how)
     mode = "owned" if owned else conn.autoreset_mode
-    if not owned:
-        if mode == "Disabled":
+    unowned_mode = conn.autoreset_mode
+
+    def refuse_unowned() -> None:
+        """The checks for an env that resets its own lanes (up front, or when a lane reset is refused)."""
+        m = unowned_mode
+        if m == "Disabled":
             _refuse(
                 f"the env reports num_envs={n} with autoreset disabled and cannot reset single "
                 "lanes; use a gymnasium VectorEnv (reset_mask) or an autoresetting env"
             )
         if len(seed_list) > n and count > n:
             _refuse(
-                f"{len(seed_list)} seeds for a {mode} autoreset env with num_envs={n}: only the first "
-                f"{n} episodes start at an explicit reset; pass at most {n} seeds or drive a "
-                "gymnasium VectorEnv that supports per-lane resets"
+                f"{len(seed_list)} seeds for a {m} autoreset env with num_envs={n}: only the first "
+                f"{n} episodes start at an explicit reset; pass at most {n} seeds, drive a "
+                "gymnasium VectorEnv that supports per-lane resets, or serve independent lanes "
+                "(rlmesh serve ENV --num-envs N)"
             )
         if max_episode_steps is not None or max_episode_seconds is not None:
             _refuse(
-                f"step/time caps need driver-owned per-lane resets, which this {mode} autoreset env "
-                f"with num_envs={n} does not offer; cap the env itself (e.g. TimeLimit)"
+                f"step/time caps need driver-owned per-lane resets, which this {m} autoreset env "
+                f"with num_envs={n} does not offer; cap the env itself (e.g. TimeLimit) or serve "
+                "independent lanes (rlmesh serve ENV --num-envs N)"
             )
         if trial_index_base:
             _refuse(
                 f"trial_index_base={trial_index_base} needs driver-owned resets; this env autoresets"
             )
+
+    if not owned:
+        refuse_unowned()
     cap = max_episode_steps if max_episode_steps is not None else BUILTIN_STEP_BOUND
     max_secs = None if max_episode_seconds is None else float(max_episode_seconds)
     route = sess._route
@@ -217,7 +235,7 @@ def run_vector(
                         finish(lane, False, True, {})
                         to_reset.append(lane)
                 if to_reset:
-                    obs = _reset_lanes(env, conn.per_lane_reset, n, to_reset, lanes, assign, begin)
+                    obs = _reset_lanes(env, how, n, to_reset, lanes, assign, begin, refuse_unowned)
                     if len(done) >= count:
                         break
             t0 = perf()
@@ -274,7 +292,7 @@ def run_vector(
                             lanes.rolling[lane] = True
             obs = obs2
             if to_reset and len(done) < count:
-                obs = _reset_lanes(env, conn.per_lane_reset, n, to_reset, lanes, assign, begin)
+                obs = _reset_lanes(env, how, n, to_reset, lanes, assign, begin, refuse_unowned)
     except BaseException as exc:
         error = exc
     if local or served:  # end every in-flight lane episode (the model's hook) on the way out
@@ -309,18 +327,29 @@ def _has_plain(tree: Any) -> bool:
     return False
 
 
-def _reset_lanes(env: Any, how: str, n: int, which: list[int], lanes: _Lanes, assign: Any, begin: Any) -> Any:
-    """Driver-owned reset of ``which`` lanes: gymnasium ``reset_mask`` or client ``env_indices``."""
+def _reset_lanes(
+    env: Any, how: str, n: int, which: list[int], lanes: _Lanes, assign: Any, begin: Any, refuse: Any
+) -> Any:
+    """Driver-owned reset of ``which`` lanes: gymnasium ``reset_mask`` or client ``env_indices``.
+
+    ``refuse()`` raises the autoresetting-env refusal when the endpoint answers that it
+    cannot reset single lanes (a served NEXT_STEP Gymnasium vector env)."""
     for lane in which:
         assign(lane)
-    if how == "mask":
-        mask = np.zeros(n, dtype=np.bool_)
-        mask[which] = True
-        seeds = [lanes.seed[i] if mask[i] else None for i in range(n)]
-        ret = env.reset(seed=seeds, options={"reset_mask": mask})
-    else:
-        seeds = [lanes.seed[i] for i in which]
-        ret = env.reset(seed=seeds if any(s is not None for s in seeds) else None, env_indices=which)
+    from ..errors import Unsupported
+
+    try:
+        if how == "mask":
+            mask = np.zeros(n, dtype=np.bool_)
+            mask[which] = True
+            seeds = [lanes.seed[i] if mask[i] else None for i in range(n)]
+            ret = env.reset(seed=seeds, options={"reset_mask": mask})
+        else:
+            seeds = [lanes.seed[i] for i in which]
+            ret = env.reset(seed=seeds if any(s is not None for s in seeds) else None, env_indices=which)
+    except Unsupported:  # e.g. rlmesh.gymnasium on a served NEXT_STEP Gymnasium vector env
+        refuse()
+        raise
     obs = ret[0] if isinstance(ret, tuple) and len(ret) == 2 else ret
     for lane in which:
         begin(lane)

@@ -2,9 +2,10 @@
 
 from ..client._probe import Health as Health, ping as ping, wait_ready as wait_ready
 from ._cli import startup_marks as startup_marks
+from ._envs import Lanes as Lanes
 from ._main import main as main, serve_env as serve_env
 from ._model import ModelServer as ModelServer
 from ._options import ServeOptions as ServeOptions
 from ._server import EnvServer as EnvServer
 
-__all__ = ["EnvServer", "Health", "ModelServer", "ServeOptions", "main", "ping", "serve_env", "startup_marks", "wait_ready"]
+__all__ = ["EnvServer", "Health", "Lanes", "ModelServer", "ServeOptions", "main", "ping", "serve_env", "startup_marks", "wait_ready"]

@@ -175,11 +175,14 @@ def load_env_target(
     vectorization_mode: str | None = None,
     kwargs: Mapping[str, Any] | None = None,
     packages: Sequence[str] = (),
+    autoreset: str | None = None,
 ) -> tuple[Any, Any]:
     """Build what ``EnvServer`` should serve for ``target``; returns ``(env_or_lanes, factory)``.
 
     ``num_envs > 1`` with no ``vectorization_mode`` builds ``num_envs`` envs served
     as lanes; ``"sync"``/``"async"`` builds a Gymnasium vector env (DELTA-23).
+    ``autoreset`` (``"next-step"``, ``"same-step"``, ``"disabled"``) picks how the
+    lanes autoreset; ``None`` is NEXT_STEP, like ``gymnasium.make_vec``.
 
     Raises:
         ValueError: bad counts/modes, or reserved keys in ``kwargs``.
@@ -196,20 +199,30 @@ def load_env_target(
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     if vectorization_mode not in (None, "sync", "async"):
         raise ValueError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
+    from ._envs import Lanes, autoreset_name
+
+    mode = None if autoreset is None else autoreset_name(autoreset)
+    if mode is not None and num_envs == 1 and mode != "Disabled":
+        raise ValueError("--autoreset applies to several lanes (--num-envs N > 1); a single env never autoresets")
     obj = _resolve(target)
     from ..authoring import EnvFactory, build_env
 
     if isinstance(obj, EnvFactory) or (isinstance(obj, type) and issubclass(obj, EnvFactory)):
-        factory, env = build_env(obj, kwargs, num_envs=num_envs, vectorization_mode=vectorization_mode)
+        factory, env = build_env(
+            obj, kwargs, num_envs=num_envs, vectorization_mode=vectorization_mode, autoreset=autoreset
+        )
         return env, factory
+    vector_kwargs = {} if mode is None else {"autoreset_mode": _gym_autoreset(mode)}
     if obj is None:
         import gymnasium as gym
 
         if num_envs == 1:
             return gym.make(target, **kwargs), None
         if vectorization_mode is None:
-            return [gym.make(target, **kwargs) for _ in range(num_envs)], None
-        return gym.make_vec(target, num_envs=num_envs, vectorization_mode=vectorization_mode, **kwargs), None
+            return Lanes([gym.make(target, **kwargs) for _ in range(num_envs)], mode or "NextStep"), None
+        return gym.make_vec(
+            target, num_envs=num_envs, vectorization_mode=vectorization_mode, vector_kwargs=vector_kwargs, **kwargs
+        ), None
     if callable(getattr(obj, "reset", None)) and callable(getattr(obj, "step", None)) and not isinstance(obj, type):
         if kwargs or num_envs != 1:
             raise ValueError(f"{target} is an env instance; it takes no kwargs and serves one env")
@@ -219,12 +232,19 @@ def load_env_target(
     if num_envs == 1:
         return obj(**kwargs), None
     if vectorization_mode is None:
-        return [obj(**kwargs) for _ in range(num_envs)], None
+        return Lanes([obj(**kwargs) for _ in range(num_envs)], mode or "NextStep"), None
     import gymnasium as gym
 
     thunks = [lambda: obj(**kwargs) for _ in range(num_envs)]
-    vec = gym.vector.SyncVectorEnv(thunks) if vectorization_mode == "sync" else gym.vector.AsyncVectorEnv(thunks)
-    return vec, None
+    vec_cls = gym.vector.SyncVectorEnv if vectorization_mode == "sync" else gym.vector.AsyncVectorEnv
+    return vec_cls(thunks, **vector_kwargs), None
+
+
+def _gym_autoreset(mode: str) -> Any:
+    """The ``gymnasium.vector.AutoresetMode`` of a wire mode name."""
+    from gymnasium.vector import AutoresetMode
+
+    return AutoresetMode(mode)
 
 
 def _is_model_target(target: str, packages: Sequence[str]) -> bool:
@@ -307,31 +327,56 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         description="Serve an environment over TCP or a Unix socket (positional TARGET = env). "
         "`python -m rlmesh.serve` differs: there a positional TARGET is a model and an env is --env TARGET.",
     )
-    p.add_argument("target", nargs="?", help="Gymnasium id or module:attr (env, factory, class or callable)")
-    p.add_argument("--env", dest="env_target", help="same as TARGET (upstream spelling)")
+    p.add_argument("target", nargs="?", help="a Gymnasium id, or module:attr naming an env, env class, factory callable or EnvFactory")
+    p.add_argument("--env", dest="env_target", help="same as TARGET (upstream spelling; default: none)")
     p.add_argument(
         "--address",
         default=default_address(),
         help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 127.0.0.1:50051)",
     )
-    p.add_argument("--num-envs", type=_positive_int, default=int(os.environ.get("RLMESH_NUM_ENVS", "1") or 1))
+    p.add_argument(
+        "--num-envs",
+        type=_positive_int,
+        default=int(os.environ.get("RLMESH_NUM_ENVS", "1") or 1),
+        metavar="N",
+        help="serve N copies of the env as the lanes of one endpoint; lanes autoreset like "
+        "gymnasium.make_vec (see --autoreset) (default: $RLMESH_NUM_ENVS or 1)",
+    )
+    p.add_argument(
+        "--autoreset",
+        choices=("next-step", "same-step", "disabled"),
+        default=os.environ.get("RLMESH_AUTORESET") or None,
+        help="how lanes that end restart: next-step (the following step resets the lane, reward 0), "
+        "same-step (reset at once, the terminal obs in info['final_obs']) or disabled (a done lane stays "
+        "done until reset); published in the metadata (default: $RLMESH_AUTORESET or next-step; with "
+        "--vectorization-mode, the vector env's own)",
+    )
     p.add_argument(
         "--vectorization-mode",
         choices=("sync", "async"),
         default=os.environ.get("RLMESH_VECTORIZATION_MODE") or None,
-        help="build a Gymnasium vector env instead of serving independent lanes",
+        help="with --num-envs N, build a Gymnasium vector env instead of serving independent lanes "
+        "(default: $RLMESH_VECTORIZATION_MODE or independent lanes)",
     )
-    p.add_argument("--package", action="append", default=[], help="import first (repeatable)")
-    p.add_argument("--kwargs-json", default=os.environ.get("RLMESH_MAKE_KWARGS"), help="JSON object of env kwargs")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="one env/factory parameter")
-    p.add_argument("--framework", default=os.environ.get("RLMESH_FRAMEWORK") or None)
-    p.add_argument("--device", default=os.environ.get("RLMESH_DEVICE") or None)
-    p.add_argument("--workflow-edition", default=None)
-    p.add_argument("--allow-remote-shutdown", action="store_true")
-    p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS")
-    p.add_argument("--ready-fd", type=int, default=None, help="write the bound address to this fd, then close it")
-    p.add_argument("--ready-file", default=None, help="write the bound address to this file")
-    p.add_argument("--verbose", action="store_true", help="print tracebacks on errors")
+    p.add_argument("--package", action="append", default=[], help="import this module first so its envs register (repeatable; default: none)")
+    p.add_argument("--kwargs-json", default=os.environ.get("RLMESH_MAKE_KWARGS"), help="JSON object of env kwargs (default: $RLMESH_MAKE_KWARGS or none)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="one env/factory parameter, VALUE parsed as JSON else a string (repeatable; default: none)")
+    p.add_argument(
+        "--framework",
+        default=os.environ.get("RLMESH_FRAMEWORK") or None,
+        help="numpy, torch or jax: the type the env's step() receives actions as (default: $RLMESH_FRAMEWORK or numpy)",
+    )
+    p.add_argument(
+        "--device",
+        default=os.environ.get("RLMESH_DEVICE") or None,
+        help="device for torch/jax actions, e.g. cuda:0 (default: $RLMESH_DEVICE or the framework's default)",
+    )
+    p.add_argument("--workflow-edition", default=None, help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)")
+    p.add_argument("--allow-remote-shutdown", action="store_true", help="let a client stop the server (default: off)")
+    p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS", help="stop after SECONDS without a client (default: never)")
+    p.add_argument("--ready-fd", type=int, default=None, help="write the bound address to this fd, then close it (default: none)")
+    p.add_argument("--ready-file", default=None, help="write the bound address to this file once listening (default: none)")
+    p.add_argument("--verbose", action="store_true", help="print tracebacks on errors (default: one line)")
     return p
 
 
@@ -363,8 +408,14 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
         from . import EnvServer
 
         options = options_of(args)
+        _edition_notice(args, target)
         env, factory = load_env_target(
-            target, num_envs=args.num_envs, vectorization_mode=args.vectorization_mode, kwargs=kwargs, packages=args.package
+            target,
+            num_envs=args.num_envs,
+            vectorization_mode=args.vectorization_mode,
+            kwargs=kwargs,
+            packages=args.package,
+            autoreset=args.autoreset,
         )
         _mark("env")
         try:
@@ -381,6 +432,30 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
                 factory.close()
 
     return run_command(args, body)
+
+
+def _edition_notice(args: argparse.Namespace, target: str) -> None:
+    """DELTA-8 from the command line: warn only where the user can act, naming the flag.
+
+    A Gymnasium id (``CartPole-v1``) is not the user's code: nothing to pin there, so
+    no warning. A ``module:attr`` target is told about ``--workflow-edition``.
+    """
+    import warnings
+
+    from .._build import EDITION_BASE, resolve_declared_edition
+    from ..errors import WorkflowEditionWarning
+
+    if args.workflow_edition:
+        return
+    if _resolve(target) is None:  # a Gymnasium id: the user cannot act on the env
+        resolve_declared_edition(warn=False)
+        warnings.filterwarnings("ignore", category=WorkflowEditionWarning)
+        return
+    resolve_declared_edition(
+        warn=True,
+        who=f"the served env {target}",
+        hint=f"--workflow-edition {EDITION_BASE}, a `workflow_edition = \"{EDITION_BASE}\"` attribute on its class",
+    )
 
 
 def _close_all(env: Any) -> None:

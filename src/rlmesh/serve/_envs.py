@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,11 +20,40 @@ from .._contract import UNKNOWN_ENV_ID
 from ..spaces._gym import as_spec
 from ..spaces._spec import SpaceSpec
 
-__all__ = ["EnvView", "LanesView", "ScalarView", "VectorView", "view_of"]
+__all__ = ["AUTORESET_CHOICES", "EnvView", "Lanes", "LanesView", "ScalarView", "VectorView", "autoreset_name", "view_of"]
 
 log = logging.getLogger("rlmesh.serve")
 
 _MODES = {"NextStep": "NextStep", "SameStep": "SameStep", "Disabled": "Disabled"}
+#: Command-line spellings of the autoreset modes (``--autoreset``) and their wire names.
+AUTORESET_CHOICES = {"next-step": "NextStep", "same-step": "SameStep", "disabled": "Disabled"}
+
+
+def autoreset_name(mode: Any) -> str:
+    """``"NextStep"``/``"SameStep"``/``"Disabled"`` from a CLI spelling, a wire name or an ``AutoresetMode``."""
+    value = getattr(mode, "value", mode)
+    if isinstance(value, str):
+        if value in _MODES:
+            return value
+        key = value.strip().lower().replace("_", "-")
+        if key in AUTORESET_CHOICES:
+            return AUTORESET_CHOICES[key]
+    raise ValueError(
+        f"unknown autoreset mode {mode!r}; use 'next-step', 'same-step' or 'disabled' "
+        "(or a gymnasium AutoresetMode)"
+    )
+
+
+class Lanes(list[Any]):
+    """Scalar envs to serve as the lanes of one endpoint, with an explicit autoreset mode.
+
+    ``EnvServer(Lanes(envs, autoreset="disabled"), address)``; a plain list of envs
+    autoresets NEXT_STEP, like ``gymnasium.make_vec``.
+    """
+
+    def __init__(self, envs: Sequence[Any], autoreset: Any = "next-step") -> None:
+        super().__init__(envs)
+        self.autoreset_mode = autoreset_name(autoreset)
 
 
 def is_vector_env(env: Any) -> bool:
@@ -67,6 +96,26 @@ def env_id_of(env: Any) -> str:
         return UNKNOWN_ENV_ID
     ident = getattr(spec, "id", None) if spec is not None else None
     return ident if isinstance(ident, str) and ident else UNKNOWN_ENV_ID
+
+
+def published_metadata(env: Any) -> Any:
+    """``env.metadata``, plus ``max_episode_steps`` from ``env.spec`` when it is known and not declared.
+
+    Clients learn the episode limit from it (``rlmesh.gymnasium``'s ``spec.max_episode_steps``).
+    The env's own mapping is never mutated.
+    """
+    md = getattr(env, "metadata", None)
+    try:
+        limit = getattr(getattr(env, "spec", None), "max_episode_steps", None)
+    except Exception:
+        return md
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        return md
+    if md is None:
+        return {"max_episode_steps": limit}
+    if not isinstance(md, Mapping) or "max_episode_steps" in md:
+        return md
+    return {**md, "max_episode_steps": limit}
 
 
 def _reset_takes_options(env: Any) -> bool:
@@ -148,7 +197,7 @@ class ScalarView(EnvView):
         self.num_envs = 1
         self.obs_space = as_spec(env.observation_space, "observation_space")
         self.act_space = as_spec(env.action_space, "action_space")
-        self.metadata = getattr(env, "metadata", None)
+        self.metadata = published_metadata(env)
         self.autoreset = "Disabled"
         self.env_id = env_id_of(env)
         self.render_mode = _render_mode(env)
@@ -198,7 +247,7 @@ class VectorView(EnvView):
         act = getattr(env, "single_action_space", None) or env.action_space
         self.obs_space = as_spec(obs, "single_observation_space")
         self.act_space = as_spec(act, "single_action_space")
-        self.metadata = getattr(env, "metadata", None)
+        self.metadata = published_metadata(env)
         md = self.metadata
         declared = md is not None and hasattr(md, "__contains__") and "autoreset_mode" in md
         self.autoreset = autoreset_mode_of(md) if declared else "NextStep"  # AR-1: gymnasium default
@@ -250,11 +299,20 @@ class VectorView(EnvView):
 
 
 class LanesView(EnvView):
-    """A list of scalar envs served as the lanes of one endpoint (DELTA-14)."""
+    """A list of scalar envs served as the lanes of one endpoint (DELTA-14).
+
+    The lanes autoreset like ``gymnasium.make_vec``'s sync vector env (DESIGN):
+    NEXT_STEP by default (the step after a lane ends resets it: reward 0, not done),
+    SAME_STEP (a lane that ends is reset at once; its terminal observation rides in
+    ``info["final_obs"]``, the new episode's reset info in ``info["reset_info"]``),
+    or DISABLED (a done lane stays done until an explicit reset). The mode is the
+    ``autoreset_mode`` of a :class:`Lanes` list, else the one lane 0's metadata
+    declares, else NEXT_STEP; the contract metadata says which.
+    """
 
     supports_partial_reset = True
 
-    def __init__(self, envs: Sequence[Any]) -> None:
+    def __init__(self, envs: Sequence[Any], autoreset: str | None = None) -> None:
         self.lanes_ = [ScalarView(e) for e in envs]
         first = self.lanes_[0]
         self.num_envs = len(self.lanes_)
@@ -267,8 +325,16 @@ class LanesView(EnvView):
                     f"(lane 0: {first.obs_space!r} / {first.act_space!r}, lane {i}: {lane.obs_space!r} / "
                     f"{lane.act_space!r})"
                 )
-        self.metadata = first.metadata
-        self.autoreset = "Disabled"  # DELTA-14: lanes declaring no mode never autoreset
+        md = first.metadata
+        declared = md is not None and hasattr(md, "__contains__") and "autoreset_mode" in md
+        if autoreset is None:
+            autoreset = autoreset_mode_of(md) if declared else "NextStep"  # like gymnasium.make_vec
+        self.autoreset = autoreset_name(autoreset)
+        try:
+            self.metadata = {**dict(md or {}), "autoreset_mode": self.autoreset}  # the contract says so
+        except (TypeError, ValueError):
+            self.metadata = {"autoreset_mode": self.autoreset}
+        self._pending = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: lanes owing an autoreset
         self.env_id = first.env_id
         self.render_mode = first.render_mode
         self._lane_action = _lane_splitter(self.act_space)  # None: plain ``action[i]``
@@ -283,6 +349,7 @@ class LanesView(EnvView):
             seed = [seeds[j]] if seeds else []
             obs_out[j], info = self.lanes_[i].reset(seed, options, [])
             infos.append(info)
+            self._pending[i] = False
         return obs_out, {"final_info": infos, "_final_info": np.ones(len(indices), dtype=bool)}
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
@@ -293,10 +360,30 @@ class LanesView(EnvView):
         truncated = np.zeros(n, dtype=bool)
         infos: list[Any] = [None] * n
         split = self._lane_action
+        mode = self.autoreset
+        pending = self._pending
+        final_obs: list[Any] | None = None
+        reset_infos: list[Any] | None = None
         for i, lane in enumerate(self.lanes_):
+            if mode == "NextStep" and pending[i]:  # the autoreset step: reward 0, not done (AR-6)
+                obs[i], infos[i] = lane.reset([], None, [])
+                pending[i] = False
+                continue
             a = None if action is None else action[i] if split is None else split(action, i)
             obs[i], rewards[i], terminated[i], truncated[i], infos[i] = lane.step(a)
-        return obs, rewards, terminated, truncated, {"final_info": infos, "_final_info": terminated | truncated}
+            if terminated[i] or truncated[i]:
+                if mode == "NextStep":
+                    pending[i] = True
+                elif mode == "SameStep":
+                    if final_obs is None:
+                        final_obs, reset_infos = [None] * n, [None] * n
+                    final_obs[i] = obs[i]
+                    obs[i], reset_infos[i] = lane.reset([], None, [])  # type: ignore[index]
+        done = terminated | truncated
+        info: dict[str, Any] = {"final_info": infos, "_final_info": done}
+        if final_obs is not None:
+            info.update(final_obs=final_obs, _final_obs=done, reset_info=reset_infos, _reset_info=done)
+        return obs, rewards, terminated, truncated, info
 
     def render(self, env_index: int) -> Any:
         return self.lanes_[env_index].render(0)
@@ -472,7 +559,7 @@ def view_of(env: Any) -> EnvView:
                 )
         if len(env) == 1:
             return ScalarView(env[0])
-        return LanesView(env)
+        return LanesView(env, getattr(env, "autoreset_mode", None))
     if is_vector_env(env):
         n = int(getattr(env, "num_envs", 0) or 0)
         if n == 1:

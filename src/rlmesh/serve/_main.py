@@ -29,7 +29,7 @@ from ._cli import default_address
 __all__ = ["main", "serve_env"]
 
 #: Binding keys that are serving options, never make/load parameters (CLI-4, DELTA-23).
-RESERVED_BINDING_KEYS = ("num_envs", "vectorization_mode", "framework", "device", "workflow_edition")
+RESERVED_BINDING_KEYS = ("num_envs", "vectorization_mode", "framework", "device", "workflow_edition", "autoreset")
 _DEVICE_FRAMEWORKS = ("torch", "jax")
 _PROG = "python -m rlmesh.serve"
 
@@ -44,6 +44,7 @@ def serve_env(
     framework: str | None = None,
     device: object | None = None,
     workflow_edition: str | None = None,
+    autoreset: str | None = None,
     **make_kwargs: Any,
 ) -> None:
     """Host an env on ``address`` (blocking) until the server is stopped.
@@ -67,6 +68,9 @@ def serve_env(
             env receives actions as. A factory's pinned framework is the default.
         device: Device for torch/jax actions; ignored for numpy.
         workflow_edition: The edition to declare (DELTA-7 rung 3).
+        autoreset: How lanes restart when ``num_envs > 1``: ``"next-step"``
+            (``None``, the default, like ``gymnasium.make_vec``), ``"same-step"`` or
+            ``"disabled"``. With a vectorization mode, ``None`` keeps the vector env's own.
         **make_kwargs: The make binding.
 
     Raises:
@@ -82,6 +86,7 @@ def serve_env(
         framework=framework,
         device=device,
         workflow_edition=workflow_edition,
+        autoreset=autoreset,
         make_kwargs=make_kwargs,
         announce=lambda addr: print(f"RLMesh serving env on {addr}", flush=True),
     )
@@ -97,6 +102,7 @@ def _serve_env(
     device: object | None,
     workflow_edition: str | None,
     make_kwargs: Mapping[str, Any],
+    autoreset: str | None = None,
     announce: Callable[[str], None],
     built: Callable[[], None] = lambda: None,
 ) -> None:
@@ -129,10 +135,14 @@ def _serve_env(
     factory: Any = None
     tags: Any = None
     if is_factory:
-        factory, env = build_env(env_source, make_kwargs, num_envs=num_envs, vectorization_mode=vectorization_mode)
+        factory, env = build_env(
+            env_source, make_kwargs, num_envs=num_envs, vectorization_mode=vectorization_mode, autoreset=autoreset
+        )
         tags = None if (cls.tag_params or vectorization_mode is not None) else cls.tags
     else:
-        env = _build_plain(env_source, make_kwargs, num_envs=num_envs, vectorization_mode=vectorization_mode)
+        env = _build_plain(
+            env_source, make_kwargs, num_envs=num_envs, vectorization_mode=vectorization_mode, autoreset=autoreset
+        )
     built()
     try:
         server = EnvServer(
@@ -164,12 +174,22 @@ def _close_quietly(env: Any) -> None:
         pass
 
 
-def _build_plain(source: Any, kwargs: Mapping[str, Any], *, num_envs: int, vectorization_mode: str | None) -> Any:
-    """A non-factory env source -> one env, a list of lane envs, or a Gymnasium vector env."""
-    from ._cli import load_env_target
+def _build_plain(
+    source: Any,
+    kwargs: Mapping[str, Any],
+    *,
+    num_envs: int,
+    vectorization_mode: str | None,
+    autoreset: str | None = None,
+) -> Any:
+    """A non-factory env source -> one env, :class:`Lanes` of lane envs, or a Gymnasium vector env."""
+    from ._cli import _gym_autoreset, load_env_target
+    from ._envs import Lanes, autoreset_name
 
     if isinstance(source, str):
-        return load_env_target(source, num_envs=num_envs, vectorization_mode=vectorization_mode, kwargs=kwargs)[0]
+        return load_env_target(
+            source, num_envs=num_envs, vectorization_mode=vectorization_mode, kwargs=kwargs, autoreset=autoreset
+        )[0]
     if callable(getattr(source, "reset", None)) and callable(getattr(source, "step", None)) and not isinstance(
         source, type
     ):
@@ -183,12 +203,16 @@ def _build_plain(source: Any, kwargs: Mapping[str, Any], *, num_envs: int, vecto
         )
     if num_envs == 1:
         return source(**kwargs)
+    mode = None if autoreset is None else autoreset_name(autoreset)
     if vectorization_mode is None:
-        return [source(**kwargs) for _ in range(num_envs)]
+        return Lanes([source(**kwargs) for _ in range(num_envs)], mode or "NextStep")  # like gymnasium.make_vec
     import gymnasium as gym
 
     thunks = [lambda: source(**kwargs) for _ in range(num_envs)]
-    return gym.vector.SyncVectorEnv(thunks) if vectorization_mode == "sync" else gym.vector.AsyncVectorEnv(thunks)
+    extra: dict[str, Any] = {} if mode is None else {"autoreset_mode": _gym_autoreset(mode)}
+    if vectorization_mode == "sync":
+        return gym.vector.SyncVectorEnv(thunks, **extra)
+    return gym.vector.AsyncVectorEnv(thunks, **extra)
 
 
 # -- python -m rlmesh.serve ------------------------------------------------------------------
@@ -351,6 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             framework=args.framework,
             device=args.device,
             workflow_edition=args.workflow_edition,
+            autoreset=os.environ.get("RLMESH_AUTORESET") or None,
             make_kwargs=binding,
             announce=listening,
             built=lambda: _mark("env"),

@@ -46,15 +46,19 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
     p.add_argument("target", help="module:attr: a Model subclass, a Model instance, or a predict callable")
     from ._cli import default_address
 
-    p.add_argument("--address", default=default_address())
-    p.add_argument("--kwargs-json", default=os.environ.get("RLMESH_MAKE_KWARGS"))
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--workflow-edition", default=None)
-    p.add_argument("--allow-remote-shutdown", action="store_true")
-    p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS")
-    p.add_argument("--ready-file", default=None)
-    p.add_argument("--ready-fd", type=int, default=None)
-    p.add_argument("--verbose", action="store_true")
+    p.add_argument(
+        "--address",
+        default=default_address(),
+        help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 127.0.0.1:50051)",
+    )
+    p.add_argument("--kwargs-json", default=os.environ.get("RLMESH_MAKE_KWARGS"), help="JSON object passed to from_config() (default: $RLMESH_MAKE_KWARGS or none)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="one from_config() parameter (repeatable; default: none)")
+    p.add_argument("--workflow-edition", default=None, help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)")
+    p.add_argument("--allow-remote-shutdown", action="store_true", help="let a client stop the server (default: off)")
+    p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS", help="stop after SECONDS without a client (default: never)")
+    p.add_argument("--ready-file", default=None, help="write the bound address to this file (default: none)")
+    p.add_argument("--ready-fd", type=int, default=None, help="write the bound address to this fd, then close it (default: none)")
+    p.add_argument("--verbose", action="store_true", help="print tracebacks on errors (default: one line)")
     args = p.parse_args(argv)
     from ._cli import announce, binding_of, options_of, run_command, serve_until_stopped
     from ._model import ModelServer

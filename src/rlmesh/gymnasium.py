@@ -1,0 +1,493 @@
+"""Gymnasium flavour: remote envs that *are* Gymnasium objects (needs ``rlmesh[gymnasium]``).
+
+:class:`RemoteEnv` is a real :class:`gymnasium.Env` and :class:`RemoteVectorEnv` a
+real :class:`gymnasium.vector.VectorEnv`: their spaces are Gymnasium spaces, their
+values NumPy arrays, and their ``info`` follows Gymnasium's conventions, so
+``check_env``, the standard wrappers, Stable-Baselines3 and CleanRL-style loops
+take them as they are. Compared with :mod:`rlmesh.numpy`:
+
+- ``info`` holds only the env's own keys; ``episode_info=True`` adds the runtime
+  keys (``episode_ids``, ``completed_episodes``, conformance warnings);
+- the vector client's ``observation_space``/``action_space`` are batched (the
+  ``single_*`` spaces describe one lane), ``metadata["autoreset_mode"]`` is a
+  :class:`gymnasium.vector.AutoresetMode`, and per-lane info values are arrays with
+  ``_key`` masks (``final_obs``/``final_info`` under SAME_STEP autoreset);
+- ``spec`` is a :class:`gymnasium.envs.registration.EnvSpec` naming the served id.
+
+Importing this module registers ``rlmesh/Remote-v0``::
+
+    >>> import gymnasium as gym, rlmesh.gymnasium  # doctest: +SKIP
+    >>> env = gym.make("rlmesh/Remote-v0", address="127.0.0.1:50051")  # doctest: +SKIP
+
+A live connection cannot be pickled: pass the address and connect in the process
+that uses the env (``SubprocVecEnv([lambda: RemoteEnv(addr)] * 4)``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, SupportsFloat
+
+import gymnasium
+import numpy as np
+from gymnasium.envs.registration import EnvSpec
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from rlmesh import numpy as _rnp
+from rlmesh.errors import EndpointBusy
+from rlmesh.spaces._gym import to_gymnasium_space
+from rlmesh.transport import resolve_address
+
+__all__ = ["REMOTE_ID", "RemoteEnv", "RemoteVectorEnv"]
+
+log = logging.getLogger("rlmesh.gymnasium")
+
+#: The id registered with Gymnasium on import: ``gymnasium.make(REMOTE_ID, address=...)``.
+REMOTE_ID = "rlmesh/Remote-v0"
+_WARNING_KEY = "rlmesh.conformance.warning"
+_MODES = {"NextStep": AutoresetMode.NEXT_STEP, "SameStep": AutoresetMode.SAME_STEP, "Disabled": AutoresetMode.DISABLED}
+
+
+def _pickle_error(cls: type) -> TypeError:
+    return TypeError(
+        f"cannot pickle a {cls.__module__}.{cls.__name__}: a live connection cannot be pickled; "
+        f"pass the address and reconnect in the other process (for example an env factory "
+        f"`lambda: rlmesh.gymnasium.RemoteEnv(address)` for SubprocVecEnv)"
+    )
+
+
+class _ScalarClient(_rnp.RemoteEnv):
+    """The NumPy client; the runtime info keys go to ``runtime``, never into ``info``."""
+
+    runtime: dict[str, Any]
+
+    def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
+        self.runtime[key] = value
+
+
+class _VectorClient(_rnp.RemoteVectorEnv):
+    runtime: dict[str, Any]
+
+    def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
+        self.runtime[key] = value
+
+
+class _Shared:
+    """One connection and the Gymnasium objects of this process using it."""
+
+    def __init__(self, client: Any, key: tuple[type, str]) -> None:
+        self.client = client
+        self.key = key
+        self.refs = 1
+
+    def release(self) -> None:
+        self.refs -= 1
+        if self.refs <= 0:
+            if _LIVE.get(self.key) is self:
+                del _LIVE[self.key]
+            self.client.close()
+
+
+_LIVE: dict[tuple[type, str], _Shared] = {}
+
+
+def _connect(cls: type, address: str | None, kwargs: dict[str, Any]) -> _Shared:
+    """Dial the endpoint; if it is busy with this very process's connection, share that one.
+
+    An endpoint serves one session at a time, so ``env.spec.make()`` (which
+    ``check_env`` and some tools call while ``env`` is open) gets a second
+    handle on the same served env rather than a refusal.
+    """
+    try:
+        client = cls(address, **kwargs)
+    except EndpointBusy:
+        url = resolve_address(
+            address,
+            host=kwargs.get("host"),
+            port=kwargs.get("port"),
+            path=kwargs.get("path"),
+            transport=kwargs.get("transport"),
+            bind=False,
+        ).url
+        shared = _LIVE.get((cls, url))
+        if shared is None or shared.client.closed:
+            raise
+        log.info("the endpoint at %s is busy with this process's own connection; sharing it", url)
+        shared.refs += 1
+        return shared
+    client.runtime = {}
+    key = (cls, client.address)
+    shared = _Shared(client, key)
+    _LIVE.setdefault(key, shared)
+    return shared
+
+
+def _spec_of(client: Any, *, vector: bool = False, kwargs: Mapping[str, Any] | None = None) -> EnvSpec | None:
+    """A Gymnasium ``EnvSpec`` for the served env: its id and, where published, ``max_episode_steps``."""
+    md = client.metadata
+    steps = md.get("max_episode_steps") if isinstance(md, Mapping) else None
+    steps = int(steps) if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else None
+    try:
+        return EnvSpec(
+            id=client.env_contract.id,
+            entry_point=f"rlmesh.gymnasium:{'RemoteVectorEnv' if vector else 'RemoteEnv'}",
+            max_episode_steps=steps,
+            kwargs=dict(kwargs or {}),
+        )
+    except Exception:  # an id Gymnasium cannot parse: no spec rather than a failure
+        return None
+
+
+def _filtered(info: dict[str, Any], runtime: dict[str, Any] | None) -> dict[str, Any]:
+    """The env's own info; with ``runtime`` (``episode_info=True``) the runtime keys too (the env's win)."""
+    if runtime is None:
+        warnings = info.pop(_WARNING_KEY, None)
+        if warnings:
+            log.warning("rlmesh conformance warning from the env: %s", warnings)
+        return info
+    for key, value in runtime.items():
+        info.setdefault(key, value)
+    return info
+
+
+def _as_space_value(space: gymnasium.Space[Any], value: Any) -> Any:
+    """A plain value that travelled through the metadata codec, back in ``space``'s types."""
+    gs = gymnasium.spaces
+    if value is None:
+        return None
+    if isinstance(space, gs.Dict) and isinstance(value, Mapping):
+        return {k: _as_space_value(sub, value[k]) if k in value else None for k, sub in space.spaces.items()}
+    if isinstance(space, gs.Tuple) and isinstance(value, (list, tuple)):
+        return tuple(_as_space_value(sub, v) for sub, v in zip(space.spaces, value))
+    if isinstance(space, gs.Text):
+        return value
+    if isinstance(space, gs.Discrete):
+        return np.asarray(value, dtype=space.dtype).reshape(())[()] if np.ndim(value) == 0 else value
+    dtype = getattr(space, "dtype", None)
+    return np.asarray(value, dtype=dtype)
+
+
+class RemoteEnv(gymnasium.Env):
+    """A served env as a real :class:`gymnasium.Env` (Gymnasium spaces, NumPy values).
+
+    Construction dials and handshakes like :class:`rlmesh.numpy.RemoteEnv` and takes
+    the same keywords, plus ``episode_info``.
+
+    Args:
+        address: Endpoint address such as ``"127.0.0.1:50051"`` or ``"unix:///tmp/env.sock"``.
+        host, port, path, transport: Helpers used when ``address`` is omitted.
+        connect_timeout_seconds: Dial + handshake bound (``None``: 10 s).
+        request_timeout_seconds: Per-request bound (``None`` or 0: wait forever).
+        workflow_edition: Offer exactly this edition.
+        episode_info: Add the runtime keys (``episode_ids``, ``completed_episodes``,
+            conformance warnings) to ``info``. Off by default, so ``info`` is exactly
+            the env's own (``check_env``'s determinism check needs that).
+
+    Raises:
+        ValueError: the endpoint serves several lanes (use :class:`RemoteVectorEnv`).
+        ConnectionError: nothing answers at ``address``.
+    """
+
+    #: What ``gymnasium.make`` may ask for before connecting; an instance's ``metadata``
+    #: lists the one mode its server renders.
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array", "ansi", "human", "depth_array"]}
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        path: str | None = None,
+        transport: str | None = None,
+        connect_timeout_seconds: float | None = None,
+        request_timeout_seconds: float | None = None,
+        workflow_edition: str | None = None,
+        episode_info: bool = False,
+        render_mode: str | None = None,
+    ) -> None:
+        kwargs = dict(
+            host=host,
+            port=port,
+            path=path,
+            transport=transport,
+            connect_timeout_seconds=connect_timeout_seconds,
+            request_timeout_seconds=request_timeout_seconds,
+            workflow_edition=workflow_edition,
+        )
+        self._shared: _Shared | None = _connect(_ScalarClient, address, kwargs)
+        self._client = self._shared.client
+        served = self._client.render_mode
+        if render_mode is not None and render_mode != served:
+            self.close()
+            raise ValueError(
+                f"the env at '{self._client.address}' renders {served!r}, not {render_mode!r}; "
+                f"the render mode is chosen where the env is served"
+            )
+        self._episode_info = bool(episode_info)
+        self.observation_space = to_gymnasium_space(self._client.observation_space_spec)
+        self.action_space = to_gymnasium_space(self._client.action_space_spec)
+        self.metadata = dict(self._client.metadata)
+        self.metadata["render_modes"] = [served] if served else []  # the served mode is the only one
+        self.render_mode = served
+        self.spec = _spec_of(self._client, kwargs={"address": self._client.address})
+
+    @property
+    def address(self) -> str:
+        """The endpoint address this env is connected to."""
+        return str(self._client.address)
+
+    @property
+    def client(self) -> Any:
+        """The underlying :class:`rlmesh.numpy.RemoteEnv` connection."""
+        return self._client
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Start an episode on the served env (``seed`` seeds it there, and ``np_random`` here)."""
+        super().reset(seed=seed)
+        client = self._client
+        client.runtime = {}
+        obs, info = client.reset(seed=seed, options=options)
+        return obs, _filtered(info, client.runtime if self._episode_info else None)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Apply one action: ``(obs, reward, terminated, truncated, info)``."""
+        client = self._client
+        client.runtime = {}
+        obs, reward, terminated, truncated, info = client.step(action)
+        return obs, reward, terminated, truncated, _filtered(info, client.runtime if self._episode_info else None)
+
+    def render(self) -> Any:
+        """The served env's frame (an ``HxWx3`` uint8 array for ``rgb_array``), or ``None``."""
+        return self._client.render()
+
+    def close(self) -> None:
+        """Detach from the endpoint (the server keeps running). Idempotent."""
+        shared, self._shared = getattr(self, "_shared", None), None
+        if shared is not None:
+            shared.release()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise _pickle_error(type(self))
+
+    def __repr__(self) -> str:
+        return f"<RemoteEnv address='{getattr(getattr(self, '_client', None), 'address', '?')}'>"
+
+
+class RemoteVectorEnv(VectorEnv):
+    """A served vector/lane endpoint as a real :class:`gymnasium.vector.VectorEnv`.
+
+    ``observation_space``/``action_space`` are batched; ``single_*`` describe one lane;
+    ``metadata["autoreset_mode"]`` is the endpoint's :class:`~gymnasium.vector.AutoresetMode`.
+    ``reset(options={"reset_mask": mask})`` resets only the masked lanes (DISABLED and
+    SAME_STEP endpoints). Same keywords as :class:`RemoteEnv`; ``num_envs``, when given
+    (``gymnasium.make_vec`` passes it), must match the endpoint.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        path: str | None = None,
+        transport: str | None = None,
+        connect_timeout_seconds: float | None = None,
+        request_timeout_seconds: float | None = None,
+        workflow_edition: str | None = None,
+        episode_info: bool = False,
+        num_envs: int | None = None,
+    ) -> None:
+        kwargs = dict(
+            host=host,
+            port=port,
+            path=path,
+            transport=transport,
+            connect_timeout_seconds=connect_timeout_seconds,
+            request_timeout_seconds=request_timeout_seconds,
+            workflow_edition=workflow_edition,
+        )
+        self._shared: _Shared | None = _connect(_VectorClient, address, kwargs)
+        self._client = self._shared.client
+        if num_envs is not None and num_envs != self._client.num_envs:
+            self.close_extras()
+            raise ValueError(
+                f"the endpoint at '{self._client.address}' serves {self._client.num_envs} lanes, not {num_envs}; "
+                "the lane count is chosen where the env is served (rlmesh serve --num-envs N)"
+            )
+        self._episode_info = bool(episode_info)
+        self.num_envs = int(self._client.num_envs)
+        self.single_observation_space = to_gymnasium_space(self._client.observation_space_spec)
+        self.single_action_space = to_gymnasium_space(self._client.action_space_spec)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.autoreset_mode = _MODES[self._client.autoreset_mode]
+        self.metadata = dict(self._client.metadata)
+        self.metadata["autoreset_mode"] = self.autoreset_mode
+        self.render_mode = self._client.render_mode
+        self.spec = _spec_of(self._client, vector=True, kwargs={"address": self._client.address})
+
+    @property
+    def address(self) -> str:
+        """The endpoint address this env is connected to."""
+        return str(self._client.address)
+
+    @property
+    def client(self) -> Any:
+        """The underlying :class:`rlmesh.numpy.RemoteVectorEnv` connection."""
+        return self._client
+
+    def reset(
+        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every lane (``seed + i`` seeds lane ``i``), or the lanes of ``options["reset_mask"]``."""
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            super().reset(seed=int(seed))
+        opts = dict(options) if options else None
+        indices: list[int] | None = None
+        if opts is not None and "reset_mask" in opts:
+            mask = np.asarray(opts.pop("reset_mask"), dtype=bool).reshape(-1)
+            if mask.shape != (self.num_envs,):
+                raise ValueError(f"reset_mask must be {self.num_envs} booleans, got shape {mask.shape}")
+            indices = mask.nonzero()[0].tolist()
+            opts = opts or None
+            if len(indices) == self.num_envs:
+                indices = None
+            elif not indices:
+                raise ValueError("reset_mask selects no lane")
+        if indices is not None and isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            seed = [int(seed) + i for i in indices]
+        elif indices is not None and seed is not None and len(seed) == self.num_envs:  # type: ignore[arg-type]
+            seed = [seed[i] for i in indices]  # type: ignore[index]  # Gymnasium's per-lane list
+        self._client.runtime = {}
+        obs, info = self._client.reset(seed=seed, options=opts, env_indices=indices)
+        return obs, self._vector_info(info, None, None)
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Step every lane: batched ``(obs, rewards, terminations, truncations, info)``."""
+        self._client.runtime = {}
+        obs, rewards, terminations, truncations, info = self._client.step(actions)
+        terminations = np.array(terminations, dtype=bool)
+        truncations = np.array(truncations, dtype=bool)
+        done = terminations | truncations
+        return obs, np.array(rewards, dtype=np.float64), terminations, truncations, self._vector_info(info, obs, done)
+
+    def render(self) -> tuple[Any, ...] | None:
+        """One frame per lane (a tuple, like ``SyncVectorEnv``), or ``None`` when nothing renders."""
+        if self.render_mode is None:
+            return None
+        return tuple(self._client.render(env_index=i) for i in range(self.num_envs))
+
+    def __enter__(self) -> RemoteVectorEnv:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close_extras()
+        except Exception:
+            pass
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Detach from the endpoint (the server keeps running). Idempotent."""
+        shared, self._shared = getattr(self, "_shared", None), None
+        if shared is not None:
+            shared.release()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise _pickle_error(type(self))
+
+    def __repr__(self) -> str:
+        return f"<RemoteVectorEnv address='{getattr(getattr(self, '_client', None), 'address', '?')}' num_envs={self.num_envs}>"
+
+    # -- info conversion --------------------------------------------------------------------
+
+    def _vector_info(self, info: dict[str, Any], obs: Any, done: Any) -> dict[str, Any]:
+        """The served info in Gymnasium's vector conventions (arrays of ``num_envs`` with ``_key`` masks)."""
+        warnings = info.pop(_WARNING_KEY, None)
+        runtime = self._client.runtime
+        n = self.num_envs
+        lanes = info.get("final_info")
+        out: dict[str, Any] = {}
+        if isinstance(lanes, list) and len(lanes) == n and "_final_info" in info:
+            # A lane endpoint: one plain info per lane (plus final_obs/reset_info under SAME_STEP).
+            same_step = self.autoreset_mode == AutoresetMode.SAME_STEP and done is not None
+            final_obs = info.get("final_obs") if same_step else None
+            reset_infos = info.get("reset_info") if same_step else None
+            for i, lane in enumerate(lanes):
+                own = dict(lane) if isinstance(lane, Mapping) else {}
+                if same_step and done[i]:
+                    ended = final_obs[i] if isinstance(final_obs, list) and i < len(final_obs) else None
+                    out = self._add_info(
+                        out, {"final_obs": _as_space_value(self.single_observation_space, ended), "final_info": own}, i
+                    )
+                    nxt = reset_infos[i] if isinstance(reset_infos, list) and i < len(reset_infos) else None
+                    own = dict(nxt) if isinstance(nxt, Mapping) else {}
+                if own:
+                    out = self._add_info(out, own, i)
+        else:
+            out = _arrayify(info, n, self.single_observation_space)
+        if self._episode_info:
+            if warnings:
+                out[_WARNING_KEY] = warnings
+            if "episode_ids" in runtime:
+                out["episode_ids"] = np.array(runtime["episode_ids"], dtype=object)
+                out["_episode_ids"] = np.ones(n, dtype=bool)
+            if "completed_episodes" in runtime:
+                out["completed_episodes"] = runtime["completed_episodes"]
+        elif warnings:
+            log.warning("rlmesh conformance warning from the env: %s", warnings)
+        return out
+
+
+def _arrayify(info: Mapping[str, Any], n: int, obs_space: gymnasium.Space[Any]) -> dict[str, Any]:
+    """A served Gymnasium vector info (whose arrays became lists on the wire) with arrays again."""
+    out: dict[str, Any] = {}
+    for key, value in info.items():
+        if isinstance(value, Mapping):
+            out[key] = _arrayify(value, n, obs_space)
+        elif key == "final_obs" and isinstance(value, list) and len(value) == n:
+            arr = np.full(n, None, dtype=object)
+            for i, v in enumerate(value):
+                arr[i] = _as_space_value(obs_space, v)
+            out[key] = arr
+        elif isinstance(value, list) and len(value) == n:
+            if key.startswith("_"):
+                out[key] = np.asarray(value, dtype=bool)
+                continue
+            try:
+                arr = np.asarray(value)
+            except ValueError:
+                arr = np.empty(0)
+            if arr.dtype == object or arr.shape[:1] != (n,) or arr.dtype.kind in "US":
+                arr = np.full(n, None, dtype=object)
+                for i, v in enumerate(value):
+                    arr[i] = v
+            out[key] = arr
+        else:
+            out[key] = value
+    return out
+
+
+def _register() -> None:
+    if REMOTE_ID not in gymnasium.registry:
+        gymnasium.register(
+            id=REMOTE_ID,
+            entry_point="rlmesh.gymnasium:RemoteEnv",
+            vector_entry_point="rlmesh.gymnasium:RemoteVectorEnv",
+        )
+
+
+_register()
