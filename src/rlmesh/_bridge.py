@@ -199,6 +199,18 @@ class Bridge:
         """Whether :meth:`to_device` can move leaves off the host."""
         return False
 
+    def resolve_device(self, device: Any) -> Any:
+        """The framework's device object for ``device``; host bridges know only ``None``/``"cpu"``.
+
+        Raises:
+            ValueError: a device this bridge cannot place values on.
+        """
+        if device is None or str(device).strip().lower() == "cpu":
+            return None
+        raise ValueError(
+            f"the {self.name} bridge has no devices; got device={device!r} (use 'cpu' or None)"
+        )
+
     def to_device(self, tree: Any, device: Any) -> Any:
         """Move tensor leaves to ``device`` (host bridges accept only ``None``/``"cpu"``)."""
         if device is None or str(device).lower() == "cpu":
@@ -295,6 +307,10 @@ class _NumpyBridge(Bridge):
 
 
 # -- torch and jax (lazy) -------------------------------------------------------------
+#
+# Neither framework is imported until a torch/jax bridge is *used* (``ensure_available``
+# or a decode); ``encode`` recognizes framework leaves by their type's module, so it
+# never imports anything either.
 
 
 def _require(module: str, extra: str, what: str) -> Any:
@@ -308,88 +324,167 @@ def _require(module: str, extra: str, what: str) -> Any:
         ) from None
 
 
+def _is_torch(x: Any) -> bool:
+    """A ``torch.Tensor`` (or subclass such as ``Parameter``), without importing torch."""
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def _is_jax(x: Any) -> bool:
+    """A ``jax.Array``, without importing jax."""
+    return type(x).__module__.startswith(("jax", "jaxlib")) and hasattr(x, "block_until_ready")
+
+
+def _torch() -> Any:
+    return _require("torch", "torch", "rlmesh.torch")
+
+
 class _TorchBridge(Bridge):
-    """Torch values (experimental, BKD-10..13): leaves become ``torch.Tensor``."""
+    """Torch values (experimental, BKD-10..13): leaves become ``torch.Tensor``.
+
+    Decoded leaves share memory with the array they come from when it is writable
+    (a client's receive buffer is fresh for every reply, so in-place ops are safe
+    and no copy is made); a read-only source is copied (BKD-11).
+    """
 
     name = "torch"
 
     def ensure_available(self) -> None:
         if not self._checked:
-            _require("torch", "torch", "rlmesh.torch")
+            _torch()
             self._checked = True
 
     def _leaf_out(self, arr: np.ndarray[Any, Any]) -> Any:
         return torch_as_tensor(arr, copy=not arr.flags.writeable)
 
     def _leaf_in(self, x: Any) -> Any:
-        if type(x).__module__.startswith("torch") and hasattr(x, "detach"):
+        if _is_torch(x):
             return _torch_to_numpy(x)
         return x
 
+    def encode(self, tree: Any) -> Any:
+        if _is_torch(tree):  # the common action: one tensor
+            return _torch_to_numpy(tree)
+        if isinstance(tree, (np.ndarray, int, float, str)):
+            return tree
+        return super().encode(tree)
+
     def _stack(self, leaves: list[Any], path: str) -> Any:
-        torch = _require("torch", "torch", "rlmesh.torch")
-        tensors = [
-            x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x)) for x in leaves
-        ]
+        torch = _torch()
+        tensors = [x if _is_torch(x) else torch.as_tensor(np.asarray(x)) for x in leaves]
         _same_shapes([tuple(t.shape) for t in tensors], path)
         return torch.stack(tensors)
 
     def supports_device(self) -> bool:
         return True
 
-    def to_device(self, tree: Any, device: Any) -> Any:
+    def resolve_device(self, device: Any) -> Any:
+        """``device`` as a ``torch.device`` (``None`` stays ``None``).
+
+        Raises:
+            ValueError: an unknown device string, or a device this machine lacks
+                (``"cuda:0"`` without CUDA, an index past ``device_count()``).
+        """
         if device is None:
+            return None
+        torch = _torch()
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, TypeError, ValueError) as exc:
+            raise ValueError(f"unknown torch device {device!r}: {exc}") from None
+        if dev.type == "cpu":
+            return dev
+        if dev.type == "cuda":
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if (dev.index or 0) >= count:
+                raise ValueError(
+                    f"device={device!r} is not available: this machine has {count} CUDA "
+                    "device(s); use device='cpu' (or None) or a present device"
+                )
+            return dev
+        try:
+            torch.empty(0, device=dev)
+        except Exception as exc:
+            raise ValueError(f"device={device!r} is not available on this machine: {exc}") from None
+        return dev
+
+    def to_device(self, tree: Any, device: Any) -> Any:
+        dev = self.resolve_device(device)
+        if dev is None:
             return tree
-        if isinstance(tree, dict):
-            return {k: self.to_device(v, device) for k, v in tree.items()}
-        if isinstance(tree, (list, tuple)):
-            moved = [self.to_device(v, device) for v in tree]
-            return tuple(moved) if isinstance(tree, tuple) else moved
-        return tree.to(device) if hasattr(tree, "to") and hasattr(tree, "detach") else tree
+        return _torch_move(tree, dev)
 
     def to_host(self, value: Any) -> Any:
-        if hasattr(value, "detach") and hasattr(value, "cpu"):
+        if _is_torch(value):
             host = value.detach().cpu()
             return host.item() if host.dim() == 0 else host.tolist()
         return super().to_host(value)
 
 
+def _torch_move(tree: Any, dev: Any) -> Any:
+    if _is_torch(tree):
+        return tree.to(dev, non_blocking=True)
+    if isinstance(tree, dict):
+        return {k: _torch_move(v, dev) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_torch_move(v, dev) for v in tree)
+    if isinstance(tree, list):
+        return [_torch_move(v, dev) for v in tree]
+    return tree
+
+
 def _torch_to_numpy(x: Any) -> np.ndarray[Any, Any]:
+    """A torch tensor as a host ndarray: the tensor's own memory when it is a contiguous CPU tensor.
+
+    Gradients are dropped (``detach``): an action is data, not part of a graph.
+    """
     if str(x.dtype).endswith("bfloat16"):
         raise ValueError("bfloat16 is not representable in rlmesh; cast to float32 first")
-    return np.asarray(x.detach().cpu().contiguous().numpy())
+    x = x.detach()
+    if x.device.type != "cpu":
+        x = x.cpu()
+    if not x.is_contiguous():
+        x = x.contiguous()
+    if x.is_conj() or x.is_neg():
+        x = x.resolve_conj().resolve_neg()
+    return x.numpy()
 
 
 def torch_as_tensor(t: Any, *, copy: bool = False) -> Any:
     """A ``torch.Tensor`` for an ``rlmesh.Tensor`` or ndarray (BKD-10).
 
-    Zero-copy by default (the result shares memory; writing to it writes to every
-    view), an owned writable copy with ``copy=True``.
+    Zero-copy by default: the result shares memory with ``t`` (torch ignores the
+    read-only flag of an ``rlmesh.Tensor``, so writing to it writes to every view);
+    ``copy=True`` gives an owned, writable copy.
+
+    Raises:
+        ValueError: a dtype this torch build cannot hold (uint16/32/64 need torch >= 2.3).
     """
-    torch = _require("torch", "torch", "rlmesh.torch")
+    torch = _torch()
     arr = t._a if isinstance(t, Tensor) else np.asarray(t)
-    if arr.size == 0:
-        return torch.empty(arr.shape, dtype=_torch_dtype(torch, arr.dtype))
-    if copy or not arr.flags.writeable:
+    if copy:
         arr = np.array(arr, copy=True)
-    _torch_dtype(torch, arr.dtype)
-    return torch.from_numpy(arr)
+    try:
+        if arr.flags.writeable:
+            return torch.from_numpy(arr)
+        import warnings
 
-
-def _torch_dtype(torch: Any, dt: np.dtype[Any]) -> Any:
-    name = dtype_name(dt)
-    found = getattr(torch, name if name != "bool" else "bool", None)
-    if found is None:
+        with warnings.catch_warnings():  # "non-writable array": sharing is what was asked for
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.from_numpy(arr)
+    except TypeError:
         raise ValueError(
-            f"dtype {name} needs torch >= 2.3 (found {getattr(torch, '__version__', '?')})"
-        )
-    return found
+            f"dtype {arr.dtype.name} needs torch >= 2.3 (found {getattr(torch, '__version__', '?')})"
+        ) from None
 
 
 def torch_from_tensor(x: Any) -> Any:
-    """A ``torch.Tensor`` as an ``rlmesh.Tensor`` (a copy), a 0-d one as a Python scalar (BKD-12)."""
-    torch = _require("torch", "torch", "rlmesh.torch")
-    if not isinstance(x, torch.Tensor):
+    """A ``torch.Tensor`` as an ``rlmesh.Tensor`` (a copy), a 0-d one as a Python scalar (BKD-12).
+
+    Raises:
+        TypeError: ``x`` is not a torch tensor.
+        ValueError: bfloat16.
+    """
+    if not _is_torch(x):
         raise TypeError(f"from_tensor expects a torch.Tensor, got {type(x).__name__}")
     arr = _torch_to_numpy(x)
     if arr.ndim == 0:
@@ -397,10 +492,26 @@ def torch_from_tensor(x: Any) -> Any:
     return from_array(arr)
 
 
+#: Leaves of at least this many bytes are shared with XLA through DLPack; smaller ones
+#: are copied, which costs less than a DLPack import. The receive buffer aligns every
+#: body of this size to 64 bytes (``rlmesh.wire.frames.SMALL_BODY``), which XLA needs.
+JAX_SHARE_MIN_BYTES = 16 * 1024
+_JAX_MEMO_MAX_BYTES = 512
+_JAX_MEMO_SIZE = 64
+
+
 class _JaxBridge(Bridge):
-    """JAX values (experimental, BKD-20/21): leaves become ``jax.Array``."""
+    """JAX values (experimental, BKD-20/21): leaves become ``jax.Array``.
+
+    Arrays are immutable, so large aligned leaves are shared with the receive
+    buffer (no copy), and small 1-D lane vectors (vector rewards and flags) that
+    repeat an earlier step's contents reuse that step's array.
+    """
 
     name = "jax"
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[str, bytes], Any] = {}
 
     def ensure_available(self) -> None:
         if self._checked:
@@ -419,9 +530,29 @@ class _JaxBridge(Bridge):
         return jax_asarray(arr)
 
     def _leaf_in(self, x: Any) -> Any:
-        if type(x).__module__.startswith(("jax", "jaxlib")):
-            return np.asarray(x)
+        if _is_jax(x):
+            return _jax_to_numpy(x)
         return x
+
+    def encode(self, tree: Any) -> Any:
+        if _is_jax(tree):
+            return _jax_to_numpy(tree)
+        if isinstance(tree, (np.ndarray, int, float, str)):
+            return tree
+        return super().encode(tree)
+
+    def decode(self, tree: Any) -> Any:
+        if type(tree) is np.ndarray and tree.ndim == 1 and tree.nbytes <= _JAX_MEMO_MAX_BYTES:
+            key = (tree.dtype.str, tree.tobytes())
+            memo = self._memo
+            hit = memo.get(key)
+            if hit is None:
+                hit = jax_asarray(tree)
+                if len(memo) >= _JAX_MEMO_SIZE:
+                    memo.clear()
+                memo[key] = hit
+            return hit
+        return super().decode(tree)
 
     def _stack(self, leaves: list[Any], path: str) -> Any:
         jnp = _require("jax.numpy", "jax", "rlmesh.jax")
@@ -432,45 +563,87 @@ class _JaxBridge(Bridge):
     def supports_device(self) -> bool:
         return True
 
-    def to_device(self, tree: Any, device: Any) -> Any:
+    def resolve_device(self, device: Any) -> Any:
+        """``device`` as a ``jax.Device`` (``None`` stays ``None``; BKD-21).
+
+        Accepts a ``jax.Device`` or a string ``"cpu"``, ``"gpu"``, ``"cuda:1"``,
+        ``"tpu:0"`` (platform, optional index).
+
+        Raises:
+            ValueError: an unknown platform or an index this machine lacks.
+        """
         if device is None:
+            return None
+        jax = _require("jax", "jax", "rlmesh.jax")
+        if isinstance(device, jax.Device):
+            return device
+        if not isinstance(device, str):
+            raise ValueError(f"device must be a jax.Device or a string like 'cpu' or 'cuda:0', got {device!r}")
+        platform, _, index = device.strip().lower().partition(":")
+        platform = {"cuda": "gpu", "rocm": "gpu"}.get(platform, platform)
+        try:
+            i = int(index or 0)
+            devices = jax.devices(platform)
+            return devices[i]
+        except (RuntimeError, ValueError, IndexError) as exc:
+            present = ", ".join(sorted({d.platform for d in jax.devices()}))
+            raise ValueError(
+                f"device={device!r} is not available on this machine ({exc}); present jax "
+                f"platforms: {present}"
+            ) from None
+
+    def to_device(self, tree: Any, device: Any) -> Any:
+        dev = self.resolve_device(device)
+        if dev is None:
             return tree
         jax = _require("jax", "jax", "rlmesh.jax")
-        dev = _jax_device(jax, device)
         return jax.device_put(tree, dev)
 
     def to_host(self, value: Any) -> Any:
-        if type(value).__module__.startswith(("jax", "jaxlib")):
+        if _is_jax(value):
             value = np.asarray(value)
         return super().to_host(value)
 
 
-def _jax_device(jax: Any, device: Any) -> Any:
-    if not isinstance(device, str):
-        return device
-    platform, _, index = device.partition(":")  # "cuda:0" -> jax.devices("cuda")[0] (BKD-21)
-    platform = {"cuda": "gpu"}.get(platform, platform)
-    return jax.devices(platform)[int(index or 0)]
+def _jax_to_numpy(x: Any) -> np.ndarray[Any, Any]:
+    """A jax array on the host: a read-only view of its buffer on the CPU, else one transfer."""
+    if str(x.dtype).endswith("bfloat16"):
+        raise ValueError("bfloat16 is not representable in rlmesh; cast to float32 first")
+    return np.asarray(x)
 
 
 def jax_asarray(t: Any) -> Any:
-    """A ``jax.Array`` for an ``rlmesh.Tensor`` or ndarray (BKD-20): DLPack, else a copy."""
+    """A ``jax.Array`` for an ``rlmesh.Tensor`` or ndarray (BKD-20).
+
+    A leaf of at least :data:`JAX_SHARE_MIN_BYTES` is imported through DLPack and
+    shares memory when it is 64-byte aligned (XLA copies it otherwise); a smaller
+    one is copied, which is cheaper than an import. 64-bit dtypes become 32-bit
+    unless jax's x64 mode is on.
+    """
     jnp = _require("jax.numpy", "jax", "rlmesh.jax")
     arr = t._a if isinstance(t, Tensor) else np.asarray(t)
-    try:
-        return jnp.from_dlpack(arr)
-    except Exception:  # unaligned or unsupported: fall back to a copy
-        return jnp.asarray(arr)
+    if arr.nbytes >= JAX_SHARE_MIN_BYTES:
+        try:
+            return jnp.from_dlpack(arr)
+        except Exception:  # a layout DLPack cannot express: fall back to a copy
+            pass
+    return jnp.asarray(arr)
 
 
 def jax_from_array(a: Any) -> Any:
-    """A ``jax.Array`` as an ``rlmesh.Tensor`` (a host copy), 0-d as a Python scalar (BKD-20)."""
-    _require("jax", "jax", "rlmesh.jax")
-    if str(getattr(a, "dtype", "")).endswith("bfloat16"):
-        raise ValueError("bfloat16 is not representable in rlmesh; cast to float32 first")
-    if hasattr(a, "block_until_ready"):
+    """A ``jax.Array`` as an ``rlmesh.Tensor`` (a host copy), 0-d as a Python scalar (BKD-20).
+
+    Raises:
+        TypeError: ``a`` is neither a jax nor a numpy array.
+        ValueError: bfloat16.
+    """
+    if isinstance(a, (np.ndarray, np.generic)):
+        host = np.asarray(a)
+    elif _is_jax(a):
         a.block_until_ready()
-    host = np.asarray(a)
+        host = _jax_to_numpy(a)
+    else:
+        raise TypeError(f"from_array expects a jax.Array (or numpy array), got {type(a).__name__}")
     if host.ndim == 0:
         return host.item()
     return from_array(host)
