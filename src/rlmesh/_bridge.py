@@ -511,7 +511,7 @@ class _JaxBridge(Bridge):
     name = "jax"
 
     def __init__(self) -> None:
-        self._memo: dict[tuple[str, bytes], Any] = {}
+        self._memo: dict[tuple[str, bool, bytes], Any] = {}
 
     def ensure_available(self) -> None:
         if self._checked:
@@ -543,7 +543,8 @@ class _JaxBridge(Bridge):
 
     def decode(self, tree: Any) -> Any:
         if type(tree) is np.ndarray and tree.ndim == 1 and tree.nbytes <= _JAX_MEMO_MAX_BYTES:
-            key = (tree.dtype.str, tree.tobytes())
+            x64 = bool(_require("jax", "jax", "rlmesh.jax").config.jax_enable_x64)
+            key = (tree.dtype.str, x64, tree.tobytes())
             memo = self._memo
             hit = memo.get(key)
             if hit is None:
@@ -616,18 +617,37 @@ def jax_asarray(t: Any) -> Any:
     """A ``jax.Array`` for an ``rlmesh.Tensor`` or ndarray (BKD-20).
 
     A leaf of at least :data:`JAX_SHARE_MIN_BYTES` is imported through DLPack and
-    shares memory when it is 64-byte aligned (XLA copies it otherwise); a smaller
-    one is copied, which is cheaper than an import. 64-bit dtypes become 32-bit
+    shares memory when it is writable and 64-byte aligned (XLA copies it
+    otherwise); a smaller one is copied, which is cheaper than an import. 64-bit dtypes become 32-bit
     unless jax's x64 mode is on.
+
+    Raises:
+        ValueError: without x64 mode, a 64-bit integer value outside the 32-bit range.
     """
     jnp = _require("jax.numpy", "jax", "rlmesh.jax")
     arr = t._a if isinstance(t, Tensor) else np.asarray(t)
+    if arr.dtype.kind in "iu" and arr.dtype.itemsize == 8 and arr.size:
+        _check_fits_32(arr)
     if arr.nbytes >= JAX_SHARE_MIN_BYTES:
         try:
             return jnp.from_dlpack(arr)
         except Exception:  # a layout DLPack cannot express: fall back to a copy
             pass
     return jnp.asarray(arr)
+
+
+def _check_fits_32(arr: np.ndarray[Any, Any]) -> None:
+    """Without x64 mode jax silently wraps 64-bit integers into 32 bits; refuse values that would change."""
+    jax = _require("jax", "jax", "rlmesh.jax")
+    if jax.config.jax_enable_x64:
+        return
+    lo, hi = (-(2**31), 2**31 - 1) if arr.dtype.kind == "i" else (0, 2**32 - 1)
+    if int(arr.min()) < lo or int(arr.max()) > hi:
+        raise ValueError(
+            f"an {arr.dtype.name} value outside the 32-bit range cannot become a jax array without "
+            "x64 mode (jax would silently change it); enable it with "
+            "jax.config.update('jax_enable_x64', True)"
+        )
 
 
 def jax_from_array(a: Any) -> Any:

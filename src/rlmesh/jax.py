@@ -57,8 +57,9 @@ def ensure_available() -> None:
 def asarray(tensor: Any) -> Any:
     """A ``jax.Array`` for an ``rlmesh.Tensor`` or ndarray (BKD-20).
 
-    Large leaves are imported through DLPack (no copy when 64-byte aligned, as
-    library-allocated Tensors are); small ones are copied.
+    A writable ndarray of at least 16 KiB is imported through DLPack (no copy
+    when 64-byte aligned); smaller or read-only sources (an ``rlmesh.Tensor``
+    is read-only) are copied.
     """
     ensure_available()
     return jax_asarray(tensor)
