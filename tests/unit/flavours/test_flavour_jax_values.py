@@ -32,7 +32,7 @@ def spec_value_lanes(draw: st.DrawFn) -> tuple[SpaceSpec, object, int | None]:
     return spec, draw(values_for(spec, lanes)), lanes
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(spec_value_lanes())
 def test_every_space_kind_round_trips_through_jax_values_scalar_and_vector(case) -> None:
     """BKD-1/VAL-6 with x64 on (BKD-20): array leaves become jax.Array, the rest stays; back is exact."""
@@ -44,7 +44,7 @@ def test_every_space_kind_round_trips_through_jax_values_scalar_and_vector(case)
     assert_canonical_equal(back, canonical)
 
 
-@settings(max_examples=40)
+@settings(max_examples=40, deadline=None)
 @given(spec_value_lanes())
 def test_jax_space_samples_are_jax_values_the_space_contains(case) -> None:
     """VAL-4: rlmesh.jax.space_from_spec samples in the flavour's representation."""

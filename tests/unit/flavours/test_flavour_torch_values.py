@@ -29,7 +29,7 @@ def spec_value_lanes(draw: st.DrawFn) -> tuple[SpaceSpec, object, int | None]:
     return spec, draw(values_for(spec, lanes)), lanes
 
 
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 @given(spec_value_lanes())
 def test_every_space_kind_round_trips_through_torch_values_scalar_and_vector(case) -> None:
     """BKD-1/VAL-6: tensor leaves become torch.Tensor, the rest stays; encoding them back is exact."""
@@ -40,7 +40,7 @@ def test_every_space_kind_round_trips_through_torch_values_scalar_and_vector(cas
     assert_canonical_equal(back, canonical)
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(spec_value_lanes())
 def test_torch_space_samples_are_torch_values_the_space_contains(case) -> None:
     """VAL-4: rlmesh.torch.space_from_spec samples in the flavour's representation."""
