@@ -7,7 +7,8 @@ into numpy; ``assert_canonical_equal`` compares exactly (dtype, shape, bits, key
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -15,16 +15,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import require
-from flavour_values import assert_canonical_equal, assert_leaves, host
 from hypothesis import HealthCheck, given, settings, strategies as st
 from integration_envs import EchoEnv
-from strategies import values_for
 
 import rlmesh
 import rlmesh.spaces as rs
+from conftest import require
+from flavour_values import assert_canonical_equal, assert_leaves, host
 from rlmesh._bridge import JAX, TORCH
 from rlmesh.spaces._values import compile_encoder
+from strategies import values_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -43,7 +43,7 @@ EVERY_KIND = rs.Dict(
         "mb": rs.MultiBinary((2, 3)),
         "mbb": rs.MultiBinary(3, dtype="bool"),
         "md": rs.MultiDiscrete([3, 4], "int32", start=[1, -2]),
-        "text": rs.Text(6, min_length=0, charset="abcαβ"),
+        "text": rs.Text(6, min_length=0, charset="abc\u03b1\u03b2"),
         "tuple": rs.Tuple([rs.Discrete(3), rs.Box(-1.0, 1.0, (2,), "float64"), rs.Text(2)]),
         "nested": rs.Dict({"z": rs.MultiDiscrete([[2, 3], [4, 5]], "uint16"), "a": rs.Discrete(2)}),
     }

@@ -13,11 +13,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import require
 
 import rlmesh
 import rlmesh.numpy as rn
 import rlmesh.spaces as rs
+from conftest import require
 from rlmesh.serve import ModelServer
 
 pytestmark = pytest.mark.timeout(120)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import require
-from flavour_values import assert_canonical_equal, assert_leaves
 from hypothesis import given, settings, strategies as st
-from strategies import space_specs, values_for
 
 import rlmesh
+from conftest import require
+from flavour_values import assert_canonical_equal, assert_leaves
 from rlmesh._bridge import JAX, JAX_SHARE_MIN_BYTES
 from rlmesh.spaces import SpaceSpec
 from rlmesh.spaces._values import compile_encoder
 from rlmesh.tensor import aligned_empty
+from strategies import space_specs, values_for
 
 jax = require("jax")
 import jax.numpy as jnp  # noqa: E402
@@ -111,7 +111,7 @@ def test_from_array_copies_into_a_Tensor_and_unwraps_0d() -> None:
     out = rj.from_array(jnp.arange(3, dtype=jnp.int16))
     assert isinstance(out, rlmesh.Tensor) and out.dtype == "int16" and np.asarray(out).tolist() == [0, 1, 2]
     assert rj.from_array(jnp.float32(2.5)) == 2.5
-    with pytest.raises(TypeError, match="jax.Array"):
+    with pytest.raises(TypeError, match=r"jax\.Array"):
         rj.from_array([1, 2])
     with pytest.raises(ValueError, match="bfloat16"):
         rj.from_array(jnp.zeros(2, dtype=jnp.bfloat16))
@@ -136,7 +136,7 @@ def test_devices_resolve_or_fail_with_a_ValueError_that_says_why() -> None:
     if not any(d.platform == "gpu" for d in jax.devices()):
         with pytest.raises(ValueError, match="present jax platforms: cpu"):
             JAX.resolve_device("cuda:0")
-    with pytest.raises(ValueError, match="jax.Device or a string"):
+    with pytest.raises(ValueError, match=r"jax\.Device or a string"):
         JAX.resolve_device(3)
     placed = JAX.to_device({"a": np.zeros(2, np.float32)}, "cpu")
     assert placed["a"].devices() == {cpu}

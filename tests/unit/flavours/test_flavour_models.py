@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import require
 
 import rlmesh
+from conftest import require
 
 gym = require("gymnasium")
 
@@ -69,7 +69,7 @@ def test_a_torch_model_with_an_absent_device_fails_with_a_ValueError() -> None:
 
     model = rt.Model(lambda obs: 0)
     model.device = "cuda:7"
-    with pytest.raises(ValueError, match="not available|CUDA"):
+    with pytest.raises(ValueError, match=r"not available|CUDA"):
         rlmesh.run(model, cartpole(), seeds=[0], max_episode_steps=2)
 
 

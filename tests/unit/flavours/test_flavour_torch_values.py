@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import require
-from flavour_values import assert_canonical_equal, assert_leaves, host
 from hypothesis import given, settings, strategies as st
-from strategies import space_specs, values_for
 
 import rlmesh
+from conftest import require
+from flavour_values import assert_canonical_equal, assert_leaves
 from rlmesh._bridge import TORCH
 from rlmesh.spaces import SpaceSpec
 from rlmesh.spaces._values import compile_encoder
+from strategies import space_specs, values_for
 
 torch = require("torch")
 import rlmesh.torch as rt  # noqa: E402
@@ -100,7 +100,7 @@ def test_from_tensor_copies_into_a_Tensor_and_unwraps_0d() -> None:
     t[0] = 7
     assert np.asarray(out).tolist() == [0, 1, 2]
     assert rt.from_tensor(torch.tensor(2.5)) == 2.5
-    with pytest.raises(TypeError, match="torch.Tensor"):
+    with pytest.raises(TypeError, match=r"torch\.Tensor"):
         rt.from_tensor(np.zeros(2))
     with pytest.raises(ValueError, match="bfloat16"):
         rt.from_tensor(torch.zeros(2, dtype=torch.bfloat16))
