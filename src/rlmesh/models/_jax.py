@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from .._bridge import JAX, _is_jax, jax_asarray
+import numpy as np
+
+from .._bridge import JAX, _is_jax, jax_wrap_fresh
 from ._framework import FrameworkModel, FrameworkModelBridge
 
 __all__ = ["MODEL_BRIDGE", "JaxModel"]
@@ -12,7 +14,14 @@ __all__ = ["MODEL_BRIDGE", "JaxModel"]
 ObsT = TypeVar("ObsT")
 ActT = TypeVar("ActT")
 
-MODEL_BRIDGE = FrameworkModelBridge(JAX, jax_asarray, _is_jax)
+
+def _leaf(arr: np.ndarray[Any, Any]) -> Any:
+    # A copy: an env may write into the array it returned once the step is over,
+    # and a jax array must never change under the model.
+    return jax_wrap_fresh(np.array(arr, copy=True))
+
+
+MODEL_BRIDGE = FrameworkModelBridge(JAX, _leaf, _is_jax)
 
 
 class JaxModel(FrameworkModel[ObsT, ActT]):
