@@ -680,7 +680,7 @@ def _jax_fast_put() -> _FastPut | None:
             _fast_put = (put, shaped, sharding, device, {}) if ok else False
         except Exception:
             _fast_put = False
-    return _fast_put or None
+    return _fast_put if isinstance(_fast_put, tuple) else None
 
 
 def jax_wrap_fresh(arr: np.ndarray[Any, Any]) -> Any:
