@@ -140,3 +140,26 @@ def test_devices_resolve_or_fail_with_a_ValueError_that_says_why() -> None:
         JAX.resolve_device(3)
     placed = JAX.to_device({"a": np.zeros(2, np.float32)}, "cpu")
     assert placed["a"].devices() == {cpu}
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_client_leaves_are_the_same_with_and_without_jax_fast_put(fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The receive-buffer path (jax's own put, probed once) and its public fallback agree on values and dtypes."""
+    from rlmesh import _bridge
+
+    if not fast:
+        monkeypatch.setattr(_bridge, "_fast_put", False)
+    buf = aligned_empty(64).view(np.float32)[:8].reshape(2, 4)
+    buf[:] = np.arange(8, dtype=np.float32).reshape(2, 4)
+    out = _bridge.jax_wrap_fresh(buf)
+    assert is_array(out) and out.dtype == jnp.float32 and out.tolist() == buf.tolist()
+    if fast:  # a fresh aligned buffer is aliased, not copied
+        assert out.unsafe_buffer_pointer() == buf.ctypes.data
+    ints = _bridge.jax_wrap_fresh(np.array([1, -2, 3], np.int64))
+    assert ints.tolist() == [1, -2, 3] and ints.dtype == (jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
+    if not jax.config.jax_enable_x64:
+        with pytest.raises(ValueError, match="jax_enable_x64"):
+            _bridge.jax_wrap_fresh(np.array([2**40], np.int64))
+        assert _bridge.jax_wrap_fresh(np.array([0.5])).dtype == jnp.float32
+    with jax.enable_x64(True):
+        assert _bridge.jax_wrap_fresh(np.array([2**40], np.int64)).tolist() == [2**40]
