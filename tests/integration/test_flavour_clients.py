@@ -10,7 +10,7 @@ otherwise become 32-bit, BKD-20).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -226,3 +226,31 @@ def test_render_frames_decode_to_framework_arrays(flavour: Flavour, serve: Any) 
     with flavour.mod.RemoteEnv(server.address) as client:
         got = client.render()
         assert flavour.is_array(got) and host(got).tolist() == frame.tolist()
+
+
+def test_the_jax_vector_client_has_every_seed_001_keyword_property_and_method(serve: Any) -> None:
+    """Seed 001: rlmesh.jax.RemoteVectorEnv's constructor keywords, properties and methods."""
+    import inspect
+
+    rj = require("rlmesh.jax")
+    require("jax")
+    params = inspect.signature(rj.RemoteVectorEnv).parameters
+    assert list(params)[:9] == [
+        "address", "host", "port", "path", "transport", "connect_timeout_seconds",
+        "request_timeout_seconds", "workflow_edition", "device",
+    ]
+    lanes = serve([EchoEnv(rs.Discrete(3)) for _ in range(LANES)])
+    port = int(lanes.address.rsplit(":", 1)[1])
+    with rj.RemoteVectorEnv(host="127.0.0.1", port=port, connect_timeout_seconds=5, request_timeout_seconds=30) as envs:
+        assert envs.address == lanes.address and envs.num_envs == LANES
+        assert envs.single_observation_space.spec == envs.observation_space.spec == rs.Discrete(3).spec
+        assert envs.single_action_space.spec == envs.action_space.spec == rs.Discrete(3).spec
+        assert len(envs.env_id) == 36 and envs.selected_workflow_edition
+        assert envs.env_contract.num_envs == LANES and envs.render_mode is None
+        assert isinstance(envs.metadata, Mapping) and envs.observation_space_spec == rs.Discrete(3).spec
+        assert envs.action_space_spec == rs.Discrete(3).spec
+        observations, infos = envs.reset(seed=42)
+        assert len(infos["episode_ids"]) == LANES and observations.shape == (LANES,)
+        envs.step(np.array([0, 1, 2]))
+        assert envs.render(env_index=1) is None
+        assert envs.shutdown() is False  # remote shutdown is off unless the server allows it

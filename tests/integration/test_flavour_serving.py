@@ -269,3 +269,14 @@ def test_a_local_framework_model_runs_against_a_served_framework_env(fw: FW) -> 
         result = rlmesh.run(_policy(fw, seen), server.address, seeds=[5])
     assert result.episodes[0].steps == 4 and result.episodes[0].reward == 4.0
     assert all(fw.is_array(o) for o in seen)
+
+
+def test_the_serve_command_line_serves_a_torch_env_with_framework_and_device(serve_process: Any) -> None:
+    """``python -m rlmesh.serve target --framework torch --device cpu`` (SRV-30/32 on the CLI)."""
+    require("torch")
+    _, address = serve_process("flavour_envs:make_torch_doubler", "--framework", "torch", "--device", "cpu")
+    with rn.RemoteEnv(address) as client:
+        client.reset()
+        obs, reward, terminated, _, info = client.step(np.array([0.25, -0.5], np.float32))
+        assert obs.tolist() == [0.5, -1.0] and reward == 1.0 and terminated is False
+        assert info["device"] == "cpu"
