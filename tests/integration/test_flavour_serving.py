@@ -280,3 +280,21 @@ def test_the_serve_command_line_serves_a_torch_env_with_framework_and_device(ser
         obs, reward, terminated, _, info = client.step(np.array([0.25, -0.5], np.float32))
         assert obs.tolist() == [0.5, -1.0] and reward == 1.0 and terminated is False
         assert info["device"] == "cpu"
+
+
+def test_a_served_torch_env_renders_tensor_frames_and_an_env_without_render_has_none(serve: Any) -> None:
+    """SRV-33/RND: a render frame may be a tensor; no render() means no frame, not an error."""
+    fw = FW("torch")
+
+    class Painter(FrameworkEnv):
+        def render(self) -> Any:
+            return fw.mod.full((2, 3, 3), 7, dtype=fw.mod.uint8)
+
+    painted = serve(Painter(fw), framework="torch")
+    with rn.RemoteEnv(painted.address) as client:
+        assert client.render().tolist() == [[[7] * 3] * 3] * 2
+    plain = serve(FrameworkEnv(fw), framework="torch")
+    with rn.RemoteEnv(plain.address) as client:
+        client.reset()
+        assert client.render() is None
+        client.step({"v": [0.0, 0.0], "d": 0})  # the session is fine

@@ -119,7 +119,10 @@ class BridgedEnv:
         return (self._obs(result[0]), *[encode(x) for x in result[1:]])
 
     def render(self, *args: Any, **kwargs: Any) -> Any:
-        frame = self._env.render(*args, **kwargs)
+        render = getattr(self._env, "render", None)
+        if not callable(render):
+            return None  # an env without render() has no frame
+        frame = render(*args, **kwargs)
         if isinstance(frame, list):
             return [self._bridge.encode(f) for f in frame]
         return self._bridge.encode(frame)
