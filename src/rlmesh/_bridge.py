@@ -551,8 +551,10 @@ class _JaxBridge(Bridge):
 
     def decode(self, tree: Any) -> Any:
         if type(tree) is np.ndarray and tree.ndim == 1 and tree.nbytes <= _JAX_MEMO_MAX_BYTES:
-            x64 = bool(_require("jax", "jax", "rlmesh.jax").config.jax_enable_x64)
-            key = (tree.dtype.str, x64, tree.tobytes())
+            dt = tree.dtype
+            # 64-bit values decode differently with and without x64 mode: keep them apart
+            x64 = dt.itemsize == 8 and bool(_require("jax", "jax", "rlmesh.jax").config.jax_enable_x64)
+            key = (dt.char, x64, tree.tobytes())
             memo = self._memo
             hit = memo.get(key)
             if hit is None:
