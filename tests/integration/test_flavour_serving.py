@@ -298,3 +298,22 @@ def test_a_served_torch_env_renders_tensor_frames_and_an_env_without_render_has_
         client.reset()
         assert client.render() is None
         client.step({"v": [0.0, 0.0], "d": 0})  # the session is fine
+
+
+def test_the_flavours_example_runs_end_to_end() -> None:
+    """examples/flavours.py: a torch vector env served with framework="torch", a jax client, a torch model."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    require("torch")
+    require("jax")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "RLMESH_WORKFLOW_EDITION": ""}
+    out = subprocess.run(
+        [sys.executable, "examples/flavours.py"], cwd=root, env=env, capture_output=True, text=True, timeout=150
+    )
+    assert out.returncode == 0, out.stderr
+    assert "jax client: obs ArrayImpl(4, 1), rewards float32" in out.stdout
+    assert "torch model: 8 episodes" in out.stdout
