@@ -315,5 +315,5 @@ def test_the_flavours_example_runs_end_to_end() -> None:
         [sys.executable, "examples/flavours.py"], cwd=root, env=env, capture_output=True, text=True, timeout=150
     )
     assert out.returncode == 0, out.stderr
-    assert "jax client: obs ArrayImpl(4, 1), rewards float32" in out.stdout
+    assert "jax client: obs " in out.stdout and "(4, 1), rewards float32" in out.stdout
     assert "torch model: 8 episodes" in out.stdout
