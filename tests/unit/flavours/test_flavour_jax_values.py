@@ -163,3 +163,21 @@ def test_client_leaves_are_the_same_with_and_without_jax_fast_put(fast: bool, mo
         assert _bridge.jax_wrap_fresh(np.array([0.5])).dtype == jnp.float32
     with jax.enable_x64(True):
         assert _bridge.jax_wrap_fresh(np.array([2**40], np.int64)).tolist() == [2**40]
+
+
+def test_an_aliased_receive_buffer_lives_as_long_as_the_jax_array() -> None:
+    """No copy, and no dangling pointer: the array keeps the buffer it aliases alive."""
+    import gc
+
+    from rlmesh import _bridge
+
+    kept = []
+    for k in range(20):
+        body = aligned_empty(1 << 15)
+        seg = body[64 : 64 + 4096].view(np.float32)
+        seg[:] = k
+        kept.append((k, _bridge.jax_wrap_fresh(seg)))
+        del body, seg
+    gc.collect()
+    _junk = [np.full(1 << 13, -1.0, np.float32) for _ in range(100)]
+    assert [k for k, arr in kept if not bool((arr == k).all())] == []
