@@ -558,7 +558,7 @@ class _JaxBridge(Bridge):
             memo = self._memo
             hit = memo.get(key)
             if hit is None:
-                hit = jax_wrap_fresh(tree)
+                hit = jax_wrap_fresh(tree.copy())  # a memo entry must not pin a whole reply body
                 if len(memo) >= _JAX_MEMO_SIZE:
                     memo.clear()
                 memo[key] = hit
