@@ -125,14 +125,10 @@ _LAZY = ("describe", "describe_json", "__build__")
 
 
 def __getattr__(name: str) -> Any:
-    if name == "numpy":  # the NumPy flavour loads on first use: `rlmesh.numpy.RemoteEnv`
+    if name in ("numpy", "torch", "jax", "gymnasium"):  # flavours load on first use: `rlmesh.numpy.RemoteEnv`
         import importlib
 
-        return importlib.import_module(".numpy", __name__)
-    if name == "gymnasium":  # the Gymnasium flavour (needs gymnasium): `rlmesh.gymnasium.RemoteEnv`
-        import importlib
-
-        return importlib.import_module(".gymnasium", __name__)
+        return importlib.import_module(f".{name}", __name__)
     if name in ("describe", "describe_json"):
         from .authoring import _describe
 

@@ -199,6 +199,18 @@ class Bridge:
         """Whether :meth:`to_device` can move leaves off the host."""
         return False
 
+    def resolve_device(self, device: Any) -> Any:
+        """The framework's device object for ``device``; host bridges know only ``None``/``"cpu"``.
+
+        Raises:
+            ValueError: a device this bridge cannot place values on.
+        """
+        if device is None or str(device).strip().lower() == "cpu":
+            return None
+        raise ValueError(
+            f"the {self.name} bridge has no devices; got device={device!r} (use 'cpu' or None)"
+        )
+
     def to_device(self, tree: Any, device: Any) -> Any:
         """Move tensor leaves to ``device`` (host bridges accept only ``None``/``"cpu"``)."""
         if device is None or str(device).lower() == "cpu":
@@ -295,101 +307,192 @@ class _NumpyBridge(Bridge):
 
 
 # -- torch and jax (lazy) -------------------------------------------------------------
+#
+# Neither framework is imported until a torch/jax bridge is *used* (``ensure_available``
+# or a decode); ``encode`` recognizes framework leaves by their type's module, so it
+# never imports anything either.
+
+
+_MODULES: dict[str, Any] = {}
 
 
 def _require(module: str, extra: str, what: str) -> Any:
+    found = _MODULES.get(module)
+    if found is not None:
+        return found
     import importlib
 
     try:
-        return importlib.import_module(module)
+        found = _MODULES[module] = importlib.import_module(module)
+        return found
     except ImportError:
         raise DependencyMissing(
             f'{what} requires {module}. Install it with: pip install "rlmesh[{extra}]"', name=module
         ) from None
 
 
+def _is_torch(x: Any) -> bool:
+    """A ``torch.Tensor`` (or subclass such as ``Parameter``), without importing torch."""
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def _is_jax(x: Any) -> bool:
+    """A ``jax.Array``, without importing jax."""
+    return type(x).__module__.startswith(("jax", "jaxlib")) and hasattr(x, "block_until_ready")
+
+
+def _torch() -> Any:
+    return _require("torch", "torch", "rlmesh.torch")
+
+
 class _TorchBridge(Bridge):
-    """Torch values (experimental, BKD-10..13): leaves become ``torch.Tensor``."""
+    """Torch values (experimental, BKD-10..13): leaves become ``torch.Tensor``.
+
+    Decoded leaves share memory with the array they come from when it is writable
+    (a client's receive buffer is fresh for every reply, so in-place ops are safe
+    and no copy is made); a read-only source is copied (BKD-11).
+    """
 
     name = "torch"
 
     def ensure_available(self) -> None:
         if not self._checked:
-            _require("torch", "torch", "rlmesh.torch")
+            _torch()
             self._checked = True
 
     def _leaf_out(self, arr: np.ndarray[Any, Any]) -> Any:
         return torch_as_tensor(arr, copy=not arr.flags.writeable)
 
     def _leaf_in(self, x: Any) -> Any:
-        if type(x).__module__.startswith("torch") and hasattr(x, "detach"):
+        if _is_torch(x):
             return _torch_to_numpy(x)
         return x
 
+    def encode(self, tree: Any) -> Any:
+        if _is_torch(tree):  # the common action: one tensor
+            if tree.dim() == 0 and tree.dtype is not _torch().bfloat16:
+                return tree.item()  # a Discrete (or rank-0 Box) action: exact as a Python scalar
+            return _torch_to_numpy(tree)
+        if isinstance(tree, (np.ndarray, int, float, str)):
+            return tree
+        return super().encode(tree)
+
     def _stack(self, leaves: list[Any], path: str) -> Any:
-        torch = _require("torch", "torch", "rlmesh.torch")
-        tensors = [
-            x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x)) for x in leaves
-        ]
+        torch = _torch()
+        tensors = [x if _is_torch(x) else torch.as_tensor(np.asarray(x)) for x in leaves]
         _same_shapes([tuple(t.shape) for t in tensors], path)
         return torch.stack(tensors)
 
     def supports_device(self) -> bool:
         return True
 
-    def to_device(self, tree: Any, device: Any) -> Any:
+    def resolve_device(self, device: Any) -> Any:
+        """``device`` as a ``torch.device`` (``None`` stays ``None``).
+
+        Raises:
+            ValueError: an unknown device string, or a device this machine lacks
+                (``"cuda:0"`` without CUDA, an index past ``device_count()``).
+        """
         if device is None:
+            return None
+        torch = _torch()
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, TypeError, ValueError) as exc:
+            raise ValueError(f"unknown torch device {device!r}: {exc}") from None
+        if dev.type == "cpu":
+            return dev
+        if dev.type == "cuda":
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if (dev.index or 0) >= count:
+                raise ValueError(
+                    f"device={device!r} is not available: this machine has {count} CUDA "
+                    "device(s); use device='cpu' (or None) or a present device"
+                )
+            return dev
+        try:
+            torch.empty(0, device=dev)
+        except Exception as exc:
+            raise ValueError(f"device={device!r} is not available on this machine: {exc}") from None
+        return dev
+
+    def to_device(self, tree: Any, device: Any) -> Any:
+        dev = self.resolve_device(device)
+        if dev is None:
             return tree
-        if isinstance(tree, dict):
-            return {k: self.to_device(v, device) for k, v in tree.items()}
-        if isinstance(tree, (list, tuple)):
-            moved = [self.to_device(v, device) for v in tree]
-            return tuple(moved) if isinstance(tree, tuple) else moved
-        return tree.to(device) if hasattr(tree, "to") and hasattr(tree, "detach") else tree
+        return _torch_move(tree, dev)
 
     def to_host(self, value: Any) -> Any:
-        if hasattr(value, "detach") and hasattr(value, "cpu"):
+        if _is_torch(value):
             host = value.detach().cpu()
             return host.item() if host.dim() == 0 else host.tolist()
         return super().to_host(value)
 
 
+def _torch_move(tree: Any, dev: Any) -> Any:
+    if _is_torch(tree):
+        return tree.to(dev, non_blocking=True)
+    if isinstance(tree, dict):
+        return {k: _torch_move(v, dev) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_torch_move(v, dev) for v in tree)
+    if isinstance(tree, list):
+        return [_torch_move(v, dev) for v in tree]
+    return tree
+
+
 def _torch_to_numpy(x: Any) -> np.ndarray[Any, Any]:
-    if str(x.dtype).endswith("bfloat16"):
+    """A torch tensor as a host ndarray: the tensor's own memory when it is a contiguous CPU tensor.
+
+    Gradients are dropped (``detach``): an action is data, not part of a graph.
+    """
+    if x.dtype is _torch().bfloat16:
         raise ValueError("bfloat16 is not representable in rlmesh; cast to float32 first")
-    return np.asarray(x.detach().cpu().contiguous().numpy())
+    if x.requires_grad:
+        x = x.detach()
+    if x.device.type != "cpu":
+        x = x.cpu()
+    if not x.is_contiguous():
+        x = x.contiguous()
+    return x.numpy()
 
 
 def torch_as_tensor(t: Any, *, copy: bool = False) -> Any:
     """A ``torch.Tensor`` for an ``rlmesh.Tensor`` or ndarray (BKD-10).
 
-    Zero-copy by default (the result shares memory; writing to it writes to every
-    view), an owned writable copy with ``copy=True``.
+    Zero-copy by default: the result shares memory with ``t`` (torch ignores the
+    read-only flag of an ``rlmesh.Tensor``, so writing to it writes to every view);
+    ``copy=True`` gives an owned, writable copy.
+
+    Raises:
+        ValueError: a dtype this torch build cannot hold (uint16/32/64 need torch >= 2.3).
     """
-    torch = _require("torch", "torch", "rlmesh.torch")
+    torch = _torch()
     arr = t._a if isinstance(t, Tensor) else np.asarray(t)
-    if arr.size == 0:
-        return torch.empty(arr.shape, dtype=_torch_dtype(torch, arr.dtype))
-    if copy or not arr.flags.writeable:
+    if copy:
         arr = np.array(arr, copy=True)
-    _torch_dtype(torch, arr.dtype)
-    return torch.from_numpy(arr)
+    try:
+        if arr.flags.writeable:
+            return torch.from_numpy(arr)
+        import warnings
 
-
-def _torch_dtype(torch: Any, dt: np.dtype[Any]) -> Any:
-    name = dtype_name(dt)
-    found = getattr(torch, name if name != "bool" else "bool", None)
-    if found is None:
+        with warnings.catch_warnings():  # "non-writable array": sharing is what was asked for
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.from_numpy(arr)
+    except TypeError:
         raise ValueError(
-            f"dtype {name} needs torch >= 2.3 (found {getattr(torch, '__version__', '?')})"
-        )
-    return found
+            f"dtype {arr.dtype.name} needs torch >= 2.3 (found {getattr(torch, '__version__', '?')})"
+        ) from None
 
 
 def torch_from_tensor(x: Any) -> Any:
-    """A ``torch.Tensor`` as an ``rlmesh.Tensor`` (a copy), a 0-d one as a Python scalar (BKD-12)."""
-    torch = _require("torch", "torch", "rlmesh.torch")
-    if not isinstance(x, torch.Tensor):
+    """A ``torch.Tensor`` as an ``rlmesh.Tensor`` (a copy), a 0-d one as a Python scalar (BKD-12).
+
+    Raises:
+        TypeError: ``x`` is not a torch tensor.
+        ValueError: bfloat16.
+    """
+    if not _is_torch(x):
         raise TypeError(f"from_tensor expects a torch.Tensor, got {type(x).__name__}")
     arr = _torch_to_numpy(x)
     if arr.ndim == 0:
@@ -397,10 +500,26 @@ def torch_from_tensor(x: Any) -> Any:
     return from_array(arr)
 
 
+#: Leaves of at least this many bytes are shared with XLA through DLPack; smaller ones
+#: are copied, which costs less than a DLPack import. The receive buffer aligns every
+#: body of this size to 64 bytes (``rlmesh.wire.frames.SMALL_BODY``), which XLA needs.
+JAX_SHARE_MIN_BYTES = 16 * 1024
+_JAX_MEMO_MAX_BYTES = 512
+_JAX_MEMO_SIZE = 64
+
+
 class _JaxBridge(Bridge):
-    """JAX values (experimental, BKD-20/21): leaves become ``jax.Array``."""
+    """JAX values (experimental, BKD-20/21): leaves become ``jax.Array``.
+
+    Arrays are immutable, so large aligned leaves are shared with the receive
+    buffer (no copy), and small 1-D lane vectors (vector rewards and flags) that
+    repeat an earlier step's contents reuse that step's array.
+    """
 
     name = "jax"
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[str, bool, bytes], Any] = {}
 
     def ensure_available(self) -> None:
         if self._checked:
@@ -416,12 +535,35 @@ class _JaxBridge(Bridge):
         self._checked = True
 
     def _leaf_out(self, arr: np.ndarray[Any, Any]) -> Any:
-        return jax_asarray(arr)
+        return jax_wrap_fresh(arr)
 
     def _leaf_in(self, x: Any) -> Any:
-        if type(x).__module__.startswith(("jax", "jaxlib")):
-            return np.asarray(x)
+        if _is_jax(x):
+            return _jax_to_numpy(x)
         return x
+
+    def encode(self, tree: Any) -> Any:
+        if _is_jax(tree):
+            return _jax_to_numpy(tree)
+        if isinstance(tree, (np.ndarray, int, float, str)):
+            return tree
+        return super().encode(tree)
+
+    def decode(self, tree: Any) -> Any:
+        if type(tree) is np.ndarray and tree.ndim == 1 and tree.nbytes <= _JAX_MEMO_MAX_BYTES:
+            dt = tree.dtype
+            # 64-bit values decode differently with and without x64 mode: keep them apart
+            x64 = dt.itemsize == 8 and bool(_require("jax", "jax", "rlmesh.jax").config.jax_enable_x64)
+            key = (dt.char, x64, tree.tobytes())
+            memo = self._memo
+            hit = memo.get(key)
+            if hit is None:
+                hit = jax_wrap_fresh(tree.copy())  # a memo entry must not pin a whole reply body
+                if len(memo) >= _JAX_MEMO_SIZE:
+                    memo.clear()
+                memo[key] = hit
+            return hit
+        return super().decode(tree)
 
     def _stack(self, leaves: list[Any], path: str) -> Any:
         jnp = _require("jax.numpy", "jax", "rlmesh.jax")
@@ -432,45 +574,171 @@ class _JaxBridge(Bridge):
     def supports_device(self) -> bool:
         return True
 
-    def to_device(self, tree: Any, device: Any) -> Any:
+    def resolve_device(self, device: Any) -> Any:
+        """``device`` as a ``jax.Device`` (``None`` stays ``None``; BKD-21).
+
+        Accepts a ``jax.Device`` or a string ``"cpu"``, ``"gpu"``, ``"cuda:1"``,
+        ``"tpu:0"`` (platform, optional index).
+
+        Raises:
+            ValueError: an unknown platform or an index this machine lacks.
+        """
         if device is None:
+            return None
+        jax = _require("jax", "jax", "rlmesh.jax")
+        if isinstance(device, jax.Device):
+            return device
+        if not isinstance(device, str):
+            raise ValueError(f"device must be a jax.Device or a string like 'cpu' or 'cuda:0', got {device!r}")
+        platform, _, index = device.strip().lower().partition(":")
+        platform = {"cuda": "gpu", "rocm": "gpu"}.get(platform, platform)
+        try:
+            i = int(index or 0)
+            devices = jax.devices(platform)
+            return devices[i]
+        except (RuntimeError, ValueError, IndexError) as exc:
+            present = ", ".join(sorted({d.platform for d in jax.devices()}))
+            raise ValueError(
+                f"device={device!r} is not available on this machine ({exc}); present jax "
+                f"platforms: {present}"
+            ) from None
+
+    def to_device(self, tree: Any, device: Any) -> Any:
+        dev = self.resolve_device(device)
+        if dev is None:
             return tree
         jax = _require("jax", "jax", "rlmesh.jax")
-        dev = _jax_device(jax, device)
         return jax.device_put(tree, dev)
 
     def to_host(self, value: Any) -> Any:
-        if type(value).__module__.startswith(("jax", "jaxlib")):
+        if _is_jax(value):
             value = np.asarray(value)
         return super().to_host(value)
 
 
-def _jax_device(jax: Any, device: Any) -> Any:
-    if not isinstance(device, str):
-        return device
-    platform, _, index = device.partition(":")  # "cuda:0" -> jax.devices("cuda")[0] (BKD-21)
-    platform = {"cuda": "gpu"}.get(platform, platform)
-    return jax.devices(platform)[int(index or 0)]
+def _jax_to_numpy(x: Any) -> np.ndarray[Any, Any]:
+    """A jax array on the host: a read-only view of its buffer on the CPU, else one transfer."""
+    host = np.asarray(x)
+    if host.dtype.kind not in "biuf":  # bfloat16 & co. (ml_dtypes) read as kind "V"
+        raise ValueError(f"{host.dtype.name} is not representable in rlmesh; cast to float32 first")
+    return host
 
 
 def jax_asarray(t: Any) -> Any:
-    """A ``jax.Array`` for an ``rlmesh.Tensor`` or ndarray (BKD-20): DLPack, else a copy."""
+    """A ``jax.Array`` for an ``rlmesh.Tensor`` or ndarray (BKD-20).
+
+    A leaf of at least :data:`JAX_SHARE_MIN_BYTES` is imported through DLPack and
+    shares memory when it is writable and 64-byte aligned (XLA copies it
+    otherwise); a smaller one is copied, which is cheaper than an import. 64-bit dtypes become 32-bit
+    unless jax's x64 mode is on.
+
+    Raises:
+        ValueError: without x64 mode, a 64-bit integer value outside the 32-bit range.
+    """
     jnp = _require("jax.numpy", "jax", "rlmesh.jax")
     arr = t._a if isinstance(t, Tensor) else np.asarray(t)
-    try:
-        return jnp.from_dlpack(arr)
-    except Exception:  # unaligned or unsupported: fall back to a copy
-        return jnp.asarray(arr)
+    if arr.dtype.kind in "iu" and arr.dtype.itemsize == 8 and arr.size:
+        _check_fits_32(arr)
+    if arr.nbytes >= JAX_SHARE_MIN_BYTES:
+        try:
+            return jnp.from_dlpack(arr)
+        except Exception:  # a layout DLPack cannot express: fall back to a copy
+            pass
+    return jnp.asarray(arr)
+
+
+_NARROW = {"f": np.float32, "i": np.int32, "u": np.uint32}
+_FastPut = tuple[Callable[..., Any], Any, Any, Any, dict[tuple[tuple[int, ...], str], Any]]
+_fast_put: _FastPut | bool | None = None
+
+
+def _jax_fast_put() -> _FastPut | None:
+    """jax's own host-to-device put for one array, without the ~20 µs of Python dispatch around it.
+
+    ``jax.device_put(ndarray)`` ends in ``pxla.batched_device_put``, which is not public
+    API; it is looked up once and probed (values, shape, dtype, type), and any
+    difference -- a jax version that moved or changed it -- falls back to
+    ``jnp.asarray`` for good.
+    """
+    global _fast_put
+    if _fast_put is None:
+        try:
+            import importlib
+
+            jax = importlib.import_module("jax")
+            pxla = importlib.import_module("jax._src.interpreters.pxla")
+            core = importlib.import_module("jax._src.core")
+            device = jax.devices()[0]
+            sharding = jax.sharding.SingleDeviceSharding(device)
+            put, shaped = pxla.batched_device_put, core.ShapedArray
+            probe = np.arange(6, dtype=np.float32).reshape(2, 3)
+            out = put(shaped(probe.shape, probe.dtype), sharding, [probe], [device], committed=False)
+            ok = (
+                isinstance(out, jax.Array)
+                and out.shape == probe.shape
+                and out.dtype == probe.dtype
+                and np.array_equal(np.asarray(out), probe)
+            )
+            _fast_put = (put, shaped, sharding, device, {}) if ok else False
+        except Exception:
+            _fast_put = False
+    return _fast_put if isinstance(_fast_put, tuple) else None
+
+
+def jax_wrap_fresh(arr: np.ndarray[Any, Any]) -> Any:
+    """A ``jax.Array`` on the default device for a *fresh* ndarray nobody else writes to.
+
+    The client's receive buffers are such arrays: jax may alias them (no copy when
+    aligned) because the library never touches a buffer again after handing it out.
+    Without x64 mode 64-bit leaves are narrowed to 32 bits first (jax's rule; a
+    64-bit integer that does not fit is a ``ValueError``). Falls back to
+    :func:`jax_asarray` when the fast path is unavailable.
+    """
+    fast = _jax_fast_put()
+    if fast is None or not arr.dtype.isnative:
+        return jax_asarray(arr)
+    if arr.dtype.itemsize == 8 and not _require("jax", "jax", "rlmesh.jax").config.jax_enable_x64:
+        if arr.dtype.kind in "iu" and arr.size:
+            _check_fits_32(arr)
+        arr = arr.astype(_NARROW[arr.dtype.kind])  # jax's own rule without x64 mode
+    put, shaped, sharding, device, avals = fast
+    key = (arr.shape, arr.dtype.str)
+    aval = avals.get(key)
+    if aval is None:
+        if len(avals) >= 256:
+            avals.clear()
+        aval = avals[key] = shaped(arr.shape, arr.dtype)
+    return put(aval, sharding, [arr], [device], committed=False)
+
+
+def _check_fits_32(arr: np.ndarray[Any, Any]) -> None:
+    """Without x64 mode jax silently wraps 64-bit integers into 32 bits; refuse values that would change."""
+    jax = _require("jax", "jax", "rlmesh.jax")
+    if jax.config.jax_enable_x64:
+        return
+    lo, hi = (-(2**31), 2**31 - 1) if arr.dtype.kind == "i" else (0, 2**32 - 1)
+    if int(arr.min()) < lo or int(arr.max()) > hi:
+        raise ValueError(
+            f"an {arr.dtype.name} value outside the 32-bit range cannot become a jax array without "
+            "x64 mode (jax would silently change it); enable it with "
+            "jax.config.update('jax_enable_x64', True)"
+        )
 
 
 def jax_from_array(a: Any) -> Any:
-    """A ``jax.Array`` as an ``rlmesh.Tensor`` (a host copy), 0-d as a Python scalar (BKD-20)."""
-    _require("jax", "jax", "rlmesh.jax")
-    if str(getattr(a, "dtype", "")).endswith("bfloat16"):
-        raise ValueError("bfloat16 is not representable in rlmesh; cast to float32 first")
-    if hasattr(a, "block_until_ready"):
+    """A ``jax.Array`` as an ``rlmesh.Tensor`` (a host copy), 0-d as a Python scalar (BKD-20).
+
+    Raises:
+        TypeError: ``a`` is neither a jax nor a numpy array.
+        ValueError: bfloat16.
+    """
+    if isinstance(a, (np.ndarray, np.generic)):
+        host = np.asarray(a)
+    elif _is_jax(a):
         a.block_until_ready()
-    host = np.asarray(a)
+        host = _jax_to_numpy(a)
+    else:
+        raise TypeError(f"from_array expects a jax.Array (or numpy array), got {type(a).__name__}")
     if host.ndim == 0:
         return host.item()
     return from_array(host)

@@ -164,7 +164,11 @@ class NumpyBridge(Bridge):
         return map_leaves(lambda x: x[:, 0] if getattr(x, "ndim", 0) >= 2 else x, chunks)
 
 
-def _stack(lanes: list[Any], n: int, path: str) -> Any:
+def _np_stack(leaves: list[Any]) -> Any:
+    return np.stack([np.asarray(x) for x in leaves])
+
+
+def _stack(lanes: list[Any], n: int, path: str, leaf_stack: Callable[[list[Any]], Any] = _np_stack) -> Any:
     first = lanes[0]
     if isinstance(first, Mapping):
         keys = list(first.keys())
@@ -174,20 +178,20 @@ def _stack(lanes: list[Any], n: int, path: str) -> Any:
                     f"cannot fuse observations with ragged keys across {n} lanes at {path}: "
                     f"expected keys {keys}"
                 )
-        return {k: _stack([lane[k] for lane in lanes], n, f"{path}.{k}") for k in keys}
+        return {k: _stack([lane[k] for lane in lanes], n, f"{path}.{k}", leaf_stack) for k in keys}
     if isinstance(first, (list, tuple)) and not isinstance(first, str):
         size = len(first)
         if any(not isinstance(lane, (list, tuple)) or len(lane) != size for lane in lanes):
             raise ValueError(f"cannot fuse ragged container lengths across {n} lanes at {path}")
-        out = [_stack([lane[i] for lane in lanes], n, f"{path}[{i}]") for i in range(size)]
+        out = [_stack([lane[i] for lane in lanes], n, f"{path}[{i}]", leaf_stack) for i in range(size)]
         return tuple(out) if isinstance(first, tuple) else out
     if any(lane is None for lane in lanes):
         raise ValueError(f"cannot fuse a None observation leaf across {n} lanes at {path}")
     if isinstance(first, (str, bytes)):
         return list(lanes)
     try:
-        return np.stack([np.asarray(x) for x in lanes])
-    except ValueError as exc:
+        return leaf_stack(lanes)
+    except (ValueError, RuntimeError) as exc:  # torch.stack raises RuntimeError on ragged shapes
         raise ValueError(f"cannot fuse ragged observation leaves across {n} lanes at {path}: {exc}") from None
 
 
@@ -219,7 +223,16 @@ _BRIDGES: dict[str, Bridge] = {"plain": PlainBridge(), "numpy": NumpyBridge()}
 
 
 def get_bridge(name: str) -> Bridge:
-    """The bridge named ``name`` (``"plain"`` or ``"numpy"``)."""
+    """The bridge named ``name`` (``"plain"``, ``"numpy"``, ``"torch"`` or ``"jax"``).
+
+    The torch/jax bridges load on first use (their modules import no framework
+    until a value is converted).
+    """
+    if name not in _BRIDGES and name in ("torch", "jax"):
+        import importlib
+
+        module = importlib.import_module(f"rlmesh.models._{name}")
+        _BRIDGES[name] = module.MODEL_BRIDGE
     try:
         return _BRIDGES[name]
     except KeyError:

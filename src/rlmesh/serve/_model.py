@@ -228,6 +228,11 @@ class ModelServer(ServerBase):
         self._kind = "ModelServer"
         if not callable(getattr(model, "_fire_episode_end", None)):
             raise TypeError(f"ModelServer serves rlmesh.Model instances, got {type(model).__name__}")
+        if getattr(model, "device", None) is not None and not getattr(type(model), "_supports_device", False):
+            raise ValueError(  # MOD-26
+                f"{type(model).__name__}.device={model.device!r} requires a torch/jax model; "
+                "numpy and native models run on the host -- set device=None"
+            )
         self._options = options or ServeOptions()
         self.model = model
         addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)

@@ -90,8 +90,11 @@ class EnvServer(ServerBase):
         options: :class:`ServeOptions` (timeouts, remote shutdown, edition).
         tags: ``rlmesh.adapters.EnvTags`` validated against the spaces and published
             in the contract metadata.
-        framework: How the env wants its actions: ``"numpy"`` (default).
-        device: Only valid with a framework that has devices.
+        framework: How the env wants its actions: ``"numpy"`` (default), ``"torch"``
+            or ``"jax"`` (actions arrive as that framework's arrays, fused ``[N, ...]``
+            on a vector endpoint; observations may be framework arrays too).
+        device: Where torch/jax actions are placed (``"cuda:0"``, a ``torch.device``,
+            a ``jax.Device``); only valid with a framework that has devices.
         close_env_on_shutdown: Call ``env.close()`` (every lane) when serving ends.
 
     Example:
@@ -118,7 +121,7 @@ class EnvServer(ServerBase):
         close_env_on_shutdown: bool = True,
     ) -> None:
         self._kind = "EnvServer"
-        _check_framework(framework, device)
+        bridge, dev = _check_framework(framework, device)
         if options is not None and not isinstance(options, ServeOptions):
             raise TypeError(f"options must be a ServeOptions, got {type(options).__name__}")
         self._options = options or ServeOptions()
@@ -129,6 +132,10 @@ class EnvServer(ServerBase):
             _stamp_tags(e, tags)
             _check_branch(e)
         view = view_of(env)
+        if bridge is not None:  # SRV-30: the env takes and returns its framework's arrays
+            from ._framework import bridge_view
+
+            bridge_view(view, bridge, dev)
         declared = resolve_declared_edition(
             served=self._options.workflow_edition, warn=True, who="this EnvServer"
         )
@@ -201,22 +208,11 @@ def _check_space_depth(env: Any) -> None:
             )
 
 
-def _check_framework(framework: Any, device: Any) -> None:
-    """SRV-30/32: numpy is served now; a device needs a framework that has devices."""
-    name = framework if framework is None or isinstance(framework, str) else getattr(framework, "name", None)
-    name = None if name is None else str(name).strip().lower()
-    if name in (None, "numpy", "np"):
-        if device is not None:
-            raise ValueError(
-                f"device={device!r} requires a framework with a device (framework='torch' or 'jax')"
-            )
-        return
-    if name in ("torch", "jax"):
-        raise NotImplementedError(
-            f"framework={name!r} serving is not available in this release; serve with "
-            "framework='numpy' (the default) and convert actions inside the env"
-        )
-    raise ValueError(f"unknown framework {framework!r}; expected 'numpy', 'torch' or 'jax'")
+def _check_framework(framework: Any, device: Any) -> tuple[Any, Any]:
+    """SRV-30/32: ``(bridge, device)`` for torch/jax, ``(None, None)`` for numpy (the default)."""
+    from ._framework import resolve_framework
+
+    return resolve_framework(framework, device)
 
 
 def _stamp_tags(env: Any, tags: Any) -> None:
