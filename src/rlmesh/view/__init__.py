@@ -8,10 +8,11 @@ the recorder shares.
 
 from __future__ import annotations
 
+from ._open import open_viewer as open_viewer
 from ._sources import (
     FrameSource as FrameSource,
     discover_sources as discover_sources,
     normalize_frame as normalize_frame,
 )
 
-__all__ = ["FrameSource", "discover_sources", "normalize_frame"]
+__all__ = ["FrameSource", "discover_sources", "normalize_frame", "open_viewer"]
