@@ -256,6 +256,7 @@ class Viewer:
                     return False
                 self.hud.paused = True
                 self._wake.set()
+                self._cv.notify_all()  # observers waiting for "the run is paused"
                 while self.paused and self._steps_allowed == 0 and not (self._skip or self._quit or self.closed):
                     if self._regrab:  # a new camera chosen while paused: show it now
                         self._regrab = False
