@@ -385,7 +385,7 @@ class Viewer:
                         backend.frame(key, frame, stamp, seq)
                     except Exception as exc:
                         warn_view(f"{backend.name} backend failed to draw: {type(exc).__name__}: {exc}")
-            if now - last_meta >= 0.1 or slots:
+            if now - last_meta >= 0.1:
                 last_meta = now
                 for backend in self.backends:
                     try:
@@ -402,6 +402,7 @@ class Viewer:
         return {"sources": list(self.labels), "selected": self.selected, "lanes": self.lanes, "lane": self.selected_lane}
 
     def series_doc(self) -> dict[str, Any]:
+        """The reward sparkline and the action plot (at most 8 action dimensions)."""
         actions: list[list[float]] = []
         for a in list(self.stats.actions):
             try:

@@ -113,10 +113,12 @@ class HttpBackend:
         self.token = token if token is not None or is_loopback(host) else _new_token()
         self.latest: dict[tuple[int, int], bytes] = {}
         self.latest_seq: dict[tuple[int, int], int] = {}
+        self._raw: dict[tuple[int, int], tuple[Any, int]] = {}
         self.clients: set[_Client] = set()
         self.streams = 0
         self._mjpeg_events: set[asyncio.Event] = set()
         self._episodes_version = -1
+        self._series_t = 0.0
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="rlmesh-view-http", daemon=True)
         self._ready = threading.Event()
@@ -236,8 +238,9 @@ class HttpBackend:
 
     def frame(self, key: tuple[int, int], frame: Any, stamp: float, seq: int) -> None:
         """Encode one frame once and hand it to every tab (called on the pump thread)."""
-        selected = key == (self.viewer.selected, self.viewer.selected_lane)
-        if not selected and not self.clients and not self.streams:
+        if not self.clients and not self.streams:
+            # nobody is watching: keep the picture, encode it only if /frame asks (no idle encoding)
+            self._raw[key] = (frame, seq)
             return
         data = self.encode(frame)
         h, w = int(frame.shape[0]), int(frame.shape[1])
@@ -255,8 +258,10 @@ class HttpBackend:
         texts = {
             "hud": json.dumps({"type": "hud", **v.hud_doc()}),
             "sources": json.dumps({"type": "sources", **v.sources_doc()}),
-            "series": json.dumps({"type": "series", **v.series_doc()}),
         }
+        if now - self._series_t >= 0.25:  # the plots refresh at 4 Hz
+            self._series_t = now
+            texts["series"] = json.dumps({"type": "series", **v.series_doc()})
         if v.stats.version != self._episodes_version:
             self._episodes_version = v.stats.version
             texts["episodes"] = json.dumps({"type": "episodes", **v.episodes_doc()}, default=str)
@@ -329,7 +334,13 @@ class HttpBackend:
         from aiohttp import web
 
         v = self.viewer
-        data = self.latest.get((v.selected, v.selected_lane), b"")
+        key = (v.selected, v.selected_lane)
+        raw = self._raw.get(key)
+        if raw is not None and raw[1] > self.latest_seq.get(key, -1):
+            data = await asyncio.get_running_loop().run_in_executor(None, self.encode, raw[0])
+            if raw[1] > self.latest_seq.get(key, -1):
+                self.latest[key], self.latest_seq[key] = data, raw[1]
+        data = self.latest.get(key, b"")
         return web.Response(body=data, content_type=self.content_type, headers={"Cache-Control": "no-store"})
 
     async def _sources(self, request: Any) -> Any:
