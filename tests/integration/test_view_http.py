@@ -340,3 +340,20 @@ def test_a_vector_env_streams_every_lane() -> None:
     assert run.error is None
     assert docs["hello"]["lanes"] == 3 and docs["hello"]["sources"] == ["render", "observation"]
     assert {(h[1], h[2]) for h, _, _ in frames} >= {(s, lane) for s in (0, 1) for lane in range(3)}
+
+
+def test_a_served_env_shows_its_render_and_image_leaves_through_the_client(serve: Callable[..., Any]) -> None:
+    """VIEW-3/5 over a real connection: render(env_index=...) on the client, leaves from the contract."""
+    require("aiohttp")
+    server = serve(CounterEnv(48, 32, cameras=1, episode_steps=40))
+    port = free_port()
+    run = RunInThread(lambda: rlmesh.run(Model(paced), server.address, max_episodes=3, view=rlmesh.View("http", port=port, fps=100)))
+    wait_port(port)
+    frames, docs = asyncio.run(ws_read(port, lambda f, d: {h[1] for h, _, _ in f if h[6]} >= {0, 1} or not run.thread.is_alive()))
+    run.join()
+    assert run.error is None
+    assert docs["hello"]["sources"] == ["render", "cam0"]
+    for (_k, _src, _l, _s, stamp, w, h), data, _t in frames:
+        if stamp:
+            assert (w, h) == (48, 32) and decode_jpeg(data).shape == (32, 48, 3)
+    assert {h[1] for h, _, _ in frames if h[4]} >= {0, 1}
