@@ -343,20 +343,13 @@ class Session(Generic[ObsT, ActT]):
         return adapters.observation_roles(tags)
 
     def frame_sources(self) -> tuple[str, ...]:
-        """Viewer sources: ``render`` when the env renders RGB, then declared image roles (DELTA-45)."""
+        """The viewer's cameras (DELTA-45, VIEW-3): ``render`` when the env renders RGB, then the
+        declared image roles (or, for an env that declares none, its image-like observation leaves)."""
         self._ensure_open()
-        conn = self._connect()
-        images: tuple[str, ...] = ()
-        if (conn.metadata or {}).get(ENV_TAGS_KEY) is not None:
-            try:
-                images = tuple(self.observation_roles().images)
-            except Exception:
-                images = ()
-        mode = getattr(conn.contract, "render_mode", None)
-        sources = list(images)
-        if isinstance(mode, str) and "rgb" in mode.lower():
-            sources.insert(0, "render()" if "render" in images else "render")
-        return tuple(sources)
+        self._connect()
+        from ..view._sources import discover_sources
+
+        return tuple(s.label for s in discover_sources(self))
 
     # -- pumping -----------------------------------------------------------------------------
 
