@@ -24,7 +24,10 @@ import numpy as np
 from ._core import Viewer, ViewerError
 from ._hud import format_hud
 
-__all__ = ["TerminalBackend", "fit_size", "halfblock_rows", "parse_keys"]
+__all__ = ["TerminalBackend", "fit_size", "graphics_protocol", "halfblock_rows", "inline_image", "parse_keys"]
+
+#: Long side cap of inline (Kitty / iTerm2) PNG images (VIEW-14, P-6).
+INLINE_MAX_SIDE = 1024
 
 _ENTER = "\x1b[?1049h\x1b[?25l\x1b[2J"
 _LEAVE = "\x1b[0m\x1b[2J\x1b[?25h\x1b[?1049l"
@@ -67,6 +70,55 @@ def halfblock_rows(img: np.ndarray[Any, Any]) -> list[str]:
         parts.append("\x1b[0m")
         out.append("".join(parts))
     return out
+
+
+def graphics_protocol(environ: dict[str, str] | None = None) -> str:
+    """``"kitty"``, ``"iterm"`` or ``"halfblock"``, from environment variables only (VIEW-14).
+
+    tmux and screen always get half-blocks (inline images do not survive them).
+
+    >>> graphics_protocol({"TERM": "xterm-kitty"}), graphics_protocol({"TERM_PROGRAM": "WezTerm"})
+    ('kitty', 'iterm')
+    >>> graphics_protocol({"TERM": "xterm-kitty", "TMUX": "/tmp/t,1,0"}), graphics_protocol({"TERM": "xterm-256color"})
+    ('halfblock', 'halfblock')
+    """
+    env = os.environ if environ is None else environ
+    term = env.get("TERM", "").lower()
+    prog = env.get("TERM_PROGRAM", "")
+    if env.get("TMUX") or env.get("STY") or term.startswith(("screen", "tmux")):
+        return "halfblock"
+    if "kitty" in term or "ghostty" in term or prog.lower() == "ghostty" or env.get("KITTY_WINDOW_ID"):
+        return "kitty"
+    if prog in ("iTerm.app", "WezTerm", "mintty"):
+        return "iterm"
+    return "halfblock"
+
+
+def inline_image(png: bytes, protocol: str, cols: int, rows: int, *, image_id: int = 1, z: int = 0) -> str:
+    """The escape sequence drawing ``png`` into ``cols x rows`` cells with Kitty's or iTerm2's protocol.
+
+    Kitty: base64 in 4096-byte chunks (``m=1`` until the last), quiet (``q=2``), image ``image_id``
+    at stacking order ``z``. iTerm2: one OSC 1337 ``File=inline=1`` sequence.
+
+    >>> inline_image(b"x" * 4000, "kitty", 10, 5, image_id=2, z=7).count("\x1b_G")
+    2
+    >>> inline_image(b"png", "iterm", 10, 5).startswith("\x1b]1337;File=inline=1;width=10;height=5")
+    True
+    """
+    import base64
+
+    data = base64.b64encode(png).decode("ascii")
+    if protocol == "iterm":
+        return f"\x1b]1337;File=inline=1;width={cols};height={rows};preserveAspectRatio=1;size={len(png)}:{data}\x07"
+    chunks = [data[i : i + 4096] for i in range(0, len(data), 4096)] or [""]
+    out = []
+    for n, chunk in enumerate(chunks):
+        more = 1 if n < len(chunks) - 1 else 0
+        if n == 0:
+            out.append(f"\x1b_Gf=100,a=T,i={image_id},p=1,c={cols},r={rows},z={z},C=1,q=2,m={more};{chunk}\x1b\\")
+        else:
+            out.append(f"\x1b_Gm={more};{chunk}\x1b\\")
+    return "".join(out)
 
 
 def _resize(frame: np.ndarray[Any, Any], ph: int, pw: int) -> np.ndarray[Any, Any]:
@@ -130,6 +182,17 @@ class TerminalBackend:
         self._closed = False
         self._keys: threading.Thread | None = None
         self._last_hud = 0.0
+        self.protocol = graphics_protocol()
+        self._png: Any = None
+        if self.protocol != "halfblock":
+            try:
+                from ._encode import make_encoder
+
+                self._png = make_encoder("png", 100)[0]
+            except ImportError:
+                self.protocol = "halfblock"
+        self._kitty_id = 0
+        self._z = 0
 
     def start(self) -> None:
         if self.in_fd >= 0:
@@ -158,7 +221,7 @@ class TerminalBackend:
         if keys is not None:
             keys.join(timeout=1.0)
         with self._lock:
-            self._write(_LEAVE)
+            self._write(("\x1b_Ga=d,d=A,q=2\x1b\\" if self.protocol == "kitty" else "") + _LEAVE)
         if self._saved is not None:
             try:
                 import termios
@@ -172,10 +235,12 @@ class TerminalBackend:
     def _term_size(self) -> tuple[int, int]:
         try:
             size = os.get_terminal_size(self.out_fd)
-            return size.columns, size.lines
+            if size.columns > 0 and size.lines > 0:
+                return size.columns, size.lines
         except OSError:
-            size = shutil.get_terminal_size((80, 24))
-            return size.columns, size.lines
+            pass
+        size = shutil.get_terminal_size((80, 24))
+        return size.columns, size.lines
 
     def _write(self, text: str) -> None:
         data = text.encode("utf-8", "replace")
@@ -215,17 +280,34 @@ class TerminalBackend:
         img_rows = max(1, rows - 2)
         parts = ["\x1b[2J" if clear else "", "\x1b[H"]
         frame = self._last
-        if image and frame is not None:
+        after = ""
+        if image and frame is not None and self._png is not None:
+            parts.append(self._inline(frame, cols, img_rows))
+            if self.protocol == "kitty" and self._kitty_id:
+                prev = 2 if self._kitty_id == 1 else 1  # double-buffered: drop the previous image after the new one
+                after = f"\x1b_Ga=d,d=i,i={prev},q=2\x1b\\"
+        elif image and frame is not None:
             ph, pw = fit_size(frame.shape[0], frame.shape[1], cols, img_rows)
             if ph and pw:
                 lines = halfblock_rows(_resize(frame, ph, pw))
                 parts.append("\x1b[K\r\n".join(lines))
+        parts.append(after)
         parts.append(f"\x1b[{img_rows + 1};1H")
         parts.append(self._footer(cols))
         self._last_hud = time.perf_counter()
         with self._lock:
             if not self._closed:
                 self._write("".join(parts))
+
+    def _inline(self, frame: np.ndarray[Any, Any], cols: int, rows: int) -> str:
+        h, w = frame.shape[0], frame.shape[1]
+        if max(h, w) > INLINE_MAX_SIDE:
+            scale = INLINE_MAX_SIDE / max(h, w)
+            frame = _resize(frame, max(1, int(h * scale)), max(1, int(w * scale)))
+        png = self._png(frame)
+        self._kitty_id = 2 if self._kitty_id == 1 else 1
+        self._z += 1
+        return inline_image(png, self.protocol, cols, rows, image_id=self._kitty_id, z=self._z)
 
     # -- keys --------------------------------------------------------------------------------
 
