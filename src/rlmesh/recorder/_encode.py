@@ -2,20 +2,25 @@
 
 Theory of operation:
 
+- Encoding runs in a separate process (``_worker.py``, one per ``Recorder``, started on
+  first use): PyAV holds the GIL while FFmpeg encodes, so an encoder *thread* would stall
+  a Python-heavy run for the whole encode time (measured: a pure-Python loop ran at 42 %
+  of its speed beside an encoder thread).
 - The run's thread calls :meth:`VideoWriter.push` with a normalised ``uint8[H, W, 3]``
-  frame. ``push`` crops it to even dimensions, copies it (the env may reuse its
-  buffer) and puts it on a bounded queue; nothing else happens on the run's thread.
-- A worker thread (one per writer) opens the MP4 lazily at the first frame, converts
-  RGB to the codec's pixel format and encodes with PyAV (FFmpeg): the heavy work runs
-  in C with the GIL released.
-- Back-pressure by default: a full queue blocks ``push`` until the encoder catches up,
-  so no frame is lost. ``drop_frames_ok=True`` never waits: a frame that finds the
-  queue full is dropped (counted in :attr:`VideoWriter.dropped`).
+  frame. ``push`` crops it to even dimensions, copies it into the next slot of the
+  writer's ring (a memory-mapped file in ``/dev/shm``, ``queue_frames`` slots) and bumps
+  the ring's ``written`` counter: one copy, no system call, no wake-up per frame (the
+  layout is in ``_worker.py``). The worker polls its open rings, copies each frame
+  out, bumps ``consumed`` (the slot is free again) and encodes.
+- Back-pressure by default: with every slot in flight ``push`` waits (short sleeps)
+  for ``consumed`` to move, so no frame is lost. ``drop_frames_ok=True`` never waits:
+  a frame that finds no free slot is dropped (counted in :attr:`VideoWriter.dropped`).
 - Each frame's presentation time is its step index (``pts = step``, time base
   ``1/fps``): a skipped or dropped frame leaves a gap instead of shifting later
   frames, so ``t = step / fps`` in every camera's video and in ``steps.jsonl``.
-- An encoder error is kept and reported by :meth:`VideoWriter.finish`; the worker
-  keeps draining the queue so a producer never blocks on a dead encoder.
+- An encoder error is reported by ``("closed", writer, encoded, error)`` and kept in
+  :attr:`VideoWriter.error`; a dead or stalled worker fails every open writer, so a
+  producer never blocks forever.
 
 Codecs (``Recorder(codec=...)``): ``"av1"`` (SVT-AV1, falling back to libaom when the
 FFmpeg build has no SVT-AV1), ``"h264"`` (libx264, plays everywhere) and
@@ -25,24 +30,36 @@ FFmpeg build has no SVT-AV1), ``"h264"`` (libx264, plays everywhere) and
 
 from __future__ import annotations
 
+import mmap
 import os
-import queue
+import secrets
+import subprocess
+import sys
+import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["CODECS", "EncoderSpec", "VideoWriter", "encoder_spec"]
+from ._worker import fence, ring_layout
+
+__all__ = ["CODECS", "EncoderProcess", "EncoderSpec", "VideoWriter", "encoder_spec"]
 
 #: ``Recorder(codec=...)`` values.
 CODECS = ("av1", "h264", "lossless")
 
 #: Keyframe interval cap in frames (seeking stays cheap; REC-6).
 KEYFRAME_INTERVAL = 150
+
+#: A wait for the encoder process gives up after this long without any progress from it.
+STALL_SECONDS = 120.0
+
+#: The nap between checks while every ring slot is in flight (back-pressure).
+WAIT_SECONDS = 0.0005
 
 
 @dataclass(frozen=True)
@@ -82,8 +99,7 @@ def encoder_spec(codec: str, quality: int) -> EncoderSpec:
     if codec == "av1":
         crf = str(round(4 + worse * 59))  # SVT-AV1 / libaom crf 4..63
         if _has_encoder("libsvtav1"):
-            os.environ.setdefault("SVT_LOG", "1")  # errors only: SVT-AV1 prints its banner otherwise
-            return EncoderSpec("av1", "libsvtav1", "yuv420p", {"preset": "10", "crf": crf})
+            return EncoderSpec("av1", "libsvtav1", "yuv420p", {"preset": "12", "crf": crf, "svtav1-params": "lp=1"})
         if _has_encoder("libaom-av1"):
             return EncoderSpec(
                 "av1", "libaom-av1", "yuv420p", {"cpu-used": "8", "usage": "realtime", "row-mt": "1", "crf": crf, "b": "0"}
@@ -101,15 +117,137 @@ def encoder_spec(codec: str, quality: int) -> EncoderSpec:
     raise ValueError(f"codec must be one of {CODECS}, got {codec!r}")
 
 
+def _ring_dir() -> str:
+    """Where frame rings live: ``/dev/shm`` (memory) when present, else the temp dir."""
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK):
+        return shm
+    return tempfile.gettempdir()
+
+
+class EncoderProcess:
+    """The recorder's encoder process (``_worker.py``) and the pipes to it.
+
+    One per :class:`~rlmesh.recorder.Recorder`, started on first use and shared by all
+    its writers; messages are dispatched to writers by id. The run's thread talks to it
+    only through :class:`VideoWriter`.
+    """
+
+    def __init__(self) -> None:
+        from multiprocessing.connection import Connection
+
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        env = dict(os.environ)
+        env.setdefault("SVT_LOG", "1")  # errors only: SVT-AV1 prints a banner per encoder otherwise
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("_worker.py")), str(to_child_r), str(from_child_w)],
+                pass_fds=(to_child_r, from_child_w),
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
+        self._out = Connection(to_child_w, readable=False)
+        self._in = Connection(from_child_r, writable=False)
+        self._writers: dict[int, VideoWriter] = {}
+        self._next_id = 0
+        self.dead: str | None = None
+        self.lock = threading.RLock()
+
+    def register(self, writer: VideoWriter) -> int:
+        self._next_id += 1
+        self._writers[self._next_id] = writer
+        return self._next_id
+
+    def send(self, msg: tuple[Any, ...]) -> None:
+        if self.dead is not None:
+            raise RuntimeError(self.dead)
+        try:
+            self._out.send(msg)
+        except OSError as exc:
+            self._die(f"the encoder process is gone ({exc})")
+            raise RuntimeError(self.dead) from exc
+
+    def pump(self, wait: float = 0.0) -> None:
+        """Handle the messages that arrived (waiting up to ``wait`` seconds for the first)."""
+        conn = self._in
+        try:
+            if not conn.poll(wait):
+                return
+            while True:
+                self._dispatch(conn.recv())
+                if not conn.poll(0):
+                    return
+        except (EOFError, OSError):
+            code = self.proc.poll()
+            self._die(f"the encoder process exited (code {code})")
+
+    def wait_until(self, done: Callable[[], bool]) -> None:
+        """Pump until ``done()`` (or the process died / stalled for ``STALL_SECONDS``)."""
+        last = time.monotonic()
+        while not done() and self.dead is None:
+            before = self._seen
+            self.pump(0.2)
+            if self._seen != before:
+                last = time.monotonic()
+            elif self.proc.poll() is not None:
+                self.pump(0)
+                if not done():
+                    self._die(f"the encoder process exited (code {self.proc.returncode})")
+            elif time.monotonic() - last > STALL_SECONDS:
+                self._die(f"the encoder process made no progress for {STALL_SECONDS:.0f} s")
+                self.proc.kill()
+
+    _seen = 0
+
+    def _dispatch(self, msg: tuple[Any, ...]) -> None:
+        self._seen += 1
+        op = msg[0]
+        if op == "closed":
+            writer = self._writers.pop(msg[1], None)
+            if writer is not None:
+                writer._closed_by_worker(int(msg[2]), msg[3])
+        elif op == "fatal":
+            self._die(str(msg[1]))
+
+    def _die(self, reason: str) -> None:
+        if self.dead is None:
+            self.dead = reason
+        writers, self._writers = self._writers, {}
+        for writer in writers.values():
+            writer._closed_by_worker(writer.encoded, reason)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Ask the process to exit (finishing open files), wait, kill if it will not."""
+        try:
+            if self.dead is None:
+                self._out.send(("exit",))
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        finally:
+            self._die("the encoder process was stopped")
+            self._out.close()
+            self._in.close()
+
+
 class VideoWriter:
-    """One camera's MP4 for one episode, encoded on a worker thread (REC-6).
+    """One camera's MP4 for one episode; frames go to the encoder process through a ring (REC-6).
 
     Args:
         path: Where the MP4 goes (its directory is created).
         spec: The encoder (:func:`encoder_spec`).
         fps: Nominal frame rate; the time base is ``1/fps``.
-        queue_frames: Frames buffered between the run and the encoder.
-        drop_frames_ok: Drop a frame instead of waiting when the queue is full.
+        encoder: The shared :class:`EncoderProcess`.
+        queue_frames: Ring slots: frames in flight between the run and the encoder.
+        drop_frames_ok: Drop a frame instead of waiting when every slot is in flight.
     """
 
     def __init__(
@@ -118,7 +256,8 @@ class VideoWriter:
         spec: EncoderSpec,
         *,
         fps: int,
-        queue_frames: int = 4,
+        encoder: EncoderProcess,
+        queue_frames: int = 8,
         drop_frames_ok: bool = False,
     ) -> None:
         self.path = path
@@ -131,11 +270,18 @@ class VideoWriter:
         self.dropped = 0
         self.encoded = 0
         self.error: BaseException | None = None
+        self._encoder = encoder
+        self._slots = max(1, queue_frames)
+        self._counters: np.ndarray[Any, Any] | None = None
+        self._pts: np.ndarray[Any, Any] | None = None
+        self._ring: np.ndarray[Any, Any] | None = None
+        self._ring_path = ""
+        self._map: mmap.mmap | None = None
+        self._wid = 0
         self._last_pts = -1
-        self._queue: queue.Queue[tuple[np.ndarray[Any, Any], int] | None] = queue.Queue(maxsize=max(1, queue_frames))
-        self._thread = threading.Thread(target=self._work, name=f"rlmesh-recorder:{path.name}", daemon=True)
         self._started = False
-        self._closed = False
+        self._closing = False
+        self._done = False
 
     # -- run thread -----------------------------------------------------------------------
 
@@ -145,62 +291,144 @@ class VideoWriter:
         Raises:
             ValueError: the frame's (even-cropped) size differs from the first frame's,
                 or ``pts`` does not increase.
+            RuntimeError: the encoder failed (see :attr:`error`).
         """
         h, w = frame.shape[0] & ~1, frame.shape[1] & ~1
         if h == 0 or w == 0:
             raise ValueError(f"frame of {frame.shape[1]}x{frame.shape[0]} is too small to encode (needs >= 2x2)")
+        if self.error is not None:
+            raise self.error
         if not self._started:
-            self.width, self.height = w, h
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._thread.start()
-            self._started = True
+            self._open(h, w)
         elif (w, h) != (self.width, self.height):
-            raise ValueError(
-                f"camera changed resolution mid-episode: {self.width}x{self.height} -> {w}x{h}"
-            )
+            raise ValueError(f"camera changed resolution mid-episode: {self.width}x{self.height} -> {w}x{h}")
         if pts <= self._last_pts:
             raise ValueError(f"frame pts must increase: {pts} after {self._last_pts}")
-        item = (np.array(frame[:h, :w], dtype=np.uint8, order="C", copy=True), int(pts))
-        if self.drop_frames_ok:
-            try:
-                self._queue.put_nowait(item)
-            except queue.Full:
+        k = self.pushed
+        counters = self._counters
+        if counters is None or self._ring is None or self._pts is None:
+            raise self.error or RuntimeError("the encoder closed this video")
+        if k - int(counters[1]) >= self._slots:  # every slot in flight
+            if self.drop_frames_ok:
                 self.dropped += 1
                 return False
-        else:
-            self._queue.put(item)
+            self._wait_for_slot(k)
+            if self.error is not None or self._ring is None:
+                raise self.error or RuntimeError("the encoder closed this video")
+        slot = k % self._slots
+        np.copyto(self._ring[slot], frame[:h, :w])
+        self._pts[slot] = pts
+        fence()
+        counters[0] = k + 1
         self._last_pts = int(pts)
-        self.pushed += 1
+        self.pushed = k + 1
         return True
+
+    def _wait_for_slot(self, k: int) -> None:
+        counters = self._counters
+        assert counters is not None
+        enc = self._encoder
+        last_seen, last_move = int(counters[1]), time.monotonic()
+        naps = 0
+        while counters is not None and k - int(counters[1]) >= self._slots and not self._done:
+            time.sleep(WAIT_SECONDS)
+            naps += 1
+            if naps % 64 == 0:  # every ~30 ms: is the worker alive and moving?
+                with enc.lock:
+                    enc.pump(0)
+                if enc.proc.poll() is not None:
+                    with enc.lock:
+                        enc._die(f"the encoder process exited (code {enc.proc.returncode})")
+                consumed = int(counters[1]) if self._counters is not None else last_seen
+                if consumed != last_seen:
+                    last_seen, last_move = consumed, time.monotonic()
+                elif time.monotonic() - last_move > STALL_SECONDS:
+                    with enc.lock:
+                        enc._die(f"the encoder process made no progress for {STALL_SECONDS:.0f} s")
+                    enc.proc.kill()
+            counters = self._counters
+
+    def _open(self, h: int, w: int) -> None:
+        self.width, self.height = w, h
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        offset, size = ring_layout(self._slots, h, w)
+        self._ring_path = os.path.join(_ring_dir(), f"rlmesh-rec-{os.getpid()}-{secrets.token_hex(6)}")
+        fd = os.open(self._ring_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, size)
+            self._map = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self._counters = np.ndarray((2,), np.int64, buffer=self._map)
+        self._pts = np.ndarray((self._slots,), np.int64, buffer=self._map, offset=64)
+        self._ring = np.ndarray((self._slots, h, w, 3), np.uint8, buffer=self._map, offset=offset)
+        self._started = True
+        spec = self.spec
+        with self._encoder.lock:
+            self._wid = self._encoder.register(self)
+            try:
+                self._encoder.send(
+                    ("open", self._wid, self._ring_path, self._slots, h, w, str(self.path), spec.encoder,
+                     spec.pix_fmt, dict(spec.options), self.fps, KEYFRAME_INTERVAL)
+                )
+            except RuntimeError as exc:
+                self._closed_by_worker(0, str(exc))
+                raise
+
+    # -- from the encoder process -----------------------------------------------------------
+
+    def _closed_by_worker(self, encoded: int, error: str | None) -> None:
+        self.encoded = encoded
+        if error is not None and self.error is None:
+            self.error = RuntimeError(f"encoding {self.path.name} failed: {error}")
+        self._done = True
+        self._unlink_ring()
+        self._ring = self._pts = self._counters = None
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:  # a view is still alive somewhere; the mapping goes with it
+                pass
+            self._map = None
+
+    def _unlink_ring(self) -> None:
+        if self._ring_path:
+            try:
+                os.unlink(self._ring_path)
+            except OSError:
+                pass
+            self._ring_path = ""
+
+    # -- finishing --------------------------------------------------------------------------
 
     @property
     def started(self) -> bool:
         """Whether any frame was pushed (the file exists only then)."""
         return self._started
 
-    def finish(self, timeout: float | None = None) -> bool:
-        """Flush and close the file; wait for the worker. ``True`` when the MP4 is complete.
-
-        Idempotent. ``False`` when nothing was pushed or the encoder failed (see :attr:`error`).
-        """
-        if not self._started:
-            return False
-        if not self._closed:
-            self._closed = True
-            self._queue.put(None)
-        self._thread.join(timeout)
-        return not self._thread.is_alive() and self.error is None and self.encoded > 0
-
-    def start_finish(self) -> None:
-        """Ask the worker to flush and close without waiting (:meth:`finish` later joins)."""
-        if self._started and not self._closed:
-            self._closed = True
-            self._queue.put(None)
-
     @property
     def busy(self) -> bool:
-        """Whether the worker is still encoding."""
-        return self._started and self._thread.is_alive()
+        """Whether the encoder is still working on this file."""
+        return self._started and not self._done
+
+    def start_finish(self) -> None:
+        """Ask the encoder to flush and close the file, without waiting (:meth:`finish` joins)."""
+        if self._started and not self._closing and not self._done:
+            self._closing = True
+            with self._encoder.lock:
+                try:
+                    self._encoder.send(("close", self._wid))
+                except RuntimeError:
+                    pass
+
+    def finish(self) -> bool:
+        """Flush, close and wait for the file. ``True`` when the MP4 is complete. Idempotent."""
+        if not self._started:
+            return False
+        self.start_finish()
+        with self._encoder.lock:
+            self._encoder.wait_until(lambda: self._done)
+        return self.error is None and self.encoded > 0
 
     def discard(self) -> None:
         """Finish and delete the file (an episode not selected for recording)."""
@@ -209,60 +437,3 @@ class VideoWriter:
             self.path.unlink()
         except OSError:
             pass
-
-    # -- worker thread --------------------------------------------------------------------
-
-    def _work(self) -> None:
-        get = self._queue.get
-        container: Any = None
-        stream: Any = None
-        encode: Callable[[Any], Any] | None = None
-        try:
-            import av
-
-            while True:
-                item = get()
-                if item is None:
-                    break
-                if self.error is not None:
-                    continue  # keep draining: a producer must never block on a dead encoder
-                frame, pts = item
-                try:
-                    if container is None:
-                        container, stream = self._open(av)
-                        encode = stream.encode
-                    vf = av.VideoFrame.from_ndarray(frame, format="rgb24")
-                    vf.pts = pts
-                    assert encode is not None
-                    for packet in encode(vf):
-                        container.mux(packet)
-                    self.encoded += 1
-                except BaseException as exc:
-                    self.error = exc
-            if container is not None and self.error is None:
-                for packet in stream.encode(None):
-                    container.mux(packet)
-        except BaseException as exc:
-            self.error = self.error or exc
-        finally:
-            if container is not None:
-                try:
-                    container.close()
-                except BaseException as exc:
-                    self.error = self.error or exc
-
-    def _open(self, av: Any) -> tuple[Any, Any]:
-        spec = self.spec
-        container = av.open(str(self.path), mode="w", format="mp4")
-        try:
-            stream = container.add_stream(spec.encoder, rate=self.fps, options=dict(spec.options))
-            stream.width = self.width
-            stream.height = self.height
-            stream.pix_fmt = spec.pix_fmt
-            stream.time_base = Fraction(1, self.fps)
-            stream.codec_context.time_base = Fraction(1, self.fps)
-            stream.codec_context.gop_size = KEYFRAME_INTERVAL
-        except BaseException:
-            container.close()
-            raise
-        return container, stream

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._capture import CaptureHooks, parse_record, warn
-from ._encode import CODECS, EncoderSpec, VideoWriter, encoder_spec
+from ._encode import CODECS, EncoderProcess, EncoderSpec, VideoWriter, encoder_spec
 from ._records import EpisodeRecord, MediaRef, ResultSet, WorkloadRecord
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class Recorder:
         quality: int = 60,
         codec: str = "av1",
         drop_frames_ok: bool = False,
-        queue_frames: int = 4,
+        queue_frames: int = 8,
     ) -> None:
         if isinstance(fps, bool) or not isinstance(fps, int) or fps < 1:
             raise ValueError(f"Recorder fps must be an integer >= 1; got {fps!r}")
@@ -80,6 +80,7 @@ class Recorder:
         self.drop_frames_ok = bool(drop_frames_ok)
         self.queue_frames = queue_frames
         self._spec: EncoderSpec | None = None
+        self._proc: EncoderProcess | None = None
         self._staging: Path | None = None
         self._closed = False
         self._finishing: list[tuple[WorkloadRecord, int, str, VideoWriter]] = []
@@ -178,8 +179,10 @@ class Recorder:
             raise TypeError("video_info_keys must be a tuple of info key strings")
         if cameras is not None and (isinstance(cameras, str) or not all(isinstance(c, str) for c in cameras)):
             raise TypeError("cameras must be a list of camera names (roles or 'render'), [] or None")
-        if cameras:
-            self._encoder()  # fail now, not mid-run, without PyAV
+        if cameras is None or cameras:
+            if cameras:
+                self._encoder()  # fail now, not mid-run, without PyAV
+            self._start_encoder()  # boot the encoder process while the run connects
         workload, ordinal = self._new_workload(model, env, task, config)
         return CaptureHooks(
             self,
@@ -200,6 +203,16 @@ class Recorder:
             self._spec = encoder_spec(self.codec, self.quality)
         return self._spec
 
+    def _start_encoder(self) -> EncoderProcess | None:
+        """The encoder process, started now if PyAV is there (``None`` otherwise)."""
+        if self._proc is None or self._proc.dead is not None:
+            try:
+                self._encoder()
+            except (ImportError, ValueError):
+                return None
+            self._proc = EncoderProcess()
+        return self._proc
+
     def _staged(self, rel: str) -> Path:
         """The staging path of a bundle-relative file (the staging dir is made on first use)."""
         if self._closed:
@@ -211,8 +224,11 @@ class Recorder:
         return path
 
     def _writer(self, path: Path) -> VideoWriter:
+        spec = self._encoder()
+        proc = self._start_encoder()
+        assert proc is not None
         return VideoWriter(
-            path, self._encoder(), fps=self.fps, queue_frames=self.queue_frames, drop_frames_ok=self.drop_frames_ok
+            path, spec, fps=self.fps, encoder=proc, queue_frames=self.queue_frames, drop_frames_ok=self.drop_frames_ok
         )
 
     def _append(
@@ -233,6 +249,9 @@ class Recorder:
     def _pending_writer(self, workload: WorkloadRecord, index: int, rel: str, writer: VideoWriter) -> None:
         """Track a writer finishing in the background; too many -> wait for the oldest."""
         self._finishing.append((workload, index, rel, writer))
+        if self._proc is not None:
+            with self._proc.lock:
+                self._proc.pump(0)
         busy = [entry for entry in self._finishing if entry[3].busy]
         if len(busy) > MAX_FINISHING:
             busy[0][3].finish()
@@ -308,6 +327,9 @@ class Recorder:
             self._settle()
         finally:
             self._closed = True
+            proc, self._proc = self._proc, None
+            if proc is not None:
+                proc.stop()
             staging, self._staging = self._staging, None
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)

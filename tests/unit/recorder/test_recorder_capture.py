@@ -301,21 +301,35 @@ def test_steps_jsonl_lines_up_with_the_video_timeline(tmp_path: Path) -> None:
 
 
 def test_drop_frames_ok_never_waits_for_a_stalled_encoder(tmp_path: Path) -> None:
-    import threading
+    import signal
 
-    from rlmesh.recorder._encode import VideoWriter, encoder_spec
+    from rlmesh.recorder._encode import EncoderProcess, VideoWriter, encoder_spec
 
-    gate = threading.Event()
-    writer = VideoWriter(tmp_path / "v.mp4", encoder_spec("h264", 60), fps=10, queue_frames=2, drop_frames_ok=True)
-    real_work = writer._work
-    writer._work = lambda: (gate.wait(30), real_work())  # type: ignore[method-assign]
-    writer._thread = threading.Thread(target=writer._work, daemon=True)
-    accepted = [writer.push(frame(t), t) for t in range(6)]  # would deadlock if push waited
-    gate.set()
-    assert writer.finish()
+    proc = EncoderProcess()
+    try:
+        writer = VideoWriter(tmp_path / "v.mp4", encoder_spec("h264", 60), fps=10, encoder=proc, queue_frames=2, drop_frames_ok=True)
+        os.kill(proc.proc.pid, signal.SIGSTOP)  # the encoder stalls: every slot stays in flight
+        try:
+            accepted = [writer.push(frame(t), t) for t in range(6)]  # would hang if push waited
+        finally:
+            os.kill(proc.proc.pid, signal.SIGCONT)
+        assert writer.finish()
+    finally:
+        proc.stop()
     assert accepted == [True, True, False, False, False, False]
-    assert (writer.pushed, writer.dropped) == (2, 4)
+    assert (writer.pushed, writer.dropped, writer.encoded) == (2, 4, 2)
     assert len(decode(tmp_path / "v.mp4")) == 2
+
+
+def test_a_dead_encoder_process_fails_the_camera_not_the_run() -> None:
+    with Recorder() as rec, pytest.warns(UserWarning, match="disabled for the rest of the run"):
+        hooks = rec.capture(model="pi", env="Cam-v0")
+        assert rec._proc is not None
+        rec._proc.proc.kill()
+        rec._proc.proc.wait()
+        result = rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(20), seeds=[0, 1], hooks=hooks)
+        assert result.num_episodes == 2
+        assert [len(r) for r in media(rec)] == [0, 0]
 
 
 def test_by_default_no_frame_is_dropped_even_when_the_encoder_is_slower(tmp_path: Path) -> None:
