@@ -6,6 +6,7 @@ import dataclasses
 import shutil
 import tempfile
 import uuid
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,6 +85,9 @@ class Recorder:
         self._staging: Path | None = None
         self._closed = False
         self._finishing: list[tuple[WorkloadRecord, int, str, VideoWriter]] = []
+        # A recorder dropped without close(): stop its encoder, delete its staging dir.
+        self._owned: dict[str, Any] = {}
+        self._finalizer = weakref.finalize(self, _release, self._owned)
 
     # -- properties ----------------------------------------------------------------------
 
@@ -210,7 +214,7 @@ class Recorder:
                 self._encoder()
             except (ImportError, ValueError):
                 return None
-            self._proc = EncoderProcess()
+            self._proc = self._owned["proc"] = EncoderProcess()
         return self._proc
 
     def _staged(self, rel: str) -> Path:
@@ -219,6 +223,7 @@ class Recorder:
             raise RuntimeError("Recorder is closed")
         if self._staging is None:
             self._staging = Path(tempfile.mkdtemp(prefix="rlmesh-recorder-"))
+            self._owned["staging"] = self._staging
         path = self._staging / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
@@ -327,12 +332,8 @@ class Recorder:
             self._settle()
         finally:
             self._closed = True
-            proc, self._proc = self._proc, None
-            if proc is not None:
-                proc.stop()
-            staging, self._staging = self._staging, None
-            if staging is not None:
-                shutil.rmtree(staging, ignore_errors=True)
+            self._proc = self._staging = None
+            self._finalizer()
 
     def __enter__(self) -> Recorder:
         return self
@@ -342,6 +343,18 @@ class Recorder:
 
     def __repr__(self) -> str:
         return f"Recorder(result_set_id={self.result_set_id!r}, workloads={len(self._set.workloads)}, fps={self.fps})"
+
+
+def _release(owned: dict[str, Any]) -> None:
+    """Stop the encoder process and delete the staging dir (close() or garbage collection)."""
+    proc = owned.pop("proc", None)
+    staging = owned.pop("staging", None)
+    try:
+        if proc is not None:
+            proc.stop()
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _archive_mode(archive: bool | str | None, path: Path) -> bool:
