@@ -11,7 +11,8 @@ browser) read every pushed frame. Reported per case:
   plus any GIL contention from the encoder and the server threads);
 - ``latency p50/p95``: from the frame's grab on the run's thread (right after the
   env step) to its arrival in the tab, in ms;
-- ``frames/s``: frames a tab received per second, per camera.
+- ``frames/s``: frames a tab received per second, per camera;
+- ``cpu%``: the run process's CPU (all its threads) without / with the viewer.
 
 Usage: ``python benchmarks/bench_view.py [--steps N] [--repeat R]``. On a shared
 machine only the same-run comparison means anything.
@@ -121,9 +122,10 @@ def one(cameras: int, tabs: int, seconds: float, env_ms: float) -> dict[str, flo
         env.obs = {"x": np.zeros(1, np.float32)}
     with rlmesh.session(Model(policy), env) as sess:  # baseline: no viewer
         sess.run(max_episodes=1, max_episode_steps=200)
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         steps = sess.run(max_episodes=1, max_episode_seconds=seconds).total_steps
         base = (time.perf_counter() - t0) / steps
+        base_cpu = (time.process_time() - c0) / (time.perf_counter() - t0)
     port = free_port()
     hook = [0.0]
     orig = _core.Viewer.step
@@ -145,9 +147,10 @@ def one(cameras: int, tabs: int, seconds: float, env_ms: float) -> dict[str, flo
             time.sleep(0.3)
             _core.Viewer.step = timed  # type: ignore[method-assign]
             try:
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 steps = sess.run(max_episodes=1, max_episode_seconds=seconds).total_steps
                 wall = time.perf_counter() - t0
+                view_cpu = (time.process_time() - c0) / wall
             finally:
                 _core.Viewer.step = orig  # type: ignore[method-assign]
             time.sleep(0.3)
@@ -165,6 +168,8 @@ def one(cameras: int, tabs: int, seconds: float, env_ms: float) -> dict[str, flo
         "lat_p50": float(np.percentile(lat, 50)) if lat.size else float("nan"),
         "lat_p95": float(np.percentile(lat, 95)) if lat.size else float("nan"),
         "fps_per_cam": min(doc["counts"]) / max(1, cameras) / seconds,
+        "cpu_base": 100 * base_cpu,
+        "cpu_view": 100 * view_cpu,
     }
 
 
@@ -175,14 +180,14 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     cases = [("1 camera, 1 tab", 1, 1), ("4 cameras, 1 tab", 4, 1), ("1 camera, 10 tabs", 1, 10)]
     print(f"viewer at 30 fps, 640x480 JPEG q75, {args.seconds:g} s per run, cpus={os.cpu_count()}")
-    print(f"{'env step':<9} {'case':<18} {'no view us/step':>15} {'view us/step':>13} {'extra us':>9} {'hook us':>8} {'p50 ms':>7} {'p95 ms':>7} {'fps/cam':>8}")
+    print(f"{'env step':<9} {'case':<18} {'no view us/step':>15} {'view us/step':>13} {'extra us':>9} {'hook us':>8} {'p50 ms':>7} {'p95 ms':>7} {'fps/cam':>8} {'cpu% off/on':>12}")
     for env_ms in (0.0, 1.0):
         for label, cams, tabs in cases:
             for _ in range(args.repeat):
                 r = one(cams, tabs, args.seconds, env_ms)
                 print(
                     f"{'free' if not env_ms else f'{env_ms:g} ms':<9} {label:<18} {r['base_us']:>15.1f} {r['wall_us']:>13.1f} {r['wall_us'] - r['base_us']:>9.1f} "
-                    f"{r['hook_us']:>8.1f} {r['lat_p50']:>7.1f} {r['lat_p95']:>7.1f} {r['fps_per_cam']:>8.1f}",
+                    f"{r['hook_us']:>8.1f} {r['lat_p50']:>7.1f} {r['lat_p95']:>7.1f} {r['fps_per_cam']:>8.1f} {r['cpu_base']:>6.0f}/{r['cpu_view']:<5.0f}",
                     flush=True,
                 )
 

@@ -396,7 +396,7 @@ class HttpBackend:
     async def _ws(self, request: Any) -> Any:
         from aiohttp import WSMsgType, web
 
-        ws = web.WebSocketResponse(heartbeat=20.0, max_msg_size=1 << 16)
+        ws = web.WebSocketResponse(heartbeat=20.0, max_msg_size=1 << 16, compress=False)  # JPEG does not deflate
         await ws.prepare(request)
         client = _Client(ws)
         v = self.viewer
