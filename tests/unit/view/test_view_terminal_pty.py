@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from conftest import require
 from rlmesh.view._core import Viewer
 from rlmesh.view._sources import FrameSource
 from rlmesh.view._terminal import TerminalBackend
@@ -75,7 +74,7 @@ def test_view11_halfblocks_on_a_pty_and_the_terminal_is_restored(monkeypatch: py
 
 @pytest.mark.parametrize(("env", "marker"), [({"TERM": "xterm-kitty"}, "\x1b_Gf=100,a=T"), ({"TERM_PROGRAM": "iTerm.app", "TERM": "xterm"}, "\x1b]1337;File=inline=1")])
 def test_view14_native_inline_images_by_environment(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], marker: str) -> None:
-    require("PIL")
+    # Pillow (a test dependency) encodes the inline PNGs
     term, master, slave = _backend(monkeypatch, **env)
     try:
         term.start()
