@@ -226,7 +226,6 @@ class CaptureHooks(RunHooks):
         self._context: Any = None
         self._cams: list[_Camera] | None = None
         self._episodes: dict[int, _Episode] = {}
-        self._next_index = 0
         self._encode: Callable[[Any], bytes] | None = None  # json encoder, made on first use
 
     # -- run ---------------------------------------------------------------------------------
@@ -271,8 +270,10 @@ class CaptureHooks(RunHooks):
         return cams
 
     def on_episode_start(self, *, episode: int, seed: int | None) -> None:
-        index = self._next_index
-        self._next_index += 1
+        # Indices are the order of completion within the workload: 0, 1, 2 ... with no hole
+        # for an aborted episode. A single env completes episodes in start order, so this
+        # guess is the final index; vector lanes (metrics only) are renumbered at the end.
+        index = len(self._workload.episodes) + len(self._episodes)
         self._episodes[episode] = _Episode(
             index=index,
             rel_dir=f"{self._base}/ep{index:05d}",
@@ -372,9 +373,12 @@ class CaptureHooks(RunHooks):
 
     def on_episode_end(self, result: EpisodeResult) -> None:
         ep = self._episodes.pop(result.index, None)
+        index = len(self._workload.episodes)
         if ep is None:  # hooks driven without on_episode_start: metrics only
-            ep = _Episode(index=self._next_index, rel_dir=f"{self._base}/ep{self._next_index:05d}", capture=False)
-            self._next_index += 1
+            ep = _Episode(index=index, rel_dir="", capture=False)
+        if ep.index != index:  # interleaved vector lanes (which record no video)
+            ep.index = index
+        ep.rel_dir = f"{self._base}/ep{index:05d}"
         try:
             keep = self._policy.keeps(result)
         except Exception as exc:

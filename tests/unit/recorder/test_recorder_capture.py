@@ -408,3 +408,27 @@ def test_index_html_lists_episodes_and_videos_without_network_resources(tmp_path
     assert 'id="plot-w0e0"' in page and '"w0e1":[[0,0.5],[1,1.5],[2,3.0]]' in page
     for needle in ('src="http', "src='http", 'href="http', "<link", "@import", "url("):
         assert needle not in page
+
+
+def test_an_aborted_episode_leaves_no_record_no_file_and_no_index_hole(tmp_path: Path) -> None:
+    crash = {"at": (1, 2)}  # (episode, step) at which the env raises
+
+    def info(t: int) -> dict[str, Any]:
+        if (env.episode, t) == crash["at"]:
+            raise RuntimeError("simulator crashed")
+        return {}
+
+    env = CamEnv(3, info=info)
+    with Recorder() as rec:
+        hooks = rec.capture(model="pi", env="Cam-v0")
+        with pytest.raises(RuntimeError, match="simulator crashed"):
+            rlmesh.run(rlmesh.RANDOM_SAMPLE, env, seeds=[0, 1], hooks=hooks)
+        rlmesh.run(rlmesh.RANDOM_SAMPLE, env, seeds=[2], hooks=hooks)
+        doc = rec.to_dict()
+        staging = rec._staging or Path()
+        staged = sorted(str(p.relative_to(staging)) for p in staging.rglob("*.mp4"))
+        assert [len(decode(staging / p)) for p in staged] == [3, 3]  # the crashed episode's file is gone
+    assert [(e["index"], e["seed"]) for e in doc["workloads"][0]["episodes"]] == [(0, 0), (1, 2)]
+    assert [e["media"][0]["path"] for e in doc["workloads"][0]["episodes"]] == staged == [
+        "media/w000-pi/Cam-v0/ep00000/render.mp4", "media/w000-pi/Cam-v0/ep00001/render.mp4",
+    ]
