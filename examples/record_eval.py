@@ -27,7 +27,6 @@ class Reach(gym.Env[Any, Any]):
     """Move a dot to the goal within 40 steps; ``info["is_success"]`` at the end."""
 
     metadata = {"render_modes": ["rgb_array"]}
-    workflow_edition = "2026.06"
 
     def __init__(self) -> None:
         self.render_mode = "rgb_array"
@@ -84,7 +83,8 @@ def policy(obs: dict[str, Any]) -> np.ndarray:
 
 
 def main(out: Path) -> None:
-    server = rlmesh.EnvServer(Reach(), "127.0.0.1:0").start()
+    options = rlmesh.ServeOptions(workflow_edition="2026.06")
+    server = rlmesh.EnvServer(Reach(), "127.0.0.1:0", options=options).start()
     try:
         with rlmesh.Recorder(fps=20) as rec:
             # cameras discovered: render() first, then the image-like "camera" observation
