@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ._hud import EMA_KEEP, HudState, RunStats, outcome_of
-from ._sources import FrameSource, normalize_frame, select_index
+from ._sources import FrameSource, normalize_frame
 
 __all__ = ["MAX_LANES", "Viewer", "ViewerError", "warn_view"]
 
@@ -104,7 +104,6 @@ class Viewer:
         self._steps_allowed = 0
         self._skip = False
         self._quit = False
-        self._ep_index = -1
         self._regrab = False
         self._pump: threading.Thread | None = None
         self._draw_t = 0.0
@@ -157,7 +156,6 @@ class Viewer:
         hud.reward = 0.0
         hud.outcome = ""
         hud.last_step_t = 0.0
-        self._ep_index = episode
         self.stats.rewards.clear()
         self.stats.actions.clear()
         self.stats.version += 1
@@ -415,7 +413,3 @@ class Viewer:
     def episodes_doc(self) -> dict[str, Any]:
         return {"rows": self.stats.rows[-200:], **self.stats.summary()}
 
-
-def initial_selection(labels: Sequence[str], wanted: str | None) -> int:
-    """VIEW-4 (re-exported for the backends)."""
-    return select_index(labels, wanted)

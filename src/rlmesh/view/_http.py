@@ -167,7 +167,7 @@ class HttpBackend:
     async def _serve(self) -> None:
         from aiohttp import web
 
-        app = web.Application(middlewares=[self._auth])
+        app = web.Application(middlewares=[self._middleware()])
         r = app.router
         r.add_get("/", self._index)
         r.add_get("/ws", self._ws)
@@ -306,20 +306,15 @@ class HttpBackend:
         given = request.query.get("token") or request.headers.get("X-RLMesh-Token") or ""
         return hmac.compare_digest(given.encode(), self.token.encode())
 
-    async def _auth_impl(self, request: Any, handler: Any) -> Any:
-        from aiohttp import web
-
-        if not self._authorized(request):
-            return web.Response(status=403, text="forbidden: this viewer needs ?token=... (printed with its URL)")
-        return await handler(request)
-
-    @property
-    def _auth(self) -> Any:
+    def _middleware(self) -> Any:
+        """Every route needs the token when one is set (a non-loopback bind, or ``View(token=)``)."""
         from aiohttp import web
 
         @web.middleware
         async def auth(request: Any, handler: Any) -> Any:
-            return await self._auth_impl(request, handler)
+            if not self._authorized(request):
+                return web.Response(status=403, text="forbidden: this viewer needs ?token=... (printed with its URL)")
+            return await handler(request)
 
         return auth
 

@@ -11,6 +11,7 @@ the episode, ``p`` pause/resume, ``.`` single step, ``q``/Esc/Ctrl-C/Ctrl-D quit
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import select
@@ -209,6 +210,7 @@ class TerminalBackend:
             except Exception:
                 self._saved = None
         self._write(_ENTER)
+        atexit.register(self.close)  # a session never closed still gives the terminal back
         self._size = self._term_size()
         self._keys = threading.Thread(target=self._key_loop, name="rlmesh-view-keys", daemon=True)
         self._keys.start()
@@ -217,6 +219,7 @@ class TerminalBackend:
         if self._closed:
             return
         self._closed = True
+        atexit.unregister(self.close)
         keys = self._keys
         if keys is not None:
             keys.join(timeout=1.0)
