@@ -254,6 +254,9 @@ class CaptureHooks(RunHooks):
                     "Pass cameras=[] to record metrics only."
                 )
             self._cams = []
+            return
+        # Before the first reset (outside every episode's clock): the encoder process is up.
+        self._rec._encoder_ready()
 
     def _resolve(self) -> list[_Camera]:
         try:

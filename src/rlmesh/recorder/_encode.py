@@ -155,6 +155,7 @@ class EncoderProcess:
         self._writers: dict[int, VideoWriter] = {}
         self._next_id = 0
         self.dead: str | None = None
+        self.ready = False
         self.lock = threading.RLock()
 
     def register(self, writer: VideoWriter) -> int:
@@ -206,7 +207,9 @@ class EncoderProcess:
     def _dispatch(self, msg: tuple[Any, ...]) -> None:
         self._seen += 1
         op = msg[0]
-        if op == "closed":
+        if op == "ready":
+            self.ready = True
+        elif op == "closed":
             writer = self._writers.pop(msg[1], None)
             if writer is not None:
                 writer._closed_by_worker(int(msg[2]), msg[3])
@@ -219,6 +222,11 @@ class EncoderProcess:
         writers, self._writers = self._writers, {}
         for writer in writers.values():
             writer._closed_by_worker(writer.encoded, reason)
+
+    def wait_ready(self) -> None:
+        """Wait until the process has imported PyAV (or died), so no frame waits on start-up."""
+        with self.lock:
+            self.wait_until(lambda: self.ready)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Ask the process to exit (finishing open files), wait, kill if it will not."""

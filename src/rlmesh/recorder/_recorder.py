@@ -217,6 +217,11 @@ class Recorder:
             self._proc = self._owned["proc"] = EncoderProcess()
         return self._proc
 
+    def _encoder_ready(self) -> None:
+        """Wait for a started encoder process to be ready (no-op when none was started)."""
+        if self._proc is not None and self._proc.dead is None:
+            self._proc.wait_ready()
+
     def _staged(self, rel: str) -> Path:
         """The staging path of a bundle-relative file (the staging dir is made on first use)."""
         if self._closed:

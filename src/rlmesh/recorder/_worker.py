@@ -22,7 +22,8 @@ stores before the counter store on both sides.
 Control messages in (pickled tuples on FD_IN): ``("open", wid, ring_path, slots, height,
 width, path, encoder, pix_fmt, options, fps, gop)``, ``("close", wid)`` (drain the ring,
 flush, close the MP4) and ``("exit",)``. Out (FD_OUT): ``("closed", wid, encoded,
-error_or_None)`` and ``("fatal", message)`` when PyAV cannot be imported. While any
+error_or_None)``, ``("ready",)`` once PyAV is imported, and ``("fatal", message)`` when
+it cannot be. While any
 writer is open the loop polls the rings every ``POLL_SECONDS``.
 """
 
@@ -145,6 +146,7 @@ def main(fd_in: int, fd_out: int) -> None:
     except ImportError as exc:
         cout.send(("fatal", f"PyAV is not importable in the encoder process: {exc}"))
         return
+    cout.send(("ready",))
     writers: dict[int, _Writer] = {}
     while True:
         try:

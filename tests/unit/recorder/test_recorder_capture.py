@@ -321,15 +321,23 @@ def test_drop_frames_ok_never_waits_for_a_stalled_encoder(tmp_path: Path) -> Non
     assert len(decode(tmp_path / "v.mp4")) == 2
 
 
-def test_a_dead_encoder_process_fails_the_camera_not_the_run() -> None:
-    with Recorder() as rec, pytest.warns(UserWarning, match="disabled for the rest of the run"):
+def test_a_dead_encoder_process_fails_the_camera_not_the_run_and_the_next_run_gets_a_new_one(tmp_path: Path) -> None:
+    rec = Recorder(queue_frames=1)
+
+    def kill_encoder(t: int) -> dict[str, Any]:
+        if t == 3 and rec._proc is not None and rec._proc.proc.poll() is None:
+            rec._proc.proc.kill()
+            rec._proc.proc.wait()
+        return {}
+
+    with rec, pytest.warns(UserWarning, match="disabled for the rest of the run"):
         hooks = rec.capture(model="pi", env="Cam-v0")
-        assert rec._proc is not None
-        rec._proc.proc.kill()
-        rec._proc.proc.wait()
-        result = rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(20), seeds=[0, 1], hooks=hooks)
-        assert result.num_episodes == 2
+        result = rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(20, info=kill_encoder), seeds=[0, 1], hooks=hooks)
+        assert result.num_episodes == 2  # the eval went on without the camera
         assert [len(r) for r in media(rec)] == [0, 0]
+        rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(4), seeds=[2], hooks=hooks)
+        (row,) = media(rec)[2]
+        assert len(decode(rec.export(tmp_path / "b") / row["path"])) == 4
 
 
 def test_by_default_no_frame_is_dropped_even_when_the_encoder_is_slower(tmp_path: Path) -> None:
