@@ -70,3 +70,26 @@ def test_view_test_without_a_tty_warns(tmp_path: Path) -> None:
     assert "[viewtest] WARNING: rlmesh view: terminal backend unavailable (stdout not a TTY?)" in proc.stderr
     assert (tmp_path / "viewtest.warnings").read_text().startswith("rlmesh view: terminal backend unavailable")
     assert proc.returncode == 1
+
+
+def test_rlmesh_eval_takes_view(tmp_path: Path) -> None:
+    """``rlmesh eval ... --view http:PORT`` runs with the page up and reports as usual."""
+    require("aiohttp")
+    (tmp_path / "cams.py").write_text(
+        "from rlmesh.view._synthetic import CounterEnv\n\ndef make():\n    return CounterEnv(32, 24, episode_steps=20)\n"
+    )
+    port = free_port()
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlmesh.cli", "eval", "random", "cams:make", "--episodes", "2", "--view", f"http:{port}",
+         "--no-progress"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"rlmesh view: open http://127.0.0.1:{port}/" in proc.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "rlmesh.cli", "eval", "random", "cams:make", "--view", "tv"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert bad.returncode == 1 and "unknown view 'tv'" in bad.stderr
