@@ -117,12 +117,40 @@ def encoder_spec(codec: str, quality: int) -> EncoderSpec:
     raise ValueError(f"codec must be one of {CODECS}, got {codec!r}")
 
 
-def _ring_dir() -> str:
-    """Where frame rings live: ``/dev/shm`` (memory) when present, else the temp dir."""
+def _ring_dirs() -> list[str]:
+    """Where frame rings may live, in order: ``/dev/shm`` (memory) when present, the temp dir."""
     shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK):
-        return shm
-    return tempfile.gettempdir()
+    dirs = [shm] if os.path.isdir(shm) and os.access(shm, os.W_OK) else []
+    return [*dirs, tempfile.gettempdir()]
+
+
+def _create_ring(size: int) -> tuple[str, mmap.mmap]:
+    """A new ``size``-byte ring file, its space reserved up front, and its mapping.
+
+    The space is allocated (``posix_fallocate``) before mapping: a full ``/dev/shm`` (64 MB
+    in a default Docker container) then fails here with ``ENOSPC`` and the next directory is
+    tried, instead of a ``SIGBUS`` on the first write to a sparse page.
+    """
+    error: OSError | None = None
+    for directory in _ring_dirs():
+        path = os.path.join(directory, f"rlmesh-rec-{os.getpid()}-{secrets.token_hex(6)}")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            error = exc
+            continue
+        try:
+            if hasattr(os, "posix_fallocate"):
+                os.posix_fallocate(fd, 0, size)
+            else:
+                os.ftruncate(fd, size)
+            return path, mmap.mmap(fd, size)
+        except OSError as exc:
+            error = exc
+            os.unlink(path)
+        finally:
+            os.close(fd)
+    raise OSError(f"no room for a {size}-byte frame ring in {_ring_dirs()}: {error}")
 
 
 class EncoderProcess:
@@ -360,13 +388,7 @@ class VideoWriter:
         self.width, self.height = w, h
         self.path.parent.mkdir(parents=True, exist_ok=True)
         offset, size = ring_layout(self._slots, h, w)
-        self._ring_path = os.path.join(_ring_dir(), f"rlmesh-rec-{os.getpid()}-{secrets.token_hex(6)}")
-        fd = os.open(self._ring_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.ftruncate(fd, size)
-            self._map = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
+        self._ring_path, self._map = _create_ring(size)
         self._counters = np.ndarray((2,), np.int64, buffer=self._map)
         self._pts = np.ndarray((self._slots,), np.int64, buffer=self._map, offset=64)
         self._ring = np.ndarray((self._slots, h, w, 3), np.uint8, buffer=self._map, offset=offset)

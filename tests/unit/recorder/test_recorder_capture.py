@@ -440,3 +440,20 @@ def test_an_aborted_episode_leaves_no_record_no_file_and_no_index_hole(tmp_path:
     assert [e["media"][0]["path"] for e in doc["workloads"][0]["episodes"]] == staged == [
         "media/w000-pi/Cam-v0/ep00000/render.mp4", "media/w000-pi/Cam-v0/ep00001/render.mp4",
     ]
+
+
+def test_frame_rings_fall_back_to_the_next_directory_when_one_has_no_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rlmesh.recorder._encode as encode
+
+    ok = tmp_path / "rings"
+    ok.mkdir()
+    monkeypatch.setattr(encode, "_ring_dirs", lambda: [str(tmp_path / "missing"), str(ok)])
+    with Recorder() as rec:
+        run(rec, CamEnv(4))
+        (row,) = media(rec)[0]
+        assert len(decode(rec.export(tmp_path / "b") / row["path"])) == 4
+    assert list(ok.iterdir()) == []  # ring files are unlinked once mapped
+    monkeypatch.setattr(encode, "_ring_dirs", lambda: [str(tmp_path / "missing")])
+    with Recorder() as rec, pytest.warns(UserWarning, match="no room for a"):
+        assert run(rec, CamEnv(4)).num_episodes == 1
+        assert media(rec) == [[]]
