@@ -82,6 +82,7 @@ class Recorder:
         self.queue_frames = queue_frames
         self._spec: EncoderSpec | None = None
         self._proc: EncoderProcess | None = None
+        self._proc_error = "the encoder process is not available"
         self._staging: Path | None = None
         self._closed = False
         self._finishing: list[tuple[WorkloadRecord, int, str, VideoWriter]] = []
@@ -214,7 +215,11 @@ class Recorder:
                 self._encoder()
             except (ImportError, ValueError):
                 return None
-            self._proc = self._owned["proc"] = EncoderProcess()
+            try:
+                self._proc = self._owned["proc"] = EncoderProcess()
+            except (OSError, ValueError) as exc:  # no subprocess / pipes here
+                self._proc_error = f"could not start the encoder process: {type(exc).__name__}: {exc}"
+                return None
         return self._proc
 
     def _encoder_ready(self) -> None:
@@ -236,7 +241,8 @@ class Recorder:
     def _writer(self, path: Path) -> VideoWriter:
         spec = self._encoder()
         proc = self._start_encoder()
-        assert proc is not None
+        if proc is None:
+            raise RuntimeError(self._proc_error)
         return VideoWriter(
             path, spec, fps=self.fps, encoder=proc, queue_frames=self.queue_frames, drop_frames_ok=self.drop_frames_ok
         )
