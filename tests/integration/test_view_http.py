@@ -195,6 +195,9 @@ def test_reference_routes_mjpeg_and_404() -> None:
         head, _, rest = part.partition(b"\r\n\r\n")
         assert b"Content-Type: image/jpeg" in head and rest[:2] == b"\xff\xd8"
         assert json.loads(http_get(port, "/skip")[2]) == {"ok": True}  # ends episode 1 ...
+        deadline = time.monotonic() + BOUND
+        while json.loads(http_get(port, "/hud.json")[2])["episode"] != 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert json.loads(http_get(port, "/skip")[2]) == {"ok": True}  # ... and episode 2
         result = run.join()
         eps = json.loads(http_get(port, "/episodes.json")[2])
@@ -357,3 +360,27 @@ def test_a_served_env_shows_its_render_and_image_leaves_through_the_client(serve
         if stamp:
             assert (w, h) == (48, 32) and decode_jpeg(data).shape == (32, 48, 3)
     assert {h[1] for h, _, _ in frames if h[4]} >= {0, 1}
+
+
+def test_cross_site_requests_are_refused() -> None:
+    """Another web site cannot make the browser drive or watch the run (CSRF, cross-site WebSocket)."""
+    import http.client
+
+    require("aiohttp")
+    port = free_port()
+    with rlmesh.session(Model(zero), CounterEnv(16, 16, episode_steps=5), view=rlmesh.View("http", port=port)) as sess:
+        sess.run(max_episodes=1)
+
+        def status(path: str, **headers: str) -> int:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=BOUND)
+            try:
+                conn.request("GET", path, headers=headers)
+                return conn.getresponse().status
+            finally:
+                conn.close()
+
+        assert status("/skip", **{"Sec-Fetch-Site": "cross-site"}) == 403
+        assert status("/ws", Origin="https://evil.example") == 403
+        assert status("/hud.json", Origin=f"http://127.0.0.1:{port}") == 200  # the page itself
+        assert status("/hud.json", **{"Sec-Fetch-Site": "same-origin"}) == 200
+        assert status("/hud.json") == 200  # curl, scripts

@@ -312,6 +312,8 @@ class HttpBackend:
 
         @web.middleware
         async def auth(request: Any, handler: Any) -> Any:
+            if _cross_site(request):
+                return web.Response(status=403, text="forbidden: cross-site request")
             if not self._authorized(request):
                 return web.Response(status=403, text="forbidden: this viewer needs ?token=... (printed with its URL)")
             return await handler(request)
@@ -467,6 +469,19 @@ class HttpBackend:
             self.streams -= 1
             self._watchers_changed()
         return resp
+
+
+def _cross_site(request: Any) -> bool:
+    """A request another web site made the browser send (a hidden ``<img>`` hitting ``/skip``, a
+    page opening ``ws://127.0.0.1:8008/ws``): refused, so no page can drive or watch a run."""
+    if request.headers.get("Sec-Fetch-Site", "") == "cross-site":
+        return True
+    origin = request.headers.get("Origin")
+    if origin and origin != "null":
+        from urllib.parse import urlsplit
+
+        return urlsplit(origin).netloc != request.headers.get("Host", "")
+    return False
 
 
 def _new_token() -> str:
