@@ -147,7 +147,7 @@ a{{color:#8cf}} .meta{{color:#aaa}} pre.cfg{{background:#1b1b1b;padding:.5em;max
 table{{border-collapse:collapse}} td,th{{padding:.2em .8em;border-bottom:1px solid #333;text-align:right}}
 .success{{color:#6d6}} .failure{{color:#e66}} .timeout,.done{{color:#db6}}
 .row{{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}} figure{{margin:0}}
-video{{max-width:420px;max-height:320px;background:#000;display:block}} figcaption{{color:#aaa;font-size:.9em}}
+video{{width:256px;max-height:320px;background:#000;display:block;image-rendering:pixelated}} figcaption{{color:#aaa;font-size:.9em}}
 svg.plot{{width:400px;height:160px;background:#1b1b1b}} .ep{{border-top:1px solid #222;margin-top:1em}}
 </style></head><body>
 <h1>{header}</h1><p class="meta">recorded {recorded}</p>
@@ -168,7 +168,7 @@ svg.plot{{width:400px;height:160px;background:#1b1b1b}} .ep{{border-top:1px soli
     function Y(v){{ return 145 - 130 * (v - y0) / (y1 - y0); }}
     svg.appendChild(el("line", {{x1:30, y1:Y(0), x2:390, y2:Y(0), stroke:"#444"}}));
     svg.appendChild(el("polyline", {{points: pts.map(function(p){{ return X(p[0]).toFixed(1) + "," + Y(p[1]).toFixed(1); }}).join(" "), fill:"none", stroke:"#8cf", "stroke-width":1.5}}));
-    var label = el("text", {{x:32, y:14, fill:"#aaa", "font-size":11}}); label.textContent = "cumulative reward (" + y1.toFixed(2) + " max)"; svg.appendChild(label);
+    var label = el("text", {{x:32, y:14, fill:"#aaa", "font-size":11}}); label.textContent = "cumulative reward, final " + pts[pts.length-1][1].toFixed(2); svg.appendChild(label);
     var cursor = el("line", {{x1:30, y1:10, x2:30, y2:150, stroke:"#e66", visibility:"hidden"}}); svg.appendChild(cursor);
     document.querySelectorAll('video[data-plot="' + id + '"]').forEach(function(v){{
       var fps = parseFloat(v.dataset.fps) || 30;
