@@ -269,3 +269,35 @@ def test_capture_validates_its_arguments() -> None:
     with pytest.raises(TypeError, match="model"):
         rec.capture(model=None, env="e")  # type: ignore[arg-type]
     assert rec.workloads == ()
+
+
+def test_a_bundle_shaped_like_the_references_loads_and_merges(tmp_path: Path) -> None:
+    """REC-8: the reference's own document (keys as it writes them, no rlmesh additions) reads back."""
+    from rlmesh.recorder import merge
+
+    theirs = tmp_path / "theirs"
+    video = theirs / "media" / "w000-my_model_x" / "Env_v1" / "ep00000" / "render.mp4"
+    video.parent.mkdir(parents=True)
+    video.write_bytes(b"\x00\x00\x00\x18ftypisom")
+    (theirs / "result.json").write_text(json.dumps({
+        "schema": "rlmesh.result.v1", "resultSetId": "f11c", "recordedAt": "2026-12-02T19:02:54.634450+00:00",
+        "workloads": [{
+            "model": "my model/x", "env": "Env:v1", "task": "Env:v1", "config": {"a": 1}, "numEpisodes": 1,
+            "metrics": {"meanReward": 5.0, "successRate": None, "totalSteps": 5},
+            "episodes": [{
+                "index": 0, "seed": 3, "steps": 5, "reward": 5.0, "terminated": True, "truncated": False,
+                "success": None, "durationS": 0.008, "includedInMetrics": True,
+                "media": [{"camera": "render", "kind": "video", "path": "media/w000-my_model_x/Env_v1/ep00000/render.mp4",
+                           "format": "mp4", "frameCount": 5, "width": 80, "height": 62, "fps": 10.0}],
+            }],
+        }],
+    }))
+    loaded = ResultSet.load(theirs)
+    assert loaded.to_dict(recorded_at="T")["workloads"] == json.loads((theirs / "result.json").read_text())["workloads"]
+    out = merge([theirs, _rec().export(tmp_path / "ours.zip")], tmp_path / "merged")
+    doc = json.loads((out / "result.json").read_text())
+    assert [w["model"] for w in doc["workloads"]] == ["my model/x", "m"]
+    row = doc["workloads"][0]["episodes"][0]["media"][0]
+    assert row == {"camera": "render", "kind": "video", "path": "media/w000-my_model_x/Env_v1/ep00000/render.mp4",
+                   "format": "mp4", "frameCount": 5, "width": 80, "height": 62, "fps": 10.0}
+    assert (out / row["path"]).read_bytes() == video.read_bytes()
