@@ -268,6 +268,8 @@ class Recorder:
         if self._proc is not None:
             with self._proc.lock:
                 self._proc.pump(0)
+        # forget the videos that completed fine; keep the busy ones and the failures for _settle
+        self._finishing = [e for e in self._finishing if e[3].busy or e[3].error is not None or e[3].encoded == 0]
         busy = [entry for entry in self._finishing if entry[3].busy]
         if len(busy) > MAX_FINISHING:
             busy[0][3].finish()
