@@ -227,7 +227,17 @@ class Viewer:
         self._next_draw = now + self.period
         stamp = time.time()
         try:
-            got = [(key, self.sources[key[0]].fetch(observation, key[1])) for key in self._wanted]
+            got: list[tuple[tuple[int, int], Any]] = []
+            batch: dict[int, Any] = {}
+            for key in self._wanted:
+                src = self.sources[key[0]]
+                if src.fetch_all is not None and self.all_frames:  # every lane in one call
+                    if key[0] not in batch:
+                        batch[key[0]] = src.fetch_all(observation)
+                    frames = batch[key[0]]
+                    got.append((key, frames[key[1]] if key[1] < len(frames) else None))
+                else:
+                    got.append((key, src.fetch(observation, key[1])))
         except Exception as exc:
             self._disable("feed", exc)
             return

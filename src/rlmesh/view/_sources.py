@@ -15,7 +15,7 @@ Stable API (the recorder imports these; keep the names and signatures):
     ``read(observation, item)``; the env for ``render`` is taken from the session's
     connection, or from ``env=``).
 
-``FrameSource(label, kind, key, fetch)``
+``FrameSource(label, kind, key, fetch, fetch_all=None)``
     ``kind`` is ``"render"``, ``"role"`` or ``"leaf"``; ``fetch(observation, lane)``
     returns the raw frame (any array-like, or ``None``) for lane ``lane`` of the
     observation the env just returned (``lane`` is 0 for a single env; the
@@ -28,8 +28,10 @@ Stable API (the recorder imports these; keep the names and signatures):
 ``render_thunk(env) -> Callable[[int], Any] | None``
     ``render`` resolved once by signature (VIEW-5): ``render(env_index=lane)`` when
     the method takes ``env_index`` or ``**kwargs`` (remote clients), else
-    ``render()`` (a gymnasium vector env's tuple of frames is indexed by lane);
-    ``None`` when the env has no ``render``.
+    ``render()`` (a gymnasium vector env's tuple of frames is indexed by lane; lane
+    ``-1`` returns ``render()``'s value as is); ``None`` when the env has no ``render``.
+    On a vector env with a plain ``render()``, the source's ``fetch_all`` renders
+    every lane with one call.
 
 ``normalize_frame(x) -> numpy.ndarray | None``
     Any frame to a C-contiguous ``HxWx3`` ``uint8`` RGB array (VIEW-7), or ``None``
@@ -85,12 +87,16 @@ class FrameSource:
             or ``"leaf"`` (an image-like observation leaf of an untagged env).
         key: The role name, the leaf path joined by ``/``, or ``"render"``.
         fetch: ``fetch(observation, lane)`` -> the raw frame (or ``None``).
+        fetch_all: ``fetch_all(observation)`` -> every lane's raw frame in one call, when
+            the source can do better than one ``fetch`` per lane (a vector env's plain
+            ``render()``); ``None`` otherwise.
     """
 
     label: str
     kind: str
     key: str
     fetch: Callable[[Any, int], Any]
+    fetch_all: Callable[[Any], Sequence[Any]] | None = None
 
 
 # -- labels -----------------------------------------------------------------------------------
@@ -154,10 +160,17 @@ def render_thunk(env: Any) -> Callable[[int], Any] | None:
     except (TypeError, ValueError):
         by_index = False
     if by_index:
-        return lambda lane: render(env_index=lane)
+
+        def indexed(lane: int) -> Any:
+            return render(env_index=lane)
+
+        indexed.per_lane = True  # type: ignore[attr-defined]
+        return indexed
 
     def plain(lane: int) -> Any:
         frame = render()
+        if lane < 0:  # every lane at once (the caller indexes)
+            return frame
         if isinstance(frame, (tuple, list)) and frame and not isinstance(frame[0], (int, float)):
             return frame[lane] if lane < len(frame) else None
         return frame
@@ -313,7 +326,16 @@ def discover_sources(context: Any, *, env: Any = None, leaves: bool = True) -> t
             def fetch_render(_obs: Any, lane: int) -> Any:
                 return render_fn(lane)
 
-            out.append(FrameSource(label, "render", "render", fetch_render))
+            fetch_all = None
+            if vector and not getattr(thunk, "per_lane", False):
+
+                def fetch_all(_obs: Any) -> Any:  # one render() call for every lane
+                    frames = render_fn(-1)
+                    if isinstance(frames, (tuple, list)) and frames and not isinstance(frames[0], (int, float)):
+                        return list(frames)
+                    return [frames]
+
+            out.append(FrameSource(label, "render", "render", fetch_render, fetch_all))
     if roles:
         from ..adapters import Image
 

@@ -197,3 +197,44 @@ def test_view3_untagged_env_falls_back_to_image_leaves() -> None:
         obs, _ = sess.reset()
         f = normalize_frame(srcs[1].fetch(obs, 0))
         assert f is not None and int(f[0, 0, 0]) == 100
+
+
+def test_a_vector_render_is_called_once_per_frame_for_every_lane() -> None:
+    """A gymnasium vector env's render() returns every lane: one call serves all lanes (P-6)."""
+    gym = pytest.importorskip("gymnasium")
+    from rlmesh.view._core import Viewer
+
+    calls: list[int] = []
+
+    class Cam(gym.Env):  # type: ignore[misc]
+        metadata = {"render_modes": ["rgb_array"]}
+        render_mode = "rgb_array"
+
+        def __init__(self) -> None:
+            self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+            self.action_space = gym.spaces.Discrete(2)
+            self.lane = len(calls)
+            calls.append(0)
+
+        def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+            return np.zeros(2, np.float32), {}
+
+        def step(self, action: Any) -> Any:
+            return np.zeros(2, np.float32), 0.0, False, False, {}
+
+        def render(self) -> Any:
+            calls[self.lane] += 1
+            return np.full((4, 4, 3), 10 * self.lane, np.uint8)
+
+    venv = gym.vector.SyncVectorEnv([Cam, Cam, Cam])
+    with rlmesh.session(rlmesh.RANDOM_SAMPLE, venv) as sess:
+        srcs = discover_sources(sess)
+        assert [s.label for s in srcs] == ["render"] and srcs[0].fetch_all is not None
+        obs, _ = venv.reset()
+        v = Viewer(srcs, fps=30, lanes=3)
+        v.set_all_frames(True)
+        v._grab(obs, 0.0)
+        assert calls == [1, 1, 1]  # not 3 renders of every lane
+        frames = {key: int(raw[0, 0, 0]) for key, (raw, _t, _s) in v._take().items()}
+        assert frames == {(0, 0): 0, (0, 1): 10, (0, 2): 20}
+        assert int(srcs[0].fetch(obs, 2)[0, 0, 0]) == 20
