@@ -63,6 +63,7 @@ from .eval import (
     trial_index as trial_index,
 )
 from .models import Model as Model
+from .recorder import Recorder as Recorder
 from .serve import EnvServer as EnvServer, ServeOptions as ServeOptions
 from .tensor import Tensor as Tensor
 
@@ -88,6 +89,7 @@ __all__ = [
     "ProtocolException",
     "RLMeshException",
     "Reader",
+    "Recorder",
     "RemoteEnv",
     "RemoteModel",
     "RemoteVectorEnv",

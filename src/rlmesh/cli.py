@@ -22,6 +22,7 @@ commands:
   describe TARGET [--json]      print an env factory's or model's describe envelope
   eval MODEL ENV --episodes N   run a model against an env and report results
   serve-model TARGET --address  serve a model (module:attr) for RemoteModel clients
+  view-test [--http PORT]       show a synthetic scene in the live viewer (terminal or browser)
 
 Run `rlmesh <command> --help` for a command's options."""
 
@@ -62,6 +63,8 @@ _COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "describe": _lazy("rlmesh.authoring._cli", "describe_main"),
     "eval": _lazy("rlmesh.eval._cli", "eval_main"),
     "serve-model": _lazy("rlmesh.serve._model_cli", "main"),
+    "view-test": _lazy("rlmesh.view._cli", "main"),
+    "viewtest": _lazy("rlmesh.view._cli", "main"),  # the reference's spelling (CLI-1)
 }
 
 

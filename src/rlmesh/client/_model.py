@@ -233,9 +233,9 @@ class RemoteModel:
         kind = classify_target(env, served=True)  # CNF2-A6: a bad env names env_contract
         if isinstance(execution_horizon, bool) or not isinstance(execution_horizon, int) or execution_horizon < 1:
             raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
-        _check_view(view)
+        view_cfg = _check_view(view)
         route = RemoteRoute(self, execution_horizon=execution_horizon, workflow_edition=workflow_edition)
-        return Session._new(route, env, kind, close_env=close_env, workflow_edition=workflow_edition)
+        return Session._new(route, env, kind, close_env=close_env, workflow_edition=workflow_edition, view=view_cfg)
 
     def run(self, env: Any, **kwargs: Any) -> Any:
         """``rlmesh.run(self, env, **kwargs)``: drive whole episodes and return a RunResult."""

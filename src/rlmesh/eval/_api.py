@@ -23,7 +23,7 @@ from ._results import RunResult
 from ._sentinels import RANDOM_SAMPLE
 from ._session import Session
 from ._targets import classify_target
-from ._view import normalize_view
+from ._view import View, normalize_view
 from ._warn import user_stacklevel as _user_stacklevel
 
 __all__ = ["MAX_EXECUTION_HORIZON", "run", "session"]
@@ -51,12 +51,9 @@ def _check_horizon(execution_horizon: Any, has_chunk: bool, who: str) -> int:
     return execution_horizon
 
 
-def _check_view(view: Any) -> None:
-    if normalize_view(view) is not None:
-        raise NotImplementedError(
-            f"view={view!r}: the live viewer lands in a later release; pass view=None for now "
-            "(or watch progress with hooks=RunHooks)"
-        )
+def _check_view(view: Any) -> View | None:
+    """Validate a ``view=`` argument (VIEW-2): the normalized :class:`View`, or ``None`` when off."""
+    return normalize_view(view)
 
 
 def _check_edition(workflow_edition: str | None) -> str | None:
@@ -85,7 +82,7 @@ def _make_session(
         )
     if instruction is not None and not isinstance(instruction, str):
         raise TypeError(f"instruction must be a str or None, got {type(instruction).__name__}")
-    _check_view(view)
+    view_cfg = _check_view(view)
     if isinstance(prefetch_lead, bool) or not isinstance(prefetch_lead, int) or prefetch_lead < 0:
         raise ValueError(f"prefetch_lead must be an int >= 0, got {prefetch_lead!r}")
     edition = _check_edition(workflow_edition)
@@ -105,15 +102,16 @@ def _make_session(
         workflow_edition=edition,
         owned_model=model if owns_model else None,
         prefetch_lead=prefetch_lead,
+        view=view_cfg,
     )
 
 
 def _random_session(env: Any, *, close_env: bool, execution_horizon: int, view: Any, workflow_edition: str | None) -> Session[Any, Any]:
     _check_horizon(execution_horizon, False, "RANDOM_SAMPLE")
-    _check_view(view)
+    view_cfg = _check_view(view)
     edition = _check_edition(workflow_edition)
     kind = classify_target(env)
-    return Session._new(RandomRoute(), env, kind, close_env=close_env, workflow_edition=edition)
+    return Session._new(RandomRoute(), env, kind, close_env=close_env, workflow_edition=edition, view=view_cfg)
 
 
 @overload

@@ -304,6 +304,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--close-env", action="store_true", help="shut the env down when the run ends (default: leave it serving)")
     p.add_argument("--json", dest="json_path", default=None, metavar="PATH", help="write the RunResult as JSON (default: no file)")
     p.add_argument("--no-progress", action="store_true", help="no live progress output (default: a live line on a terminal, one line per episode otherwise)")
+    p.add_argument("--view", default=None, metavar="VIEW", help="watch live: terminal, http, http:PORT or both; see docs/viewer.md (default: no viewer)")
     p.add_argument("--verbose", action="store_true", help="print the traceback on error (default: one line)")
     return p
 
@@ -323,7 +324,11 @@ def eval_main(argv: list[str] | None = None) -> int:
         from ._api import run
 
         total = args.episodes if args.episodes is not None else (len(seeds) if seeds is not None else 1)
-        progress = None if args.no_progress else _Progress(total, out, rich_ok=tty)
+        from ._view import normalize_view
+
+        view = normalize_view(args.view)
+        on_terminal = view is not None and view.backend in ("terminal", "both")
+        progress = None if args.no_progress or on_terminal else _Progress(total, out, rich_ok=tty)
         result = run(
             model,
             env,
@@ -335,6 +340,7 @@ def eval_main(argv: list[str] | None = None) -> int:
             instruction=args.instruction,
             close_env=args.close_env or built,
             execution_horizon=args.execution_horizon,
+            view=view,
         )
         import warnings
 

@@ -168,6 +168,7 @@ def run_session(
     predict = route.predict
     env_step = conn.env.step
     read = sess.read
+    view = sess._attach_view()  # the live viewer, hooked into this loop once (VIEW-6); None when off
     done: list[EpisodeResult] = []
     t_reset: list[float] = []
     t_step: list[float] = []
@@ -185,6 +186,8 @@ def run_session(
             t_reset.append(ep_start - t0)
             if hooks is not None:
                 hooks.on_episode_start(episode=i, seed=seed)
+            if view is not None:
+                view.begin_episode(i, seed, count, obs)
             steps = 0
             reward = 0.0
             terminated = truncated = False
@@ -216,9 +219,12 @@ def run_session(
                         )
                     )
                 obs = next_obs
+                skip = view is not None and view.step(obs, steps, reward, r, (t1 - t0) * 1e3, (t2 - t1) * 1e3, action)
                 if te or tr:
                     terminated, truncated = bool(te), bool(tr)
                     break
+                if skip:
+                    break  # the viewer's "end episode": truncated below (EVAL-23)
             if not terminated and not truncated:
                 truncated = True  # EVAL-23: a cap or the built-in bound ended it
             duration = perf() - ep_start
@@ -239,6 +245,8 @@ def run_session(
                 trial,
             )
             done.append(result)
+            if view is not None:
+                view.end_episode(result)
             if hooks is not None:
                 hooks.on_episode_end(result)
     except BaseException as exc:

@@ -78,6 +78,9 @@ class Session(Generic[ObsT, ActT]):
     _last_info: Mapping[str, Any]
     _ep_start: float
     _read_cache: dict[Any, Any]
+    _view_cfg: Any
+    _viewer: Any
+    _manual_episode: int
 
     def __init__(self) -> None:
         raise TypeError(
@@ -95,6 +98,7 @@ class Session(Generic[ObsT, ActT]):
         workflow_edition: str | None,
         owned_model: Any = None,
         prefetch_lead: int = 0,
+        view: Any = None,
     ) -> Session[Any, Any]:
         self = object.__new__(cls)
         self._route = route
@@ -117,6 +121,9 @@ class Session(Generic[ObsT, ActT]):
         self._last_info = {}
         self._ep_start = 0.0
         self._read_cache = {}
+        self._view_cfg = view  # a normalized rlmesh.View or None (VIEW-2)
+        self._viewer = None
+        self._manual_episode = -1
         return self
 
     # -- state -----------------------------------------------------------------------------
@@ -154,6 +161,19 @@ class Session(Generic[ObsT, ActT]):
                 f"Session.{op}() drives a single env, but the env reports num_envs={conn.num_envs}; "
                 "pump all lanes with Session.run() / rlmesh.run(), or serve num_envs=1 for manual driving"
             )
+
+    def _attach_view(self) -> Any:
+        """The session's live viewer, started on first use after connect; ``None`` when off (VIEW-3, VIEW-9)."""
+        viewer = self._viewer
+        if viewer is not None:
+            return None if viewer.disabled or viewer.closed else viewer
+        if self._view_cfg is None:
+            return None
+        cfg, self._view_cfg = self._view_cfg, None  # one attempt per session: a failure warns once
+        from ..view import open_viewer
+
+        self._viewer = open_viewer(cfg, self, route=self._route)
+        return self._viewer
 
     @property
     def done(self) -> bool:
@@ -245,7 +265,13 @@ class Session(Generic[ObsT, ActT]):
         self._ensure_open()
         conn = self._connect()
         self._require_single(conn, "reset")
-        return self._begin(conn, seed, trial_index, warn=True)
+        obs, info = self._begin(conn, seed, trial_index, warn=True)
+        if self._view_cfg is not None or self._viewer is not None:
+            view = self._attach_view()
+            if view is not None:
+                self._manual_episode += 1
+                view.begin_episode(self._manual_episode, seed, 0, obs)
+        return obs, info
 
     def predict(self, observation: ObsT) -> ActT:
         """Map one env observation to an env-ready action (the model's adapter applied, EVAL-13)."""
@@ -259,10 +285,21 @@ class Session(Generic[ObsT, ActT]):
         self._ensure_open()
         conn = self._connect()
         self._require_single(conn, "step")
+        view = self._viewer
+        t0 = time.perf_counter() if view is not None else 0.0
         obs, reward, terminated, truncated, info = conn.env.step(action)
         r, te, tr = float(reward), bool(terminated), bool(truncated)
         self._steps += 1
         self._reward += r
+        if view is not None and not view.disabled:
+            env_ms = (time.perf_counter() - t0) * 1e3
+            if view.step(obs, self._steps, self._reward, r, 0.0, env_ms, action) and not (te or tr):
+                tr = True  # the viewer's "end episode": this step reports the episode truncated
+            if te or tr:
+                from ..view._hud import outcome_of
+                from ._results import success_from_info
+
+                view.hud.outcome = outcome_of(te, tr, success_from_info(info))
         self._terminated, self._truncated = te, tr
         self._last_info = info
         return obs, r, te, tr, info
@@ -306,20 +343,13 @@ class Session(Generic[ObsT, ActT]):
         return adapters.observation_roles(tags)
 
     def frame_sources(self) -> tuple[str, ...]:
-        """Viewer sources: ``render`` when the env renders RGB, then declared image roles (DELTA-45)."""
+        """The viewer's cameras (DELTA-45, VIEW-3): ``render`` when the env renders RGB, then the
+        declared image roles (or, for an env that declares none, its image-like observation leaves)."""
         self._ensure_open()
-        conn = self._connect()
-        images: tuple[str, ...] = ()
-        if (conn.metadata or {}).get(ENV_TAGS_KEY) is not None:
-            try:
-                images = tuple(self.observation_roles().images)
-            except Exception:
-                images = ()
-        mode = getattr(conn.contract, "render_mode", None)
-        sources = list(images)
-        if isinstance(mode, str) and "rgb" in mode.lower():
-            sources.insert(0, "render()" if "render" in images else "render")
-        return tuple(sources)
+        self._connect()
+        from ..view._sources import discover_sources
+
+        return tuple(s.label for s in discover_sources(self))
 
     # -- pumping -----------------------------------------------------------------------------
 
@@ -370,7 +400,7 @@ class Session(Generic[ObsT, ActT]):
             return
         self._closed = True
         errors: list[BaseException] = []
-        for step in (self._end_open_episode, self._route.close, self._close_model, self._close_conn):
+        for step in (self._close_view, self._end_open_episode, self._route.close, self._close_model, self._close_conn):
             try:
                 step()
             except BaseException as exc:
@@ -378,6 +408,13 @@ class Session(Generic[ObsT, ActT]):
         self._read_cache.clear()
         if errors:
             raise errors[0]
+
+    def _close_view(self) -> None:
+        """Close the viewer first: the terminal is restored, the HTTP server stopped (VIEW-10)."""
+        viewer, self._viewer = self._viewer, None
+        self._view_cfg = None
+        if viewer is not None:
+            viewer.close()
 
     def _close_model(self) -> None:
         if self._owned_model is not None:

@@ -155,6 +155,7 @@ def run_vector(
     t_pred: list[float] = []
     started = 0
     error: BaseException | None = None
+    view = sess._attach_view()  # the live viewer (VIEW-6): fed once per vector step, every lane
 
     def assign(lane: int) -> None:
         nonlocal started
@@ -185,6 +186,8 @@ def run_vector(
             route.begin_episode(eid, lanes.seed[lane], lane)
         if hooks is not None and lanes.ep[lane] >= 0:
             hooks.on_episode_start(episode=lanes.ep[lane], seed=lanes.seed[lane])
+        if view is not None and lane == view.selected_lane and lanes.ep[lane] >= 0:
+            view.begin_episode(lanes.ep[lane], lanes.seed[lane], count, pending_obs[0])
 
     def finish(lane: int, terminated: bool, truncated: bool, info: Mapping[str, Any]) -> None:
         if local and lanes.eid[lane]:
@@ -211,8 +214,12 @@ def run_vector(
             lanes.trial[lane],
         )
         done.append(result)
+        if view is not None:
+            view.end_episode(result)
         if hooks is not None:
             hooks.on_episode_end(result)
+
+    pending_obs: list[Any] = [None]  # the observation a lane's begin() shows in the viewer
 
     try:
         if hooks is not None:
@@ -222,6 +229,7 @@ def run_vector(
         seeds0 = [lanes.seed[i] for i in range(n)]
         ret = env.reset(seed=seeds0) if any(s is not None for s in seeds0) else env.reset()
         obs, _info = ret if isinstance(ret, tuple) and len(ret) == 2 else (ret, {})
+        pending_obs[0] = obs
         if local and conn.remote:
             route.env_plain = not isinstance(obs, np.ndarray) and _has_plain(obs)
         for lane in range(n):
@@ -291,6 +299,12 @@ def run_vector(
                         else:
                             lanes.rolling[lane] = True
             obs = obs2
+            pending_obs[0] = obs
+            if view is not None:
+                f = view.selected_lane if view.selected_lane < n else 0
+                if view.step(obs, lanes.steps[f], lanes.reward[f], float(rew[f]), (t1 - t0) * 1e3, (t2 - t1) * 1e3) and owned and lanes.ep[f] >= 0 and f not in to_reset:
+                    finish(f, False, True, {})  # the viewer's "end episode" on the watched lane
+                    to_reset.append(f)
             if to_reset and len(done) < count:
                 obs = _reset_lanes(env, how, n, to_reset, lanes, assign, begin, refuse_unowned)
     except BaseException as exc:

@@ -1,8 +1,8 @@
-"""``View``: how to show a live eval (VIEW-1, VIEW-2). The viewer itself lands in a later release."""
+"""``View``: how to show a live eval (VIEW-1, VIEW-2); the viewer itself is :mod:`rlmesh.view`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["View", "normalize_view"]
 
@@ -24,6 +24,10 @@ class View:
         source: Which source to show first by label; ``None`` shows the first.
         format: Encoding for HTTP frames, ``"jpeg"`` or ``"png"``.
         quality: JPEG quality 1..100 (ignored for PNG).
+        host: Address the HTTP backend binds (keyword, default ``"127.0.0.1"``).
+            Any non-loopback host requires a token on every request.
+        token: The token for a non-loopback bind; ``None`` draws a random one,
+            printed once with the URL.
 
     Raises:
         ValueError: a field is out of its range.
@@ -38,6 +42,8 @@ class View:
     source: str | None = None
     format: str = "jpeg"
     quality: int = 75
+    host: str = field(default="127.0.0.1", repr=False, kw_only=True)
+    token: str | None = field(default=None, repr=False, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.backend not in _BACKENDS:
@@ -50,6 +56,10 @@ class View:
             raise ValueError(f"View format must be one of {_FORMATS}, got {self.format!r}")
         if not isinstance(self.quality, int) or not 1 <= self.quality <= 100:
             raise ValueError(f"View quality must be an int in 1..100, got {self.quality!r}")
+        if not isinstance(self.host, str) or not self.host.strip():
+            raise ValueError(f"View host must be a non-empty address, got {self.host!r}")
+        if self.token is not None and (not isinstance(self.token, str) or not self.token):
+            raise ValueError("View token must be a non-empty str or None")
 
 
 def normalize_view(view: object) -> View | None:

@@ -296,11 +296,13 @@ def test_a_device_on_a_host_model_is_refused() -> None:
         ev.session(M(), CountEnv())
 
 
-def test_view_none_works_and_a_viewer_is_not_yet_available() -> None:
+def test_view_none_works_and_a_viewer_without_cameras_warns_once_and_the_run_goes_on() -> None:
     ev.run(NumpyModel(zero), CountEnv(), view=None)
     ev.run(NumpyModel(zero), CountEnv(), view=False)
-    with pytest.raises(NotImplementedError, match="viewer lands in a later release"):
-        ev.run(NumpyModel(zero), CountEnv(), view="terminal")
+    with pytest.warns(UserWarning, match="rlmesh view: env declares no image roles") as record:
+        result = ev.run(NumpyModel(zero), CountEnv(), view="terminal", max_episodes=2)  # VIEW-3, VIEW-9
+    assert len(result.episodes) == 2
+    assert sum("rlmesh view" in str(w.message) for w in record) == 1
 
 
 def test_prefetch_lead_is_validated() -> None:

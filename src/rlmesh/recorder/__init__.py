@@ -1,0 +1,25 @@
+"""``rlmesh.recorder``: result bundles with a video per camera per episode (REC-1..9, DELTA-52).
+
+``Recorder`` collects runs (``add`` for a finished ``RunResult``, ``capture`` for hooks
+that record a run live, video included) and exports an ``rlmesh.result.v1`` bundle: a
+folder or zip with ``result.json``, ``media/`` and a static ``index.html``.
+``merge`` joins bundles from several runs or workers. See docs/recording.md.
+
+>>> from rlmesh.recorder import SCHEMA, Recorder
+>>> SCHEMA
+'rlmesh.result.v1'
+"""
+
+from __future__ import annotations
+
+from ._bundle import merge as merge
+from ._recorder import Recorder as Recorder
+from ._records import (
+    SCHEMA as SCHEMA,
+    EpisodeRecord as EpisodeRecord,
+    MediaRef as MediaRef,
+    ResultSet as ResultSet,
+    WorkloadRecord as WorkloadRecord,
+)
+
+__all__ = ["SCHEMA", "EpisodeRecord", "MediaRef", "Recorder", "ResultSet", "WorkloadRecord", "merge"]

@@ -1,0 +1,463 @@
+"""The hooks ``Recorder.capture`` returns: cameras, videos, step logs, env videos (REC-3..5, DELTA-52).
+
+Per run: the cameras are resolved on the first step (``cameras=None`` -> the viewer's
+discovery, VIEW-3; an explicit list -> those names; ``[]`` -> metrics only). A vector
+env with cameras is refused in ``on_run_start`` (frames come from a single env).
+
+Per step: each live camera's frame is fetched, normalised (VIEW-7) and pushed to that
+camera's writer for the episode (opened lazily at the first frame). A fetch that raises
+or returns a non-image skips that frame only; an encoder error or a resolution change
+drops the camera for the rest of the run with one warning. One ``steps.jsonl`` line is
+buffered per step. The first ``video_info_keys`` key holding a non-empty string names an
+env-produced video.
+
+Per episode end: the selection policy (``record=``) decides whether the episode keeps its
+media; kept videos become media rows (the writers finish in the background and are
+joined at run end), the env video is copied into staging at once, the step log is
+written. Nothing here may abort an eval: every failure becomes a warning, and a
+warning can never raise (REC-4).
+"""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._metadata import sanitize_metadata
+from ..eval._hooks import RunHooks
+from ._encode import VideoWriter
+from ._records import MediaRef, WorkloadRecord, sanitize_name
+
+if TYPE_CHECKING:
+    from ..eval._hooks import RunContext, StepEvent
+    from ..eval._results import EpisodeResult, RunResult
+    from ._recorder import Recorder
+
+__all__ = ["RecordPolicy", "parse_record", "warn"]
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def warn(message: str) -> None:
+    """Issue a ``UserWarning`` that can never raise, even under ``-W error`` (REC-4)."""
+    try:
+        warnings.warn(message, UserWarning, stacklevel=3)
+    except Exception:
+        pass
+
+
+# -- record= policy ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordPolicy:
+    """Which episodes keep their media: ``all``, ``failures``, ``successes``, ``first:N`` or a callable."""
+
+    kind: str
+    first: int = 0
+    predicate: Callable[[Any], bool] | None = None
+
+    def wants_frames(self, index: int) -> bool:
+        """Whether episode ``index`` of the workload can be kept at all (skip capture if not)."""
+        return self.kind != "first" or index < self.first
+
+    def keeps(self, result: EpisodeResult) -> bool:
+        """Decide at episode end; a success is ``success`` when reported, else ``terminated``."""
+        if self.kind == "all" or self.kind == "first":
+            return True
+        succeeded = result.success if result.success is not None else result.terminated
+        if self.kind == "failures":
+            return not succeeded
+        if self.kind == "successes":
+            return bool(succeeded)
+        assert self.predicate is not None
+        return bool(self.predicate(result))
+
+
+def parse_record(record: object) -> RecordPolicy:
+    """Validate ``record=``.
+
+    >>> parse_record("first:3")
+    RecordPolicy(kind='first', first=3, predicate=None)
+
+    Raises:
+        ValueError: an unknown string or a bad ``first:N``.
+        TypeError: neither a string nor a callable.
+    """
+    if callable(record):
+        return RecordPolicy("callable", predicate=record)
+    if not isinstance(record, str):
+        raise TypeError(f"record must be a str or a callable on the EpisodeResult, got {type(record).__name__}")
+    text = record.strip().lower()
+    if text in ("all", "failures", "successes"):
+        return RecordPolicy(text)
+    if text.startswith("first:"):
+        n = text[6:].strip()
+        if n.isdigit() and int(n) >= 1:
+            return RecordPolicy("first", first=int(n))
+    raise ValueError(
+        f"record={record!r}: expected 'all', 'failures', 'successes', 'first:N' (N >= 1) "
+        "or a callable taking the EpisodeResult"
+    )
+
+
+# -- cameras -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Camera:
+    label: str
+    fetch: Callable[[Any, int], Any]
+    explicit_role: bool = False  # an undeclared role name: a resolution error drops it
+    produced: bool = False
+    dead: bool = False
+
+
+def _resolve_cameras(context: Any, cameras: Sequence[str] | None) -> list[_Camera]:
+    """Discovery (``None``) or the explicit names, through the viewer's sources (VIEW-3, REC-3)."""
+    from ..view import _sources as sources
+
+    found = sources.discover_sources(context)
+    if cameras is None:
+        return [_Camera(s.label, s.fetch) for s in found]
+    by_label = {s.label: s for s in found}
+    out: list[_Camera] = []
+    for name in cameras:
+        name = str(name)
+        if name in by_label:  # "render" is a declared role named render if any, else render()
+            out.append(_Camera(name, by_label[name].fetch))
+        elif name in ("render", "render()"):
+            env = getattr(getattr(context, "_conn", None), "env", None)
+            thunk = sources.render_thunk(env)
+            if thunk is None:
+                out.append(_Camera(name, _no_render, explicit_role=True))
+            else:
+                out.append(_Camera(name, _render_fetch(thunk)))
+        else:
+            from ..adapters import Image
+
+            item = Image(name, layout="hwc")
+            out.append(_Camera(name, _role_fetch(context.read, item), explicit_role=True))
+    return out
+
+
+def _render_fetch(thunk: Callable[[int], Any]) -> Callable[[Any, int], Any]:
+    return lambda _obs, lane: thunk(lane)
+
+
+def _role_fetch(read: Callable[[Any, Any], Any], item: Any) -> Callable[[Any, int], Any]:
+    return lambda obs, _lane: read(obs, item)
+
+
+def _no_render(_obs: Any, _lane: int) -> Any:
+    raise ValueError("the env has no render() method")
+
+
+# -- per-episode state ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Episode:
+    index: int
+    rel_dir: str
+    capture: bool
+    writers: dict[str, VideoWriter] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)  # camera -> unique file stem
+    lines: list[bytes] = field(default_factory=list)
+    env_video: tuple[str, str] | None = None  # (info key, path)
+
+    def stem(self, camera: str) -> str:
+        """A file stem unique within the episode: sanitized, ``-2``, ``-3`` ... on collision (REC-7)."""
+        if camera not in self.names:
+            base = sanitize_name(camera)
+            taken = set(self.names.values())
+            stem, n = base, 1
+            while stem in taken or stem == "steps":
+                n += 1
+                stem = f"{base}-{n}"
+            self.names[camera] = stem
+        return self.names[camera]
+
+
+def _local_video(raw: str) -> Path | None:
+    """An env-reported video path, if it is a regular file under the working directory (DELTA-52)."""
+    if "\x00" in raw:
+        return None
+    try:
+        cwd = Path.cwd().resolve()
+        path = Path(raw)
+        real = (path if path.is_absolute() else cwd / path).resolve(strict=True)
+        real.relative_to(cwd)
+    except (OSError, ValueError, RuntimeError):
+        return None
+    return real if real.is_file() else None
+
+
+class CaptureHooks(RunHooks):
+    """``RunHooks`` that record one workload of a :class:`~rlmesh.recorder.Recorder` (REC-3)."""
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        workload: WorkloadRecord,
+        ordinal: int,
+        *,
+        cameras: Sequence[str] | None,
+        session: RunContext | None,
+        video_info_keys: tuple[str, ...],
+        included_in_metrics: bool,
+        policy: RecordPolicy,
+        step_log: bool,
+    ) -> None:
+        self._rec = recorder
+        self._workload = workload
+        self._ordinal = ordinal
+        self._cameras_arg = None if cameras is None else tuple(str(c) for c in cameras)
+        self._session = session
+        self._video_keys = tuple(video_info_keys)
+        self._included = included_in_metrics
+        self._policy = policy
+        self._step_log = step_log
+        self._base = f"media/w{ordinal:03d}-{sanitize_name(workload.model)}/{sanitize_name(workload.task)}"
+        self._context: Any = None
+        self._cams: list[_Camera] | None = None
+        self._episodes: dict[int, _Episode] = {}
+        self._encode: Callable[[Any], bytes] | None = None  # json encoder, made on first use
+
+    # -- run ---------------------------------------------------------------------------------
+
+    def on_run_start(self, context: RunContext) -> None:
+        self._context = self._session if self._session is not None else context
+        self._cams = None
+        self._episodes.clear()
+        if self._cameras_arg == ():
+            self._cams = []
+            return
+        try:
+            lanes = int(getattr(self._context, "num_envs", 1))
+        except Exception:
+            lanes = 1
+        if lanes > 1:
+            wanted = self._cameras_arg
+            if wanted is None:
+                from ..view import _sources as sources
+
+                wanted = tuple(s.label for s in sources.discover_sources(self._context))
+            if wanted:
+                raise ValueError(
+                    f"recorder captures frames from a single env: this env drives num_envs={lanes} "
+                    f"lanes and the cameras {list(wanted)} cannot be told apart per episode. "
+                    "Pass cameras=[] to record metrics only."
+                )
+            self._cams = []
+            return
+        # Before the first reset (outside every episode's clock): the encoder process is up.
+        self._rec._encoder_ready()
+
+    def _resolve(self) -> list[_Camera]:
+        try:
+            cams = _resolve_cameras(self._context, self._cameras_arg)
+        except Exception as exc:
+            warn(f"recorder: camera discovery failed ({type(exc).__name__}: {exc}); recording metrics only")
+            cams = []
+        if not cams and self._cameras_arg is None:
+            warn(
+                "recorder: no render() or image roles discovered (the env has no rgb render mode "
+                "and declares no image role); recording metrics only"
+            )
+        self._cams = cams
+        return cams
+
+    def on_episode_start(self, *, episode: int, seed: int | None) -> None:
+        # Indices are the order of completion within the workload: 0, 1, 2 ... with no hole
+        # for an aborted episode. A single env completes episodes in start order, so this
+        # guess is the final index; vector lanes (metrics only) are renumbered at the end.
+        index = len(self._workload.episodes) + len(self._episodes)
+        self._episodes[episode] = _Episode(
+            index=index,
+            rel_dir=f"{self._base}/ep{index:05d}",
+            capture=self._policy.wants_frames(index),
+        )
+
+    def on_step(self, event: StepEvent) -> None:
+        ep = self._episodes.get(event.episode)
+        if ep is None:
+            return
+        if self._video_keys and event.info:
+            for key in self._video_keys:
+                value = event.info.get(key)
+                if isinstance(value, str) and value:
+                    ep.env_video = (key, value)
+                    break
+        if not ep.capture:
+            return
+        cams = self._cams if self._cams is not None else self._resolve()
+        for cam in cams:
+            if not cam.dead:
+                self._frame(ep, cam, event)
+        if self._step_log:
+            self._log(ep, event)
+
+    def _frame(self, ep: _Episode, cam: _Camera, event: StepEvent) -> None:
+        from ..view._sources import normalize_frame
+
+        try:
+            frame = normalize_frame(cam.fetch(event.observation, 0))
+        except Exception as exc:
+            if cam.explicit_role and not cam.produced and isinstance(exc, ValueError):
+                cam.dead = True  # an undeclared role never resolves: say so once
+                warn(f"recorder: camera {cam.label!r} cannot be read ({exc}); not recording it")
+            return  # a transient read failure skips this frame only
+        if frame is None or frame.shape[0] < 2 or frame.shape[1] < 2:
+            return
+        writer = ep.writers.get(cam.label)
+        try:
+            if writer is None:
+                path = self._rec._staged(f"{ep.rel_dir}/{ep.stem(cam.label)}.mp4")
+                writer = self._rec._writer(path)
+                ep.writers[cam.label] = writer
+            if writer.error is not None:
+                raise writer.error
+            writer.push(frame, event.step)
+            cam.produced = True
+        except Exception as exc:
+            cam.dead = True
+            ep.writers.pop(cam.label, None)
+            if writer is not None:
+                writer.discard()
+            warn(f"recorder: camera {cam.label!r} disabled for the rest of the run: {type(exc).__name__}: {exc}")
+
+    def _log(self, ep: _Episode, event: StepEvent) -> None:
+        try:
+            encode = self._encode
+            if encode is None:
+                import msgspec
+
+                encode = self._encode = msgspec.json.Encoder().encode
+            info = event.info
+            scalars = {}
+            if info:
+                for k, v in sanitize_metadata(info).items():
+                    if isinstance(v, _SCALARS) and not (isinstance(v, float) and v != v):
+                        scalars[k] = v
+            action = event.action
+            tolist = getattr(action, "tolist", None)
+            if callable(tolist):
+                action = tolist()
+            elif isinstance(action, (Mapping, list, tuple)):
+                action = sanitize_metadata({"a": action})["a"]
+            elif not isinstance(action, _SCALARS):
+                action = str(action)
+            fps = self._rec.fps
+            ep.lines.append(
+                encode(
+                    {
+                        "step": event.step,
+                        "t": event.step / fps,
+                        "reward": event.reward,
+                        "terminated": event.terminated,
+                        "truncated": event.truncated,
+                        "action": action,
+                        "modelMs": event.predict_ms,
+                        "envMs": event.step_ms,
+                        "info": scalars,
+                    }
+                )
+            )
+        except Exception as exc:
+            self._step_log = False
+            warn(f"recorder: step log disabled after an error: {type(exc).__name__}: {exc}")
+
+    # -- episode end -------------------------------------------------------------------------
+
+    def on_episode_end(self, result: EpisodeResult) -> None:
+        ep = self._episodes.pop(result.index, None)
+        index = len(self._workload.episodes)
+        if ep is None:  # hooks driven without on_episode_start: metrics only
+            ep = _Episode(index=index, rel_dir="", capture=False)
+        if ep.index != index:  # interleaved vector lanes (which record no video)
+            ep.index = index
+        ep.rel_dir = f"{self._base}/ep{index:05d}"
+        try:
+            keep = self._policy.keeps(result)
+        except Exception as exc:
+            keep = False
+            warn(f"recorder: record= callable raised {type(exc).__name__}: {exc}; episode {ep.index} kept without media")
+        media: list[MediaRef] = []
+        step_log: str | None = None
+        if keep:
+            for label, writer in ep.writers.items():
+                if writer.started and writer.error is None:
+                    writer.start_finish()
+                    media.append(
+                        MediaRef(
+                            camera=label,
+                            kind="video",
+                            path=f"{ep.rel_dir}/{ep.stem(label)}.mp4",
+                            format="mp4",
+                            frame_count=writer.pushed,
+                            width=writer.width,
+                            height=writer.height,
+                            fps=float(self._rec.fps),
+                            codec=writer.spec.codec,
+                        )
+                    )
+                else:
+                    writer.discard()
+            if ep.env_video is not None:
+                ref = self._copy_env_video(ep)
+                if ref is not None:
+                    media.append(ref)
+            if ep.lines:
+                step_log = self._write_log(ep)
+        else:
+            for writer in ep.writers.values():
+                writer.discard()
+        record = self._rec._append(self._workload, result, ep.index, self._included, media, step_log)
+        for ref in media:
+            pending = ep.writers.get(ref.camera)
+            if pending is not None and ref.codec is not None:
+                self._rec._pending_writer(self._workload, record.index, ref.path, pending)
+
+    def _copy_env_video(self, ep: _Episode) -> MediaRef | None:
+        key, raw = ep.env_video  # type: ignore[misc]
+        src = _local_video(raw)
+        if src is None:
+            warn(f"recorder: env video {raw!r} (info[{key!r}]) is not a readable local file under the run directory; skipping")
+            return None
+        ext = src.suffix.lstrip(".").lower() or "mp4"
+        rel = f"{ep.rel_dir}/{ep.stem(key)}.{sanitize_name(ext)}"
+        try:
+            shutil.copyfile(src, self._rec._staged(rel))
+        except OSError as exc:
+            warn(f"recorder: env video {raw!r} could not be copied ({exc}); skipping")
+            return None
+        return MediaRef(camera=key, kind="video", path=rel, format=sanitize_name(ext))
+
+    def _write_log(self, ep: _Episode) -> str | None:
+        rel = f"{ep.rel_dir}/steps.jsonl"
+        try:
+            path = self._rec._staged(rel)
+            with open(path, "wb") as fh:
+                fh.write(b"\n".join(ep.lines))
+                fh.write(b"\n")
+        except OSError as exc:
+            warn(f"recorder: step log of episode {ep.index} could not be written ({exc})")
+            return None
+        finally:
+            ep.lines = []
+        return rel
+
+    def on_run_end(self, result: RunResult) -> None:
+        for ep in self._episodes.values():  # aborted / in-flight episodes: no record, no media
+            for writer in ep.writers.values():
+                writer.discard()
+        self._episodes.clear()
+        self._rec._settle()
+        for cam in self._cams or ():
+            if not cam.produced and not cam.dead:
+                warn(f"recorder: camera {cam.label!r} never produced a frame in this run")

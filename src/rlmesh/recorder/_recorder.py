@@ -1,0 +1,384 @@
+"""``Recorder``: collect eval results and their videos into an ``rlmesh.result.v1`` bundle (REC-1..9)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+import uuid
+import weakref
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._capture import CaptureHooks, parse_record, warn
+from ._encode import CODECS, EncoderProcess, EncoderSpec, VideoWriter, encoder_spec
+from ._records import EpisodeRecord, MediaRef, ResultSet, WorkloadRecord
+
+if TYPE_CHECKING:
+    from ..eval._hooks import RunContext, RunHooks
+    from ..eval._results import EpisodeResult, RunResult
+
+__all__ = ["Recorder"]
+
+#: Writers allowed to finish in the background before an episode end waits for the oldest.
+MAX_FINISHING = 4
+
+
+class Recorder:
+    """Collect eval results, with a video per camera per episode, into a result bundle.
+
+    ``add(result, ...)`` records a finished :class:`~rlmesh.RunResult` (metrics only);
+    ``capture(...)`` returns :class:`~rlmesh.RunHooks` that record a run as it happens,
+    video included. ``export(path)`` writes the bundle: ``result.json``
+    (``rlmesh.result.v1``), the media and a static ``index.html``, to a folder or a zip.
+
+    Args:
+        result_set_id: The document's id (default: a random uuid4 hex).
+        fps: Frame rate of the videos (an int >= 1).
+        quality: 1..100; higher is better and larger.
+        codec: ``"av1"`` (default, SVT-AV1), ``"h264"`` (plays everywhere) or
+            ``"lossless"`` (RGB, pixel exact).
+        drop_frames_ok: Never make the run wait for the encoder: a frame that finds the
+            encoder's queue full is dropped. By default no frame is dropped.
+        queue_frames: Frames buffered per camera between the run and the encoder.
+
+    Raises:
+        ValueError: ``fps``, ``quality``, ``codec`` or ``queue_frames`` out of range.
+
+    Example::
+
+        with rlmesh.Recorder() as rec:
+            hooks = rec.capture(model="policy-v3", env="CartPole-v1")
+            rlmesh.run(model, env, seeds=range(10), hooks=hooks)
+            rec.export("results/cartpole")
+    """
+
+    def __init__(
+        self,
+        *,
+        result_set_id: str | None = None,
+        fps: int = 30,
+        quality: int = 60,
+        codec: str = "av1",
+        drop_frames_ok: bool = False,
+        queue_frames: int = 8,
+    ) -> None:
+        if isinstance(fps, bool) or not isinstance(fps, int) or fps < 1:
+            raise ValueError(f"Recorder fps must be an integer >= 1; got {fps!r}")
+        if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
+            raise ValueError(f"Recorder quality must be an integer in 1..100; got {quality!r}")
+        if codec not in CODECS:
+            raise ValueError(f"Recorder codec must be one of {CODECS}; got {codec!r}")
+        if isinstance(queue_frames, bool) or not isinstance(queue_frames, int) or queue_frames < 1:
+            raise ValueError(f"Recorder queue_frames must be an integer >= 1; got {queue_frames!r}")
+        if result_set_id is not None and not isinstance(result_set_id, str):
+            raise TypeError(f"result_set_id must be a str, got {type(result_set_id).__name__}")
+        self._set = ResultSet(result_set_id or uuid.uuid4().hex)
+        self.fps = fps
+        self.quality = quality
+        self.codec = codec
+        self.drop_frames_ok = bool(drop_frames_ok)
+        self.queue_frames = queue_frames
+        self._spec: EncoderSpec | None = None
+        self._proc: EncoderProcess | None = None
+        self._proc_error = "the encoder process is not available"
+        self._staging: Path | None = None
+        self._closed = False
+        self._finishing: list[tuple[WorkloadRecord, int, str, VideoWriter]] = []
+        # A recorder dropped without close(): stop its encoder, delete its staging dir.
+        self._owned: dict[str, Any] = {}
+        self._finalizer = weakref.finalize(self, _release, self._owned)
+
+    # -- properties ----------------------------------------------------------------------
+
+    @property
+    def result_set_id(self) -> str:
+        """The document's ``resultSetId``."""
+        return self._set.result_set_id
+
+    @property
+    def workloads(self) -> tuple[WorkloadRecord, ...]:
+        """The workloads in the order they were started."""
+        return tuple(self._set.workloads)
+
+    @property
+    def result_set(self) -> ResultSet:
+        """The document as a :class:`ResultSet` (videos still encoding are waited for)."""
+        self._settle()
+        return self._set
+
+    # -- recording -----------------------------------------------------------------------
+
+    def _new_workload(self, model: str, env: str, task: str | None, config: Any) -> tuple[WorkloadRecord, int]:
+        if self._closed:
+            raise RuntimeError("Recorder is closed; create a new Recorder to record more")
+        for name, value in (("model", model), ("env", env)):
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str naming the {name}, got {type(value).__name__}")
+        if task is not None and not isinstance(task, str):
+            raise TypeError(f"task must be a str or None, got {type(task).__name__}")
+        if config is not None and not isinstance(config, dict):
+            raise TypeError(f"config must be a dict or None, got {type(config).__name__}")
+        workload = WorkloadRecord(model=model, env=env, task=env if task is None else task, config=dict(config or {}))
+        self._set.workloads.append(workload)
+        return workload, len(self._set.workloads) - 1
+
+    def add(
+        self,
+        result: RunResult,
+        *,
+        model: str,
+        env: str,
+        task: str | None = None,
+        config: dict[str, Any] | None = None,
+        included_in_metrics: bool = True,
+    ) -> WorkloadRecord:
+        """Record a finished run as a new workload, metrics only (REC-2).
+
+        Episodes are re-numbered ``0..`` within the workload; ``task`` defaults to
+        ``env``; ``config`` is copied.
+        """
+        episodes = getattr(result, "episodes", None)
+        if episodes is None:
+            raise TypeError(f"add() takes a rlmesh.RunResult, got {type(result).__name__}")
+        workload, _ = self._new_workload(model, env, task, config)
+        for i, ep in enumerate(episodes):
+            workload.episodes.append(EpisodeRecord.from_result(ep, index=i, included_in_metrics=included_in_metrics))
+        return workload
+
+    def capture(
+        self,
+        *,
+        model: str,
+        env: str,
+        task: str | None = None,
+        config: dict[str, Any] | None = None,
+        cameras: Sequence[str] | None = None,
+        session: RunContext | None = None,
+        video_info_keys: tuple[str, ...] = ("video_artifact_path", "video_url"),
+        included_in_metrics: bool = True,
+        record: str | Callable[[EpisodeResult], bool] = "all",
+        step_log: bool = True,
+    ) -> RunHooks:
+        """Start a workload and return the hooks that record a run into it (REC-3).
+
+        Pass the hooks to ``rlmesh.run``/``Model.run``/``Session.run`` as ``hooks=``;
+        several runs with the same hooks add to the same workload with unique episode
+        indices.
+
+        Args:
+            model, env, task, config: The workload's names and settings.
+            cameras: ``None`` discovers the env's cameras (its rgb ``render()`` first,
+                then its declared image roles, as the viewer does); ``[]`` records
+                metrics only; a list names roles and/or ``"render"``.
+            session: Where cameras are read (default: the run's own context).
+            video_info_keys: Info keys whose string value is a video file the env wrote.
+            included_in_metrics: Whether the workload's metrics count these episodes.
+            record: Which episodes keep their media: ``"all"``, ``"failures"``,
+                ``"successes"``, ``"first:N"`` or a callable on the ``EpisodeResult``.
+            step_log: Write a ``steps.jsonl`` per episode (rlmesh addition).
+        """
+        policy = parse_record(record)
+        if isinstance(video_info_keys, str) or not all(isinstance(k, str) for k in video_info_keys):
+            raise TypeError("video_info_keys must be a tuple of info key strings")
+        if cameras is not None and (isinstance(cameras, str) or not all(isinstance(c, str) for c in cameras)):
+            raise TypeError("cameras must be a list of camera names (roles or 'render'), [] or None")
+        if cameras is None or cameras:
+            if cameras:
+                self._encoder()  # fail now, not mid-run, without PyAV
+            self._start_encoder()  # boot the encoder process while the run connects
+        workload, ordinal = self._new_workload(model, env, task, config)
+        return CaptureHooks(
+            self,
+            workload,
+            ordinal,
+            cameras=cameras,
+            session=session,
+            video_info_keys=tuple(video_info_keys),
+            included_in_metrics=included_in_metrics,
+            policy=policy,
+            step_log=bool(step_log),
+        )
+
+    # -- used by the capture hooks -----------------------------------------------------------
+
+    def _encoder(self) -> EncoderSpec:
+        if self._spec is None:
+            self._spec = encoder_spec(self.codec, self.quality)
+        return self._spec
+
+    def _start_encoder(self) -> EncoderProcess | None:
+        """The encoder process, started now if PyAV is there (``None`` otherwise)."""
+        if self._proc is None or self._proc.dead is not None:
+            try:
+                self._encoder()
+            except (ImportError, ValueError):
+                return None
+            try:
+                self._proc = self._owned["proc"] = EncoderProcess()
+            except (OSError, ValueError) as exc:  # no subprocess / pipes here
+                self._proc_error = f"could not start the encoder process: {type(exc).__name__}: {exc}"
+                return None
+        return self._proc
+
+    def _encoder_ready(self) -> None:
+        """Wait for a started encoder process to be ready (no-op when none was started)."""
+        if self._proc is not None and self._proc.dead is None:
+            self._proc.wait_ready()
+
+    def _staged(self, rel: str) -> Path:
+        """The staging path of a bundle-relative file (the staging dir is made on first use)."""
+        if self._closed:
+            raise RuntimeError("Recorder is closed")
+        if self._staging is None:
+            self._staging = Path(tempfile.mkdtemp(prefix="rlmesh-recorder-"))
+            self._owned["staging"] = self._staging
+        path = self._staging / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _writer(self, path: Path) -> VideoWriter:
+        spec = self._encoder()
+        proc = self._start_encoder()
+        if proc is None:
+            raise RuntimeError(self._proc_error)
+        return VideoWriter(
+            path, spec, fps=self.fps, encoder=proc, queue_frames=self.queue_frames, drop_frames_ok=self.drop_frames_ok
+        )
+
+    def _append(
+        self,
+        workload: WorkloadRecord,
+        result: EpisodeResult,
+        index: int,
+        included: bool,
+        media: list[MediaRef],
+        step_log: str | None,
+    ) -> EpisodeRecord:
+        record = EpisodeRecord.from_result(
+            result, index=index, included_in_metrics=included, media=media, step_log=step_log
+        )
+        workload.episodes.append(record)
+        return record
+
+    def _pending_writer(self, workload: WorkloadRecord, index: int, rel: str, writer: VideoWriter) -> None:
+        """Track a writer finishing in the background; too many -> wait for the oldest."""
+        self._finishing.append((workload, index, rel, writer))
+        if self._proc is not None:
+            with self._proc.lock:
+                self._proc.pump(0)
+        # forget the videos that completed fine; keep the busy ones and the failures for _settle
+        self._finishing = [e for e in self._finishing if e[3].busy or e[3].error is not None or e[3].encoded == 0]
+        busy = [entry for entry in self._finishing if entry[3].busy]
+        if len(busy) > MAX_FINISHING:
+            busy[0][3].finish()
+
+    def _settle(self) -> None:
+        """Join the writers still finishing; a failed video is dropped from its episode."""
+        finishing, self._finishing = self._finishing, []
+        for workload, index, rel, writer in finishing:
+            if writer.finish():
+                continue
+            warn(f"recorder: video {rel} failed to encode ({writer.error!r}); dropped from the bundle")
+            writer.discard()
+            self._patch(workload, index, rel, lambda _m: None)
+
+    @staticmethod
+    def _patch(workload: WorkloadRecord, index: int, rel: str, fix: Callable[[MediaRef], MediaRef | None]) -> None:
+        for i, ep in enumerate(workload.episodes):
+            if ep.index != index:
+                continue
+            media = []
+            for m in ep.media:
+                if m.path == rel:
+                    fixed = fix(m)
+                    if fixed is not None:
+                        media.append(fixed)
+                else:
+                    media.append(m)
+            workload.episodes[i] = dataclasses.replace(ep, media=tuple(media))
+
+    # -- output --------------------------------------------------------------------------
+
+    def to_dict(self, *, recorded_at: str | None = None) -> dict[str, Any]:
+        """The ``rlmesh.result.v1`` document, stamped ``recorded_at`` (default now, REC-8/9)."""
+        self._settle()
+        return self._set.to_dict(recorded_at=recorded_at)
+
+    def _has_media(self) -> bool:
+        return any(ep.media or ep.step_log for w in self._set.workloads for ep in w.episodes)
+
+    def export(self, path: str | Path, *, archive: bool | str | None = None, recorded_at: str | None = None) -> Path:
+        """Write the bundle to a folder or a zip and return its path (REC-9).
+
+        ``archive``: ``True``/``"zip"`` -> zip; ``False``/``"folder"``/``"dir"`` -> folder;
+        ``None`` -> zip when ``path`` ends in ``.zip``. A zip stores ``result.json``
+        deflated and the media uncompressed. A folder export refuses an existing file
+        and a folder with a ``media/`` dir but no ``result.json``; an old bundle's
+        ``media/`` is replaced.
+
+        Raises:
+            ValueError: an unknown ``archive``.
+            FileExistsError: the destination is not a bundle this would safely replace.
+            RuntimeError: the recorder was closed and its staged media are gone.
+        """
+        from ._bundle import write_bundle
+
+        target = Path(path)
+        as_zip = _archive_mode(archive, target)
+        document = self.to_dict(recorded_at=recorded_at)
+        if self._closed and self._has_media():
+            raise RuntimeError(
+                "Recorder is closed and its staged media were deleted; export before close() "
+                "(a recorder without media can still export)"
+            )
+        return write_bundle(target, document, self._staging, as_zip=as_zip)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Finish pending videos and delete the staging dir (idempotent)."""
+        if self._closed:
+            return
+        try:
+            self._settle()
+        finally:
+            self._closed = True
+            self._proc = self._staging = None
+            self._finalizer()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Recorder(result_set_id={self.result_set_id!r}, workloads={len(self._set.workloads)}, fps={self.fps})"
+
+
+def _release(owned: dict[str, Any]) -> None:
+    """Stop the encoder process and delete the staging dir (close() or garbage collection)."""
+    proc = owned.pop("proc", None)
+    staging = owned.pop("staging", None)
+    try:
+        if proc is not None:
+            proc.stop()
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _archive_mode(archive: bool | str | None, path: Path) -> bool:
+    if archive is None:
+        return path.suffix.lower() == ".zip"
+    if archive is True or archive is False:
+        return archive
+    if isinstance(archive, str):
+        mode = archive.strip().lower()
+        if mode == "zip":
+            return True
+        if mode in ("folder", "dir"):
+            return False
+    raise ValueError(f"archive must be True/'zip', False/'folder'/'dir' or None; got {archive!r}")
