@@ -46,7 +46,11 @@ def test_view_test_serves_the_scene_and_ends_cleanly(tmp_path: Path) -> None:
             except OSError:
                 time.sleep(0.1)
         assert frame[:2] == b"\xff\xd8"
-        hud = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/hud.json", timeout=5).read())
+        for _ in range(100):  # bounded: the HUD's chunk length is set by the first forward, not at reset
+            hud = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/hud.json", timeout=5).read())
+            if hud["chunk_len"]:
+                break
+            time.sleep(0.05)
         assert hud["episode"] == 1 and hud["episodes"] == 1 and hud["seed"] == 0 and hud["chunk_len"] == 8
         assert hud["outcome"] == "running" and hud["width"] == 240 and hud["height"] == 180
         sources = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/sources.json", timeout=5).read())
