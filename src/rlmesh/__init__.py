@@ -63,6 +63,13 @@ from .eval import (
     trial_index as trial_index,
 )
 from .models import Model as Model
+from .sandbox import (
+    SandboxBuild as SandboxBuild,
+    SandboxEnv as SandboxEnv,
+    SandboxModel as SandboxModel,
+    SandboxRuntime as SandboxRuntime,
+    SandboxVectorEnv as SandboxVectorEnv,
+)
 from .serve import EnvServer as EnvServer, ServeOptions as ServeOptions
 from .tensor import Tensor as Tensor
 
@@ -94,6 +101,11 @@ __all__ = [
     "RunContext",
     "RunHooks",
     "RunResult",
+    "SandboxBuild",
+    "SandboxEnv",
+    "SandboxModel",
+    "SandboxRuntime",
+    "SandboxVectorEnv",
     "ServeOptions",
     "Session",
     "StepEvent",

@@ -12,6 +12,13 @@ from . import authoring as _authoring
 from ._bridge import NUMPY, Bridge, asarray as asarray, from_array as from_array
 from .client._env import RemoteEnv as _RemoteEnv, RemoteVectorEnv as _RemoteVectorEnv
 from .models import NumpyModel as Model
+from .sandbox import (
+    SandboxBuild as SandboxBuild,
+    SandboxInfo as SandboxInfo,
+    SandboxModel as SandboxModel,
+    SandboxRuntime as SandboxRuntime,
+)
+from .sandbox._env import SandboxEnv as _SandboxEnv, SandboxVectorEnv as _SandboxVectorEnv
 from .spaces import Space, SpaceSpec, space_from_spec as _space_from_spec
 
 __all__ = [
@@ -20,6 +27,12 @@ __all__ = [
     "NumpyValue",
     "RemoteEnv",
     "RemoteVectorEnv",
+    "SandboxBuild",
+    "SandboxEnv",
+    "SandboxInfo",
+    "SandboxModel",
+    "SandboxRuntime",
+    "SandboxVectorEnv",
     "asarray",
     "ensure_available",
     "from_array",
@@ -56,3 +69,15 @@ class EnvFactory(_authoring.EnvFactory):
     """:class:`rlmesh.EnvFactory` whose envs take NumPy actions (the default framework)."""
 
     _bridge: ClassVar[Any] = "numpy"
+
+
+class SandboxEnv(_SandboxEnv):
+    """:class:`rlmesh.SandboxEnv` decoding tensor leaves to writable ``numpy.ndarray``."""
+
+    _bridge: ClassVar[Bridge] = NUMPY
+
+
+class SandboxVectorEnv(_SandboxVectorEnv):
+    """:class:`rlmesh.SandboxVectorEnv` decoding batched leaves to ``numpy.ndarray``."""
+
+    _bridge: ClassVar[Bridge] = NUMPY
