@@ -18,7 +18,7 @@ from .sandbox import (
     SandboxModel as SandboxModel,
     SandboxRuntime as SandboxRuntime,
 )
-from .sandbox._env import SandboxEnv as _SandboxEnv, SandboxVectorEnv as _SandboxVectorEnv
+from .sandbox._env import ScalarSandbox as _ScalarSandbox, VectorSandbox as _VectorSandbox
 from .spaces import Space, SpaceSpec, space_from_spec as _space_from_spec
 
 __all__ = [
@@ -71,13 +71,9 @@ class EnvFactory(_authoring.EnvFactory):
     _bridge: ClassVar[Any] = "numpy"
 
 
-class SandboxEnv(_SandboxEnv):
+class SandboxEnv(_ScalarSandbox, RemoteEnv):
     """:class:`rlmesh.SandboxEnv` decoding tensor leaves to writable ``numpy.ndarray``."""
 
-    _bridge: ClassVar[Bridge] = NUMPY
 
-
-class SandboxVectorEnv(_SandboxVectorEnv):
+class SandboxVectorEnv(_VectorSandbox, RemoteVectorEnv):
     """:class:`rlmesh.SandboxVectorEnv` decoding batched leaves to ``numpy.ndarray``."""
-
-    _bridge: ClassVar[Bridge] = NUMPY

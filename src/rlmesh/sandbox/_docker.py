@@ -253,6 +253,11 @@ class Container:
         status, _, code = proc.stdout.strip().partition(" ")
         return status, int(code) if code.lstrip("-").isdigit() else -1
 
+    def exited(self) -> bool:
+        """Whether the container has stopped (``SandboxStartError`` when inspect fails)."""
+        status, _ = self.state()
+        return status in ("exited", "dead", "removed")
+
     def alive(self) -> bool | None:
         try:
             status, _ = self.state()
@@ -388,8 +393,7 @@ def wait_ready(handle: Any, deadline: float, timeout: float, *, hint: str = "") 
             return
         except (ConnectFailed, RequestTimeout, OSError):
             pass
-        alive = handle.alive()
-        if alive is False:
+        if handle.exited():
             raise SandboxStartError(
                 f"{handle.describe()} exited before becoming ready; recent logs:\n{handle.logs_tail()}{hint}"
             )

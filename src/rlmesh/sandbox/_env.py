@@ -19,7 +19,7 @@ from ._errors import SandboxCrashed, SandboxStartError
 from ._launch import check_timeout, start_env_sandbox
 from ._options import SandboxBuild, SandboxInfo, SandboxRuntime
 
-__all__ = ["SandboxEnv", "SandboxVectorEnv"]
+__all__ = ["SandboxEnv", "SandboxVectorEnv", "ScalarSandbox", "VectorSandbox"]
 
 _VECTOR_PARAMS = ("num_envs", "vectorization_mode")
 
@@ -142,7 +142,7 @@ class _SandboxMixin:
         )
 
 
-class SandboxEnv(_SandboxMixin, RemoteEnv):
+class ScalarSandbox(_SandboxMixin):
     """Build an env image (or venv) and own the server behind a single-env client (SBX-20).
 
     Args:
@@ -188,10 +188,10 @@ class SandboxEnv(_SandboxMixin, RemoteEnv):
 
     def reset(self, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Start an episode (see :meth:`rlmesh.RemoteEnv.reset`); a dead server raises ``SandboxCrashed``."""
-        return self._guarded(super().reset, seed=seed, options=options)
+        return self._guarded(super().reset, seed=seed, options=options)  # type: ignore[misc]
 
 
-class SandboxVectorEnv(_SandboxMixin, RemoteVectorEnv):
+class VectorSandbox(_SandboxMixin):
     """Build an env image (or venv) and own ``num_envs`` lanes in ONE sandbox (SBX-21, DELTA-26).
 
     ``vectorization_mode=None`` serves ``num_envs`` independent ``make()`` lanes; ``"sync"`` /
@@ -236,4 +236,12 @@ class SandboxVectorEnv(_SandboxMixin, RemoteVectorEnv):
         env_indices: Sequence[int] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Reset all lanes or ``env_indices`` (see :meth:`rlmesh.RemoteVectorEnv.reset`)."""
-        return self._guarded(super().reset, seed=seed, options=options, env_indices=env_indices)
+        return self._guarded(super().reset, seed=seed, options=options, env_indices=env_indices)  # type: ignore[misc]
+
+
+class SandboxEnv(ScalarSandbox, RemoteEnv):
+    __doc__ = ScalarSandbox.__doc__
+
+
+class SandboxVectorEnv(VectorSandbox, RemoteVectorEnv):
+    __doc__ = VectorSandbox.__doc__

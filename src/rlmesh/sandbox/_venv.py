@@ -181,6 +181,9 @@ class ServerProcess:
     def alive(self) -> bool | None:
         return self.proc.poll() is None
 
+    def exited(self) -> bool:
+        return self.proc.poll() is not None
+
     def stop(self) -> None:
         """SIGTERM (graceful), then SIGKILL after 5 s; the child's own process group goes with it."""
         if self.stopped:
