@@ -354,7 +354,10 @@ def start_container(
     name = f"rlmesh-sandbox-{slug}-{uuid.uuid4().hex[:12]}"
     progress.phase("starting container")
     try:
-        proc = cli.run(run_argv(image, name=name, env=env, runtime=runtime))
+        # SBX-25: a BYO command serves on $RLMESH_ADDRESS; inside the container that must be every
+        # interface (the host side is published on 127.0.0.1 only).
+        full_env = {"RLMESH_ADDRESS": f"0.0.0.0:{CONTAINER_PORT}", **env}
+        proc = cli.run(run_argv(image, name=name, env=full_env, runtime=runtime))
     except BaseException:
         with contextlib.suppress(Exception):  # SBX-13: a created-but-failed container, by name
             cli.run(["rm", "-f", name], check=False)

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import pytest
+from sbx_fakes import fake_docker_fixture  # noqa: F401  (the fake_docker fixture)
 
 from rlmesh.sandbox import (
     DockerUnavailable,

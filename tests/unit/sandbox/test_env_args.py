@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from sbx_fakes import fake_docker_fixture  # noqa: F401  (the fake_docker fixture)
 
 import rlmesh
 import rlmesh.numpy as rnp

@@ -1,4 +1,4 @@
-"""Fixtures for the sandbox unit tests: a fake ``docker`` on a private path."""
+"""The sandbox unit tests' fake ``docker`` fixture (not a conftest: ``from conftest import`` must keep meaning tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ class FakeDocker:
         return [c[0] for c in self.calls() if c]
 
 
-@pytest.fixture
-def fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDocker]:
+@pytest.fixture(name="fake_docker")
+def fake_docker_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDocker]:
     fake = FakeDocker(tmp_path)
     monkeypatch.setenv("FAKE_DOCKER_DIR", str(tmp_path))
     monkeypatch.setenv("RLMESH_DOCKER", str(fake.exe))
