@@ -24,7 +24,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -118,12 +117,19 @@ def build_target(spec: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def _watch_owner(owner: int, stop: Any) -> None:
-    """Stop serving once the owner process is gone (re-parented, or pid no longer alive)."""
-    while True:
-        time.sleep(0.5)
+    """Stop serving once the owner process is gone (this process was re-parented).
+
+    A 1 s interval timer, not a thread: the serve loop only offers shared-memory rings
+    while it is the sole thread (busy polling would starve another one of the GIL).
+    """
+
+    def check(*_: Any) -> None:
         if os.getppid() != owner:
+            signal.setitimer(signal.ITIMER_REAL, 0)
             stop()
-            return
+
+    signal.signal(signal.SIGALRM, check)
+    signal.setitimer(signal.ITIMER_REAL, 1.0, 1.0)
 
 
 def _write_ready(path: str, address: str) -> None:
@@ -161,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     owner = os.environ.get("RLMESH_SANDBOX_OWNER_PID")
     if owner and owner.isdigit():
-        threading.Thread(target=_watch_owner, args=(int(owner), stop), daemon=True).start()
+        _watch_owner(int(owner), stop)
     ready = os.environ.get("RLMESH_READY_FILE")
     if ready:
         _write_ready(ready, server.address)
