@@ -142,7 +142,7 @@ def ensure_venv(plan: BuildPlan, progress: Any) -> Path:
             progress.phase(f"installing {len(reqs)} packages")
             py = str(venv_python(tmp))
             if uv:
-                argv = [uv, "pip", "install", "--quiet", "--python", py, *reqs]
+                argv = [uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", py, *reqs]
                 _run_logged(argv, log, INSTALL_TIMEOUT_SECONDS, "installing the sandbox packages", _installer_env())
             else:
                 argv = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *reqs]
