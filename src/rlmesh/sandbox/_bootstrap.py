@@ -92,6 +92,40 @@ def _hf_env(spec: dict[str, Any], kwargs: dict[str, Any], num_envs: int) -> Any:
     return one() if num_envs == 1 else [one() for _ in range(num_envs)]
 
 
+class LaneSeeds:
+    """DELTA-26/75: a lane's resets without a seed roll ``base + ordinal`` from its last explicit seed.
+
+    ``info["seed"]`` carries the seed a reset used whenever one is known, so an episode of a
+    lane can be replayed on its own.
+    """
+
+    MOD = 2**63
+
+    @classmethod
+    def wrap(cls, env: Any) -> Any:
+        import gymnasium as gym
+
+        class _LaneSeeds(gym.Wrapper):
+            def __init__(self, inner: Any) -> None:
+                super().__init__(inner)
+                self._base: int | None = None
+                self._ordinal = 0
+
+            def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+                if seed is not None:
+                    self._base, self._ordinal = int(seed), 0
+                elif self._base is not None:
+                    self._ordinal += 1
+                    seed = (self._base + self._ordinal) % cls.MOD
+                obs, info = self.env.reset(seed=seed, options=options)
+                if seed is not None:
+                    info = dict(info)
+                    info.setdefault("seed", seed)
+                return obs, info
+
+        return _LaneSeeds(env)
+
+
 def build_target(spec: dict[str, Any]) -> tuple[Any, Any]:
     """``(env_or_lanes, factory)`` for a bootstrap spec, after the env-var overrides."""
     from ..serve._cli import load_env_target
@@ -108,7 +142,10 @@ def build_target(spec: dict[str, Any]) -> tuple[Any, Any]:
     _imports(spec.get("imports") or ())
     kind = spec.get("kind", "gym")
     if kind == "gym":
-        return load_env_target(str(spec["env_id"]), num_envs=num_envs, vectorization_mode=mode, kwargs=kwargs)
+        env, factory = load_env_target(str(spec["env_id"]), num_envs=num_envs, vectorization_mode=mode, kwargs=kwargs)
+        if isinstance(env, list):  # DELTA-26/75: lanes of a gym id get reproducible episode seeds
+            env = [LaneSeeds.wrap(lane) for lane in env]
+        return env, factory
     if kind == "factory":
         return load_env_target(str(spec["entrypoint"]), num_envs=num_envs, vectorization_mode=mode, kwargs=kwargs)
     if kind == "hf":
