@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import rlmesh
-from conftest import require
+from conftest import require, require_tool
 from rlmesh.sandbox import SandboxBuild, SandboxBuildError, SandboxCrashed, SandboxStartError
 from rlmesh.transport import shm
 
@@ -205,8 +205,6 @@ def test_a_failed_install_is_reported_and_leaves_no_venv(cache: Path) -> None:
 
 def test_hf_source_from_a_pinned_git_repository(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """SBX-10 offline: ``$RLMESH_SANDBOX_HF_ENDPOINT`` points at a directory of git repositories."""
-    from conftest import require_tool
-
     git = require_tool("git")
     repo = tmp_path / "hub" / "acme" / "demo-envs"
     repo.mkdir(parents=True)
