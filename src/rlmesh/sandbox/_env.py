@@ -16,7 +16,6 @@ from typing import Any
 from ..client._env import RemoteEnv, RemoteVectorEnv
 from ..errors import ConnectionLost, SessionClosed
 from ._errors import SandboxCrashed, SandboxStartError
-from ._launch import check_timeout, start_env_sandbox
 from ._options import SandboxBuild, SandboxInfo, SandboxRuntime
 
 __all__ = ["SandboxEnv", "SandboxVectorEnv", "ScalarSandbox", "VectorSandbox"]
@@ -42,6 +41,8 @@ class _SandboxMixin:
         connect_timeout_seconds: float,
         params: dict[str, Any],
     ) -> None:
+        from ._launch import check_timeout, start_env_sandbox  # lazily: `import rlmesh` stays light
+
         started = time.monotonic()
         timeout = check_timeout(connect_timeout_seconds)
         handle, info = start_env_sandbox(
@@ -87,7 +88,7 @@ class _SandboxMixin:
         deadline = time.monotonic() + 2.0
         alive = handle.alive()
         while alive is True and time.monotonic() < deadline:  # the socket closes a moment before the exit
-            time.sleep(0.05)
+            time.sleep(0.1)
             alive = handle.alive()
         if alive is not False:
             return None

@@ -13,7 +13,6 @@ import json
 from typing import Any
 
 from ..client._model import RemoteModel, RemoteRoute
-from ._launch import check_timeout, prebuilt_env
 from ._options import SandboxRuntime, binding_json, check_params
 from ._source import classify_model_source
 
@@ -82,6 +81,7 @@ class SandboxModel:
         if self._handle is not None:
             return self
         from ._docker import DockerCLI, start_container
+        from ._launch import check_timeout, prebuilt_env
         from ._plan import sanitize_slug
         from ._progress import Progress
 
