@@ -92,6 +92,11 @@ def sandbox_image(docker_ready: str) -> Iterator[str]:
     finally:
         os.environ.pop("RLMESH_SANDBOX_BASE_IMAGE", None)
     yield tag
+    # Keep the current image (a re-run reuses it) and drop the ones older code left behind.
+    repo = tag.split(":", 1)[0]
+    for ref in _docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", repo).stdout.split():
+        if ref != tag:
+            _docker("rmi", ref, check=False)
 
 
 def test_SBX7_SBX20_build_from_gym_and_run_an_episode(sandbox_image: str) -> None:
