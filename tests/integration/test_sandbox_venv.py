@@ -215,7 +215,9 @@ def test_hf_source_from_a_pinned_git_repository(cache: Path, tmp_path: Path, mon
     )
     run: Any = lambda *a: subprocess.run([git, "-C", str(repo), *a], check=True, capture_output=True, text=True)  # noqa: E731
     run("init", "-q")
-    run("add", "env.py")
+    (repo / "requirements.txt").write_text(f"{_wheel(tmp_path)}\n")  # installed from the repo's own pins
+    (repo / "env.py").write_text((repo / "env.py").read_text().replace("import gymnasium as gym\n", "import gymnasium as gym\nimport sbxdemo\n"))
+    run("add", "env.py", "requirements.txt")
     run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "env")
     run("tag", "v1")
     sha = run("rev-parse", "HEAD").stdout.strip()

@@ -139,6 +139,8 @@ def ensure_venv(plan: BuildPlan, progress: Any) -> Path:
                 _run_logged([sys.executable, "-m", "venv", str(tmp)], log, CREATE_TIMEOUT_SECONDS, "creating the sandbox venv")
             wheel = str(plan.wheel) if plan.wheel is not None else plan.package
             reqs = plan.requirements(wheel)
+            if plan.source_dir is not None and (plan.source_dir / "requirements.txt").is_file():
+                reqs += ["-r", str(plan.source_dir / "requirements.txt")]  # SBX-8: an hf repo's own pins
             progress.phase(f"installing {len(reqs)} packages")
             py = str(venv_python(tmp))
             if uv:
