@@ -27,6 +27,7 @@ from rlmesh.sandbox import (
     SandboxModel,
     SandboxStartError,
 )
+from sandbox_demo import demo_wheel
 
 pytestmark = pytest.mark.e2e
 
@@ -196,6 +197,34 @@ def test_SBX15_orphans_of_a_dead_owner_are_reaped(sandbox_image: str, docker_rea
     assert _docker("ps", "-q", "--no-trunc", "--filter", f"id={orphan}").stdout.strip() == orphan
     with rlmesh.SandboxEnv("gym://CartPole-v1"):  # every start reaps first
         assert _docker("ps", "-aq", "--no-trunc", "--filter", f"id={orphan}").stdout.strip() == ""
+
+
+def test_SBX9_a_local_wheel_the_host_lacks_is_injected_into_the_image(sandbox_image: str, tmp_path: Path) -> None:
+    build = SandboxBuild(packages=[str(demo_wheel(tmp_path))], imports=["sbxdemo"])
+    with rlmesh.numpy.SandboxEnv("gym://SbxDemo-v0", build=build, level=4, connect_timeout_seconds=60) as env:
+        image = _docker("inspect", "--format", "{{.Config.Image}}", env.sandbox.container_id).stdout.strip()
+        obs, info = env.reset(seed=0)
+        assert info["sbxdemo"] == "7.3.1" and obs.tolist() == pytest.approx([7.31, 4.0])
+    assert _ours() == []
+    _docker("rmi", image, check=False)
+
+
+def test_SBX10_hf_source_builds_from_a_pinned_commit(sandbox_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    git = require_tool("git")
+    repo = tmp_path / "hub" / "acme" / "cart"
+    repo.mkdir(parents=True)
+    (repo / "env.py").write_text("import gymnasium as gym\n\ndef make_env(**kw):\n    return {'classic': gym.make('CartPole-v1', **kw)}\n")
+    for args in (["init", "-q"], ["add", "env.py"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "env"]):
+        subprocess.run([git, "-C", str(repo), *args], check=True, capture_output=True)
+    sha = subprocess.run([git, "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    monkeypatch.setenv("RLMESH_SANDBOX_HF_ENDPOINT", str(tmp_path / "hub"))
+    build = SandboxBuild(trust_remote_code=True)
+    with rlmesh.numpy.SandboxEnv(f"hf://acme/cart@{sha}", build=build, max_episode_steps=3, connect_timeout_seconds=60) as env:
+        image = _docker("inspect", "--format", "{{.Config.Image}}", env.sandbox.container_id).stdout.strip()
+        assert image.startswith("rlmesh-sandbox-acme-cart:")
+        steps, _ = _episode(env)
+        assert steps <= 3  # the sole suite was auto-selected and make_env got the kwargs
+    _docker("rmi", image, check=False)
 
 
 # -- BYO images (SBX-14, SBX-25) -----------------------------------------------------------------

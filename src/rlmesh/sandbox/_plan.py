@@ -79,6 +79,7 @@ class BuildPlan:
     hf_commit: str | None = None
     source_dir: Path | None = None
     build_memory: str | None = None
+    local_files: dict[str, str] = field(default_factory=dict)
     _digests: dict[str, str] = field(default_factory=dict, repr=False)
 
     # -- identity ---------------------------------------------------------------------------
@@ -99,6 +100,7 @@ class BuildPlan:
             "base": base,
             "package": {"ref": self.package, "sha256": self.wheel_sha256},
             "packages": list(self.packages),
+            "local_files": dict(sorted(self.local_files.items())),  # a rebuilt wheel of the same name rebuilds
             "imports": list(self.imports),
         }
 
@@ -126,13 +128,17 @@ class BuildPlan:
 
     # -- what to install --------------------------------------------------------------------
 
-    def requirements(self, package_ref: str) -> list[str]:
-        """pip arguments: rlmesh (``package_ref``), gymnasium unless pinned by the user, the extras."""
-        names = {_req_name(p) for p in self.packages}
+    def requirements(self, package_ref: str, *, in_image: bool = False) -> list[str]:
+        """pip arguments: rlmesh (``package_ref``), gymnasium unless pinned by the user, the extras.
+
+        ``in_image``: local package files are referred to by their copy in the build context.
+        """
+        names = {_req_name(p) for p in self.packages if p not in self.local_files}
         reqs = [package_ref]
         if "gymnasium" not in names:
             reqs.append("gymnasium")
-        reqs.extend(self.packages)
+        for p in self.packages:
+            reqs.append(f"/opt/rlmesh/packages/{Path(p).name}" if in_image and p in self.local_files else p)
         return reqs
 
     def bootstrap_spec(self, *, kwargs: dict[str, Any], num_envs: int, vectorization_mode: str | None, source_dir: str | None) -> dict[str, Any]:
@@ -158,7 +164,7 @@ class BuildPlan:
         """SBX-8: the generated Dockerfile (one RUN, every argument shell-quoted)."""
         ref = f"/opt/rlmesh/packages/{self.wheel.name}" if with_wheel and self.wheel else self.package
         pip = ["python3", "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check"]
-        steps = [shlex.join([*pip, *self.requirements(ref)])]
+        steps = [shlex.join([*pip, *self.requirements(ref, in_image=True)])]
         if self.source.kind == "hf":
             steps.append(
                 "if [ -f /opt/rlmesh/source/requirements.txt ]; then "
@@ -176,7 +182,7 @@ class BuildPlan:
         ]
         if self.source.kind == "hf":
             lines.append("COPY source /opt/rlmesh/source")
-        if with_wheel and self.wheel:
+        if (with_wheel and self.wheel) or self.local_files:
             lines.append("COPY packages /opt/rlmesh/packages")
         if with_certs:
             lines.append("COPY certs /opt/rlmesh/certs")
@@ -191,10 +197,12 @@ class BuildPlan:
     def write_context(self, ctx: Path) -> None:
         """Fill a Docker build context: Dockerfile, the wheel, the host CA bundle, the hf tree."""
         with_wheel = self.wheel is not None
-        if with_wheel:
-            assert self.wheel is not None
+        if with_wheel or self.local_files:
             (ctx / "packages").mkdir()
+        if self.wheel is not None:
             shutil.copy2(self.wheel, ctx / "packages" / self.wheel.name)
+        for path in self.local_files:
+            shutil.copy2(path, ctx / "packages" / Path(path).name)
         ca = host_ca_bundle()
         if ca is not None:
             (ctx / "certs").mkdir()
@@ -244,6 +252,9 @@ def make_plan(source: Source, build: SandboxBuild, workdir: Path) -> BuildPlan:
         plan.wheel = path
     if plan.wheel is not None:
         plan.wheel_sha256 = _sha256_file(plan.wheel)
+    for req in plan.packages:  # local wheels / sdists: copied into an image build, hashed by content
+        if "://" not in req and (os.sep in req or req.endswith((".whl", ".tar.gz", ".zip"))) and Path(req).expanduser().is_file():
+            plan.local_files[req] = _sha256_file(Path(req).expanduser())
     if source.kind == "hf":
         from ._hf import materialize
 

@@ -142,3 +142,19 @@ def test_SBX11_build_memory_auto_and_bad() -> None:
 @pytest.mark.parametrize(("raw", "slug"), [("CartPole-v1", "cartpole-v1"), ("ALE/Pong-v5", "ale-pong-v5"), ("pkg:Env-v0", "pkg-env-v0"), ("///", "env")])
 def test_SBX7_slug(raw: str, slug: str) -> None:
     assert sanitize_slug(raw) == slug
+
+
+def test_SBX9_local_package_files_are_copied_into_the_image_and_hashed_by_content(tmp_path: Path) -> None:
+    extra = tmp_path / "dep-1.0-py3-none-any.whl"
+    extra.write_bytes(b"one")
+    plan = make_plan(GYM, SandboxBuild(packages=[str(extra), "numpy<2"]), tmp_path / "a")
+    assert plan.requirements("W") == ["W", "gymnasium", str(extra), "numpy<2"]  # the venv installs the file itself
+    assert plan.requirements("W", in_image=True)[2] == "/opt/rlmesh/packages/dep-1.0-py3-none-any.whl"
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    plan.write_context(ctx)
+    assert (ctx / "packages" / extra.name).read_bytes() == b"one"
+    assert "/opt/rlmesh/packages/dep-1.0-py3-none-any.whl" in (ctx / "Dockerfile").read_text()
+    tag = plan.image_tag
+    extra.write_bytes(b"two")  # same name, new content: a new identity
+    assert make_plan(GYM, SandboxBuild(packages=[str(extra), "numpy<2"]), tmp_path / "b").image_tag != tag
