@@ -121,12 +121,13 @@ def test_the_server_stops_when_its_owner_dies(cache: Path, demo_build: SandboxBu
         f"""
         import os, rlmesh
         env = rlmesh.SandboxEnv("gym://SbxDemo-v0", backend="venv", build=rlmesh.SandboxBuild(packages={list(demo_build.packages or [])!r}, imports=["sbxdemo"]))
-        print(env._handle.proc.pid, flush=True)
+        print(env._handle.proc.pid, env._handle.rundir, flush=True)
         os._exit(0)
         """
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=os.environ.copy(), check=True)
-    pid = int(out.stdout.strip().splitlines()[-1])
+    pid_text, rundir = out.stdout.strip().splitlines()[-1].split(" ", 1)
+    pid = int(pid_text)
     for _ in range(200):  # bounded: 20 s
         try:
             os.kill(pid, 0)
@@ -136,6 +137,7 @@ def test_the_server_stops_when_its_owner_dies(cache: Path, demo_build: SandboxBu
     else:
         os.kill(pid, signal.SIGKILL)
         pytest.fail("the orphaned env server did not stop after its owner died")
+    assert not Path(rundir).exists()  # it cleaned up its socket directory itself
 
 
 def test_a_failed_install_is_reported_and_leaves_no_venv(cache: Path) -> None:

@@ -153,6 +153,9 @@ def build_target(spec: dict[str, Any]) -> tuple[Any, Any]:
     raise ValueError(f"unknown sandbox spec kind {kind!r} (expected gym, hf or factory)")
 
 
+_OWNER_GONE: list[bool] = []
+
+
 def _watch_owner(owner: int, stop: Any) -> None:
     """Stop serving once the owner process is gone (this process was re-parented).
 
@@ -163,6 +166,7 @@ def _watch_owner(owner: int, stop: Any) -> None:
     def check(*_: Any) -> None:
         if os.getppid() != owner:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            _OWNER_GONE.append(True)
             stop()
 
     signal.signal(signal.SIGALRM, check)
@@ -216,6 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if factory is not None:
             factory.close()
+        if _OWNER_GONE and ready:  # nobody is left to remove our run directory (socket, log)
+            import shutil
+
+            shutil.rmtree(os.path.dirname(ready), ignore_errors=True)
     return 0
 
 
