@@ -64,6 +64,13 @@ from .eval import (
 )
 from .models import Model as Model
 from .recorder import Recorder as Recorder
+from .sandbox import (
+    SandboxBuild as SandboxBuild,
+    SandboxEnv as SandboxEnv,
+    SandboxModel as SandboxModel,
+    SandboxRuntime as SandboxRuntime,
+    SandboxVectorEnv as SandboxVectorEnv,
+)
 from .serve import EnvServer as EnvServer, ServeOptions as ServeOptions
 from .tensor import Tensor as Tensor
 
@@ -96,6 +103,11 @@ __all__ = [
     "RunContext",
     "RunHooks",
     "RunResult",
+    "SandboxBuild",
+    "SandboxEnv",
+    "SandboxModel",
+    "SandboxRuntime",
+    "SandboxVectorEnv",
     "ServeOptions",
     "Session",
     "StepEvent",

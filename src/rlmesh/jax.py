@@ -16,8 +16,9 @@ Importing this module does not import jax; the classes check for it (jax >=
   leaves become 32-bit (jax's own rule).
 - Actions may be jax arrays, numpy arrays or Python values.
 
-Sandboxes (``SandboxEnv``, ``SandboxVectorEnv``, ``SandboxModel`` ...) are not
-part of this release of the flavour.
+``SandboxEnv`` / ``SandboxVectorEnv`` are the sandboxed clients of this flavour
+(:mod:`rlmesh.sandbox`); ``SandboxBuild``, ``SandboxInfo``, ``SandboxModel`` and
+``SandboxRuntime`` are re-exported.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ from .client._env import RemoteEnv as _RemoteEnv, RemoteVectorEnv as _RemoteVect
 from .client._framework import FrameworkEnvClient
 from .client._model import RemoteModel as _RemoteModel
 from .models._jax import JaxModel as Model
+from .sandbox import (
+    SandboxBuild as SandboxBuild,
+    SandboxInfo as SandboxInfo,
+    SandboxModel as SandboxModel,
+    SandboxRuntime as SandboxRuntime,
+)
+from .sandbox._env import ScalarSandbox as _ScalarSandbox, VectorSandbox as _VectorSandbox
 from .spaces import Space, SpaceSpec, space_from_spec as _space_from_spec
 
 __all__ = [
@@ -39,6 +47,12 @@ __all__ = [
     "RemoteEnv",
     "RemoteModel",
     "RemoteVectorEnv",
+    "SandboxBuild",
+    "SandboxEnv",
+    "SandboxInfo",
+    "SandboxModel",
+    "SandboxRuntime",
+    "SandboxVectorEnv",
     "asarray",
     "ensure_available",
     "from_array",
@@ -134,3 +148,11 @@ class EnvFactory(_authoring.EnvFactory):
     """:class:`rlmesh.EnvFactory` whose envs take jax actions when served (``framework="jax"``)."""
 
     _bridge: ClassVar[Any] = "jax"
+
+
+class SandboxEnv(_ScalarSandbox, RemoteEnv):
+    """:class:`rlmesh.SandboxEnv` whose tensor leaves decode as this flavour's arrays."""
+
+
+class SandboxVectorEnv(_VectorSandbox, RemoteVectorEnv):
+    """:class:`rlmesh.SandboxVectorEnv` whose batched leaves decode as this flavour's arrays."""

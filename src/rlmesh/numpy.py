@@ -13,6 +13,13 @@ from ._bridge import NUMPY, Bridge, asarray as asarray, from_array as from_array
 from .client._env import RemoteEnv as _RemoteEnv, RemoteVectorEnv as _RemoteVectorEnv
 from .client._model import RemoteModel as _RemoteModel
 from .models import NumpyModel as Model
+from .sandbox import (
+    SandboxBuild as SandboxBuild,
+    SandboxInfo as SandboxInfo,
+    SandboxModel as SandboxModel,
+    SandboxRuntime as SandboxRuntime,
+)
+from .sandbox._env import ScalarSandbox as _ScalarSandbox, VectorSandbox as _VectorSandbox
 from .spaces import Space, SpaceSpec, space_from_spec as _space_from_spec
 
 __all__ = [
@@ -22,6 +29,12 @@ __all__ = [
     "RemoteEnv",
     "RemoteModel",
     "RemoteVectorEnv",
+    "SandboxBuild",
+    "SandboxEnv",
+    "SandboxInfo",
+    "SandboxModel",
+    "SandboxRuntime",
+    "SandboxVectorEnv",
     "asarray",
     "ensure_available",
     "from_array",
@@ -66,3 +79,11 @@ class EnvFactory(_authoring.EnvFactory):
     """:class:`rlmesh.EnvFactory` whose envs take NumPy actions (the default framework)."""
 
     _bridge: ClassVar[Any] = "numpy"
+
+
+class SandboxEnv(_ScalarSandbox, RemoteEnv):
+    """:class:`rlmesh.SandboxEnv` decoding tensor leaves to writable ``numpy.ndarray``."""
+
+
+class SandboxVectorEnv(_VectorSandbox, RemoteVectorEnv):
+    """:class:`rlmesh.SandboxVectorEnv` decoding batched leaves to ``numpy.ndarray``."""

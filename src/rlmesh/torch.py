@@ -14,8 +14,9 @@ constructed (``ImportError`` naming the ``rlmesh[torch]`` extra).
 - Actions may be tensors (any device; gradients are dropped), numpy arrays or
   Python values; a contiguous CPU tensor is sent from its own memory.
 
-Sandboxes (``SandboxEnv``, ``SandboxVectorEnv``, ``SandboxModel`` ...) are not
-part of this release of the flavour.
+``SandboxEnv`` / ``SandboxVectorEnv`` are the sandboxed clients of this flavour
+(:mod:`rlmesh.sandbox`); ``SandboxBuild``, ``SandboxInfo``, ``SandboxModel`` and
+``SandboxRuntime`` are re-exported.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ from .client._env import RemoteEnv as _RemoteEnv, RemoteVectorEnv as _RemoteVect
 from .client._framework import FrameworkEnvClient
 from .client._model import RemoteModel as _RemoteModel
 from .models._torch import TorchModel as Model
+from .sandbox import (
+    SandboxBuild as SandboxBuild,
+    SandboxInfo as SandboxInfo,
+    SandboxModel as SandboxModel,
+    SandboxRuntime as SandboxRuntime,
+)
+from .sandbox._env import ScalarSandbox as _ScalarSandbox, VectorSandbox as _VectorSandbox
 from .spaces import Space, SpaceSpec, space_from_spec as _space_from_spec
 
 __all__ = [
@@ -36,6 +44,12 @@ __all__ = [
     "RemoteEnv",
     "RemoteModel",
     "RemoteVectorEnv",
+    "SandboxBuild",
+    "SandboxEnv",
+    "SandboxInfo",
+    "SandboxModel",
+    "SandboxRuntime",
+    "SandboxVectorEnv",
     "TorchValue",
     "as_tensor",
     "ensure_available",
@@ -123,3 +137,11 @@ class EnvFactory(_authoring.EnvFactory):
     """:class:`rlmesh.EnvFactory` whose envs take torch actions when served (``framework="torch"``)."""
 
     _bridge: ClassVar[Any] = "torch"
+
+
+class SandboxEnv(_ScalarSandbox, RemoteEnv):
+    """:class:`rlmesh.SandboxEnv` whose tensor leaves decode as this flavour's arrays."""
+
+
+class SandboxVectorEnv(_VectorSandbox, RemoteVectorEnv):
+    """:class:`rlmesh.SandboxVectorEnv` whose batched leaves decode as this flavour's arrays."""
