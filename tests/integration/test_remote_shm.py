@@ -177,7 +177,7 @@ def test_sessions_on_rings_leave_no_mapping_or_descriptor_behind(serve_process):
                 env.step(i % 2)
             assert env._session.conn.shm is not None
     maps, fds = server_state()
-    for _ in range(100):  # the server unmaps right after its CloseReply: let it get there (bounded)
+    for _ in range(500):  # the server unmaps right after its CloseReply: let it get there (bounded)
         if maps == 0:
             break
         time.sleep(0.02)
