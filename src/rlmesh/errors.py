@@ -11,6 +11,7 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     │   ├── RemoteTimeout (TimeoutError)         [TIMEOUT] the server gave up on the env call
     │   ├── InvalidAction (ValueError)           [INVALID_ACTION] the action was rejected
     │   ├── Unsupported                          [UNSUPPORTED] the endpoint cannot do that
+    │   ├── ResetNeeded                          [NOT_READY] step/render before the session's first reset
     │   └── Cancelled                            [CANCELLED]
     ├── RecoverableEnvError                      raised *by an env* to fail one request only
     ├── ModelError                               a served model failed: "model error: ..."
@@ -53,6 +54,7 @@ __all__ = [
     "RecoverableEnvError",
     "RemoteTimeout",
     "RequestTimeout",
+    "ResetNeeded",
     "SessionClosed",
     "Unsupported",
     "WorkflowEditionWarning",
@@ -140,6 +142,16 @@ class Unsupported(EnvironmentException):
     """``[UNSUPPORTED]``: the endpoint does not implement the request (ERR-7)."""
 
     code = "UNSUPPORTED"
+
+
+class ResetNeeded(EnvironmentException):
+    """``[NOT_READY]``: a step or render came before the session's first reset.
+
+    Recoverable: the env was not called and the session stays usable; call
+    ``reset()`` first. A new session never inherits the previous client's episode.
+    """
+
+    code = "NOT_READY"
 
 
 class Cancelled(EnvironmentException):
@@ -271,6 +283,7 @@ _CODE_CLASSES: dict[str, type[EnvironmentException]] = {
     "TIMEOUT": RemoteTimeout,
     "INVALID_ACTION": InvalidAction,
     "UNSUPPORTED": Unsupported,
+    "NOT_READY": ResetNeeded,
     "CANCELLED": Cancelled,
 }
 

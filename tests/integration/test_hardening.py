@@ -796,3 +796,17 @@ def test_serve_returns_on_ctrl_c_without_a_traceback(short_tmp):
         assert not Path(f"{short_tmp}/c.sock").exists()
     finally:
         stop_process(proc)
+
+
+def test_a_client_stepping_before_reset_gets_ResetNeeded_and_keeps_its_session(serve):
+    """The refusal reaches Python code as :class:`rlmesh.errors.ResetNeeded` (recoverable, NOT_READY)."""
+    from rlmesh.errors import EnvironmentException, ResetNeeded
+
+    server = serve(DelayEnv())
+    with rnp.RemoteEnv(server.address) as env:
+        with pytest.raises(ResetNeeded) as info:
+            env.step(0)
+        assert isinstance(info.value, EnvironmentException) and info.value.recoverable
+        assert info.value.code == "NOT_READY" and "reset" in str(info.value)
+        env.reset()
+        env.step(0)  # the session lives on
