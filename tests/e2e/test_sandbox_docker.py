@@ -110,7 +110,7 @@ def test_SBX7_SBX20_build_from_gym_and_run_an_episode(sandbox_image: str) -> Non
         assert env.env_contract.id == "CartPole-v1"
         steps, _ = _episode(env)
         assert steps >= 1
-        assert env.observation_space.shape == (4,)
+        assert env.observation_space.shape == [4]  # CNF2-A1: a list, equal to spec.shape
         assert "container_id=" in repr(env)
     assert _ours() == []  # SBX-19: close stops and removes the container
 
@@ -245,7 +245,7 @@ def _byo(tmp_path: Path, base: str, tag: str, cmd: list[str], files: dict[str, s
 
 @pytest.fixture(scope="module")
 def byo_env_image(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tag = _byo(tmp_path_factory.mktemp("byo"), sandbox_image, "rlmesh-test-byo-env:1", ["python3", "-m", "rlmesh.serve", "CartPole-v1"])
+    tag = _byo(tmp_path_factory.mktemp("byo"), sandbox_image, "rlmesh-test-byo-env:1", ["python3", "-m", "rlmesh.serve", "--env", "CartPole-v1"])
     yield tag
     _docker("rmi", "-f", tag, check=False)
 

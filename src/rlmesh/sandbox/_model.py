@@ -1,7 +1,7 @@
 """``SandboxModel``: a model policy served from its own (prebuilt) container (SBX-2, SBX-23..26).
 
 The image is "rlmesh-serving" (BYO, SBX-25) when its command serves a model on
-``$RLMESH_ADDRESS`` (default ``0.0.0.0:50051``), e.g. ``python -m rlmesh.serve
+``$RLMESH_ADDRESS`` (the sandbox sets ``0.0.0.0:50051``), e.g. ``python -m rlmesh.serve
 pkg:MyPolicy`` or ``MyPolicy().serve(os.environ.get("RLMESH_ADDRESS", "0.0.0.0:50051"))``.
 Construction params arrive as ``RLMESH_MAKE_KWARGS``.
 """

@@ -9,13 +9,14 @@ import pytest
 
 import rlmesh
 
+SANDBOX_NAMES = {"SandboxBuild", "SandboxEnv", "SandboxInfo", "SandboxModel", "SandboxRuntime", "SandboxVectorEnv"}
 TORCH_NAMES = {
     "EnvFactory", "Model", "RemoteEnv", "RemoteModel", "RemoteVectorEnv", "TorchValue",
-    "as_tensor", "ensure_available", "from_tensor", "space_from_spec",
+    "as_tensor", "ensure_available", "from_tensor", "space_from_spec", *SANDBOX_NAMES,
 }
 JAX_NAMES = {
     "EnvFactory", "JaxValue", "Model", "RemoteEnv", "RemoteModel", "RemoteVectorEnv",
-    "asarray", "ensure_available", "from_array", "space_from_spec",
+    "asarray", "ensure_available", "from_array", "space_from_spec", *SANDBOX_NAMES,
 }
 
 
