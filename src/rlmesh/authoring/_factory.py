@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
+from .._envview import Lanes, autoreset_name
 from ._params import ParamError, ParamSpec
 from ._resolve import binding_metadata, resolve_params
 from ._sig import json_safe
@@ -419,8 +420,6 @@ def build_env(
         raise ValueError(
             f"vectorization_mode must be None, 'sync' or 'async', got {vectorization_mode!r}"
         )
-    from ..serve._envs import Lanes, autoreset_name  # plain data helpers, no sockets
-
     mode = None if autoreset is None else autoreset_name(autoreset)
     cls = type(instance)
     binding = dict(make_kwargs or {})

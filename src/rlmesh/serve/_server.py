@@ -10,12 +10,12 @@ from typing import Any
 
 from .._build import resolve_declared_edition, validate_edition
 from .._contract import EnvContract
+from .._envview import is_vector_env, view_of
 from ..errors import BindFailed
 from ..transport import listen, resolve_address
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ._driver import Driver, RequestFailed
-from ._envs import is_vector_env, view_of
 from ._lifecycle import ServerBase
 from ._loop import ServeLoop
 from ._options import ServeOptions

@@ -1,26 +1,69 @@
-"""Uniform views over what ``EnvServer`` may serve: one env, a vector env, or a list of lanes.
+"""The one env view: what an env object *is* and how its results read, for every driver.
 
-Each view exposes ``num_envs``, the per-lane spaces, the autoreset mode and
-``reset``/``step``/``render``/``close`` with Gymnasium results normalized
-(ENVCALL-1..5): a reset returns ``(obs, info)``, a step
+Both the server's driver (``serve/_driver.py``) and in-process sessions
+(``eval/``) classify and read envs through this module, so the same env object
+behaves the same whether it is driven locally or served (issue 10):
+
+- vector detection (SRV-3, :func:`is_vector_env`) and the declared autoreset mode
+  (AR-1, :func:`autoreset_mode_of`, :func:`declared_autoreset`: unknown modes are
+  refused with ``ValueError`` on both paths);
+- the env id (SRV-11), the published metadata and the metadata key names;
+- reset/step normalisation (ENVCALL-2/3, :func:`normalize_reset`,
+  :func:`normalize_step`: ``info`` may be any ``Mapping``, e.g. a read-only
+  ``types.MappingProxyType``);
+- one lane of a batched vector info dict (:func:`lane_info`) and one lane's final
+  info (AR-7, :func:`lane_final_info`);
+- the NEXT_STEP autoreset contract (AR-6, :func:`next_step_violation`);
+- the validation policy knob (CNF-4, :func:`validation_policy`).
+
+The views (:class:`ScalarView`, :class:`VectorView`, :class:`LanesView`,
+:class:`OneLaneView`) expose ``num_envs``, the per-lane spaces, the autoreset
+mode and ``reset``/``step``/``render``/``close`` with Gymnasium results
+normalized (ENVCALL-1..5): a reset returns ``(obs, info)``, a step
 ``(obs, reward, terminated, truncated, info)``, and for several lanes the reward
 and flags are float64 / bool arrays of length N.
+
+This module sits below ``serve/`` and ``eval/`` and imports neither.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from .._contract import UNKNOWN_ENV_ID
-from ..spaces._gym import as_spec
-from ..spaces._spec import SpaceSpec
+from ._contract import UNKNOWN_ENV_ID
+from ._keys import AUTORESET_MODE_KEY, MAX_EPISODE_STEPS_KEY
+from .spaces._gym import as_spec
+from .spaces._spec import SpaceSpec
 
-__all__ = ["AUTORESET_CHOICES", "EnvView", "Lanes", "LanesView", "ScalarView", "VectorView", "autoreset_name", "view_of"]
+__all__ = [
+    "AUTORESET_CHOICES",
+    "EnvView",
+    "Lanes",
+    "LanesView",
+    "OneLaneView",
+    "ScalarView",
+    "VectorView",
+    "autoreset_mode_of",
+    "autoreset_name",
+    "declared_autoreset",
+    "env_id_of",
+    "is_vector_env",
+    "lane_final_info",
+    "lane_info",
+    "next_step_violation",
+    "normalize_reset",
+    "normalize_step",
+    "published_metadata",
+    "validation_policy",
+    "vector_lanes",
+    "view_of",
+]
 
 log = logging.getLogger("rlmesh.serve")
 
@@ -61,6 +104,23 @@ def is_vector_env(env: Any) -> bool:
     return any(_has(env, a) for a in ("num_envs", "single_observation_space", "single_action_space"))
 
 
+def vector_lanes(env: Any) -> int | None:
+    """``None`` for a scalar env, else the lane count of a vector env (SRV-3).
+
+    Raises:
+        ValueError: a vector env reporting fewer than one lane.
+    """
+    if not is_vector_env(env):
+        return None
+    try:
+        n = int(getattr(env, "num_envs", 0) or 0)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
+        raise ValueError(f"vector env reports num_envs={n}; it needs at least one lane")
+    return n
+
+
 def _has(env: Any, name: str) -> bool:
     try:
         inspect.getattr_static(env, name)
@@ -72,9 +132,9 @@ def _has(env: Any, name: str) -> bool:
 def autoreset_mode_of(metadata: Any) -> str:
     """AR-1: the mode a metadata mapping declares; absent -> Disabled; unknown -> ValueError."""
     try:
-        if metadata is None or "autoreset_mode" not in metadata:
+        if metadata is None or AUTORESET_MODE_KEY not in metadata:
             return "Disabled"
-        raw = metadata["autoreset_mode"]
+        raw = metadata[AUTORESET_MODE_KEY]
     except TypeError:
         return "Disabled"
     if raw is None:
@@ -85,6 +145,37 @@ def autoreset_mode_of(metadata: Any) -> str:
     raise ValueError(
         f"unknown metadata['autoreset_mode'] {raw!r}; expected gymnasium AutoresetMode or "
         "one of 'NextStep', 'SameStep', 'Disabled'"
+    )
+
+
+def declared_autoreset(metadata: Any, default: str = "NextStep") -> str:
+    """AR-1 for a vector env: the declared mode, ``default`` when none is declared (gymnasium: NextStep).
+
+    Raises:
+        ValueError: the metadata declares an unknown mode (e.g. ``"Weird"``) or ``None``.
+    """
+    try:
+        declared = metadata is not None and AUTORESET_MODE_KEY in metadata
+    except TypeError:
+        declared = False
+    return autoreset_mode_of(metadata) if declared else default
+
+
+def validation_policy() -> str:
+    """CNF-4: ``strict``, ``off`` or (default) ``warn`` from ``RLMESH_VALIDATION_POLICY``."""
+    raw = os.environ.get("RLMESH_VALIDATION_POLICY", "").strip().lower()
+    return raw if raw in ("strict", "off") else "warn"
+
+
+def next_step_violation(lane: int) -> str:
+    """AR-6: the message for a NEXT_STEP autoreset step that paid reward or reported done.
+
+    The served driver sends it as ``[INTERNAL] step failed: ...`` (fatal); in-process
+    sessions raise the same :class:`~rlmesh.errors.EnvironmentException`.
+    """
+    return (
+        f"NEXT_STEP autoreset contract violated on lane {lane}: the autoreset "
+        "step must report reward 0 and not done"
     )
 
 
@@ -106,16 +197,16 @@ def published_metadata(env: Any) -> Any:
     """
     md = getattr(env, "metadata", None)
     try:
-        limit = getattr(getattr(env, "spec", None), "max_episode_steps", None)
+        limit = getattr(getattr(env, "spec", None), MAX_EPISODE_STEPS_KEY, None)
     except Exception:
         return md
     if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
         return md
     if md is None:
-        return {"max_episode_steps": limit}
-    if not isinstance(md, Mapping) or "max_episode_steps" in md:
+        return {MAX_EPISODE_STEPS_KEY: limit}
+    if not isinstance(md, Mapping) or MAX_EPISODE_STEPS_KEY in md:
         return md
-    return {**md, "max_episode_steps": limit}
+    return {**md, MAX_EPISODE_STEPS_KEY: limit}
 
 
 def _reset_takes_options(env: Any) -> bool:
@@ -126,15 +217,29 @@ def _reset_takes_options(env: Any) -> bool:
     return "options" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def _normalize_reset(result: Any) -> tuple[Any, dict[str, Any]]:
-    """ENVCALL-2: ``(obs, info)`` when a 2-tuple ends in a dict/None, else a bare obs."""
-    if isinstance(result, tuple) and len(result) == 2 and (result[1] is None or isinstance(result[1], dict)):
+def normalize_reset(result: Any) -> tuple[Any, dict[str, Any]]:
+    """ENVCALL-2 / EVAL-12: ``(obs, info)`` when a 2-tuple ends in a Mapping/None, else a bare obs.
+
+    Any ``Mapping`` counts as info (a read-only ``types.MappingProxyType`` too); the
+    info comes back as a fresh ``dict``.
+    """
+    if type(result) is tuple and len(result) == 2:
+        info = result[1]
+        if type(info) is dict:
+            return result[0], info
+        if info is None or isinstance(info, Mapping):
+            return result[0], dict(info or {})
+    elif isinstance(result, tuple) and len(result) == 2 and (result[1] is None or isinstance(result[1], Mapping)):
         return result[0], dict(result[1] or {})
     return result, {}
 
 
-def _normalize_step(result: Any, lanes: int | None) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-    """ENVCALL-3: 5-tuple, or the legacy 4-tuple ``(obs, reward, done, info)``."""
+def normalize_step(result: Any, lanes: int | None) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    """ENVCALL-3: 5-tuple, or the legacy 4-tuple ``(obs, reward, done, info)``.
+
+    ``lanes`` is ``None`` for a scalar env, N for a vector env. ``info`` may be any
+    ``Mapping`` (returned as a ``dict``); reward and flags are returned as the env gave them.
+    """
     if not isinstance(result, tuple) or len(result) not in (4, 5):
         n = len(result) if isinstance(result, tuple) else 1
         raise ValueError(f"env.step() must return 4 legacy Gym values or 5 Gymnasium values, got {n}")
@@ -143,7 +248,7 @@ def _normalize_step(result: Any, lanes: int | None) -> tuple[Any, Any, Any, Any,
     else:
         obs, reward, done, info = result
         info = info or {}
-        tl = info.get("TimeLimit.truncated", False) if isinstance(info, dict) else False
+        tl = info.get("TimeLimit.truncated", False) if isinstance(info, Mapping) else False
         if lanes is None:
             truncated = bool(done) and bool(tl)
             terminated = bool(done) and not truncated
@@ -151,8 +256,8 @@ def _normalize_step(result: Any, lanes: int | None) -> tuple[Any, Any, Any, Any,
             d = np.asarray(done, dtype=bool).reshape(-1)
             t = np.broadcast_to(np.asarray(tl, dtype=bool), d.shape)
             truncated, terminated = d & t, d & ~t
-    if not isinstance(info, dict):
-        info = dict(info) if info else {}
+    if type(info) is not dict:
+        info = dict(info) if isinstance(info, Mapping) else (dict(info) if info else {})
     return obs, reward, terminated, truncated, info
 
 
@@ -219,10 +324,10 @@ class ScalarView(EnvView):
                     "reset options were requested but this environment's reset() takes no options "
                     "parameter; resetting without them"
                 )  # DELTA-20
-        return _normalize_reset(self.env.reset(**kwargs))
+        return normalize_reset(self.env.reset(**kwargs))
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = _normalize_step(self.env.step(action), None)
+        obs, reward, terminated, truncated, info = normalize_step(self.env.step(action), None)
         return obs, float(reward), bool(terminated), bool(truncated), info
 
     def render(self, env_index: int) -> Any:
@@ -248,9 +353,7 @@ class VectorView(EnvView):
         self.obs_space = as_spec(obs, "single_observation_space")
         self.act_space = as_spec(act, "single_action_space")
         self.metadata = published_metadata(env)
-        md = self.metadata
-        declared = md is not None and hasattr(md, "__contains__") and "autoreset_mode" in md
-        self.autoreset = autoreset_mode_of(md) if declared else "NextStep"  # AR-1: gymnasium default
+        self.autoreset = declared_autoreset(self.metadata)  # AR-1: gymnasium's default is NextStep
         self.env_id = env_id_of(env)
         self.render_mode = _render_mode(env)
         self._options_ok = _reset_takes_options(env)
@@ -276,13 +379,13 @@ class VectorView(EnvView):
                 kwargs["seed"] = full
         if opts is not None and self._options_ok:
             kwargs["options"] = opts
-        obs, info = _normalize_reset(self.env.reset(**kwargs))
+        obs, info = normalize_reset(self.env.reset(**kwargs))
         if env_indices:  # a partial reset answers with the reset lanes only, in request order
             obs = _take(obs, env_indices)
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = _normalize_step(self.env.step(action), self.num_envs)
+        obs, reward, terminated, truncated, info = normalize_step(self.env.step(action), self.num_envs)
         return obs, _lanes(reward, np.float64, self.num_envs), _lanes(terminated, bool, self.num_envs), _lanes(
             truncated, bool, self.num_envs
         ), info
@@ -326,14 +429,13 @@ class LanesView(EnvView):
                     f"{lane.act_space!r})"
                 )
         md = first.metadata
-        declared = md is not None and hasattr(md, "__contains__") and "autoreset_mode" in md
         if autoreset is None:
-            autoreset = autoreset_mode_of(md) if declared else "NextStep"  # like gymnasium.make_vec
+            autoreset = declared_autoreset(md)  # like gymnasium.make_vec
         self.autoreset = autoreset_name(autoreset)
         try:
-            self.metadata = {**dict(md or {}), "autoreset_mode": self.autoreset}  # the contract says so
+            self.metadata = {**dict(md or {}), AUTORESET_MODE_KEY: self.autoreset}  # the contract says so
         except (TypeError, ValueError):
-            self.metadata = {"autoreset_mode": self.autoreset}
+            self.metadata = {AUTORESET_MODE_KEY: self.autoreset}
         self._pending = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: lanes owing an autoreset
         self.env_id = first.env_id
         self.render_mode = first.render_mode
@@ -410,13 +512,13 @@ class OneLaneView(ScalarView):
         self.obs_space = as_spec(obs, "single_observation_space")
         self.act_space = as_spec(act, "single_action_space")
         md = getattr(env, "metadata", None)
-        if md is not None and hasattr(md, "__contains__") and "autoreset_mode" in md:
+        if md is not None and declared_autoreset(md, ""):
             if autoreset_mode_of(md) == "SameStep":
                 raise ValueError(
                     "a 1-lane vector env with SAME_STEP autoreset cannot be served as a scalar env; "
                     "construct it with NEXT_STEP or DISABLED autoreset"
                 )
-            md = {k: v for k, v in md.items() if k != "autoreset_mode"}
+            md = {k: v for k, v in md.items() if k != AUTORESET_MODE_KEY}
         self.metadata = md
         self.autoreset = "Disabled"
         self.env_id = env_id_of(env)
@@ -432,17 +534,17 @@ class OneLaneView(ScalarView):
             kwargs["seed"] = [seeds[0]]
         if options is not None and self._options_ok:
             kwargs["options"] = options
-        obs, info = _normalize_reset(self.env.reset(**kwargs))
-        return _unbatch(obs), _lane0_info(info)
+        obs, info = normalize_reset(self.env.reset(**kwargs))
+        return _unbatch(obs), lane_info(info, 0, 1)
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = _normalize_step(self.env.step(_batch(action)), 1)
+        obs, reward, terminated, truncated, info = normalize_step(self.env.step(_batch(action)), 1)
         return (
             _unbatch(obs),
             float(np.asarray(reward).reshape(-1)[0]),
             bool(np.asarray(terminated).reshape(-1)[0]),
             bool(np.asarray(truncated).reshape(-1)[0]),
-            _lane0_info(info),
+            lane_info(info, 0, 1),
         )
 
     def render(self, env_index: int) -> Any:
@@ -521,22 +623,53 @@ def _unbatch(x: Any) -> Any:
     return arr[0]
 
 
-def _lane0_info(info: dict[str, Any]) -> dict[str, Any]:
-    """DELTA-15: drop ``_``-keys and keys whose ``_key`` mask is false for lane 0; take lane 0."""
+def lane_info(info: Mapping[str, Any] | None, lane: int, n: int) -> dict[str, Any]:
+    """One lane's view of a batched vector info dict (gymnasium ``key`` / ``_key`` mask layout).
+
+    ``_``-prefixed mask keys are dropped; a key whose ``_key`` mask is false for
+    ``lane`` is dropped; nested mappings are sliced the same way; arrays, lists and
+    tuples of length ``n`` give their ``lane`` entry; anything else is kept whole.
+    The one slicer for every driver (DELTA-15, AR-7, EVAL-66).
+    """
+    if not info:
+        return {}
     out: dict[str, Any] = {}
-    for k, v in info.items():
-        if k.startswith("_"):
+    for key, value in info.items():
+        if isinstance(key, str) and key.startswith("_"):
             continue
-        mask = info.get("_" + k)
-        if mask is not None and not bool(np.asarray(mask).reshape(-1)[0]):
+        mask = info.get("_" + key) if isinstance(key, str) else None
+        if mask is not None and not _lane_flag(mask, lane):
             continue
-        if isinstance(v, dict):
-            out[k] = _lane0_info(v)
-        elif (isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == 1) or (isinstance(v, (list, tuple)) and len(v) == 1):
-            out[k] = v[0]
+        if isinstance(value, Mapping):
+            out[key] = lane_info(value, lane, n)
+        elif (isinstance(value, (list, tuple)) and len(value) == n) or (isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == n):
+            out[key] = value[lane]
         else:
-            out[k] = v
+            out[key] = value
     return out
+
+
+def lane_final_info(info: Mapping[str, Any] | None, lane: int, n: int) -> dict[str, Any]:
+    """AR-7: the info a lane's episode ended with.
+
+    A ``final_info`` entry (gymnasium's SAME_STEP layout, a list of per-lane dicts or
+    a batched dict) wins over the step's own info; a lane whose ``_final_info`` mask
+    is false has none. Otherwise the lane's slice of the step info.
+    """
+    sliced = lane_info(info, lane, n)
+    final = sliced.get("final_info")
+    if isinstance(final, Mapping):
+        return dict(final)
+    if info and "final_info" in info and "final_info" not in sliced:
+        return {}  # masked out for this lane
+    return sliced
+
+
+def _lane_flag(mask: Any, lane: int) -> bool:
+    try:
+        return bool(np.asarray(mask).reshape(-1)[lane])
+    except IndexError:
+        return False
 
 
 def _render_mode(env: Any) -> str | None:
@@ -560,11 +693,7 @@ def view_of(env: Any) -> EnvView:
         if len(env) == 1:
             return ScalarView(env[0])
         return LanesView(env, getattr(env, "autoreset_mode", None))
-    if is_vector_env(env):
-        n = int(getattr(env, "num_envs", 0) or 0)
-        if n == 1:
-            return OneLaneView(env)
-        if n < 1:
-            raise ValueError(f"vector env reports num_envs={n}; it needs at least one lane")
-        return VectorView(env)
-    return ScalarView(env)
+    n = vector_lanes(env)
+    if n is None:
+        return ScalarView(env)
+    return OneLaneView(env) if n == 1 else VectorView(env)
