@@ -7,7 +7,7 @@ catalogue covers scalar Gymnasium envs, Gymnasium vector envs (``SyncVectorEnv``
 with each autoreset mode, AR-1), duck-typed vector envs (``num_envs`` plus batched
 reset/step, SRV-3), vector envs declaring an unknown autoreset mode (AR-1), vector
 envs breaking their NextStep contract (AR-6) and envs whose ``info`` is a read-only
-``types.MappingProxyType`` (ENVCALL-2/3).
+``types.MappingProxyType`` or stepping with the legacy 4-tuple (ENVCALL-2/3).
 """
 
 from __future__ import annotations
@@ -56,6 +56,14 @@ class Countdown(gym.Env[np.ndarray, int]):
         done = self.left <= 0
         info = {"is_success": True} if done else {}
         return np.array([self.left], dtype=np.float32), 1.0 + int(action), done, False, self._info(info)
+
+
+class LegacyCountdown(Countdown):
+    """Old Gym API: ``step`` returns ``(obs, reward, done, info)`` (ENVCALL-3)."""
+
+    def step(self, action: Any) -> Any:  # type: ignore[override]
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated or truncated, info
 
 
 class DuckVector:
@@ -132,6 +140,7 @@ CATALOGUE: dict[str, Case] = {
     "scalar-cartpole": Case(lambda: gym.make("CartPole-v1"), {"seeds": [1, 2, 3]}),
     "scalar-countdown": Case(lambda: Countdown(), {"seeds": [4, 5, 6]}),
     "scalar-read-only-info": Case(lambda: Countdown(read_only_info=True), {"seeds": [4, 5]}),
+    "scalar-legacy-4-tuple": Case(lambda: LegacyCountdown(), {"seeds": [4, 5]}),
     "vector-next-step": Case(lambda: sync_vector(AutoresetMode.NEXT_STEP), {"max_episodes": 5}),
     "vector-next-step-seeded": Case(lambda: sync_vector(AutoresetMode.NEXT_STEP), {"seeds": [7, 8]}),
     "vector-same-step": Case(lambda: sync_vector(AutoresetMode.SAME_STEP), {"max_episodes": 5}),

@@ -166,7 +166,7 @@ def run_session(
     perf = time.perf_counter
     route = sess._route
     predict = route.predict
-    env_step = conn.env.step
+    env_step = conn.step
     read = sess.read
     done: list[EpisodeResult] = []
     t_reset: list[float] = []

@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .._envview import normalize_reset
 from ..tensor import Tensor
 from ._policy import ENV_TAGS_KEY, LocalRoute, new_episode_id
 from ._targets import EnvConn, open_target
@@ -37,13 +38,6 @@ def _has_tensor_leaf(tree: Any) -> bool:
     if isinstance(tree, (list, tuple)):
         return any(_has_tensor_leaf(v) for v in tree)
     return False
-
-
-def normalize_reset(ret: Any) -> tuple[Any, Mapping[str, Any]]:
-    """``(obs, info)`` from a reset return; anything else is the observation with ``{}`` (EVAL-12)."""
-    if isinstance(ret, tuple) and len(ret) == 2 and isinstance(ret[1], Mapping):
-        return ret[0], ret[1]
-    return ret, {}
 
 
 class Session(Generic[ObsT, ActT]):
@@ -259,7 +253,7 @@ class Session(Generic[ObsT, ActT]):
         self._ensure_open()
         conn = self._connect()
         self._require_single(conn, "step")
-        obs, reward, terminated, truncated, info = conn.env.step(action)
+        obs, reward, terminated, truncated, info = conn.step(action)
         r, te, tr = float(reward), bool(terminated), bool(truncated)
         self._steps += 1
         self._reward += r

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._contract import UNKNOWN_ENV_ID, EnvContract
-from .._envview import declared_autoreset, is_vector_env, vector_lanes
+from .._envview import declared_autoreset, is_vector_env, normalize_step, vector_lanes
 from ..spaces._gym import as_spec
 
 __all__ = ["EnvConn", "LocalContract", "classify_target", "open_target"]
@@ -155,6 +155,8 @@ class EnvConn:
         num_envs: Lanes (1 for a scalar env).
         is_vector: Whether the env speaks the batched vector API.
         remote: Whether ``env`` is a client (it negotiated a workflow edition).
+        step: ``env.step`` for a scalar env, its result read as a served endpoint reads it
+            (ENVCALL-3: a legacy 4-tuple, any ``Mapping`` as info) when the env is local.
         per_lane_reset: Whether lanes can be reset individually (gymnasium ``reset_mask``).
     """
 
@@ -199,6 +201,8 @@ class EnvConn:
                 elif self.autoreset_mode == "NextStep" and remote:
                     self.next_step_indices = True
         self.metadata: Mapping[str, Any] | None = getattr(contract, "metadata", None)
+        step = env.step
+        self.step: Any = step if remote or self.is_vector else lambda action: normalize_step(step(action), None)
 
     @property
     def action_space(self) -> Any:

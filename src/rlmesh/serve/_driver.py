@@ -11,6 +11,7 @@ operation and whether the session survives; the serve loop turns them into
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 from collections import deque
@@ -31,7 +32,15 @@ __all__ = ["Driver", "RequestFailed"]
 
 log = logging.getLogger("rlmesh.serve")
 
-ACTIVE, PENDING, IDLE = 0, 1, 2
+class LaneState(enum.IntEnum):
+    """Where a lane's episode stands (AR-4..AR-6)."""
+
+    ACTIVE = 0  # mid-episode: its steps and rewards count
+    PENDING = 1  # ended under NEXT_STEP autoreset: the next step is the env's reset of it
+    IDLE = 2  # not started, or ended with no autoreset owed: waits for an explicit reset
+
+
+ACTIVE, PENDING, IDLE = LaneState.ACTIVE, LaneState.PENDING, LaneState.IDLE  # module-level: hot-path lookups
 _INTERRUPTED_CAP = 100  # AR-4
 _WARNING_KEY = CONFORMANCE_WARNING_KEY  # INFO-4
 
@@ -98,7 +107,7 @@ class _Books:
 
     def __init__(self, n: int) -> None:
         self.lanes = [_Lane() for _ in range(n)]
-        self.state = [IDLE] * n
+        self.state: list[LaneState] = [IDLE] * n
         self.waiting = list(range(n))  # lanes whose state is not ACTIVE, ascending
         self.clock = 0  # steps taken by the endpoint while lanes were active
         self.reward = np.zeros(n, dtype=np.float64)
@@ -121,7 +130,7 @@ class _Books:
             self.state[i] = ACTIVE
             self.waiting.remove(i)
 
-    def park(self, i: int, st: int) -> None:
+    def park(self, i: int, st: LaneState) -> None:
         """Lane ``i`` leaves ACTIVE for PENDING (awaiting its autoreset) or IDLE."""
         if self.state[i] == ACTIVE:
             self.waiting.append(i)
