@@ -17,7 +17,7 @@ from .._envview import normalize_reset
 from ..tensor import Tensor
 from ._policy import ENV_TAGS_KEY, LocalRoute, new_episode_id
 from ._targets import EnvConn, open_target
-from ._trial import TRIAL_INDEX, declares_reset_option
+from ._trial import ENV_RESET_OPTIONS_KEY, TRIAL_INDEX, declares_reset_option
 from ._warn import user_stacklevel
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ class Session(Generic[ObsT, ActT]):
         if warn:
             warnings.warn(
                 'trial_index was given but this env declares no "trial_index" reset option '
-                "(metadata 'rlmesh.env.v1.reset_options'); resetting without it",
+                f"(metadata '{ENV_RESET_OPTIONS_KEY}'); resetting without it",
                 UserWarning,
                 stacklevel=user_stacklevel(),
             )

@@ -11,6 +11,7 @@ from typing import Any
 from .._build import resolve_declared_edition, validate_edition
 from .._contract import EnvContract
 from .._envview import is_vector_env, view_of
+from .._keys import ENV_BRANCH_KEY, ENV_TAGS_KEY
 from ..errors import BindFailed
 from ..transport import listen, resolve_address
 from ..wire import frames, messages as m
@@ -29,8 +30,7 @@ MAX_SPACE_DEPTH = 32
 
 log = logging.getLogger("rlmesh.serve")
 
-_ENV_TAGS_KEY = "rlmesh.adapters.v1.env_tags"
-_BRANCH_KEY = "rlmesh.adapters.v1.env_branch"
+_ENV_TAGS_KEY, _BRANCH_KEY = ENV_TAGS_KEY, ENV_BRANCH_KEY
 
 
 class _EnvService:
