@@ -269,12 +269,8 @@ def _takes_kw(fn: Any, name: str) -> bool:
 
 def _dial(address: str, *, workflow_edition: str | None) -> tuple[Any, Any]:
     """Dial ``address`` with the numpy clients; return ``(client, contract)`` (EVAL-6)."""
-    try:
-        from ..numpy import RemoteEnv, RemoteVectorEnv
-    except ImportError as exc:  # pragma: no cover - until rlmesh.numpy lands
-        raise RuntimeError(
-            f"cannot dial {address!r}: the rlmesh.numpy remote clients are not available ({exc})"
-        ) from exc
+    from ..numpy import RemoteEnv, RemoteVectorEnv
+
     kwargs: dict[str, Any] = {}
     if workflow_edition is not None:
         kwargs["workflow_edition"] = workflow_edition

@@ -5,16 +5,22 @@ ONE call of the batched corner when the model has one (EVAL-69: one forward per
 step, or per ``h`` steps when chunking), else the model is called per lane. Each
 lane keeps its own episode accounting, replay queue and context.
 
-Resets, by what the env allows:
+Resets, by what the env allows -- one loop each, reading top to bottom:
 
-- **driver-owned** (a Gymnasium ``VectorEnv``, which resets chosen lanes with
-  ``options={"reset_mask": ...}``): a finished lane is reset at once with the next
-  episode's seed, so per-episode seeds, step/time caps and trials all work (O-2);
-- **NextStep autoreset** (e.g. a ``RemoteVectorEnv``): the env resets a finished lane
-  on the following step and ignores that lane's action; only the first
-  ``num_envs`` episodes can be seeded, and caps are refused;
-- **SameStep autoreset**: the observation returned with ``done`` already starts the
-  next episode.
+- **driver-owned** (:func:`_drive_owned`; a Gymnasium ``VectorEnv``, which resets
+  chosen lanes with ``options={"reset_mask": ...}``, or a lanes endpoint resetting
+  ``env_indices``): a finished lane is reset at once with the next episode's seed,
+  so per-episode seeds, step/time caps and trials all work (O-2);
+- **NextStep autoreset** (:func:`_drive_next_step`, e.g. a served Gymnasium vector
+  env): the env resets a finished lane on the following step and ignores that
+  lane's action; only the first ``num_envs`` episodes can be seeded, and caps are
+  refused. That step must pay reward 0 and not be done (AR-6), checked exactly as
+  a server checks it;
+- **SameStep autoreset** (:func:`_drive_same_step`): the observation returned with
+  ``done`` already starts the next episode.
+
+Env results are read through the one env view (``rlmesh._envview``): the same
+normalisation, lane-info slicing and final-info rule as the server's driver.
 
 The budget counts *started* episodes, so the result holds exactly ``count``
 episodes, in order of completion; lanes rolled past the budget run unscored and
