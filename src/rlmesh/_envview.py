@@ -60,6 +60,7 @@ __all__ = [
     "normalize_reset",
     "normalize_step",
     "published_metadata",
+    "spec_id",
     "validation_policy",
     "vector_lanes",
     "view_of",
@@ -185,6 +186,11 @@ def env_id_of(env: Any) -> str:
         spec = env.spec
     except Exception:
         return UNKNOWN_ENV_ID
+    return spec_id(spec)
+
+
+def spec_id(spec: Any) -> str:
+    """SRV-11: ``spec.id`` when it is a non-empty str, else ``"UnknownEnv-v1"``."""
     ident = getattr(spec, "id", None) if spec is not None else None
     return ident if isinstance(ident, str) and ident else UNKNOWN_ENV_ID
 

@@ -19,8 +19,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from .._contract import UNKNOWN_ENV_ID, EnvContract
-from .._envview import declared_autoreset, is_vector_env, normalize_step, vector_lanes
+from .._contract import EnvContract
+from .._envview import declared_autoreset, is_vector_env, normalize_step, spec_id, vector_lanes
 from ..spaces._gym import as_spec
 
 __all__ = ["EnvConn", "LocalContract", "classify_target", "open_target"]
@@ -115,7 +115,7 @@ def local_contract(env: Any, *, vector: bool, num_envs: int) -> Any:
     if metadata is not None and not isinstance(metadata, Mapping):
         metadata = None
     spec = _static_get(env, "spec")
-    ident = getattr(spec, "id", None) or UNKNOWN_ENV_ID
+    ident = spec_id(spec)  # SRV-11, as a server names it
     render_mode = _static_get(env, "render_mode")
     obs_space = _static_get(env, "single_observation_space") if vector else None
     act_space = _static_get(env, "single_action_space") if vector else None

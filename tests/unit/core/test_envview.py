@@ -81,3 +81,13 @@ def test_vector_detection_and_autoreset_are_one_rule() -> None:
     with pytest.raises(ValueError, match="Weird"):
         declared_autoreset({"autoreset_mode": "Weird"})
     assert "lane 3" in next_step_violation(3)
+
+
+def test_the_env_id_rule_is_the_servers() -> None:
+    """SRV-11: a non-empty str ``spec.id``, else ``UnknownEnv-v1`` (an empty or non-str id too)."""
+    from rlmesh._envview import spec_id
+
+    assert spec_id(types.SimpleNamespace(id="CartPole-v1")) == "CartPole-v1"
+    assert spec_id(types.SimpleNamespace(id="")) == "UnknownEnv-v1"
+    assert spec_id(types.SimpleNamespace(id=7)) == "UnknownEnv-v1"
+    assert spec_id(None) == "UnknownEnv-v1"
