@@ -115,8 +115,8 @@ class DuckVector:
         pass
 
 
-def sync_vector(mode: AutoresetMode, read_only: bool = False) -> SyncVectorEnv:
-    return SyncVectorEnv([lambda: Countdown(read_only) for _ in range(2)], autoreset_mode=mode)
+def sync_vector(mode: AutoresetMode, read_only: bool = False, lanes: int = 2) -> SyncVectorEnv:
+    return SyncVectorEnv([lambda: Countdown(read_only) for _ in range(lanes)], autoreset_mode=mode)
 
 
 class Ones(NumpyModel):
@@ -145,6 +145,8 @@ CATALOGUE: dict[str, Case] = {
     "vector-next-step-seeded": Case(lambda: sync_vector(AutoresetMode.NEXT_STEP), {"seeds": [7, 8]}),
     "vector-same-step": Case(lambda: sync_vector(AutoresetMode.SAME_STEP), {"max_episodes": 5}),
     "vector-disabled": Case(lambda: sync_vector(AutoresetMode.DISABLED), {"seeds": [1, 2, 3, 4, 5]}),
+    "vector-one-lane": Case(lambda: sync_vector(AutoresetMode.NEXT_STEP, lanes=1), {"seeds": [1, 2, 3]}),
+    "duck-vector-one-lane": Case(lambda: DuckVector(n=1), {"max_episodes": 3}),
     "vector-read-only-info": Case(lambda: sync_vector(AutoresetMode.SAME_STEP, True), {"max_episodes": 4}),
     "duck-vector": Case(lambda: DuckVector(), {"max_episodes": 5}),
     "duck-vector-next-step-declared": Case(
