@@ -60,16 +60,19 @@ __all__ = ["lane_info", "run_vector"]
 _NP = get_bridge("numpy")
 
 
+UNSCORED = -1  # the episode index of a lane running past the budget (DELTA-39)
+
+
 class _Lanes:
     """Per-lane episode state (parallel lists; the lane count is small).
 
-    ``ep[i]`` is the lane's episode index in the budget, ``-1`` while it runs an
-    unscored episode past the budget; ``rolling[i]`` marks a NextStep lane whose
+    ``ep[i]`` is the lane's episode index in the budget, :data:`UNSCORED` while it
+    runs an episode past the budget; ``rolling[i]`` marks a NextStep lane whose
     next step is the env's autoreset of it.
     """
 
     def __init__(self, n: int) -> None:
-        self.ep = [-1] * n
+        self.ep = [UNSCORED] * n
         self.seed: list[int | None] = [None] * n
         self.trial: list[int | None] = [None] * n
         self.eid = [""] * n
@@ -217,7 +220,7 @@ class _VectorRun:
             lanes.seed[lane] = self.seed_list[k] if k < len(self.seed_list) else None
             lanes.trial[lane] = None if self.trial_base is None else self.trial_base + k
         else:
-            lanes.ep[lane], lanes.seed[lane], lanes.trial[lane] = -1, None, None
+            lanes.ep[lane], lanes.seed[lane], lanes.trial[lane] = UNSCORED, None, None
 
     def begin(self, lane: int) -> None:
         """The lane's episode starts now: fresh books, model episode hooks, ``on_episode_start``."""
@@ -237,7 +240,7 @@ class _VectorRun:
                 adapter.reset()
         elif self.served:
             route.begin_episode(eid, lanes.seed[lane], lane)
-        if self.hooks is not None and lanes.ep[lane] >= 0:
+        if self.hooks is not None and lanes.ep[lane] != UNSCORED:
             self.hooks.on_episode_start(episode=lanes.ep[lane], seed=lanes.seed[lane])
 
     def finish(self, lane: int, terminated: bool, truncated: bool, info: Mapping[str, Any]) -> None:
@@ -250,7 +253,7 @@ class _VectorRun:
             else:
                 self.route.end_episode(eid)
         k = lanes.ep[lane]
-        if k < 0:
+        if k == UNSCORED:
             return
         steps = lanes.steps[lane]
         result = EpisodeResult(
@@ -325,7 +328,7 @@ class _VectorRun:
         lanes.step_s[lane] += step_s
         capped = lanes.steps[lane] >= self.cap and not te and not tr
         hooks = self.hooks
-        if per_obs is not None and hooks is not None and lanes.ep[lane] >= 0:
+        if per_obs is not None and hooks is not None and lanes.ep[lane] != UNSCORED:
             hooks.on_step(
                 StepEvent(
                     lanes.ep[lane], lanes.seed[lane], lanes.steps[lane] - 1,
@@ -367,7 +370,7 @@ def _drive_owned(run: _VectorRun, how: str, max_secs: float | None, refuse: Any)
             now = time.perf_counter()
             expired = [
                 lane for lane in range(n)
-                if lanes.ep[lane] >= 0 and now - lanes.start[lane] >= max_secs
+                if lanes.ep[lane] != UNSCORED and now - lanes.start[lane] >= max_secs
             ]
             for lane in expired:
                 run.finish(lane, False, True, {})
