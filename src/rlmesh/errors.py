@@ -16,6 +16,7 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     ├── RecoverableEnvError                      raised *by an env* to fail one request only
     ├── ModelError                               a served model failed: "model error: ..."
     ├── HandshakeError                           incompatible peer (generation or edition)
+    │   └── InvalidContract (ConnectionError)    the peer published a contract this side cannot read
     ├── EndpointBusy (ConnectionError)           another client holds the env's session
     ├── ConnectFailed (ConnectionError)          could not reach an endpoint
     ├── BindFailed (ConnectionError)             a server could not bind its address
@@ -47,6 +48,7 @@ __all__ = [
     "EndpointBusy",
     "EnvironmentException",
     "HandshakeError",
+    "InvalidContract",
     "ModelError",
     "InvalidAction",
     "ProtocolException",
@@ -198,6 +200,10 @@ class ModelError(RLMeshException):
 
 class HandshakeError(RLMeshException):
     """The peer is incompatible: another protocol generation or no mutual edition."""
+
+
+class InvalidContract(HandshakeError, ConnectionError):
+    """The endpoint's handshake carried a contract this client cannot read (an incompatible peer)."""
 
 
 class EndpointBusy(RLMeshException, ConnectionError):

@@ -35,7 +35,7 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rlmesh import numpy as _rnp
+from rlmesh import _keys, numpy as _rnp
 from rlmesh.errors import EndpointBusy
 from rlmesh.spaces._gym import to_gymnasium_space
 from rlmesh.transport import resolve_address
@@ -46,7 +46,7 @@ log = logging.getLogger("rlmesh.gymnasium")
 
 #: The id registered with Gymnasium on import: ``gymnasium.make(REMOTE_ID, address=...)``.
 REMOTE_ID = "rlmesh/Remote-v0"
-_WARNING_KEY = "rlmesh.conformance.warning"
+_WARNING_KEY = _keys.CONFORMANCE_WARNING_KEY
 _MODES = {"NextStep": AutoresetMode.NEXT_STEP, "SameStep": AutoresetMode.SAME_STEP, "Disabled": AutoresetMode.DISABLED}
 
 

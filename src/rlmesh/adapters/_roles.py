@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+from .. import _keys
+
 __all__ = [
     "ACTION_DELTA_POS",
     "ACTION_DELTA_POS_2",
@@ -120,9 +122,9 @@ RIGHT_LEG = "right_leg"
 PARTS = [LEFT_ARM, RIGHT_ARM, HEAD, TORSO, BASE, LEFT_LEG, RIGHT_LEG]
 
 # -- metadata keys (ADP-49, DELTA-71) ---------------------------------------------
-ENV_METADATA_KEY = "rlmesh.adapters.v1.env_tags"
-MODEL_METADATA_KEY = "rlmesh.adapters.v1.model_spec"
-ENV_BRANCH_METADATA_KEY = "rlmesh.adapters.v1.env_branch"
+ENV_METADATA_KEY = _keys.ENV_TAGS_KEY
+MODEL_METADATA_KEY = _keys.MODEL_SPEC_KEY
+ENV_BRANCH_METADATA_KEY = _keys.ENV_BRANCH_KEY
 
 # -- closed vocabularies ----------------------------------------------------------
 #: Rotation encodings and their widths (ADP-7, DELTA-66 ``gravity_xyz``).

@@ -24,6 +24,8 @@ from typing import Any
 
 import msgspec
 
+from .. import _keys
+
 __all__ = [
     "DESCRIBE_METADATA_KEY",
     "DESCRIBE_SCHEMA_VERSION",
@@ -35,7 +37,7 @@ __all__ = [
 ]
 
 DESCRIBE_SCHEMA_VERSION = 1
-DESCRIBE_METADATA_KEY = "rlmesh.describe.v1"
+DESCRIBE_METADATA_KEY = _keys.DESCRIBE_METADATA_KEY
 
 #: Top-level key order (AUTH-20 as amended by DELTA-53).
 ENV_KEYS = (

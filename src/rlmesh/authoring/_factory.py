@@ -19,6 +19,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
+from .. import _keys
+from .._envview import Lanes, autoreset_name
 from ._params import ParamError, ParamSpec
 from ._resolve import binding_metadata, resolve_params
 from ._sig import json_safe
@@ -38,11 +40,11 @@ __all__ = [
 ]
 
 #: Metadata key listing the reserved reset options an env accepts (DELTA-47).
-ENV_RESET_OPTIONS_KEY = "rlmesh.env.v1.reset_options"
+ENV_RESET_OPTIONS_KEY = _keys.ENV_RESET_OPTIONS_KEY
 #: Where adapter env tags ride in env metadata (ADP-49); same value as rlmesh.adapters'.
-ENV_METADATA_KEY = "rlmesh.adapters.v1.env_tags"
+ENV_METADATA_KEY = _keys.ENV_TAGS_KEY
 #: Where the selected contract branch rides in env metadata (DELTA-56).
-ENV_BRANCH_METADATA_KEY = "rlmesh.adapters.v1.env_branch"
+ENV_BRANCH_METADATA_KEY = _keys.ENV_BRANCH_KEY
 #: The most contract branches ``tag_params`` may span (DELTA-56).
 MAX_CONTRACT_BRANCHES = 8
 _VECTORIZATION_MODES = (None, "sync", "async")
@@ -419,8 +421,6 @@ def build_env(
         raise ValueError(
             f"vectorization_mode must be None, 'sync' or 'async', got {vectorization_mode!r}"
         )
-    from ..serve._envs import Lanes, autoreset_name  # plain data helpers, no sockets
-
     mode = None if autoreset is None else autoreset_name(autoreset)
     cls = type(instance)
     binding = dict(make_kwargs or {})

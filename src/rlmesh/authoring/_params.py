@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .. import _keys
 from ..errors import RLMeshException
 from ._sig import SCALARS, json_safe, signature_of
 
@@ -37,7 +38,7 @@ __all__ = [
 ]
 
 #: Metadata key under which a served env publishes its resolved binding (AUTH-10).
-PARAM_METADATA_KEY = "rlmesh.params.v1.binding"
+PARAM_METADATA_KEY = _keys.PARAM_BINDING_KEY
 
 _EXTRA_MODES = ("forbid", "passthrough")
 _UNIT_TOLERANCE = 1e-3  # AUTH-8: abs(norm(v) - 1) <= 1e-3

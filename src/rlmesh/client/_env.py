@@ -25,7 +25,7 @@ from .._bridge import NUMPY, PLAIN, Bridge
 from .._build import resolve_declared_edition
 from .._contract import EnvContract
 from .._ids import uuid7 as new_episode_id
-from ..errors import ProtocolException
+from ..errors import EnvironmentException, InvalidContract, ProtocolException
 from ..spaces import space_from_spec
 from ..spaces._spec import SpaceSpec
 from ..spaces._values import compile_encoder
@@ -77,7 +77,10 @@ class _RemoteEnvBase:
             contract = EnvContract.from_dict(welcome.contract)
         except ValueError as exc:
             self._session.detach()
-            raise ConnectionError(f"the env at '{addr.url}' published an invalid contract: {exc}") from None
+            raise InvalidContract(
+                f"the env at '{addr.url}' published an invalid contract: {exc}; the server runs an "
+                "incompatible rlmesh -- upgrade one side"
+            ) from None
         self._check_arity(contract, addr.url)
         self._address = addr.url
         self._contract = contract
@@ -414,7 +417,11 @@ class RemoteVectorEnv(_RemoteEnvBase):
         indices = [int(i) for i in env_indices] if env_indices is not None else []
         count = len(indices) or self._num_envs
         if indices and self._last_obs is None:
-            raise RuntimeError("a partial reset needs a full reset() first")
+            raise EnvironmentException(
+                "a partial reset (env_indices) needs a full reset() first; call reset() without env_indices",
+                code="NOT_READY",
+                op="reset",
+            )
         seed_int = False
         if seed is None:
             seeds: list[int | None] = []

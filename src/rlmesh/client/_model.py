@@ -16,10 +16,12 @@ from .._build import resolve_declared_edition
 from .._contract import EnvContract
 from ..errors import (
     AdapterResolutionError,
+    ConnectFailed,
     EnvironmentException,
     HandshakeError,
     ModelError,
     RequestTimeout,
+    RLMeshException,
 )
 from ..models._values import to_numpy_tree
 from ..spaces._values import compile_encoder
@@ -126,7 +128,12 @@ class RemoteRoute:
 
     def _request(self, msg: Any, segments: Sequence[Any] = ()) -> tuple[Any, Any]:
         if self.session is None:
-            raise RuntimeError("the served model is not bound to an env yet")
+            raise ModelError(
+                "the served model is not bound to an env yet; open a session (RemoteModel.session(env)) "
+                "before predicting",
+                code="NOT_READY",
+                recoverable=True,
+            )
         try:
             return self.session.request(msg, list(segments), timeout=self.handle.request_timeout_seconds)
         except EnvironmentException as exc:  # MOD-38: a served handler failure
@@ -193,15 +200,30 @@ class RemoteModel:
         return self._requested if self._requested is not None else self._addr.url
 
     def _dial(self, declared: str | None) -> ClientSession:
-        return ClientSession(
-            self._addr,
-            service="model",
-            component="rlmesh-runtime",
-            declared=resolve_declared_edition(declared),
-            connect_timeout=self.connect_timeout_seconds,
-            request_timeout=self.request_timeout_seconds,
-            noun="a model",
-        )
+        """Connect to the model endpoint; failures are worded for a model, not an env."""
+        url = self._addr.url
+        try:
+            return ClientSession(
+                self._addr,
+                service="model",
+                component="rlmesh-runtime",
+                declared=resolve_declared_edition(declared),
+                connect_timeout=self.connect_timeout_seconds,
+                request_timeout=self.request_timeout_seconds,
+                noun="a model",
+            )
+        except RequestTimeout as exc:
+            raise RequestTimeout(
+                f"remote model connect timed out after {exc.timeout_seconds or 0:.3f}s ({url}); "
+                "is the ModelServer running and reachable?",
+                timeout_seconds=exc.timeout_seconds,
+            ) from None
+        except ConnectFailed as exc:
+            if not isinstance(exc.__cause__, OSError) or isinstance(exc.__cause__, RLMeshException):
+                raise  # the handshake failed: the session's message already names the model
+            raise ConnectFailed(
+                f"could not connect to a model at '{url}'; is the ModelServer running? ({exc.__cause__})"
+            ) from exc.__cause__
 
     def session(
         self,

@@ -166,7 +166,7 @@ def run_session(
     perf = time.perf_counter
     route = sess._route
     predict = route.predict
-    env_step = conn.env.step
+    env_step = conn.step
     read = sess.read
     view = sess._attach_view()  # the live viewer, hooked into this loop once (VIEW-6); None when off
     done: list[EpisodeResult] = []

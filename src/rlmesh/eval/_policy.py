@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _keys
 from ..errors import AdapterResolutionError
 from ..models._base import ModelBase
 from ..models._context import EpisodeStore
@@ -33,7 +34,7 @@ from ._warn import user_stacklevel
 __all__ = ["ENV_TAGS_KEY", "LocalRoute", "RandomRoute", "input_signature", "resolve_adapter"]
 
 #: Where env adapter tags live in contract metadata (ADP-136).
-ENV_TAGS_KEY = "rlmesh.adapters.v1.env_tags"
+ENV_TAGS_KEY = _keys.ENV_TAGS_KEY
 
 
 def new_episode_id() -> str:

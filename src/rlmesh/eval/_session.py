@@ -13,10 +13,11 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .._envview import normalize_reset
 from ..tensor import Tensor
 from ._policy import ENV_TAGS_KEY, LocalRoute, new_episode_id
 from ._targets import EnvConn, open_target
-from ._trial import TRIAL_INDEX, declares_reset_option
+from ._trial import ENV_RESET_OPTIONS_KEY, TRIAL_INDEX, declares_reset_option
 from ._warn import user_stacklevel
 
 if TYPE_CHECKING:
@@ -37,13 +38,6 @@ def _has_tensor_leaf(tree: Any) -> bool:
     if isinstance(tree, (list, tuple)):
         return any(_has_tensor_leaf(v) for v in tree)
     return False
-
-
-def normalize_reset(ret: Any) -> tuple[Any, Mapping[str, Any]]:
-    """``(obs, info)`` from a reset return; anything else is the observation with ``{}`` (EVAL-12)."""
-    if isinstance(ret, tuple) and len(ret) == 2 and isinstance(ret[1], Mapping):
-        return ret[0], ret[1]
-    return ret, {}
 
 
 class Session(Generic[ObsT, ActT]):
@@ -223,7 +217,7 @@ class Session(Generic[ObsT, ActT]):
         if warn:
             warnings.warn(
                 'trial_index was given but this env declares no "trial_index" reset option '
-                "(metadata 'rlmesh.env.v1.reset_options'); resetting without it",
+                f"(metadata '{ENV_RESET_OPTIONS_KEY}'); resetting without it",
                 UserWarning,
                 stacklevel=user_stacklevel(),
             )
@@ -287,7 +281,7 @@ class Session(Generic[ObsT, ActT]):
         self._require_single(conn, "step")
         view = self._viewer
         t0 = time.perf_counter() if view is not None else 0.0
-        obs, reward, terminated, truncated, info = conn.env.step(action)
+        obs, reward, terminated, truncated, info = conn.step(action)
         r, te, tr = float(reward), bool(terminated), bool(truncated)
         self._steps += 1
         self._reward += r

@@ -19,7 +19,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from .._contract import UNKNOWN_ENV_ID, EnvContract
+from .._contract import EnvContract
+from .._envview import declared_autoreset, is_vector_env, normalize_step, spec_id, vector_lanes
 from ..spaces._gym import as_spec
 
 __all__ = ["EnvConn", "LocalContract", "classify_target", "open_target"]
@@ -101,24 +102,20 @@ class LocalContract:
         return f'EnvContract(id="{self.id}", num_envs={self.num_envs})'
 
 
-def _autoreset_name(value: Any) -> str:
-    if value is None:
-        return "NextStep"
-    raw = getattr(value, "value", value)
-    name = str(raw).replace("_", "").replace(" ", "").lower()
-    for mode in ("NextStep", "SameStep", "Disabled"):
-        if name == mode.lower():
-            return mode
-    return "NextStep"
-
-
 def local_contract(env: Any, *, vector: bool, num_envs: int) -> Any:
-    """Synthesize a contract for a local env: metadata, spaces and ``num_envs`` (EVAL-7)."""
+    """Synthesize a contract for a local env: metadata, spaces and ``num_envs`` (EVAL-7).
+
+    The autoreset mode is read as a served endpoint reads it (AR-1): a vector env
+    declaring none is NextStep, an unknown mode is refused.
+
+    Raises:
+        ValueError: a vector env declares an unknown ``metadata["autoreset_mode"]``.
+    """
     metadata = _static_get(env, "metadata")
     if metadata is not None and not isinstance(metadata, Mapping):
         metadata = None
     spec = _static_get(env, "spec")
-    ident = getattr(spec, "id", None) or UNKNOWN_ENV_ID
+    ident = spec_id(spec)  # SRV-11, as a server names it
     render_mode = _static_get(env, "render_mode")
     obs_space = _static_get(env, "single_observation_space") if vector else None
     act_space = _static_get(env, "single_action_space") if vector else None
@@ -126,7 +123,7 @@ def local_contract(env: Any, *, vector: bool, num_envs: int) -> Any:
         obs_space = _static_get(env, "observation_space")
     if act_space is None:
         act_space = _static_get(env, "action_space")
-    mode = _autoreset_name((metadata or {}).get("autoreset_mode")) if vector else "Disabled"
+    mode = declared_autoreset(metadata) if vector else "Disabled"
     try:
         return EnvContract(
             str(ident),
@@ -158,6 +155,8 @@ class EnvConn:
         num_envs: Lanes (1 for a scalar env).
         is_vector: Whether the env speaks the batched vector API.
         remote: Whether ``env`` is a client (it negotiated a workflow edition).
+        step: ``env.step`` for a scalar env, its result read as a served endpoint reads it
+            (ENVCALL-3: a legacy 4-tuple, any ``Mapping`` as info) when the env is local.
         per_lane_reset: Whether lanes can be reset individually (gymnasium ``reset_mask``).
     """
 
@@ -183,9 +182,9 @@ class EnvConn:
         self.user_obj = user_obj
         num = getattr(contract, "num_envs", 1)
         self.num_envs = int(num) if isinstance(num, int) else 1
-        self.is_vector = _static_has(env, "single_observation_space") and _static_has(env, "num_envs")
+        self.is_vector = is_vector_env(env)  # SRV-3, as a server classifies it
         if self.is_vector:
-            self.num_envs = int(_static_get(env, "num_envs", self.num_envs))
+            self.num_envs = vector_lanes(env) or self.num_envs
         self.autoreset_mode = str(getattr(contract, "autoreset_mode", "NextStep"))
         #: How the driver resets single lanes: "mask" (gymnasium reset_mask),
         #: "indices" (a RemoteVectorEnv lanes endpoint), or "" (the env autoresets).
@@ -202,6 +201,8 @@ class EnvConn:
                 elif self.autoreset_mode == "NextStep" and remote:
                     self.next_step_indices = True
         self.metadata: Mapping[str, Any] | None = getattr(contract, "metadata", None)
+        step = env.step
+        self.step: Any = step if remote or self.is_vector else lambda action: normalize_step(step(action), None)
 
     @property
     def action_space(self) -> Any:
@@ -209,8 +210,9 @@ class EnvConn:
 
     @property
     def single_action_space(self) -> Any:
-        if self.is_vector:
-            return _static_get(self.env, "single_action_space")
+        if self.is_vector:  # a duck-typed vector env may only have the per-lane action_space
+            single = _static_get(self.env, "single_action_space")
+            return single if single is not None else self.action_space
         return self.action_space
 
     def close(self, *, close_env: bool) -> None:
@@ -267,12 +269,8 @@ def _takes_kw(fn: Any, name: str) -> bool:
 
 def _dial(address: str, *, workflow_edition: str | None) -> tuple[Any, Any]:
     """Dial ``address`` with the numpy clients; return ``(client, contract)`` (EVAL-6)."""
-    try:
-        from ..numpy import RemoteEnv, RemoteVectorEnv
-    except ImportError as exc:  # pragma: no cover - until rlmesh.numpy lands
-        raise RuntimeError(
-            f"cannot dial {address!r}: the rlmesh.numpy remote clients are not available ({exc})"
-        ) from exc
+    from ..numpy import RemoteEnv, RemoteVectorEnv
+
     kwargs: dict[str, Any] = {}
     if workflow_edition is not None:
         kwargs["workflow_edition"] = workflow_edition
@@ -304,8 +302,9 @@ def open_target(target: Any, kind: str, *, workflow_edition: str | None = None) 
 
 
 def _local_conn(env: Any, *, user_obj: Any, built: bool = False, factory: Any = None, owns_factory: bool = False) -> EnvConn:
-    vector = _static_has(env, "single_observation_space") and _static_has(env, "num_envs")
-    num_envs = int(_static_get(env, "num_envs", 1)) if vector or _static_has(env, "num_envs") else 1
+    lanes = vector_lanes(env)
+    vector = lanes is not None
+    num_envs = lanes or 1
     contract = local_contract(env, vector=vector, num_envs=num_envs)
     return EnvConn(
         env, contract, remote=False, built=built, factory=factory, owns_factory=owns_factory, user_obj=user_obj

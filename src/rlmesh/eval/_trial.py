@@ -8,7 +8,7 @@ from typing import Any
 __all__ = ["ENV_RESET_OPTIONS_KEY", "TRIAL_INDEX", "declares_reset_option", "trial_index"]
 
 #: Metadata key under which an env lists the reserved reset options it accepts.
-from ..authoring._factory import ENV_RESET_OPTIONS_KEY
+from .._keys import ENV_RESET_OPTIONS_KEY
 
 #: The one reserved option of this edition: the 0-based ordinal of the episode.
 TRIAL_INDEX = "trial_index"

@@ -5,16 +5,22 @@ ONE call of the batched corner when the model has one (EVAL-69: one forward per
 step, or per ``h`` steps when chunking), else the model is called per lane. Each
 lane keeps its own episode accounting, replay queue and context.
 
-Resets, by what the env allows:
+Resets, by what the env allows -- one loop each, reading top to bottom:
 
-- **driver-owned** (a Gymnasium ``VectorEnv``, which resets chosen lanes with
-  ``options={"reset_mask": ...}``): a finished lane is reset at once with the next
-  episode's seed, so per-episode seeds, step/time caps and trials all work (O-2);
-- **NextStep autoreset** (e.g. a ``RemoteVectorEnv``): the env resets a finished lane
-  on the following step and ignores that lane's action; only the first
-  ``num_envs`` episodes can be seeded, and caps are refused;
-- **SameStep autoreset**: the observation returned with ``done`` already starts the
-  next episode.
+- **driver-owned** (:func:`_drive_owned`; a Gymnasium ``VectorEnv``, which resets
+  chosen lanes with ``options={"reset_mask": ...}``, or a lanes endpoint resetting
+  ``env_indices``): a finished lane is reset at once with the next episode's seed,
+  so per-episode seeds, step/time caps and trials all work (O-2);
+- **NextStep autoreset** (:func:`_drive_next_step`, e.g. a served Gymnasium vector
+  env): the env resets a finished lane on the following step and ignores that
+  lane's action; only the first ``num_envs`` episodes can be seeded, and caps are
+  refused. That step must pay reward 0 and not be done (AR-6), checked exactly as
+  a server checks it;
+- **SameStep autoreset** (:func:`_drive_same_step`): the observation returned with
+  ``done`` already starts the next episode.
+
+Env results are read through the one env view (``rlmesh._envview``): the same
+normalisation, lane-info slicing and final-info rule as the server's driver.
 
 The budget counts *started* episodes, so the result holds exactly ``count``
 episodes, in order of completion; lanes rolled past the budget run unscored and
@@ -31,6 +37,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._envview import (
+    lane_final_info,
+    lane_info,
+    next_step_violation,
+    normalize_reset,
+    normalize_step,
+)
+from ..errors import EnvironmentException, Unsupported
 from ..models._values import get_bridge, to_numpy_tree
 from ._hooks import RunHooks, StepEvent
 from ._loop import BUILTIN_STEP_BOUND, finish_run
@@ -46,31 +60,19 @@ __all__ = ["lane_info", "run_vector"]
 _NP = get_bridge("numpy")
 
 
-def lane_info(info: Mapping[str, Any] | None, lane: int, n: int) -> dict[str, Any]:
-    """One lane's view of a batched vector info dict (gymnasium ``key`` / ``_key`` mask layout)."""
-    if not info:
-        return {}
-    out: dict[str, Any] = {}
-    for key, value in info.items():
-        if key.startswith("_"):
-            continue
-        mask = info.get("_" + key)
-        if mask is not None and not bool(np.asarray(mask)[lane]):
-            continue
-        if isinstance(value, Mapping):
-            out[key] = lane_info(value, lane, n)
-        elif isinstance(value, (np.ndarray, list, tuple)) and len(value) == n:
-            out[key] = value[lane]
-        else:
-            out[key] = value
-    return out
+UNSCORED = -1  # the episode index of a lane running past the budget (DELTA-39)
 
 
 class _Lanes:
-    """Per-lane episode state (parallel lists; the lane count is small)."""
+    """Per-lane episode state (parallel lists; the lane count is small).
+
+    ``ep[i]`` is the lane's episode index in the budget, :data:`UNSCORED` while it
+    runs an episode past the budget; ``rolling[i]`` marks a NextStep lane whose
+    next step is the env's autoreset of it.
+    """
 
     def __init__(self, n: int) -> None:
-        self.ep = [-1] * n
+        self.ep = [UNSCORED] * n
         self.seed: list[int | None] = [None] * n
         self.trial: list[int | None] = [None] * n
         self.eid = [""] * n
@@ -88,6 +90,38 @@ def _refuse(msg: str) -> None:
     raise ValueError(f"invalid vector run: {msg}")
 
 
+def _refuse_unowned(
+    mode: str,
+    n: int,
+    *,
+    count: int,
+    seed_list: list[int],
+    capped: bool,
+    trial_index_base: int,
+) -> None:
+    """The checks for an env that resets its own lanes (up front, or when a lane reset is refused)."""
+    if mode == "Disabled":
+        _refuse(
+            f"the env reports num_envs={n} with autoreset disabled and cannot reset single "
+            "lanes; use a gymnasium VectorEnv (reset_mask) or an autoresetting env"
+        )
+    if len(seed_list) > n and count > n:
+        _refuse(
+            f"{len(seed_list)} seeds for a {mode} autoreset env with num_envs={n}: only the first "
+            f"{n} episodes start at an explicit reset; pass at most {n} seeds, drive a "
+            "gymnasium VectorEnv that supports per-lane resets, or serve independent lanes "
+            "(rlmesh serve ENV --num-envs N)"
+        )
+    if capped:
+        _refuse(
+            f"step/time caps need driver-owned per-lane resets, which this {mode} autoreset env "
+            f"with num_envs={n} does not offer; cap the env itself (e.g. TimeLimit) or serve "
+            "independent lanes (rlmesh serve ENV --num-envs N)"
+        )
+    if trial_index_base:
+        _refuse(f"trial_index_base={trial_index_base} needs driver-owned resets; this env autoresets")
+
+
 def run_vector(
     sess: Session[Any, Any],
     conn: EnvConn,
@@ -99,105 +133,131 @@ def run_vector(
     hooks: RunHooks | None,
     trial_index_base: int,
 ) -> RunResult:
-    """Drive all lanes of a vector env until ``count`` scored episodes completed."""
+    """Drive all lanes of a vector env until ``count`` scored episodes completed.
+
+    Picks who resets finished lanes -- the driver (:func:`_drive_owned`), or the env
+    by NextStep (:func:`_drive_next_step`) or SameStep (:func:`_drive_same_step`)
+    autoreset -- and runs that mode's loop.
+    """
     n = conn.num_envs
     how = conn.per_lane_reset
-    needs_owned = (
-        (len(seed_list) > n and count > n)
-        or max_episode_steps is not None
-        or max_episode_seconds is not None
-        or bool(trial_index_base)
-    )
+    capped = max_episode_steps is not None or max_episode_seconds is not None
+    needs_owned = (len(seed_list) > n and count > n) or capped or bool(trial_index_base)
     if not how and needs_owned and getattr(conn, "next_step_indices", False):
         how = "indices"  # a NEXT_STEP lanes endpoint resets single lanes (issue 12); refused below if not
-    owned = bool(how)
-    mode = "owned" if owned else conn.autoreset_mode
-    unowned_mode = conn.autoreset_mode
-
-    def refuse_unowned() -> None:
-        """The checks for an env that resets its own lanes (up front, or when a lane reset is refused)."""
-        m = unowned_mode
-        if m == "Disabled":
-            _refuse(
-                f"the env reports num_envs={n} with autoreset disabled and cannot reset single "
-                "lanes; use a gymnasium VectorEnv (reset_mask) or an autoresetting env"
-            )
-        if len(seed_list) > n and count > n:
-            _refuse(
-                f"{len(seed_list)} seeds for a {m} autoreset env with num_envs={n}: only the first "
-                f"{n} episodes start at an explicit reset; pass at most {n} seeds, drive a "
-                "gymnasium VectorEnv that supports per-lane resets, or serve independent lanes "
-                "(rlmesh serve ENV --num-envs N)"
-            )
-        if max_episode_steps is not None or max_episode_seconds is not None:
-            _refuse(
-                f"step/time caps need driver-owned per-lane resets, which this {m} autoreset env "
-                f"with num_envs={n} does not offer; cap the env itself (e.g. TimeLimit) or serve "
-                "independent lanes (rlmesh serve ENV --num-envs N)"
-            )
-        if trial_index_base:
-            _refuse(
-                f"trial_index_base={trial_index_base} needs driver-owned resets; this env autoresets"
-            )
-
-    if not owned:
-        refuse_unowned()
-    cap = max_episode_steps if max_episode_steps is not None else BUILTIN_STEP_BOUND
-    max_secs = None if max_episode_seconds is None else float(max_episode_seconds)
-    route = sess._route
-    local = isinstance(route, LocalRoute)
-    served = hasattr(route, "predict_lane")  # a RemoteModel route: one model lane per env lane
-    env = conn.env
-    perf = time.perf_counter
-    lanes = _Lanes(n)
-    done: list[EpisodeResult] = []
-    t_step: list[float] = []
-    t_pred: list[float] = []
-    started = 0
-    error: BaseException | None = None
-    view = sess._attach_view()  # the live viewer (VIEW-6): fed once per vector step, every lane
-
-    def assign(lane: int) -> None:
-        nonlocal started
-        if started < count:
-            k = started
-            started += 1
-            lanes.ep[lane] = k
-            lanes.seed[lane] = seed_list[k] if k < len(seed_list) else None
-            lanes.trial[lane] = trial_index_base + k if owned else None
+    refuse = functools.partial(
+        _refuse_unowned,
+        conn.autoreset_mode,
+        n,
+        count=count,
+        seed_list=seed_list,
+        capped=capped,
+        trial_index_base=trial_index_base,
+    )
+    if not how:
+        refuse()
+    run = _VectorRun(sess, conn, count, seed_list, hooks, trial_index_base if how else None, max_episode_steps)
+    try:
+        if hooks is not None:
+            hooks.on_run_start(sess)
+        run.start()
+        if how:
+            secs = None if max_episode_seconds is None else float(max_episode_seconds)
+            _drive_owned(run, how, secs, refuse)
+        elif conn.autoreset_mode == "SameStep":
+            _drive_same_step(run)
         else:
-            lanes.ep[lane], lanes.seed[lane], lanes.trial[lane] = -1, None, None
+            _drive_next_step(run)
+    except BaseException as exc:
+        run.error = exc
+    return run.close()
 
-    def begin(lane: int) -> None:
+
+class _VectorRun:
+    """The books of one vector run: lanes, budget, timings, and the per-step chores every mode shares."""
+
+    def __init__(
+        self,
+        sess: Session[Any, Any],
+        conn: EnvConn,
+        count: int,
+        seed_list: list[int],
+        hooks: RunHooks | None,
+        trial_index_base: int | None,
+        max_episode_steps: int | None,
+    ) -> None:
+        self.sess = sess
+        self.conn = conn
+        self.env = conn.env
+        self.n = n = conn.num_envs
+        self.count = count
+        self.seed_list = seed_list
+        self.hooks = hooks
+        self.trial_base = trial_index_base  # None: the env resets lanes, episodes carry no trial index
+        self.cap = max_episode_steps if max_episode_steps is not None else BUILTIN_STEP_BOUND
+        self.route = route = sess._route
+        self.local = isinstance(route, LocalRoute)
+        self.served = hasattr(route, "predict_lane")  # a RemoteModel route: one model lane per env lane
+        self.lanes = _Lanes(n)
+        self.done: list[EpisodeResult] = []
+        self.t_step: list[float] = []
+        self.t_pred: list[float] = []
+        self.started = 0
+        self.error: BaseException | None = None
+        self.obs: Any = None
+        self.view = sess._attach_view()  # the live viewer (VIEW-6): fed once per vector step, every lane
+
+    @property
+    def finished(self) -> bool:
+        return len(self.done) >= self.count
+
+    def assign(self, lane: int) -> None:
+        """Give ``lane`` the next episode of the budget, or mark it unscored past the budget."""
+        lanes = self.lanes
+        if self.started < self.count:
+            k = self.started
+            self.started += 1
+            lanes.ep[lane] = k
+            lanes.seed[lane] = self.seed_list[k] if k < len(self.seed_list) else None
+            lanes.trial[lane] = None if self.trial_base is None else self.trial_base + k
+        else:
+            lanes.ep[lane], lanes.seed[lane], lanes.trial[lane] = UNSCORED, None, None
+
+    def begin(self, lane: int) -> None:
+        """The lane's episode starts now: fresh books, model episode hooks, ``on_episode_start``."""
+        lanes, route = self.lanes, self.route
         eid = new_episode_id()
         lanes.eid[lane] = eid
         lanes.steps[lane] = 0
         lanes.reward[lane] = 0.0
         lanes.pred_s[lane] = lanes.step_s[lane] = 0.0
         lanes.queue[lane].clear()
-        lanes.start[lane] = perf()
-        if local:
+        lanes.start[lane] = time.perf_counter()
+        if self.local:
             if route.any_ctx:
                 route.store.begin(eid, lanes.seed[lane])
             adapter = route.adapters[lane]
             if adapter is not None:
                 adapter.reset()
-        elif served:
+        elif self.served:
             route.begin_episode(eid, lanes.seed[lane], lane)
-        if hooks is not None and lanes.ep[lane] >= 0:
-            hooks.on_episode_start(episode=lanes.ep[lane], seed=lanes.seed[lane])
-        if view is not None and lane == view.selected_lane and lanes.ep[lane] >= 0:
-            view.begin_episode(lanes.ep[lane], lanes.seed[lane], count, pending_obs[0])
+        if self.hooks is not None and lanes.ep[lane] != UNSCORED:
+            self.hooks.on_episode_start(episode=lanes.ep[lane], seed=lanes.seed[lane])
+        view = self.view
+        if view is not None and lane == view.selected_lane and lanes.ep[lane] != UNSCORED:
+            view.begin_episode(lanes.ep[lane], lanes.seed[lane], self.count, self.obs)
 
-    def finish(lane: int, terminated: bool, truncated: bool, info: Mapping[str, Any]) -> None:
-        if local and lanes.eid[lane]:
+    def finish(self, lane: int, terminated: bool, truncated: bool, info: Mapping[str, Any]) -> None:
+        """The lane's episode ended: end the model episode; score it when it is in the budget."""
+        lanes = self.lanes
+        if (self.local or self.served) and lanes.eid[lane]:
             eid, lanes.eid[lane] = lanes.eid[lane], ""
-            route.end_episode(eid)
-        elif served and lanes.eid[lane]:
-            eid, lanes.eid[lane] = lanes.eid[lane], ""
-            route.end_episode(eid, lane)
+            if self.served:
+                self.route.end_episode(eid, lane)
+            else:
+                self.route.end_episode(eid)
         k = lanes.ep[lane]
-        if k < 0:
+        if k == UNSCORED:
             return
         steps = lanes.steps[lane]
         result = EpisodeResult(
@@ -208,125 +268,189 @@ def run_vector(
             terminated,
             truncated if (terminated or truncated) else True,
             success_from_info(info),
-            perf() - lanes.start[lane],
+            time.perf_counter() - lanes.start[lane],
             lanes.pred_s[lane] * 1e3 / steps if steps else 0.0,
             lanes.step_s[lane] * 1e3 / steps if steps else 0.0,
             lanes.trial[lane],
         )
-        done.append(result)
-        if view is not None:
-            view.end_episode(result)
-        if hooks is not None:
-            hooks.on_episode_end(result)
+        self.done.append(result)
+        if self.view is not None:
+            self.view.end_episode(result)
+        if self.hooks is not None:
+            self.hooks.on_episode_end(result)
 
-    pending_obs: list[Any] = [None]  # the observation a lane's begin() shows in the viewer
+    def start(self) -> None:
+        """The first full reset: every lane gets an episode of the budget."""
+        n = self.n
+        for lane in range(n):
+            self.assign(lane)
+        seeds0 = [self.lanes.seed[i] for i in range(n)]
+        ret = self.env.reset(seed=seeds0) if any(s is not None for s in seeds0) else self.env.reset()
+        self.obs, _info = normalize_reset(ret)
+        if self.local and self.conn.remote:
+            self.route.env_plain = not isinstance(self.obs, np.ndarray) and _has_plain(self.obs)
+        for lane in range(n):
+            self.begin(lane)
 
-    try:
-        if hooks is not None:
-            hooks.on_run_start(sess)
-        for lane in range(n):
-            assign(lane)
-        seeds0 = [lanes.seed[i] for i in range(n)]
-        ret = env.reset(seed=seeds0) if any(s is not None for s in seeds0) else env.reset()
-        obs, _info = ret if isinstance(ret, tuple) and len(ret) == 2 else (ret, {})
-        pending_obs[0] = obs
-        if local and conn.remote:
-            route.env_plain = not isinstance(obs, np.ndarray) and _has_plain(obs)
-        for lane in range(n):
-            begin(lane)
-        while len(done) < count:
-            now = perf()
-            to_reset: list[int] = []
-            if max_secs is not None:
-                for lane in range(n):
-                    if lanes.ep[lane] >= 0 and not lanes.rolling[lane] and now - lanes.start[lane] >= max_secs:
-                        finish(lane, False, True, {})
-                        to_reset.append(lane)
-                if to_reset:
-                    obs = _reset_lanes(env, how, n, to_reset, lanes, assign, begin, refuse_unowned)
-                    if len(done) >= count:
-                        break
-            t0 = perf()
-            action = _predict(route, local, conn, obs, lanes, n)
-            t1 = perf()
-            obs2, rew, term, trunc, info = env.step(action)
-            t2 = perf()
-            t_pred.append(t1 - t0)
-            t_step.append(t2 - t1)
-            rew = np.asarray(rew, dtype=np.float64).reshape(n)
-            term = np.asarray(term, dtype=bool).reshape(n)
-            trunc = np.asarray(trunc, dtype=bool).reshape(n)
-            per_obs = None
-            if hooks is not None:
-                obs_np = obs if not (local and route.env_plain) else to_numpy_tree(obs)
-                per_obs = _NP.tree_unstack(obs_np, n)
-            to_reset = []
-            for lane in range(n):
-                if lanes.rolling[lane]:  # NextStep: this step was the env's reset of the lane
-                    lanes.rolling[lane] = False
-                    assign(lane)
-                    begin(lane)
-                    continue
-                r = float(rew[lane])
-                te, tr = bool(term[lane]), bool(trunc[lane])
-                lanes.steps[lane] += 1
-                lanes.reward[lane] += r
-                lanes.pred_s[lane] += t1 - t0
-                lanes.step_s[lane] += t2 - t1
-                capped = lanes.steps[lane] >= cap and not te and not tr
-                if per_obs is not None and hooks is not None and lanes.ep[lane] >= 0:
-                    hooks.on_step(
-                        StepEvent(
-                            lanes.ep[lane], lanes.seed[lane], lanes.steps[lane] - 1,
-                            per_obs[lane], lanes.last_action[lane], r, te,
-                            tr or capped, lane_info(info, lane, n), (t1 - t0) * 1e3,
-                            (t2 - t1) * 1e3, functools.partial(sess.read, per_obs[lane]),
-                        )
-                    )
-                if te or tr or capped:
-                    linfo = lane_info(info, lane, n)
-                    final = linfo.get("final_info")  # SameStep autoreset keeps the ended step's info here
-                    if isinstance(final, Mapping):
-                        linfo = dict(final)
-                    if mode == "SameStep":
-                        finish(lane, te, tr, linfo)
-                        assign(lane)
-                        begin(lane)
-                    else:
-                        finish(lane, te, tr or capped, linfo)
-                        if owned:
-                            to_reset.append(lane)
+    def step(self) -> tuple[Any, Any, Any, dict[str, Any], list[Any] | None, float, float]:
+        """Predict and step all lanes; returns ``(reward, terminated, truncated, info, per_lane_obs, pred_s, step_s)``.
+
+        ``per_lane_obs`` (for ``on_step``) is the observation the actions were
+        chosen from, split by lane, when hooks are installed. ``self.obs`` becomes
+        the env's new observation.
+        """
+        n, perf = self.n, time.perf_counter
+        obs = self.obs
+        t0 = perf()
+        action = _predict(self.route, self.local, self.conn, obs, self.lanes, n)
+        t1 = perf()
+        obs2, rew, term, trunc, info = normalize_step(self.env.step(action), n)
+        t2 = perf()
+        self.t_pred.append(t1 - t0)
+        self.t_step.append(t2 - t1)
+        per_obs = None
+        if self.hooks is not None:
+            obs_np = obs if not (self.local and self.route.env_plain) else to_numpy_tree(obs)
+            per_obs = _NP.tree_unstack(obs_np, n)
+        self.obs = obs2
+        return (
+            np.asarray(rew, dtype=np.float64).reshape(n),
+            np.asarray(term, dtype=bool).reshape(n),
+            np.asarray(trunc, dtype=bool).reshape(n),
+            info,
+            per_obs,
+            t1 - t0,
+            t2 - t1,
+        )
+
+    def advance(
+        self, lane: int, r: float, te: bool, tr: bool, info: dict[str, Any], per_obs: Any, pred_s: float, step_s: float
+    ) -> bool:
+        """Book one step of a running lane (and ``on_step``); whether its episode ended or hit the cap."""
+        lanes = self.lanes
+        lanes.steps[lane] += 1
+        lanes.reward[lane] += r
+        lanes.pred_s[lane] += pred_s
+        lanes.step_s[lane] += step_s
+        capped = lanes.steps[lane] >= self.cap and not te and not tr
+        hooks = self.hooks
+        if per_obs is not None and hooks is not None and lanes.ep[lane] != UNSCORED:
+            hooks.on_step(
+                StepEvent(
+                    lanes.ep[lane], lanes.seed[lane], lanes.steps[lane] - 1,
+                    per_obs[lane], lanes.last_action[lane], r, te,
+                    tr or capped, lane_info(info, lane, self.n), pred_s * 1e3,
+                    step_s * 1e3, functools.partial(self.sess.read, per_obs[lane]),
+                )
+            )
+        return te or tr or capped
+
+    def feed_view(self, rew: Any, pred_s: float, step_s: float) -> int | None:
+        """Feed the live viewer once per vector step; the watched lane when the viewer asked to end its episode."""
+        view = self.view
+        if view is None:
+            return None
+        f = view.selected_lane if view.selected_lane < self.n else 0
+        lanes = self.lanes
+        skip = view.step(self.obs, lanes.steps[f], lanes.reward[f], float(rew[f]), pred_s * 1e3, step_s * 1e3)
+        return f if skip and lanes.ep[f] != UNSCORED else None
+
+    def close(self) -> RunResult:
+        """End every in-flight lane episode (the model's hook), then the run's result."""
+        lanes, route = self.lanes, self.route
+        if self.local or self.served:
+            for lane in range(self.n):
+                if lanes.eid[lane]:
+                    try:
+                        if self.served:
+                            route.end_episode(lanes.eid[lane], lane)
                         else:
-                            lanes.rolling[lane] = True
-            obs = obs2
-            pending_obs[0] = obs
-            if view is not None:
-                f = view.selected_lane if view.selected_lane < n else 0
-                if view.step(obs, lanes.steps[f], lanes.reward[f], float(rew[f]), (t1 - t0) * 1e3, (t2 - t1) * 1e3) and owned and lanes.ep[f] >= 0 and f not in to_reset:
-                    finish(f, False, True, {})  # the viewer's "end episode" on the watched lane
-                    to_reset.append(f)
-            if to_reset and len(done) < count:
-                obs = _reset_lanes(env, how, n, to_reset, lanes, assign, begin, refuse_unowned)
-    except BaseException as exc:
-        error = exc
-    if local or served:  # end every in-flight lane episode (the model's hook) on the way out
+                            route.end_episode(lanes.eid[lane])
+                    except BaseException as exc:
+                        self.error = self.error or exc
+                    lanes.eid[lane] = ""
+        telemetry = aggregate_telemetry(
+            [
+                (("env.step", "env", "rpc.total", "ms"), [x * 1e3 for x in self.t_step]),
+                (("model.predict", "runner", "rpc.total", "ms"), [x * 1e3 for x in self.t_pred]),
+            ]
+        )
+        return finish_run(self.sess, self.done, telemetry, self.hooks, self.error)
+
+
+def _drive_owned(run: _VectorRun, how: str, max_secs: float | None, refuse: Any) -> None:
+    """Driver-owned resets: a lane that ends (or runs out of time) is reset at once with its next seed."""
+    lanes, n = run.lanes, run.n
+    while not run.finished:
+        if max_secs is not None:
+            now = time.perf_counter()
+            expired = [
+                lane for lane in range(n)
+                if lanes.ep[lane] != UNSCORED and now - lanes.start[lane] >= max_secs
+            ]
+            for lane in expired:
+                run.finish(lane, False, True, {})
+            if expired:
+                _reset_lanes(run, how, expired, refuse)
+                if run.finished:
+                    break
+        rew, term, trunc, info, per_obs, pred_s, step_s = run.step()
+        ended: list[int] = []
         for lane in range(n):
-            if lanes.eid[lane]:
-                try:
-                    if served:
-                        route.end_episode(lanes.eid[lane], lane)
-                    else:
-                        route.end_episode(lanes.eid[lane])
-                except BaseException as exc:
-                    error = error or exc
-                lanes.eid[lane] = ""
-    telemetry = aggregate_telemetry(
-        [
-            (("env.step", "env", "rpc.total", "ms"), [x * 1e3 for x in t_step]),
-            (("model.predict", "runner", "rpc.total", "ms"), [x * 1e3 for x in t_pred]),
-        ]
-    )
-    return finish_run(sess, done, telemetry, hooks, error)
+            te, tr = bool(term[lane]), bool(trunc[lane])
+            if run.advance(lane, float(rew[lane]), te, tr, info, per_obs, pred_s, step_s):
+                run.finish(lane, te, True if not te else tr, lane_final_info(info, lane, n))
+                ended.append(lane)
+        watched = run.feed_view(rew, pred_s, step_s)
+        if watched is not None and watched not in ended:
+            run.finish(watched, False, True, {})  # the viewer's "end episode" on the watched lane
+            ended.append(watched)
+        if ended and not run.finished:
+            _reset_lanes(run, how, ended, refuse)
+
+
+def _drive_next_step(run: _VectorRun) -> None:
+    """NextStep autoreset: the step after a lane ends is the env's reset of it (reward 0, not done, AR-6).
+
+    The env ignores that lane's action; the observation it returns starts the lane's
+    next episode. An env that pays reward or reports done on that step breaks its
+    contract: the run fails the way a served endpoint does (``[INTERNAL]``).
+    """
+    lanes, n = run.lanes, run.n
+    while not run.finished:
+        rew, term, trunc, info, per_obs, pred_s, step_s = run.step()
+        for lane in range(n):
+            if lanes.rolling[lane]:
+                if rew[lane] != 0 or term[lane] or trunc[lane]:
+                    raise EnvironmentException(
+                        f"step failed: {next_step_violation(lane)}", code="INTERNAL", op="step", recoverable=False
+                    )
+                lanes.rolling[lane] = False
+                run.assign(lane)
+                run.begin(lane)
+                continue
+            te, tr = bool(term[lane]), bool(trunc[lane])
+            if run.advance(lane, float(rew[lane]), te, tr, info, per_obs, pred_s, step_s):
+                run.finish(lane, te, True if not te else tr, lane_final_info(info, lane, n))
+                lanes.rolling[lane] = True
+        run.feed_view(rew, pred_s, step_s)  # the env owns resets: a viewer's "skip" cannot end a lane here
+
+
+def _drive_same_step(run: _VectorRun) -> None:
+    """SameStep autoreset: the observation returned with ``done`` already starts the lane's next episode.
+
+    The ended episode's info rides in ``info["final_info"]``.
+    """
+    n = run.n
+    while not run.finished:
+        rew, term, trunc, info, per_obs, pred_s, step_s = run.step()
+        for lane in range(n):
+            te, tr = bool(term[lane]), bool(trunc[lane])
+            if run.advance(lane, float(rew[lane]), te, tr, info, per_obs, pred_s, step_s):
+                run.finish(lane, te, tr, lane_final_info(info, lane, n))
+                run.assign(lane)
+                run.begin(lane)
+        run.feed_view(rew, pred_s, step_s)  # the env owns resets: a viewer's "skip" cannot end a lane here
 
 
 def _has_plain(tree: Any) -> bool:
@@ -341,17 +465,14 @@ def _has_plain(tree: Any) -> bool:
     return False
 
 
-def _reset_lanes(
-    env: Any, how: str, n: int, which: list[int], lanes: _Lanes, assign: Any, begin: Any, refuse: Any
-) -> Any:
+def _reset_lanes(run: _VectorRun, how: str, which: list[int], refuse: Any) -> None:
     """Driver-owned reset of ``which`` lanes: gymnasium ``reset_mask`` or client ``env_indices``.
 
     ``refuse()`` raises the autoresetting-env refusal when the endpoint answers that it
     cannot reset single lanes (a served NEXT_STEP Gymnasium vector env)."""
+    lanes, n, env = run.lanes, run.n, run.env
     for lane in which:
-        assign(lane)
-    from ..errors import Unsupported
-
+        run.assign(lane)
     try:
         if how == "mask":
             mask = np.zeros(n, dtype=np.bool_)
@@ -364,10 +485,9 @@ def _reset_lanes(
     except Unsupported:  # e.g. rlmesh.gymnasium on a served NEXT_STEP Gymnasium vector env
         refuse()
         raise
-    obs = ret[0] if isinstance(ret, tuple) and len(ret) == 2 else ret
+    run.obs, _info = normalize_reset(ret)
     for lane in which:
-        begin(lane)
-    return obs
+        run.begin(lane)
 
 
 def _predict(route: Any, local: bool, conn: EnvConn, obs: Any, lanes: _Lanes, n: int) -> Any:

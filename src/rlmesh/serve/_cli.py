@@ -199,7 +199,7 @@ def load_env_target(
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     if vectorization_mode not in (None, "sync", "async"):
         raise ValueError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
-    from ._envs import Lanes, autoreset_name
+    from .._envview import Lanes, autoreset_name
 
     mode = None if autoreset is None else autoreset_name(autoreset)
     if mode is not None and num_envs == 1 and mode != "Disabled":

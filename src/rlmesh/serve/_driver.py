@@ -11,29 +11,38 @@ operation and whether the session survives; the serve loop turns them into
 
 from __future__ import annotations
 
+import enum
 import logging
-import os
 import time
 from collections import deque
 from typing import Any
 
 import numpy as np
 
+from .._envview import EnvView, lane_final_info, next_step_violation, validation_policy
 from .._ids import uuid7 as new_episode_id
+from .._keys import CONFORMANCE_WARNING_KEY
 from ..errors import CODE_NUMBERS, ProtocolException, is_recoverable_exception
 from ..spaces._values import compile_encoder, compile_range_check
 from ..wire import messages as m
 from ..wire.meta import normalize
 from ..wire.values import ValueCodec
-from ._envs import EnvView
 
 __all__ = ["Driver", "RequestFailed"]
 
 log = logging.getLogger("rlmesh.serve")
 
-ACTIVE, PENDING, IDLE = 0, 1, 2
+class LaneState(enum.IntEnum):
+    """Where a lane's episode stands (AR-4..AR-6)."""
+
+    ACTIVE = 0  # mid-episode: its steps and rewards count
+    PENDING = 1  # ended under NEXT_STEP autoreset: the next step is the env's reset of it
+    IDLE = 2  # not started, or ended with no autoreset owed: waits for an explicit reset
+
+
+ACTIVE, PENDING, IDLE = LaneState.ACTIVE, LaneState.PENDING, LaneState.IDLE  # module-level: hot-path lookups
 _INTERRUPTED_CAP = 100  # AR-4
-_WARNING_KEY = "rlmesh.conformance.warning"  # INFO-4
+_WARNING_KEY = CONFORMANCE_WARNING_KEY  # INFO-4
 
 
 class RequestFailed(Exception):
@@ -74,12 +83,6 @@ def _reset_needed(op: str) -> RequestFailed:
     )
 
 
-def validation_policy() -> str:
-    """CNF-4: ``strict``, ``off`` or (default) ``warn`` from ``RLMESH_VALIDATION_POLICY``."""
-    raw = os.environ.get("RLMESH_VALIDATION_POLICY", "").strip().lower()
-    return raw if raw in ("strict", "off") else "warn"
-
-
 class _Lane:
     """Identity of one lane's current episode."""
 
@@ -104,7 +107,7 @@ class _Books:
 
     def __init__(self, n: int) -> None:
         self.lanes = [_Lane() for _ in range(n)]
-        self.state = [IDLE] * n
+        self.state: list[LaneState] = [IDLE] * n
         self.waiting = list(range(n))  # lanes whose state is not ACTIVE, ascending
         self.clock = 0  # steps taken by the endpoint while lanes were active
         self.reward = np.zeros(n, dtype=np.float64)
@@ -127,7 +130,7 @@ class _Books:
             self.state[i] = ACTIVE
             self.waiting.remove(i)
 
-    def park(self, i: int, st: int) -> None:
+    def park(self, i: int, st: LaneState) -> None:
         """Lane ``i`` leaves ACTIVE for PENDING (awaiting its autoreset) or IDLE."""
         if self.state[i] == ACTIVE:
             self.waiting.append(i)
@@ -406,11 +409,7 @@ class Driver:
                 for i in waiting:
                     if state[i] == PENDING and (done[i] or reward[i] != 0):
                         raise RequestFailed(
-                            "INTERNAL",
-                            f"step failed: NEXT_STEP autoreset contract violated on lane {i}: the autoreset "
-                            "step must report reward 0 and not done",
-                            op="step",
-                            recoverable=False,
+                            "INTERNAL", f"step failed: {next_step_violation(i)}", op="step", recoverable=False
                         )
             extra = books.extra_steps
             for i in waiting:
@@ -437,7 +436,7 @@ class Driver:
         for i in ended:
             if state[i] != ACTIVE:
                 continue
-            completed.append(books.record(i, bool(terminated[i]), bool(truncated[i]), _final_info_lane(info, i), now))
+            completed.append(books.record(i, bool(terminated[i]), bool(truncated[i]), _final_info_lane(info, i, len(state)), now))
             if mode == "NextStep":
                 books.park(i, PENDING)
             elif mode == "SameStep":
@@ -468,26 +467,10 @@ def _final_info_scalar(info: dict[str, Any]) -> Any:
         return None
 
 
-def _final_info_lane(info: dict[str, Any], i: int) -> Any:
-    """AR-7: the lane's ``final_info`` entry (list form), a dict form whole, else the lane slice."""
+def _final_info_lane(info: dict[str, Any], i: int, n: int) -> Any:
+    """AR-7: lane ``i``'s final info (:func:`rlmesh._envview.lane_final_info`), normalized."""
     try:
-        fi = info.get("final_info")
-        mask = info.get("_final_info")
-        if isinstance(fi, (list, tuple)) and i < len(fi):
-            if mask is None or bool(np.asarray(mask).reshape(-1)[i]):
-                return normalize(fi[i]) if fi[i] else None
-            return None
-        if isinstance(fi, dict):
-            return normalize(fi)
-        out: dict[str, Any] = {}
-        for k, v in info.items():
-            if k.startswith("_"):
-                continue
-            lane_mask = info.get("_" + k)
-            if lane_mask is not None and not bool(np.asarray(lane_mask).reshape(-1)[i]):
-                continue
-            if isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] > i:
-                out[k] = v[i]
+        out = lane_final_info(info, i, n)
         return normalize(out) if out else None
     except (TypeError, IndexError):
         return None

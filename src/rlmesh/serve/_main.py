@@ -183,8 +183,8 @@ def _build_plain(
     autoreset: str | None = None,
 ) -> Any:
     """A non-factory env source -> one env, :class:`Lanes` of lane envs, or a Gymnasium vector env."""
+    from .._envview import Lanes, autoreset_name
     from ._cli import _gym_autoreset, load_env_target
-    from ._envs import Lanes, autoreset_name
 
     if isinstance(source, str):
         return load_env_target(

@@ -10,12 +10,13 @@ from typing import Any
 
 from .._build import resolve_declared_edition, validate_edition
 from .._contract import EnvContract
+from .._envview import is_vector_env, view_of
+from .._keys import ENV_BRANCH_KEY, ENV_TAGS_KEY
 from ..errors import BindFailed
 from ..transport import listen, resolve_address
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ._driver import Driver, RequestFailed
-from ._envs import is_vector_env, view_of
 from ._lifecycle import ServerBase
 from ._loop import ServeLoop
 from ._options import ServeOptions
@@ -29,8 +30,7 @@ MAX_SPACE_DEPTH = 32
 
 log = logging.getLogger("rlmesh.serve")
 
-_ENV_TAGS_KEY = "rlmesh.adapters.v1.env_tags"
-_BRANCH_KEY = "rlmesh.adapters.v1.env_branch"
+_ENV_TAGS_KEY, _BRANCH_KEY = ENV_TAGS_KEY, ENV_BRANCH_KEY
 
 
 class _EnvService:

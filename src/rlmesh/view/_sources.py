@@ -59,6 +59,8 @@ from typing import Any
 
 import numpy as np
 
+from .._keys import ENV_TAGS_KEY
+
 __all__ = [
     "FrameSource",
     "discover_sources",
@@ -74,7 +76,7 @@ __all__ = [
 #: Smallest side of an observation leaf taken for an image (smaller uint8 boxes are features).
 MIN_LEAF_SIDE = 8
 
-_TAGS_KEY = "rlmesh.adapters.v1.env_tags"
+_TAGS_KEY = ENV_TAGS_KEY
 
 
 @dataclass(frozen=True)

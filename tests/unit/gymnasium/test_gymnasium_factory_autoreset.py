@@ -5,10 +5,10 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
+from rlmesh._envview import view_of
 from rlmesh.authoring import EnvFactory, build_env
 from rlmesh.serve import Lanes
 from rlmesh.serve._cli import load_env_target
-from rlmesh.serve._envs import view_of
 
 
 class CartPoleFactory(EnvFactory):

@@ -8,8 +8,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlmesh._envview import LanesView, autoreset_name, view_of
 from rlmesh.serve import Lanes
-from rlmesh.serve._envs import LanesView, autoreset_name, view_of
 
 
 class Countdown(gym.Env):  # type: ignore[type-arg]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
+from rlmesh._envview import view_of
 from rlmesh.serve._driver import Driver, RequestFailed
-from rlmesh.serve._envs import view_of
 from rlmesh.wire import messages as m
 
 

@@ -1,0 +1,705 @@
+"""The one env view: what an env object *is* and how its results read, for every driver.
+
+Both the server's driver (``serve/_driver.py``) and in-process sessions
+(``eval/``) classify and read envs through this module, so the same env object
+behaves the same whether it is driven locally or served (issue 10):
+
+- vector detection (SRV-3, :func:`is_vector_env`) and the declared autoreset mode
+  (AR-1, :func:`autoreset_mode_of`, :func:`declared_autoreset`: unknown modes are
+  refused with ``ValueError`` on both paths);
+- the env id (SRV-11), the published metadata and the metadata key names;
+- reset/step normalisation (ENVCALL-2/3, :func:`normalize_reset`,
+  :func:`normalize_step`: ``info`` may be any ``Mapping``, e.g. a read-only
+  ``types.MappingProxyType``);
+- one lane of a batched vector info dict (:func:`lane_info`) and one lane's final
+  info (AR-7, :func:`lane_final_info`);
+- the NEXT_STEP autoreset contract (AR-6, :func:`next_step_violation`);
+- the validation policy knob (CNF-4, :func:`validation_policy`).
+
+The views (:class:`ScalarView`, :class:`VectorView`, :class:`LanesView`,
+:class:`OneLaneView`) expose ``num_envs``, the per-lane spaces, the autoreset
+mode and ``reset``/``step``/``render``/``close`` with Gymnasium results
+normalized (ENVCALL-1..5): a reset returns ``(obs, info)``, a step
+``(obs, reward, terminated, truncated, info)``, and for several lanes the reward
+and flags are float64 / bool arrays of length N.
+
+This module sits below ``serve/`` and ``eval/`` and imports neither.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._contract import UNKNOWN_ENV_ID
+from ._keys import AUTORESET_MODE_KEY, MAX_EPISODE_STEPS_KEY
+from .spaces._gym import as_spec
+from .spaces._spec import SpaceSpec
+
+__all__ = [
+    "AUTORESET_CHOICES",
+    "EnvView",
+    "Lanes",
+    "LanesView",
+    "OneLaneView",
+    "ScalarView",
+    "VectorView",
+    "autoreset_mode_of",
+    "autoreset_name",
+    "declared_autoreset",
+    "env_id_of",
+    "is_vector_env",
+    "lane_final_info",
+    "lane_info",
+    "next_step_violation",
+    "normalize_reset",
+    "normalize_step",
+    "published_metadata",
+    "spec_id",
+    "validation_policy",
+    "vector_lanes",
+    "view_of",
+]
+
+log = logging.getLogger("rlmesh.serve")
+
+_MODES = {"NextStep": "NextStep", "SameStep": "SameStep", "Disabled": "Disabled"}
+#: Command-line spellings of the autoreset modes (``--autoreset``) and their wire names.
+AUTORESET_CHOICES = {"next-step": "NextStep", "same-step": "SameStep", "disabled": "Disabled"}
+
+
+def autoreset_name(mode: Any) -> str:
+    """``"NextStep"``/``"SameStep"``/``"Disabled"`` from a CLI spelling, a wire name or an ``AutoresetMode``."""
+    value = getattr(mode, "value", mode)
+    if isinstance(value, str):
+        if value in _MODES:
+            return value
+        key = value.strip().lower().replace("_", "-")
+        if key in AUTORESET_CHOICES:
+            return AUTORESET_CHOICES[key]
+    raise ValueError(
+        f"unknown autoreset mode {mode!r}; use 'next-step', 'same-step' or 'disabled' "
+        "(or a gymnasium AutoresetMode)"
+    )
+
+
+class Lanes(list[Any]):
+    """Scalar envs to serve as the lanes of one endpoint, with an explicit autoreset mode.
+
+    ``EnvServer(Lanes(envs, autoreset="disabled"), address)``; a plain list of envs
+    autoresets NEXT_STEP, like ``gymnasium.make_vec``.
+    """
+
+    def __init__(self, envs: Sequence[Any], autoreset: Any = "next-step") -> None:
+        super().__init__(envs)
+        self.autoreset_mode = autoreset_name(autoreset)
+
+
+def is_vector_env(env: Any) -> bool:
+    """SRV-3: an env exposing num_envs / single_observation_space / single_action_space."""
+    return any(_has(env, a) for a in ("num_envs", "single_observation_space", "single_action_space"))
+
+
+def vector_lanes(env: Any) -> int | None:
+    """``None`` for a scalar env, else the lane count of a vector env (SRV-3).
+
+    Raises:
+        ValueError: a vector env reporting fewer than one lane.
+    """
+    if not is_vector_env(env):
+        return None
+    try:
+        n = int(getattr(env, "num_envs", 0) or 0)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
+        raise ValueError(f"vector env reports num_envs={n}; it needs at least one lane")
+    return n
+
+
+def _has(env: Any, name: str) -> bool:
+    try:
+        inspect.getattr_static(env, name)
+        return True
+    except AttributeError:
+        return False
+
+
+def autoreset_mode_of(metadata: Any) -> str:
+    """AR-1: the mode a metadata mapping declares; absent -> Disabled; unknown -> ValueError."""
+    try:
+        if metadata is None or AUTORESET_MODE_KEY not in metadata:
+            return "Disabled"
+        raw = metadata[AUTORESET_MODE_KEY]
+    except TypeError:
+        return "Disabled"
+    if raw is None:
+        raise ValueError("metadata['autoreset_mode'] is None; use 'NextStep', 'SameStep' or 'Disabled'")
+    value = getattr(raw, "value", raw)
+    if isinstance(value, str) and value in _MODES:
+        return _MODES[value]
+    raise ValueError(
+        f"unknown metadata['autoreset_mode'] {raw!r}; expected gymnasium AutoresetMode or "
+        "one of 'NextStep', 'SameStep', 'Disabled'"
+    )
+
+
+def declared_autoreset(metadata: Any, default: str = "NextStep") -> str:
+    """AR-1 for a vector env: the declared mode, ``default`` when none is declared (gymnasium: NextStep).
+
+    Raises:
+        ValueError: the metadata declares an unknown mode (e.g. ``"Weird"``) or ``None``.
+    """
+    try:
+        declared = metadata is not None and AUTORESET_MODE_KEY in metadata
+    except TypeError:
+        declared = False
+    return autoreset_mode_of(metadata) if declared else default
+
+
+def validation_policy() -> str:
+    """CNF-4: ``strict``, ``off`` or (default) ``warn`` from ``RLMESH_VALIDATION_POLICY``."""
+    raw = os.environ.get("RLMESH_VALIDATION_POLICY", "").strip().lower()
+    return raw if raw in ("strict", "off") else "warn"
+
+
+def next_step_violation(lane: int) -> str:
+    """AR-6: the message for a NEXT_STEP autoreset step that paid reward or reported done.
+
+    The served driver sends it as ``[INTERNAL] step failed: ...`` (fatal); in-process
+    sessions raise the same :class:`~rlmesh.errors.EnvironmentException`.
+    """
+    return (
+        f"NEXT_STEP autoreset contract violated on lane {lane}: the autoreset "
+        "step must report reward 0 and not done"
+    )
+
+
+def env_id_of(env: Any) -> str:
+    """SRV-11: ``env.spec.id`` when it is a str, else ``"UnknownEnv-v1"``."""
+    try:
+        spec = env.spec
+    except Exception:
+        return UNKNOWN_ENV_ID
+    return spec_id(spec)
+
+
+def spec_id(spec: Any) -> str:
+    """SRV-11: ``spec.id`` when it is a non-empty str, else ``"UnknownEnv-v1"``."""
+    ident = getattr(spec, "id", None) if spec is not None else None
+    return ident if isinstance(ident, str) and ident else UNKNOWN_ENV_ID
+
+
+def published_metadata(env: Any) -> Any:
+    """``env.metadata``, plus ``max_episode_steps`` from ``env.spec`` when it is known and not declared.
+
+    Clients learn the episode limit from it (``rlmesh.gymnasium``'s ``spec.max_episode_steps``).
+    The env's own mapping is never mutated.
+    """
+    md = getattr(env, "metadata", None)
+    try:
+        limit = getattr(getattr(env, "spec", None), MAX_EPISODE_STEPS_KEY, None)
+    except Exception:
+        return md
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        return md
+    if md is None:
+        return {MAX_EPISODE_STEPS_KEY: limit}
+    if not isinstance(md, Mapping) or MAX_EPISODE_STEPS_KEY in md:
+        return md
+    return {**md, MAX_EPISODE_STEPS_KEY: limit}
+
+
+def _reset_takes_options(env: Any) -> bool:
+    try:
+        params = inspect.signature(env.reset).parameters
+    except (TypeError, ValueError):
+        return True
+    return "options" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def normalize_reset(result: Any) -> tuple[Any, dict[str, Any]]:
+    """ENVCALL-2 / EVAL-12: ``(obs, info)`` when a 2-tuple ends in a Mapping/None, else a bare obs.
+
+    Any ``Mapping`` counts as info (a read-only ``types.MappingProxyType`` too); the
+    info comes back as a fresh ``dict``.
+    """
+    if type(result) is tuple and len(result) == 2:
+        info = result[1]
+        if type(info) is dict:
+            return result[0], info
+        if info is None or isinstance(info, Mapping):
+            return result[0], dict(info or {})
+    elif isinstance(result, tuple) and len(result) == 2 and (result[1] is None or isinstance(result[1], Mapping)):
+        return result[0], dict(result[1] or {})
+    return result, {}
+
+
+def normalize_step(result: Any, lanes: int | None) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    """ENVCALL-3: 5-tuple, or the legacy 4-tuple ``(obs, reward, done, info)``.
+
+    ``lanes`` is ``None`` for a scalar env, N for a vector env. ``info`` may be any
+    ``Mapping`` (returned as a ``dict``); reward and flags are returned as the env gave them.
+    """
+    if not isinstance(result, tuple) or len(result) not in (4, 5):
+        n = len(result) if isinstance(result, tuple) else 1
+        raise ValueError(f"env.step() must return 4 legacy Gym values or 5 Gymnasium values, got {n}")
+    if len(result) == 5:
+        obs, reward, terminated, truncated, info = result
+    else:
+        obs, reward, done, info = result
+        info = info or {}
+        tl = info.get("TimeLimit.truncated", False) if isinstance(info, Mapping) else False
+        if lanes is None:
+            truncated = bool(done) and bool(tl)
+            terminated = bool(done) and not truncated
+        else:
+            d = np.asarray(done, dtype=bool).reshape(-1)
+            t = np.broadcast_to(np.asarray(tl, dtype=bool), d.shape)
+            truncated, terminated = d & t, d & ~t
+    if type(info) is not dict:
+        info = dict(info) if isinstance(info, Mapping) else (dict(info) if info else {})
+    return obs, reward, terminated, truncated, info
+
+
+class EnvView:
+    """Common shape of the three views."""
+
+    num_envs: int
+    obs_space: SpaceSpec
+    act_space: SpaceSpec
+    autoreset: str
+    env_id: str
+    render_mode: str | None
+    metadata: Any
+    lanes: int | None  # None for a scalar endpoint, N otherwise
+    supports_partial_reset = False
+
+    def reset(
+        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+    ) -> tuple[Any, dict[str, Any]]:
+        raise NotImplementedError
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        raise NotImplementedError
+
+    def render(self, env_index: int) -> Any:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class ScalarView(EnvView):
+    """One Gymnasium-shaped env."""
+
+    lanes = None
+
+    def __init__(self, env: Any) -> None:
+        for name in ("reset", "step", "close"):
+            if not callable(getattr(env, name, None)):
+                raise TypeError(f"env must have a '{name}' method")  # SRV-2
+        self.env = env
+        self.num_envs = 1
+        self.obs_space = as_spec(env.observation_space, "observation_space")
+        self.act_space = as_spec(env.action_space, "action_space")
+        self.metadata = published_metadata(env)
+        self.autoreset = "Disabled"
+        self.env_id = env_id_of(env)
+        self.render_mode = _render_mode(env)
+        self._options_ok = _reset_takes_options(env)
+        self._warned_options = False
+
+    def reset(
+        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+    ) -> tuple[Any, dict[str, Any]]:
+        kwargs: dict[str, Any] = {}
+        if seeds and seeds[0] is not None:
+            kwargs["seed"] = seeds[0]
+        if options is not None:
+            if self._options_ok:
+                kwargs["options"] = options
+            elif not self._warned_options:
+                self._warned_options = True
+                log.warning(
+                    "reset options were requested but this environment's reset() takes no options "
+                    "parameter; resetting without them"
+                )  # DELTA-20
+        return normalize_reset(self.env.reset(**kwargs))
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = normalize_step(self.env.step(action), None)
+        return obs, float(reward), bool(terminated), bool(truncated), info
+
+    def render(self, env_index: int) -> Any:
+        render = getattr(self.env, "render", None)
+        return render() if callable(render) else None
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class VectorView(EnvView):
+    """A Gymnasium-style vector env (``num_envs`` >= 2, batched spaces)."""
+
+    def __init__(self, env: Any) -> None:
+        for name in ("reset", "step", "close"):
+            if not callable(getattr(env, name, None)):
+                raise TypeError(f"env must have a '{name}' method")
+        self.env = env
+        self.num_envs = int(env.num_envs)
+        self.lanes = self.num_envs
+        obs = getattr(env, "single_observation_space", None) or env.observation_space
+        act = getattr(env, "single_action_space", None) or env.action_space
+        self.obs_space = as_spec(obs, "single_observation_space")
+        self.act_space = as_spec(act, "single_action_space")
+        self.metadata = published_metadata(env)
+        self.autoreset = declared_autoreset(self.metadata)  # AR-1: gymnasium's default is NextStep
+        self.env_id = env_id_of(env)
+        self.render_mode = _render_mode(env)
+        self._options_ok = _reset_takes_options(env)
+        self.supports_partial_reset = self.autoreset != "NextStep"
+
+    def reset(
+        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+    ) -> tuple[Any, dict[str, Any]]:
+        kwargs: dict[str, Any] = {}
+        if seeds and any(s is not None for s in seeds):
+            # ENVCALL-1 / CNF2-A3: the env sees the form the caller gave -- one int, or the list.
+            kwargs["seed"] = seeds[0] if seed_int and not env_indices else list(seeds)
+        opts = dict(options) if isinstance(options, dict) else options
+        if env_indices:
+            mask = np.zeros(self.num_envs, dtype=bool)
+            mask[env_indices] = True
+            opts = dict(opts or {})
+            opts["reset_mask"] = mask
+            if "seed" in kwargs:  # seed only the lanes being reset
+                full: list[int | None] = [None] * self.num_envs
+                for i, s in zip(env_indices, seeds):
+                    full[i] = s
+                kwargs["seed"] = full
+        if opts is not None and self._options_ok:
+            kwargs["options"] = opts
+        obs, info = normalize_reset(self.env.reset(**kwargs))
+        if env_indices:  # a partial reset answers with the reset lanes only, in request order
+            obs = _take(obs, env_indices)
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = normalize_step(self.env.step(action), self.num_envs)
+        return obs, _lanes(reward, np.float64, self.num_envs), _lanes(terminated, bool, self.num_envs), _lanes(
+            truncated, bool, self.num_envs
+        ), info
+
+    def render(self, env_index: int) -> Any:
+        render = getattr(self.env, "render", None)
+        frames = render() if callable(render) else None
+        if isinstance(frames, (list, tuple)):  # OPP-14: one frame per lane
+            return frames[env_index] if 0 <= env_index < len(frames) else None
+        return frames
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class LanesView(EnvView):
+    """A list of scalar envs served as the lanes of one endpoint (DELTA-14).
+
+    The lanes autoreset like ``gymnasium.make_vec``'s sync vector env (DESIGN):
+    NEXT_STEP by default (the step after a lane ends resets it: reward 0, not done),
+    SAME_STEP (a lane that ends is reset at once; its terminal observation rides in
+    ``info["final_obs"]``, the new episode's reset info in ``info["reset_info"]``),
+    or DISABLED (a done lane stays done until an explicit reset). The mode is the
+    ``autoreset_mode`` of a :class:`Lanes` list, else the one lane 0's metadata
+    declares, else NEXT_STEP; the contract metadata says which.
+    """
+
+    supports_partial_reset = True
+
+    def __init__(self, envs: Sequence[Any], autoreset: str | None = None) -> None:
+        self.lanes_ = [ScalarView(e) for e in envs]
+        first = self.lanes_[0]
+        self.num_envs = len(self.lanes_)
+        self.lanes = self.num_envs
+        self.obs_space, self.act_space = first.obs_space, first.act_space
+        for i, lane in enumerate(self.lanes_[1:], 1):
+            if lane.obs_space != first.obs_space or lane.act_space != first.act_space:
+                raise ValueError(
+                    f"lane {i} has different spaces than lane 0; every lane must share one contract "
+                    f"(lane 0: {first.obs_space!r} / {first.act_space!r}, lane {i}: {lane.obs_space!r} / "
+                    f"{lane.act_space!r})"
+                )
+        md = first.metadata
+        if autoreset is None:
+            autoreset = declared_autoreset(md)  # like gymnasium.make_vec
+        self.autoreset = autoreset_name(autoreset)
+        try:
+            self.metadata = {**dict(md or {}), AUTORESET_MODE_KEY: self.autoreset}  # the contract says so
+        except (TypeError, ValueError):
+            self.metadata = {AUTORESET_MODE_KEY: self.autoreset}
+        self._pending = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: lanes owing an autoreset
+        self.env_id = first.env_id
+        self.render_mode = first.render_mode
+        self._lane_action = _lane_splitter(self.act_space)  # None: plain ``action[i]``
+
+    def reset(
+        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+    ) -> tuple[Any, dict[str, Any]]:
+        indices = env_indices or list(range(self.num_envs))
+        obs_out: list[Any] = [None] * len(indices)
+        infos: list[Any] = []
+        for j, i in enumerate(indices):
+            seed = [seeds[j]] if seeds else []
+            obs_out[j], info = self.lanes_[i].reset(seed, options, [])
+            infos.append(info)
+            self._pending[i] = False
+        return obs_out, {"final_info": infos, "_final_info": np.ones(len(indices), dtype=bool)}
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        n = self.num_envs
+        obs: list[Any] = [None] * n
+        rewards = np.zeros(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=bool)
+        truncated = np.zeros(n, dtype=bool)
+        infos: list[Any] = [None] * n
+        split = self._lane_action
+        mode = self.autoreset
+        pending = self._pending
+        final_obs: list[Any] | None = None
+        reset_infos: list[Any] | None = None
+        for i, lane in enumerate(self.lanes_):
+            if mode == "NextStep" and pending[i]:  # the autoreset step: reward 0, not done (AR-6)
+                obs[i], infos[i] = lane.reset([], None, [])
+                pending[i] = False
+                continue
+            a = None if action is None else action[i] if split is None else split(action, i)
+            obs[i], rewards[i], terminated[i], truncated[i], infos[i] = lane.step(a)
+            if terminated[i] or truncated[i]:
+                if mode == "NextStep":
+                    pending[i] = True
+                elif mode == "SameStep":
+                    if final_obs is None:
+                        final_obs, reset_infos = [None] * n, [None] * n
+                    final_obs[i] = obs[i]
+                    obs[i], reset_infos[i] = lane.reset([], None, [])  # type: ignore[index]
+        done = terminated | truncated
+        info: dict[str, Any] = {"final_info": infos, "_final_info": done}
+        if final_obs is not None:
+            info.update(final_obs=final_obs, _final_obs=done, reset_info=reset_infos, _reset_info=done)
+        return obs, rewards, terminated, truncated, info
+
+    def render(self, env_index: int) -> Any:
+        return self.lanes_[env_index].render(0)
+
+    def close(self) -> None:
+        errors = []
+        for lane in self.lanes_:
+            try:
+                lane.close()
+            except Exception as exc:  # close every lane, then report
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+
+class OneLaneView(ScalarView):
+    """A vector env with ``num_envs == 1`` served as a scalar env (DELTA-15)."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.num_envs = 1
+        obs = getattr(env, "single_observation_space", None) or env.observation_space
+        act = getattr(env, "single_action_space", None) or env.action_space
+        self.obs_space = as_spec(obs, "single_observation_space")
+        self.act_space = as_spec(act, "single_action_space")
+        md = getattr(env, "metadata", None)
+        if md is not None and declared_autoreset(md, ""):
+            if autoreset_mode_of(md) == "SameStep":
+                raise ValueError(
+                    "a 1-lane vector env with SAME_STEP autoreset cannot be served as a scalar env; "
+                    "construct it with NEXT_STEP or DISABLED autoreset"
+                )
+            md = {k: v for k, v in md.items() if k != AUTORESET_MODE_KEY}
+        self.metadata = md
+        self.autoreset = "Disabled"
+        self.env_id = env_id_of(env)
+        self.render_mode = _render_mode(env)
+        self._options_ok = _reset_takes_options(env)
+        self._warned_options = False
+
+    def reset(
+        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+    ) -> tuple[Any, dict[str, Any]]:
+        kwargs: dict[str, Any] = {}
+        if seeds and seeds[0] is not None:
+            kwargs["seed"] = [seeds[0]]
+        if options is not None and self._options_ok:
+            kwargs["options"] = options
+        obs, info = normalize_reset(self.env.reset(**kwargs))
+        return _unbatch(obs), lane_info(info, 0, 1)
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = normalize_step(self.env.step(_batch(action)), 1)
+        return (
+            _unbatch(obs),
+            float(np.asarray(reward).reshape(-1)[0]),
+            bool(np.asarray(terminated).reshape(-1)[0]),
+            bool(np.asarray(truncated).reshape(-1)[0]),
+            lane_info(info, 0, 1),
+        )
+
+    def render(self, env_index: int) -> Any:
+        render = getattr(self.env, "render", None)
+        frames = render() if callable(render) else None
+        if isinstance(frames, (list, tuple)):
+            return frames[0] if frames else None
+        return frames
+
+
+
+def _lane_splitter(spec: SpaceSpec) -> Any:
+    """Lane ``i`` of a canonical batched action, as a scalar endpoint would hand it over.
+
+    Dict/Tuple batches are containers of batched children, a Discrete batch is an
+    int array (lane value: ``int``), a rank-0 Box batch gives 0-d arrays. Returns
+    ``None`` where plain ``action[i]`` already is right (array leaves of rank >= 1).
+    """
+    kind = spec.kind
+    if kind == "discrete":
+        return lambda v, i: int(v[i])
+    if kind == "text":
+        return None
+    if kind == "dict":
+        keyed = [(k, _lane_splitter(child) or _index) for k, child in spec._children()]
+        return lambda v, i: {k: f(v[k], i) for k, f in keyed}
+    if kind == "tuple":
+        parts = [_lane_splitter(child) or _index for _, child in spec._children()]
+        return lambda v, i: tuple(f(x, i) for f, x in zip(parts, v))
+    return (lambda v, i: v[i, ...]) if not spec.shape else None
+
+
+def _index(v: Any, i: int) -> Any:
+    return v[i]
+
+
+def _lanes(x: Any, dtype: Any, n: int) -> np.ndarray[Any, Any]:
+    if type(x) is np.ndarray and x.dtype == dtype and x.shape == (n,):
+        return x  # what a gymnasium vector env returns
+    arr = np.asarray(x, dtype=dtype).reshape(-1)
+    if arr.size == 0:
+        return np.zeros(n, dtype=dtype)  # AR-6: empty vectors read as 0/false
+    if arr.size != n:
+        raise ValueError(f"vector env returned {arr.size} values for {n} lanes")
+    return arr
+
+
+def _take(x: Any, indices: list[int]) -> Any:
+    if isinstance(x, dict):
+        return {k: _take(v, indices) for k, v in x.items()}
+    if isinstance(x, tuple) and not all(isinstance(v, str) for v in x):
+        return tuple(_take(v, indices) for v in x)
+    if isinstance(x, (list, tuple)):
+        return [x[i] for i in indices]
+    return np.asarray(x)[indices]
+
+
+def _batch(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _batch(v) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_batch(v) for v in x)
+    if isinstance(x, str):
+        return (x,)
+    return np.asarray(x)[None]
+
+
+def _unbatch(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _unbatch(v) for k, v in x.items()}
+    if isinstance(x, tuple) and not isinstance(x, np.ndarray):
+        if len(x) == 1 and isinstance(x[0], str):
+            return x[0]
+        return tuple(_unbatch(v) for v in x)
+    arr = np.asarray(x)
+    return arr[0]
+
+
+def lane_info(info: Mapping[str, Any] | None, lane: int, n: int) -> dict[str, Any]:
+    """One lane's view of a batched vector info dict (gymnasium ``key`` / ``_key`` mask layout).
+
+    ``_``-prefixed mask keys are dropped; a key whose ``_key`` mask is false for
+    ``lane`` is dropped; nested mappings are sliced the same way; arrays, lists and
+    tuples of length ``n`` give their ``lane`` entry; anything else is kept whole.
+    The one slicer for every driver (DELTA-15, AR-7, EVAL-66).
+    """
+    if not info:
+        return {}
+    out: dict[str, Any] = {}
+    for key, value in info.items():
+        if isinstance(key, str) and key.startswith("_"):
+            continue
+        mask = info.get("_" + key) if isinstance(key, str) else None
+        if mask is not None and not _lane_flag(mask, lane):
+            continue
+        if isinstance(value, Mapping):
+            out[key] = lane_info(value, lane, n)
+        elif (isinstance(value, (list, tuple)) and len(value) == n) or (isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == n):
+            out[key] = value[lane]
+        else:
+            out[key] = value
+    return out
+
+
+def lane_final_info(info: Mapping[str, Any] | None, lane: int, n: int) -> dict[str, Any]:
+    """AR-7: the info a lane's episode ended with.
+
+    A ``final_info`` entry (gymnasium's SAME_STEP layout, a list of per-lane dicts or
+    a batched dict) wins over the step's own info; a lane whose ``_final_info`` mask
+    is false has none. Otherwise the lane's slice of the step info.
+    """
+    sliced = lane_info(info, lane, n)
+    final = sliced.get("final_info")
+    if isinstance(final, Mapping):
+        return dict(final)
+    if info and "final_info" in info and "final_info" not in sliced:
+        return {}  # masked out for this lane
+    return sliced
+
+
+def _lane_flag(mask: Any, lane: int) -> bool:
+    try:
+        return bool(np.asarray(mask).reshape(-1)[lane])
+    except IndexError:
+        return False
+
+
+def _render_mode(env: Any) -> str | None:
+    mode = getattr(env, "render_mode", None)
+    if mode is not None and not isinstance(mode, str):
+        raise TypeError(f"env.render_mode must be a str or None, got {type(mode).__name__}")
+    return mode
+
+
+def view_of(env: Any) -> EnvView:
+    """Classify what the user passed to ``EnvServer`` (SRV-3, DELTA-14/15)."""
+    if isinstance(env, (list, tuple)):
+        if not env:
+            raise ValueError("EnvServer needs at least one environment")
+        for i, e in enumerate(env):
+            if is_vector_env(e):
+                raise TypeError(
+                    f"lanes must be scalar environments; element {i} is a vector env "
+                    f"({type(e).__name__}); serve it on its own instead"
+                )
+        if len(env) == 1:
+            return ScalarView(env[0])
+        return LanesView(env, getattr(env, "autoreset_mode", None))
+    n = vector_lanes(env)
+    if n is None:
+        return ScalarView(env)
+    return OneLaneView(env) if n == 1 else VectorView(env)
