@@ -26,13 +26,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .._build import PROTOCOL_GENERATION
+from .._build import PROTOCOL_GENERATION, validate_edition
 from ..errors import CODE_NUMBERS, ConnectionLost, ProtocolException
 from ..transport import shm
 from ..transport.connection import Connection, busy_poll_default
 from ..wire import frames, handshake, messages as m
-from ..wire.messages import decode_header, encode_message
-from ..wire.session import SessionState
+from ..wire.session import SERVER, FrameTooLarge, Session
 from ._driver import RequestFailed
 from ._options import ServeOptions
 
@@ -129,14 +128,13 @@ class _Poller:
 class _Peer:
     __slots__ = ("accepted_at", "conn", "session", "shm_token")
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, max_frame_bytes: int) -> None:
         self.conn = conn
-        self.session = SessionState()
+        self.session = Session(SERVER, max_frame_bytes=max_frame_bytes)
         self.accepted_at = time.monotonic()
         self.shm_token = ""  # this session's secret a ring file must carry (Welcome.capabilities)
 
 
-_PING, _SHUTDOWN, _HELLO, _CLOSE, _ATTACH = m.Ping.KIND, m.Shutdown.KIND, m.Hello.KIND, m.Close.KIND, m.Attach.KIND
 _OPS = {m.Reset.KIND: "reset", m.Step.KIND: "step", m.Render.KIND: "render", m.Configure.KIND: "configure"}
 
 
@@ -147,9 +145,6 @@ def _describe(exc: BaseException) -> str:
     except Exception:
         text = "<unprintable exception>"
     return f"{type(exc).__name__}: {text}"
-
-
-_SESSION_ACTIVITY = {m.Reset.KIND, m.Step.KIND, m.Render.KIND, m.Close.KIND, m.Configure.KIND}
 
 
 class ServeLoop:
@@ -180,6 +175,16 @@ class ServeLoop:
         self._last_activity = time.monotonic()
         self.on_request: Callable[[], None] | None = None
         self._busy_poll = busy_poll_default()
+        # The requests the loop answers itself, whatever the service; every other legal
+        # request goes to ``service.handle`` (each service keeps one table of its own).
+        self._handlers: dict[int, Callable[[_Peer, Any, int], None]] = {
+            m.Ping.KIND: self._ping,
+            m.Shutdown.KIND: self._shutdown_request,
+            m.Hello.KIND: self._hello,
+            m.Attach.KIND: self._attach,
+            m.Close.KIND: self._close,
+            m.Configure.KIND: self._configure,
+        }
 
     # -- control ------------------------------------------------------------------------
 
@@ -272,7 +277,7 @@ class ServeLoop:
                 log.warning("accept failed: %s", exc)
                 return
             sock.setblocking(False)
-            peer = _Peer(Connection(sock, frames.PRE_HANDSHAKE_LIMITS))
+            peer = _Peer(Connection(sock, frames.PRE_HANDSHAKE_LIMITS), self.limits.max_frame_bytes)
             self._peers[sock.fileno()] = peer
             self._sel.register(sock, peer)
             pending = [p for p in self._peers.values() if p is not self._active]
@@ -338,41 +343,17 @@ class ServeLoop:
     def _dispatch(self, peer: _Peer, frame: frames.Frame) -> None:
         rid = frame.request_id
         try:
-            peer.session.check_request(frame.kind)
-            msg = decode_header(frame)
+            msg = peer.session.receive(frame)  # legal in this state, and a valid header
         except ProtocolException as exc:
             self._protocol_error(peer, exc, rid)
             return
         kind = frame.kind
-        if kind == _PING:
-            busy = self._active is not None and self._active is not peer
-            self._send(peer, m.Pong(state="busy" if busy else "ready", generation=PROTOCOL_GENERATION, service=self.service.service), rid)
-            return
-        if kind == _SHUTDOWN:
-            self._shutdown_request(peer, msg, rid)
-            return
-        if kind == _HELLO:
-            self._hello(peer, msg, rid)
+        handler = self._handlers.get(kind)
+        if handler is not None:
+            handler(peer, msg, rid)
             return
         if peer is not self._active:  # pragma: no cover - the state table prevents this
             self._protocol_error(peer, ProtocolException("request outside a session"), rid)
-            return
-        if kind == _ATTACH:
-            # a ring nobody polls is slower than the socket
-            ring = (
-                None
-                if peer.conn.shm is not None or not peer.conn.polling
-                else _accept_rings(msg.path, peer.conn, peer.shm_token)
-            )
-            self._send(peer, m.AttachReply(attached=ring is not None), rid)  # on the socket
-            if ring is not None:
-                peer.conn.shm = ring  # the client switches once it reads the reply
-            return
-        if kind == _CLOSE:
-            records = self.service.end_session()
-            self._send(peer, m.CloseReply(final_episodes=records), rid)
-            self._end_active(peer, already_ended=True)
-            self._touch()
             return
         timeout_ms = getattr(msg, "timeout_ms", 0)
         started = time.perf_counter_ns() if timeout_ms else 0  # timed only when it carries a deadline
@@ -399,6 +380,34 @@ class ServeLoop:
             self._touch()
             return
         self._send(peer, reply, rid, segments)
+        self._touch()
+
+    def _ping(self, peer: _Peer, msg: m.Ping, rid: int) -> None:
+        busy = self._active is not None and self._active is not peer
+        self._send(peer, m.Pong(state="busy" if busy else "ready", generation=PROTOCOL_GENERATION, service=self.service.service), rid)
+
+    def _attach(self, peer: _Peer, msg: m.Attach, rid: int) -> None:
+        # a ring nobody polls is slower than the socket
+        ring = None if peer.conn.shm is not None or not peer.conn.polling else _accept_rings(msg.path, peer.conn, peer.shm_token)
+        self._send(peer, m.AttachReply(attached=ring is not None), rid)  # on the socket
+        if ring is not None:
+            peer.conn.shm = ring  # the client switches once it reads the reply
+
+    def _close(self, peer: _Peer, msg: m.Close, rid: int) -> None:
+        records = self.service.end_session()
+        self._send(peer, m.CloseReply(final_episodes=records), rid)
+        self._end_active(peer, already_ended=True)
+        self._touch()
+
+    def _configure(self, peer: _Peer, msg: m.Configure, rid: int) -> None:
+        """HS-6, for every service alike: an edition that is not one is a fatal error."""
+        try:
+            edition = validate_edition(msg.edition) if msg.edition.strip() else ""
+        except ValueError as exc:
+            self._send(peer, RequestFailed("INVALID_ACTION", str(exc), op="configure", recoverable=False).to_message(), rid)
+            self._end_active(peer)
+        else:
+            self._send(peer, m.ConfigureReply(edition=edition), rid)
         self._touch()
 
     def _touch(self) -> None:
@@ -438,10 +447,9 @@ class ServeLoop:
             return
         svc.begin_session()
         self._active = peer
-        peer.session.on_reply(m.Hello.KIND, m.Welcome.KIND)
         peer.conn.limits = self.limits
         peer.conn.busy_poll = self._busy_poll
-        self._send(peer, answer, rid)
+        self._send(peer, answer, rid)  # Welcome: the session is READY
 
     def _shutdown_request(self, peer: _Peer, msg: m.Shutdown, rid: int) -> None:
         if not self.options.remote_shutdown_allowed():
@@ -459,10 +467,14 @@ class ServeLoop:
     # -- endings --------------------------------------------------------------------------
 
     def _send(self, peer: _Peer, msg: Any, rid: int, segments: list[Any] | tuple[Any, ...] = ()) -> None:
+        """Queue ``msg`` as the answer to the peer's request in flight (``rid``, for the record)."""
         if peer.conn.closed:
             return
         try:
-            buffers = encode_message(msg, rid, segments)
+            buffers = peer.session.send(msg, segments)
+        except FrameTooLarge as exc:
+            self._oversized(peer, msg, rid, exc.nbytes)
+            return
         except Exception as exc:  # e.g. a str that is not valid UTF-8 inside an env's info
             if isinstance(msg, m.Error):
                 self._end_active(peer)
@@ -476,9 +488,6 @@ class ServeLoop:
             self._end_active(peer)
             return
         conn = peer.conn
-        if buffers.nbytes - frames.PREFIX_SIZE > self.limits.max_frame_bytes and not isinstance(msg, m.Error):
-            self._oversized(peer, msg, rid, buffers.nbytes - frames.PREFIX_SIZE)
-            return
         limit = SESSION_BACKLOG_BYTES if peer is self._active else STRANGER_BACKLOG_BYTES
         try:
             queued = conn.backlog
