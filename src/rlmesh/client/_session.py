@@ -123,8 +123,8 @@ class ClientSession:
         self.welcome: m.Welcome = reply
         self.conn.limits = limits
         self.conn.busy_poll = busy_poll_default()
-        token = reply.capabilities.get("shm.token", "")
-        if reply.capabilities.get("shm") == "1" and token and shm.shm_supported() and shm.is_local_peer(sock):
+        token = shm.offered_token(reply.capabilities, sock)
+        if token:
             self._attach_after = ATTACH_AFTER_REQUESTS
             self._shm_token = token
 

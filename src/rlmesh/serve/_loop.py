@@ -16,9 +16,6 @@ wrong) gets an ``Error`` frame and closes that connection only.
 from __future__ import annotations
 
 import logging
-import secrets
-import select
-import selectors
 import socket
 import threading
 import time
@@ -30,6 +27,7 @@ from .._build import PROTOCOL_GENERATION, validate_edition
 from ..errors import CODE_NUMBERS, ConnectionLost, ProtocolException
 from ..transport import shm
 from ..transport.connection import Connection, busy_poll_default
+from ..transport.reactor import Poller, Waker, accept_ready, overdue
 from ..wire import frames, handshake, messages as m
 from ..wire.session import SERVER, FrameTooLarge, Session
 from ._driver import RequestFailed
@@ -65,66 +63,6 @@ class Service(Protocol):
     def handle(self, msg: Any, frame: frames.Frame) -> tuple[Any, list[Any]]: ...
 
 
-class _Poller:
-    """Readiness for a handful of sockets: raw epoll on Linux (cheapest per wake-up), else selectors."""
-
-    def __init__(self) -> None:
-        self._objs: dict[int, Any] = {}
-        self._epoll = select.epoll() if hasattr(select, "epoll") else None
-        self._sel = None if self._epoll is not None else selectors.DefaultSelector()
-
-    def register(self, sock: socket.socket, obj: Any) -> None:
-        fd = sock.fileno()
-        self._objs[fd] = obj
-        if self._epoll is not None:
-            self._epoll.register(fd, select.EPOLLIN)
-        else:
-            assert self._sel is not None
-            self._sel.register(fd, selectors.EVENT_READ, obj)
-
-    def want_write(self, sock: socket.socket, on: bool) -> None:
-        """Also report ``sock`` when it turns writable (a reply is queued for it), or stop."""
-        fd = sock.fileno()
-        obj = self._objs.get(fd)
-        if obj is None:
-            return
-        try:
-            if self._epoll is not None:
-                self._epoll.modify(fd, select.EPOLLIN | select.EPOLLOUT if on else select.EPOLLIN)
-            else:
-                assert self._sel is not None
-                events = selectors.EVENT_READ | selectors.EVENT_WRITE if on else selectors.EVENT_READ
-                self._sel.modify(fd, events, obj)
-        except (KeyError, ValueError, OSError):
-            pass
-
-    def unregister(self, sock: socket.socket) -> None:
-        fd = sock.fileno()
-        if self._objs.pop(fd, None) is None:
-            return
-        try:
-            if self._epoll is not None:
-                self._epoll.unregister(fd)
-            else:
-                assert self._sel is not None
-                self._sel.unregister(fd)
-        except (KeyError, ValueError, OSError):
-            pass
-
-    def poll(self, timeout: float) -> list[Any]:
-        objs = self._objs
-        if self._epoll is not None:
-            return [objs[fd] for fd, _ in self._epoll.poll(timeout, len(objs)) if fd in objs]
-        assert self._sel is not None
-        return [key.data for key, _ in self._sel.select(timeout)]
-
-    def close(self) -> None:
-        if self._epoll is not None:
-            self._epoll.close()
-        if self._sel is not None:
-            self._sel.close()
-
-
 class _Peer:
     __slots__ = ("accepted_at", "conn", "session", "shm_token")
 
@@ -133,6 +71,10 @@ class _Peer:
         self.session = Session(SERVER, max_frame_bytes=max_frame_bytes)
         self.accepted_at = time.monotonic()
         self.shm_token = ""  # this session's secret a ring file must carry (Welcome.capabilities)
+
+
+def _accepted_at(peer: _Peer) -> float:
+    return peer.accepted_at
 
 
 _OPS = {m.Reset.KIND: "reset", m.Step.KIND: "step", m.Render.KIND: "render", m.Configure.KIND: "configure"}
@@ -166,10 +108,8 @@ class ServeLoop:
         self._listener_closed = False
         self.stop_reason: str | None = None
         self._stop = threading.Event()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._sel = _Poller()
+        self._waker = Waker()
+        self._sel = Poller()
         self._peers: dict[int, _Peer] = {}
         self._active: _Peer | None = None
         self._last_activity = time.monotonic()
@@ -193,10 +133,7 @@ class ServeLoop:
         if self.stop_reason is None:
             self.stop_reason = reason
         self._stop.set()
-        try:
-            self._wake_w.send(b"\0")
-        except OSError:
-            pass
+        self._waker.wake()
 
     def close_listener(self) -> None:
         """Stop accepting connections now; thread-safe, idempotent.
@@ -219,7 +156,8 @@ class ServeLoop:
         sel = self._sel
         self.listener.setblocking(False)
         sel.register(self.listener, self.listener)
-        sel.register(self._wake_r, self._wake_r)
+        wake = self._waker.reader
+        sel.register(wake, wake)
         now = time.monotonic()
         self._last_activity = now
         next_reap = now + 1.0
@@ -241,8 +179,8 @@ class ServeLoop:
                 for obj in sel.poll(timeout):
                     if obj is self.listener:
                         self._accept()
-                    elif obj is self._wake_r:
-                        self._drain_wake()
+                    elif obj is wake:
+                        self._waker.drain()
                     else:
                         if obj.conn.backlog:
                             self._writable(obj)
@@ -260,23 +198,8 @@ class ServeLoop:
         finally:
             self._teardown()
 
-    def _drain_wake(self) -> None:
-        try:
-            while self._wake_r.recv(64):
-                pass
-        except OSError:
-            pass
-
     def _accept(self) -> None:
-        for _ in range(16):
-            try:
-                sock, _addr = self.listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:  # e.g. EMFILE: keep serving what we have
-                log.warning("accept failed: %s", exc)
-                return
-            sock.setblocking(False)
+        for sock in accept_ready(self.listener):
             peer = _Peer(Connection(sock, frames.PRE_HANDSHAKE_LIMITS), self.limits.max_frame_bytes)
             self._peers[sock.fileno()] = peer
             self._sel.register(sock, peer)
@@ -285,10 +208,9 @@ class ServeLoop:
                 self._drop(min(pending, key=lambda p: p.accepted_at))
 
     def _reap_pending(self) -> None:
-        now = time.monotonic()
-        for peer in list(self._peers.values()):
-            if peer is not self._active and now - peer.accepted_at > HANDSHAKE_DEADLINE_SECONDS:
-                self._drop(peer)
+        pending = [p for p in self._peers.values() if p is not self._active]
+        for peer in overdue(pending, _accepted_at, time.monotonic(), HANDSHAKE_DEADLINE_SECONDS):
+            self._drop(peer)
 
     def _writable(self, peer: _Peer) -> None:
         """Send what waits in a peer's queue; stop watching for writability once it is empty."""
@@ -388,7 +310,7 @@ class ServeLoop:
 
     def _attach(self, peer: _Peer, msg: m.Attach, rid: int) -> None:
         # a ring nobody polls is slower than the socket
-        ring = None if peer.conn.shm is not None or not peer.conn.polling else _accept_rings(msg.path, peer.conn, peer.shm_token)
+        ring = None if peer.conn.shm is not None or not peer.conn.polling else shm.accept(msg.path, peer.conn.sock, peer.shm_token)
         self._send(peer, m.AttachReply(attached=ring is not None), rid)  # on the socket
         if ring is not None:
             peer.conn.shm = ring  # the client switches once it reads the reply
@@ -428,9 +350,7 @@ class ServeLoop:
             self._drop(peer)
             return
         svc = self.service
-        local = shm.shm_supported() and shm.is_local_peer(peer.conn.sock)
-        if local:
-            peer.shm_token = secrets.token_hex(16)
+        peer.shm_token, capabilities = shm.offer(peer.conn.sock)
         answer = handshake.answer_hello(
             hello,
             declared=svc.declared_edition,
@@ -439,7 +359,7 @@ class ServeLoop:
             session_id=str(uuid.uuid4()),
             contract=svc.contract(),
             # the client may move the session into shared-memory rings (Attach)
-            capabilities={"shm": "1", "shm.token": peer.shm_token} if local else None,
+            capabilities=capabilities,
         )
         if isinstance(answer, m.Incompatible):
             self._send(peer, answer, rid)
@@ -554,33 +474,9 @@ class ServeLoop:
     def _teardown(self) -> None:
         for peer in list(self._peers.values()):
             self._drop(peer)
-        for obj in (self.listener, self._wake_r):
+        for obj in (self.listener, self._waker.reader):
             self._sel.unregister(obj)
         self._sel.close()
         self.close_listener()
-        for s in (self._wake_r, self._wake_w):
-            try:
-                s.close()
-            except OSError:
-                pass
+        self._waker.close()
 
-
-def _accept_rings(path: str, conn: Connection, token: str) -> shm.Channel | None:
-    """The client's shared-memory rings at ``path``, when they can be mapped here.
-
-    Only a file owned by the connecting peer's uid and carrying this session's secret is
-    mapped (and then unlinked); anything else is declined and left alone.
-    """
-    if not path or not token or not shm.shm_supported() or not shm.is_local_peer(conn.sock):
-        return None
-    if shm.created_by_this_process(path):
-        return None  # a client in this very process: its thread and ours share one GIL, sockets do better
-    uid = shm.peer_uid(conn.sock)
-    if uid is None:
-        return None  # cannot tell who connected: stay on the socket
-    try:
-        ring = shm.open_channel(path, uid=uid, token=token)
-    except (OSError, ValueError):  # another host's /dev/shm (a container, a tunnel): the socket
-        return None
-    shm.discard(path)  # mapped: the name is no longer needed (the client discards it too)
-    return ring
