@@ -154,9 +154,9 @@ SERVER = "server"
 _U32 = 0xFFFFFFFF
 _ERROR = m.Error.KIND
 _NOTHING: frozenset[int] = frozenset()
-#: Requests whose answer may move the state; every other answer leaves it where it is
-#: (so the per-step path never builds a transition key).
-_MOVERS = frozenset(request for (_state, request, _reply) in TRANSITIONS)
+#: Replies that may move the state; every other answer leaves it where it is (so the
+#: per-step path never builds a transition key).
+_MOVING = frozenset(reply for (_state, _request, reply) in TRANSITIONS)
 
 
 class LocalProtocolError(ProtocolException):
@@ -189,7 +189,8 @@ class Session:
     A client sends requests and receives replies; a server receives requests and sends
     replies. One request is in flight at a time: a client that gave up waiting sends its
     next request, and the late reply to the old one is then stale (``receive`` returns
-    ``None``, SES-3).
+    ``None``, SES-3). ``Session(role)`` returns the role's subclass, so the per-message
+    path never asks which side it is on.
 
     Args:
         role: :data:`CLIENT` or :data:`SERVER`.
@@ -204,19 +205,26 @@ class Session:
         (1, AWAIT_HELLO)
     """
 
-    __slots__ = ("_client", "_kind", "_legal", "_next_id", "_rid", "max_frame_bytes", "role", "state")
+    __slots__ = ("_answers", "_kind", "_legal", "_rid", "max_frame_bytes", "role", "state")
+
+    def __new__(cls, role: str, *, max_frame_bytes: int | None = None) -> Session:
+        if cls is Session:
+            if role == CLIENT:
+                cls = _ClientSession
+            elif role == SERVER:
+                cls = _ServerSession
+            else:
+                raise ValueError(f"role must be {CLIENT!r} or {SERVER!r}, got {role!r}")
+        return object.__new__(cls)
 
     def __init__(self, role: str, *, max_frame_bytes: int | None = None) -> None:
-        if role not in (CLIENT, SERVER):
-            raise ValueError(f"role must be {CLIENT!r} or {SERVER!r}, got {role!r}")
         self.role = role
         self.state: State = AWAIT_HELLO
         self.max_frame_bytes = max_frame_bytes
-        self._client = role == CLIENT
         self._legal: frozenset[int] | set[int] = LEGAL[AWAIT_HELLO]
         self._rid = 0  # the id of the request awaiting its reply (0: none)
         self._kind = 0  # that request's kind
-        self._next_id = 0  # the client's last assigned id
+        self._answers: frozenset[int] = _NOTHING  # the reply kinds that answer it
 
     def __repr__(self) -> str:
         return f"<Session {self.role} {self.state!r}>"
@@ -239,34 +247,7 @@ class Session:
             LocalProtocolError: ``msg`` is not legal now (the state is unchanged).
             FrameTooLarge: the frame is over ``max_frame_bytes`` (the state is unchanged).
         """
-        kind = msg.KIND
-        if self._client:
-            if kind not in self._legal:
-                raise LocalProtocolError(f"{_kind_name(kind)} is not allowed in session state {self.state!r}")
-            rid = (self._next_id + 1) & _U32 or 1
-            buffers = encode_message(msg, rid, segments)
-            self._next_id = self._rid = rid
-            self._kind = kind
-            return buffers
-        rid = self._rid
-        if kind == _ERROR:
-            buffers = encode_message(msg, rid, segments)
-            self._rid = 0
-            if not msg.recoverable:
-                self._broken()
-            return buffers
-        if not rid or kind not in REPLIES[self._kind]:
-            asked = f"answers {_kind_name(self._kind)}" if rid else "answers no request in flight"
-            raise LocalProtocolError(f"{_kind_name(kind)} {asked}: not a legal reply")
-        buffers = encode_message(msg, rid, segments)
-        limit = self.max_frame_bytes
-        if limit is not None and buffers.nbytes - PREFIX_SIZE > limit:
-            nbytes = buffers.nbytes - PREFIX_SIZE
-            raise FrameTooLarge(f"{_kind_name(kind)} is {nbytes} bytes, over max_frame_bytes={limit}", nbytes)
-        self._rid = 0
-        if self._kind in _MOVERS:
-            self._move(self._kind, kind)
-        return buffers
+        raise NotImplementedError  # pragma: no cover - Session(role) is always a subclass
 
     def receive(self, frame: Frame) -> Any:
         """Check and decode a received frame into its message.
@@ -279,39 +260,7 @@ class Session:
             ProtocolException: the frame is illegal now, or its header does not decode.
                 The session is then ``BROKEN``.
         """
-        kind = frame.kind
-        if self._client:
-            if frame.request_id != self._rid or not self._rid:
-                return None
-            try:
-                msg = decode_header(frame)
-            except ProtocolException:
-                self._broken()
-                raise
-            if kind == _ERROR:
-                self._rid = 0
-                if not msg.recoverable:
-                    self._broken()
-                return msg
-            request = self._kind
-            if kind not in REPLIES[request]:
-                self._broken()
-                raise ProtocolException(f"peer answered {_kind_name(request)} with {_kind_name(kind)}")
-            self._rid = 0
-            if request in _MOVERS:
-                self._move(request, kind)
-            return msg
-        self._rid = frame.request_id
-        self._kind = kind
-        if kind not in self._legal:
-            exc = ProtocolException(f"{_kind_name(kind)} is not allowed in session state {self.state!r}")
-            self._broken()
-            raise exc
-        try:
-            return decode_header(frame)
-        except ProtocolException:
-            self._broken()
-            raise
+        raise NotImplementedError  # pragma: no cover - Session(role) is always a subclass
 
     # -- state changes -----------------------------------------------------------------------
 
@@ -335,3 +284,92 @@ class Session:
             self.state = CLOSED
             self._legal = _NOTHING
         self._rid = 0
+        self._answers = _NOTHING
+
+
+class _ClientSession(Session):
+    """The client's side: sends requests, receives their replies."""
+
+    __slots__ = ("_next_id",)
+
+    def __init__(self, role: str, *, max_frame_bytes: int | None = None) -> None:
+        super().__init__(role, max_frame_bytes=max_frame_bytes)
+        self._next_id = 0  # the last request id assigned
+
+    def send(self, msg: Any, segments: list[Any] | tuple[Any, ...] = ()) -> Buffers:
+        kind = msg.KIND
+        if kind not in self._legal:
+            raise LocalProtocolError(f"{_kind_name(kind)} is not allowed in session state {self.state!r}")
+        rid = (self._next_id + 1) & _U32 or 1
+        buffers = encode_message(msg, rid, segments)
+        self._next_id = self._rid = rid
+        self._kind = kind
+        self._answers = REPLIES[kind]
+        return buffers
+
+    def receive(self, frame: Frame) -> Any:
+        rid = self._rid
+        if frame.request_id != rid or not rid:
+            return None
+        try:
+            msg = decode_header(frame)
+        except ProtocolException:
+            self._broken()
+            raise
+        kind = frame.kind
+        if kind not in self._answers:
+            if kind == _ERROR:
+                self._rid = 0
+                if not msg.recoverable:
+                    self._broken()
+                return msg
+            self._broken()
+            raise ProtocolException(f"peer answered {_kind_name(self._kind)} with {_kind_name(kind)}")
+        self._rid = 0
+        if kind in _MOVING:
+            self._move(self._kind, kind)
+        return msg
+
+
+class _ServerSession(Session):
+    """The server's side: receives requests, sends one reply to each."""
+
+    __slots__ = ()
+
+    def send(self, msg: Any, segments: list[Any] | tuple[Any, ...] = ()) -> Buffers:
+        kind = msg.KIND
+        if kind not in self._answers:
+            if kind == _ERROR:
+                buffers = encode_message(msg, self._rid, segments)
+                self._rid = 0
+                self._answers = _NOTHING
+                if not msg.recoverable:
+                    self._broken()
+                return buffers
+            asked = f"answers {_kind_name(self._kind)}" if self._rid else "answers no request in flight"
+            raise LocalProtocolError(f"{_kind_name(kind)} {asked}: not a legal reply")
+        buffers = encode_message(msg, self._rid, segments)
+        limit = self.max_frame_bytes
+        if limit is not None and buffers.nbytes - PREFIX_SIZE > limit:
+            nbytes = buffers.nbytes - PREFIX_SIZE
+            raise FrameTooLarge(f"{_kind_name(kind)} is {nbytes} bytes, over max_frame_bytes={limit}", nbytes)
+        self._rid = 0
+        self._answers = _NOTHING
+        if kind in _MOVING:
+            self._move(self._kind, kind)
+        return buffers
+
+    def receive(self, frame: Frame) -> Any:
+        kind = frame.kind
+        self._rid = frame.request_id
+        self._kind = kind
+        if kind not in self._legal:
+            exc = ProtocolException(f"{_kind_name(kind)} is not allowed in session state {self.state!r}")
+            self._broken()
+            raise exc
+        self._answers = REPLIES.get(kind, _NOTHING)
+        try:
+            return decode_header(frame)
+        except ProtocolException:
+            self._broken()
+            raise

@@ -215,7 +215,7 @@ def test_a_reply_over_max_frame_bytes_is_refused_and_an_error_answers_instead() 
 
 def test_request_ids_are_never_zero_and_wrap_at_32_bits() -> None:
     client = Session(CLIENT)
-    client._next_id = 0xFFFFFFFF
+    client._next_id = 0xFFFFFFFF  # type: ignore[attr-defined]
     buffers = client.send(m.Ping())
     assert carry(buffers).request_id == 1  # 0 means "no request": it is skipped
 
