@@ -11,6 +11,13 @@ socket does not take at once waits in that connection's queue (bounded by
 and goes out when the socket turns writable; a peer that lets the queue overflow
 is dropped. Malformed input (or anything else one connection's bytes can make go
 wrong) gets an ``Error`` frame and closes that connection only.
+
+The loop is a reactor (``rlmesh.transport.reactor``: poller, waker, accept, reaping)
+driving a protocol: each connection's :class:`rlmesh.wire.session.Session` checks
+every request and reply against the state table, and one dispatch table routes a
+request either to the loop's own handlers (``Ping``, ``Shutdown``, ``Hello``,
+``Attach``, ``Close``, ``Configure``: the same for every service) or to the
+service's ``handle``.
 """
 
 from __future__ import annotations
@@ -60,7 +67,9 @@ class Service(Protocol):
 
     def end_session(self) -> list[m.EpisodeRecord]: ...
 
-    def handle(self, msg: Any, frame: frames.Frame) -> tuple[Any, list[Any]]: ...
+    def handle(self, msg: Any, frame: frames.Frame) -> tuple[Any, list[Any]]:
+        """Answer a service request (``Reset``, ``Step``, ``Predict``...): ``(reply, segments)``."""
+        ...
 
 
 class _Peer:
