@@ -1,9 +1,10 @@
 """A client session: dial, handshake, then strictly one reply per request.
 
 Shared by every client class (env clients now, model clients later). It owns the
-connection and the session state, words connect/handshake failures (CLT-3),
-applies timeouts (CLT-5), discards stale replies after a timeout by request id
-(SES-3), maps ``Error`` frames to exceptions through one table (ERR-4), and
+connection and its :class:`rlmesh.wire.session.Session` (which checks every
+request and reply against the state table, assigns request ids and discards stale
+replies after a timeout, SES-3), words connect/handshake failures (CLT-3),
+applies timeouts (CLT-5), maps ``Error`` frames to exceptions through one table (ERR-4), and
 turns a fatal error or a lost peer into "this session is over" (DELTA-19).
 """
 
@@ -27,8 +28,7 @@ from ..errors import (
 from ..transport import Address, Connection, dial, shm
 from ..transport.connection import busy_poll_default
 from ..wire import frames, handshake, messages as m
-from ..wire.messages import decode_header, encode_message
-from ..wire.session import SessionState
+from ..wire.session import CLIENT, Session
 
 __all__ = ["ATTACH_AFTER_REQUESTS", "DEFAULT_CONNECT_TIMEOUT_SECONDS", "ClientSession", "check_timeout"]
 
@@ -39,7 +39,6 @@ _ENDINGS = frozenset({m.Close.KIND, m.Shutdown.KIND})
 
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0  # CLT-5: the native default
 _CLOSE_TIMEOUT_SECONDS = 5.0  # CLT-10: a graceful close never waits longer than this
-_U32 = 0xFFFFFFFF
 
 
 def check_timeout(name: str, value: float | None) -> float | None:
@@ -79,8 +78,7 @@ class ClientSession:
         self.address = address
         self.request_timeout = request_timeout
         self.noun = noun
-        self.state = SessionState()
-        self._rid = 0
+        self.protocol = Session(CLIENT)
         self._closed_reason: str | None = None
         ct = DEFAULT_CONNECT_TIMEOUT_SECONDS if connect_timeout is None else connect_timeout
         url = address.url
@@ -125,8 +123,8 @@ class ClientSession:
         self.welcome: m.Welcome = reply
         self.conn.limits = limits
         self.conn.busy_poll = busy_poll_default()
-        token = reply.capabilities.get("shm.token", "")
-        if reply.capabilities.get("shm") == "1" and token and shm.shm_supported() and shm.is_local_peer(sock):
+        token = shm.offered_token(reply.capabilities, sock)
+        if token:
             self._attach_after = ATTACH_AFTER_REQUESTS
             self._shm_token = token
 
@@ -162,15 +160,9 @@ class ClientSession:
                 self._attach_after -= 1
                 if not self._attach_after and self.conn.polling:
                     self._attach(timeout)  # rings pay only while polled
-        self.state.check_request(msg.KIND)
         reply, frame = self._exchange_frame(msg, segments, timeout)
         if isinstance(reply, m.Error):
             self._raise_error(reply)
-        try:
-            self.state.on_reply(msg.KIND, frame.kind)
-        except ProtocolException as exc:
-            self._end(f"connection closed after a protocol error: {exc}")
-            raise
         return reply, frame
 
     def _attach(self, timeout: float | None) -> None:
@@ -190,7 +182,7 @@ class ClientSession:
             ring.close()
             shm.discard(path)
             raise
-        self._pending_attach = (self._rid, path, ring)
+        self._pending_attach = (self.protocol.pending_id, path, ring)
         self._finish_attach(timeout)
 
     def _finish_attach(self, timeout: float | None) -> None:
@@ -200,9 +192,9 @@ class ClientSession:
             RequestTimeout: no answer yet; the session stays usable (nothing was sent).
         """
         assert self._pending_attach is not None
-        rid, path, ring = self._pending_attach
+        _rid, path, ring = self._pending_attach
         try:
-            reply, frame = self._await_reply(rid, timeout)
+            reply, _frame = self._await_reply(timeout)
         except RequestTimeout:
             raise
         except BaseException:
@@ -218,35 +210,26 @@ class ClientSession:
         ring.close()
         if isinstance(reply, m.Error):
             self._raise_error(reply)
-        try:
-            self.state.on_reply(m.Attach.KIND, frame.kind)
-        except ProtocolException as exc:
-            self._end(f"connection closed after a protocol error: {exc}")
-            raise
 
     def fail(self, exc: ProtocolException) -> None:
         """End the session after a reply that did not decode (STYLE: an error freezes the state)."""
         self._end(f"connection closed after a protocol error: {exc}")
 
     def _exchange(self, msg: Any, *, timeout: float | None) -> Any:
-        self.state.check_request(msg.KIND)
-        reply, frame = self._exchange_frame(msg, (), timeout)
-        self.state.on_reply(msg.KIND, frame.kind)
-        return reply
+        return self._exchange_frame(msg, (), timeout)[0]
 
     def _exchange_frame(
         self, msg: Any, segments: list[Any] | tuple[Any, ...], timeout: float | None
     ) -> tuple[Any, frames.Frame]:
         self._send_request(msg, segments, timeout)
-        return self._await_reply(self._rid, timeout)
+        return self._await_reply(timeout)
 
     def _send_request(self, msg: Any, segments: list[Any] | tuple[Any, ...], timeout: float | None = None) -> None:
-        self._rid = (self._rid + 1) & _U32
-        rid = self._rid
+        buffers = self.protocol.send(msg, segments)  # illegal now: raises, nothing is sent
         conn = self.conn
         conn.settimeout(timeout)
         try:
-            conn.send(encode_message(msg, rid, segments))
+            conn.send(buffers)
         except TimeoutError:
             self._end("the connection broke: a request could not be sent before the timeout")
             raise RequestTimeout(
@@ -259,13 +242,14 @@ class ClientSession:
             self._end("the connection broke while a request was being sent")
             raise
 
-    def _await_reply(self, rid: int, timeout: float | None) -> tuple[Any, frames.Frame]:
-        """The reply to request ``rid``; replies to older (timed-out) requests are discarded.
+    def _await_reply(self, timeout: float | None) -> tuple[Any, frames.Frame]:
+        """The reply to the request in flight; replies to older (timed-out) ones are discarded.
 
         ``timeout`` bounds the whole wait, however slowly the bytes or how many stale
         replies arrive (SES-3, CLT-5).
         """
         conn = self.conn
+        receive = self.protocol.receive
         conn.settimeout(timeout)
         deadline = None if not timeout else time.monotonic() + timeout
         conn.deadline = deadline
@@ -273,8 +257,9 @@ class ClientSession:
             while True:
                 frame = conn.recv_frame()
                 assert frame is not None  # blocking socket
-                if frame.request_id == rid:
-                    break  # older ids are stale replies to timed-out requests (SES-3)
+                reply = receive(frame)  # None: a stale reply to a timed-out request (SES-3)
+                if reply is not None:
+                    break
                 if deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError("timed out")
         except TimeoutError:
@@ -291,11 +276,6 @@ class ClientSession:
         finally:
             conn.deadline = None
         self._timed_out = False
-        try:
-            reply = decode_header(frame)
-        except ProtocolException as exc:
-            self._end(f"connection closed after a protocol error: {exc}")
-            raise
         return reply, frame
 
     def _raise_error(self, err: m.Error) -> None:
@@ -313,7 +293,7 @@ class ClientSession:
     def _end(self, reason: str) -> None:
         if self._closed_reason is None:
             self._closed_reason = reason
-        self.state.break_()
+        self.protocol.break_()
         self._drop_pending_attach()
         self.conn.close()
 
@@ -338,7 +318,7 @@ class ClientSession:
         except Exception:
             pass  # detach locally instead of raising (CLT-10)
         self._closed_reason = "not connected: this client was closed; create a new one to reconnect"
-        self.state.close()
+        self.protocol.close()
         self._drop_pending_attach()
         self.conn.close()
         return records
@@ -348,7 +328,7 @@ class ClientSession:
         reply, _ = self.request(m.Shutdown(reason=reason), timeout=self.request_timeout)
         if reply.accepted:
             self._closed_reason = "not connected: the endpoint was shut down"
-            self.state.close()
+            self.protocol.close()
             self.conn.close()
         return bool(reply.accepted)
 

@@ -11,14 +11,18 @@ socket does not take at once waits in that connection's queue (bounded by
 and goes out when the socket turns writable; a peer that lets the queue overflow
 is dropped. Malformed input (or anything else one connection's bytes can make go
 wrong) gets an ``Error`` frame and closes that connection only.
+
+The loop is a reactor (``rlmesh.transport.reactor``: poller, waker, accept, reaping)
+driving a protocol: each connection's :class:`rlmesh.wire.session.Session` checks
+every request and reply against the state table, and one dispatch table routes a
+request either to the loop's own handlers (``Ping``, ``Shutdown``, ``Hello``,
+``Attach``, ``Close``, ``Configure``: the same for every service) or to the
+service's ``handle``.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
-import select
-import selectors
 import socket
 import threading
 import time
@@ -26,13 +30,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .._build import PROTOCOL_GENERATION
+from .._build import PROTOCOL_GENERATION, validate_edition
 from ..errors import CODE_NUMBERS, ConnectionLost, ProtocolException
 from ..transport import shm
 from ..transport.connection import Connection, busy_poll_default
+from ..transport.reactor import Poller, Waker, accept_ready, overdue
 from ..wire import frames, handshake, messages as m
-from ..wire.messages import decode_header, encode_message
-from ..wire.session import SessionState
+from ..wire.session import SERVER, FrameTooLarge, Session
 from ._driver import RequestFailed
 from ._options import ServeOptions
 
@@ -63,80 +67,25 @@ class Service(Protocol):
 
     def end_session(self) -> list[m.EpisodeRecord]: ...
 
-    def handle(self, msg: Any, frame: frames.Frame) -> tuple[Any, list[Any]]: ...
-
-
-class _Poller:
-    """Readiness for a handful of sockets: raw epoll on Linux (cheapest per wake-up), else selectors."""
-
-    def __init__(self) -> None:
-        self._objs: dict[int, Any] = {}
-        self._epoll = select.epoll() if hasattr(select, "epoll") else None
-        self._sel = None if self._epoll is not None else selectors.DefaultSelector()
-
-    def register(self, sock: socket.socket, obj: Any) -> None:
-        fd = sock.fileno()
-        self._objs[fd] = obj
-        if self._epoll is not None:
-            self._epoll.register(fd, select.EPOLLIN)
-        else:
-            assert self._sel is not None
-            self._sel.register(fd, selectors.EVENT_READ, obj)
-
-    def want_write(self, sock: socket.socket, on: bool) -> None:
-        """Also report ``sock`` when it turns writable (a reply is queued for it), or stop."""
-        fd = sock.fileno()
-        obj = self._objs.get(fd)
-        if obj is None:
-            return
-        try:
-            if self._epoll is not None:
-                self._epoll.modify(fd, select.EPOLLIN | select.EPOLLOUT if on else select.EPOLLIN)
-            else:
-                assert self._sel is not None
-                events = selectors.EVENT_READ | selectors.EVENT_WRITE if on else selectors.EVENT_READ
-                self._sel.modify(fd, events, obj)
-        except (KeyError, ValueError, OSError):
-            pass
-
-    def unregister(self, sock: socket.socket) -> None:
-        fd = sock.fileno()
-        if self._objs.pop(fd, None) is None:
-            return
-        try:
-            if self._epoll is not None:
-                self._epoll.unregister(fd)
-            else:
-                assert self._sel is not None
-                self._sel.unregister(fd)
-        except (KeyError, ValueError, OSError):
-            pass
-
-    def poll(self, timeout: float) -> list[Any]:
-        objs = self._objs
-        if self._epoll is not None:
-            return [objs[fd] for fd, _ in self._epoll.poll(timeout, len(objs)) if fd in objs]
-        assert self._sel is not None
-        return [key.data for key, _ in self._sel.select(timeout)]
-
-    def close(self) -> None:
-        if self._epoll is not None:
-            self._epoll.close()
-        if self._sel is not None:
-            self._sel.close()
+    def handle(self, msg: Any, frame: frames.Frame) -> tuple[Any, list[Any]]:
+        """Answer a service request (``Reset``, ``Step``, ``Predict``...): ``(reply, segments)``."""
+        ...
 
 
 class _Peer:
     __slots__ = ("accepted_at", "conn", "session", "shm_token")
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, max_frame_bytes: int) -> None:
         self.conn = conn
-        self.session = SessionState()
+        self.session = Session(SERVER, max_frame_bytes=max_frame_bytes)
         self.accepted_at = time.monotonic()
         self.shm_token = ""  # this session's secret a ring file must carry (Welcome.capabilities)
 
 
-_PING, _SHUTDOWN, _HELLO, _CLOSE, _ATTACH = m.Ping.KIND, m.Shutdown.KIND, m.Hello.KIND, m.Close.KIND, m.Attach.KIND
+def _accepted_at(peer: _Peer) -> float:
+    return peer.accepted_at
+
+
 _OPS = {m.Reset.KIND: "reset", m.Step.KIND: "step", m.Render.KIND: "render", m.Configure.KIND: "configure"}
 
 
@@ -147,9 +96,6 @@ def _describe(exc: BaseException) -> str:
     except Exception:
         text = "<unprintable exception>"
     return f"{type(exc).__name__}: {text}"
-
-
-_SESSION_ACTIVITY = {m.Reset.KIND, m.Step.KIND, m.Render.KIND, m.Close.KIND, m.Configure.KIND}
 
 
 class ServeLoop:
@@ -171,15 +117,23 @@ class ServeLoop:
         self._listener_closed = False
         self.stop_reason: str | None = None
         self._stop = threading.Event()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._sel = _Poller()
+        self._waker = Waker()
+        self._sel = Poller()
         self._peers: dict[int, _Peer] = {}
         self._active: _Peer | None = None
         self._last_activity = time.monotonic()
         self.on_request: Callable[[], None] | None = None
         self._busy_poll = busy_poll_default()
+        # The requests the loop answers itself, whatever the service; every other legal
+        # request goes to ``service.handle`` (each service keeps one table of its own).
+        self._handlers: dict[int, Callable[[_Peer, Any, int], None]] = {
+            m.Ping.KIND: self._ping,
+            m.Shutdown.KIND: self._shutdown_request,
+            m.Hello.KIND: self._hello,
+            m.Attach.KIND: self._attach,
+            m.Close.KIND: self._close,
+            m.Configure.KIND: self._configure,
+        }
 
     # -- control ------------------------------------------------------------------------
 
@@ -188,10 +142,7 @@ class ServeLoop:
         if self.stop_reason is None:
             self.stop_reason = reason
         self._stop.set()
-        try:
-            self._wake_w.send(b"\0")
-        except OSError:
-            pass
+        self._waker.wake()
 
     def close_listener(self) -> None:
         """Stop accepting connections now; thread-safe, idempotent.
@@ -214,7 +165,8 @@ class ServeLoop:
         sel = self._sel
         self.listener.setblocking(False)
         sel.register(self.listener, self.listener)
-        sel.register(self._wake_r, self._wake_r)
+        wake = self._waker.reader
+        sel.register(wake, wake)
         now = time.monotonic()
         self._last_activity = now
         next_reap = now + 1.0
@@ -236,8 +188,8 @@ class ServeLoop:
                 for obj in sel.poll(timeout):
                     if obj is self.listener:
                         self._accept()
-                    elif obj is self._wake_r:
-                        self._drain_wake()
+                    elif obj is wake:
+                        self._waker.drain()
                     else:
                         if obj.conn.backlog:
                             self._writable(obj)
@@ -255,24 +207,9 @@ class ServeLoop:
         finally:
             self._teardown()
 
-    def _drain_wake(self) -> None:
-        try:
-            while self._wake_r.recv(64):
-                pass
-        except OSError:
-            pass
-
     def _accept(self) -> None:
-        for _ in range(16):
-            try:
-                sock, _addr = self.listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:  # e.g. EMFILE: keep serving what we have
-                log.warning("accept failed: %s", exc)
-                return
-            sock.setblocking(False)
-            peer = _Peer(Connection(sock, frames.PRE_HANDSHAKE_LIMITS))
+        for sock in accept_ready(self.listener):
+            peer = _Peer(Connection(sock, frames.PRE_HANDSHAKE_LIMITS), self.limits.max_frame_bytes)
             self._peers[sock.fileno()] = peer
             self._sel.register(sock, peer)
             pending = [p for p in self._peers.values() if p is not self._active]
@@ -280,10 +217,9 @@ class ServeLoop:
                 self._drop(min(pending, key=lambda p: p.accepted_at))
 
     def _reap_pending(self) -> None:
-        now = time.monotonic()
-        for peer in list(self._peers.values()):
-            if peer is not self._active and now - peer.accepted_at > HANDSHAKE_DEADLINE_SECONDS:
-                self._drop(peer)
+        pending = [p for p in self._peers.values() if p is not self._active]
+        for peer in overdue(pending, _accepted_at, time.monotonic(), HANDSHAKE_DEADLINE_SECONDS):
+            self._drop(peer)
 
     def _writable(self, peer: _Peer) -> None:
         """Send what waits in a peer's queue; stop watching for writability once it is empty."""
@@ -338,41 +274,17 @@ class ServeLoop:
     def _dispatch(self, peer: _Peer, frame: frames.Frame) -> None:
         rid = frame.request_id
         try:
-            peer.session.check_request(frame.kind)
-            msg = decode_header(frame)
+            msg = peer.session.receive(frame)  # legal in this state, and a valid header
         except ProtocolException as exc:
             self._protocol_error(peer, exc, rid)
             return
         kind = frame.kind
-        if kind == _PING:
-            busy = self._active is not None and self._active is not peer
-            self._send(peer, m.Pong(state="busy" if busy else "ready", generation=PROTOCOL_GENERATION, service=self.service.service), rid)
-            return
-        if kind == _SHUTDOWN:
-            self._shutdown_request(peer, msg, rid)
-            return
-        if kind == _HELLO:
-            self._hello(peer, msg, rid)
+        handler = self._handlers.get(kind)
+        if handler is not None:
+            handler(peer, msg, rid)
             return
         if peer is not self._active:  # pragma: no cover - the state table prevents this
             self._protocol_error(peer, ProtocolException("request outside a session"), rid)
-            return
-        if kind == _ATTACH:
-            # a ring nobody polls is slower than the socket
-            ring = (
-                None
-                if peer.conn.shm is not None or not peer.conn.polling
-                else _accept_rings(msg.path, peer.conn, peer.shm_token)
-            )
-            self._send(peer, m.AttachReply(attached=ring is not None), rid)  # on the socket
-            if ring is not None:
-                peer.conn.shm = ring  # the client switches once it reads the reply
-            return
-        if kind == _CLOSE:
-            records = self.service.end_session()
-            self._send(peer, m.CloseReply(final_episodes=records), rid)
-            self._end_active(peer, already_ended=True)
-            self._touch()
             return
         timeout_ms = getattr(msg, "timeout_ms", 0)
         started = time.perf_counter_ns() if timeout_ms else 0  # timed only when it carries a deadline
@@ -401,6 +313,34 @@ class ServeLoop:
         self._send(peer, reply, rid, segments)
         self._touch()
 
+    def _ping(self, peer: _Peer, msg: m.Ping, rid: int) -> None:
+        busy = self._active is not None and self._active is not peer
+        self._send(peer, m.Pong(state="busy" if busy else "ready", generation=PROTOCOL_GENERATION, service=self.service.service), rid)
+
+    def _attach(self, peer: _Peer, msg: m.Attach, rid: int) -> None:
+        # a ring nobody polls is slower than the socket
+        ring = None if peer.conn.shm is not None or not peer.conn.polling else shm.accept(msg.path, peer.conn.sock, peer.shm_token)
+        self._send(peer, m.AttachReply(attached=ring is not None), rid)  # on the socket
+        if ring is not None:
+            peer.conn.shm = ring  # the client switches once it reads the reply
+
+    def _close(self, peer: _Peer, msg: m.Close, rid: int) -> None:
+        records = self.service.end_session()
+        self._send(peer, m.CloseReply(final_episodes=records), rid)
+        self._end_active(peer, already_ended=True)
+        self._touch()
+
+    def _configure(self, peer: _Peer, msg: m.Configure, rid: int) -> None:
+        """HS-6, for every service alike: an edition that is not one is a fatal error."""
+        try:
+            edition = validate_edition(msg.edition) if msg.edition.strip() else ""
+        except ValueError as exc:
+            self._send(peer, RequestFailed("INVALID_ACTION", str(exc), op="configure", recoverable=False).to_message(), rid)
+            self._end_active(peer)
+        else:
+            self._send(peer, m.ConfigureReply(edition=edition), rid)
+        self._touch()
+
     def _touch(self) -> None:
         self._last_activity = time.monotonic()
         if self.on_request is not None:
@@ -419,9 +359,7 @@ class ServeLoop:
             self._drop(peer)
             return
         svc = self.service
-        local = shm.shm_supported() and shm.is_local_peer(peer.conn.sock)
-        if local:
-            peer.shm_token = secrets.token_hex(16)
+        peer.shm_token, capabilities = shm.offer(peer.conn.sock)
         answer = handshake.answer_hello(
             hello,
             declared=svc.declared_edition,
@@ -430,7 +368,7 @@ class ServeLoop:
             session_id=str(uuid.uuid4()),
             contract=svc.contract(),
             # the client may move the session into shared-memory rings (Attach)
-            capabilities={"shm": "1", "shm.token": peer.shm_token} if local else None,
+            capabilities=capabilities,
         )
         if isinstance(answer, m.Incompatible):
             self._send(peer, answer, rid)
@@ -438,10 +376,9 @@ class ServeLoop:
             return
         svc.begin_session()
         self._active = peer
-        peer.session.on_reply(m.Hello.KIND, m.Welcome.KIND)
         peer.conn.limits = self.limits
         peer.conn.busy_poll = self._busy_poll
-        self._send(peer, answer, rid)
+        self._send(peer, answer, rid)  # Welcome: the session is READY
 
     def _shutdown_request(self, peer: _Peer, msg: m.Shutdown, rid: int) -> None:
         if not self.options.remote_shutdown_allowed():
@@ -459,10 +396,14 @@ class ServeLoop:
     # -- endings --------------------------------------------------------------------------
 
     def _send(self, peer: _Peer, msg: Any, rid: int, segments: list[Any] | tuple[Any, ...] = ()) -> None:
+        """Queue ``msg`` as the answer to the peer's request in flight (``rid``, for the record)."""
         if peer.conn.closed:
             return
         try:
-            buffers = encode_message(msg, rid, segments)
+            buffers = peer.session.send(msg, segments)
+        except FrameTooLarge as exc:
+            self._oversized(peer, msg, rid, exc.nbytes)
+            return
         except Exception as exc:  # e.g. a str that is not valid UTF-8 inside an env's info
             if isinstance(msg, m.Error):
                 self._end_active(peer)
@@ -476,9 +417,6 @@ class ServeLoop:
             self._end_active(peer)
             return
         conn = peer.conn
-        if buffers.nbytes - frames.PREFIX_SIZE > self.limits.max_frame_bytes and not isinstance(msg, m.Error):
-            self._oversized(peer, msg, rid, buffers.nbytes - frames.PREFIX_SIZE)
-            return
         limit = SESSION_BACKLOG_BYTES if peer is self._active else STRANGER_BACKLOG_BYTES
         try:
             queued = conn.backlog
@@ -545,33 +483,9 @@ class ServeLoop:
     def _teardown(self) -> None:
         for peer in list(self._peers.values()):
             self._drop(peer)
-        for obj in (self.listener, self._wake_r):
+        for obj in (self.listener, self._waker.reader):
             self._sel.unregister(obj)
         self._sel.close()
         self.close_listener()
-        for s in (self._wake_r, self._wake_w):
-            try:
-                s.close()
-            except OSError:
-                pass
+        self._waker.close()
 
-
-def _accept_rings(path: str, conn: Connection, token: str) -> shm.Channel | None:
-    """The client's shared-memory rings at ``path``, when they can be mapped here.
-
-    Only a file owned by the connecting peer's uid and carrying this session's secret is
-    mapped (and then unlinked); anything else is declined and left alone.
-    """
-    if not path or not token or not shm.shm_supported() or not shm.is_local_peer(conn.sock):
-        return None
-    if shm.created_by_this_process(path):
-        return None  # a client in this very process: its thread and ours share one GIL, sockets do better
-    uid = shm.peer_uid(conn.sock)
-    if uid is None:
-        return None  # cannot tell who connected: stay on the socket
-    try:
-        ring = shm.open_channel(path, uid=uid, token=token)
-    except (OSError, ValueError):  # another host's /dev/shm (a container, a tunnel): the socket
-        return None
-    shm.discard(path)  # mapped: the name is no longer needed (the client discards it too)
-    return ring

@@ -58,6 +58,13 @@ class _ModelService:
         self.act_codec: ValueCodec | None = None
         self.act_encoder: Any = None
         self._contract = _model_contract(model)
+        # The model service's requests (Configure, Close, Ping... are the loop's own).
+        self._handlers: dict[int, Any] = {
+            m.Predict.KIND: self._predict,
+            m.BeginEpisode.KIND: self._begin_episode,
+            m.EndEpisode.KIND: self._end_episode,
+            m.Bind.KIND: self._bind,
+        }
 
     def contract(self) -> dict[str, Any]:
         return self._contract
@@ -83,28 +90,27 @@ class _ModelService:
         return []
 
     def handle(self, msg: Any, frame: frames.Frame) -> tuple[Any, list[Any]]:
-        if isinstance(msg, m.Predict):
-            return self._predict(msg, frame)
-        if isinstance(msg, m.BeginEpisode):
-            route = self._route(msg.lane)
-            if msg.lane in self.open:  # a new episode closes an unfinished one
-                route.end_episode(self.open.pop(msg.lane))
-            self._call("reset", route.begin_episode, msg.episode_id, msg.seed)
-            self.open[msg.lane] = msg.episode_id
-            return m.EpisodeAck(episode_id=msg.episode_id), []
-        if isinstance(msg, m.EndEpisode):
-            route = self._route(msg.lane)
-            if self.open.get(msg.lane) == msg.episode_id:
-                del self.open[msg.lane]
-                self._call("episode_end", route.end_episode, msg.episode_id)
-            return m.EpisodeAck(episode_id=msg.episode_id), []
-        if isinstance(msg, m.Bind):
-            return self._bind(msg), []
-        if isinstance(msg, m.Configure):
-            return m.ConfigureReply(edition=msg.edition), []
-        raise RequestFailed("UNSUPPORTED", f"a model endpoint does not answer {type(msg).__name__}")
+        handler = self._handlers.get(msg.KIND)
+        if handler is None:
+            raise RequestFailed("UNSUPPORTED", f"a model endpoint does not answer {type(msg).__name__}")
+        return handler(msg, frame)
 
-    def _bind(self, msg: m.Bind) -> m.BindReply:
+    def _begin_episode(self, msg: m.BeginEpisode, frame: frames.Frame) -> tuple[Any, list[Any]]:
+        route = self._route(msg.lane)
+        if msg.lane in self.open:  # a new episode closes an unfinished one
+            route.end_episode(self.open.pop(msg.lane))
+        self._call("reset", route.begin_episode, msg.episode_id, msg.seed)
+        self.open[msg.lane] = msg.episode_id
+        return m.EpisodeAck(episode_id=msg.episode_id), []
+
+    def _end_episode(self, msg: m.EndEpisode, frame: frames.Frame) -> tuple[Any, list[Any]]:
+        route = self._route(msg.lane)
+        if self.open.get(msg.lane) == msg.episode_id:
+            del self.open[msg.lane]
+            self._call("episode_end", route.end_episode, msg.episode_id)
+        return m.EpisodeAck(episode_id=msg.episode_id), []
+
+    def _bind(self, msg: m.Bind, frame: frames.Frame) -> tuple[m.BindReply, list[Any]]:
         from ..eval._policy import LocalRoute
 
         if self.routes:
@@ -136,7 +142,7 @@ class _ModelService:
         self.act_encoder = compile_encoder(contract.action_space)
         adapter = routes[0].adapter
         text = adapter.describe() if adapter is not None and callable(getattr(adapter, "describe", None)) else None
-        return m.BindReply(horizon=routes[0].horizon, adapter=text, spec_less=routes[0].spec_less)
+        return m.BindReply(horizon=routes[0].horizon, adapter=text, spec_less=routes[0].spec_less), []
 
     def _predict(self, msg: m.Predict, frame: frames.Frame) -> tuple[m.PredictReply, list[Any]]:
         route = self._route(msg.lane)

@@ -1,161 +1,62 @@
-"""A framed connection over a stream socket: scatter-gather send, ``recv_into`` receive.
+"""A session's connection: the socket stream plus the shared-memory ring adapter.
 
-This is the only place that turns ``OSError`` into rlmesh exceptions (STYLE "map
-once, at the boundary"): ``ConnectionLost`` for a dead peer (the ``OSError`` as
-``__cause__``), ``socket.timeout`` passed up as ``TimeoutError`` for the caller to
-word, ``ProtocolException`` from the sans-IO frame layer.
+:class:`Connection` is what clients and the serve loop hold. The layers, each in its
+own module:
 
-Reading is resumable: the partial prefix or body survives a timeout (or a
-non-blocking socket running dry), so the next call continues the same frame and
-the stream never desynchronizes.
+- the socket stream (:mod:`rlmesh.transport.stream`): frames over a stream socket;
+- the busy-poll policy (:mod:`rlmesh.transport.busypoll`): whether, and how long, the
+  first read of an answer spins instead of sleeping;
+- the ring adapter (here): once a handshake agreed on shared-memory rings
+  (:mod:`rlmesh.transport.shm`), frames go through the rings and the socket carries only
+  doorbells, frames too large for a ring, and the end of the connection.
+
+The layers are one class hierarchy, not objects calling each other: a step pays no
+extra hop for the split.
 """
 
 from __future__ import annotations
 
-import math
-import os
-import select
 import socket
-import threading
 import time
 from collections import deque
 from typing import Any
 
-import numpy as np
-
 from ..errors import ConnectionLost, ProtocolException
 from ..wire import frames
-from ..wire.frames import PREFIX_SIZE, Frame, FrameLimits, FramePlan
-from .address import Address
+from ..wire.frames import Frame, FrameLimits
+from .busypoll import busy_poll_default, yield_cpu
 from .shm import DOORBELL_KIND, MARKER, Channel, doorbell
+from .stream import SocketStream, _nbytes, _wait_for, dial, listen
 
-__all__ = ["Connection", "busy_poll_default", "dial", "listen"]
+__all__ = ["SHM_STALL_SECONDS", "Connection", "busy_poll_default", "dial", "listen"]
 
-_IOV_MAX = 512  # stay well below the kernel's 1024-iovec limit per sendmsg
-
-
-_SCRATCH = 8 * 1024  # one recv_into fetches a whole small frame; large bodies go straight to their buffer
-
-_BUSY_POLL_DEFAULT_US = 250
 _DOORBELL = doorbell()
-_yield = getattr(os, "sched_yield", lambda: None)  # polling gives way to any other runnable task
 _WOKEN = Frame(DOORBELL_KIND, 0, memoryview(b""), [])  # "look at the ring again"
 _RING_RECHECK_SECONDS = 0.05
 SHM_STALL_SECONDS = 10.0  # a peer that leaves its ring full this long is treated as gone
-_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 
 
-def busy_poll_default() -> float:
-    """The busy-poll cap in seconds: ``RLMESH_BUSY_POLL_US`` (0 disables), else 250 µs.
+class Connection(SocketStream):
+    """One framed, bidirectional stream, through shared-memory rings once agreed.
 
-    Polling only pays when the peer can run on another core, so it is off on a single-CPU
-    machine or container (or where the platform has no ``MSG_DONTWAIT``).
-    """
-    raw = os.environ.get("RLMESH_BUSY_POLL_US", "").strip()
-    try:
-        us = float(raw) if raw else _BUSY_POLL_DEFAULT_US
-    except ValueError:
-        us = _BUSY_POLL_DEFAULT_US
-    if us <= 0 or not _DONTWAIT:
-        return 0.0
-    return us / 1e6 if _usable_cpus() >= 2 else 0.0
-
-
-def _usable_cpus() -> float:
-    """CPUs the processes of this machine (or container) can use at once.
-
-    The machine's count, capped by a cgroup v2 CPU quota. An affinity mask of one CPU
-    does not count: a process pinned to one core usually talks to a peer pinned to
-    another, and every polling pass yields the CPU anyway.
-    """
-    cpus: float = os.cpu_count() or 1
-    try:
-        with open("/sys/fs/cgroup/cpu.max") as f:  # "max 100000" or "<quota> <period>"
-            quota, period = f.read().split()[:2]
-        if quota != "max":
-            cpus = min(cpus, int(quota) / int(period))
-    except (OSError, ValueError):
-        pass
-    return cpus
-
-
-class Connection:
-    """One framed, bidirectional stream.
-
-    Receiving reads into a per-connection scratch buffer, so a small frame
-    costs one ``recv_into``; its body is then copied once into a fresh buffer
-    (a few hundred bytes). A large body is read straight into its own fresh
-    buffer after the bytes already in the scratch: one copy from the kernel.
-
-    Busy polling (``busy_poll`` seconds, 0 = off): after a frame is sent, the
-    first read of the answer first polls the socket (or the shared-memory ring)
-    without sleeping for up to twice the recent answer time, capped at
-    ``busy_poll``, and only then blocks (or, on a non-blocking socket, reports
-    "dry"). A wake-up from a blocking read costs several microseconds on a loaded
-    VM; a request/reply loop whose peer answers within the cap saves that on every
-    exchange. When answers take longer than the cap (a slow env or policy), or the
-    process runs other Python threads (polling would hold the GIL they need), the
-    poll is skipped.
-
-    Shared-memory rings (``shm``, see :mod:`rlmesh.transport.shm`): once a
-    handshake agreed on them, frames go through the rings and the socket carries
-    only doorbells, frames too large for a ring, and the end of the connection.
+    Busy polling (``busy_poll`` seconds, 0 = off; :mod:`rlmesh.transport.busypoll`)
+    applies to the ring as to the socket. Shared-memory rings (``shm``, see
+    :mod:`rlmesh.transport.shm`): once a handshake agreed on them, frames go through the
+    rings and the socket carries only doorbells, frames too large for a ring, and the
+    end of the connection.
 
     Args:
         sock: A connected stream socket.
         limits: Frame limits applied to every received prefix.
     """
 
-    __slots__ = (
-        "_await_socket",
-        "_bfill",
-        "_body",
-        "_end",
-        "_outq",
-        "_outq_bytes",
-        "_plan",
-        "_scratch",
-        "_sent_at",
-        "_start",
-        "_stash",
-        "_sview",
-        "_timeout",
-        "_wait",
-        "busy_poll",
-        "closed",
-        "deadline",
-        "limits",
-        "shm",
-        "sock",
-    )
+    __slots__ = ("_await_socket", "_stash", "shm")
 
     def __init__(self, sock: socket.socket, limits: FrameLimits = frames.DEFAULT_LIMITS) -> None:
-        self.sock = sock
-        self.limits = limits
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        elif sock.family == getattr(socket, "AF_UNIX", None):
-            _grow_buffers(sock)
-        self._scratch = bytearray(_SCRATCH)
-        self._sview = memoryview(self._scratch)
-        self._start = 0  # unread bytes live in scratch[_start:_end]
-        self._end = 0
-        self._plan: FramePlan | None = None
-        self._body: np.ndarray[Any, np.dtype[np.uint8]] | None = None
-        self._bfill = 0
-        self._timeout: Any = sock.gettimeout()
-        self.closed = False
-        self.busy_poll = 0.0
-        self._sent_at = 0.0  # perf_counter() of the last send while an answer is awaited
-        self._wait = -1.0  # moving average of answer times (seconds); < 0 before the first
+        super().__init__(sock, limits)
         self.shm: Channel | None = None  # set after a handshake that agreed on shared-memory rings
         self._await_socket = False  # a ring marker was read: the next frame comes on the socket
         self._stash: deque[Frame] = deque()  # socket frames that arrived ahead of their marker
-        self._outq: deque[memoryview] = deque()  # bytes post() could not send yet (server side)
-        self._outq_bytes = 0
-        # time.monotonic() by which the current request must be answered (client side): every
-        # blocking read waits at most until then, however the bytes trickle in
-        self.deadline: float | None = None
 
     # -- sending ------------------------------------------------------------------------
 
@@ -203,65 +104,7 @@ class Connection:
                 raise ConnectionLost("the peer stopped reading its shared-memory ring; dropping the connection")
             time.sleep(0.0001)
 
-    def _send_socket(self, buffers: list[Any], deadline: float | None, nowait: bool = False) -> None:
-        sock = self.sock
-        bufs = buffers
-        try:
-            if len(bufs) == 1:  # a small frame: plain send() is cheaper than sendmsg() (TCP: ~0.5 µs)
-                try:
-                    sent = sock.send(bufs[0])
-                except BlockingIOError:
-                    sent = 0
-                one = bufs[0]
-                if sent == (len(one) if type(one) is bytes else _nbytes(one)):
-                    if self.busy_poll:
-                        self._sent_at = time.perf_counter()
-                    return
-                bufs = _advance(bufs, sent)
-            elif len(bufs) <= _IOV_MAX:  # common case: one sendmsg takes everything
-                try:
-                    sent = sock.sendmsg(bufs)
-                except BlockingIOError:
-                    sent = 0
-                total = getattr(bufs, "nbytes", None)
-                if total is None:
-                    total = sum(_nbytes(b) for b in bufs)
-                if sent == total:
-                    if self.busy_poll:
-                        self._sent_at = time.perf_counter()
-                    return
-                bufs = _advance(bufs, sent)
-            while bufs:
-                try:
-                    sent = sock.sendmsg(bufs[:_IOV_MAX])
-                except BlockingIOError:
-                    if nowait:
-                        raise _Partial(bufs) from None
-                    self._wait_writable(deadline)
-                    continue
-                bufs = _advance(bufs, sent)
-            if self.busy_poll:
-                self._sent_at = time.perf_counter()
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
-            raise ConnectionLost(f"the peer closed the connection ({exc.strerror or exc})") from exc
-        except TimeoutError:
-            raise
-        except OSError as exc:
-            raise ConnectionLost(f"sending failed: {exc}") from exc
-
-    def _wait_writable(self, deadline: float | None) -> None:
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            raise ConnectionLost("the peer stopped reading; dropping the connection")
-        if not _wait_for(self.sock, True, remaining):
-            raise ConnectionLost("the peer stopped reading; dropping the connection")
-
     # -- sending without blocking (the serve loop) ------------------------------------------
-
-    @property
-    def backlog(self) -> int:
-        """Bytes of frames :meth:`post` queued because the peer was not reading."""
-        return self._outq_bytes
 
     def post(self, buffers: list[Any], limit: int) -> bool:
         """Send one frame without ever blocking (a non-blocking socket).
@@ -301,49 +144,6 @@ class Connection:
                 self._sent_at = time.perf_counter()
             return ok
         return self._post_socket(buffers, limit)
-
-    def _post_socket(self, buffers: list[Any], limit: int) -> bool:
-        if not self._outq:
-            try:
-                self._send_socket(buffers, None, nowait=True)
-                return True
-            except _Partial as partial:
-                rest = partial.rest
-        else:
-            rest = buffers
-        n = sum(_nbytes(b) for b in rest)
-        if self._outq_bytes and self._outq_bytes + n > limit:
-            return False
-        self._outq.append(memoryview(b"".join(b if type(b) is bytes else memoryview(b).cast("B") for b in rest)))
-        self._outq_bytes += n
-        self.flush()
-        return True
-
-    def flush(self) -> bool:
-        """Send what :meth:`post` queued, without blocking; ``True`` when nothing is left.
-
-        Raises:
-            ConnectionLost: the peer is gone.
-        """
-        q = self._outq
-        sock = self.sock
-        try:
-            while q:
-                head = q[0]
-                try:
-                    sent = sock.send(head)
-                except BlockingIOError:
-                    return False
-                self._outq_bytes -= sent
-                if sent < len(head):
-                    q[0] = head[sent:]
-                    return False
-                q.popleft()
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
-            raise ConnectionLost(f"the peer closed the connection ({exc.strerror or exc})") from exc
-        except OSError as exc:
-            raise ConnectionLost(f"sending failed: {exc}") from exc
-        return True
 
     # -- receiving ----------------------------------------------------------------------
 
@@ -391,7 +191,7 @@ class Connection:
                         end = pc() + budget
                         pending = ch.pending
                         while not pending() and pc() < end:
-                            _yield()  # a no-op when nothing else wants this CPU
+                            yield_cpu()  # a no-op when nothing else wants this CPU
                         if pending():
                             continue
                 if not ch.asleep:
@@ -447,339 +247,9 @@ class Connection:
             if ch.pending():  # a lost doorbell: never more than one recheck late
                 return _WOKEN
 
-    def _recv_socket(self) -> Frame | None:
-        try:
-            if self._plan is None:
-                while self._end - self._start < PREFIX_SIZE:
-                    self._fill()
-                start = self._start
-                plan = frames.decode_prefix_at(self._scratch, start, self.limits)
-                start += PREFIX_SIZE
-                self._start = start
-                size = plan.body_len
-                avail = self._end - start
-                if avail >= size:  # the whole body is already here: one copy out of the scratch
-                    if size < frames.SMALL_BODY:
-                        body = np.frombuffer(self._scratch[start : start + size], np.uint8)
-                    else:  # keep the 64-byte alignment promise for larger bodies
-                        body = frames.new_body(plan)
-                        body[:] = np.frombuffer(self._scratch, np.uint8, size, start)
-                    start += size
-                    if start == self._end:
-                        self._start = self._end = 0
-                    else:
-                        self._start = start
-                    return frames.split_body(plan, body)
-                body = frames.new_body(plan)
-                if avail:
-                    body[:avail] = np.frombuffer(self._scratch, np.uint8, avail, start)
-                    self._consume(avail)
-                self._plan, self._body, self._bfill = plan, body, avail
-            plan, pending = self._plan, self._body
-            assert pending is not None
-            body = pending
-            size = plan.body_len
-            if self._bfill < size:
-                view = memoryview(body)  # type: ignore[arg-type]
-                sock = self.sock
-                while self._bfill < size:
-                    if self.deadline is not None:
-                        self._arm()
-                    n = sock.recv_into(view[self._bfill :])
-                    if not n:
-                        raise self._eof()
-                    self._bfill += n
-        except BlockingIOError:
-            return None
-        except TimeoutError:
-            raise
-        except ConnectionLost:
-            raise
-        except OSError as exc:
-            raise ConnectionLost(f"receiving failed: {exc}") from exc
-        self._plan = None
-        self._body = None
-        return frames.split_body(plan, body)
-
-    def _arm(self) -> None:
-        """Before a blocking read within a request: never wait past :attr:`deadline`.
-
-        The socket timeout is lowered only once the remaining time is 5 % below it, so a
-        request answered promptly costs one clock read and no system call.
-        """
-        assert self.deadline is not None
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("timed out")
-        current = self._timeout
-        if current is None or remaining < 0.95 * current:
-            self.sock.settimeout(remaining)
-            self._timeout = remaining
-
-    def _fill(self) -> None:
-        """Read more bytes into the scratch buffer (compacting it first if needed)."""
-        if self._start == self._end:
-            self._start = self._end = 0
-        elif len(self._scratch) - self._end < PREFIX_SIZE:
-            n = self._end - self._start
-            self._scratch[:n] = self._scratch[self._start : self._end]
-            self._start, self._end = 0, n
-        view = self._sview[self._end :]
-        if self.deadline is not None:
-            self._arm()
-        n = self._poll(view) if self._sent_at else self.sock.recv_into(view)
-        if not n:
-            raise self._eof()
-        self._end += n
-
-    def _poll(self, view: memoryview) -> int:
-        """The first read of an answer: busy-poll (see the class docs), then read normally."""
-        pc = time.perf_counter
-        sent = self._sent_at
-        budget = self._budget()
-        if budget:
-            sock = self.sock
-            if self._timeout is None:  # a blocking fd: ask for this one call not to block
-
-                def read() -> int:
-                    return sock.recv_into(view, 0, _DONTWAIT)
-
-            else:  # the fd is already non-blocking; a plain read skips the timeout's poll()
-                fd = sock.fileno()
-
-                def read() -> int:
-                    return os.readv(fd, [view])
-
-            end = pc() + budget
-            n = -1
-            while True:
-                try:
-                    n = read()
-                    break
-                except BlockingIOError:
-                    if pc() > end:
-                        break
-                    _yield()
-            if n >= 0:
-                self._answered(pc() - sent)
-                return n
-        n = self.sock.recv_into(view)  # blocks, times out, or raises BlockingIOError when dry
-        self._answered(pc() - sent)
-        return n
-
-    @property
-    def polling(self) -> bool:
-        """Whether reads busy-poll now: enabled, and no other Python thread needs the GIL
-        (a server started in-process, say) that polling would hold."""
-        return bool(self.busy_poll) and threading.active_count() == 1
-
-    def _budget(self) -> float:
-        cap = self.busy_poll
-        if not self.polling:
-            return 0.0
-        wait = self._wait
-        if wait < 0:
-            return cap
-        if wait < cap:
-            return min(cap, 2.0 * wait)
-        return 0.0  # answers take longer than polling may burn
-
-    def _answered(self, seconds: float) -> None:
-        self._sent_at = 0.0
-        limit = 4.0 * self.busy_poll  # one long answer must not switch polling off for long
-        sample = seconds if seconds < limit else limit
-        wait = self._wait
-        self._wait = sample if wait < 0 else wait + (sample - wait) * 0.125
-
-    def _consume(self, n: int) -> None:
-        self._start += n
-        if self._start == self._end:
-            self._start = self._end = 0
-
-    def _eof(self) -> ConnectionLost:
-        if self.mid_frame:
-            return ConnectionLost("the peer closed the connection in the middle of a frame")
-        return ConnectionLost("the peer closed the connection")
-
-    @property
-    def buffered(self) -> bool:
-        """Whether received bytes are waiting in the scratch buffer (a pipelined frame)."""
-        return self._end > self._start
-
-    @property
-    def mid_frame(self) -> bool:
-        """Whether a partially received frame is pending."""
-        return self._end > self._start or self._plan is not None
-
-    def settimeout(self, seconds: float | None) -> None:
-        """Set the socket timeout (a no-op when unchanged: it costs a syscall)."""
-        if seconds != self._timeout:
-            self.sock.settimeout(seconds)
-            self._timeout = seconds
-
     def close(self) -> None:
         if self.closed:
             return
-        self.closed = True
         if self.shm is not None:
             self.shm.close()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def fileno(self) -> int:
-        return self.sock.fileno()
-
-
-class _Partial(Exception):
-    """A non-blocking send stopped early: ``rest`` is what the kernel did not take."""
-
-    def __init__(self, rest: list[Any]) -> None:
-        super().__init__()
-        self.rest = rest
-
-
-def _wait_for(sock: socket.socket, writable: bool, seconds: float | None) -> bool:
-    """Whether ``sock`` became readable (or writable) within ``seconds``.
-
-    ``poll()`` where the platform has it (no ``FD_SETSIZE`` cap on descriptor numbers),
-    else ``select()``.
-    """
-    if not hasattr(select, "poll"):  # pragma: no cover - Windows
-        ready = select.select([], [sock], [], seconds) if writable else select.select([sock], [], [], seconds)
-        return bool(ready[1] if writable else ready[0])
-    poller = select.poll()
-    poller.register(sock.fileno(), (select.POLLOUT if writable else select.POLLIN) | select.POLLERR | select.POLLHUP)
-    timeout_ms = None if seconds is None else max(0, math.ceil(seconds * 1000))
-    return bool(poller.poll(timeout_ms))
-
-
-_UNIX_BUFFER_BYTES = 4 * 1024 * 1024
-
-
-def _grow_buffers(sock: socket.socket) -> None:
-    """Let a whole camera frame sit in a Unix socket's buffer, so a send never waits on the reader.
-
-    The default (~208 KiB, counted with per-chunk overhead) makes a 150 KB frame stall the
-    sender mid-frame until the reader drains it (bench_image.py). The kernel caps the value
-    at ``net.core.wmem_max`` unless the process may force it; both are fine.
-    """
-    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, opt, _UNIX_BUFFER_BYTES)
-        except OSError:
-            pass
-
-
-def _advance(bufs: list[Any], sent: int) -> list[Any]:
-    """Drop ``sent`` bytes from the front of a buffer list (partial ``sendmsg``)."""
-    i = 0
-    while i < len(bufs):
-        n = _nbytes(bufs[i])
-        if sent < n:
-            if sent:
-                head = memoryview(bufs[i]).cast("B")[sent:]
-                return [head, *bufs[i + 1 :]]
-            return bufs[i:]
-        sent -= n
-        i += 1
-    return []
-
-
-def _nbytes(buf: Any) -> int:
-    tp = type(buf)
-    if tp is bytes or tp is bytearray:
-        return len(buf)
-    if tp is np.ndarray:
-        return int(buf.nbytes)
-    return memoryview(buf).nbytes
-
-
-def dial(address: Address, timeout: float | None) -> socket.socket:
-    """Connect a stream socket to ``address`` within ``timeout`` seconds.
-
-    Raises:
-        OSError: the connect failed (the caller words the error).
-        TimeoutError: the timeout expired.
-    """
-    if address.transport == "unix":
-        return _connect(socket.AF_UNIX, address.path, timeout)
-    # Try every resolved address in order, as socket.create_connection does: "localhost"
-    # often resolves to ::1 first while the server bound 127.0.0.1 (ADR-2).
-    infos = socket.getaddrinfo(address.host, address.port, type=socket.SOCK_STREAM)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    last: OSError | None = None
-    for family, _, _, _, target in infos:
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            break
-        try:
-            return _connect(family, target, remaining)
-        except OSError as exc:
-            last = exc
-    raise last if last is not None else TimeoutError("timed out")
-
-
-def _connect(family: int, target: Any, timeout: float | None) -> socket.socket:
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(timeout)
-        sock.connect(target)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
-def listen(address: Address, backlog: int = socket.SOMAXCONN) -> tuple[socket.socket, Address]:
-    """Bind and listen; returns the socket and the resolved address (real port for port 0).
-
-    A stale unix socket file is replaced (ADR-4).
-
-    Raises:
-        OSError: bind or listen failed (the caller words the error).
-    """
-    if address.transport == "unix":
-        import os
-
-        if os.path.exists(address.path):
-            _remove_stale_socket(address.path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.bind(address.path)
-            sock.listen(backlog)
-        except BaseException:
-            sock.close()
-            raise
-        return sock, address
-    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((address.host, address.port))
-        sock.listen(backlog)
-    except BaseException:
-        sock.close()
-        raise
-    port = sock.getsockname()[1]
-    return sock, Address("tcp", host=address.host, port=port)
-
-
-def _remove_stale_socket(path: str) -> None:
-    import os
-    import stat
-
-    mode = os.lstat(path).st_mode
-    if not stat.S_ISSOCK(mode):
-        raise FileExistsError(f"{path} exists and is not a socket; refusing to replace it")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(0.2)
-        probe.connect(path)
-    except OSError:
-        os.unlink(path)  # nobody listens: stale
-        return
-    finally:
-        probe.close()
-    raise FileExistsError(f"another server is listening on unix://{path}")
+        super().close()

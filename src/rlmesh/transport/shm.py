@@ -60,10 +60,13 @@ __all__ = [
     "DOORBELL_KIND",
     "MARKER",
     "Channel",
+    "accept",
     "create",
     "created_by_this_process",
     "discard",
     "is_local_peer",
+    "offer",
+    "offered_token",
     "open_channel",
     "peer_uid",
     "shm_supported",
@@ -269,6 +272,54 @@ def open_channel(path: str, *, uid: int | None = None, token: str = "") -> Chann
         mm.close()
         raise OSError("the shared-memory file has an unknown layout")
     return Channel(mm, capacity, side=1)
+
+
+# -- the negotiation: Welcome offers, Attach asks, the server accepts or declines ------------------
+
+#: ``Welcome.capabilities`` keys: the offer, and the session's secret a ring file must carry.
+OFFER_KEY = "shm"
+TOKEN_KEY = "shm.token"
+
+
+def offer(sock: Any) -> tuple[str, dict[str, str] | None]:
+    """Server, answering ``Hello``: ``(secret, capabilities)`` when this peer may move into rings.
+
+    Only a peer on this host can map our memory; anyone else gets ``("", None)`` and stays
+    on the socket.
+    """
+    if not (shm_supported() and is_local_peer(sock)):
+        return "", None
+    token = secrets.token_hex(16)
+    return token, {OFFER_KEY: "1", TOKEN_KEY: token}
+
+
+def offered_token(capabilities: Any, sock: Any) -> str:
+    """Client, reading ``Welcome``: the session's secret when rings were offered and work here, else ``""``."""
+    token = capabilities.get(TOKEN_KEY, "")
+    if capabilities.get(OFFER_KEY) == "1" and token and shm_supported() and is_local_peer(sock):
+        return str(token)
+    return ""
+
+
+def accept(path: str, sock: Any, token: str) -> Channel | None:
+    """Server, answering ``Attach``: the client's rings at ``path``, when they can be mapped here.
+
+    Only a file owned by the connecting peer's uid and carrying this session's secret is
+    mapped (and then unlinked); anything else is declined (``None``) and left alone.
+    """
+    if not path or not token or not shm_supported() or not is_local_peer(sock):
+        return None
+    if created_by_this_process(path):
+        return None  # a client in this very process: its thread and ours share one GIL, sockets do better
+    uid = peer_uid(sock)
+    if uid is None:
+        return None  # cannot tell who connected: stay on the socket
+    try:
+        ring = open_channel(path, uid=uid, token=token)
+    except (OSError, ValueError):  # another host's /dev/shm (a container, a tunnel): the socket
+        return None
+    discard(path)  # mapped: the name is no longer needed (the client discards it too)
+    return ring
 
 
 class Channel:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlmesh.errors import ConnectionLost
-from rlmesh.transport import connection as conn_mod
+from rlmesh.transport import busypoll
 from rlmesh.transport.connection import Connection, busy_poll_default
 from rlmesh.wire import messages as m
 from rlmesh.wire.messages import decode_header, encode_message
@@ -33,7 +33,7 @@ def _ping(rid: int = 1) -> list[object]:
 
 
 def test_busy_poll_default_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(conn_mod, "_usable_cpus", lambda: 2)
+    monkeypatch.setattr(busypoll, "_usable_cpus", lambda: 2)
     monkeypatch.setenv("RLMESH_BUSY_POLL_US", "100")
     assert busy_poll_default() == pytest.approx(100e-6)
     monkeypatch.setenv("RLMESH_BUSY_POLL_US", "0")
@@ -48,9 +48,9 @@ def test_busy_poll_default_reads_the_environment(monkeypatch: pytest.MonkeyPatch
 
 def test_busy_poll_is_off_on_a_single_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RLMESH_BUSY_POLL_US", raising=False)
-    monkeypatch.setattr(conn_mod, "_usable_cpus", lambda: 1)
+    monkeypatch.setattr(busypoll, "_usable_cpus", lambda: 1)
     assert busy_poll_default() == 0.0
-    monkeypatch.setattr(conn_mod, "_usable_cpus", lambda: 1.5)  # a cgroup quota of 1.5 CPUs
+    monkeypatch.setattr(busypoll, "_usable_cpus", lambda: 1.5)  # a cgroup quota of 1.5 CPUs
     assert busy_poll_default() == 0.0
 
 

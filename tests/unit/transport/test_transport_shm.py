@@ -241,3 +241,40 @@ def test_a_corrupt_ring_on_send_is_connection_lost(conns) -> None:
     server.shm._ctl[8] = 1 << 50  # type: ignore[union-attr]
     with pytest.raises(ConnectionLost, match="corrupt"):
         client.send(frame_of(1, b"x"))
+
+
+# -- the negotiation (issue 10 item 5: one home in transport/shm.py) ---------------------------
+
+
+def test_offer_names_a_fresh_secret_for_a_local_peer_and_the_client_reads_it_back() -> None:
+    a, b = socket.socketpair()  # a Unix socket: always a local peer
+    try:
+        token, caps = shm.offer(a)
+        if not shm.shm_supported():
+            assert (token, caps) == ("", None)
+            return
+        assert caps == {"shm": "1", "shm.token": token} and len(token) == 32
+        assert shm.offer(a)[0] != token  # one secret per session
+        assert shm.offered_token(caps, b) == token
+        assert shm.offered_token({"shm.token": token}, b) == ""  # no offer, no rings
+        assert shm.offered_token({"shm": "1"}, b) == ""  # an offer without a secret is declined
+    finally:
+        a.close()
+        b.close()
+
+
+def test_accept_declines_a_file_without_this_sessions_secret_and_leaves_it_alone() -> None:
+    if not shm.shm_supported():
+        pytest.skip("shared-memory rings are not used on this host")
+    a, b = socket.socketpair()
+    path, ring = shm.create(token=TOKEN)
+    try:
+        assert shm.accept(path, a, "") is None
+        assert shm.accept("", a, TOKEN) is None
+        assert shm.accept(path, a, "another-session") is None
+        assert os.path.exists(path)  # declined files are not touched
+    finally:
+        ring.close()
+        shm.discard(path)
+        a.close()
+        b.close()

@@ -1,0 +1,96 @@
+"""The busy-poll policy: spin briefly for an answer instead of sleeping on it.
+
+After a frame is sent, the first read of the answer may poll the socket (or the
+shared-memory ring) without sleeping, for up to twice the recent answer time, capped
+at ``busy_poll`` seconds, and only then block. A wake-up from a blocking read costs
+several microseconds on a loaded VM; a request/reply loop whose peer answers within
+the cap saves that on every exchange. When answers take longer than the cap (a slow
+env or policy), or the process runs other Python threads (polling would hold the GIL
+they need), the poll is skipped. This module decides *whether and how long*; the
+socket stream and the ring adapter do the polling.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+
+__all__ = ["BusyPolling", "busy_poll_default"]
+
+_BUSY_POLL_DEFAULT_US = 250
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+yield_cpu = getattr(os, "sched_yield", lambda: None)  # polling gives way to any other runnable task
+
+
+def busy_poll_default() -> float:
+    """The busy-poll cap in seconds: ``RLMESH_BUSY_POLL_US`` (0 disables), else 250 µs.
+
+    Polling only pays when the peer can run on another core, so it is off on a single-CPU
+    machine or container (or where the platform has no ``MSG_DONTWAIT``).
+    """
+    raw = os.environ.get("RLMESH_BUSY_POLL_US", "").strip()
+    try:
+        us = float(raw) if raw else _BUSY_POLL_DEFAULT_US
+    except ValueError:
+        us = _BUSY_POLL_DEFAULT_US
+    if us <= 0 or not _DONTWAIT:
+        return 0.0
+    return us / 1e6 if _usable_cpus() >= 2 else 0.0
+
+
+def _usable_cpus() -> float:
+    """CPUs the processes of this machine (or container) can use at once.
+
+    The machine's count, capped by a cgroup v2 CPU quota. An affinity mask of one CPU
+    does not count: a process pinned to one core usually talks to a peer pinned to
+    another, and every polling pass yields the CPU anyway.
+    """
+    cpus: float = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:  # "max 100000" or "<quota> <period>"
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, int(quota) / int(period))
+    except (OSError, ValueError):
+        pass
+    return cpus
+
+
+class BusyPolling:
+    """The policy's state for one connection: the cap, and the moving answer time.
+
+    Attributes:
+        busy_poll: The cap in seconds (0 = off); set after a handshake.
+    """
+
+    __slots__ = ("_sent_at", "_wait", "busy_poll")
+
+    def __init__(self) -> None:
+        self.busy_poll = 0.0
+        self._sent_at = 0.0  # perf_counter() of the last send while an answer is awaited
+        self._wait = -1.0  # moving average of answer times (seconds); < 0 before the first
+
+    @property
+    def polling(self) -> bool:
+        """Whether reads busy-poll now: enabled, and no other Python thread needs the GIL
+        (a server started in-process, say) that polling would hold."""
+        return bool(self.busy_poll) and threading.active_count() == 1
+
+    def _budget(self) -> float:
+        cap = self.busy_poll
+        if not self.polling:
+            return 0.0
+        wait = self._wait
+        if wait < 0:
+            return cap
+        if wait < cap:
+            return min(cap, 2.0 * wait)
+        return 0.0  # answers take longer than polling may burn
+
+    def _answered(self, seconds: float) -> None:
+        self._sent_at = 0.0
+        limit = 4.0 * self.busy_poll  # one long answer must not switch polling off for long
+        sample = seconds if seconds < limit else limit
+        wait = self._wait
+        self._wait = sample if wait < 0 else wait + (sample - wait) * 0.125
