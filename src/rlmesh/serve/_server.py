@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .._build import resolve_declared_edition, validate_edition
+from .._build import resolve_declared_edition
 from .._contract import EnvContract
 from .._envview import is_vector_env, view_of
 from .._keys import ENV_BRANCH_KEY, ENV_TAGS_KEY
@@ -54,19 +54,14 @@ class _EnvService:
         return self.driver.end_session()
 
     def handle(self, msg: Any, frame: frames.Frame) -> tuple[Any, list[Any]]:
-        if isinstance(msg, m.Step):
+        """The env requests, one dispatch (the loop answers Ping/Hello/Attach/Configure/Close itself)."""
+        if type(msg) is m.Step:  # the hot path first: no table lookup per step
             return self.driver.step(msg, frame.segments)
-        if isinstance(msg, m.Reset):
+        if type(msg) is m.Reset:
             return self.driver.reset(msg)
-        if isinstance(msg, m.Render):
+        if type(msg) is m.Render:
             return self.driver.render(msg)
-        if isinstance(msg, m.Configure):  # HS-6
-            try:
-                edition = validate_edition(msg.edition) if msg.edition.strip() else ""
-            except ValueError as exc:
-                raise RequestFailed("INVALID_ACTION", str(exc), op="configure", recoverable=False) from None
-            return m.ConfigureReply(edition=edition), []
-        raise RequestFailed("UNSUPPORTED", f"empty or unrecognized request {type(msg).__name__}")
+        raise RequestFailed("UNSUPPORTED", f"an env endpoint does not answer {type(msg).__name__}")
 
 
 class EnvServer(ServerBase):
