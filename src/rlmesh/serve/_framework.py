@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .._bridge import Bridge, _is_jax, _is_torch, resolve_bridge
-from ._envs import EnvView, LanesView, OneLaneView
+from .._envview import EnvView, LanesView, OneLaneView
 
 __all__ = ["BridgedEnv", "bridge_view", "resolve_framework"]
 
