@@ -48,7 +48,7 @@ def require(module: str, reason: str = "") -> Any:
         why = f"{module} is not installed" + (f" ({reason})" if reason else "") + f": {exc}"
         if REQUIRE_ALL:
             pytest.fail(f"RLMESH_REQUIRE_ALL=1 but {why}", pytrace=False)
-        pytest.skip(why)
+        pytest.skip(why, allow_module_level=True)
 
 
 def require_tool(name: str, reason: str = "") -> str:
@@ -58,7 +58,7 @@ def require_tool(name: str, reason: str = "") -> str:
         why = f"{name} is not on PATH" + (f" ({reason})" if reason else "")
         if REQUIRE_ALL:
             pytest.fail(f"RLMESH_REQUIRE_ALL=1 but {why}", pytrace=False)
-        pytest.skip(why)
+        pytest.skip(why, allow_module_level=True)
     return path
 
 
