@@ -89,6 +89,10 @@ class Bridge:
     def _batched_ints_out(self, arr: np.ndarray[Any, Any]) -> Any:
         return self._leaf_out(arr)
 
+    def decode_lanes(self, rewards: Any, terminated: Any, truncated: Any) -> tuple[Any, Any, Any]:
+        """A vector step's float64 rewards and bool flags (``[N]`` ndarrays) as this bridge's values."""
+        return self.decode(rewards), self.decode(terminated), self.decode(truncated)
+
     def _leaf_decoder(self, spec: SpaceSpec, lanes: int | None) -> Decoder:
         """The decoder of one array leaf of ``spec`` (``lanes``: a vector client's batch)."""
         return self._leaf_out
@@ -524,6 +528,7 @@ class _JaxBridge(Bridge):
 
     def __init__(self) -> None:
         self._memo: dict[tuple[str, bool, bytes], Any] = {}
+        self._lanes_memo: dict[tuple[bool, bytes], tuple[Any, Any, Any]] = {}
 
     def ensure_available(self) -> None:
         if self._checked:
@@ -590,6 +595,22 @@ class _JaxBridge(Bridge):
                 memo[key] = hit
             return hit
         return super().decode(tree)
+
+    def decode_lanes(self, rewards: Any, terminated: Any, truncated: Any) -> tuple[Any, Any, Any]:
+        # One lookup for the step's three lane vectors ("nobody ended, reward 1" repeats);
+        # a miss decodes each through the per-array memo of ``decode``.
+        if rewards.nbytes > _JAX_MEMO_MAX_BYTES:
+            return self.decode(rewards), self.decode(terminated), self.decode(truncated)
+        x64 = bool(_require("jax", "jax", "rlmesh.jax").config.jax_enable_x64)
+        key = (x64, rewards.tobytes() + terminated.tobytes() + truncated.tobytes())
+        memo = self._lanes_memo
+        hit = memo.get(key)
+        if hit is None:
+            hit = (self.decode(rewards), self.decode(terminated), self.decode(truncated))
+            if len(memo) >= _JAX_MEMO_SIZE:
+                memo.clear()
+            memo[key] = hit
+        return hit
 
     def _stack(self, leaves: list[Any], path: str) -> Any:
         jnp = _require("jax.numpy", "jax", "rlmesh.jax")
