@@ -27,7 +27,9 @@ class Reach:
     single_action_space = rs.Discrete(2)
     metadata = {"autoreset_mode": "NextStep"}
 
-    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+    def reset(self, *, seed: int | list[int | None] | None = None, options: Any = None) -> Any:
+        if isinstance(seed, list):  # a vector env may get one seed per lane (rlmesh.run(seeds=...))
+            seed = seed[0]
         g = torch.Generator().manual_seed(seed or 0)
         self.pos = torch.rand(LANES, 1, generator=g) * 8 - 4
         self.t = torch.zeros(LANES, dtype=torch.int64)

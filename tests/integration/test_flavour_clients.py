@@ -224,6 +224,7 @@ def test_render_frames_decode_to_framework_arrays(flavour: Flavour, serve: Any) 
     frame = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
     server = serve(RenderEnv(frame))
     with flavour.mod.RemoteEnv(server.address) as client:
+        client.reset()  # a session renders only after its first reset
         got = client.render()
         assert flavour.is_array(got) and host(got).tolist() == frame.tolist()
 

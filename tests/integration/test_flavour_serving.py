@@ -292,6 +292,7 @@ def test_a_served_torch_env_renders_tensor_frames_and_an_env_without_render_has_
 
     painted = serve(Painter(fw), framework="torch")
     with rn.RemoteEnv(painted.address) as client:
+        client.reset()  # a session renders only after its first reset
         assert client.render().tolist() == [[[7] * 3] * 3] * 2
     plain = serve(FrameworkEnv(fw), framework="torch")
     with rn.RemoteEnv(plain.address) as client:

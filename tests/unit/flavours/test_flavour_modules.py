@@ -13,10 +13,14 @@ TORCH_NAMES = {
     "EnvFactory", "Model", "RemoteEnv", "RemoteModel", "RemoteVectorEnv", "TorchValue",
     "as_tensor", "ensure_available", "from_tensor", "space_from_spec",
 }
+# api-surface A.3/A.4: each flavour also carries its sandboxed clients and the sandbox re-exports
+SANDBOX_NAMES = {"SandboxBuild", "SandboxEnv", "SandboxInfo", "SandboxModel", "SandboxRuntime", "SandboxVectorEnv"}
+TORCH_NAMES |= SANDBOX_NAMES
 JAX_NAMES = {
     "EnvFactory", "JaxValue", "Model", "RemoteEnv", "RemoteModel", "RemoteVectorEnv",
     "asarray", "ensure_available", "from_array", "space_from_spec",
 }
+JAX_NAMES |= SANDBOX_NAMES
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
