@@ -89,6 +89,14 @@ class Bridge:
     def _batched_ints_out(self, arr: np.ndarray[Any, Any]) -> Any:
         return self._leaf_out(arr)
 
+    def decode_lanes(self, rewards: Any, terminated: Any, truncated: Any) -> tuple[Any, Any, Any]:
+        """A vector step's float64 rewards and bool flags (``[N]`` ndarrays) as this bridge's values."""
+        return self.decode(rewards), self.decode(terminated), self.decode(truncated)
+
+    def _leaf_decoder(self, spec: SpaceSpec, lanes: int | None) -> Decoder:
+        """The decoder of one array leaf of ``spec`` (``lanes``: a vector client's batch)."""
+        return self._leaf_out
+
     def _leaf_in(self, x: Any) -> Any:
         return x
 
@@ -248,7 +256,7 @@ def _same_shapes(shapes: list[tuple[int, ...]], path: str) -> None:
 def _compile_decoder(bridge: Bridge, spec: SpaceSpec, lanes: int | None) -> Decoder:
     kind = spec.kind
     if kind in ("box", "multi_binary", "multi_discrete"):
-        return bridge._leaf_out
+        return bridge._leaf_decoder(spec, lanes)
     if kind == "discrete":
         return bridge._batched_ints_out if lanes is not None else _identity
     if kind == "text":
@@ -520,6 +528,7 @@ class _JaxBridge(Bridge):
 
     def __init__(self) -> None:
         self._memo: dict[tuple[str, bool, bytes], Any] = {}
+        self._lanes_memo: dict[tuple[bool, bytes], tuple[Any, Any, Any]] = {}
 
     def ensure_available(self) -> None:
         if self._checked:
@@ -536,6 +545,28 @@ class _JaxBridge(Bridge):
 
     def _leaf_out(self, arr: np.ndarray[Any, Any]) -> Any:
         return jax_wrap_fresh(arr)
+
+    def _leaf_decoder(self, spec: SpaceSpec, lanes: int | None) -> Decoder:
+        # The step's hot path: a leaf whose shape and dtype the spec fixes, with no
+        # 64-bit narrowing to decide, goes straight to jax's put with its aval made once.
+        general = self._leaf_out
+        fast = _jax_fast_put()
+        try:
+            dt = np_dtype(spec.dtype)
+        except (KeyError, ValueError):
+            return general
+        if fast is None or not dt.isnative or dt.itemsize == 8 or dt.kind not in "biuf":
+            return general
+        shape = tuple(spec.shape) if lanes is None else (lanes, *spec.shape)
+        put, shaped, sharding, devices, _ = fast
+        aval = shaped(shape, dt)
+
+        def leaf(arr: np.ndarray[Any, Any]) -> Any:
+            if arr.shape == shape and arr.dtype == dt:
+                return put(aval, sharding, [arr], devices, False)
+            return general(arr)
+
+        return leaf
 
     def _leaf_in(self, x: Any) -> Any:
         if _is_jax(x):
@@ -564,6 +595,22 @@ class _JaxBridge(Bridge):
                 memo[key] = hit
             return hit
         return super().decode(tree)
+
+    def decode_lanes(self, rewards: Any, terminated: Any, truncated: Any) -> tuple[Any, Any, Any]:
+        # One lookup for the step's three lane vectors ("nobody ended, reward 1" repeats);
+        # a miss decodes each through the per-array memo of ``decode``.
+        if rewards.nbytes > _JAX_MEMO_MAX_BYTES:
+            return self.decode(rewards), self.decode(terminated), self.decode(truncated)
+        x64 = bool(_require("jax", "jax", "rlmesh.jax").config.jax_enable_x64)
+        key = (x64, rewards.tobytes() + terminated.tobytes() + truncated.tobytes())
+        memo = self._lanes_memo
+        hit = memo.get(key)
+        if hit is None:
+            hit = (self.decode(rewards), self.decode(terminated), self.decode(truncated))
+            if len(memo) >= _JAX_MEMO_SIZE:
+                memo.clear()
+            memo[key] = hit
+        return hit
 
     def _stack(self, leaves: list[Any], path: str) -> Any:
         jnp = _require("jax.numpy", "jax", "rlmesh.jax")
@@ -648,41 +695,69 @@ def jax_asarray(t: Any) -> Any:
 
 
 _NARROW = {"f": np.float32, "i": np.int32, "u": np.uint32}
-_FastPut = tuple[Callable[..., Any], Any, Any, Any, dict[tuple[tuple[int, ...], str], Any]]
+# (put, ShapedArray, sharding, [device], {(shape, dtype): aval})
+_FastPut = tuple[Callable[..., Any], Any, Any, list[Any], dict[tuple[tuple[int, ...], str], Any]]
 _fast_put: _FastPut | bool | None = None
 
 
 def _jax_fast_put() -> _FastPut | None:
-    """jax's own host-to-device put for one array, without the ~20 µs of Python dispatch around it.
+    """jax's own host-to-device put for one array, without the Python dispatch around it.
 
-    ``jax.device_put(ndarray)`` ends in ``pxla.batched_device_put``, which is not public
-    API; it is looked up once and probed (values, shape, dtype, type), and any
-    difference -- a jax version that moved or changed it -- falls back to
-    ``jnp.asarray`` for good.
+    ``jax.device_put(ndarray)`` (~40 µs) ends in ``pxla.batched_device_put``, a thin
+    Python wrapper around jaxlib's C++ ``batched_device_put`` (~4 µs). Neither is
+    public API: the C++ one is looked up first, then the Python one; each is probed
+    once (values, shape, dtype, type, and that a 64-byte-aligned leaf of
+    :data:`JAX_SHARE_MIN_BYTES` is still shared, not copied), and any difference -- a
+    jax version that moved or changed them -- falls back to ``jnp.asarray`` for good.
     """
     global _fast_put
     if _fast_put is None:
+        _fast_put = False
         try:
             import importlib
 
             jax = importlib.import_module("jax")
-            pxla = importlib.import_module("jax._src.interpreters.pxla")
             core = importlib.import_module("jax._src.core")
             device = jax.devices()[0]
             sharding = jax.sharding.SingleDeviceSharding(device)
-            put, shaped = pxla.batched_device_put, core.ShapedArray
-            probe = np.arange(6, dtype=np.float32).reshape(2, 3)
-            out = put(shaped(probe.shape, probe.dtype), sharding, [probe], [device], committed=False)
-            ok = (
-                isinstance(out, jax.Array)
-                and out.shape == probe.shape
-                and out.dtype == probe.dtype
-                and np.array_equal(np.asarray(out), probe)
-            )
-            _fast_put = (put, shaped, sharding, device, {}) if ok else False
+            shaped = core.ShapedArray
+            candidates: list[Callable[..., Any]] = []
+            try:
+                candidates.append(importlib.import_module("jax._src.lib").xla_client.batched_device_put)
+            except Exception:
+                pass
+            try:
+                candidates.append(importlib.import_module("jax._src.interpreters.pxla").batched_device_put)
+            except Exception:
+                pass
+            for put in candidates:
+                if _probe_put(jax, put, shaped, sharding, device):
+                    _fast_put = (put, shaped, sharding, [device], {})
+                    break
         except Exception:
             _fast_put = False
     return _fast_put if isinstance(_fast_put, tuple) else None
+
+
+def _probe_put(jax: Any, put: Callable[..., Any], shaped: Any, sharding: Any, device: Any) -> bool:
+    try:
+        probe = np.arange(6, dtype=np.float32).reshape(2, 3)
+        out = put(shaped(probe.shape, probe.dtype), sharding, [probe], [device], False)
+        ok = (
+            isinstance(out, jax.Array)
+            and out.shape == probe.shape
+            and out.dtype == probe.dtype
+            and np.array_equal(np.asarray(out), probe)
+        )
+        if ok and device.platform == "cpu":  # the zero-copy promise for large aligned leaves
+            from .tensor import aligned_empty
+
+            big = aligned_empty(JAX_SHARE_MIN_BYTES)
+            shared = put(shaped(big.shape, big.dtype), sharding, [big], [device], False)
+            ok = shared.unsafe_buffer_pointer() == big.ctypes.data
+        return bool(ok)
+    except Exception:
+        return False
 
 
 def jax_wrap_fresh(arr: np.ndarray[Any, Any]) -> Any:
@@ -694,21 +769,22 @@ def jax_wrap_fresh(arr: np.ndarray[Any, Any]) -> Any:
     64-bit integer that does not fit is a ``ValueError``). Falls back to
     :func:`jax_asarray` when the fast path is unavailable.
     """
-    fast = _jax_fast_put()
+    fast = _fast_put if type(_fast_put) is tuple else _jax_fast_put()
     if fast is None or not arr.dtype.isnative:
         return jax_asarray(arr)
-    if arr.dtype.itemsize == 8 and not _require("jax", "jax", "rlmesh.jax").config.jax_enable_x64:
-        if arr.dtype.kind in "iu" and arr.size:
+    dt = arr.dtype
+    if dt.itemsize == 8 and dt.kind in "iuf" and not _require("jax", "jax", "rlmesh.jax").config.jax_enable_x64:
+        if dt.kind in "iu" and arr.size:
             _check_fits_32(arr)
-        arr = arr.astype(_NARROW[arr.dtype.kind])  # jax's own rule without x64 mode
-    put, shaped, sharding, device, avals = fast
+        arr = arr.astype(_NARROW[dt.kind])  # jax's own rule without x64 mode
+    put, shaped, sharding, devices, avals = fast
     key = (arr.shape, arr.dtype.str)
     aval = avals.get(key)
     if aval is None:
         if len(avals) >= 256:
             avals.clear()
         aval = avals[key] = shaped(arr.shape, arr.dtype)
-    return put(aval, sharding, [arr], [device], committed=False)
+    return put(aval, sharding, [arr], devices, False)
 
 
 def _check_fits_32(arr: np.ndarray[Any, Any]) -> None:

@@ -262,8 +262,8 @@ class _RemoteEnvBase:
                         self._push[i] = eid
                 if self._bridge is NUMPY:
                     return canonical, rewards, terminated, truncated, info
-                dec = self._bridge.decode
-                return self._obs_decode(canonical), dec(rewards), dec(terminated), dec(truncated), info
+                rewards, terminated, truncated = self._bridge.decode_lanes(rewards, terminated, truncated)
+                return self._obs_decode(canonical), rewards, terminated, truncated, info
             self._inject(info, "episode_ids", list(self._episode_ids))
             ended_now = bool(reply.terminated or reply.truncated)
             self._inject(info, "completed_episodes", int(ended_now and not self._over[0]))  # DEC-5, once

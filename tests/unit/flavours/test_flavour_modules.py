@@ -9,6 +9,7 @@ import pytest
 
 import rlmesh
 
+# api-surface A.3/A.4: each flavour also carries its sandboxed clients and the sandbox re-exports
 SANDBOX_NAMES = {"SandboxBuild", "SandboxEnv", "SandboxInfo", "SandboxModel", "SandboxRuntime", "SandboxVectorEnv"}
 TORCH_NAMES = {
     "EnvFactory", "Model", "RemoteEnv", "RemoteModel", "RemoteVectorEnv", "TorchValue",
