@@ -102,8 +102,8 @@ def evaluate(address: str, episodes: int) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     subprocess.run(cmd, check=True, env=env)
     print(
-        "(CartPole reports no success signal, so success falls back to `terminated`: an episode "
-        "that survives to the 500-step cap is truncated, not a success)"
+        "(CartPole reports no task outcome, so `rlmesh eval` shows no success rate; an episode that "
+        "survives to the 500-step cap is truncated, not terminated)"
     )
 
 
