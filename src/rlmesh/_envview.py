@@ -308,7 +308,11 @@ class ScalarView(EnvView):
         self.num_envs = 1
         self.obs_space = as_spec(env.observation_space, "observation_space")
         self.act_space = as_spec(env.action_space, "action_space")
-        self.metadata = published_metadata(env)
+        self._describe(env, published_metadata(env))
+
+    def _describe(self, env: Any, metadata: Any) -> None:
+        """What every one-env view publishes: metadata, no autoreset, id, render mode, reset options."""
+        self.metadata = metadata
         self.autoreset = "Disabled"
         self.env_id = env_id_of(env)
         self.render_mode = _render_mode(env)
@@ -525,12 +529,7 @@ class OneLaneView(ScalarView):
                     "construct it with NEXT_STEP or DISABLED autoreset"
                 )
             md = {k: v for k, v in md.items() if k != AUTORESET_MODE_KEY}
-        self.metadata = md
-        self.autoreset = "Disabled"
-        self.env_id = env_id_of(env)
-        self.render_mode = _render_mode(env)
-        self._options_ok = _reset_takes_options(env)
-        self._warned_options = False
+        self._describe(env, md)
 
     def reset(
         self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
