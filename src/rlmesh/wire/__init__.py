@@ -24,7 +24,7 @@ from .handshake import (
 )
 from .messages import decode_header as decode_header, encode_message as encode_message
 from .meta import normalize as normalize_metadata
-from .session import Session as Session, SessionState as SessionState
+from .session import Session as Session
 from .values import ValueCodec as ValueCodec
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
     "FrameLimits",
     "FramePlan",
     "Session",
-    "SessionState",
     "ValueCodec",
     "answer_hello",
     "decode_header",

@@ -40,7 +40,6 @@ __all__ = [
     "FrameTooLarge",
     "LocalProtocolError",
     "Session",
-    "SessionState",
     "State",
 ]
 
@@ -110,40 +109,6 @@ TRANSITIONS: dict[tuple[State, int, int], State] = {
     (AWAIT_HELLO, m.Hello.KIND, m.Incompatible.KIND): CLOSED,
     (READY, m.Close.KIND, m.CloseReply.KIND): CLOSED,
 }
-
-
-class SessionState:
-    """Tracks one connection's state through the table above."""
-
-    __slots__ = ("state",)
-
-    def __init__(self) -> None:
-        self.state: State = AWAIT_HELLO
-
-    def check_request(self, kind: int) -> None:
-        """Raise ProtocolException unless a request of ``kind`` is legal now."""
-        if kind not in LEGAL[self.state]:
-            name = m.KINDS[kind].__name__ if kind in m.KINDS else f"kind {kind:#04x}"
-            raise ProtocolException(f"{name} is not allowed in session state {self.state!r}")
-
-    def on_reply(self, request_kind: int, reply_kind: int) -> None:
-        """Check that ``reply_kind`` answers ``request_kind`` and advance the state."""
-        if reply_kind != m.Error.KIND and reply_kind not in REPLIES.get(request_kind, ()):
-            self.state = BROKEN
-            raise ProtocolException(
-                f"peer answered {m.KINDS[request_kind].__name__} with "
-                f"{m.KINDS[reply_kind].__name__ if reply_kind in m.KINDS else hex(reply_kind)}"
-            )
-        nxt = TRANSITIONS.get((self.state, request_kind, reply_kind))
-        if nxt is not None:
-            self.state = nxt
-
-    def break_(self) -> None:
-        self.state = BROKEN
-
-    def close(self) -> None:
-        if self.state is not BROKEN:
-            self.state = CLOSED
 
 
 # -- Session: the table applied to one connection ----------------------------------------

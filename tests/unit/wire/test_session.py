@@ -1,64 +1,9 @@
-"""Sessions and handshakes without sockets: a client and a server state machine side by side."""
+"""Handshakes without sockets: edition selection and refusals (the state machine: test_session_pair.py)."""
 
 from __future__ import annotations
 
-import pytest
-
 from rlmesh._build import PROTOCOL_GENERATION, select_edition
-from rlmesh.errors import ProtocolException
 from rlmesh.wire import answer_hello, make_hello, messages as m
-from rlmesh.wire.session import AWAIT_HELLO, BROKEN, CLOSED, READY, SessionState
-
-
-class WirePair:
-    """Client and server session states; ``exchange`` checks both directions."""
-
-    def __init__(self) -> None:
-        self.client = SessionState()
-        self.server = SessionState()
-
-    def exchange(self, request: int, reply: int) -> None:
-        self.client.check_request(request)
-        self.server.check_request(request)
-        self.server.on_reply(request, reply)
-        self.client.on_reply(request, reply)
-        assert self.client.state is self.server.state
-
-
-def test_handshake_then_requests_then_close() -> None:
-    pair = WirePair()
-    pair.exchange(m.Ping.KIND, m.Pong.KIND)  # readiness before Hello
-    assert pair.client.state is AWAIT_HELLO
-    pair.exchange(m.Hello.KIND, m.Welcome.KIND)
-    assert pair.client.state is READY
-    pair.exchange(m.Reset.KIND, m.ResetReply.KIND)
-    pair.exchange(m.Step.KIND, m.Error.KIND)  # a recoverable error keeps the session
-    pair.exchange(m.Step.KIND, m.StepReply.KIND)
-    pair.exchange(m.Close.KIND, m.CloseReply.KIND)
-    assert pair.client.state is CLOSED
-    with pytest.raises(ProtocolException, match="not allowed in session state CLOSED"):
-        pair.client.check_request(m.Step.KIND)
-
-
-@pytest.mark.parametrize("refusal", [m.Busy.KIND, m.Incompatible.KIND])
-def test_refusals_close_the_session(refusal: int) -> None:
-    pair = WirePair()
-    pair.exchange(m.Hello.KIND, refusal)
-    assert pair.server.state is CLOSED
-
-
-def test_requests_before_hello_are_protocol_errors() -> None:
-    with pytest.raises(ProtocolException, match="Step is not allowed in session state AWAIT_HELLO"):
-        SessionState().check_request(m.Step.KIND)
-
-
-def test_a_mismatched_reply_breaks_the_session() -> None:
-    s = SessionState()
-    s.check_request(m.Hello.KIND)
-    s.on_reply(m.Hello.KIND, m.Welcome.KIND)
-    with pytest.raises(ProtocolException, match="answered Step with ResetReply"):
-        s.on_reply(m.Step.KIND, m.ResetReply.KIND)
-    assert s.state is BROKEN
 
 
 def test_server_selects_the_highest_mutual_edition() -> None:
