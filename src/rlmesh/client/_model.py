@@ -16,12 +16,10 @@ from .._build import resolve_declared_edition
 from .._contract import EnvContract
 from ..errors import (
     AdapterResolutionError,
-    ConnectFailed,
     EnvironmentException,
     HandshakeError,
     ModelError,
     RequestTimeout,
-    RLMeshException,
 )
 from ..models._values import to_numpy_tree
 from ..spaces._values import compile_encoder
@@ -200,30 +198,16 @@ class RemoteModel:
         return self._requested if self._requested is not None else self._addr.url
 
     def _dial(self, declared: str | None) -> ClientSession:
-        """Connect to the model endpoint; failures are worded for a model, not an env."""
-        url = self._addr.url
-        try:
-            return ClientSession(
-                self._addr,
-                service="model",
-                component="rlmesh-runtime",
-                declared=resolve_declared_edition(declared),
-                connect_timeout=self.connect_timeout_seconds,
-                request_timeout=self.request_timeout_seconds,
-                noun="a model",
-            )
-        except RequestTimeout as exc:
-            raise RequestTimeout(
-                f"remote model connect timed out after {exc.timeout_seconds or 0:.3f}s ({url}); "
-                "is the ModelServer running and reachable?",
-                timeout_seconds=exc.timeout_seconds,
-            ) from None
-        except ConnectFailed as exc:
-            if not isinstance(exc.__cause__, OSError) or isinstance(exc.__cause__, RLMeshException):
-                raise  # the handshake failed: the session's message already names the model
-            raise ConnectFailed(
-                f"could not connect to a model at '{url}'; is the ModelServer running? ({exc.__cause__})"
-            ) from exc.__cause__
+        """Connect to the model endpoint (the session words its failures for a model)."""
+        return ClientSession(
+            self._addr,
+            service="model",
+            component="rlmesh-runtime",
+            declared=resolve_declared_edition(declared),
+            connect_timeout=self.connect_timeout_seconds,
+            request_timeout=self.request_timeout_seconds,
+            noun="a model",
+        )
 
     def session(
         self,

@@ -78,6 +78,8 @@ class ClientSession:
         self.address = address
         self.request_timeout = request_timeout
         self.noun = noun
+        # messages name what is at the other end: "remote environment" / "remote model"
+        self.peer, server = ("remote model", "ModelServer") if service == "model" else ("remote environment", "EnvServer")
         self.protocol = Session(CLIENT)
         self._closed_reason: str | None = None
         ct = DEFAULT_CONNECT_TIMEOUT_SECONDS if connect_timeout is None else connect_timeout
@@ -87,10 +89,11 @@ class ClientSession:
             sock = dial(address, ct)
         except TimeoutError:
             raise RequestTimeout(
-                f"remote environment connect timed out after {ct:.3f}s (dialing {url})", timeout_seconds=ct
+                f"{self.peer} connect timed out after {ct:.3f}s (dialing {url}); is the {server} running and reachable?",
+                timeout_seconds=ct,
             ) from None
         except OSError as exc:
-            raise ConnectFailed(f"could not connect to {noun} at '{url}'; is the EnvServer running? ({exc})") from exc
+            raise ConnectFailed(f"could not connect to {noun} at '{url}'; is the {server} running? ({exc})") from exc
         self.conn = Connection(sock, frames.PRE_HANDSHAKE_LIMITS)
         self._attach_after = -1  # requests left before moving to shared-memory rings (-1: never)
         self._timed_out = False  # a request timed out and its reply has not been seen yet
@@ -103,7 +106,7 @@ class ClientSession:
         except RequestTimeout:
             self.conn.close()
             raise RequestTimeout(
-                f"remote environment connect timed out after {ct:.3f}s (handshake with {url})", timeout_seconds=ct
+                f"{self.peer} connect timed out after {ct:.3f}s (handshake with {url})", timeout_seconds=ct
             ) from None
         except (ConnectionLost, ProtocolException) as exc:
             self.conn.close()
@@ -233,7 +236,7 @@ class ClientSession:
         except TimeoutError:
             self._end("the connection broke: a request could not be sent before the timeout")
             raise RequestTimeout(
-                f"remote environment call timed out after {timeout or 0:.3f}s while sending", timeout_seconds=timeout
+                f"{self.peer} call timed out after {timeout or 0:.3f}s while sending", timeout_seconds=timeout
             ) from None
         except ConnectionLost as exc:
             self._end(f"connection closed: {exc}")
@@ -265,7 +268,7 @@ class ClientSession:
         except TimeoutError:
             self._timed_out = True
             raise RequestTimeout(
-                f"remote environment call timed out after {timeout or 0:.3f}s", timeout_seconds=timeout
+                f"{self.peer} call timed out after {timeout or 0:.3f}s", timeout_seconds=timeout
             ) from None
         except ConnectionLost as exc:
             self._end(f"connection closed: {exc}")
