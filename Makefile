@@ -45,7 +45,7 @@ bench: $(VENV)/.test-stamp
 # Same-run ratios against upstream rlmesh 0.1.0 (installs it into /tmp/peer).
 bench-peer: $(VENV)/.test-stamp
 	bash ../shared/bench/setup_peer.sh
-	$(PYTHON) ../shared/bench/compare.py --run --a peer=/tmp/peer --b ours=$(VENV) --rounds 2
+	$(PYTHON) ../shared/bench/compare.py --run --a peer=/tmp/peer --b ours=$(abspath $(VENV)) --rounds 2
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
