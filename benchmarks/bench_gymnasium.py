@@ -24,6 +24,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -45,19 +46,31 @@ def bench_training(steps: int, reps: int) -> None:
     sys.path.insert(0, str(ROOT / "examples" / "train"))
     from ppo_cartpole import train
 
+    def timed(make: Any, n: int) -> tuple[float, list[float]]:
+        envs = make()
+        try:
+            t0 = time.perf_counter()
+            returns = train(envs, n, seed=1)
+            return time.perf_counter() - t0, returns
+        finally:
+            envs.close()
+
+    def local_envs() -> gym.vector.VectorEnv:
+        return gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
+
     ratios = []
     with served("CartPole-v1", "tcp", "--num-envs", "4") as address:
-        for _ in range(reps):  # interleaved, so drift in the machine's load hits both sides
-            envs = rg.RemoteVectorEnv(address)
-            t0 = time.perf_counter()
-            remote_returns = train(envs, steps, seed=1)
-            remote = time.perf_counter() - t0
-            envs.close()
-            local_envs = gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
-            t0 = time.perf_counter()
-            local_returns = train(local_envs, steps, seed=1)
-            local = time.perf_counter() - t0
-            local_envs.close()
+        # Warm up both sides first: torch imports parts of itself (and sympy) on the first
+        # backward pass, which would otherwise be charged to whichever run came first.
+        timed(lambda: rg.RemoteVectorEnv(address), 1024)
+        timed(local_envs, 1024)
+        for rep in range(reps):  # interleaved, order alternating, so drift in the load hits both sides
+            if rep % 2:
+                local, local_returns = timed(local_envs, steps)
+                remote, remote_returns = timed(lambda: rg.RemoteVectorEnv(address), steps)
+            else:
+                remote, remote_returns = timed(lambda: rg.RemoteVectorEnv(address), steps)
+                local, local_returns = timed(local_envs, steps)
             ratios.append(remote / local)
             print(f"PPO {steps} steps, 4 lanes: remote {remote:.1f}s, local {local:.1f}s, ratio {remote / local:.2f}x; "
                   f"same trajectory: {remote_returns == local_returns}")

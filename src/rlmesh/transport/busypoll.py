@@ -8,6 +8,12 @@ the cap saves that on every exchange. When answers take longer than the cap (a s
 env or policy), or the process runs other Python threads (polling would hold the GIL
 they need), the poll is skipped. This module decides *whether and how long*; the
 socket stream and the ring adapter do the polling.
+
+An answer that arrives after a sleep is timed with the wake-ups in it (this end's,
+and the peer's when the peer slept too), so a pair that both fell asleep would
+measure each other as slow and never poll again. Hence every ``PROBE_EVERY``-th
+read while polling is off polls once at the full cap: an answer caught by polling
+is timed exactly, and one such answer within the cap turns polling back on.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import threading
 __all__ = ["BusyPolling", "busy_poll_default"]
 
 _BUSY_POLL_DEFAULT_US = 250
+PROBE_EVERY = 8  # while polling is off, one read in this many polls anyway (it may be a sleeping pair)
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 yield_cpu = getattr(os, "sched_yield", lambda: None)  # polling gives way to any other runnable task
 
@@ -64,12 +71,13 @@ class BusyPolling:
         busy_poll: The cap in seconds (0 = off); set after a handshake.
     """
 
-    __slots__ = ("_sent_at", "_wait", "busy_poll")
+    __slots__ = ("_sent_at", "_skipped", "_wait", "busy_poll")
 
     def __init__(self) -> None:
         self.busy_poll = 0.0
         self._sent_at = 0.0  # perf_counter() of the last send while an answer is awaited
         self._wait = -1.0  # moving average of answer times (seconds); < 0 before the first
+        self._skipped = 0  # reads that did not poll since the last probe
 
     @property
     def polling(self) -> bool:
@@ -86,11 +94,20 @@ class BusyPolling:
             return cap
         if wait < cap:
             return min(cap, 2.0 * wait)
-        return 0.0  # answers take longer than polling may burn
+        self._skipped += 1  # answers seem to take longer than polling may burn ...
+        if self._skipped < PROBE_EVERY:
+            return 0.0
+        self._skipped = 0
+        return cap  # ... but the times may include wake-ups: probe once
 
-    def _answered(self, seconds: float) -> None:
+    def _answered(self, seconds: float, caught: bool = False) -> None:
+        """Record an answer's time; ``caught``: it arrived while polling (timed exactly)."""
         self._sent_at = 0.0
-        limit = 4.0 * self.busy_poll  # one long answer must not switch polling off for long
-        sample = seconds if seconds < limit else limit
+        cap = self.busy_poll
         wait = self._wait
+        if caught and wait >= cap:  # a probe caught it: the slow times were wake-ups, poll again
+            self._wait = seconds
+            return
+        limit = 4.0 * cap  # one long answer must not switch polling off for long
+        sample = seconds if seconds < limit else limit
         self._wait = sample if wait < 0 else wait + (sample - wait) * 0.125

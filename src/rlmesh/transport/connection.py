@@ -167,7 +167,7 @@ class Connection(SocketStream):
         """The shared-memory read: ring first, a short poll, then sleep on the socket."""
         pc = time.perf_counter
         sent, self._sent_at = self._sent_at, 0.0  # the socket below must not busy-poll again
-        polled = False
+        polled = caught = False
         try:
             for _ in range(1_000_000):  # bounded: every pass reads, polls or waits on the socket
                 if self._await_socket:
@@ -193,6 +193,7 @@ class Connection(SocketStream):
                         while not pending() and pc() < end:
                             yield_cpu()  # a no-op when nothing else wants this CPU
                         if pending():
+                            caught = True
                             continue
                 if not ch.asleep:
                     ch.sleeping(True)
@@ -214,7 +215,7 @@ class Connection(SocketStream):
         if ch.asleep:
             ch.sleeping(False)
         if sent:
-            self._answered(pc() - sent)
+            self._answered(pc() - sent, caught)
         return frame
 
     def _socket_data(self) -> Frame | None:

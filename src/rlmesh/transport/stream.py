@@ -310,7 +310,7 @@ class SocketStream(BusyPolling):
                         break
                     yield_cpu()
             if n >= 0:
-                self._answered(pc() - sent)
+                self._answered(pc() - sent, True)
                 return n
         n = self.sock.recv_into(view)  # blocks, times out, or raises BlockingIOError when dry
         self._answered(pc() - sent)

@@ -11,6 +11,7 @@ import pytest
 
 from rlmesh.errors import ConnectionLost
 from rlmesh.transport import busypoll
+from rlmesh.transport.busypoll import PROBE_EVERY
 from rlmesh.transport.connection import Connection, busy_poll_default
 from rlmesh.wire import messages as m
 from rlmesh.wire.messages import decode_header, encode_message
@@ -112,6 +113,20 @@ def test_slow_answers_switch_polling_off_and_fast_ones_back_on(pair: tuple[Conne
         server.send(_ping())
         assert client.recv_frame() is not None
     assert client._wait < client.busy_poll
+
+
+def test_a_pair_that_fell_asleep_probes_and_polls_again(pair: tuple[Connection, Connection]) -> None:
+    """Answers timed across a sleep include the wake-ups; a probe that catches one by polling
+    turns polling back on at once (the pair would otherwise stay asleep; issue 12)."""
+    client, server = pair
+    client.busy_poll = 200e-6
+    client._wait = 10 * client.busy_poll  # "answers are slow": polling is off
+    for _ in range(PROBE_EVERY):
+        client.send(_ping())
+        assert server.recv_frame() is not None
+        server.send(_ping())  # answered before the client reads: a probe catches it at once
+        assert client.recv_frame() is not None
+    assert client._wait < client.busy_poll  # a plain moving average would still be far above the cap
 
 
 def test_a_timeout_still_applies_while_polling(pair: tuple[Connection, Connection]) -> None:
