@@ -53,6 +53,46 @@ def normalize(value: Any, path: str = "$", depth: int = 0) -> Any:
         TypeError: a value or key the codec cannot carry, or nesting deeper than
             :data:`MAX_METADATA_DEPTH`; the message names the path.
     """
+    try:
+        return _plain(value, depth)  # the common shapes, without building paths
+    except _Slow:
+        return _normalize(value, path, depth)  # anything else, or an error worded with its path
+
+
+class _Slow(Exception):
+    """:func:`_plain` met a value it leaves to :func:`_normalize`."""
+
+
+def _plain(value: Any, depth: int) -> Any:
+    """:func:`normalize` for plain dicts (str keys), lists, scalars and numeric arrays."""
+    tp = type(value)
+    if tp in _SCALARS:
+        return value
+    if tp is int:
+        if _I64_MIN <= value <= _U64_MAX:
+            return value
+        raise _Slow
+    if depth >= MAX_METADATA_DEPTH:
+        raise _Slow
+    if tp is dict or (tp is not list and isinstance(value, Mapping)):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                raise _Slow
+            out[k] = _plain(v, depth + 1)
+        return out
+    if tp is list or tp is tuple:
+        return [_plain(v, depth + 1) for v in value]
+    if tp is np.ndarray:
+        if value.dtype.name in DTYPE_CODES:
+            return value
+        raise _Slow
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return _plain(value.item(), depth)
+    raise _Slow
+
+
+def _normalize(value: Any, path: str = "$", depth: int = 0) -> Any:
     tp = type(value)
     if tp in _SCALARS:
         return value
@@ -75,28 +115,28 @@ def normalize(value: Any, path: str = "$", depth: int = 0) -> Any:
                         f"metadata keys must be str, got {type(k).__name__} key {k!r} at {path}; "
                         "pass the dict through rlmesh.sanitize_metadata(...) to stringify keys"
                     )
-            out[k] = normalize(v, f"{path}.{k}", inner)
+            out[k] = _normalize(v, f"{path}.{k}", inner)
         return out
     if tp is list:
-        return [normalize(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
+        return [_normalize(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
     if isinstance(value, np.ndarray):
         return _normalize_array(value, path, depth)
     if isinstance(value, tuple):
         as_dict = getattr(value, "_asdict", None)
         if as_dict is not None:
-            return normalize(as_dict(), path, depth)
-        return [normalize(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
+            return _normalize(as_dict(), path, depth)
+        return [_normalize(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
     if isinstance(value, enum.Enum):
         try:
-            return normalize(value.value, path, depth)
+            return _normalize(value.value, path, depth)
         except TypeError:
             return value.name
     if isinstance(value, np.generic):
-        return normalize(value.item(), path, depth)
+        return _normalize(value.item(), path, depth)
     if isinstance(value, bool):  # subclasses of the scalar types (IntEnum was handled above)
         return bool(value)
     if isinstance(value, int):
-        return normalize(int(value), path, depth)
+        return _normalize(int(value), path, depth)
     if isinstance(value, float):
         return float(value)
     if isinstance(value, str):
@@ -107,10 +147,10 @@ def normalize(value: Any, path: str = "$", depth: int = 0) -> Any:
         return bytes(value)
     tolist = getattr(value, "tolist", None)
     if callable(tolist):
-        return normalize(tolist(), path, depth)
+        return _normalize(tolist(), path, depth)
     item = getattr(value, "item", None)
     if callable(item):
-        return normalize(item(), path, depth)
+        return _normalize(item(), path, depth)
     raise _unsupported(value, path)
 
 
@@ -119,9 +159,9 @@ def _normalize_array(a: np.ndarray[Any, Any], path: str, depth: int = 0) -> Any:
         try:
             dtype_name(a.dtype)
         except ValueError:
-            return normalize(a.tolist(), path, depth)
+            return _normalize(a.tolist(), path, depth)
         return a
-    return normalize(a.tolist(), path, depth)
+    return _normalize(a.tolist(), path, depth)
 
 
 def enc_hook(value: Any) -> Any:
