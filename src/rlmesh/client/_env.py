@@ -248,12 +248,12 @@ class _RemoteEnvBase:
                 trunc8 = _lane_array(segs[k + 2], _U8, n)
                 terminated = term8 != 0  # any nonzero byte is "set"
                 truncated = trunc8 != 0
-                done = (term8 | trunc8) != 0
+                done = terminated | truncated
                 ended = done.nonzero()[0].tolist()
                 self._inject(info, "episode_ids", list(self._episode_ids))
                 # INFO-2: each episode once; a lane left done (DISABLED) is not recounted
-                self._inject(info, "completed_episodes", int(np.count_nonzero(done & ~self._over)))
-                if self._autoreset == "Disabled":
+                self._inject(info, "completed_episodes", int(np.count_nonzero(done & ~self._over)) if ended else 0)
+                if ended and self._autoreset == "Disabled":
                     self._over |= done
                 if ended and self._autoreset != "Disabled":  # AR-9: roll ids for the next step
                     for i in ended:
