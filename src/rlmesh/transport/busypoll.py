@@ -11,9 +11,11 @@ socket stream and the ring adapter do the polling.
 
 An answer that arrives after a sleep is timed with the wake-ups in it (this end's,
 and the peer's when the peer slept too), so a pair that both fell asleep would
-measure each other as slow and never poll again. Hence every ``PROBE_EVERY``-th
-read while polling is off polls once at the full cap: an answer caught by polling
-is timed exactly, and one such answer within the cap turns polling back on.
+measure each other as slow and never poll again. Hence, while polling is off, one
+read in ``PROBE_EVERY`` polls once at the full cap: an answer caught by polling is
+timed exactly, and one such answer within the cap turns polling back on. A probe
+that catches nothing doubles the gap to the next (up to ``PROBE_EVERY_MAX``), so a
+peer that really is slow costs next to nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import threading
 __all__ = ["BusyPolling", "busy_poll_default"]
 
 _BUSY_POLL_DEFAULT_US = 250
-PROBE_EVERY = 8  # while polling is off, one read in this many polls anyway (it may be a sleeping pair)
+PROBE_EVERY = 8  # while polling is off, one read in this many polls anyway (it may be a sleeping pair) ...
+PROBE_EVERY_MAX = 1024  # ... and each probe that catches nothing doubles the gap, up to this
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 yield_cpu = getattr(os, "sched_yield", lambda: None)  # polling gives way to any other runnable task
 
@@ -71,13 +74,15 @@ class BusyPolling:
         busy_poll: The cap in seconds (0 = off); set after a handshake.
     """
 
-    __slots__ = ("_sent_at", "_skipped", "_wait", "busy_poll")
+    __slots__ = ("_probe_gap", "_probe_in", "_probing", "_sent_at", "_wait", "busy_poll")
 
     def __init__(self) -> None:
         self.busy_poll = 0.0
         self._sent_at = 0.0  # perf_counter() of the last send while an answer is awaited
         self._wait = -1.0  # moving average of answer times (seconds); < 0 before the first
-        self._skipped = 0  # reads that did not poll since the last probe
+        self._probe_gap = PROBE_EVERY  # reads between probes while polling is off
+        self._probe_in = PROBE_EVERY  # reads until the next probe
+        self._probing = False  # the read in progress is a probe
 
     @property
     def polling(self) -> bool:
@@ -94,10 +99,13 @@ class BusyPolling:
             return cap
         if wait < cap:
             return min(cap, 2.0 * wait)
-        self._skipped += 1  # answers seem to take longer than polling may burn ...
-        if self._skipped < PROBE_EVERY:
+        if self._probing:  # back after a probe ran dry on a non-blocking socket: it caught nothing
+            self._probe_ended(False)
             return 0.0
-        self._skipped = 0
+        self._probe_in -= 1  # answers seem to take longer than polling may burn ...
+        if self._probe_in > 0:
+            return 0.0
+        self._probing = True
         return cap  # ... but the times may include wake-ups: probe once
 
     def _answered(self, seconds: float, caught: bool = False) -> None:
@@ -105,9 +113,17 @@ class BusyPolling:
         self._sent_at = 0.0
         cap = self.busy_poll
         wait = self._wait
+        if self._probing:
+            self._probe_ended(caught)
         if caught and wait >= cap:  # a probe caught it: the slow times were wake-ups, poll again
             self._wait = seconds
             return
         limit = 4.0 * cap  # one long answer must not switch polling off for long
         sample = seconds if seconds < limit else limit
         self._wait = sample if wait < 0 else wait + (sample - wait) * 0.125
+
+    def _probe_ended(self, caught: bool) -> None:
+        """A probe ended: the next comes soon if it caught the answer, else twice as late."""
+        self._probing = False
+        self._probe_gap = PROBE_EVERY if caught else min(2 * self._probe_gap, PROBE_EVERY_MAX)
+        self._probe_in = self._probe_gap

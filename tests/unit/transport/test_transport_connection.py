@@ -129,6 +129,20 @@ def test_a_pair_that_fell_asleep_probes_and_polls_again(pair: tuple[Connection, 
     assert client._wait < client.busy_poll  # a plain moving average would still be far above the cap
 
 
+def test_probes_that_catch_nothing_back_off() -> None:
+    """A peer that really is slow: each probe that times out doubles the gap to the next."""
+    policy = busypoll.BusyPolling()
+    policy.busy_poll = 100e-6
+    policy._wait = 1.0  # answers take far longer than the cap
+    probes = []
+    for i in range(PROBE_EVERY + 2 * PROBE_EVERY + 4 * PROBE_EVERY):
+        if policy._budget():
+            probes.append(i)
+        policy._answered(0.01, caught=False)  # the probe (if any) caught nothing
+    assert probes == [PROBE_EVERY - 1, 3 * PROBE_EVERY - 1, 7 * PROBE_EVERY - 1]
+    assert policy._wait >= policy.busy_poll
+
+
 def test_a_timeout_still_applies_while_polling(pair: tuple[Connection, Connection]) -> None:
     client, server = pair
     client.busy_poll = 250e-6
