@@ -21,6 +21,7 @@ from ._action import (
     RotationTransform as RotationTransform,
 )
 from ._adapter import Adapter as Adapter, AdapterBase as AdapterBase
+from ._env_tags import EnvTags as EnvTags
 from ._integration import (
     Reader as Reader,
     build_reader as build_reader,
@@ -38,12 +39,12 @@ from ._model import (
     Image as Image,
     InputNode as InputNode,
     ModelLeaf as ModelLeaf,
-    ModelSpec as ModelSpec,
     ObsTransform as ObsTransform,
     Previous as Previous,
     State as State,
     Text as Text,
 )
+from ._model_spec import ModelSpec as ModelSpec
 from ._resolve import resolve as resolve
 from ._roles import (
     ACTION_DELTA_POS as ACTION_DELTA_POS,
@@ -96,7 +97,6 @@ from ._roles import (
     StackSpec as StackSpec,
 )
 from ._tags import (
-    EnvTags as EnvTags,
     Field as Field,
     ImageTag as ImageTag,
     ObservationRoles as ObservationRoles,

@@ -28,6 +28,7 @@ from ._check import (
     check_role,
     check_scale,
 )
+from ._ops_rotation import to_matrix
 from ._roles import (
     ACTION_DELTA_POS,
     ACTION_GRIPPER,
@@ -148,8 +149,6 @@ class Rotation:
             raise ValueError(f"Rotation {enc} {list(vals)} is not a rotation (|det-1| > 1e-4 or not orthonormal)")
 
     def _raw_matrix(self) -> np.ndarray[Any, Any]:
-        from ._ops_rotation import to_matrix
-
         v = self.value
         if self.encoding in ("rot6d", "rot6d_rowmajor"):
             a1, a2 = (v[0:3], v[3:6]) if self.encoding == "rot6d" else ((v[0], v[2], v[4]), (v[1], v[3], v[5]))
@@ -161,8 +160,6 @@ class Rotation:
 
     def matrix(self) -> list[list[float]]:
         """The 3x3 rotation matrix (row-major lists)."""
-        from ._ops_rotation import to_matrix
-
         return to_matrix(list(self.value), self.encoding)
 
     @classmethod

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._action import Action, Actuator, CustomEncoding
 from ._check import fail
-from ._model import Concat, Constant, Custom, Image, ModelSpec, State, Text
-from ._tags import EnvTags, ImageTag, Split, StateTag, TextTag, UnknownLeaf
+from ._model import Concat, Constant, Custom, Image, State, Text
+from ._tags import ImageTag, Split, StateTag, TextTag, UnknownLeaf
+
+if TYPE_CHECKING:
+    from ._env_tags import EnvTags
+    from ._model_spec import ModelSpec
 
 __all__ = [
     "action_to_dict",

@@ -16,13 +16,15 @@ from typing import Any
 from ..errors import AdapterResolutionError
 from ._action import Action, Actuator, CustomEncoding, Rotation
 from ._check import MAX_COUNT, fail
-from ._model import Concat, Constant, Custom, Image, ModelSpec, State, Text
-from ._tags import EnvTags, Field, ImageTag, Split, StateTag, TextTag, UnknownLeaf
+from ._model import Concat, Constant, Custom, Image, State, Text
+from ._roles import identity
+from ._tags import Field, ImageTag, Split, StateTag, TextTag, UnknownLeaf
 
 __all__ = [
     "action_from_dict",
-    "env_tags_from_dict",
-    "model_spec_from_dict",
+    "build",
+    "env_tags_parts",
+    "model_spec_parts",
     "unknown_field_message",
     "unknown_fields",
 ]
@@ -182,7 +184,7 @@ def _custom_encoding(raw: Any, where: str) -> CustomEncoding:
     o.finish(strict=True, envelope=True)
     if arms["from_base"] is None and arms["to_base"] is None:
         raise fail("invalid_tag", f"{where}: a custom encoding needs at least one of from_base or to_base")
-    return _build(CustomEncoding, where, base, name=name, **arms)
+    return build(CustomEncoding, where, base, name=name, **arms)
 
 
 def _encoding_field(o: _Obj, *, allow_list: bool, allow_custom: bool) -> Any:
@@ -202,7 +204,8 @@ def _encoding_field(o: _Obj, *, allow_list: bool, allow_custom: bool) -> Any:
     raise fail("invalid_tag", f"{o.where}: encoding must be a name or a list of names, got {_json_type(v)}")
 
 
-def _build(cls: Any, where: str, *args: Any, **kwargs: Any) -> Any:
+def build(cls: Any, where: str, *args: Any, **kwargs: Any) -> Any:
+    """``cls(*args, **kwargs)``; a ``ValueError``/``TypeError`` becomes ``invalid_tag`` at ``where``."""
     try:
         return cls(*args, **kwargs)
     except AdapterResolutionError:
@@ -244,7 +247,7 @@ def _actuator_from_dict(raw: Any, where: str, strict: bool) -> Actuator:
     }
     label = f'{where.rsplit(" ", 1)[-1]} (role "{role}")' if role else where.rsplit(" ", 1)[-1]
     bare = o.finish(strict=strict, label=f"action {label}")
-    return _taint(_build(Actuator, f"{where} (role {role!r})", role, **kwargs), bare)
+    return _taint(build(Actuator, f"{where} (role {role!r})", role, **kwargs), bare)
 
 
 def action_from_dict(raw: Any, where: str = "action", *, strict: bool = True) -> Action:
@@ -257,8 +260,6 @@ def action_from_dict(raw: Any, where: str = "action", *, strict: bool = True) ->
     o.finish(strict=True, envelope=True)
     acts = [_actuator_from_dict(c, f"{where} component[{i}]", strict) for i, c in enumerate(comps)]
     if strict:
-        from ._roles import identity
-
         seen: set[Any] = set()
         for a in acts:
             if a.role is None:
@@ -290,7 +291,7 @@ def _field_from_dict(raw: Any, where: str) -> Field:
         raise fail("invalid_tag", f"{where}: a role-less field (a skip) cannot carry encoding or range")
     if kwargs["dim"] is not None and kwargs["dim"] < 1:
         raise fail("invalid_tag", f"{where}: state field dim must be >= 1, got {kwargs['dim']}")
-    return _build(Field, where, role, **kwargs)
+    return build(Field, where, role, **kwargs)
 
 
 def _env_leaf_from_dict(raw: Mapping[str, Any], where: str, strict: bool) -> Any:
@@ -298,15 +299,15 @@ def _env_leaf_from_dict(raw: Mapping[str, Any], where: str, strict: bool) -> Any
     o = _Obj(raw, where)
     o.get("type")
     if kind == "image":
-        leaf = _build(ImageTag, where, _str_field(o, "role", required=True), o.get("layout", "hwc"),
-                      _bool(o, "upside_down"), part=_str_field(o, "part"))  # fmt: skip
+        leaf = build(ImageTag, where, _str_field(o, "role", required=True), o.get("layout", "hwc"),
+                     _bool(o, "upside_down"), part=_str_field(o, "part"))  # fmt: skip
     elif kind == "state":
-        leaf = _build(StateTag, where, _str_field(o, "role", required=True),
-                      _encoding_field(o, allow_list=True, allow_custom=False), _pair_field(o, "range"),
-                      frame=_str_field(o, "frame"), provenance=_str_field(o, "provenance"),
-                      part=_str_field(o, "part"), labels=_labels_field(o))  # fmt: skip
+        leaf = build(StateTag, where, _str_field(o, "role", required=True),
+                     _encoding_field(o, allow_list=True, allow_custom=False), _pair_field(o, "range"),
+                     frame=_str_field(o, "frame"), provenance=_str_field(o, "provenance"),
+                     part=_str_field(o, "part"), labels=_labels_field(o))  # fmt: skip
     elif kind == "text":
-        leaf = _build(TextTag, where, _str_field(o, "role", required=True))
+        leaf = build(TextTag, where, _str_field(o, "role", required=True))
     elif kind == "split":
         fields = o.require("fields")
         if not isinstance(fields, list) or not fields:
@@ -341,25 +342,16 @@ def _tree_from_wire(raw: Any, path: str, leaf_fn: Callable[[Mapping[str, Any], s
     raise fail("invalid_tag", f"{path or '<root>'}: expected an object or an array, got {_json_type(raw)}")
 
 
-def env_tags_from_dict(data: Any, *, strict: bool = True) -> EnvTags:
-    """Parse ``{"observation", "action"}`` into :class:`EnvTags` (ADP-44, ADP-54)."""
+def env_tags_parts(data: Any, *, strict: bool = True) -> tuple[Any, Action]:
+    """The observation tree and action of an ``{"observation", "action"}`` document (ADP-44, ADP-54).
+
+    ``EnvTags`` is built from them by ``env_tags_from_dict`` (in ``_env_tags``, above this module).
+    """
     o = _Obj(data, "env tags")
     obs_raw, act_raw = o.require("observation"), o.require("action")
     o.finish(strict=True, envelope=True)
     obs = _tree_from_wire(obs_raw, "", lambda r, w: _env_leaf_from_dict(r, w, strict))
-    action = action_from_dict(act_raw, "action", strict=strict)
-    if not strict:
-        return EnvTags._unchecked(obs, action)
-    if not action.components:
-        return _build(EnvTags._unchecked, "env tags", _check_dupes(obs), action)
-    return _build(EnvTags, "env tags", obs, action)
-
-
-def _check_dupes(obs: Any) -> Any:
-    from ._tags import check_duplicates
-
-    check_duplicates(obs)
-    return obs
+    return obs, action_from_dict(act_raw, "action", strict=strict)
 
 
 # -- model spec ------------------------------------------------------------------------
@@ -372,7 +364,7 @@ def _part_from_wire(raw: Any, where: str) -> Any:
         o.finish(strict=True, envelope=True)
         if dim is None:
             raise fail("invalid_tag", f"{where}: a part needs a role (or dim for a constant block)")
-        return _build(Constant, where, dim=dim, fill=fill or 0.0)
+        return build(Constant, where, dim=dim, fill=fill or 0.0)
     role = _str_field(o, "role", required=True)
     dim, index = _count_field(o, "dim"), _count_field(o, "index")
     if dim is not None and index is not None:
@@ -382,7 +374,7 @@ def _part_from_wire(raw: Any, where: str) -> Any:
         po = _Obj(pr, f"{where} post_rotate")
         enc, val = _str_field(po, "encoding", required=True), po.require("value")
         po.finish(strict=True, envelope=True)
-        pr = _build(Rotation, f"{where} post_rotate", encoding=enc, value=val)
+        pr = build(Rotation, f"{where} post_rotate", encoding=enc, value=val)
     prov = o.get("provenance")
     kwargs = {
         "encoding": _encoding_field(o, allow_list=True, allow_custom=True),
@@ -420,7 +412,7 @@ def _model_leaf_from_dict(raw: Mapping[str, Any], where: str, strict: bool) -> A
             raise fail("invalid_tag", f"{where}: fill must be a raw 8-bit level 0..255, got {fill}")
         render = o.get("render")
         offsets = o.get("offsets")
-        leaf = _build(
+        leaf = build(
             Image, where, _str_field(o, "role", required=True),
             height=_count_field(o, "height"), width=_count_field(o, "width"), layout=o.get("layout", "hwc"),
             channels=_count_field(o, "channels"), dtype=o.get("dtype", "uint8"), normalize=norm,
@@ -448,17 +440,17 @@ def _model_leaf_from_dict(raw: Mapping[str, Any], where: str, strict: bool) -> A
         }
         if len(parts) == 1 and isinstance(parts[0], tuple):
             role, kw = parts[0]
-            leaf = _build(State, where, role, **kw, **leaf_kw)
+            leaf = build(State, where, role, **kw, **leaf_kw)
         else:
-            built = [_build(State, where, p[0], **p[1]) if isinstance(p, tuple) else p for p in parts]
-            leaf = _build(Concat, where, *built, **leaf_kw)
+            built = [build(State, where, p[0], **p[1]) if isinstance(p, tuple) else p for p in parts]
+            leaf = build(Concat, where, *built, **leaf_kw)
     elif kind == "text":
-        leaf = _build(Text, where, _str_field(o, "role", required=True), o.get("container", "str"), o.get("fill"))
+        leaf = build(Text, where, _str_field(o, "role", required=True), o.get("container", "str"), o.get("fill"))
     elif kind == "custom":
         tr = _str_field(o, "transform", required=True)
         if tr.startswith("host:") or tr == "<local>":
             raise fail("invalid_tag", f"{where}: custom transform {tr!r} is a host-internal placeholder, not an entrypoint")
-        leaf = _build(Custom, where, entrypoint=tr)
+        leaf = build(Custom, where, entrypoint=tr)
     else:
         if strict:
             raise fail(
@@ -471,10 +463,13 @@ def _model_leaf_from_dict(raw: Mapping[str, Any], where: str, strict: bool) -> A
     return _taint(leaf, o.finish(strict=strict, label=f'feature "{where}"'))
 
 
-def model_spec_from_dict(data: Any, *, strict: bool = True) -> ModelSpec:
-    """Parse ``{"input", "output"}`` into :class:`ModelSpec` (ADP-44, ADP-54)."""
+def model_spec_parts(data: Any, *, strict: bool = True) -> tuple[Any, Action]:
+    """The input tree and output action of an ``{"input", "output"}`` document (ADP-44, ADP-54).
+
+    ``ModelSpec`` is built from them by ``model_spec_from_dict`` (in ``_model_spec``).
+    """
     o = _Obj(data, "model spec")
     inp_raw, out_raw = o.require("input"), o.require("output")
     o.finish(strict=True, envelope=True)
     inp = _tree_from_wire(inp_raw, "", lambda r, w: _model_leaf_from_dict(r, w, strict))
-    return ModelSpec._unchecked(inp, action_from_dict(out_raw, "output", strict=strict))
+    return inp, action_from_dict(out_raw, "output", strict=strict)

@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
+from ._check import fail
+from ._codec import dumps, loads
+
 __all__ = ["JsonDocument"]
 
 _D = TypeVar("_D", bound="JsonDocument")
@@ -49,15 +52,11 @@ class JsonDocument:
 
     def to_json(self) -> str:
         """JSON of :meth:`to_dict` with sorted keys; NaN/Infinity refused (ADP-47)."""
-        from ._codec import dumps
-
         return dumps(self.to_dict())
 
     @classmethod
     def from_json(cls: type[_D], text: str | bytes) -> _D:
         """``from_dict(json.loads(text))``."""
-        from ._codec import loads
-
         return cls.from_dict(loads(text))
 
     def to_metadata(self) -> dict[str, Any]:
@@ -67,8 +66,6 @@ class JsonDocument:
     @classmethod
     def from_metadata(cls: type[_D], metadata: Mapping[str, Any] | None) -> _D | None:
         """The document stored in metadata, or ``None`` when absent (ADP-49)."""
-        from ._check import fail
-
         key = cls._METADATA_KEY
         if metadata is None or key not in metadata:
             return None

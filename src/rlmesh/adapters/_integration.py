@@ -13,14 +13,16 @@ from typing import Any
 
 from ..errors import AdapterResolutionError
 from ._action import Action, Actuator
+from ._adapter import Adapter
 from ._check import fail
-from ._codec_parse import env_tags_from_dict
+from ._env_tags import EnvTags, env_tags_from_dict
 from ._join import Advisory, join
-from ._model import Concat, Image, ModelSpec, State, Text
+from ._model import Concat, Image, State, Text
+from ._model_spec import ModelSpec
 from ._resolve import _as_model_spec, resolve_internal
 from ._roles import ENV_METADATA_KEY, identity
 from ._space_view import to_view
-from ._tags import EnvTags, ImageTag, ObservationRoles, Split, StateTag, TextTag, iter_leaves
+from ._tags import ImageTag, ObservationRoles, Split, StateTag, TextTag, iter_leaves
 
 __all__ = [
     "Reader",
@@ -119,8 +121,6 @@ def resolve_from_contract(
     the tolerant door (a newer peer's unknown kinds/fields are judged at
     resolve).
     """
-    from ._adapter import Adapter
-
     tags, obs, act = _tags_of(contract)
     spec = _as_model_spec(model_spec)
     return Adapter(resolve_internal(tags, obs, act, spec, trust_entrypoints=trust_entrypoints, check_inverse=check_inverse))
@@ -252,8 +252,6 @@ def build_reader(source: Any, *items: Any) -> Reader:
         None,
     )
     spec = ModelSpec._unchecked(dict(pairs), out)
-    from ._adapter import Adapter
-
     return Reader(Adapter(resolve_internal(tags, obs, act, spec)), roles)
 
 

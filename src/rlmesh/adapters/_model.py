@@ -1,13 +1,12 @@
-"""Model specs: the full payload a model ingests and the action it emits (ADP-31..36).
+"""Model input leaves: what a model ingests, slot by slot (ADP-31..36).
 
->>> spec = ModelSpec(
-...     input={"image": Image(IMAGE_PRIMARY, size=224), "state": Concat(EEF_POS, GRIPPER_POS)},
-...     output=Action(Actuator(ACTION_GRIPPER, dim=1)),
-... )
->>> spec.input["image"].height, spec.input["image"].width
-(224, 224)
->>> ModelSpec.from_json(spec.to_json()) == spec
-True
+:class:`State`, :class:`Concat`, :class:`Constant`, :class:`Text`, :class:`Custom` (and
+:class:`Image`, from ``_model_image``) and the input-tree rule; the
+:class:`~rlmesh.adapters.ModelSpec` document that pairs an input tree with an
+:class:`Action` lives in ``_model_spec``, above the codec.
+
+>>> Concat(EEF_POS, GRIPPER_POS).parts
+('proprio/eef_pos', 'proprio/gripper')
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Union
 
-from ._action import Action, Actuator, CustomEncoding, Rotation
+from ._action import CustomEncoding, Rotation
 from ._check import (
     check_choice,
     check_count,
@@ -30,18 +29,15 @@ from ._check import (
     check_role,
     check_scale,
 )
-from ._document import JsonDocument
 from ._model_image import Image, positive
 from ._roles import (
     ACTION_GRIPPER,
     EEF_POS,
     FRAMES,
     GRIPPER_POS,
-    IMAGE_PRIMARY,
-    MODEL_METADATA_KEY,
     PROVENANCES,
 )
-from ._tags import node_key
+from ._tags import check_tree
 
 __all__ = [
     "ConcatPart",
@@ -51,7 +47,6 @@ __all__ = [
     "Image",
     "InputNode",
     "ModelLeaf",
-    "ModelSpec",
     "ObsTransform",
     "Previous",
     "State",
@@ -305,8 +300,6 @@ _MODEL_LEAVES = (Image, State, Concat, Text, Custom)
 
 def check_input_tree(node: Any, where: str = "input") -> Any:
     """Validate a model input tree (ADP-31): dict -> dict payload, tuple -> list payload."""
-    from ._tags import check_tree
-
     return check_tree(
         node,
         where,
@@ -317,65 +310,4 @@ def check_input_tree(node: Any, where: str = "input") -> Any:
     )
 
 
-class ModelSpec(JsonDocument):
-    """What a model ingests and emits: ``ModelSpec(input, output)`` (ADP-31)."""
-
-    _METADATA_KEY = MODEL_METADATA_KEY
-
-    __slots__ = ("_hash", "_input", "_output")
-    _input: Any
-    _output: Action
-    _hash: int | None
-
-    def __init__(self, input: Any, output: Action) -> None:
-        inp = check_input_tree(input)
-        if not isinstance(output, Action):
-            raise TypeError(f"ModelSpec output must be an Action(...), got {type(output).__name__}")
-        object.__setattr__(self, "_input", inp)
-        object.__setattr__(self, "_output", output)
-        object.__setattr__(self, "_hash", None)
-
-    @classmethod
-    def _unchecked(cls, input: Any, output: Action) -> ModelSpec:
-        self = object.__new__(cls)
-        object.__setattr__(self, "_input", input)
-        object.__setattr__(self, "_output", output)
-        object.__setattr__(self, "_hash", None)
-        return self
-
-    @property
-    def input(self) -> Any:
-        """The input tree (its container is the payload container)."""
-        return self._input
-
-    @property
-    def output(self) -> Action:
-        """The action layout the model emits."""
-        return self._output
-
-    def to_dict(self) -> dict[str, Any]:
-        """The canonical wire form; refused when any ``Custom`` input is present (ADP-48)."""
-        from ._codec import model_spec_to_dict
-
-        return model_spec_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ModelSpec:
-        """Parse the wire form through the strict door (ADP-54)."""
-        from ._codec_parse import model_spec_from_dict
-
-        return model_spec_from_dict(data, strict=True)
-
-    def _key(self) -> Any:
-        from ._codec import leaf_key
-
-        return (node_key(self._input, leaf_key), self._output)
-
-    def __reduce__(self) -> Any:
-        return (ModelSpec._unchecked, (self._input, self._output))
-
-    def __repr__(self) -> str:
-        return f"ModelSpec(input={self._input!r}, output={self._output!r})"
-
-
-_ = (IMAGE_PRIMARY, EEF_POS, GRIPPER_POS, ACTION_GRIPPER, Actuator, math)  # doctest names
+_ = (EEF_POS, GRIPPER_POS, ACTION_GRIPPER, math)  # doctest names

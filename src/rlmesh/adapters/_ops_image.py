@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import DependencyMissing
+
 __all__ = [
     "Resizer",
     "cast_pixels",
@@ -319,8 +321,6 @@ def jpeg_roundtrip(img: np.ndarray[Any, Any], quality: int) -> np.ndarray[Any, A
 
         from PIL import Image as PILImage
     except ImportError:  # pragma: no cover
-        from ..errors import DependencyMissing
-
         raise DependencyMissing('Image(jpeg_quality=...) needs Pillow: pip install "rlmesh[view]"', name="PIL") from None
     buf = io.BytesIO()
     PILImage.fromarray(np.ascontiguousarray(img)).save(buf, format="JPEG", quality=int(quality), subsampling=2)

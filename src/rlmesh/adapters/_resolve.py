@@ -22,20 +22,18 @@ import numpy as np
 
 from ..errors import AdapterResolutionError
 from ._action import Action, CustomEncoding
+from ._adapter import Adapter
 from ._check import fail
-from ._codec_parse import (
-    env_tags_from_dict,
-    model_spec_from_dict,
-    unknown_field_message,
-    unknown_fields,
-)
+from ._codec_parse import unknown_field_message, unknown_fields
+from ._env_tags import EnvTags, env_tags_from_dict
 from ._join import Advisory, Joined, Path, join, render_path
-from ._model import Concat, Custom, Image, ModelSpec, State, Text
-from ._plans import Plan, Resolved
+from ._model import Concat, Custom, Image, State, Text
+from ._model_spec import ModelSpec, model_spec_from_dict
+from ._plans import ImagePlan, Plan, Resolved, StatePlan, TextPlan
 from ._resolve_action import model_layout, plan_action
 from ._resolve_obs import ObsPlanner
 from ._space_view import to_view
-from ._tags import EnvTags, Split, UnknownLeaf, iter_leaves
+from ._tags import Split, UnknownLeaf, iter_leaves
 
 __all__ = ["resolve", "resolve_internal"]
 
@@ -234,8 +232,6 @@ def resolve_internal(
 
 
 def _referenced(plans: list[Plan], root_dict: bool) -> tuple[str, ...]:
-    from ._plans import ImagePlan, StatePlan, TextPlan
-
     paths: list[Path] = []
     for plan in plans:
         if isinstance(plan, ImagePlan) and plan.feature is not None:
@@ -290,8 +286,6 @@ def resolve(
     >>> adapter.transform_obs({"pos": [1.0, 2.0, 3.0]})["state"].tolist()
     [1.0, 2.0, 3.0]
     """
-    from ._adapter import Adapter
-
     tags = _as_env_tags(env_tags)
     spec = _as_model_spec(model_spec)
     r = resolve_internal(

@@ -8,6 +8,7 @@ from ._action import Action, Actuator, CustomEncoding, custom_arm_message
 from ._check import fail
 from ._join import Advisory, Joined
 from ._plans import ActionPlan, Segment
+from ._resolve_state import _adhoc
 from ._roles import (
     ROTATION_DIMS,
     dim_law,
@@ -77,8 +78,6 @@ def plan_action(joined: Joined, output: Action, adv: list[Advisory], silent: lis
     for m in output.components:
         unmatched = m.role is not None and identity(m.role, m.part) not in requested
         if unmatched and not is_sanctioned(str(m.role)):
-            from ._resolve_state import _adhoc
-
             silent.append(Advisory("info", _adhoc(str(m.role))))
     return ActionPlan(in_dim, joined.action_width, segments, joined.action_clip, slices)
 

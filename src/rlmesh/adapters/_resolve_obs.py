@@ -16,6 +16,7 @@ from ._join import Advisory, ImageFeature, Joined, Path, StateFeature, render_pa
 from ._model import Concat, Constant, Custom, Image, State, Text
 from ._ops_image import fit_geometry, round_half_away
 from ._plans import CustomPlan, ImagePlan, StatePlan, TextPlan
+from ._resolve_state import plan_state
 from ._roles import (
     DTYPES,
     FIT_MODES,
@@ -272,8 +273,6 @@ class ObsPlanner:
 
     # -- state (ADP-76..81) ------------------------------------------------------------------
     def state(self, leaf: State | Concat, placement: Path) -> StatePlan:
-        from ._resolve_state import plan_state
-
         return plan_state(self, leaf, placement)
 
 

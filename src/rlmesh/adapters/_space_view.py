@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..spaces import SpaceSpec
 from ._check import fail
 
 __all__ = ["SpaceView", "to_view"]
@@ -173,8 +174,6 @@ def to_view(space: Any, where: str = "space") -> SpaceView:
         return view
     if isinstance(space, Mapping):
         return _from_view_dict(space, where)
-    from ..spaces import SpaceSpec
-
     if isinstance(space, SpaceSpec):
         return _from_spec(space, where)
     spec = getattr(space, "spec", None)

@@ -1,13 +1,12 @@
-"""Environment tags: one role per space entry plus the facts a space cannot carry (ADP-20..27).
+"""Environment tag leaves and tag trees: one role per space entry plus the facts a space cannot carry (ADP-20..27).
 
->>> tags = EnvTags(
-...     observation={"cam": ImageTag(IMAGE_PRIMARY), "pos": StateTag(EEF_POS)},
-...     action=Action(Actuator(ACTION_DELTA_POS, dim=3)),
-... )
->>> tags.observation_roles
-ObservationRoles(images=('image/primary',), states=('proprio/eef_pos',), texts=())
->>> EnvTags.from_json(tags.to_json()) == tags
-True
+The leaves (:class:`ImageTag`, :class:`StateTag`, :class:`TextTag`, :class:`Split` of
+:class:`Field`) and the tree rules (validation, duplicate roles, value keys) shared by
+the codec; the :class:`~rlmesh.adapters.EnvTags` document that holds a tree lives in
+``_env_tags``, above the codec.
+
+>>> Split(Field(EEF_POS, 3), Field(dim=2)).dim
+5
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Union
 
-from ._action import Action, Actuator, CustomEncoding
+from ._action import CustomEncoding
 from ._check import (
     check_choice,
     check_count,
@@ -26,20 +25,15 @@ from ._check import (
     check_pair,
     check_role,
 )
-from ._document import JsonDocument
 from ._roles import (
-    ACTION_DELTA_POS,
     EEF_POS,
-    ENV_METADATA_KEY,
     FRAMES,
     IMAGE_LAYOUTS,
-    IMAGE_PRIMARY,
     PROVENANCES,
     identity,
 )
 
 __all__ = [
-    "EnvTags",
     "Field",
     "ImageTag",
     "ObsLeaf",
@@ -342,93 +336,4 @@ def node_key(node: Any, leaf: Callable[[Any], Any] = _leaf) -> Any:
     return leaf(node)
 
 
-class EnvTags(JsonDocument):
-    """An environment's tags: ``EnvTags(observation, action)`` (ADP-20).
-
-    ``observation`` is a tree whose container is the runtime container: a dict
-    maps a Dict space, a tuple maps a Tuple space, a bare leaf tags one space
-    leaf. Keys not mentioned are untagged. ``action`` is an :class:`Action`.
-    """
-
-    _METADATA_KEY = ENV_METADATA_KEY
-    _METADATA_NOUN = "env metadata"
-
-    __slots__ = ("_action", "_hash", "_observation")
-    _observation: Any
-    _action: Action
-    _hash: int | None
-
-    def __init__(self, observation: Any, action: Action) -> None:
-        obs = check_obs_tree(observation)
-        if not isinstance(action, Action):
-            raise TypeError(f"EnvTags action must be an Action(...), got {type(action).__name__}")
-        check_duplicates(obs)
-        object.__setattr__(self, "_observation", obs)
-        object.__setattr__(self, "_action", action)
-        object.__setattr__(self, "_hash", None)
-
-    @classmethod
-    def _unchecked(cls, observation: Any, action: Action) -> EnvTags:
-        self = object.__new__(cls)
-        object.__setattr__(self, "_observation", observation)
-        object.__setattr__(self, "_action", action)
-        object.__setattr__(self, "_hash", None)
-        return self
-
-    @property
-    def observation(self) -> Any:
-        """The observation tag tree."""
-        return self._observation
-
-    @property
-    def action(self) -> Action:
-        """The env action layout."""
-        return self._action
-
-    @property
-    def observation_roles(self) -> ObservationRoles:
-        """Declared roles by kind, in declaration order (ADP-26)."""
-        images: list[str] = []
-        states: list[str] = []
-        texts: list[str] = []
-        for _path, leaf in iter_leaves(self._observation):
-            if isinstance(leaf, ImageTag):
-                images.append(leaf.role)
-            elif isinstance(leaf, StateTag):
-                states.append(leaf.role)
-            elif isinstance(leaf, TextTag):
-                texts.append(leaf.role)
-            elif isinstance(leaf, Split):
-                states.extend(f.role for f in leaf.fields if f.role is not None)
-        return ObservationRoles(tuple(images), tuple(states), tuple(texts))
-
-    # -- wire -------------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        """The canonical wire form ``{"observation": ..., "action": ...}`` (ADP-44/46)."""
-        from ._codec import env_tags_to_dict
-
-        return env_tags_to_dict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EnvTags:
-        """Parse the wire form through the strict door (ADP-54).
-
-        Raises:
-            AdapterResolutionError: malformed or unknown content (a ``ValueError``).
-        """
-        from ._codec_parse import env_tags_from_dict
-
-        return env_tags_from_dict(data, strict=True)
-
-    # -- value semantics -------------------------------------------------------------
-    def _key(self) -> Any:
-        return (node_key(self._observation), self._action)
-
-    def __reduce__(self) -> Any:
-        return (EnvTags._unchecked, (self._observation, self._action))
-
-    def __repr__(self) -> str:
-        return f"EnvTags(observation={self._observation!r}, action={self._action!r})"
-
-
-_ = (IMAGE_PRIMARY, EEF_POS, ACTION_DELTA_POS, Actuator)  # names used by the doctests
+_ = EEF_POS  # a name used by the doctests

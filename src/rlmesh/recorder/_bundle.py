@@ -12,15 +12,16 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ._capture import warn
+from ._html import build_index
+from ._reader import Bundle, open_bundle, safe_rel
 from ._records import ResultSet, sanitize_name
 
-__all__ = ["Bundle", "bundle_files", "merge", "open_bundle", "write_bundle"]
+__all__ = ["Bundle", "archive_mode", "bundle_files", "merge", "open_bundle", "write_bundle"]
 
 _TEXT_SUFFIXES = (".json", ".jsonl", ".html")
 
@@ -36,24 +37,14 @@ def bundle_files(document: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _safe_rel(rel: str) -> PurePosixPath:
-    """A bundle-relative path that stays inside the bundle."""
-    p = PurePosixPath(rel)
-    if p.is_absolute() or ".." in p.parts or not p.parts or "\x00" in rel:
-        raise ValueError(f"bundle path {rel!r} escapes the bundle")
-    return p
-
-
 def write_bundle(target: Path, document: dict[str, Any], staging: Path | None, *, as_zip: bool) -> Path:
     """Write ``document`` and the staged files it names to ``target`` (a folder or a zip)."""
-    from ._html import build_index
-
     files = bundle_files(document)
 
     def local(rel: str) -> Path | None:
         if staging is None:
             return None
-        path = staging / _safe_rel(rel)
+        path = staging / safe_rel(rel)
         return path if path.is_file() else None
 
     missing = [rel for rel in files if local(rel) is None]
@@ -106,7 +97,7 @@ def write_bundle(target: Path, document: dict[str, Any], staging: Path | None, *
         path = local(rel)
         if path is None:
             continue
-        dest = target / _safe_rel(rel)
+        dest = target / safe_rel(rel)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, dest)
     (target / "result.json").write_text(result_json, "utf-8")
@@ -114,61 +105,19 @@ def write_bundle(target: Path, document: dict[str, Any], staging: Path | None, *
     return target
 
 
-class Bundle:
-    """An exported bundle opened for reading (a folder or a zip)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._zip: zipfile.ZipFile | None = None
-        if path.is_dir():
-            if not (path / "result.json").is_file():
-                raise FileNotFoundError(f"{path} is not an rlmesh bundle: no result.json")
-        elif zipfile.is_zipfile(path):
-            self._zip = zipfile.ZipFile(path)
-        else:
-            raise FileNotFoundError(f"{path} is neither a bundle folder nor a zip bundle")
-
-    def read(self, rel: str) -> bytes:
-        """The bytes of a bundle-relative file."""
-        p = _safe_rel(rel)
-        if self._zip is not None:
-            return self._zip.read(str(p))
-        return (self.path / p).read_bytes()
-
-    def document(self) -> dict[str, Any]:
-        """The parsed ``result.json``."""
-        doc = json.loads(self.read("result.json"))
-        if not isinstance(doc, dict):
-            raise ValueError(f"{self.path}: result.json is not a JSON object")
-        return doc
-
-    def copy_to(self, rel: str, dest: Path) -> bool:
-        """Copy a bundle file to ``dest``; ``False`` when the bundle lacks it."""
-        p = _safe_rel(rel)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            if self._zip is not None:
-                with self._zip.open(str(p)) as src, open(dest, "wb") as out:
-                    shutil.copyfileobj(src, out, 1 << 20)
-            else:
-                shutil.copyfile(self.path / p, dest)
-        except (KeyError, OSError):
+def archive_mode(archive: bool | str | None, path: Path) -> bool:
+    """Whether ``archive`` (``Recorder.export`` / ``merge``) means a zip for ``path`` (REC-9)."""
+    if archive is None:
+        return path.suffix.lower() == ".zip"
+    if archive is True or archive is False:
+        return archive
+    if isinstance(archive, str):
+        mode = archive.strip().lower()
+        if mode == "zip":
+            return True
+        if mode in ("folder", "dir"):
             return False
-        return True
-
-    def close(self) -> None:
-        if self._zip is not None:
-            self._zip.close()
-
-
-@contextmanager
-def open_bundle(path: Any) -> Iterator[Bundle]:
-    """Open an exported bundle (folder or zip) for reading."""
-    bundle = Bundle(Path(path))
-    try:
-        yield bundle
-    finally:
-        bundle.close()
+    raise ValueError(f"archive must be True/'zip', False/'folder'/'dir' or None; got {archive!r}")
 
 
 def merge(
@@ -199,13 +148,11 @@ def merge(
     Raises:
         ValueError: no bundles, or one is not an ``rlmesh.result.v1`` bundle.
     """
-    from ._recorder import _archive_mode
-
     sources = [Path(b) for b in bundles]
     if not sources:
         raise ValueError("merge() needs at least one bundle")
     target = Path(path)
-    as_zip = _archive_mode(archive, target)
+    as_zip = archive_mode(archive, target)
     merged = ResultSet(result_set_id or "")
     keyed: dict[tuple[str, str, str, str], int] = {}
     staging = Path(tempfile.mkdtemp(prefix="rlmesh-recorder-merge-"))
@@ -232,12 +179,12 @@ def merge(
                         media = []
                         for m in ep.media:
                             rel = f"{ep_dir}/{PurePosixPath(m.path).name}"
-                            if bundle.copy_to(m.path, staging / _safe_rel(rel)):
+                            if bundle.copy_to(m.path, staging / safe_rel(rel)):
                                 media.append(_replace(m, path=rel))
                             else:
                                 warn(f"recorder.merge: {src}: {m.path} is missing; dropped")
                         step_log = None
-                        if ep.step_log and bundle.copy_to(ep.step_log, staging / _safe_rel(f"{ep_dir}/steps.jsonl")):
+                        if ep.step_log and bundle.copy_to(ep.step_log, staging / safe_rel(f"{ep_dir}/steps.jsonl")):
                             step_log = f"{ep_dir}/steps.jsonl"
                         into.episodes.append(_replace(ep, index=index, media=tuple(media), step_log=step_log))
         return write_bundle(target, merged.to_dict(recorded_at=recorded_at), staging, as_zip=as_zip)

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._metadata import sanitize_metadata
+from ..adapters import Image
 from ..eval._hooks import RunHooks
+from ..view._sources import discover_sources, normalize_frame, render_thunk
 from ._encode import VideoWriter
 from ._records import MediaRef, WorkloadRecord, sanitize_name
 
@@ -119,9 +121,7 @@ class _Camera:
 
 def _resolve_cameras(context: Any, cameras: Sequence[str] | None) -> list[_Camera]:
     """Discovery (``None``) or the explicit names, through the viewer's sources (VIEW-3, REC-3)."""
-    from ..view import _sources as sources
-
-    found = sources.discover_sources(context)
+    found = discover_sources(context)
     if cameras is None:
         return [_Camera(s.label, s.fetch) for s in found]
     by_label = {s.label: s for s in found}
@@ -132,14 +132,12 @@ def _resolve_cameras(context: Any, cameras: Sequence[str] | None) -> list[_Camer
             out.append(_Camera(name, by_label[name].fetch))
         elif name in ("render", "render()"):
             env = getattr(getattr(context, "_conn", None), "env", None)
-            thunk = sources.render_thunk(env)
+            thunk = render_thunk(env)
             if thunk is None:
                 out.append(_Camera(name, _no_render, explicit_role=True))
             else:
                 out.append(_Camera(name, _render_fetch(thunk)))
         else:
-            from ..adapters import Image
-
             item = Image(name, layout="hwc")
             out.append(_Camera(name, _role_fetch(context.read, item), explicit_role=True))
     return out
@@ -244,9 +242,7 @@ class CaptureHooks(RunHooks):
         if lanes > 1:
             wanted = self._cameras_arg
             if wanted is None:
-                from ..view import _sources as sources
-
-                wanted = tuple(s.label for s in sources.discover_sources(self._context))
+                wanted = tuple(s.label for s in discover_sources(self._context))
             if wanted:
                 raise ValueError(
                     f"recorder captures frames from a single env: this env drives num_envs={lanes} "
@@ -303,8 +299,6 @@ class CaptureHooks(RunHooks):
             self._log(ep, event)
 
     def _frame(self, ep: _Episode, cam: _Camera, event: StepEvent) -> None:
-        from ..view._sources import normalize_frame
-
         try:
             frame = normalize_frame(cam.fetch(event.observation, 0))
         except Exception as exc:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._bundle import archive_mode, write_bundle
 from ._capture import CaptureHooks, parse_record, warn
 from ._encode import CODECS, EncoderProcess, EncoderSpec, VideoWriter, encoder_spec
 from ._records import EpisodeRecord, MediaRef, ResultSet, WorkloadRecord
@@ -323,10 +324,8 @@ class Recorder:
             FileExistsError: the destination is not a bundle this would safely replace.
             RuntimeError: the recorder was closed and its staged media are gone.
         """
-        from ._bundle import write_bundle
-
         target = Path(path)
-        as_zip = _archive_mode(archive, target)
+        as_zip = archive_mode(archive, target)
         document = self.to_dict(recorded_at=recorded_at)
         if self._closed and self._has_media():
             raise RuntimeError(
@@ -368,17 +367,3 @@ def _release(owned: dict[str, Any]) -> None:
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
-
-
-def _archive_mode(archive: bool | str | None, path: Path) -> bool:
-    if archive is None:
-        return path.suffix.lower() == ".zip"
-    if archive is True or archive is False:
-        return archive
-    if isinstance(archive, str):
-        mode = archive.strip().lower()
-        if mode == "zip":
-            return True
-        if mode in ("folder", "dir"):
-            return False
-    raise ValueError(f"archive must be True/'zip', False/'folder'/'dir' or None; got {archive!r}")

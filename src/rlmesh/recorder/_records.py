@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._reader import open_bundle
+
 __all__ = [
     "SCHEMA",
     "EpisodeRecord",
@@ -317,7 +319,5 @@ class ResultSet:
     @classmethod
     def load(cls, path: Any) -> ResultSet:
         """Read the document of an exported bundle (a folder or a ``.zip``)."""
-        from ._bundle import open_bundle
-
         with open_bundle(path) as bundle:
             return cls.from_dict(bundle.document())

@@ -28,6 +28,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..serve import EnvServer
+from ..serve._cli import load_env_target
+
 __all__ = ["main"]
 
 USAGE = "usage: python -m rlmesh.sandbox._bootstrap [bootstrap.json]  (or set RLMESH_BOOTSTRAP_JSON)"
@@ -128,8 +131,6 @@ class LaneSeeds:
 
 def build_target(spec: dict[str, Any]) -> tuple[Any, Any]:
     """``(env_or_lanes, factory)`` for a bootstrap spec, after the env-var overrides."""
-    from ..serve._cli import load_env_target
-
     num_envs = int(os.environ.get("RLMESH_NUM_ENVS") or spec.get("num_envs") or 1)
     mode = os.environ.get("RLMESH_VECTORIZATION_MODE") or spec.get("vectorization_mode") or None
     kwargs = dict(spec.get("kwargs") or {})
@@ -192,8 +193,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     print("rlmesh sandbox: make() running", file=sys.stderr, flush=True)
     env, factory = build_target(spec)
-    from ..serve import EnvServer
-
     address = os.environ.get("RLMESH_ADDRESS") or f"0.0.0.0:{os.environ.get('RLMESH_PORT', '50051')}"
     server = EnvServer(
         env,

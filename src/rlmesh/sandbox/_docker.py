@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConnectFailed, RequestTimeout
+from ..serve import ping
 from ._errors import DockerUnavailable, SandboxBuildError, SandboxError, SandboxStartError
 from ._options import SandboxRuntime
 from ._plan import CONTAINER_PORT, BuildPlan
@@ -382,9 +384,6 @@ def start_container(
 
 def wait_ready(handle: Any, deadline: float, timeout: float, *, hint: str = "") -> None:
     """SBX-17: ping until the server answers; fail fast when it exited; name the timeout otherwise."""
-    from ..client._probe import ping
-    from ..errors import ConnectFailed, RequestTimeout
-
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:

@@ -16,6 +16,7 @@ from typing import Any
 from ..client._env import RemoteEnv, RemoteVectorEnv
 from ..errors import ConnectionLost, SessionClosed
 from ._errors import SandboxCrashed, SandboxStartError
+from ._launch import check_timeout, start_env_sandbox
 from ._options import SandboxBuild, SandboxInfo, SandboxRuntime
 
 __all__ = ["SandboxEnv", "SandboxVectorEnv", "ScalarSandbox", "VectorSandbox"]
@@ -41,8 +42,6 @@ class _SandboxMixin:
         connect_timeout_seconds: float,
         params: dict[str, Any],
     ) -> None:
-        from ._launch import check_timeout, start_env_sandbox  # lazily: `import rlmesh` stays light
-
         started = time.monotonic()
         timeout = check_timeout(connect_timeout_seconds)
         handle, info = start_env_sandbox(

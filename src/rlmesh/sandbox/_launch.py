@@ -18,9 +18,10 @@ from typing import Any
 from ._docker import DockerCLI, build_image, start_container
 from ._errors import DockerUnavailable
 from ._options import SandboxBuild, SandboxInfo, SandboxRuntime, binding_json, check_params
-from ._plan import make_plan
+from ._plan import make_plan, sanitize_slug
 from ._progress import Progress
 from ._source import Source, classify_env_source
+from ._venv import ensure_venv, start_server
 
 __all__ = ["BACKENDS", "choose_backend", "start_env_sandbox"]
 
@@ -147,8 +148,6 @@ def _start_build(
                 hint=hint,
             )
             return handle, plan.resolved_source()
-        from ._venv import ensure_venv, start_server
-
         root = ensure_venv(plan, progress)
         boot = plan.bootstrap_spec(kwargs=kwargs, num_envs=num_envs, vectorization_mode=mode, source_dir=str(root / "source"))
         server = start_server(root, boot, env={}, connect_timeout_seconds=timeout, progress=progress, label=plan.venv_name)
@@ -189,8 +188,6 @@ def _start_prebuilt(
             raise
         except Exception as exc:
             raise ValueError(f"image {src.value!r} is not available locally and could not be pulled: {exc}") from None
-    from ._plan import sanitize_slug
-
     return start_container(
         cli,
         src.value,

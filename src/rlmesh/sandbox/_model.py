@@ -13,7 +13,14 @@ import json
 from typing import Any
 
 from ..client._model import RemoteModel, RemoteRoute
+from ..eval._api import _check_view, run as run_eval
+from ..eval._session import Session
+from ..eval._targets import classify_target
+from ._docker import DockerCLI, start_container
+from ._launch import check_timeout, prebuilt_env
 from ._options import SandboxRuntime, binding_json, check_params
+from ._plan import sanitize_slug
+from ._progress import Progress
 from ._source import classify_model_source
 
 __all__ = ["SandboxModel"]
@@ -80,11 +87,6 @@ class SandboxModel:
         """Start the container and wait until the model answers (idempotent); returns ``self``."""
         if self._handle is not None:
             return self
-        from ._docker import DockerCLI, start_container
-        from ._launch import check_timeout, prebuilt_env
-        from ._plan import sanitize_slug
-        from ._progress import Progress
-
         timeout = check_timeout(connect_timeout_seconds)
         cli = DockerCLI()
         cli.ensure_daemon()
@@ -140,10 +142,6 @@ class SandboxModel:
             raise ValueError("a sandboxed model rejects trust_entrypoints=; the container decides what it loads")
         if isinstance(execution_horizon, bool) or not isinstance(execution_horizon, int) or execution_horizon < 1:
             raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
-        from ..eval._api import _check_view
-        from ..eval._session import Session
-        from ..eval._targets import classify_target
-
         view_cfg = _check_view(view)
         kind = classify_target(env)
         started_here = self._handle is None
@@ -168,9 +166,7 @@ class SandboxModel:
 
     def run(self, env: Any, **kwargs: Any) -> Any:
         """``rlmesh.run(self, env, **kwargs)``."""
-        from ..eval._api import run
-
-        return run(self, env, **kwargs)
+        return run_eval(self, env, **kwargs)
 
     def __enter__(self) -> SandboxModel:
         return self.serve()

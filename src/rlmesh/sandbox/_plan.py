@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._hf import materialize
 from ._options import SandboxBuild
-from ._source import Source
+from ._source import Source, parse_hf
 from ._wheel import build_wheel
 
 __all__ = ["DEFAULT_BASE_IMAGE", "SCHEMA_VERSION", "BuildPlan", "make_plan", "sanitize_slug"]
@@ -113,8 +114,6 @@ class BuildPlan:
     @property
     def slug(self) -> str:
         if self.source.kind == "hf":
-            from ._source import parse_hf
-
             return sanitize_slug(parse_hf(self.source.value).slug)
         return sanitize_slug(self.source.value)
 
@@ -150,8 +149,6 @@ class BuildPlan:
             "vectorization_mode": vectorization_mode,
         }
         if self.source.kind == "hf":
-            from ._source import parse_hf
-
             ref = parse_hf(self.source.value)
             spec.update(kind="hf", source_subdir=source_dir, suite=ref.suite, task=ref.task)
         else:
@@ -256,8 +253,6 @@ def make_plan(source: Source, build: SandboxBuild, workdir: Path) -> BuildPlan:
         if "://" not in req and (os.sep in req or req.endswith((".whl", ".tar.gz", ".zip"))) and Path(req).expanduser().is_file():
             plan.local_files[req] = _sha256_file(Path(req).expanduser())
     if source.kind == "hf":
-        from ._hf import materialize
-
         if not build.trust_remote_code:
             raise ValueError(
                 f"{source.requested!r} runs the repository's env.py; pass build=SandboxBuild(trust_remote_code=True) "

@@ -31,8 +31,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ._docker import wait_ready
 from ._errors import SandboxBuildError, SandboxStartError
-from ._plan import BuildPlan
+from ._plan import BuildPlan, host_ca_bundle
 
 __all__ = ["ServerProcess", "cache_dir", "ensure_venv", "find_uv", "start_server"]
 
@@ -94,8 +95,6 @@ def _run_logged(argv: list[str], log: Path, timeout: float, what: str, env: Mapp
 
 def _installer_env() -> dict[str, str]:
     """uv does not read pip's config: hand it the CA bundle pip trusts on this host."""
-    from ._plan import host_ca_bundle
-
     env: dict[str, str] = {}
     ca = host_ca_bundle()
     if ca is not None and "SSL_CERT_FILE" not in os.environ:
@@ -213,8 +212,6 @@ def start_server(
     label: str,
 ) -> ServerProcess:
     """Spawn the bootstrap in the venv on a fresh unix socket; return once it answers a ping."""
-    from ._docker import wait_ready
-
     deadline = time.monotonic() + connect_timeout_seconds
     rundir = Path(tempfile.mkdtemp(prefix="rlmsbx-"))
     sock, ready, log = rundir / "env.sock", rundir / "ready", rundir / "server.log"

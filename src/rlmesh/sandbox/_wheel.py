@@ -16,6 +16,8 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
+from .._build import VERSION
+
 __all__ = ["build_wheel", "wheel_name"]
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -23,9 +25,7 @@ _SKIP_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dylib")
 
 
 def _version() -> str:
-    from .. import __version__
-
-    return __version__
+    return VERSION  # == rlmesh.__version__
 
 
 def wheel_name() -> str:
@@ -62,9 +62,7 @@ def _metadata_text(version: str) -> str:
 
 def build_wheel(dest_dir: Path) -> Path:
     """Write ``rlmesh-<version>-py3-none-any.whl`` of the running package into ``dest_dir``."""
-    import rlmesh
-
-    root = Path(rlmesh.__file__).resolve().parent
+    root = Path(__file__).resolve().parent.parent  # the rlmesh package directory
     version = _version()
     dist_info = f"rlmesh-{version}.dist-info"
     entries: list[tuple[str, bytes]] = []

@@ -26,33 +26,16 @@ Two mappings need a convention:
 
 from __future__ import annotations
 
-import string
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
-from .._dtypes import FLOAT_DTYPES, dtype_name, np_dtype
-from ..errors import DependencyMissing
+from .._dtypes import FLOAT_DTYPES, dtype_name
 from ._space import Space, space_from_spec
 from ._spec import SpaceSpec
+from ._to_gym import _gym_from_spec, _gym_spaces
 
 __all__ = ["as_spec", "from_gymnasium_space", "to_gymnasium_space"]
-
-
-def _gym_spaces() -> Any:
-    """``gymnasium.spaces``, falling back to ``gym.spaces`` (GYM-1)."""
-    try:
-        import gymnasium.spaces as spaces
-    except ImportError:
-        try:
-            import gym.spaces as spaces  # type: ignore[no-redef]
-        except ImportError:
-            raise DependencyMissing(
-                'Gymnasium conversion requires gymnasium. Install it with: pip install "rlmesh[gymnasium]"',
-                name="gymnasium",
-            ) from None
-    return spaces
 
 
 def _alphanumeric() -> frozenset[str]:
@@ -145,84 +128,6 @@ def from_gymnasium_space(space: Any, *, bridge: Any = None) -> Space:
 
 
 # -- rlmesh -> Gymnasium ----------------------------------------------------------------
-
-
-def _gym_from_spec(spec: SpaceSpec, gs: Any) -> Any:
-    kind, d = spec.kind, spec._d
-    if kind == "box":
-        return _box_to_gym(spec, gs)
-    if kind == "discrete":
-        dt = np.dtype(np_dtype(spec.dtype).type)
-        n, start = d["n"], d["start"]
-        if n <= np.iinfo(dt).max:
-            return gs.Discrete(n, start=start, dtype=dt.type)
-        # Gymnasium stores n in the dtype, so Discrete(256, dtype=uint8) needs a wider n;
-        # the space's values still fit, and its dtype stays the real one.
-        space = gs.Discrete(_widen(n, start, spec), start=start, dtype=np.int64)
-        space.dtype = dt
-        return space
-    if kind == "multi_binary":
-        dims = spec.shape
-        space = gs.MultiBinary(dims[0] if len(dims) == 1 else dims)
-        if space.dtype != np_dtype(spec.dtype):
-            space.dtype = np.dtype(
-                np_dtype(spec.dtype).type
-            )  # keep the real dtype (module docstring)
-        return space
-    if kind == "multi_discrete":
-        dt = np.dtype(np_dtype(spec.dtype).type)
-        nvec_o = np.asarray(d["nvec"], dtype=object)
-        start_o = np.broadcast_to(np.asarray(d.get("start", 0), dtype=object), nvec_o.shape)
-        if (nvec_o <= np.iinfo(dt).max).all():
-            start = np.asarray(d["start"], dtype=dt) if "start" in d else None
-            return gs.MultiDiscrete(nvec_o.astype(dt), dtype=dt.type, start=start)
-        # As for Discrete: widen nvec, keep the dtype.
-        for n, s in zip(nvec_o.reshape(-1), start_o.reshape(-1), strict=True):
-            _widen(n, s, spec)
-        space = gs.MultiDiscrete(
-            nvec_o.astype(np.int64), dtype=np.int64, start=start_o.astype(np.int64)
-        )
-        space.dtype = dt
-        return space
-    if kind == "text":
-        charset: Any = d["charset"] or string.printable  # unrestricted -> printable (GYM-7, CNF2-A2)
-        return gs.Text(d["max_length"], min_length=d["min_length"], charset=charset)
-    if kind == "dict":
-        # An OrderedDict is never re-sorted by Gymnasium: declared order survives (OPP-12).
-        return gs.Dict(OrderedDict((k, _gym_from_spec(v, gs)) for k, v in spec._children()))
-    return gs.Tuple(tuple(_gym_from_spec(v, gs) for _, v in spec._children()))
-
-
-def _widen(n: int, start: int, spec: SpaceSpec) -> int:
-    info = np.iinfo(np.int64)
-    if n > info.max or start < info.min or start > info.max:
-        raise ValueError(
-            f"{spec!r} cannot be represented as a Gymnasium space: its counts or offsets do not fit int64"
-        )
-    return n
-
-
-def _box_to_gym(spec: SpaceSpec, gs: Any) -> Any:
-    shape = tuple(spec.shape)
-    dt = np_dtype(spec.dtype)
-    lo, hi = spec._bounds_arrays()
-    if spec.dtype in FLOAT_DTYPES:
-        if lo is None:
-            lo, hi = -np.inf, np.inf
-        with np.errstate(over="ignore"):
-            low = np.broadcast_to(np.asarray(lo, dtype=np.float64), shape).astype(dt)
-            high = np.broadcast_to(np.asarray(hi, dtype=np.float64), shape).astype(dt)
-    elif lo is None:
-        if spec.dtype == "bool":
-            low, high = np.zeros(shape, dtype=np.bool_), np.ones(shape, dtype=np.bool_)
-        else:
-            info = np.iinfo(dt)
-            low, high = np.full(shape, info.min, dtype=dt), np.full(shape, info.max, dtype=dt)
-    else:
-        low = np.broadcast_to(lo, shape).astype(dt)
-        high = np.broadcast_to(hi, shape).astype(dt)
-    native = np.dtype(dt.type)  # Gymnasium wants native byte order
-    return gs.Box(low=low.astype(native), high=high.astype(native), shape=shape, dtype=native.type)
 
 
 def to_gymnasium_space(space: Any) -> Any:

@@ -16,11 +16,11 @@ import numpy as np
 
 from .._bridge import Bridge, resolve_bridge
 from ._sample import check_seed, compile_sampler, new_seed
-from ._spec import SpaceSpec
+from ._spec import WRAPPERS, SpaceSpec, wrapper_class
+from ._to_gym import gym_space_of
+from ._values import compile_encoder, compile_range_check
 
 __all__ = ["Space", "space_from_spec"]
-
-_REGISTRY: dict[str, type[Space]] = {}
 
 
 class Space:
@@ -54,7 +54,7 @@ class Space:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.kind_name:
-            _REGISTRY[cls.kind_name] = cls
+            WRAPPERS[cls.kind_name] = cls
 
     def _init(self, spec: SpaceSpec, bridge: Any = None) -> None:
         self._spec = spec
@@ -123,8 +123,6 @@ class Space:
     def contains(self, value: Any) -> bool:
         """Whether ``value`` is a member: it encodes, is well-formed and within range (SPC-73)."""
         if self._encode is None:
-            from ._values import compile_encoder, compile_range_check
-
             self._encode = compile_encoder(self._spec)
             self._range = compile_range_check(self._spec)
         try:
@@ -141,9 +139,7 @@ class Space:
 
     def to_gymnasium_space(self) -> Any:
         """The equivalent Gymnasium space (needs ``rlmesh[gymnasium]``)."""
-        from ._gym import to_gymnasium_space
-
-        return to_gymnasium_space(self._spec)
+        return gym_space_of(self._spec)
 
     # -- identity ---------------------------------------------------------------------
 
@@ -203,10 +199,7 @@ def space_from_spec(spec: SpaceSpec | Mapping[str, Any] | Space, *, bridge: Any 
         spec = SpaceSpec._from_dict(spec)
     elif not isinstance(spec, SpaceSpec):
         raise TypeError(f"space_from_spec expects a SpaceSpec, got {type(spec).__name__}")
-    try:
-        cls = _REGISTRY[spec.kind]
-    except KeyError:
-        raise ValueError(f"unsupported RLMesh space kind: {spec.kind!r}") from None
+    cls: type[Space] = wrapper_class(spec.kind)
     return cls._from_spec(spec, bridge)
 
 

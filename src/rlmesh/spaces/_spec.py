@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import INTEGER_DTYPES, dtype_name, np_dtype
+from ._repr import spec_repr
+from ._to_gym import gym_space_of
 
 __all__ = ["KINDS", "SpaceSpec"]
 
@@ -28,6 +30,23 @@ KINDS = ("box", "discrete", "multi_binary", "multi_discrete", "text", "dict", "t
 _COMPOSITE_DTYPE = "float32"  # what upstream reports for Dict/Tuple (SPC-5, DEC-6)
 _TEXT_DTYPE = "uint8"  # SPC-50
 _MULTI_BINARY_DTYPES = ("bool", "uint8", "int8")  # SPC-31
+
+#: The wrapper class of each kind (``"box"`` -> ``Box`` ...). Each ``Space`` subclass enters
+#: itself when it is defined (``rlmesh.spaces`` defines them all on import), so a spec builds
+#: its wrapper without importing the wrapper modules, which sit above this one.
+WRAPPERS: dict[str, Any] = {}
+
+
+def wrapper_class(kind: str) -> Any:
+    """The ``Space`` subclass of ``kind``.
+
+    Raises:
+        ValueError: an unknown space kind (``"unsupported RLMesh space kind: ..."``).
+    """
+    try:
+        return WRAPPERS[kind]
+    except KeyError:
+        raise ValueError(f"unsupported RLMesh space kind: {kind!r}") from None
 
 
 def _shape(shape: Any, *, kind: str, allow_rank0: bool) -> tuple[int, ...]:
@@ -490,15 +509,11 @@ class SpaceSpec:
 
     def to_space(self) -> Any:
         """The native sampler/validator wrapper for this spec."""
-        from . import space_from_spec
-
-        return space_from_spec(self)
+        return wrapper_class(self._kind)._from_spec(self, None)
 
     def to_gym_space(self) -> Any:
         """A best-effort Gymnasium space for this spec (needs ``rlmesh[gymnasium]``)."""
-        from . import to_gymnasium_space
-
-        return to_gymnasium_space(self)
+        return gym_space_of(self)
 
     # -- identity -----------------------------------------------------------------
 
@@ -523,8 +538,6 @@ class SpaceSpec:
         return (SpaceSpec._from_dict, (self._to_dict(),))
 
     def __repr__(self) -> str:
-        from ._repr import spec_repr
-
         return spec_repr(self)
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -14,6 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..eval._view import View
+from ._open import open_viewer
+from ._sources import FrameSource
+from ._synthetic import demo_frame
+
 __all__ = ["main"]
 
 
@@ -34,11 +39,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-frames", action="store_true", help="HUD only, no picture")
     p.add_argument("--host", default="127.0.0.1", help="address the page binds (non-loopback needs the printed token)")
     args = p.parse_args(list(argv) if argv is not None else None)
-
-    from ..eval._view import View
-    from . import open_viewer
-    from ._sources import FrameSource
-    from ._synthetic import demo_frame
 
     if args.fps < 1 or args.frames < 0:
         print("[viewtest] --fps must be >= 1 and --frames >= 0", file=sys.stderr)

@@ -38,6 +38,7 @@ from typing import Any
 
 from ._core import Viewer, ViewerError
 from ._encode import make_encoder
+from ._page import PAGE
 
 __all__ = ["FRAME_HEADER", "HttpBackend", "is_loopback", "ssh_hint"]
 
@@ -322,8 +323,6 @@ class HttpBackend:
 
     async def _index(self, request: Any) -> Any:
         from aiohttp import web
-
-        from ._page import PAGE
 
         return web.Response(text=PAGE, content_type="text/html", charset="utf-8")
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from ._core import Viewer, ViewerError, warn_view
 from ._sources import discover_sources, select_index
+from ._terminal import TerminalBackend
 
 __all__ = ["NO_SOURCES", "open_viewer"]
 
@@ -31,7 +32,7 @@ def open_viewer(cfg: Any, context: Any, *, route: Any = None, sources: Any = Non
         http = None
         if cfg.backend in ("http", "both"):
             try:
-                from ._http import HttpBackend
+                from ._http import HttpBackend  # asyncio + aiohttp: loaded only when asked for
 
                 http = HttpBackend(
                     viewer,
@@ -51,8 +52,6 @@ def open_viewer(cfg: Any, context: Any, *, route: Any = None, sources: Any = Non
                 http = None
         if cfg.backend in ("terminal", "both"):
             try:
-                from ._terminal import TerminalBackend
-
                 term = TerminalBackend(viewer)
                 if http is not None:
                     http.announce()  # before the terminal switches to its alternate screen

@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from .._keys import ENV_TAGS_KEY
+from ..adapters import Image, observation_roles
 
 __all__ = [
     "FrameSource",
@@ -281,9 +282,7 @@ def _declared_image_roles(contract: Any) -> tuple[str, ...]:
     if not isinstance(metadata, Mapping) or metadata.get(_TAGS_KEY) is None:
         return ()
     try:
-        from .. import adapters
-
-        return tuple(adapters.observation_roles(metadata).images)
+        return tuple(observation_roles(metadata).images)
     except Exception:
         return ()
 
@@ -339,8 +338,6 @@ def discover_sources(context: Any, *, env: Any = None, leaves: bool = True) -> t
 
             out.append(FrameSource(label, "render", "render", fetch_render, fetch_all))
     if roles:
-        from ..adapters import Image
-
         read = context.read
         for role in roles:
             item = Image(role, layout="hwc")

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..spaces import Box, Dict
+
 __all__ = ["COUNTER_BITS", "CounterEnv", "counter_frame", "demo_frame", "read_counter"]
 
 COUNTER_BITS = 24
@@ -76,8 +78,6 @@ class CounterEnv:
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}
 
     def __init__(self, width: int = 640, height: int = 480, *, cameras: int = 1, episode_steps: int = 1000) -> None:
-        from ..spaces import Box, Dict
-
         self.width, self.height, self.cameras = width, height, cameras
         self.episode_steps = episode_steps
         self.observation_space = Dict(

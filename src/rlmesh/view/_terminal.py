@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ._core import Viewer, ViewerError
+from ._encode import make_encoder
 from ._hud import format_hud
 
 __all__ = ["TerminalBackend", "fit_size", "graphics_protocol", "halfblock_rows", "inline_image", "parse_keys"]
@@ -187,8 +188,6 @@ class TerminalBackend:
         self._png: Any = None
         if self.protocol != "halfblock":
             try:
-                from ._encode import make_encoder
-
                 self._png = make_encoder("png", 100)[0]
             except ImportError:
                 self.protocol = "halfblock"

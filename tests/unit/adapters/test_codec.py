@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import rlmesh.adapters as A
-from rlmesh.adapters._codec_parse import env_tags_from_dict, model_spec_from_dict, unknown_fields
+from rlmesh.adapters._codec_parse import unknown_fields
+from rlmesh.adapters._env_tags import env_tags_from_dict
+from rlmesh.adapters._model_spec import model_spec_from_dict
 
 ACT = A.Action(A.Actuator(A.ACTION_GRIPPER, dim=1))
 

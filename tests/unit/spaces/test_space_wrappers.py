@@ -327,3 +327,35 @@ class TestSpaceBase:
             SpaceSpec._from_dict(Dict({"a": Discrete(2)}).spec._to_dict())._details()["spaces"]["a"]
             == Discrete(2).spec
         )
+
+
+ONE_OF_EACH_KIND = [
+    Box(-1.0, 1.0, (2,)),
+    Discrete(4, start=1),
+    MultiBinary(3),
+    MultiDiscrete([2, 3]),
+    Text(5),
+    Dict({"a": Discrete(2), "b": Box(0.0, 1.0, (1,))}),
+    Tuple([Discrete(2), Text(3)]),
+]
+
+
+@pytest.mark.parametrize("space", ONE_OF_EACH_KIND, ids=lambda s: s.kind)
+def test_spec_to_space_builds_the_wrapper_of_its_kind(space: Space) -> None:  # SPC-2, SPC-72
+    """SpaceSpec.to_space and space_from_spec read the one kind -> wrapper table."""
+    built = space.spec.to_space()
+    assert type(built) is type(space) and built == space
+    assert type(space_from_spec(space.spec)) is type(space)
+
+
+@pytest.mark.parametrize("space", ONE_OF_EACH_KIND, ids=lambda s: s.kind)
+def test_the_three_gymnasium_doors_agree(space: Space) -> None:  # GYM-7
+    """spec.to_gym_space(), space.to_gymnasium_space() and to_gymnasium_space(space) are one conversion."""
+    from conftest import require
+
+    require("gymnasium")
+    from rlmesh.spaces import to_gymnasium_space
+
+    expected = to_gymnasium_space(space)
+    assert space.spec.to_gym_space() == expected
+    assert space.to_gymnasium_space() == expected
