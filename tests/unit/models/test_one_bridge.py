@@ -114,3 +114,24 @@ def test_jax_models_copy_env_arrays_but_clients_may_alias_fresh_buffers() -> Non
     arr[0] = 99.0  # the env writes into its own array after the step
     assert isinstance(model_side, jax.Array) and float(model_side[0]) == 0.0
     assert type(resolve_bridge("jax").decode(np.float32(1.5))) is float
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_local_route_and_a_served_route_hand_the_model_the_same_values(data: Any) -> None:
+    """MOD-1, VAL-6: in-process input == what a ModelServer joins from the wire, for any space kind."""
+    import rlmesh
+    from rlmesh._plan import value_plan
+    from rlmesh.eval._policy import LocalRoute
+    from rlmesh.spaces import Discrete
+
+    spec = data.draw(space_specs())
+    value = data.draw(values_for(spec))
+    plan = value_plan(spec)
+    scalars, segments = plan.pack(value)
+    wire = plan.join(scalars, [np.frombuffer(np.ascontiguousarray(s).tobytes(), np.uint8).copy() for s in segments])
+    contract = types.SimpleNamespace(observation_space=spec, action_space=Discrete(2).spec, num_envs=1)
+    for flavour in (rlmesh.Model, rlmesh.numpy.Model):
+        route = LocalRoute(flavour(lambda obs: 0), instruction=None, trust_entrypoints=None, execution_horizon=1)
+        route.bind(types.SimpleNamespace(contract=contract))
+        assert _shape(route.model_input(value)) == _shape(route.model_input(wire))
