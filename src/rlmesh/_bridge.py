@@ -74,6 +74,8 @@ class Bridge:
     """
 
     name = "base"
+    #: Whether the space encoders take this bridge's values as they are (``encode`` is the identity).
+    host_values = False
     _checked = False
 
     # -- availability ---------------------------------------------------------------
@@ -343,6 +345,7 @@ class _PlainBridge(Bridge):
     """Dependency-free values: ``rlmesh.Tensor`` leaves, ``list[int]`` batched Discrete."""
 
     name = "plain"
+    host_values = True
 
     def _leaf_out(self, arr: np.ndarray[Any, Any]) -> Any:
         if not arr.flags.c_contiguous or arr.dtype.byteorder == ">":
@@ -381,6 +384,7 @@ class _NumpyBridge(Bridge):
     """NumPy values: canonical trees as they are (writable arrays, OPP-20); numpy scalars stay."""
 
     name = "numpy"
+    host_values = True
 
     def _scalar_out(self, x: np.generic) -> Any:
         return x

@@ -95,10 +95,13 @@ class ValuePlan:
         def pack(value: Any) -> tuple[list[Any], list[Any]]:
             return split(encode(to_host(value)))
 
+        def pack_host(value: Any) -> tuple[list[Any], list[Any]]:  # plain/numpy: encode is the identity
+            return split(encode(value))
+
         def unpack(scalars: list[Any], segments: list[Any]) -> Any:
             return decode(join(scalars, segments))
 
-        self.pack: Callable[[Any], tuple[list[Any], list[Any]]] = pack
+        self.pack: Callable[[Any], tuple[list[Any], list[Any]]] = pack_host if bridge.host_values else pack
         self.unpack: Callable[[list[Any], list[Any]], Any] = unpack
 
     @property

@@ -338,7 +338,9 @@ def observation_plan(observation_space: Any) -> Callable[[Any], Any] | None:
 
     A served model receives the canonical tree (the client encodes it for the wire); a
     local route encodes with the same compiled plan, so numpy scalars, lists and tuples
-    reach the model exactly as they would over a connection (VAL-6, MOD-1).
+    reach the model exactly as they would over a connection (VAL-6, MOD-1). An
+    observation that does not fit its space reaches the model as the env returned it:
+    judging it is the env view's business (its validation policy), not the model's.
     """
     if observation_space is None:
         return None
@@ -346,7 +348,15 @@ def observation_plan(observation_space: Any) -> Callable[[Any], Any] | None:
         spec = as_spec(observation_space, "observation_space")
     except TypeError:
         return None  # a space rlmesh cannot carry: the env's own values go through
-    return value_plan(spec).encode
+    encode = value_plan(spec).encode
+
+    def canonical(observation: Any) -> Any:
+        try:
+            return encode(observation)
+        except (ValueError, TypeError, KeyError):
+            return observation
+
+    return canonical
 
 
 class LocalRoute:

@@ -135,3 +135,18 @@ def test_a_local_route_and_a_served_route_hand_the_model_the_same_values(data: A
         route = LocalRoute(flavour(lambda obs: 0), instruction=None, trust_entrypoints=None, execution_horizon=1)
         route.bind(types.SimpleNamespace(contract=contract))
         assert _shape(route.model_input(value)) == _shape(route.model_input(wire))
+
+
+def test_a_local_route_hands_a_nonconforming_observation_over_as_the_env_returned_it() -> None:
+    """Converting is the route's job, judging the env view's: a NaN or a wrong shape is not refused here."""
+    import rlmesh
+    from rlmesh.eval._policy import LocalRoute
+    from rlmesh.spaces import Box, Discrete
+
+    contract = types.SimpleNamespace(observation_space=Box(-1.0, 1.0, (2,)).spec, action_space=Discrete(2).spec, num_envs=1)
+    route = LocalRoute(rlmesh.numpy.Model(lambda obs: 0), instruction=None, trust_entrypoints=None, execution_horizon=1)
+    route.bind(types.SimpleNamespace(contract=contract))
+    nan = np.array([np.nan, 0.0], np.float32)
+    assert route.model_input(nan) is nan
+    assert route.model_input([0.5, 0.25]).dtype == np.float32  # a conforming list becomes the space's array
+    assert route.model_input([1.0, 2.0, 3.0]) == [1.0, 2.0, 3.0]
