@@ -15,6 +15,10 @@ bridge     ndarray leaf becomes                batched Discrete becomes
 ``jax``    ``jax.Array``                       an int array
 =========  ==================================  ===============================
 
+There is one bridge per flavour, and every path converts through it: clients,
+framework serving (``serve/_framework.py``) and the model flavours, whose own
+rules (fusion, de-chunking) are functions over it in ``rlmesh.models._values``.
+
 ``decode(tree)`` walks any tree; ``compile_decoder(spec, lanes=)`` builds a
 per-spec function for the hot path (it alone knows which arrays are batched
 Discrete values). ``encode(value)`` turns framework leaves into something
