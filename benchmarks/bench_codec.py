@@ -12,11 +12,10 @@ from __future__ import annotations
 import numpy as np
 from _common import report, time_loop
 
+from rlmesh._plan import value_plan
 from rlmesh.spaces._spec import SpaceSpec
-from rlmesh.spaces._values import compile_encoder
 from rlmesh.wire import (
     PREFIX_SIZE,
-    ValueCodec,
     decode_header,
     decode_prefix,
     messages as m,
@@ -30,23 +29,22 @@ OBS = {"image": np.random.default_rng(0).integers(0, 256, (224, 224, 3), dtype=n
 
 
 def main() -> dict[str, float]:
-    encoder = compile_encoder(SPEC)
-    codec = ValueCodec(SPEC)
+    plan = value_plan(SPEC)  # encoder + codec + decoder of the space, compiled once
     wire = bytearray()  # stands in for the kernel's socket buffer
-    for b in encode_message(m.StepReply(obs=[]), 1, codec.split(encoder(OBS))[1]):
+    for b in encode_message(m.StepReply(obs=[]), 1, plan.pack(OBS)[1]):
         wire += memoryview(b).cast("B")
     raw = np.frombuffer(bytes(wire), np.uint8)
 
     def encode(_: int) -> object:
-        return encode_message(m.StepReply(obs=[]), 1, codec.split(encoder(OBS))[1])
+        return encode_message(m.StepReply(obs=[]), 1, plan.pack(OBS)[1])
 
     def decode(_: int) -> object:
-        plan = decode_prefix(raw[:PREFIX_SIZE].tobytes())
-        body = new_body(plan)
+        layout = decode_prefix(raw[:PREFIX_SIZE].tobytes())
+        body = new_body(layout)
         body[:] = raw[PREFIX_SIZE:]  # the one copy (recv_into does it in the transport)
-        frame = split_body(plan, body)
+        frame = split_body(layout, body)
         msg = decode_header(frame)
-        return codec.join(msg.obs, frame.segments)
+        return plan.unpack(msg.obs, frame.segments)
 
     payload = bytes(OBS["image"].tobytes() + OBS["state"].tobytes())
 

@@ -19,10 +19,9 @@ from _common import report, time_loop
 from envs import cartpole_lanes
 
 from rlmesh._envview import view_of
+from rlmesh._plan import value_plan
 from rlmesh.serve._driver import Driver
-from rlmesh.spaces._values import compile_encoder
 from rlmesh.wire import messages as m
-from rlmesh.wire.values import ValueCodec
 
 LANES = 16
 
@@ -52,11 +51,10 @@ def driver_loop(env: Any, lanes: int | None, actions: list[Any]) -> Any:
     driver = Driver(view_of(env))
     driver.begin_session()
     driver.reset(m.Reset(seeds=[0] * (lanes or 1)))
-    encode = compile_encoder(driver.view.act_space, lanes=lanes)
-    codec = ValueCodec(driver.view.act_space, lanes)
+    pack = value_plan(driver.view.act_space, lanes=lanes).pack
     requests = []
     for action in actions:
-        scalars, segments = codec.split(encode(action))
+        scalars, segments = pack(action)
         requests.append((m.Step(action=scalars), segments))
     return lambda i: driver.step(*requests[i & 1])
 

@@ -15,6 +15,10 @@ bridge     ndarray leaf becomes                batched Discrete becomes
 ``jax``    ``jax.Array``                       an int array
 =========  ==================================  ===============================
 
+There is one bridge per flavour, and every path converts through it: clients,
+framework serving (``serve/_framework.py``) and the model flavours, whose own
+rules (fusion, de-chunking) are functions over it in ``rlmesh.models._values``.
+
 ``decode(tree)`` walks any tree; ``compile_decoder(spec, lanes=)`` builds a
 per-spec function for the hot path (it alone knows which arrays are batched
 Discrete values). ``encode(value)`` turns framework leaves into something
@@ -74,6 +78,8 @@ class Bridge:
     """
 
     name = "base"
+    #: Whether the space encoders take this bridge's values as they are (``encode`` is the identity).
+    host_values = False
     _checked = False
 
     # -- availability ---------------------------------------------------------------
@@ -107,25 +113,62 @@ class Bridge:
 
     def _split(self, x: Any, n: int, path: str) -> list[Any]:
         shape = getattr(x, "shape", None)
-        if shape is None or len(shape) == 0 or shape[0] != n:
+        if shape is None or len(shape) == 0 or not hasattr(x, "__getitem__"):
             raise ValueError(
-                f"cannot unstack {path}: expected a leading axis of {n}, got shape {shape}"
+                f"cannot split a batched action leaf of type {type(x).__name__} at {path} into {n} "
+                f"lanes; return an array with a leading batch axis n={n} or a list of {n} values"
+            )
+        if shape[0] != n:
+            raise ValueError(
+                f"batched action leaf at {path} has shape {list(shape)}; expected a leading batch axis n={n}"
             )
         return [x[i] for i in range(n)]
 
     # -- trees ----------------------------------------------------------------------
 
-    def decode(self, tree: Any) -> Any:
-        """Map a canonical tree to this bridge's values (array leaves converted)."""
+    def decode(self, tree: Any, *, fresh: bool = True) -> Any:
+        """Map a host value tree to this bridge's values: the one rule set for every path.
+
+        ndarray leaves become this flavour's arrays, numpy scalars become Python
+        scalars (the numpy bridge keeps them), ``rlmesh.Tensor`` leaves become this
+        flavour's arrays (the plain bridge keeps them), mappings become ``dict``,
+        tuples and lists keep their type; anything else (``int``, ``str``, ``None``)
+        passes through.
+
+        Args:
+            tree: a canonical tree, or an env's own value tree.
+            fresh: whether array leaves are fresh buffers nobody else writes to (a
+                client's receive buffer); ``False`` for arrays an env still owns,
+                which a bridge with immutable arrays (jax) then copies.
+        """
+        return self._walk(tree, self._leaf_out if fresh else self._leaf_adopt)
+
+    def _walk(self, tree: Any, leaf: Callable[[Any], Any]) -> Any:
         if isinstance(tree, np.ndarray):
-            return self._leaf_out(tree)
-        if isinstance(tree, dict):
-            return {k: self.decode(v) for k, v in tree.items()}
+            return leaf(tree)
+        if isinstance(tree, Mapping):
+            return {k: self._walk(v, leaf) for k, v in tree.items()}
         if isinstance(tree, tuple):
-            return tuple(self.decode(v) for v in tree)
+            return tuple([self._walk(v, leaf) for v in tree])
         if isinstance(tree, list):
-            return [self.decode(v) for v in tree]
+            return [self._walk(v, leaf) for v in tree]
+        if isinstance(tree, np.generic):
+            return self._scalar_out(tree)
+        if isinstance(tree, Tensor):
+            return self._tensor_out(tree)
         return tree
+
+    def _leaf_adopt(self, arr: np.ndarray[Any, Any]) -> Any:
+        """An array leaf the caller keeps owning (see ``decode(fresh=False)``)."""
+        return self._leaf_out(arr)
+
+    def _scalar_out(self, x: np.generic) -> Any:
+        """A numpy scalar: a Python scalar on every bridge but numpy's (BKD-1, BKD-2)."""
+        return x.item()
+
+    def _tensor_out(self, t: Tensor) -> Any:
+        """An ``rlmesh.Tensor`` leaf (a plain env's value) as this flavour's array."""
+        return self._leaf_out(np.array(t._a, copy=True))
 
     def compile_decoder(self, spec: SpaceSpec, *, lanes: int | None = None) -> Decoder:
         """A function decoding canonical values of ``spec`` (with ``lanes``) quickly."""
@@ -143,62 +186,78 @@ class Bridge:
         return self._leaf_in(tree)
 
     def tree_stack(self, trees: Sequence[Any]) -> Any:
-        """Fuse N identically shaped trees into one with a leading lane axis (BKD-31)."""
+        """Fuse N identically shaped trees into one with a leading lane axis (BKD-31, MOD-32).
+
+        dict -> dict of fused children, list/tuple -> element-wise (type kept),
+        str/bytes leaves -> a per-lane list, other leaves -> this framework's stack.
+
+        Raises:
+            ValueError: no trees; ragged keys, lengths or shapes; a ``None`` leaf.
+        """
         trees = list(trees)
         if not trees:
-            raise ValueError("tree_stack needs at least one tree")
-        return self._stack_tree(trees, "$")
+            raise ValueError("cannot fuse observations across 0 lanes: tree_stack needs at least one tree")
+        return self._stack_tree(trees, len(trees), "$")
 
     def tree_unstack(self, value: Any, n: int) -> list[Any]:
-        """Split a fused tree (leading axis ``n`` everywhere) into ``n`` per-lane trees."""
+        """Split a fused tree (leading axis ``n`` on every leaf) into ``n`` per-lane trees (MOD-32).
+
+        A dict or a tuple whose items all carry the lane axis recurses; any other
+        list/tuple of exactly ``n`` items is taken as the per-lane values.
+
+        Raises:
+            ValueError: a leaf without the leading axis ``n``; a leaf that cannot be split.
+        """
         return self._unstack_tree(value, n, "$")
 
-    def _stack_tree(self, trees: list[Any], path: str) -> Any:
+    def _stack_tree(self, trees: list[Any], n: int, path: str) -> Any:
         first = trees[0]
         if any(t is None for t in trees):
-            raise ValueError(f"cannot stack a None leaf at {path}")
+            raise ValueError(f"cannot fuse a None observation leaf across {n} lanes at {path}")
         if isinstance(first, Mapping):
             keys = list(first)
             for i, t in enumerate(trees):
                 if not isinstance(t, Mapping) or set(t) != set(keys):
                     got = repr(sorted(t)) if isinstance(t, Mapping) else type(t).__name__
                     raise ValueError(
-                        f"cannot stack ragged dicts at {path}: tree {i} has keys {got}, "
-                        f"tree 0 has {sorted(keys)}"
+                        f"cannot fuse observations with ragged keys across {n} lanes at {path}: "
+                        f"lane {i} has keys {got}, lane 0 has {sorted(keys)}"
                     )
-            return {k: self._stack_tree([t[k] for t in trees], f"{path}.{k}") for k in keys}
+            return {k: self._stack_tree([t[k] for t in trees], n, f"{path}.{k}") for k in keys}
         if isinstance(first, (list, tuple)):
             for i, t in enumerate(trees):
                 if not isinstance(t, (list, tuple)) or len(t) != len(first):
-                    n = str(len(t)) if isinstance(t, (list, tuple)) else type(t).__name__
+                    got = str(len(t)) if isinstance(t, (list, tuple)) else type(t).__name__
                     raise ValueError(
-                        f"cannot stack ragged sequences at {path}: tree {i} has {n}, "
-                        f"tree 0 has {len(first)}"
+                        f"cannot fuse ragged container lengths across {n} lanes at {path}: "
+                        f"lane {i} has {got}, lane 0 has {len(first)}"
                     )
-            parts = [
-                self._stack_tree([t[j] for t in trees], f"{path}[{j}]") for j in range(len(first))
-            ]
+            parts = [self._stack_tree([t[j] for t in trees], n, f"{path}[{j}]") for j in range(len(first))]
             return tuple(parts) if isinstance(first, tuple) else parts
         if isinstance(first, (str, bytes)):
             if not all(isinstance(t, (str, bytes)) for t in trees):
-                raise ValueError(f"cannot stack strings with non-strings at {path}")
+                raise ValueError(f"cannot fuse strings with non-strings across {n} lanes at {path}")
             return list(trees)
         return self._stack(trees, path)
 
     def _unstack_tree(self, value: Any, n: int, path: str) -> list[Any]:
-        if value is None:
-            raise ValueError(f"cannot unstack a None leaf at {path}")
         if isinstance(value, Mapping):
             cols = {k: self._unstack_tree(v, n, f"{path}.{k}") for k, v in value.items()}
             return [{k: c[i] for k, c in cols.items()} for i in range(n)]
-        if isinstance(value, list) and value and all(isinstance(x, (str, bytes)) for x in value):
-            if len(value) != n:
-                raise ValueError(f"cannot unstack {path}: expected {n} strings, got {len(value)}")
-            return list(value)
         if isinstance(value, (list, tuple)):
-            parts = [self._unstack_tree(v, n, f"{path}[{j}]") for j, v in enumerate(value)]
-            rows = [[p[i] for p in parts] for i in range(n)]
-            return [tuple(r) for r in rows] if isinstance(value, tuple) else rows
+            if isinstance(value, tuple) and value and all(_has_lanes(v, n) for v in value):
+                parts = [self._unstack_tree(v, n, f"{path}[{j}]") for j, v in enumerate(value)]
+                return [tuple([p[i] for p in parts]) for i in range(n)]
+            if len(value) == n:
+                return list(value)
+            if isinstance(value, list) and value and all(_has_lanes(v, n) for v in value):
+                parts = [self._unstack_tree(v, n, f"{path}[{j}]") for j, v in enumerate(value)]
+                return [[p[i] for p in parts] for i in range(n)]
+            raise ValueError(
+                f"batched action leaf at {path} has {len(value)} entries; expected {n} (one per lane)"
+            )
+        if value is None:
+            raise ValueError(f"cannot split a batched action leaf of type NoneType at {path} into {n} lanes")
         return self._split(value, n, path)
 
     # -- devices --------------------------------------------------------------------
@@ -249,8 +308,19 @@ def _same_shapes(shapes: list[tuple[int, ...]], path: str) -> None:
     for i, s in enumerate(shapes):
         if s != shapes[0]:
             raise ValueError(
-                f"cannot stack ragged shapes at {path}: tree {i} has {list(s)}, tree 0 has {list(shapes[0])}"
+                f"cannot fuse ragged observation leaves across {len(shapes)} lanes at {path}: "
+                f"lane {i} has shape {list(s)}, lane 0 has {list(shapes[0])}"
             )
+
+
+def _has_lanes(x: Any, n: int) -> bool:
+    """Whether ``x`` is a fused child: a container, or an array whose leading axis is ``n``."""
+    if isinstance(x, (Mapping, tuple)):
+        return True
+    if isinstance(x, list):
+        return len(x) == n
+    shape = getattr(x, "shape", None)
+    return shape is not None and len(shape) >= 1 and shape[0] == n
 
 
 def _compile_decoder(bridge: Bridge, spec: SpaceSpec, lanes: int | None) -> Decoder:
@@ -279,6 +349,7 @@ class _PlainBridge(Bridge):
     """Dependency-free values: ``rlmesh.Tensor`` leaves, ``list[int]`` batched Discrete."""
 
     name = "plain"
+    host_values = True
 
     def _leaf_out(self, arr: np.ndarray[Any, Any]) -> Any:
         if not arr.flags.c_contiguous or arr.dtype.byteorder == ">":
@@ -288,24 +359,39 @@ class _PlainBridge(Bridge):
     def _batched_ints_out(self, arr: np.ndarray[Any, Any]) -> Any:
         return arr.tolist()
 
+    def _tensor_out(self, t: Tensor) -> Any:
+        return t
+
     def encode(self, tree: Any) -> Any:
         return tree  # the space encoders take Tensors, arrays and Python values directly
 
     def tree_stack(self, trees: Sequence[Any]) -> Any:
-        """The plain bridge cannot fuse: per-lane values stay a list (BKD-31)."""
+        """The plain bridge cannot fuse: per-lane values stay a list (BKD-31, MOD-32)."""
         return list(trees)
 
     def tree_unstack(self, value: Any, n: int) -> list[Any]:
-        if not isinstance(value, (list, tuple)) or len(value) != n:
-            got = len(value) if isinstance(value, (list, tuple)) else type(value).__name__
-            raise ValueError(f"the plain bridge expects a list of {n} per-lane values, got {got}")
+        """Per-lane values back: exactly ``n`` of them in a list (a dict is refused, MOD-32)."""
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(
+                f"cannot split a batched action leaf of type {type(value).__name__} into {n} lanes; "
+                f"the plain bridge expects a list of {n} per-lane values"
+            )
+        if len(value) != n:
+            raise ValueError(
+                f"a batched corner returned {len(value)} lane values, expected {n}; the plain bridge "
+                f"expects a list of {n} per-lane values (one action per lane)"
+            )
         return list(value)
 
 
 class _NumpyBridge(Bridge):
-    """NumPy values: canonical trees as they are (writable arrays, OPP-20)."""
+    """NumPy values: canonical trees as they are (writable arrays, OPP-20); numpy scalars stay."""
 
     name = "numpy"
+    host_values = True
+
+    def _scalar_out(self, x: np.generic) -> Any:
+        return x
 
     def encode(self, tree: Any) -> Any:
         return tree  # canonical trees and numpy values need no conversion
@@ -580,7 +666,11 @@ class _JaxBridge(Bridge):
             return tree
         return super().encode(tree)
 
-    def decode(self, tree: Any) -> Any:
+    def _leaf_adopt(self, arr: np.ndarray[Any, Any]) -> Any:
+        # A copy: the owner may write into the array later, and a jax array must never change.
+        return jax_wrap_fresh(np.array(arr, copy=True))
+
+    def decode(self, tree: Any, *, fresh: bool = True) -> Any:
         if type(tree) is np.ndarray and tree.ndim == 1 and tree.nbytes <= _JAX_MEMO_MAX_BYTES:
             dt = tree.dtype
             # 64-bit values decode differently with and without x64 mode: keep them apart
@@ -594,7 +684,7 @@ class _JaxBridge(Bridge):
                     memo.clear()
                 memo[key] = hit
             return hit
-        return super().decode(tree)
+        return super().decode(tree, fresh=fresh)
 
     def decode_lanes(self, rewards: Any, terminated: Any, truncated: Any) -> tuple[Any, Any, Any]:
         # One lookup for the step's three lane vectors ("nobody ended, reward 1" repeats);

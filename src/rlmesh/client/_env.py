@@ -25,14 +25,13 @@ from .._bridge import NUMPY, PLAIN, Bridge
 from .._build import resolve_declared_edition
 from .._contract import EnvContract
 from .._ids import uuid7 as new_episode_id
+from .._plan import value_plan
 from ..errors import EnvironmentException, InvalidContract, ProtocolException
 from ..spaces import space_from_spec
 from ..spaces._spec import SpaceSpec
-from ..spaces._values import compile_encoder
 from ..transport import resolve_address
 from ..wire import messages as m
 from ..wire.meta import normalize
-from ..wire.values import ValueCodec
 from ._session import ClientSession, check_timeout
 
 __all__ = ["RemoteEnv", "RemoteVectorEnv"]
@@ -90,11 +89,11 @@ class _RemoteEnvBase:
         self._num_envs = n
         self._autoreset = contract.autoreset_mode if self._vector else "Disabled"
         obs, act = contract.observation_space, contract.action_space
-        self._obs_codec = ValueCodec(obs, self._lanes)
-        self._obs_decode = self._bridge.compile_decoder(obs, lanes=self._lanes)
-        self._act_codec = ValueCodec(act, self._lanes)
-        self._act_encode = compile_encoder(act, lanes=self._lanes)
-        self._n_obs_segments = self._obs_codec.segment_count
+        obs_plan = value_plan(obs, lanes=self._lanes, bridge=self._bridge)
+        self._obs_join = obs_plan.join
+        self._obs_decode = obs_plan.decode
+        self._act_pack = value_plan(act, lanes=self._lanes, bridge=self._bridge).pack
+        self._n_obs_segments = obs_plan.segment_count
         self._episode_ids: list[str] = [""] * n
         self._over = np.zeros(n, dtype=bool)  # lanes whose episode ended and was not restarted
         self._push: dict[int, str] = {}
@@ -227,15 +226,14 @@ class _RemoteEnvBase:
         return self._obs_decode(canonical), info
 
     def _step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        canonical_action = self._act_encode(self._bridge.encode(action))
-        scalars, segments = self._act_codec.split(canonical_action)
+        scalars, segments = self._act_pack(action)
         push, self._push = self._push, {}
         req = m.Step(action=scalars, episode_ids=push, timeout_ms=self._timeout_ms())
         reply, frame = self._session.request(req, segments, timeout=self._request_timeout)
         try:  # a reply that does not decode ends the session (STYLE: an error freezes the state)
             segs = frame.segments
             k = self._n_obs_segments
-            canonical = self._obs_codec.join(reply.obs, segs[:k] if self._vector else segs)
+            canonical = self._obs_join(reply.obs, segs[:k] if self._vector else segs)
             self._last_obs = canonical
             info = dict(reply.info) if reply.info else {}
             self._last_completed = reply.completed
@@ -276,9 +274,9 @@ class _RemoteEnvBase:
 
     def _join_reset(self, reply: Any, frame: Any, env_indices: list[int], count: int) -> Any:
         if env_indices:
-            part = ValueCodec(self._contract.observation_space, count).join(reply.obs, frame.segments)
+            part = value_plan(self._contract.observation_space, lanes=count).join(reply.obs, frame.segments)
             return _merge_lanes(self._last_obs, part, env_indices, self._num_envs)
-        return self._obs_codec.join(reply.obs, frame.segments)
+        return self._obs_join(reply.obs, frame.segments)
 
     def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
         """INFO-3: the env's own key of the same name wins; say so once."""

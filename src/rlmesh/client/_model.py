@@ -14,6 +14,7 @@ from typing import Any
 
 from .._build import resolve_declared_edition
 from .._contract import EnvContract
+from .._plan import value_plan
 from ..errors import (
     AdapterResolutionError,
     EnvironmentException,
@@ -22,11 +23,9 @@ from ..errors import (
     RequestTimeout,
 )
 from ..models._values import to_numpy_tree
-from ..spaces._values import compile_encoder
 from ..transport import resolve_address
 from ..wire import messages as m
 from ..wire.meta import normalize
-from ..wire.values import ValueCodec
 from ._session import ClientSession, check_timeout
 
 __all__ = ["RemoteModel", "RemoteRoute"]
@@ -47,10 +46,8 @@ class RemoteRoute:
         self.session: ClientSession | None = None
         self.adapter_description: str | None = None
         self.lane_episode: dict[int, str] = {}
-        self._obs_codec: ValueCodec | None = None
-        self._obs_encoder: Any = None
-        self._act_codec: ValueCodec | None = None
-        self._decode: Any = None
+        self._obs_pack: Any = None  # value plans, built at bind
+        self._act_unpack: Any = None
 
     # -- binding --------------------------------------------------------------------------
 
@@ -93,12 +90,8 @@ class RemoteRoute:
         self.horizon = reply.horizon
         self.spec_less = reply.spec_less
         self.adapter_description = reply.adapter
-        self._obs_codec = ValueCodec(obs_spec)
-        self._obs_encoder = compile_encoder(obs_spec)
-        self._act_codec = ValueCodec(act_spec)
-        from .._bridge import NUMPY
-
-        self._decode = NUMPY.compile_decoder(act_spec)
+        self._obs_pack = value_plan(obs_spec).pack
+        self._act_unpack = value_plan(act_spec).unpack
 
     # -- episodes ---------------------------------------------------------------------------
 
@@ -118,11 +111,10 @@ class RemoteRoute:
 
     def predict_lane(self, observation: Any, lane: int) -> Any:
         """One raw env observation of one lane -> the env-ready action for it."""
-        assert self._obs_codec is not None and self._act_codec is not None
-        canonical = self._obs_encoder(to_numpy_tree(observation))
-        scalars, segments = self._obs_codec.split(canonical)
+        assert self._obs_pack is not None and self._act_unpack is not None
+        scalars, segments = self._obs_pack(to_numpy_tree(observation))
         reply, frame = self._request(m.Predict(obs=scalars, lane=lane), segments)
-        return self._decode(self._act_codec.join(reply.action, frame.segments))
+        return self._act_unpack(reply.action, frame.segments)
 
     def _request(self, msg: Any, segments: Sequence[Any] = ()) -> tuple[Any, Any]:
         if self.session is None:

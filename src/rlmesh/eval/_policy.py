@@ -23,10 +23,12 @@ from typing import Any
 import numpy as np
 
 from .. import _keys
+from .._plan import value_plan
 from ..errors import AdapterResolutionError
 from ..models._base import ModelBase
 from ..models._context import EpisodeStore
 from ..models._values import split_chunk, to_numpy_tree
+from ..spaces._gym import as_spec
 from ..tensor import Tensor
 from ._sentinels import NO_ADAPTER
 from ._warn import user_stacklevel
@@ -331,6 +333,32 @@ def probe_hidden_state(route: LocalRoute, observation_space: Any) -> None:
         )
 
 
+def observation_plan(observation_space: Any) -> Callable[[Any], Any] | None:
+    """The encoder of one env observation into its canonical tree, or ``None`` without a space.
+
+    A served model receives the canonical tree (the client encodes it for the wire); a
+    local route encodes with the same compiled plan, so numpy scalars, lists and tuples
+    reach the model exactly as they would over a connection (VAL-6, MOD-1). An
+    observation that does not fit its space reaches the model as the env returned it:
+    judging it is the env view's business (its validation policy), not the model's.
+    """
+    if observation_space is None:
+        return None
+    try:
+        spec = as_spec(observation_space, "observation_space")
+    except TypeError:
+        return None  # a space rlmesh cannot carry: the env's own values go through
+    encode = value_plan(spec).encode
+
+    def canonical(observation: Any) -> Any:
+        try:
+            return encode(observation)
+        except (ValueError, TypeError, KeyError):
+            return observation
+
+    return canonical
+
+
 class LocalRoute:
     """A local model bound to one env (EVAL-13): adapter, bridge, context, chunk replay."""
 
@@ -369,12 +397,16 @@ class LocalRoute:
         self._warned_short = False
         self.env_plain = False
         self.identity_decode = self.bridge.name == "numpy"
+        #: The env observation as its space's canonical tree (what a served model receives),
+        #: so every path hands the model the same values (issue 10 item 3); None: no space.
+        self.canonical: Callable[[Any], Any] | None = None
 
     # -- binding -------------------------------------------------------------------------
 
     def bind(self, conn: Any, *, lanes: int = 1) -> None:
         """Resolve the adapter(s) and fix the per-step pipeline (EVAL-10)."""
         model = self.model
+        self.canonical = observation_plan(getattr(conn.contract, "observation_space", None))
         self.adapter = resolve_adapter(model._spec, conn.contract, trust_entrypoints=self.trust)
         self.adapters = [self.adapter] + [
             resolve_adapter(model._spec, conn.contract, trust_entrypoints=self.trust)
@@ -478,7 +510,7 @@ class LocalRoute:
 
     def model_input(self, observation: Any, lane: int = 0) -> Any:
         """Env observation -> the value the corner sees."""
-        x = observation
+        x = observation if self.canonical is None else self.canonical(observation)
         adapter = self.adapters[lane]
         if adapter is not None:
             x = adapter.transform_obs(x)

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
-import numpy as np
+from ._framework import FrameworkModel
 
-from .._bridge import JAX, _is_jax, jax_wrap_fresh
-from ._framework import FrameworkModel, FrameworkModelBridge
-
-__all__ = ["MODEL_BRIDGE", "JaxModel"]
+__all__ = ["JaxModel"]
 
 ObsT = TypeVar("ObsT")
 ActT = TypeVar("ActT")
-
-
-def _leaf(arr: np.ndarray[Any, Any]) -> Any:
-    # A copy: an env may write into the array it returned once the step is over,
-    # and a jax array must never change under the model.
-    return jax_wrap_fresh(np.array(arr, copy=True))
-
-
-MODEL_BRIDGE = FrameworkModelBridge(JAX, _leaf, _is_jax)
 
 
 class JaxModel(FrameworkModel[ObsT, ActT]):

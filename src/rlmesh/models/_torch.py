@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
-import numpy as np
+from ._framework import FrameworkModel
 
-from .._bridge import TORCH, _is_torch, torch_as_tensor
-from ._framework import FrameworkModel, FrameworkModelBridge
-
-__all__ = ["MODEL_BRIDGE", "TorchModel"]
+__all__ = ["TorchModel"]
 
 ObsT = TypeVar("ObsT")
 ActT = TypeVar("ActT")
-
-
-def _leaf(arr: np.ndarray[Any, Any]) -> Any:
-    return torch_as_tensor(arr, copy=not arr.flags.writeable)
-
-
-MODEL_BRIDGE = FrameworkModelBridge(TORCH, _leaf, _is_torch)
 
 
 class TorchModel(FrameworkModel[ObsT, ActT]):

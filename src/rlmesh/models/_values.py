@@ -1,23 +1,29 @@
-"""Value conversion at the predict seam: bridges, lane fusion and chunk frames (MOD-1, MOD-14..17, MOD-32).
+"""The model rules over the value bridges: fusion, de-chunking, numpy scalars (MOD-1, MOD-14..17, MOD-32).
 
-A *bridge* turns the env-side value tree (numpy leaves: what a local Gymnasium env
-and ``rlmesh.numpy.RemoteEnv`` produce) into what a model's ``predict`` sees, and
-the model's action back. Two flavours live here:
+A model flavour sees values through *the* bridge of its flavour
+(``rlmesh._bridge.PLAIN`` / ``NUMPY`` / ``TORCH`` / ``JAX``): the same object, and so
+the same rules, a client of that flavour decodes with. This module adds only what
+models need on top, as functions over a bridge:
 
-- ``plain`` (``rlmesh.Model``): ndarray leaves become :class:`rlmesh.Tensor`
-  (zero-copy), numpy scalars become Python scalars. It cannot fuse lanes (a batch
-  is a per-lane ``list``) and cannot de-chunk (MOD-15).
-- ``numpy`` (``rlmesh.numpy.Model``): identity on numpy trees; lanes fuse with
-  ``np.stack`` and chunks de-chunk by taking frame 0.
+- :func:`model_input` -- an env-side tree (a local env's own values, or a canonical
+  tree from the wire) as a corner's input: ``bridge.decode(tree, fresh=False)``, so
+  numpy scalars become Python scalars on every flavour but numpy's, and a jax model
+  never aliases an array the env still owns;
+- :func:`env_action` -- a corner's result as an env-side host tree
+  (``bridge.encode``, then ``rlmesh.Tensor`` leaves as ndarrays);
+- :func:`can_fuse` / :func:`dechunk_batch` / :func:`first_frame` /
+  :func:`split_chunk` -- lane fusion (``bridge.tree_stack``/``tree_unstack``) and the
+  chunk rules; the plain bridge cannot fuse nor de-chunk (MOD-15).
 
-These model bridges are separate from ``rlmesh._bridge`` (the client/space value
-bridges): they also carry the model rules (fusion, de-chunking, numpy scalars as
-Python scalars for the plain flavour).
+:class:`ModelBridge` binds those functions to a bridge (and, for torch/jax, to the
+model whose ``device`` decoded inputs land on, MOD-25); it holds no rule of its own.
 
 >>> b = get_bridge("numpy")
 >>> import numpy as np
 >>> b.tree_unstack(b.tree_stack([{"a": np.zeros(2)}, {"a": np.ones(2)}]), 2)[1]["a"]
 array([1., 1.])
+>>> get_bridge("plain").decode({"x": np.float32(1.5)})
+{'x': 1.5}
 """
 
 from __future__ import annotations
@@ -27,15 +33,19 @@ from typing import Any
 
 import numpy as np
 
+from .._bridge import Bridge as ValueBridge, resolve_bridge
 from ..tensor import Tensor
 
 __all__ = [
     "Bridge",
-    "NumpyBridge",
-    "PlainBridge",
+    "ModelBridge",
+    "can_fuse",
+    "dechunk_batch",
+    "env_action",
     "first_frame",
     "get_bridge",
     "map_leaves",
+    "model_input",
     "split_chunk",
     "to_numpy_tree",
 ]
@@ -65,178 +75,123 @@ def to_numpy_tree(tree: Any) -> Any:
     return map_leaves(_tensor_to_numpy, tree)
 
 
-class Bridge:
-    """How a model flavour sees values (BKD-30). Subclasses override the hooks."""
+def model_input(bridge: ValueBridge, tree: Any) -> Any:
+    """An env-side value tree as a corner of ``bridge``'s flavour sees it (MOD-1).
 
-    name = "base"
-    #: Whether batched corners receive fused ``[N, ...]`` leaves (else a per-lane list).
-    can_fuse = False
-    #: Whether a chunk corner can stand in for ``predict`` by taking frame 0 (MOD-15).
-    can_dechunk = False
+    The arrays stay the env's (``fresh=False``): torch shares a writable one, jax copies.
+    """
+    return bridge.decode(tree, fresh=False)
+
+
+def env_action(bridge: ValueBridge, value: Any) -> Any:
+    """A corner's result as an env-side host tree (framework and Tensor leaves -> ndarrays)."""
+    if isinstance(value, np.ndarray):
+        return value
+    return to_numpy_tree(bridge.encode(value))
+
+
+def can_fuse(bridge: ValueBridge) -> bool:
+    """Whether batched corners of this flavour get fused ``[N, ...]`` leaves (else a per-lane list)."""
+    return bridge.name != "plain"
+
+
+def dechunk_batch(bridge: ValueBridge, chunks: Any) -> Any:
+    """Frame 0 of every lane of a batched chunk ``[N, H, ...]`` (MOD-14).
+
+    Every leaf with ``ndim >= 2`` is sliced ``[:, 0]``; other leaves are untouched.
+
+    Raises:
+        TypeError: the plain bridge (no array leaves, MOD-15).
+    """
+    if not can_fuse(bridge):
+        raise TypeError(f"the {bridge.name} bridge cannot de-chunk")
+    return map_leaves(lambda x: x[:, 0] if getattr(x, "ndim", 0) >= 2 else x, chunks)
+
+
+class ModelBridge:
+    """A model's view of its flavour's value bridge: the functions above, bound (BKD-30).
+
+    Attributes:
+        values: the flavour's value bridge (``rlmesh._bridge.PLAIN`` ...).
+        name: the flavour name.
+        can_fuse: whether batched corners receive fused leaves (MOD-32).
+        can_dechunk: whether a chunk corner can stand in for ``predict`` (MOD-15).
+    """
+
+    def __init__(self, values: ValueBridge, model: Any = None) -> None:
+        self.values = values
+        self.name = values.name
+        self.can_fuse = self.can_dechunk = can_fuse(values)
+        self._model = model  # read for ``device`` at every decode (MOD-25); None: no device
+        self._raw: Any = None
+        self._device: Any = None
+
+    def bound(self, model: Any) -> ModelBridge:
+        """This bridge for one model: decoded inputs land on ``model.device`` (MOD-25)."""
+        return ModelBridge(self.values, model)
 
     def ensure_available(self) -> None:
         """Raise ``ImportError`` when the framework is missing (MOD-1)."""
+        self.values.ensure_available()
 
     def decode(self, tree: Any) -> Any:
-        """Env-side numpy tree -> model value."""
-        return tree
+        """Env-side tree -> model value (:func:`model_input`, then ``model.device``)."""
+        out = model_input(self.values, tree)
+        dev = self._target()
+        return out if dev is None else self.values.to_device(out, dev)
 
     def encode(self, value: Any) -> Any:
-        """Model value -> env-side numpy tree."""
-        return value
+        """Model value -> env-side host tree (:func:`env_action`)."""
+        return env_action(self.values, value)
 
     def tree_stack(self, lanes: Sequence[Any]) -> Any:
         """Fuse per-lane values into one batched value (MOD-32)."""
-        return list(lanes)
+        return self.values.tree_stack(lanes)
 
     def tree_unstack(self, value: Any, n: int) -> list[Any]:
         """Split a batched value into ``n`` per-lane values (MOD-32)."""
-        if isinstance(value, (list, tuple)) and not isinstance(value, str):
-            if len(value) != n:
-                raise ValueError(
-                    f"a batched corner returned {len(value)} lane values, expected {n}; "
-                    "return one action per lane"
-                )
-            return list(value)
-        raise ValueError(
-            f"cannot split a batched action leaf of type {type(value).__name__} into {n} lanes; "
-            f"the {self.name} bridge expects a list of exactly {n} per-lane values"
-        )
+        return self.values.tree_unstack(value, n)
 
     def dechunk_batch(self, chunks: Any) -> Any:
-        """Frame 0 of every lane of a batched chunk ``[N, H, ...]`` (MOD-14)."""
-        raise TypeError(f"the {self.name} bridge cannot de-chunk")
+        """Frame 0 of every lane of a batched chunk (MOD-14)."""
+        return dechunk_batch(self.values, chunks)
+
+    def _target(self) -> Any:
+        model = self._model
+        if model is None:
+            return None
+        raw = model.device
+        if raw is None:
+            return None
+        if raw is not self._raw:  # resolve once per assigned value
+            self._device = self.values.resolve_device(raw)
+            self._raw = raw
+        return self._device
+
+    def __repr__(self) -> str:
+        return f"<rlmesh model bridge {self.name!r}>"
 
 
-class PlainBridge(Bridge):
-    """``rlmesh.Model``: Tensor leaves, per-lane lists, no de-chunk (MOD-15, L-5)."""
+def get_bridge(name: str) -> ModelBridge:
+    """The model bridge of flavour ``name`` (``"plain"``, ``"numpy"``, ``"torch"`` or ``"jax"``).
 
-    name = "plain"
+    The torch/jax value bridges import their framework only when a value is converted.
 
-    def decode(self, tree: Any) -> Any:
-        if isinstance(tree, np.ndarray):
-            return _to_plain(tree)
-        return map_leaves(_to_plain, tree)
-
-    def encode(self, value: Any) -> Any:
-        if isinstance(value, Tensor):
-            return np.asarray(value)
-        return map_leaves(_tensor_to_numpy, value)
-
-
-def _to_plain(x: Any) -> Any:
-    if isinstance(x, np.ndarray):
-        arr = x if x.flags.c_contiguous and x.dtype.isnative else np.ascontiguousarray(x)
-        if arr.dtype.byteorder == ">":
-            arr = arr.astype(arr.dtype.newbyteorder("<"))
-        return Tensor._wrap(arr)
-    if isinstance(x, np.generic):
-        return x.item()
-    return x
-
-
-class NumpyBridge(Bridge):
-    """``rlmesh.numpy.Model``: numpy leaves, ``np.stack`` fusion, frame-0 de-chunk."""
-
-    name = "numpy"
-    can_fuse = True
-    can_dechunk = True
-
-    def decode(self, tree: Any) -> Any:
-        if isinstance(tree, np.ndarray):
-            return tree
-        return to_numpy_tree(tree)
-
-    def encode(self, value: Any) -> Any:
-        if isinstance(value, np.ndarray):
-            return value
-        return to_numpy_tree(value)
-
-    def tree_stack(self, lanes: Sequence[Any]) -> Any:
-        n = len(lanes)
-        return _stack(list(lanes), n, "$")
-
-    def tree_unstack(self, value: Any, n: int) -> list[Any]:
-        return _unstack(value, n, "$")
-
-    def dechunk_batch(self, chunks: Any) -> Any:
-        # MOD-14: every array leaf with ndim >= 2 is sliced [:, 0]; other leaves untouched.
-        return map_leaves(lambda x: x[:, 0] if getattr(x, "ndim", 0) >= 2 else x, chunks)
-
-
-def _np_stack(leaves: list[Any]) -> Any:
-    return np.stack([np.asarray(x) for x in leaves])
-
-
-def _stack(lanes: list[Any], n: int, path: str, leaf_stack: Callable[[list[Any]], Any] = _np_stack) -> Any:
-    first = lanes[0]
-    if isinstance(first, Mapping):
-        keys = list(first.keys())
-        for lane in lanes:
-            if not isinstance(lane, Mapping) or set(lane) != set(keys):
-                raise ValueError(
-                    f"cannot fuse observations with ragged keys across {n} lanes at {path}: "
-                    f"expected keys {keys}"
-                )
-        return {k: _stack([lane[k] for lane in lanes], n, f"{path}.{k}", leaf_stack) for k in keys}
-    if isinstance(first, (list, tuple)) and not isinstance(first, str):
-        size = len(first)
-        if any(not isinstance(lane, (list, tuple)) or len(lane) != size for lane in lanes):
-            raise ValueError(f"cannot fuse ragged container lengths across {n} lanes at {path}")
-        out = [_stack([lane[i] for lane in lanes], n, f"{path}[{i}]", leaf_stack) for i in range(size)]
-        return tuple(out) if isinstance(first, tuple) else out
-    if any(lane is None for lane in lanes):
-        raise ValueError(f"cannot fuse a None observation leaf across {n} lanes at {path}")
-    if isinstance(first, (str, bytes)):
-        return list(lanes)
-    try:
-        return leaf_stack(lanes)
-    except (ValueError, RuntimeError) as exc:  # torch.stack raises RuntimeError on ragged shapes
-        raise ValueError(f"cannot fuse ragged observation leaves across {n} lanes at {path}: {exc}") from None
-
-
-def _unstack(value: Any, n: int, path: str) -> list[Any]:
-    if isinstance(value, Mapping):
-        parts = {k: _unstack(v, n, f"{path}.{k}") for k, v in value.items()}
-        return [{k: parts[k][i] for k in parts} for i in range(n)]
-    if isinstance(value, np.ndarray) and value.ndim >= 1:
-        if value.shape[0] != n:
-            raise ValueError(
-                f"batched action leaf at {path} has shape {list(value.shape)}; expected a "
-                f"leading batch axis n={n}"
-            )
-        return list(value)
-    if isinstance(value, (list, tuple)) and not isinstance(value, str):
-        if len(value) == n:
-            return list(value)
-        raise ValueError(f"batched action leaf at {path} has {len(value)} entries; expected {n}")
-    if hasattr(value, "shape") and hasattr(value, "__getitem__") and len(getattr(value, "shape", ())) >= 1:
-        if value.shape[0] != n:
-            raise ValueError(f"batched action leaf at {path} needs a leading batch axis n={n}")
-        return [value[i] for i in range(n)]
-    raise ValueError(
-        f"cannot split a batched action leaf of type {type(value).__name__} at {path} into {n} lanes"
-    )
-
-
-_BRIDGES: dict[str, Bridge] = {"plain": PlainBridge(), "numpy": NumpyBridge()}
-
-
-def get_bridge(name: str) -> Bridge:
-    """The bridge named ``name`` (``"plain"``, ``"numpy"``, ``"torch"`` or ``"jax"``).
-
-    The torch/jax bridges load on first use (their modules import no framework
-    until a value is converted).
+    Raises:
+        ValueError: an unknown name.
     """
-    if name not in _BRIDGES and name in ("torch", "jax"):
-        import importlib
+    found = _BRIDGES.get(name)
+    if found is None:
+        if name not in ("plain", "numpy", "torch", "jax"):
+            raise ValueError(f"unknown model bridge {name!r}; expected one of ['jax', 'numpy', 'plain', 'torch']")
+        found = _BRIDGES[name] = ModelBridge(resolve_bridge(name))
+    return found
 
-        module = importlib.import_module(f"rlmesh.models._{name}")
-        _BRIDGES[name] = module.MODEL_BRIDGE
-    try:
-        return _BRIDGES[name]
-    except KeyError:
-        raise ValueError(f"unknown model bridge {name!r}; expected one of {sorted(_BRIDGES)}") from None
+
+_BRIDGES: dict[str, ModelBridge] = {}
+
+#: The model bridge type under its older name (``model._bridge`` annotations).
+Bridge = ModelBridge
 
 
 # -- chunk frames (MOD-16, MOD-17) -------------------------------------------------------

@@ -22,11 +22,10 @@ import numpy as np
 from .._envview import EnvView, lane_final_info, next_step_violation, validation_policy
 from .._ids import uuid7 as new_episode_id
 from .._keys import CONFORMANCE_WARNING_KEY
+from .._plan import ValuePlan, value_plan
 from ..errors import CODE_NUMBERS, ProtocolException, is_recoverable_exception
-from ..spaces._values import compile_encoder, compile_range_check
 from ..wire import messages as m
 from ..wire.meta import normalize
-from ..wire.values import ValueCodec
 
 __all__ = ["Driver", "RequestFailed"]
 
@@ -165,12 +164,12 @@ class Driver:
         self.view = view
         self.lanes = view.lanes
         n = view.num_envs
-        self.obs_encoder = compile_encoder(view.obs_space, lanes=self.lanes)
-        self.obs_range = compile_range_check(view.obs_space, lanes=self.lanes)
-        self.obs_codec = ValueCodec(view.obs_space, self.lanes)
-        self.act_encoder = compile_encoder(view.act_space, lanes=self.lanes)
-        self.act_range = compile_range_check(view.act_space, lanes=self.lanes)
-        self.act_codec = ValueCodec(view.act_space, self.lanes)
+        self.obs_plan = value_plan(view.obs_space, lanes=self.lanes)
+        self.act_plan = value_plan(view.act_space, lanes=self.lanes)
+        self.obs_encoder = self.obs_plan.encode
+        self.obs_range = self.obs_plan.range_check
+        self.act_encoder = self.act_plan.encode
+        self.act_range = self.act_plan.range_check
         self.policy = validation_policy()
         off = self.policy == "off"
         self._act_check = None if off else self.act_range  # CNF-4: "off" skips range checks
@@ -179,7 +178,6 @@ class Driver:
         self._interrupted: deque[m.EpisodeRecord] = deque()
         self._warned: set[tuple[str, str]] = set()
         self._pending_warnings: list[dict[str, str]] = []
-        self._partial_cache: dict[int, tuple[Any, ValueCodec]] = {}
         self._has_reset = False  # this session reset the env: step/render may run
 
     # -- sessions ---------------------------------------------------------------------
@@ -258,7 +256,7 @@ class Driver:
         if self._interrupted:
             completed = [*self._interrupted, *completed]
             self._interrupted.clear()
-        scalars, segs = self.obs_codec.split(canonical)
+        scalars, segs = self.obs_plan.split(canonical)
         info_out = self._info(info, "step") if info or self._pending_warnings else None
         if self.lanes is None:
             return (
@@ -306,7 +304,7 @@ class Driver:
         if not req.has_action:
             return None  # ENVCALL-5
         try:
-            raw = self.act_codec.join(req.action, segments)
+            raw = self.act_plan.join(req.action, segments)
         except ProtocolException as exc:
             raise RequestFailed("INVALID_ACTION", f"action does not match action_space: {exc}", op="step") from None
         try:
@@ -326,17 +324,12 @@ class Driver:
                 self._warn("action", deviations)
         return action
 
-    def _partial(self, k: int) -> tuple[Any, ValueCodec]:
-        """Encoder and codec for a batch of ``k`` lanes (partial reset replies)."""
-        if k not in self._partial_cache:
-            self._partial_cache[k] = (
-                compile_encoder(self.view.obs_space, lanes=k),
-                ValueCodec(self.view.obs_space, k),
-            )
-        return self._partial_cache[k]
+    def _partial(self, k: int) -> ValuePlan:
+        """The observation plan of a batch of ``k`` lanes (partial reset replies)."""
+        return value_plan(self.view.obs_space, lanes=k)
 
     def _encode_obs(self, obs: Any, op: str, partial: int | None = None) -> Any:
-        encoder = self.obs_encoder if partial is None else self._partial(partial)[0]
+        encoder = self.obs_encoder if partial is None else self._partial(partial).encode
         try:
             canonical = encoder(obs)
         except (ValueError, TypeError, KeyError) as exc:
@@ -361,8 +354,8 @@ class Driver:
         return canonical
 
     def _split_obs(self, canonical: Any, partial: int | None = None) -> tuple[list[Any], list[Any]]:
-        codec = self.obs_codec if partial is None else self._partial(partial)[1]
-        return codec.split(canonical)
+        plan = self.obs_plan if partial is None else self._partial(partial)
+        return plan.split(canonical)
 
     def _warn(self, kind: str, deviations: list[tuple[str, str]]) -> None:
         for path, detail in deviations:

@@ -29,6 +29,7 @@ import numpy as np
 
 from .._bridge import Bridge, _is_jax, _is_torch, resolve_bridge
 from .._envview import EnvView, LanesView, OneLaneView
+from .._plan import value_plan
 
 __all__ = ["BridgedEnv", "bridge_view", "resolve_framework"]
 
@@ -85,7 +86,7 @@ class BridgedEnv:
         self._env = env
         self._bridge = bridge
         self._device = device
-        decode = bridge.compile_decoder(act_space, lanes=lanes)
+        decode = value_plan(act_space, lanes=lanes, bridge=bridge).decode
         if device is None:
             self._action = decode
         else:

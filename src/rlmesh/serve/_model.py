@@ -16,12 +16,11 @@ from typing import Any
 
 from .._build import resolve_declared_edition
 from .._contract import EnvContract
+from .._plan import ValuePlan, value_plan
 from ..errors import BindFailed
 from ..spaces import space_from_spec
-from ..spaces._values import compile_encoder
 from ..transport import listen, resolve_address
 from ..wire import frames, messages as m
-from ..wire.values import ValueCodec
 from ._driver import RequestFailed
 from ._lifecycle import ServerBase
 from ._loop import ServeLoop
@@ -54,9 +53,8 @@ class _ModelService:
         self.declared_edition = declared
         self.routes: list[Any] = []
         self.open: dict[int, str] = {}  # lane -> episode in flight
-        self.obs_codec: ValueCodec | None = None
-        self.act_codec: ValueCodec | None = None
-        self.act_encoder: Any = None
+        self.obs_plan: ValuePlan | None = None  # the bound env's value plans
+        self.act_plan: ValuePlan | None = None
         self._contract = _model_contract(model)
         # The model service's requests (Configure, Close, Ping... are the loop's own).
         self._handlers: dict[int, Any] = {
@@ -137,23 +135,22 @@ class _ModelService:
 
             self._call("bind", probe_hidden_state, routes[0], contract.observation_space)
         self.routes = routes
-        self.obs_codec = ValueCodec(contract.observation_space)
-        self.act_codec = ValueCodec(contract.action_space)
-        self.act_encoder = compile_encoder(contract.action_space)
+        self.obs_plan = value_plan(contract.observation_space)
+        self.act_plan = value_plan(contract.action_space)
         adapter = routes[0].adapter
         text = adapter.describe() if adapter is not None and callable(getattr(adapter, "describe", None)) else None
         return m.BindReply(horizon=routes[0].horizon, adapter=text, spec_less=routes[0].spec_less), []
 
     def _predict(self, msg: m.Predict, frame: frames.Frame) -> tuple[m.PredictReply, list[Any]]:
         route = self._route(msg.lane)
-        assert self.obs_codec is not None and self.act_codec is not None
+        assert self.obs_plan is not None and self.act_plan is not None
         try:
-            obs = self.obs_codec.join(msg.obs, frame.segments)
+            obs = self.obs_plan.join(msg.obs, frame.segments)
         except Exception as exc:
             raise RequestFailed("INVALID_ACTION", f"predict: observation does not match the contract: {exc}", op="predict") from None
         action = self._call("predict", route.predict, obs)
         try:
-            canonical = self.act_encoder(action)
+            scalars, segments = self.act_plan.pack(action)
         except (ValueError, TypeError, KeyError) as exc:
             raise RequestFailed(
                 "INTERNAL",
@@ -161,7 +158,6 @@ class _ModelService:
                 op="predict",
                 recoverable=False,
             ) from None
-        scalars, segments = self.act_codec.split(canonical)
         return m.PredictReply(action=scalars), segments
 
     def _route(self, lane: int) -> Any:

@@ -93,7 +93,7 @@ class SpaceSpec:
     True
     """
 
-    __slots__ = ("_d", "_dtype", "_hash", "_kind", "_np", "_shape")
+    __slots__ = ("_d", "_dtype", "_hash", "_kind", "_np", "_plans", "_shape")
 
     _kind: str
     _shape: tuple[int, ...]
@@ -101,6 +101,7 @@ class SpaceSpec:
     _d: dict[str, Any]
     _hash: int | None
     _np: Any
+    _plans: dict[Any, Any] | None  # compiled value plans (``rlmesh._plan.value_plan``), built lazily
 
     def __init__(self) -> None:  # pragma: no cover - guarded
         raise TypeError(
@@ -123,6 +124,7 @@ class SpaceSpec:
             ("_d", details),
             ("_hash", None),
             ("_np", np_dtype(dtype) if numeric else None),
+            ("_plans", None),
         ):
             object.__setattr__(self, name, value)
         return self
@@ -541,7 +543,7 @@ class SpaceSpec:
         return spec_repr(self)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "_hash":  # the lazily computed hash is the one mutable slot
+        if name in ("_hash", "_plans"):  # the lazily computed hash and plans are the mutable slots
             object.__setattr__(self, name, value)
             return
         raise AttributeError(f"SpaceSpec is immutable; cannot set {name!r}")

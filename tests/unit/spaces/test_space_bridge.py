@@ -85,10 +85,10 @@ def test_numpy_tree_stack_fuses_dicts_sequences_strings_and_scalars() -> None:  
 @pytest.mark.parametrize(
     ("trees", "message"),
     [
-        ([{"a": 1}, {"b": 1}], "ragged dicts"),
-        ([(1, 2), (1,)], "ragged sequences"),
-        ([np.zeros(2), np.zeros(3)], "ragged shapes"),
-        ([{"a": None}, {"a": 1}], "None leaf"),
+        ([{"a": 1}, {"b": 1}], "ragged keys across 2 lanes"),
+        ([(1, 2), (1,)], "ragged container lengths across 2 lanes"),
+        ([np.zeros(2), np.zeros(3)], "ragged observation leaves .* lane 1 has shape \\[3\\]"),
+        ([{"a": None}, {"a": 1}], r"None observation leaf across 2 lanes at \$\.a"),
         ([], "at least one tree"),
     ],
 )
@@ -98,7 +98,7 @@ def test_numpy_tree_stack_rejects_ragged_trees(trees, message: str) -> None:  # 
 
 
 def test_tree_unstack_requires_the_leading_axis() -> None:  # BKD-31
-    with pytest.raises(ValueError, match="leading axis of 3"):
+    with pytest.raises(ValueError, match="leading batch axis n=3"):
         NUMPY.tree_unstack({"a": np.zeros((2, 1))}, 3)
 
 
