@@ -17,14 +17,14 @@ from typing import Any, TypeVar, overload
 from .._build import validate_edition
 from ..models._base import ModelBase
 from ..models._numpy import NumpyModel
+from ..models._route import LocalRoute, RandomRoute
+from ..models._sentinels import RANDOM_SAMPLE
+from ..models._warn import user_stacklevel as _user_stacklevel
 from ._hooks import RunHooks
-from ._policy import LocalRoute, RandomRoute
 from ._results import RunResult
-from ._sentinels import RANDOM_SAMPLE
 from ._session import Session
 from ._targets import classify_target
 from ._view import View, normalize_view
-from ._warn import user_stacklevel as _user_stacklevel
 
 __all__ = ["MAX_EXECUTION_HORIZON", "run", "session"]
 

@@ -86,7 +86,7 @@ def _import_attr(spec: str) -> Any:
 def resolve_model_arg(spec: str) -> Any:
     """``random`` -> ``RANDOM_SAMPLE``; an address -> a ``RemoteModel`` (a served model);
     ``module:attr`` or ``path/file.py:attr`` -> the imported object."""
-    from ._sentinels import RANDOM_SAMPLE
+    from ..models._sentinels import RANDOM_SAMPLE
 
     if spec.strip().lower() in ("random", "random_sample"):
         return RANDOM_SAMPLE

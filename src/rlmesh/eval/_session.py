@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._envview import normalize_reset
+from ..models._route import ENV_TAGS_KEY, LocalRoute, new_episode_id
+from ..models._warn import user_stacklevel
 from ..tensor import Tensor
-from ._policy import ENV_TAGS_KEY, LocalRoute, new_episode_id
+from ._loop import run_session
 from ._targets import EnvConn, open_target
 from ._trial import ENV_RESET_OPTIONS_KEY, TRIAL_INDEX, declares_reset_option
-from ._warn import user_stacklevel
 
 if TYPE_CHECKING:
     from ._hooks import RunHooks
@@ -367,8 +368,6 @@ class Session(Generic[ObsT, ActT]):
         loop; ``on_run_end`` fires exactly once, even on an error or interrupt.
         Leaves the session open.
         """
-        from ._loop import run_session
-
         return run_session(
             self,
             seeds=seeds,

@@ -17,10 +17,12 @@ from typing import Any
 from .._build import resolve_declared_edition
 from .._contract import EnvContract
 from ..errors import BindFailed
+from ..models._route import LocalRoute, probe_hidden_state
 from ..spaces import space_from_spec
 from ..spaces._values import compile_encoder
 from ..transport import listen, resolve_address
 from ..wire import frames, messages as m
+from ..wire.meta import normalize
 from ..wire.values import ValueCodec
 from ._driver import RequestFailed
 from ._lifecycle import ServerBase
@@ -111,8 +113,6 @@ class _ModelService:
         return m.EpisodeAck(episode_id=msg.episode_id), []
 
     def _bind(self, msg: m.Bind, frame: frames.Frame) -> tuple[m.BindReply, list[Any]]:
-        from ..eval._policy import LocalRoute
-
         if self.routes:
             self.end_session()
         try:
@@ -133,8 +133,6 @@ class _ModelService:
             self._call("bind", route.bind, env)
             routes.append(route)
         if msg.lanes > 1:  # MOD-37: the lanes share this one model object
-            from ..eval._policy import probe_hidden_state
-
             self._call("bind", probe_hidden_state, routes[0], contract.observation_space)
         self.routes = routes
         self.obs_codec = ValueCodec(contract.observation_space)
@@ -195,7 +193,6 @@ def _model_contract(model: Any) -> dict[str, Any]:
     ``spec: None`` with a note: clients never need it (the adapter is resolved here, next
     to the model), and the server must not fail at every ``Hello`` (issue 18, defect 4).
     """
-    from ..wire.meta import normalize
 
     name = type(model).__name__
     spec = getattr(model, "_spec", None)
