@@ -10,10 +10,10 @@ import time
 from dataclasses import dataclass
 
 from ..errors import ConnectFailed, ConnectionLost, ProtocolException, RequestTimeout
-from .address import parse_connect_address
-from .connection import Connection, dial
 from ..wire import frames, messages as m
 from ..wire.messages import decode_header, encode_message
+from .address import parse_connect_address
+from .connection import Connection, dial
 
 __all__ = ["Health", "ping", "wait_ready"]
 
