@@ -254,7 +254,7 @@ def _dynamic_target(call: ast.Call, package: str) -> str | None:
     if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
         text = arg.value
     elif isinstance(arg, ast.JoinedStr):
-        text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in arg.values)  # type: ignore[misc]
+        text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in arg.values)
     else:
         return None  # a user's module name (a target string), not an rlmesh module
     if text.startswith("."):
