@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import (
     adapters as adapters,
+    authoring as authoring,
     errors as errors,
     params as params,
     spaces as spaces,
@@ -144,9 +145,7 @@ def __getattr__(name: str) -> Any:
 
         return importlib.import_module(f".{name}", __name__)
     if name in ("describe", "describe_json"):
-        from .authoring import _describe
-
-        return getattr(_describe, name)
+        return getattr(authoring, name)  # authoring loads its describe machinery lazily (AUTH-12)
     if name == "__build__":  # DELTA-2: deprecated, computed lazily
         warnings.warn(
             "rlmesh.__build__ is deprecated and will be removed in 0.2; use rlmesh.build_info().workflow_edition",

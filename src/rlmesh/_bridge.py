@@ -43,7 +43,7 @@ import numpy as np
 
 from ._dtypes import dtype_name, np_dtype
 from .errors import DependencyMissing
-from .tensor import Tensor
+from .tensor import Tensor, aligned_empty
 
 if TYPE_CHECKING:
     from .spaces._spec import SpaceSpec
@@ -840,8 +840,6 @@ def _probe_put(jax: Any, put: Callable[..., Any], shaped: Any, sharding: Any, de
             and np.array_equal(np.asarray(out), probe)
         )
         if ok and device.platform == "cpu":  # the zero-copy promise for large aligned leaves
-            from .tensor import aligned_empty
-
             big = aligned_empty(JAX_SHARE_MIN_BYTES)
             shared = put(shaped(big.shape, big.dtype), sharding, [big], [device], False)
             ok = shared.unsafe_buffer_pointer() == big.ctypes.data

@@ -12,6 +12,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from ._build import VERSION
+from .errors import RLMeshException
+from .transport.probe import ping, wait_ready
+
 __all__ = ["main"]
 
 _USAGE = """usage: rlmesh <command> [options]
@@ -33,9 +37,6 @@ def _health(argv: Sequence[str]) -> int:
     p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS", help="give up after SECONDS (default: 5)")
     p.add_argument("--wait", action="store_true", help="keep probing until ready or --timeout (default: probe once)")
     args = p.parse_args(argv)
-    from .client._probe import ping, wait_ready
-    from .errors import RLMeshException
-
     try:
         if args.wait:
             health = wait_ready(args.address, timeout_seconds=args.timeout)
@@ -75,8 +76,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_USAGE)
         return 0 if args else 2
     if args[0] in ("-V", "--version"):
-        from ._build import VERSION
-
         print(f"rlmesh {VERSION}")
         return 0
     if "" not in sys.path and os.getcwd() not in sys.path:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from . import authoring as _authoring
-from ._bridge import NUMPY, Bridge, asarray as asarray, from_array as from_array
-from .client._env import RemoteEnv as _RemoteEnv, RemoteVectorEnv as _RemoteVectorEnv
+from ._bridge import NUMPY, asarray as asarray, from_array as from_array
 from .client._model import RemoteModel as _RemoteModel
+from .client._numpy import RemoteEnv as RemoteEnv, RemoteVectorEnv as RemoteVectorEnv
 from .models import NumpyModel as Model
 from .sandbox import (
     SandboxBuild as SandboxBuild,
@@ -53,18 +53,6 @@ def ensure_available() -> None:
 def space_from_spec(spec: SpaceSpec) -> Space:
     """A space wrapper whose ``sample()`` returns NumPy values."""
     return _space_from_spec(spec, bridge=NUMPY)
-
-
-class RemoteEnv(_RemoteEnv):
-    """:class:`rlmesh.RemoteEnv` decoding tensor leaves to writable ``numpy.ndarray``."""
-
-    _bridge: ClassVar[Bridge] = NUMPY
-
-
-class RemoteVectorEnv(_RemoteVectorEnv):
-    """:class:`rlmesh.RemoteVectorEnv` decoding batched leaves to ``numpy.ndarray``."""
-
-    _bridge: ClassVar[Bridge] = NUMPY
 
 
 class RemoteModel(_RemoteModel):

@@ -33,8 +33,8 @@ from .tensor import Tensor
 if TYPE_CHECKING:
     from ._contract import EnvContract as _EnvContract
     from .adapters import ModelSpec as _ModelSpec
-    from .eval._sentinels import _NoAdapter
     from .eval._view import View as _View
+    from .models._sentinels import _NoAdapter
 
 __all__ = [
     "BatchPredictContext",

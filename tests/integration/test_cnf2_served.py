@@ -251,7 +251,7 @@ def test_cnf2_a8_make_parameters_named_address_and_env_source_pass_through(monke
         seen["make"] = (address, env_source)
         return TaggedEnv()
 
-    monkeypatch.setattr(rlmesh.serve, "EnvServer", FakeServer)
+    monkeypatch.setattr("rlmesh.serve._main.EnvServer", FakeServer)  # the name serve_env builds with
     with pytest.raises(Stop):
         rlmesh.serve.serve_env(make, "127.0.0.1:0", address="make-addr", env_source="make-src")
     assert seen["make"] == ("make-addr", "make-src") and seen["address"] == "127.0.0.1:0"

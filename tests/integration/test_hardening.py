@@ -589,7 +589,7 @@ def test_a_process_of_another_uid_cannot_make_the_server_map_a_ring_file(serve_p
 def test_the_ready_file_never_follows_a_symlink(short_tmp):
     """Defect 8: a symlink planted at the ready-file name (or at the old predictable temp
     name) is never written through; the ready file is replaced atomically."""
-    from rlmesh.serve._cli import _write_ready_file
+    from rlmesh.serve._command import _write_ready_file
 
     victim = short_tmp / "victim"
     victim.write_text("precious\n")

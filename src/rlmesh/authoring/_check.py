@@ -15,6 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from .. import adapters
+from .._build import validate_edition
+from ..adapters._roles import is_sanctioned
+from ._describe import describe
+
 __all__ = ["DESCRIBE_LABEL", "PACKAGE_LABEL", "CheckReport", "check_envelope", "check_labels", "check_target"]
 
 DESCRIBE_LABEL = "dev.rlmesh.describe"
@@ -122,8 +127,6 @@ def check_envelope(doc: Any, report: CheckReport, *, baked: bool) -> None:
     elif "workflow_edition_error" in runtime:
         report.failed.append(f"workflow edition: {runtime['workflow_edition_error']}")
     else:
-        from .._build import validate_edition
-
         try:
             validate_edition(str(runtime.get("preferred_workflow_edition", "")))
             report.passed.append(f"workflow edition {runtime.get('preferred_workflow_edition')}")
@@ -132,11 +135,8 @@ def check_envelope(doc: Any, report: CheckReport, *, baked: bool) -> None:
 
 
 def _normalize(report: CheckReport, key: str, value: Any, cls_name: str) -> None:
-    try:
-        from .. import adapters
-
-        cls = getattr(adapters, cls_name)
-    except (ImportError, AttributeError):
+    cls = getattr(adapters, cls_name, None)
+    if cls is None:
         report.not_checked.append(f"{key}: rlmesh.adapters is unavailable")
         return
     try:
@@ -150,8 +150,6 @@ def _normalize(report: CheckReport, key: str, value: Any, cls_name: str) -> None
 
 def _ad_hoc_roles(report: CheckReport, key: str, value: Any) -> None:
     """DELTA-54/61: an unregistered role outside ``x/`` parses, but only matches its exact string: warn."""
-    from ..adapters._roles import is_sanctioned
-
     found: list[str] = []
 
     def walk(node: Any) -> None:
@@ -222,8 +220,6 @@ def check_labels(labels: Mapping[str, Any]) -> CheckReport:
 
 def check_target(target: object, *, kind: str | None = None) -> CheckReport:
     """Describe ``target`` (a class, instance or ``"module:Class"``) and check the envelope."""
-    from ._describe import describe
-
     report = CheckReport()
     try:
         doc = describe(target, kind=kind)

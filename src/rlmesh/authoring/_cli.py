@@ -17,6 +17,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._check import CheckReport, check_labels, check_target
+from ._describe import describe_json
+
 __all__ = ["describe_main", "describe_module_main"]
 
 _LABEL = "dev.rlmesh.describe"
@@ -61,8 +64,6 @@ def _normalize_target(target: str) -> str:
 
 
 def _envelope(target: str, *, kind: str | None, generated_at: str | None, build_env: bool) -> str:
-    from ._describe import describe_json
-
     with _stdout_to_stderr():
         return describe_json(
             _normalize_target(target), kind=kind, generated_at=generated_at, build_env=build_env
@@ -263,8 +264,6 @@ def _docker_labels(image: str) -> dict[str, Any]:
 
 def _run_check(mode: str, target: str, *, as_json: bool, verbose: bool) -> int:
     import json
-
-    from ._check import CheckReport, check_labels, check_target
 
     report = CheckReport()
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..models._sentinels import NO_ADAPTER
 from ._canonical import build_envelope, validate_generated_at
 from ._describe_env import env_pieces
 from ._gather import (
@@ -66,9 +67,7 @@ def _model_spec(spec: Any) -> Any:
     if spec is None:
         return None
     if not hasattr(spec, "to_dict"):
-        import rlmesh
-
-        if spec is getattr(rlmesh, "NO_ADAPTER", object()) or repr(spec) == "NO_ADAPTER":
+        if spec is NO_ADAPTER or repr(spec) == "NO_ADAPTER":
             return None
         return {"error": f"spec must be a ModelSpec, NO_ADAPTER or None, got {type(spec).__name__}"}
     try:

@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..spaces import SpaceSpec, from_gymnasium_space
 from ._canonical import json_value
 from ._factory import ENV_METADATA_KEY, contract_branches
 from ._gather import badge, method_target, params_section, variants_section
@@ -18,8 +19,6 @@ __all__ = ["env_pieces", "space_dict"]
 
 def space_dict(space: Any) -> dict[str, Any]:
     """The canonical SpaceSpec dict of an rlmesh spec/space or a Gymnasium space."""
-    from ..spaces import SpaceSpec, from_gymnasium_space
-
     if isinstance(space, SpaceSpec):
         return space._to_dict()
     spec = getattr(space, "spec", None)

@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from .. import _keys
 from .._envview import Lanes, autoreset_name
+from ..adapters import EnvTags, tag
+from ..errors import DependencyMissing
 from ._params import ParamError, ParamSpec
 from ._resolve import binding_metadata, resolve_params
 from ._sig import json_safe
 
 if TYPE_CHECKING:
-    from ..adapters import EnvTags
     from ..types import EnvLike
 
 __all__ = [
@@ -258,8 +259,6 @@ def _same(a: Any, b: Any) -> bool:
 def _stamp(cls: type[EnvFactory], env: Any, branch: dict[str, Any] | None) -> None:
     tags = cls.tags_for(**branch) if branch else cls.tags
     if tags is not None:
-        from ..adapters import tag  # lazy: adapters is pure but not needed by untagged factories
-
         tag(env, tags, validate=False)  # validation is deferred to resolve/serve time (AUTH-2)
     updates: dict[str, Any] = {}
     if branch:
@@ -349,8 +348,6 @@ def _check_branches(cls: type[EnvFactory]) -> None:
         raise TypeError(
             f"{name}.tag_params span {count} contract branches; at most {MAX_CONTRACT_BRANCHES} are allowed"
         )
-    from ..adapters import EnvTags
-
     results = []
     for branch in contract_branches(cls):
         tags = cls.tags_for(**branch)
@@ -428,8 +425,6 @@ def build_env(
     instance.prepare()
     stamp = binding_metadata(cls.params, instance.make, resolved)
     if vectorization_mode is not None:
-        from ..errors import DependencyMissing
-
         try:
             import gymnasium
         except ImportError as exc:

@@ -428,12 +428,3 @@ class ParamSpec:
                 required = default is inspect.Parameter.empty
             out.append(p.to_dict(default=default, required=required))
         return {"params": out, "extra": self._extra}
-
-
-def __getattr__(name: str) -> Any:
-    # Compatibility: the resolver used to live here (``from ._params import resolve_params``).
-    if name in ("resolve_params", "binding_metadata", "signature_tier"):
-        from . import _resolve
-
-        return getattr(_resolve, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

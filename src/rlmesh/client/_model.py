@@ -14,6 +14,7 @@ from typing import Any
 
 from .._build import resolve_declared_edition
 from .._contract import EnvContract
+from .._metadata import sanitize_metadata
 from .._plan import value_plan
 from ..errors import (
     AdapterResolutionError,
@@ -64,8 +65,6 @@ class RemoteRoute:
             try:
                 payload["metadata"] = normalize(payload["metadata"])
             except TypeError:
-                from .._metadata import sanitize_metadata
-
                 payload["metadata"] = sanitize_metadata(payload["metadata"])
         self.session = self.handle._dial(self.declared)
         if self.session.welcome.service != "model":
@@ -213,33 +212,24 @@ class RemoteModel:
         workflow_edition: str | None = None,
     ) -> Any:
         """Bind the served model to ``env`` (an env, factory, client or address) and return a Session."""
-        from ..eval._api import _check_view
-        from ..eval._session import Session
-        from ..eval._targets import classify_target
+        from ..eval import _api  # porch: sessions sit above the client
 
-        # MOD-31 / CNF2-A5: both refusals come before the env argument is looked at.
-        if instruction is not None:
-            raise ValueError(
-                "instruction= is not supported for a served model: it resolves its own adapter "
-                "and the env's own instruction is used -- drop instruction="
-            )
-        if trust_entrypoints is not None:
-            raise ValueError(
-                "trust_entrypoints= applies to local models; a served model owns its adapter "
-                "(the server decides what it imports) -- drop trust_entrypoints="
-            )
-        kind = classify_target(env, served=True)  # CNF2-A6: a bad env names env_contract
-        if isinstance(execution_horizon, bool) or not isinstance(execution_horizon, int) or execution_horizon < 1:
-            raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
-        view_cfg = _check_view(view)
-        route = RemoteRoute(self, execution_horizon=execution_horizon, workflow_edition=workflow_edition)
-        return Session._new(route, env, kind, close_env=close_env, workflow_edition=workflow_edition, view=view_cfg)
+        return _api.served_session(
+            self,
+            env,
+            instruction=instruction,
+            close_env=close_env,
+            trust_entrypoints=trust_entrypoints,
+            execution_horizon=execution_horizon,
+            view=view,
+            workflow_edition=workflow_edition,
+        )
 
     def run(self, env: Any, **kwargs: Any) -> Any:
         """``rlmesh.run(self, env, **kwargs)``: drive whole episodes and return a RunResult."""
-        from ..eval._api import run
+        from ..eval import _api  # porch: sessions sit above the client
 
-        return run(self, env, **kwargs)
+        return _api.run(self, env, **kwargs)
 
     def __repr__(self) -> str:
         return f"RemoteModel(address='{self.address}')"

@@ -1,85 +1,9 @@
-"""Readiness probes: ``ping`` an endpoint without taking its session (RDY-2, OPP-3)."""
+"""Moved to :mod:`rlmesh.transport.probe` (issue 10 item 4).
 
-from __future__ import annotations
+Kept only for ``sandbox/_docker.py``, which the ``leafimports`` branch repoints; the
+integrator deletes this module at merge.
+"""
 
-import time
-from dataclasses import dataclass
-
-from ..errors import ConnectFailed, ConnectionLost, ProtocolException, RequestTimeout
-from ..transport import Connection, dial, parse_connect_address
-from ..wire import frames, messages as m
-from ..wire.messages import decode_header, encode_message
+from ..transport.probe import Health as Health, ping as ping, wait_ready as wait_ready
 
 __all__ = ["Health", "ping", "wait_ready"]
-
-
-@dataclass(frozen=True)
-class Health:
-    """What an endpoint said to a ping.
-
-    Attributes:
-        address: The normalized address probed.
-        state: ``"ready"`` (its session is free) or ``"busy"`` (a client holds it).
-        service: ``"env"`` or ``"model"``.
-        generation: The endpoint's protocol generation.
-        latency_ms: Round trip of the probe, dial included.
-    """
-
-    address: str
-    state: str
-    service: str
-    generation: str
-    latency_ms: float
-
-
-def ping(address: str, *, timeout_seconds: float = 5.0) -> Health:
-    """Probe an endpoint once. Works before (and without) a handshake.
-
-    Raises:
-        ConnectFailed: nothing answers at ``address`` (or it is not an rlmesh endpoint).
-        RequestTimeout: no answer within ``timeout_seconds``.
-    """
-    addr = parse_connect_address(address)
-    started = time.perf_counter()
-    try:
-        sock = dial(addr, timeout_seconds)
-    except TimeoutError:
-        raise RequestTimeout(f"no answer from '{addr.url}' within {timeout_seconds:.3f}s", timeout_seconds=timeout_seconds) from None
-    except OSError as exc:
-        raise ConnectFailed(f"could not connect to '{addr.url}': {exc}") from exc
-    conn = Connection(sock, frames.PRE_HANDSHAKE_LIMITS)
-    try:
-        conn.send(encode_message(m.Ping(), 1))
-        frame = conn.recv_frame()
-        assert frame is not None
-        reply = decode_header(frame)
-    except TimeoutError:
-        raise RequestTimeout(f"no answer from '{addr.url}' within {timeout_seconds:.3f}s", timeout_seconds=timeout_seconds) from None
-    except (ConnectionLost, ProtocolException) as exc:
-        raise ConnectFailed(f"'{addr.url}' did not answer like an rlmesh endpoint: {exc}") from exc
-    finally:
-        conn.close()
-    if not isinstance(reply, m.Pong):
-        raise ConnectFailed(f"'{addr.url}' answered a ping with {type(reply).__name__}")
-    return Health(addr.url, reply.state, reply.service, reply.generation, (time.perf_counter() - started) * 1e3)
-
-
-def wait_ready(address: str, *, timeout_seconds: float = 30.0, interval_seconds: float = 0.05) -> Health:
-    """Ping until the endpoint answers or ``timeout_seconds`` pass (bounded polling).
-
-    Raises:
-        RequestTimeout: the endpoint did not answer in time; the last error is the cause.
-    """
-    deadline = time.monotonic() + timeout_seconds
-    last: Exception | None = None
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise RequestTimeout(
-                f"'{address}' was not ready within {timeout_seconds:.3f}s ({last})", timeout_seconds=timeout_seconds
-            ) from last
-        try:
-            return ping(address, timeout_seconds=min(remaining, 5.0))
-        except (ConnectFailed, RequestTimeout) as exc:
-            last = exc
-        time.sleep(min(interval_seconds, max(deadline - time.monotonic(), 0)))

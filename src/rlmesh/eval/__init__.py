@@ -6,14 +6,15 @@ returns a :class:`Session` you drive by hand with ``reset`` / ``predict`` /
 """
 
 from ..models._context import PredictContext as PredictContext, predict_seed as predict_seed
+from ..models._sentinels import NO_ADAPTER as NO_ADAPTER, RANDOM_SAMPLE as RANDOM_SAMPLE
 from ._api import run as run, session as session
+from ._cli import eval_main as eval_main
 from ._hooks import RunContext as RunContext, RunHooks as RunHooks, StepEvent as StepEvent
 from ._results import (
     EpisodeResult as EpisodeResult,
     RunResult as RunResult,
     TelemetryRow as TelemetryRow,
 )
-from ._sentinels import NO_ADAPTER as NO_ADAPTER, RANDOM_SAMPLE as RANDOM_SAMPLE
 from ._session import Session as Session
 from ._trial import ENV_RESET_OPTIONS_KEY as ENV_RESET_OPTIONS_KEY, trial_index as trial_index
 from ._view import View as View
@@ -36,10 +37,3 @@ __all__ = [
     "session",
     "trial_index",
 ]
-
-
-def eval_main(argv: list[str] | None = None) -> int:
-    """The ``rlmesh eval`` command (see :mod:`rlmesh.eval._cli`)."""
-    from ._cli import eval_main as _main
-
-    return _main(argv)

@@ -15,18 +15,19 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
 
 from .._build import validate_edition
+from ..client._model import RemoteModel, RemoteRoute
 from ..models._base import ModelBase
 from ..models._numpy import NumpyModel
+from ..models._route import LocalRoute, RandomRoute
+from ..models._sentinels import RANDOM_SAMPLE
+from ..models._warn import user_stacklevel as _user_stacklevel
 from ._hooks import RunHooks
-from ._policy import LocalRoute, RandomRoute
 from ._results import RunResult
-from ._sentinels import RANDOM_SAMPLE
 from ._session import Session
 from ._targets import classify_target
 from ._view import View, normalize_view
-from ._warn import user_stacklevel as _user_stacklevel
 
-__all__ = ["MAX_EXECUTION_HORIZON", "run", "session"]
+__all__ = ["MAX_EXECUTION_HORIZON", "run", "served_session", "session"]
 
 ObsT = TypeVar("ObsT")
 ActT = TypeVar("ActT")
@@ -287,3 +288,34 @@ def run(
         raise
     sess.close()
     return result
+
+
+def served_session(
+    model: RemoteModel,
+    env: Any,
+    *,
+    instruction: str | None = None,
+    close_env: bool = False,
+    trust_entrypoints: bool | None = None,
+    execution_horizon: int = 1,
+    view: Any = None,
+    workflow_edition: str | None = None,
+) -> Session[Any, Any]:
+    """:meth:`RemoteModel.session`: bind a served model to ``env`` (MOD-31, CNF2-A5/A6)."""
+    # MOD-31 / CNF2-A5: both refusals come before the env argument is looked at.
+    if instruction is not None:
+        raise ValueError(
+            "instruction= is not supported for a served model: it resolves its own adapter "
+            "and the env's own instruction is used -- drop instruction="
+        )
+    if trust_entrypoints is not None:
+        raise ValueError(
+            "trust_entrypoints= applies to local models; a served model owns its adapter "
+            "(the server decides what it imports) -- drop trust_entrypoints="
+        )
+    kind = classify_target(env, served=True)  # CNF2-A6: a bad env names env_contract
+    if isinstance(execution_horizon, bool) or not isinstance(execution_horizon, int) or execution_horizon < 1:
+        raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
+    view_cfg = _check_view(view)
+    route = RemoteRoute(model, execution_horizon=execution_horizon, workflow_edition=workflow_edition)
+    return Session._new(route, env, kind, close_env=close_env, workflow_edition=workflow_edition, view=view_cfg)

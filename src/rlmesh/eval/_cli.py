@@ -22,8 +22,13 @@ import time
 import traceback
 from typing import Any, TextIO
 
+from ..client._model import RemoteModel
+from ..errors import DependencyMissing
+from ..models._sentinels import RANDOM_SAMPLE
+from ._api import run
 from ._hooks import RunHooks, StepEvent
 from ._results import EpisodeResult, RunResult
+from ._view import normalize_view
 
 __all__ = ["eval_main", "parse_seeds", "resolve_env_arg", "resolve_model_arg"]
 
@@ -86,13 +91,9 @@ def _import_attr(spec: str) -> Any:
 def resolve_model_arg(spec: str) -> Any:
     """``random`` -> ``RANDOM_SAMPLE``; an address -> a ``RemoteModel`` (a served model);
     ``module:attr`` or ``path/file.py:attr`` -> the imported object."""
-    from ._sentinels import RANDOM_SAMPLE
-
     if spec.strip().lower() in ("random", "random_sample"):
         return RANDOM_SAMPLE
     if _ADDRESS.match(spec):
-        from ..client._model import RemoteModel
-
         return RemoteModel(spec)
     if not (_ENTRYPOINT.match(spec) or _ENTRYPOINT.match(_file_target(spec))):
         raise ValueError(
@@ -114,8 +115,6 @@ def resolve_env_arg(spec: str) -> tuple[Any, bool]:
     try:
         import gymnasium
     except ImportError:
-        from ..errors import DependencyMissing
-
         raise DependencyMissing(
             f"ENV {spec!r} looks like a Gymnasium id, but gymnasium is not installed; "
             'pip install "rlmesh[gymnasium]"',
@@ -321,11 +320,7 @@ def eval_main(argv: list[str] | None = None) -> int:
         seeds = parse_seeds(args.seeds)
         model = resolve_model_arg(args.model)
         env, built = resolve_env_arg(args.env)
-        from ._api import run
-
         total = args.episodes if args.episodes is not None else (len(seeds) if seeds is not None else 1)
-        from ._view import normalize_view
-
         view = normalize_view(args.view)
         on_terminal = view is not None and view.backend in ("terminal", "both")
         progress = None if args.no_progress or on_terminal else _Progress(total, out, rich_ok=tty)

@@ -11,14 +11,18 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .. import adapters
 from .._envview import normalize_reset
+from ..models._route import ENV_TAGS_KEY, LocalRoute, new_episode_id
+from ..models._warn import user_stacklevel
 from ..tensor import Tensor
-from ._policy import ENV_TAGS_KEY, LocalRoute, new_episode_id
+from ._loop import run_session
+from ._results import success_from_info
 from ._targets import EnvConn, open_target
 from ._trial import ENV_RESET_OPTIONS_KEY, TRIAL_INDEX, declares_reset_option
-from ._warn import user_stacklevel
 
 if TYPE_CHECKING:
     from ._hooks import RunHooks
@@ -164,9 +168,7 @@ class Session(Generic[ObsT, ActT]):
         if self._view_cfg is None:
             return None
         cfg, self._view_cfg = self._view_cfg, None  # one attempt per session: a failure warns once
-        from ..view import open_viewer
-
-        self._viewer = open_viewer(cfg, self, route=self._route)
+        self._viewer = _viewing().open_viewer(cfg, self, route=self._route)
         return self._viewer
 
     @property
@@ -290,10 +292,7 @@ class Session(Generic[ObsT, ActT]):
             if view.step(obs, self._steps, self._reward, r, 0.0, env_ms, action) and not (te or tr):
                 tr = True  # the viewer's "end episode": this step reports the episode truncated
             if te or tr:
-                from ..view._hud import outcome_of
-                from ._results import success_from_info
-
-                view.hud.outcome = outcome_of(te, tr, success_from_info(info))
+                view.hud.outcome = _viewing().outcome_of(te, tr, success_from_info(info))
         self._terminated, self._truncated = te, tr
         self._last_info = info
         return obs, r, te, tr, info
@@ -306,8 +305,6 @@ class Session(Generic[ObsT, ActT]):
         if not items:
             raise TypeError("reader() needs at least one role or model-input leaf")
         conn = self._connect()
-        from .. import adapters
-
         return adapters.build_reader(conn.contract, *items)
 
     def read(self, observation: object, item: object) -> Any:
@@ -331,8 +328,6 @@ class Session(Generic[ObsT, ActT]):
         """The observation roles this env declares, grouped by kind; empty when untagged (EVAL-17)."""
         self._ensure_open()
         conn = self._connect()
-        from .. import adapters
-
         tags = (conn.metadata or {}).get(ENV_TAGS_KEY)
         return adapters.observation_roles(tags)
 
@@ -341,9 +336,7 @@ class Session(Generic[ObsT, ActT]):
         declared image roles (or, for an env that declares none, its image-like observation leaves)."""
         self._ensure_open()
         self._connect()
-        from ..view._sources import discover_sources
-
-        return tuple(s.label for s in discover_sources(self))
+        return tuple(s.label for s in _viewing().discover_sources(self))
 
     # -- pumping -----------------------------------------------------------------------------
 
@@ -367,8 +360,6 @@ class Session(Generic[ObsT, ActT]):
         loop; ``on_run_end`` fires exactly once, even on an error or interrupt.
         Leaves the session open.
         """
-        from ._loop import run_session
-
         return run_session(
             self,
             seeds=seeds,
@@ -430,3 +421,11 @@ class Session(Generic[ObsT, ActT]):
         model = getattr(self._route, "model", self._route)
         return f"<Session model={model!r} env={type(self._target).__name__} {state}>"
 
+
+def _viewing() -> SimpleNamespace:
+    """The live viewer's entry points, imported on first use: ``view/`` sits above ``eval/``
+    (it hooks into this loop), so a session reaches it only when asked to view (VIEW-3)."""
+    from .. import view
+    from ..view._hud import outcome_of
+
+    return SimpleNamespace(open_viewer=view.open_viewer, discover_sources=view.discover_sources, outcome_of=outcome_of)

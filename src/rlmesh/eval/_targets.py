@@ -21,6 +21,8 @@ from typing import Any
 
 from .._contract import EnvContract
 from .._envview import declared_autoreset, is_vector_env, normalize_step, spec_id, vector_lanes
+from ..authoring import EnvFactory, build_env
+from ..client._numpy import RemoteEnv, RemoteVectorEnv
 from ..spaces._gym import as_spec
 
 __all__ = ["EnvConn", "LocalContract", "classify_target", "open_target"]
@@ -269,8 +271,6 @@ def _takes_kw(fn: Any, name: str) -> bool:
 
 def _dial(address: str, *, workflow_edition: str | None) -> tuple[Any, Any]:
     """Dial ``address`` with the numpy clients; return ``(client, contract)`` (EVAL-6)."""
-    from ..numpy import RemoteEnv, RemoteVectorEnv
-
     kwargs: dict[str, Any] = {}
     if workflow_edition is not None:
         kwargs["workflow_edition"] = workflow_edition
@@ -313,13 +313,7 @@ def _local_conn(env: Any, *, user_obj: Any, built: bool = False, factory: Any = 
 
 def _factory_conn(target: Any) -> EnvConn:
     owns = isinstance(target, type)
-    try:
-        from ..authoring import EnvFactory, build_env
-    except ImportError:  # pragma: no cover - authoring always ships
-        EnvFactory = None  # type: ignore[assignment,misc]
-    if EnvFactory is not None and (
-        isinstance(target, EnvFactory) or (owns and issubclass(target, EnvFactory))
-    ):
+    if isinstance(target, EnvFactory) or (owns and issubclass(target, EnvFactory)):
         factory, env = build_env(target)
     else:  # a duck factory: anything with make()
         factory = target() if owns else target

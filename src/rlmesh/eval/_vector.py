@@ -45,10 +45,11 @@ from .._envview import (
     normalize_step,
 )
 from ..errors import EnvironmentException, Unsupported
+from ..models._route import LocalRoute, new_episode_id
 from ..models._values import get_bridge, to_numpy_tree
+from ..tensor import Tensor
+from ._budget import BUILTIN_STEP_BOUND, finish_run
 from ._hooks import RunHooks, StepEvent
-from ._loop import BUILTIN_STEP_BOUND, finish_run
-from ._policy import LocalRoute, new_episode_id
 from ._results import EpisodeResult, RunResult, aggregate_telemetry, success_from_info
 
 if TYPE_CHECKING:
@@ -454,8 +455,6 @@ def _drive_same_step(run: _VectorRun) -> None:
 
 
 def _has_plain(tree: Any) -> bool:
-    from ..tensor import Tensor
-
     if isinstance(tree, Tensor):
         return True
     if isinstance(tree, Mapping):

@@ -24,7 +24,25 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._cli import default_address
+from .._build import resolve_declared_edition
+from .._envview import Lanes, autoreset_name
+from ..authoring import EnvFactory
+from ..authoring._factory import _framework_name, build_env
+from ._command import (
+    _exposed,
+    _gym_autoreset,
+    _mark,
+    _resolve,
+    _startup_text,
+    _write_ready_file,
+    default_address,
+    load_env_target,
+    run_command,
+)
+from ._model import ModelServer
+from ._model_cli import load_model_target
+from ._options import ServeOptions
+from ._server import EnvServer
 
 __all__ = ["main", "serve_env"]
 
@@ -106,11 +124,6 @@ def _serve_env(
     announce: Callable[[str], None],
     built: Callable[[], None] = lambda: None,
 ) -> None:
-    from .._build import resolve_declared_edition
-    from ..authoring import EnvFactory
-    from ..authoring._factory import _framework_name, build_env
-    from . import EnvServer, ServeOptions  # looked up on the package (tests may substitute them)
-
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
     if vectorization_mode not in (None, "sync", "async"):
@@ -183,9 +196,6 @@ def _build_plain(
     autoreset: str | None = None,
 ) -> Any:
     """A non-factory env source -> one env, :class:`Lanes` of lane envs, or a Gymnasium vector env."""
-    from .._envview import Lanes, autoreset_name
-    from ._cli import _gym_autoreset, load_env_target
-
     if isinstance(source, str):
         return load_env_target(
             source, num_envs=num_envs, vectorization_mode=vectorization_mode, kwargs=kwargs, autoreset=autoreset
@@ -330,8 +340,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     JSON object, a reserved binding key, a bad ``RLMESH_NUM_ENVS`` -- are usage
     errors: ``SystemExit`` with status 2.
     """
-    from ._cli import _exposed, _mark, _startup_text, _write_ready_file, run_command
-
     _mark("imports")
     _parser, args, binding, num_envs = _parse(argv)
 
@@ -342,10 +350,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"RLMesh serving {what} on {shown}{_startup_text()}{warning}", flush=True)
 
     def serve_model() -> int:
-        from ._model import ModelServer
-        from ._model_cli import load_model_target
-        from ._options import ServeOptions
-
         model = load_model_target(args.model, binding)
         _mark("model")
         if getattr(model, "_spec", None) is None:
@@ -361,8 +365,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         announce("env", address, address)  # an env is shown at its resolved bound address
 
     def serve_env_target() -> int:
-        from ._cli import _resolve
-
         source: Any = args.env
         resolved = _resolve(args.env)  # module:attr -> the object; a Gymnasium id stays a string
         if resolved is not None:

@@ -18,9 +18,11 @@ from .._build import resolve_declared_edition
 from .._contract import EnvContract
 from .._plan import ValuePlan, value_plan
 from ..errors import BindFailed
+from ..models._route import LocalRoute, probe_hidden_state
 from ..spaces import space_from_spec
 from ..transport import listen, resolve_address
 from ..wire import frames, messages as m
+from ..wire.meta import normalize
 from ._driver import RequestFailed
 from ._lifecycle import ServerBase
 from ._loop import ServeLoop
@@ -109,8 +111,6 @@ class _ModelService:
         return m.EpisodeAck(episode_id=msg.episode_id), []
 
     def _bind(self, msg: m.Bind, frame: frames.Frame) -> tuple[m.BindReply, list[Any]]:
-        from ..eval._policy import LocalRoute
-
         if self.routes:
             self.end_session()
         try:
@@ -131,8 +131,6 @@ class _ModelService:
             self._call("bind", route.bind, env)
             routes.append(route)
         if msg.lanes > 1:  # MOD-37: the lanes share this one model object
-            from ..eval._policy import probe_hidden_state
-
             self._call("bind", probe_hidden_state, routes[0], contract.observation_space)
         self.routes = routes
         self.obs_plan = value_plan(contract.observation_space)
@@ -191,7 +189,6 @@ def _model_contract(model: Any) -> dict[str, Any]:
     ``spec: None`` with a note: clients never need it (the adapter is resolved here, next
     to the model), and the server must not fail at every ``Hello`` (issue 18, defect 4).
     """
-    from ..wire.meta import normalize
 
     name = type(model).__name__
     spec = getattr(model, "_spec", None)

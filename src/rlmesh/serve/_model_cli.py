@@ -13,6 +13,18 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ..models import ModelBase, NumpyModel
+from ._command import (
+    _load_attr,
+    announce,
+    binding_of,
+    default_address,
+    options_of,
+    run_command,
+    serve_until_stopped,
+)
+from ._model import ModelServer
+
 __all__ = ["load_model_target", "main"]
 
 
@@ -23,9 +35,6 @@ def load_model_target(target: str, binding: dict[str, Any] | None = None) -> Any
         TypeError: a binding for a target that is not a Model subclass, or a class
             that defines no ``load``.
     """
-    from ..models import ModelBase, NumpyModel
-    from ._cli import _load_attr
-
     if ":" not in target:
         raise ValueError(f"model TARGET must be module:attr, got {target!r}")
     obj = _load_attr(target)
@@ -44,8 +53,6 @@ def load_model_target(target: str, binding: dict[str, Any] | None = None) -> Any
 def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model") -> int:
     p = argparse.ArgumentParser(prog=prog, description="Serve a model for RemoteModel clients.")
     p.add_argument("target", help="module:attr: a Model subclass, a Model instance, or a predict callable")
-    from ._cli import default_address
-
     p.add_argument(
         "--address",
         default=default_address(),
@@ -60,9 +67,6 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
     p.add_argument("--ready-fd", type=int, default=None, help="write the bound address to this fd, then close it (default: none)")
     p.add_argument("--verbose", action="store_true", help="print tracebacks on errors (default: one line)")
     args = p.parse_args(argv)
-    from ._cli import announce, binding_of, options_of, run_command, serve_until_stopped
-    from ._model import ModelServer
-
     def body() -> int:
         model = load_model_target(args.target, binding_of(args))
         if getattr(model, "_spec", None) is None:

@@ -8,6 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from .. import adapters
 from .._build import resolve_declared_edition
 from .._contract import EnvContract
 from .._envview import is_vector_env, view_of
@@ -17,6 +18,7 @@ from ..transport import listen, resolve_address
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ._driver import Driver, RequestFailed
+from ._framework import bridge_view, resolve_framework
 from ._lifecycle import ServerBase
 from ._loop import ServeLoop
 from ._options import ServeOptions
@@ -128,8 +130,6 @@ class EnvServer(ServerBase):
             _check_branch(e)
         view = view_of(env)
         if bridge is not None:  # SRV-30: the env takes and returns its framework's arrays
-            from ._framework import bridge_view
-
             bridge_view(view, bridge, dev)
         declared = resolve_declared_edition(
             served=self._options.workflow_edition, warn=True, who="this EnvServer"
@@ -205,8 +205,6 @@ def _check_space_depth(env: Any) -> None:
 
 def _check_framework(framework: Any, device: Any) -> tuple[Any, Any]:
     """SRV-30/32: ``(bridge, device)`` for torch/jax, ``(None, None)`` for numpy (the default)."""
-    from ._framework import resolve_framework
-
     return resolve_framework(framework, device)
 
 
@@ -215,8 +213,6 @@ def _stamp_tags(env: Any, tags: Any) -> None:
     md = getattr(env, "metadata", None)
     if tags is None and not (isinstance(md, Mapping) and _ENV_TAGS_KEY in md):
         return
-    from .. import adapters
-
     if tags is None:
         tags = adapters.EnvTags.from_metadata(md)
     # SRV-20: a vector env's batched spaces are not what tags describe; its per-lane

@@ -422,7 +422,7 @@ class FakeServer:
 @pytest.fixture
 def fake_server(monkeypatch: pytest.MonkeyPatch) -> type[FakeServer]:
     FakeServer.instances = []
-    monkeypatch.setattr(rlmesh.serve, "EnvServer", FakeServer)
+    monkeypatch.setattr("rlmesh.serve._main.EnvServer", FakeServer)  # the name serve_env builds with
     return FakeServer
 
 
@@ -506,7 +506,7 @@ def test_serve_closes_built_envs_and_the_factory_when_the_server_cannot_start(
             built.append(env)
             raise ConnectionError("failed to bind tcp listener")
 
-    monkeypatch.setattr(rlmesh.serve, "EnvServer", Boom)
+    monkeypatch.setattr("rlmesh.serve._main.EnvServer", Boom)  # the name serve_env builds with
     with pytest.raises(ConnectionError):
         Recording().serve("x:1")
     assert built[0].closed == 1 and Recording.calls[-1] == "close"
@@ -528,7 +528,7 @@ def test_serve_really_serves_a_factory_over_tcp(monkeypatch: pytest.MonkeyPatch)
             ready.set()
             super().serve()
 
-    monkeypatch.setattr(rlmesh.serve, "EnvServer", Recorder)
+    monkeypatch.setattr("rlmesh.serve._main.EnvServer", Recorder)  # the name serve_env builds with
     errors: list[BaseException] = []
 
     def run() -> None:

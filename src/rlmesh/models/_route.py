@@ -22,15 +22,17 @@ from typing import Any
 
 import numpy as np
 
-from .. import _keys
+from .. import _keys, adapters as _adapters
+from .._bridge import NUMPY
 from .._plan import value_plan
 from ..errors import AdapterResolutionError
-from ..models._base import ModelBase
-from ..models._context import EpisodeStore
-from ..models._values import split_chunk, to_numpy_tree
+from ..spaces import space_from_spec
 from ..spaces._gym import as_spec
 from ..tensor import Tensor
+from ._base import ModelBase
+from ._context import EpisodeStore
 from ._sentinels import NO_ADAPTER
+from ._values import split_chunk, to_numpy_tree
 from ._warn import user_stacklevel
 
 __all__ = ["ENV_TAGS_KEY", "LocalRoute", "RandomRoute", "input_signature", "resolve_adapter"]
@@ -62,8 +64,6 @@ def resolve_adapter(spec: Any, contract: Any, *, trust_entrypoints: bool) -> Any
                 "the raw env values yourself"
             )
         return None
-    from .. import adapters as _adapters
-
     adapters: Any = _adapters
     model_spec = getattr(adapters, "ModelSpec", None)
     adapter_base = getattr(adapters, "AdapterBase", None)
@@ -81,8 +81,6 @@ def resolve_adapter(spec: Any, contract: Any, *, trust_entrypoints: bool) -> Any
 
 def text_placements(spec: Any) -> list[tuple[tuple[Any, ...], bool]]:
     """``(path, as_list)`` of every ``Text`` leaf in a spec's input tree."""
-    from .. import adapters as _adapters
-
     text_cls = getattr(_adapters, "Text", None)
     out: list[tuple[tuple[Any, ...], bool]] = []
 
@@ -291,10 +289,6 @@ def probe_hidden_state(route: LocalRoute, observation_space: Any) -> None:
     if route.spec_less and route.horizon == 1 and cs.predict_batch is None:
         return  # DELTA-49: a spec-less predict-only model receives the whole batch in one call
     try:
-        from .._bridge import NUMPY
-        from ..spaces import space_from_spec
-        from ..spaces._gym import as_spec
-
         space = space_from_spec(as_spec(observation_space, "observation_space"), bridge=NUMPY)
         space.seed(0)
         raw_a, raw_b = space.sample(), space.sample()
