@@ -19,11 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from .._envview import EnvView, lane_final_info, next_step_violation, validation_policy
+from .._envview import Checks, EnvView, failure_text, lane_final_info, next_step_violation
 from .._ids import uuid7 as new_episode_id
-from .._keys import CONFORMANCE_WARNING_KEY
-from ..errors import CODE_NUMBERS, ProtocolException, is_recoverable_exception
-from ..spaces._values import compile_encoder, compile_range_check
+from ..errors import CODE_NUMBERS, EnvironmentException, ProtocolException, is_recoverable_exception
+from ..spaces._values import compile_encoder
 from ..wire import messages as m
 from ..wire.meta import normalize
 from ..wire.values import ValueCodec
@@ -42,7 +41,6 @@ class LaneState(enum.IntEnum):
 
 ACTIVE, PENDING, IDLE = LaneState.ACTIVE, LaneState.PENDING, LaneState.IDLE  # module-level: hot-path lookups
 _INTERRUPTED_CAP = 100  # AR-4
-_WARNING_KEY = CONFORMANCE_WARNING_KEY  # INFO-4
 
 
 class RequestFailed(Exception):
@@ -58,6 +56,11 @@ class RequestFailed(Exception):
     def to_message(self) -> m.Error:
         return m.Error(code=CODE_NUMBERS[self.code], message=self.message, recoverable=self.recoverable, op=self.op)
 
+    @classmethod
+    def of(cls, exc: EnvironmentException) -> RequestFailed:
+        """A check of the one env view (:class:`rlmesh._envview.Checks`) refused a value."""
+        return cls(exc.code, exc.message, op=exc.op, recoverable=exc.recoverable)
+
 
 def _env_failure(op: str, exc: BaseException) -> RequestFailed:
     """ERR-2/ERR-6/DEC-8: ``[INTERNAL] {op} failed: {ExcType}: {text}``, fatal unless marked."""
@@ -65,11 +68,7 @@ def _env_failure(op: str, exc: BaseException) -> RequestFailed:
     code = getattr(exc, "code", "INTERNAL") if recoverable else "INTERNAL"
     if code not in CODE_NUMBERS:
         code = "INTERNAL"
-    try:
-        text = str(exc)
-    except Exception:  # an env exception whose __str__ fails must not take the server down
-        text = "<unprintable exception>"
-    return RequestFailed(code, f"{op} failed: {type(exc).__name__}: {text}", op=op, recoverable=recoverable)
+    return RequestFailed(code, failure_text(op, exc), op=op, recoverable=recoverable)
 
 
 def _reset_needed(op: str) -> RequestFailed:
@@ -165,20 +164,13 @@ class Driver:
         self.view = view
         self.lanes = view.lanes
         n = view.num_envs
-        self.obs_encoder = compile_encoder(view.obs_space, lanes=self.lanes)
-        self.obs_range = compile_range_check(view.obs_space, lanes=self.lanes)
         self.obs_codec = ValueCodec(view.obs_space, self.lanes)
-        self.act_encoder = compile_encoder(view.act_space, lanes=self.lanes)
-        self.act_range = compile_range_check(view.act_space, lanes=self.lanes)
         self.act_codec = ValueCodec(view.act_space, self.lanes)
-        self.policy = validation_policy()
-        off = self.policy == "off"
-        self._act_check = None if off else self.act_range  # CNF-4: "off" skips range checks
-        self._obs_check = None if off else self.obs_range
+        #: SRV-60 / CNF-4: the same checks, policy and words as an in-process session's.
+        self.checks = Checks(view.obs_space, view.act_space, self.lanes)
+        self.policy = self.checks.policy
         self._books = _Books(n)
         self._interrupted: deque[m.EpisodeRecord] = deque()
-        self._warned: set[tuple[str, str]] = set()
-        self._pending_warnings: list[dict[str, str]] = []
         self._partial_cache: dict[int, tuple[Any, ValueCodec]] = {}
         self._has_reset = False  # this session reset the env: step/render may run
 
@@ -189,8 +181,7 @@ class Driver:
         self._has_reset = False
         self._books.reset_all()
         self._interrupted.clear()
-        self._warned.clear()
-        self._pending_warnings.clear()
+        self.checks.begin_session()
 
     def end_session(self) -> list[m.EpisodeRecord]:
         """SES-5: complete every active episode as truncated; return them with the buffered ones."""
@@ -259,7 +250,7 @@ class Driver:
             completed = [*self._interrupted, *completed]
             self._interrupted.clear()
         scalars, segs = self.obs_codec.split(canonical)
-        info_out = self._info(info, "step") if info or self._pending_warnings else None
+        info_out = self._info(info, "step") if info or self.checks.pending else None
         if self.lanes is None:
             return (
                 m.StepReply(
@@ -310,21 +301,13 @@ class Driver:
         except ProtocolException as exc:
             raise RequestFailed("INVALID_ACTION", f"action does not match action_space: {exc}", op="step") from None
         try:
-            action = self.act_encoder(raw)
+            return self.checks.action(raw)
+        except EnvironmentException as exc:  # CNF-4 strict: out of range
+            raise RequestFailed.of(exc) from None
         except (ValueError, TypeError, KeyError) as exc:
             raise RequestFailed(
                 "INVALID_ACTION", f"action does not match action_space at {_msg(exc)}", op="step"
             ) from None
-        if self._act_check is not None:
-            deviations = self._act_check(action)
-            if deviations:
-                if self.policy == "strict":
-                    path, detail = deviations[0]
-                    raise RequestFailed(
-                        "INVALID_ACTION", f"action out of range at {path}: {detail}", op="step"
-                    )
-                self._warn("action", deviations)
-        return action
 
     def _partial(self, k: int) -> tuple[Any, ValueCodec]:
         """Encoder and codec for a batch of ``k`` lanes (partial reset replies)."""
@@ -336,52 +319,20 @@ class Driver:
         return self._partial_cache[k]
 
     def _encode_obs(self, obs: Any, op: str, partial: int | None = None) -> Any:
-        encoder = self.obs_encoder if partial is None else self._partial(partial)[0]
         try:
-            canonical = encoder(obs)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise RequestFailed(
-                "INTERNAL",
-                f"{op} failed: the env returned an observation that does not match observation_space at {_msg(exc)}",
-                op=op,
-                recoverable=False,
-            ) from None
-        if self._obs_check is not None and partial is None:
-            deviations = self._obs_check(canonical)
-            if deviations:
-                if self.policy == "strict":
-                    path, detail = deviations[0]
-                    raise RequestFailed(
-                        "INTERNAL",
-                        f"{op} failed: observation out of range at {path}: {detail}",
-                        op=op,
-                        recoverable=False,
-                    )
-                self._warn("observation", deviations)
-        return canonical
+            return self.checks.observation(obs, op, None if partial is None else self._partial(partial)[0])
+        except EnvironmentException as exc:  # SRV-60: the env broke its own contract
+            raise RequestFailed.of(exc) from None
 
     def _split_obs(self, canonical: Any, partial: int | None = None) -> tuple[list[Any], list[Any]]:
         codec = self.obs_codec if partial is None else self._partial(partial)[1]
         return codec.split(canonical)
 
-    def _warn(self, kind: str, deviations: list[tuple[str, str]]) -> None:
-        for path, detail in deviations:
-            key = (kind, path)
-            if key not in self._warned:  # INFO-4 / OPP-5: once per (kind, path) per session
-                self._warned.add(key)
-                self._pending_warnings.append({"kind": kind, "path": path, "detail": detail})
-
     def _info(self, info: dict[str, Any], op: str) -> Any:
-        if self._pending_warnings:
-            info = dict(info)
-            info[_WARNING_KEY] = list(self._pending_warnings)
-            self._pending_warnings.clear()
-        if not info:
-            return None
         try:
-            return normalize(info)
-        except TypeError as exc:
-            raise RequestFailed("INTERNAL", f"{op} failed: info: {exc}", op=op, recoverable=False) from None
+            return self.checks.info(info, op)  # INFO-4 warnings ride along; MET-1
+        except EnvironmentException as exc:
+            raise RequestFailed.of(exc) from None
 
     def _buffer_interrupted(self, record: m.EpisodeRecord) -> None:
         if len(self._interrupted) >= _INTERRUPTED_CAP:
