@@ -73,6 +73,7 @@ __all__ = [
     "read_scalar_step",
     "read_vector_step",
     "spec_id",
+    "subset_resets",
     "validation_policy",
     "vector_lanes",
     "view_of",
@@ -132,6 +133,16 @@ def vector_lanes(env: Any) -> int | None:
     if n < 1:
         raise ValueError(f"vector env reports num_envs={n}; it needs at least one lane")
     return n
+
+
+def subset_resets(env: Any) -> bool:
+    """AR-10: whether ``env`` resets chosen lanes: a Gymnasium (>= 1.1) ``VectorEnv`` taking ``options["reset_mask"]``."""
+    import sys
+
+    vector = sys.modules.get("gymnasium.vector")  # not imported: env cannot be a Gymnasium VectorEnv
+    if vector is None or not hasattr(vector, "AutoresetMode") or not isinstance(env, vector.VectorEnv):
+        return False
+    return _reset_takes_options(env)
 
 
 def _has(env: Any, name: str) -> bool:
@@ -596,7 +607,9 @@ class VectorView(EnvView):
         self.env_id = env_id_of(env)
         self.render_mode = _render_mode(env)
         self._options_ok = _reset_takes_options(env)
-        self.supports_partial_reset = self.autoreset != "NextStep"
+        # AR-10: a Gymnasium VectorEnv resets chosen lanes (options["reset_mask"]) in every
+        # autoreset mode, as an in-process session resets them; a duck-typed NEXT_STEP env cannot.
+        self.supports_partial_reset = self.autoreset != "NextStep" or subset_resets(env)
 
     def reset(
         self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False

@@ -228,14 +228,27 @@ def test_an_unknown_autoreset_mode_is_refused_with_the_same_message_both_ways() 
     assert str(local.value) == str(served.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="known divergence: a served NEXT_STEP/SAME_STEP Gymnasium vector env refuses partial resets "
-    "(AR-10, UNSUPPORTED), so more seeds than lanes are refused; in-process the same env resets lanes "
-    "with reset_mask",
-)
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=["next-step", "same-step"])
 def test_more_seeds_than_lanes_on_an_autoresetting_gymnasium_vector_env(mode: AutoresetMode, serve: Callable[..., Any]) -> None:
+    """AR-10: a Gymnasium VectorEnv resets chosen lanes (``reset_mask``) in every autoreset mode, served too.
+
+    So five seeds over two NEXT_STEP/SAME_STEP lanes run five seeded episodes both ways
+    (in-process with ``reset_mask``, served with ``env_indices``).
+    """
     case = Case(lambda: sync_vector(mode), {"seeds": [1, 2, 3, 4, 5]})
-    assert outcome(run_in_process(case)) == outcome(run_served(case, serve))
+    local = run_in_process(case)
+    assert outcome(local) == outcome(run_served(case, serve))
+    by_index = sorted(local.episodes, key=lambda e: e.index)
+    assert [(e.seed, e.steps, e.terminated) for e in by_index] == [(s, 3 + s % 3, True) for s in [1, 2, 3, 4, 5]]
+
+
+def test_more_seeds_than_lanes_on_a_duck_typed_next_step_vector_env_is_refused_the_same_way(
+    serve: Callable[..., Any],
+) -> None:
+    """AR-10: a duck-typed NEXT_STEP vector env cannot reset single lanes; both ways refuse alike."""
+    case = Case(lambda: DuckVector(), {"seeds": [1, 2, 3]})
+    with pytest.raises(ValueError, match="3 seeds for a NextStep autoreset env") as local:
+        run_in_process(case)
+    with pytest.raises(ValueError, match="3 seeds for a NextStep autoreset env") as served:
+        run_served(case, serve)
+    assert str(local.value) == str(served.value)

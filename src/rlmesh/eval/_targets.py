@@ -189,17 +189,18 @@ class EnvConn:
         #: How the driver resets single lanes: "mask" (gymnasium reset_mask),
         #: "indices" (a RemoteVectorEnv lanes endpoint), or "" (the env autoresets).
         self.per_lane_reset = ""
-        #: A remote NEXT_STEP endpoint that may reset single lanes (a lanes endpoint does;
-        #: a served Gymnasium vector env answers UNSUPPORTED): tried only when a run needs it.
-        self.next_step_indices = False
+        #: A remote autoresetting endpoint that may reset single lanes (a lanes endpoint or a
+        #: served Gymnasium vector env does, AR-10; a duck-typed NEXT_STEP env answers
+        #: UNSUPPORTED): tried only when a run needs it.
+        self.autoreset_indices = False
         if self.is_vector:
             if _is_gymnasium_vector(env):
                 self.per_lane_reset = "mask"
             elif _takes_kw(env.reset, "env_indices"):
                 if self.autoreset_mode == "Disabled":
                     self.per_lane_reset = "indices"
-                elif self.autoreset_mode == "NextStep" and remote:
-                    self.next_step_indices = True
+                elif remote:
+                    self.autoreset_indices = True
         self.metadata: Mapping[str, Any] | None = getattr(contract, "metadata", None)
         step = env.step
         self.step: Any = step if remote or self.is_vector else lambda action: normalize_step(step(action), None)

@@ -146,8 +146,8 @@ def run_vector(
     how = conn.per_lane_reset
     capped = max_episode_steps is not None or max_episode_seconds is not None
     needs_owned = (len(seed_list) > n and count > n) or capped or bool(trial_index_base)
-    if not how and needs_owned and getattr(conn, "next_step_indices", False):
-        how = "indices"  # a NEXT_STEP lanes endpoint resets single lanes (issue 12); refused below if not
+    if not how and needs_owned and getattr(conn, "autoreset_indices", False):
+        how = "indices"  # a served lanes or Gymnasium vector endpoint resets single lanes (AR-10); refused below if not
     refuse = functools.partial(
         _refuse_unowned,
         conn.autoreset_mode,
