@@ -69,6 +69,7 @@ __all__ = [
     "next_step_violation",
     "normalize_reset",
     "normalize_step",
+    "path_text",
     "published_metadata",
     "read_scalar_step",
     "read_vector_step",
@@ -259,7 +260,7 @@ class Checks:
             canonical = (encode or self._obs_encode)(obs)
         except (ValueError, TypeError, KeyError) as exc:
             raise EnvironmentException(
-                f"{op} failed: the env returned an observation that does not match observation_space at {_msg(exc)}",
+                f"{op} failed: the env returned an observation that does not match observation_space at {path_text(exc)}",
                 code="INTERNAL",
                 op=op,
                 recoverable=False,
@@ -331,7 +332,8 @@ class Checks:
                 self.pending.append({"kind": kind, "path": path, "detail": detail})
 
 
-def _msg(exc: BaseException) -> str:
+def path_text(exc: BaseException) -> str:
+    """An encoder error's message, starting with its JSONPath (CNF-5; ``$: `` added when missing)."""
     text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
     text = str(text)
     return text if text.startswith("$") else f"$: {text}"

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._contract import EnvContract
-from .._envview import declared_autoreset, is_vector_env, normalize_step, spec_id, vector_lanes
+from .._envview import declared_autoreset, is_vector_env, spec_id, vector_lanes
 from ..spaces._gym import as_spec
 
 __all__ = ["EnvConn", "LocalContract", "classify_target", "open_target"]
@@ -155,8 +155,8 @@ class EnvConn:
         num_envs: Lanes (1 for a scalar env).
         is_vector: Whether the env speaks the batched vector API.
         remote: Whether ``env`` is a client (it negotiated a workflow edition).
-        step: ``env.step`` for a scalar env, its result read as a served endpoint reads it
-            (ENVCALL-3: a legacy 4-tuple, any ``Mapping`` as info) when the env is local.
+        step: ``env.step``. A session reads and checks a local scalar env's step as a
+            served endpoint does (``rlmesh._envview.local_scalar_step``).
         per_lane_reset: Whether lanes can be reset individually (gymnasium ``reset_mask``).
     """
 
@@ -202,8 +202,7 @@ class EnvConn:
                 elif remote:
                     self.autoreset_indices = True
         self.metadata: Mapping[str, Any] | None = getattr(contract, "metadata", None)
-        step = env.step
-        self.step: Any = step if remote or self.is_vector else lambda action: normalize_step(step(action), None)
+        self.step: Any = env.step
 
     @property
     def action_space(self) -> Any:

@@ -19,7 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from .._envview import Checks, EnvView, failure_text, lane_final_info, next_step_violation
+from .._envview import (
+    Checks,
+    EnvView,
+    failure_text,
+    lane_final_info,
+    next_step_violation,
+    path_text,
+)
 from .._ids import uuid7 as new_episode_id
 from ..errors import CODE_NUMBERS, EnvironmentException, ProtocolException, is_recoverable_exception
 from ..spaces._values import compile_encoder
@@ -306,7 +313,7 @@ class Driver:
             raise RequestFailed.of(exc) from None
         except (ValueError, TypeError, KeyError) as exc:
             raise RequestFailed(
-                "INVALID_ACTION", f"action does not match action_space at {_msg(exc)}", op="step"
+                "INVALID_ACTION", f"action does not match action_space at {path_text(exc)}", op="step"
             ) from None
 
     def _partial(self, k: int) -> tuple[Any, ValueCodec]:
@@ -403,12 +410,6 @@ def _flag_bytes(flags: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     if flags.dtype == np.bool_ and flags.flags.c_contiguous:
         return flags.view(np.uint8)
     return np.ascontiguousarray(flags, dtype=np.uint8)
-
-
-def _msg(exc: BaseException) -> str:
-    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-    text = str(text)
-    return text if text.startswith("$") else f"$: {text}"
 
 
 def _final_info_scalar(info: dict[str, Any]) -> Any:
