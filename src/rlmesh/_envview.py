@@ -14,7 +14,10 @@ behaves the same whether it is driven locally or served (issue 10):
 - one lane of a batched vector info dict (:func:`lane_info`) and one lane's final
   info (AR-7, :func:`lane_final_info`);
 - the NEXT_STEP autoreset contract (AR-6, :func:`next_step_violation`);
-- the validation policy knob (CNF-4, :func:`validation_policy`).
+- the validation policy knob (CNF-4, :func:`validation_policy`) and the checks it
+  governs (SRV-60, CNF-2/3, INFO-4, :class:`Checks`): observations and actions
+  against the spaces, and the info the wire must carry; a failure to read a
+  step's reward or flags is worded once (:func:`env_failure`).
 
 The views (:class:`ScalarView`, :class:`VectorView`, :class:`LanesView`,
 :class:`OneLaneView`) expose ``num_envs``, the per-lane spaces, the autoreset
@@ -37,12 +40,16 @@ from typing import Any
 import numpy as np
 
 from ._contract import UNKNOWN_ENV_ID
-from ._keys import AUTORESET_MODE_KEY, MAX_EPISODE_STEPS_KEY
+from ._keys import AUTORESET_MODE_KEY, CONFORMANCE_WARNING_KEY, MAX_EPISODE_STEPS_KEY
+from ._plan import value_plan
+from .errors import EnvironmentException, InvalidAction
 from .spaces._gym import as_spec
 from .spaces._spec import SpaceSpec
+from .wire.meta import normalize
 
 __all__ = [
     "AUTORESET_CHOICES",
+    "Checks",
     "EnvView",
     "Lanes",
     "LanesView",
@@ -52,15 +59,22 @@ __all__ = [
     "autoreset_mode_of",
     "autoreset_name",
     "declared_autoreset",
+    "env_failure",
     "env_id_of",
     "is_vector_env",
+    "local_checks",
+    "local_scalar_step",
     "lane_final_info",
     "lane_info",
     "next_step_violation",
     "normalize_reset",
     "normalize_step",
+    "path_text",
     "published_metadata",
+    "read_scalar_step",
+    "read_vector_step",
     "spec_id",
+    "subset_resets",
     "validation_policy",
     "vector_lanes",
     "view_of",
@@ -122,6 +136,16 @@ def vector_lanes(env: Any) -> int | None:
     return n
 
 
+def subset_resets(env: Any) -> bool:
+    """AR-10: whether ``env`` resets chosen lanes: a Gymnasium (>= 1.1) ``VectorEnv`` taking ``options["reset_mask"]``."""
+    import sys
+
+    vector = sys.modules.get("gymnasium.vector")  # not imported: env cannot be a Gymnasium VectorEnv
+    if vector is None or not hasattr(vector, "AutoresetMode") or not isinstance(env, vector.VectorEnv):
+        return False
+    return _reset_takes_options(env)
+
+
 def _has(env: Any, name: str) -> bool:
     try:
         inspect.getattr_static(env, name)
@@ -166,6 +190,154 @@ def validation_policy() -> str:
     """CNF-4: ``strict``, ``off`` or (default) ``warn`` from ``RLMESH_VALIDATION_POLICY``."""
     raw = os.environ.get("RLMESH_VALIDATION_POLICY", "").strip().lower()
     return raw if raw in ("strict", "off") else "warn"
+
+
+def failure_text(op: str, exc: BaseException) -> str:
+    """ERR-2: ``"{op} failed: {ExcType}: {text}"``, the words of a failed env call."""
+    try:
+        text = str(exc)
+    except Exception:  # an env exception whose __str__ fails must not take the driver down
+        text = "<unprintable exception>"
+    return f"{op} failed: {type(exc).__name__}: {text}"
+
+
+def env_failure(op: str, exc: BaseException) -> EnvironmentException:
+    """A result that cannot be read (e.g. a reward that is no number), as a served client sees it.
+
+    The served driver sends ``[INTERNAL] {op} failed: {ExcType}: {text}`` and ends the
+    session (ERR-2); in-process drivers raise this same fatal
+    :class:`~rlmesh.errors.EnvironmentException`.
+    """
+    return EnvironmentException(failure_text(op, exc), code="INTERNAL", op=op, recoverable=False)
+
+
+class Checks:
+    """What every driver checks on env outputs and on actions (SRV-60, CNF-2..4, INFO-4).
+
+    Built once per session (in-process) or per server (served) from the per-lane
+    spaces; ``policy`` is resolved once (:func:`validation_policy`, CNF-4). Both the
+    server's driver and in-process sessions call the same methods, so a value is
+    refused, warned about or let through with the same error type and words:
+
+    - :meth:`observation`: a structural deviation (CNF-2) is a fatal ``[INTERNAL]``;
+      a range deviation (CNF-3) is fatal under ``strict``, a conformance warning
+      under ``warn``, unchecked under ``off``. Returns the canonical value (SRV-61:
+      the dtype a peer sees).
+    - :meth:`action`: a structural deviation raises the encoder's ``ValueError`` /
+      ``TypeError`` / ``KeyError`` (what a client raises before sending); a range
+      deviation is an :class:`~rlmesh.errors.InvalidAction` under ``strict`` (the
+      action is not delivered), a warning under ``warn``.
+    - :meth:`info` / :meth:`local_info`: the pending conformance warnings ride in the
+      info under ``rlmesh.conformance.warning``, once per (kind, path) per session
+      (INFO-4); served, the info must also be carriable by the metadata codec (MET-1).
+    """
+
+    __slots__ = ("_act_encode", "_act_range", "_obs_encode", "_obs_range", "_warned", "lanes", "pending", "policy")
+
+    def __init__(self, obs_space: SpaceSpec, act_space: SpaceSpec, lanes: int | None, policy: str | None = None) -> None:
+        self.policy = validation_policy() if policy is None else policy
+        self.lanes = lanes
+        off = self.policy == "off"
+        obs, act = value_plan(obs_space, lanes=lanes), value_plan(act_space, lanes=lanes)
+        self._obs_encode = obs.encode
+        self._act_encode = act.encode
+        self._obs_range = None if off else obs.range_check  # CNF-4
+        self._act_range = None if off else act.range_check
+        self._warned: set[tuple[str, str]] = set()
+        self.pending: list[dict[str, str]] = []
+
+    def begin_session(self) -> None:
+        """SES-6 / INFO-4: warnings are deduplicated per session."""
+        self._warned.clear()
+        self.pending.clear()
+
+    def observation(self, obs: Any, op: str, encode: Any = None) -> Any:
+        """The canonical observation, or a fatal ``[INTERNAL]`` (SRV-60).
+
+        ``encode`` replaces the compiled encoder (a partial reset's ``k`` lanes); such
+        a value is checked structurally only.
+        """
+        try:
+            canonical = (encode or self._obs_encode)(obs)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise EnvironmentException(
+                f"{op} failed: the env returned an observation that does not match observation_space at {path_text(exc)}",
+                code="INTERNAL",
+                op=op,
+                recoverable=False,
+            ) from None
+        check = self._obs_range
+        if check is not None and encode is None:
+            deviations = check(canonical)
+            if deviations:
+                if self.policy == "strict":
+                    path, detail = deviations[0]
+                    raise EnvironmentException(
+                        f"{op} failed: observation out of range at {path}: {detail}",
+                        code="INTERNAL",
+                        op=op,
+                        recoverable=False,
+                    )
+                self._warn("observation", deviations)
+        return canonical
+
+    def action(self, action: Any) -> Any:
+        """The canonical action; structural deviations raise the encoder's error as is (VAL-14)."""
+        canonical = self._act_encode(action)
+        check = self._act_range
+        if check is not None:
+            deviations = check(canonical)
+            if deviations:
+                if self.policy == "strict":
+                    path, detail = deviations[0]
+                    raise InvalidAction(f"action out of range at {path}: {detail}", op="step", recoverable=True)
+                self._warn("action", deviations)
+        return canonical
+
+    def info(self, info: Mapping[str, Any] | None, op: str) -> dict[str, Any] | None:
+        """``info`` with the pending warnings, normalized for the wire; ``None`` when empty.
+
+        Raises:
+            EnvironmentException: ``[INTERNAL] {op} failed: info: ...`` -- a value the
+                metadata codec cannot carry (fatal, MET-1).
+        """
+        if self.pending:
+            info = dict(info or {})
+            info[CONFORMANCE_WARNING_KEY] = list(self.pending)
+            self.pending.clear()
+        if not info:
+            return None
+        try:
+            return normalize(info)
+        except TypeError as exc:
+            raise EnvironmentException(f"{op} failed: info: {exc}", code="INTERNAL", op=op, recoverable=False) from None
+
+    def local_info(self, info: dict[str, Any], op: str) -> dict[str, Any]:
+        """In-process: the env's own info, plus the pending warnings (INFO-4).
+
+        The info is not normalized: an in-process run hands hooks and recorders the
+        env's own values, even ones the wire could not carry (MET-1 is a property of
+        the wire, not a check the policy governs).
+        """
+        warned = self.pending
+        if warned:
+            info = {**info, CONFORMANCE_WARNING_KEY: list(warned)}
+            warned.clear()
+        return info
+
+    def _warn(self, kind: str, deviations: list[tuple[str, str]]) -> None:
+        for path, detail in deviations:
+            key = (kind, path)
+            if key not in self._warned:  # INFO-4 / OPP-5: once per (kind, path) per session
+                self._warned.add(key)
+                self.pending.append({"kind": kind, "path": path, "detail": detail})
+
+
+def path_text(exc: BaseException) -> str:
+    """An encoder error's message, starting with its JSONPath (CNF-5; ``$: `` added when missing)."""
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    text = str(text)
+    return text if text.startswith("$") else f"$: {text}"
 
 
 def next_step_violation(lane: int) -> str:
@@ -267,6 +439,78 @@ def normalize_step(result: Any, lanes: int | None) -> tuple[Any, Any, Any, Any, 
     return obs, reward, terminated, truncated, info
 
 
+def read_scalar_step(result: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    """One env's step result as every driver reads it: reward a ``float``, flags ``bool`` (ENVCALL-3).
+
+    Raises:
+        ValueError / TypeError: a result of the wrong arity, a reward that is no
+            number, a flag with no truth value (callers word it with :func:`env_failure`).
+    """
+    obs, reward, terminated, truncated, info = normalize_step(result, None)
+    return obs, float(reward), bool(terminated), bool(truncated), info
+
+
+def read_vector_step(result: Any, n: int) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    """A vector env's step result: rewards float64, flags bool, each of length ``n`` (AR-6: empty reads as 0).
+
+    Raises:
+        ValueError / TypeError: as :func:`read_scalar_step`, or a vector of the wrong length.
+    """
+    obs, reward, terminated, truncated, info = normalize_step(result, n)
+    return obs, _lanes(reward, np.float64, n), _lanes(terminated, bool, n), _lanes(truncated, bool, n), info
+
+
+def local_checks(obs_space: Any, act_space: Any, lanes: int | None) -> Checks | None:
+    """The checks of an in-process session (CNF-4, resolved once): ``None`` under ``off``.
+
+    ``None`` too for spaces that do not convert to a :class:`SpaceSpec` (a local env
+    with exotic Gymnasium spaces, EVAL-7): such an env could not be served at all.
+    Under ``off`` nothing is checked in-process (the hot path stays the bare env call);
+    a served endpoint still refuses what its wire cannot carry (CNF-2 structure, MET-1 info).
+    """
+    policy = validation_policy()
+    if policy == "off" or not isinstance(obs_space, SpaceSpec) or not isinstance(act_space, SpaceSpec):
+        return None
+    return Checks(obs_space, act_space, lanes, policy)
+
+
+def local_scalar_step(step: Any, checks: Checks | None) -> Any:
+    """``step(action) -> (obs, float, bool, bool, dict)`` for an in-process scalar env.
+
+    Reads the result as :class:`ScalarView` does and checks the action, observation
+    and info as the server's driver does (``checks``; ``None``: read only). The env
+    receives the action as the model gave it (a Discrete action stays an
+    ``np.int64``: Gymnasium checks those faster than an ``int``); the model receives
+    the canonical observation (SRV-61: coerced to the space's dtype, as served). An
+    exception the env itself raises propagates unchanged; a result that cannot be read
+    is the served ``[INTERNAL] step failed: ...`` (:func:`env_failure`).
+    """
+    if checks is None:
+
+        def read(action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+            result = step(action)
+            try:
+                return read_scalar_step(result)
+            except Exception as exc:
+                raise env_failure("step", exc) from None
+
+        return read
+
+    check_action, check_obs, check_info = checks.action, checks.observation, checks.local_info
+
+    def checked(action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        check_action(action)  # the env gets the model's action as given once it passes
+        result = step(action)
+        try:
+            obs, reward, terminated, truncated, info = read_scalar_step(result)
+        except Exception as exc:
+            raise env_failure("step", exc) from None
+        obs = check_obs(obs, "step")
+        return obs, reward, terminated, truncated, check_info(info, "step")
+
+    return checked
+
+
 class EnvView:
     """Common shape of the three views."""
 
@@ -337,8 +581,7 @@ class ScalarView(EnvView):
         return normalize_reset(self.env.reset(**kwargs))
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = normalize_step(self.env.step(action), None)
-        return obs, float(reward), bool(terminated), bool(truncated), info
+        return read_scalar_step(self.env.step(action))
 
     def render(self, env_index: int) -> Any:
         render = getattr(self.env, "render", None)
@@ -367,7 +610,9 @@ class VectorView(EnvView):
         self.env_id = env_id_of(env)
         self.render_mode = _render_mode(env)
         self._options_ok = _reset_takes_options(env)
-        self.supports_partial_reset = self.autoreset != "NextStep"
+        # AR-10: a Gymnasium VectorEnv resets chosen lanes (options["reset_mask"]) in every
+        # autoreset mode, as an in-process session resets them; a duck-typed NEXT_STEP env cannot.
+        self.supports_partial_reset = self.autoreset != "NextStep" or subset_resets(env)
 
     def reset(
         self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
@@ -395,10 +640,7 @@ class VectorView(EnvView):
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = normalize_step(self.env.step(action), self.num_envs)
-        return obs, _lanes(reward, np.float64, self.num_envs), _lanes(terminated, bool, self.num_envs), _lanes(
-            truncated, bool, self.num_envs
-        ), info
+        return read_vector_step(self.env.step(action), self.num_envs)
 
     def render(self, env_index: int) -> Any:
         render = getattr(self.env, "render", None)

@@ -125,14 +125,16 @@ def test_a_served_autoresetting_vector_env_counts_episodes_exactly() -> None:
         result = ev.run(BatchBalance(), server.address, max_episodes=5)
         assert result.num_episodes == 5
         assert ev.run(ev.RANDOM_SAMPLE, server.address, max_episodes=3).num_episodes == 3
-        # issue 12: a cap is refused only once a lane must be reset (the endpoint answers
-        # UNSUPPORTED); two capped episodes on two lanes need no lane reset and just run
-        capped = ev.run(BatchBalance(), server.address, max_episodes=2, max_episode_steps=3)
-        assert [(e.steps, e.truncated) for e in capped.episodes] == [(3, True), (3, True)]
-        with pytest.raises(ValueError, match="caps need driver-owned per-lane resets"):
-            ev.run(BatchBalance(), server.address, max_episodes=4, max_episode_steps=3)
-        with pytest.raises(ValueError, match="pass at most 2 seeds"):
-            ev.run(BatchBalance(), server.address, seeds=SEEDS)
+        # AR-10: the served Gymnasium vector env resets chosen lanes (reset_mask), so caps
+        # and more seeds than lanes run as they do in-process
+        capped = ev.run(BatchBalance(), server.address, max_episodes=4, max_episode_steps=3)
+        assert [(e.steps, e.truncated) for e in capped.episodes] == [(3, True)] * 4
+        seeded = ev.run(BatchBalance(), server.address, seeds=SEEDS)
+        local = ev.run(BatchBalance(), gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(2)]), seeds=SEEDS)
+        assert [(e.seed, e.steps, e.reward) for e in seeded.episodes] == [
+            (e.seed, e.steps, e.reward) for e in local.episodes
+        ]
+        assert len(SEEDS) > 2 and sorted(e.seed for e in seeded.episodes) == sorted(SEEDS)
     finally:
         server.shutdown()
 

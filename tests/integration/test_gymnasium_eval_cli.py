@@ -102,15 +102,23 @@ def test_a_default_next_step_lanes_endpoint_still_takes_per_episode_seeds_and_ca
     )
 
 
-def test_a_served_next_step_vector_env_without_lane_resets_is_refused_clearly() -> None:
+def test_a_served_next_step_gymnasium_vector_env_resets_lanes_for_seeds_and_caps() -> None:
+    """AR-10: a served NEXT_STEP Gymnasium vector env honours env_indices (reset_mask), as in-process."""
     import gymnasium as gym
 
-    server = rlmesh.EnvServer(gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync"), "127.0.0.1:0").start()
+    def make() -> gym.vector.VectorEnv:
+        return gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+
+    server = rlmesh.EnvServer(make(), "127.0.0.1:0").start()
     try:
-        with pytest.raises(ValueError, match="supports per-lane resets"):
-            rlmesh.run(_BatchBalance(), server.address, seeds=[1, 2, 3, 4], max_episode_steps=30)
+        served = rlmesh.run(_BatchBalance(), server.address, seeds=[1, 2, 3, 4], max_episode_steps=30)
     finally:
         server.shutdown()
+    local = rlmesh.run(_BatchBalance(), make(), seeds=[1, 2, 3, 4], max_episode_steps=30)
+    assert [(e.seed, e.steps, e.truncated) for e in served.episodes] == [
+        (e.seed, e.steps, e.truncated) for e in local.episodes
+    ]
+    assert sorted(e.seed for e in served.episodes) == [1, 2, 3, 4]
 
 
 def test_eval_drives_a_gymnasium_remote_vector_env_with_reset_masks() -> None:

@@ -183,8 +183,40 @@ def test_a_native_gymnasium_vector_env_reset_with_an_int_seed_matches_a_local_on
 # -- partial reset (AR-10) ----------------------------------------------------------------------
 
 
-def test_partial_reset_on_a_NEXT_STEP_vector_env_is_UNSUPPORTED_and_the_session_survives(serve):
+def test_partial_reset_on_a_NEXT_STEP_gymnasium_vector_env_resets_only_those_lanes(serve):
+    """AR-10: a Gymnasium VectorEnv implements subset reset (``reset_mask``), NEXT_STEP too."""
     server = serve(vector_env())
+    with rnp.RemoteVectorEnv(server.address) as envs:
+        envs.reset(seed=0)
+        envs.step(NOOP)
+        obs, _ = envs.reset(env_indices=[1])
+        assert t_of(obs) == [1, 0, 1]  # lane 1 starts over; the others keep their episode
+        obs, *_ = envs.step(NOOP)
+        assert t_of(obs) == [2, 1, 2]
+
+
+class _DuckNextStep:
+    """A duck-typed NEXT_STEP vector env (num_envs + batched reset/step): no subset reset."""
+
+    def __init__(self) -> None:
+        self._env = vector_env()
+        self.num_envs = self._env.num_envs
+        self.single_observation_space = self._env.single_observation_space
+        self.single_action_space = self._env.single_action_space
+        self.metadata = {"autoreset_mode": "NextStep"}
+
+    def reset(self, *, seed=None, options=None):
+        return self._env.reset(seed=seed)
+
+    def step(self, action):
+        return self._env.step(action)
+
+    def close(self) -> None:
+        self._env.close()
+
+
+def test_partial_reset_on_a_duck_typed_NEXT_STEP_vector_env_is_UNSUPPORTED_and_the_session_survives(serve):
+    server = serve(_DuckNextStep())
     with rnp.RemoteVectorEnv(server.address) as envs:
         envs.reset(seed=0)
         with pytest.raises(Unsupported, match="partial reset") as info:

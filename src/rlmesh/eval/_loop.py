@@ -66,7 +66,7 @@ def run_session(
     perf = time.perf_counter
     route = sess._route
     predict = route.predict
-    env_step = conn.step
+    env_step = sess._step  # checked as a server checks it when the env is local (SRV-60, CNF-4)
     read = sess.read
     view = sess._attach_view()  # the live viewer, hooked into this loop once (VIEW-6); None when off
     done: list[EpisodeResult] = []

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import adapters
-from .._envview import normalize_reset
+from .._envview import Checks, env_failure, local_checks, local_scalar_step, normalize_reset
 from ..models._route import ENV_TAGS_KEY, LocalRoute, new_episode_id
 from ..models._warn import user_stacklevel
 from ..tensor import Tensor
@@ -79,6 +79,8 @@ class Session(Generic[ObsT, ActT]):
     _view_cfg: Any
     _viewer: Any
     _manual_episode: int
+    _checks: Checks | None
+    _step: Any
 
     def __init__(self) -> None:
         raise TypeError(
@@ -122,6 +124,8 @@ class Session(Generic[ObsT, ActT]):
         self._view_cfg = view  # a normalized rlmesh.View or None (VIEW-2)
         self._viewer = None
         self._manual_episode = -1
+        self._checks = None  # SRV-60 / CNF-4 checks of an in-process env, built on connect
+        self._step = None  # the env step the drive loops call (checked when the env is local)
         return self
 
     # -- state -----------------------------------------------------------------------------
@@ -150,6 +154,12 @@ class Session(Generic[ObsT, ActT]):
                 except Exception:
                     pass
             raise
+        if not conn.remote:  # CNF-4: the policy is resolved once per session
+            contract = conn.contract
+            self._checks = local_checks(
+                contract.observation_space, contract.action_space, conn.num_envs if conn.is_vector else None
+            )
+        self._step = conn.step if conn.remote or conn.is_vector else local_scalar_step(conn.env.step, self._checks)
         self._conn = conn
         return conn
 
@@ -236,6 +246,10 @@ class Session(Generic[ObsT, ActT]):
         else:
             ret = env.reset()
         obs, info = normalize_reset(ret)
+        checks = self._checks
+        if checks is not None:  # as a server checks a reset (SRV-60, INFO-4)
+            obs = checks.observation(obs, "reset")
+            info = checks.local_info(info, "reset")
         route = self._route
         if conn.remote and isinstance(route, LocalRoute):
             route.env_plain = _has_tensor_leaf(obs)
@@ -283,8 +297,11 @@ class Session(Generic[ObsT, ActT]):
         self._require_single(conn, "step")
         view = self._viewer
         t0 = time.perf_counter() if view is not None else 0.0
-        obs, reward, terminated, truncated, info = conn.step(action)
-        r, te, tr = float(reward), bool(terminated), bool(truncated)
+        obs, reward, terminated, truncated, info = self._step(action)
+        try:
+            r, te, tr = float(reward), bool(terminated), bool(truncated)
+        except Exception as exc:
+            raise env_failure("step", exc) from None
         self._steps += 1
         self._reward += r
         if view is not None and not view.disabled:

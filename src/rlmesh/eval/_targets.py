@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._contract import EnvContract
-from .._envview import declared_autoreset, is_vector_env, normalize_step, spec_id, vector_lanes
+from .._envview import declared_autoreset, is_vector_env, spec_id, vector_lanes
 from ..authoring import EnvFactory, build_env
 from ..client._numpy import RemoteEnv, RemoteVectorEnv
 from ..spaces._gym import as_spec
@@ -157,8 +157,8 @@ class EnvConn:
         num_envs: Lanes (1 for a scalar env).
         is_vector: Whether the env speaks the batched vector API.
         remote: Whether ``env`` is a client (it negotiated a workflow edition).
-        step: ``env.step`` for a scalar env, its result read as a served endpoint reads it
-            (ENVCALL-3: a legacy 4-tuple, any ``Mapping`` as info) when the env is local.
+        step: ``env.step``. A session reads and checks a local scalar env's step as a
+            served endpoint does (``rlmesh._envview.local_scalar_step``).
         per_lane_reset: Whether lanes can be reset individually (gymnasium ``reset_mask``).
     """
 
@@ -191,20 +191,20 @@ class EnvConn:
         #: How the driver resets single lanes: "mask" (gymnasium reset_mask),
         #: "indices" (a RemoteVectorEnv lanes endpoint), or "" (the env autoresets).
         self.per_lane_reset = ""
-        #: A remote NEXT_STEP endpoint that may reset single lanes (a lanes endpoint does;
-        #: a served Gymnasium vector env answers UNSUPPORTED): tried only when a run needs it.
-        self.next_step_indices = False
+        #: A remote autoresetting endpoint that may reset single lanes (a lanes endpoint or a
+        #: served Gymnasium vector env does, AR-10; a duck-typed NEXT_STEP env answers
+        #: UNSUPPORTED): tried only when a run needs it.
+        self.autoreset_indices = False
         if self.is_vector:
             if _is_gymnasium_vector(env):
                 self.per_lane_reset = "mask"
             elif _takes_kw(env.reset, "env_indices"):
                 if self.autoreset_mode == "Disabled":
                     self.per_lane_reset = "indices"
-                elif self.autoreset_mode == "NextStep" and remote:
-                    self.next_step_indices = True
+                elif remote:
+                    self.autoreset_indices = True
         self.metadata: Mapping[str, Any] | None = getattr(contract, "metadata", None)
-        step = env.step
-        self.step: Any = step if remote or self.is_vector else lambda action: normalize_step(step(action), None)
+        self.step: Any = env.step
 
     @property
     def action_space(self) -> Any:

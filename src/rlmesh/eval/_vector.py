@@ -20,7 +20,9 @@ Resets, by what the env allows -- one loop each, reading top to bottom:
   ``done`` already starts the next episode.
 
 Env results are read through the one env view (``rlmesh._envview``): the same
-normalisation, lane-info slicing and final-info rule as the server's driver.
+normalisation, lane-info slicing and final-info rule as the server's driver, and
+for an in-process env the same checks of actions, observations and info under
+the same ``RLMESH_VALIDATION_POLICY`` (SRV-60, CNF-4: ``Session._checks``).
 
 The budget counts *started* episodes, so the result holds exactly ``count``
 episodes, in order of completion; lanes rolled past the budget run unscored and
@@ -38,11 +40,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._envview import (
+    env_failure,
     lane_final_info,
     lane_info,
     next_step_violation,
     normalize_reset,
-    normalize_step,
+    read_vector_step,
 )
 from ..errors import EnvironmentException, Unsupported
 from ..models._route import LocalRoute, new_episode_id
@@ -144,8 +147,8 @@ def run_vector(
     how = conn.per_lane_reset
     capped = max_episode_steps is not None or max_episode_seconds is not None
     needs_owned = (len(seed_list) > n and count > n) or capped or bool(trial_index_base)
-    if not how and needs_owned and getattr(conn, "next_step_indices", False):
-        how = "indices"  # a NEXT_STEP lanes endpoint resets single lanes (issue 12); refused below if not
+    if not how and needs_owned and getattr(conn, "autoreset_indices", False):
+        how = "indices"  # a served lanes or Gymnasium vector endpoint resets single lanes (AR-10); refused below if not
     refuse = functools.partial(
         _refuse_unowned,
         conn.autoreset_mode,
@@ -207,6 +210,7 @@ class _VectorRun:
         self.error: BaseException | None = None
         self.obs: Any = None
         self.view = sess._attach_view()  # the live viewer (VIEW-6): fed once per vector step, every lane
+        self.checks = sess._checks  # an in-process env's checks (SRV-60, CNF-4); None when remote or "off"
 
     @property
     def finished(self) -> bool:
@@ -287,7 +291,11 @@ class _VectorRun:
             self.assign(lane)
         seeds0 = [self.lanes.seed[i] for i in range(n)]
         ret = self.env.reset(seed=seeds0) if any(s is not None for s in seeds0) else self.env.reset()
-        self.obs, _info = normalize_reset(ret)
+        self.obs, info = normalize_reset(ret)
+        checks = self.checks
+        if checks is not None:
+            self.obs = checks.observation(self.obs, "reset")
+            checks.local_info(info, "reset")
         if self.local and self.conn.remote:
             self.route.env_plain = not isinstance(self.obs, np.ndarray) and _has_plain(self.obs)
         for lane in range(n):
@@ -305,7 +313,17 @@ class _VectorRun:
         t0 = perf()
         action = _predict(self.route, self.local, self.conn, obs, self.lanes, n)
         t1 = perf()
-        obs2, rew, term, trunc, info = normalize_step(self.env.step(action), n)
+        checks = self.checks
+        if checks is not None:
+            checks.action(action)  # the env gets the batch as the model gave it once it passes
+        result = self.env.step(action)
+        try:
+            obs2, rew, term, trunc, info = read_vector_step(result, n)
+        except Exception as exc:  # as the server's driver words a result it cannot read
+            raise env_failure("step", exc) from None
+        if checks is not None:
+            obs2 = checks.observation(obs2, "step")
+            info = checks.local_info(info, "step")
         t2 = perf()
         self.t_pred.append(t1 - t0)
         self.t_step.append(t2 - t1)
@@ -315,9 +333,9 @@ class _VectorRun:
             per_obs = _NP.tree_unstack(obs_np, n)
         self.obs = obs2
         return (
-            np.asarray(rew, dtype=np.float64).reshape(n),
-            np.asarray(term, dtype=bool).reshape(n),
-            np.asarray(trunc, dtype=bool).reshape(n),
+            rew,
+            term,
+            trunc,
             info,
             per_obs,
             t1 - t0,
@@ -484,7 +502,11 @@ def _reset_lanes(run: _VectorRun, how: str, which: list[int], refuse: Any) -> No
     except Unsupported:  # e.g. rlmesh.gymnasium on a served NEXT_STEP Gymnasium vector env
         refuse()
         raise
-    run.obs, _info = normalize_reset(ret)
+    run.obs, info = normalize_reset(ret)
+    checks = run.checks
+    if checks is not None:
+        run.obs = checks.observation(run.obs, "reset")
+        checks.local_info(info, "reset")
     for lane in which:
         run.begin(lane)
 

@@ -19,11 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from .._envview import EnvView, lane_final_info, next_step_violation, validation_policy
+from .._envview import (
+    Checks,
+    EnvView,
+    failure_text,
+    lane_final_info,
+    next_step_violation,
+    path_text,
+)
 from .._ids import uuid7 as new_episode_id
-from .._keys import CONFORMANCE_WARNING_KEY
 from .._plan import ValuePlan, value_plan
-from ..errors import CODE_NUMBERS, ProtocolException, is_recoverable_exception
+from ..errors import CODE_NUMBERS, EnvironmentException, ProtocolException, is_recoverable_exception
 from ..wire import messages as m
 from ..wire.meta import normalize
 
@@ -41,7 +47,6 @@ class LaneState(enum.IntEnum):
 
 ACTIVE, PENDING, IDLE = LaneState.ACTIVE, LaneState.PENDING, LaneState.IDLE  # module-level: hot-path lookups
 _INTERRUPTED_CAP = 100  # AR-4
-_WARNING_KEY = CONFORMANCE_WARNING_KEY  # INFO-4
 
 
 class RequestFailed(Exception):
@@ -57,6 +62,11 @@ class RequestFailed(Exception):
     def to_message(self) -> m.Error:
         return m.Error(code=CODE_NUMBERS[self.code], message=self.message, recoverable=self.recoverable, op=self.op)
 
+    @classmethod
+    def of(cls, exc: EnvironmentException) -> RequestFailed:
+        """A check of the one env view (:class:`rlmesh._envview.Checks`) refused a value."""
+        return cls(exc.code, exc.message, op=exc.op, recoverable=exc.recoverable)
+
 
 def _env_failure(op: str, exc: BaseException) -> RequestFailed:
     """ERR-2/ERR-6/DEC-8: ``[INTERNAL] {op} failed: {ExcType}: {text}``, fatal unless marked."""
@@ -64,11 +74,7 @@ def _env_failure(op: str, exc: BaseException) -> RequestFailed:
     code = getattr(exc, "code", "INTERNAL") if recoverable else "INTERNAL"
     if code not in CODE_NUMBERS:
         code = "INTERNAL"
-    try:
-        text = str(exc)
-    except Exception:  # an env exception whose __str__ fails must not take the server down
-        text = "<unprintable exception>"
-    return RequestFailed(code, f"{op} failed: {type(exc).__name__}: {text}", op=op, recoverable=recoverable)
+    return RequestFailed(code, failure_text(op, exc), op=op, recoverable=recoverable)
 
 
 def _reset_needed(op: str) -> RequestFailed:
@@ -166,18 +172,11 @@ class Driver:
         n = view.num_envs
         self.obs_plan = value_plan(view.obs_space, lanes=self.lanes)
         self.act_plan = value_plan(view.act_space, lanes=self.lanes)
-        self.obs_encoder = self.obs_plan.encode
-        self.obs_range = self.obs_plan.range_check
-        self.act_encoder = self.act_plan.encode
-        self.act_range = self.act_plan.range_check
-        self.policy = validation_policy()
-        off = self.policy == "off"
-        self._act_check = None if off else self.act_range  # CNF-4: "off" skips range checks
-        self._obs_check = None if off else self.obs_range
+        #: SRV-60 / CNF-4: the same checks, policy and words as an in-process session's.
+        self.checks = Checks(view.obs_space, view.act_space, self.lanes)
+        self.policy = self.checks.policy
         self._books = _Books(n)
         self._interrupted: deque[m.EpisodeRecord] = deque()
-        self._warned: set[tuple[str, str]] = set()
-        self._pending_warnings: list[dict[str, str]] = []
         self._has_reset = False  # this session reset the env: step/render may run
 
     # -- sessions ---------------------------------------------------------------------
@@ -187,8 +186,7 @@ class Driver:
         self._has_reset = False
         self._books.reset_all()
         self._interrupted.clear()
-        self._warned.clear()
-        self._pending_warnings.clear()
+        self.checks.begin_session()
 
     def end_session(self) -> list[m.EpisodeRecord]:
         """SES-5: complete every active episode as truncated; return them with the buffered ones."""
@@ -257,7 +255,7 @@ class Driver:
             completed = [*self._interrupted, *completed]
             self._interrupted.clear()
         scalars, segs = self.obs_plan.split(canonical)
-        info_out = self._info(info, "step") if info or self._pending_warnings else None
+        info_out = self._info(info, "step") if info or self.checks.pending else None
         if self.lanes is None:
             return (
                 m.StepReply(
@@ -308,73 +306,33 @@ class Driver:
         except ProtocolException as exc:
             raise RequestFailed("INVALID_ACTION", f"action does not match action_space: {exc}", op="step") from None
         try:
-            action = self.act_encoder(raw)
+            return self.checks.action(raw)
+        except EnvironmentException as exc:  # CNF-4 strict: out of range
+            raise RequestFailed.of(exc) from None
         except (ValueError, TypeError, KeyError) as exc:
             raise RequestFailed(
-                "INVALID_ACTION", f"action does not match action_space at {_msg(exc)}", op="step"
+                "INVALID_ACTION", f"action does not match action_space at {path_text(exc)}", op="step"
             ) from None
-        if self._act_check is not None:
-            deviations = self._act_check(action)
-            if deviations:
-                if self.policy == "strict":
-                    path, detail = deviations[0]
-                    raise RequestFailed(
-                        "INVALID_ACTION", f"action out of range at {path}: {detail}", op="step"
-                    )
-                self._warn("action", deviations)
-        return action
 
     def _partial(self, k: int) -> ValuePlan:
         """The observation plan of a batch of ``k`` lanes (partial reset replies)."""
         return value_plan(self.view.obs_space, lanes=k)
 
     def _encode_obs(self, obs: Any, op: str, partial: int | None = None) -> Any:
-        encoder = self.obs_encoder if partial is None else self._partial(partial).encode
         try:
-            canonical = encoder(obs)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise RequestFailed(
-                "INTERNAL",
-                f"{op} failed: the env returned an observation that does not match observation_space at {_msg(exc)}",
-                op=op,
-                recoverable=False,
-            ) from None
-        if self._obs_check is not None and partial is None:
-            deviations = self._obs_check(canonical)
-            if deviations:
-                if self.policy == "strict":
-                    path, detail = deviations[0]
-                    raise RequestFailed(
-                        "INTERNAL",
-                        f"{op} failed: observation out of range at {path}: {detail}",
-                        op=op,
-                        recoverable=False,
-                    )
-                self._warn("observation", deviations)
-        return canonical
+            return self.checks.observation(obs, op, None if partial is None else self._partial(partial).encode)
+        except EnvironmentException as exc:  # SRV-60: the env broke its own contract
+            raise RequestFailed.of(exc) from None
 
     def _split_obs(self, canonical: Any, partial: int | None = None) -> tuple[list[Any], list[Any]]:
         plan = self.obs_plan if partial is None else self._partial(partial)
         return plan.split(canonical)
 
-    def _warn(self, kind: str, deviations: list[tuple[str, str]]) -> None:
-        for path, detail in deviations:
-            key = (kind, path)
-            if key not in self._warned:  # INFO-4 / OPP-5: once per (kind, path) per session
-                self._warned.add(key)
-                self._pending_warnings.append({"kind": kind, "path": path, "detail": detail})
-
     def _info(self, info: dict[str, Any], op: str) -> Any:
-        if self._pending_warnings:
-            info = dict(info)
-            info[_WARNING_KEY] = list(self._pending_warnings)
-            self._pending_warnings.clear()
-        if not info:
-            return None
         try:
-            return normalize(info)
-        except TypeError as exc:
-            raise RequestFailed("INTERNAL", f"{op} failed: info: {exc}", op=op, recoverable=False) from None
+            return self.checks.info(info, op)  # INFO-4 warnings ride along; MET-1
+        except EnvironmentException as exc:
+            raise RequestFailed.of(exc) from None
 
     def _buffer_interrupted(self, record: m.EpisodeRecord) -> None:
         if len(self._interrupted) >= _INTERRUPTED_CAP:
@@ -445,12 +403,6 @@ def _flag_bytes(flags: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     if flags.dtype == np.bool_ and flags.flags.c_contiguous:
         return flags.view(np.uint8)
     return np.ascontiguousarray(flags, dtype=np.uint8)
-
-
-def _msg(exc: BaseException) -> str:
-    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-    text = str(text)
-    return text if text.startswith("$") else f"$: {text}"
 
 
 def _final_info_scalar(info: dict[str, Any]) -> Any:

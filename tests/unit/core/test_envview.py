@@ -8,15 +8,21 @@ import numpy as np
 import pytest
 
 from rlmesh._envview import (
+    Checks,
     declared_autoreset,
     is_vector_env,
     lane_final_info,
     lane_info,
+    local_checks,
+    local_scalar_step,
     next_step_violation,
     normalize_reset,
     normalize_step,
+    read_vector_step,
     vector_lanes,
 )
+from rlmesh._keys import CONFORMANCE_WARNING_KEY
+from rlmesh.errors import EnvironmentException, InvalidAction
 
 
 def test_a_read_only_mapping_is_an_info_for_reset_and_step() -> None:
@@ -91,3 +97,82 @@ def test_the_env_id_rule_is_the_servers() -> None:
     assert spec_id(types.SimpleNamespace(id="")) == "UnknownEnv-v1"
     assert spec_id(types.SimpleNamespace(id=7)) == "UnknownEnv-v1"
     assert spec_id(None) == "UnknownEnv-v1"
+
+
+# -- Checks: what every driver checks, under the validation policy (SRV-60, CNF-2..4, INFO-4) ---------
+
+
+def _box_checks(policy: str | None = None, lanes: int | None = None) -> Checks:
+    from rlmesh.spaces import Box
+
+    return Checks(Box(0.0, 1.0, (2,)).spec, Box(-1.0, 1.0, (1,)).spec, lanes, policy)
+
+
+def test_the_policy_is_read_once_when_the_checks_are_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CNF-4: unset or unknown -> warn; a later change of the variable does not reach built checks."""
+    monkeypatch.setenv("RLMESH_VALIDATION_POLICY", "Strict ")
+    checks = _box_checks()
+    monkeypatch.setenv("RLMESH_VALIDATION_POLICY", "off")
+    assert checks.policy == "strict"
+    monkeypatch.setenv("RLMESH_VALIDATION_POLICY", "loud")
+    assert _box_checks().policy == "warn"
+
+
+def test_an_observation_out_of_range_is_fatal_under_strict_and_warned_once_under_warn() -> None:
+    """SRV-60 / INFO-4: the served words; a warning per (kind, path) per session."""
+    with pytest.raises(EnvironmentException) as err:
+        _box_checks("strict").observation([0.5, 2.0], "step")
+    assert (err.value.code, err.value.recoverable) == ("INTERNAL", False)
+    assert err.value.message == "step failed: observation out of range at $: Box value at element 1 out of bounds: above high bound"
+    warn = _box_checks("warn")
+    for _ in range(2):
+        warn.observation([0.5, 2.0], "step")
+    info = warn.local_info({"x": 1}, "step")
+    assert info == {"x": 1, CONFORMANCE_WARNING_KEY: [
+        {"kind": "observation", "path": "$", "detail": "Box value at element 1 out of bounds: above high bound"}
+    ]}
+    assert warn.local_info({}, "step") == {}
+    warn.begin_session()
+    warn.observation([0.5, 2.0], "reset")
+    assert CONFORMANCE_WARNING_KEY in warn.info({}, "reset")
+
+
+def test_a_structural_deviation_is_refused_under_every_policy() -> None:
+    """CNF-2: an observation of the wrong shape is fatal; an action's encoder error is raised as is."""
+    for policy in ("strict", "warn", "off"):
+        checks = _box_checks(policy)
+        with pytest.raises(EnvironmentException, match="does not match observation_space at \\$: Box value has shape"):
+            checks.observation([0.5], "reset")
+        with pytest.raises(ValueError, match=r"^\$: Box value contains NaN"):
+            checks.action([float("nan")])
+
+
+def test_an_action_out_of_range_is_a_recoverable_invalid_action_under_strict_only() -> None:
+    with pytest.raises(InvalidAction, match="action out of range at \\$") as err:
+        _box_checks("strict").action([2.0])
+    assert err.value.recoverable
+    assert _box_checks("off").action([2.0]).tolist() == [2.0]
+    assert _box_checks("off").local_info({}, "step") == {}
+
+
+def test_in_process_checks_are_none_under_off_or_for_unconvertible_spaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CNF-4: under "off" an in-process run checks nothing (its hot path is the bare env call)."""
+    from rlmesh.spaces import Box
+
+    spec = Box(0.0, 1.0, (2,)).spec
+    monkeypatch.setenv("RLMESH_VALIDATION_POLICY", "off")
+    assert local_checks(spec, spec, None) is None
+    monkeypatch.setenv("RLMESH_VALIDATION_POLICY", "strict")
+    assert local_checks(spec, spec, 3) is not None
+    assert local_checks(object(), spec, None) is None
+
+
+def test_an_unreadable_reward_is_worded_as_the_served_driver_words_it() -> None:
+    """ERR-2: ``[INTERNAL] step failed: ExcType: text``, fatal, from both drivers."""
+    step = local_scalar_step(lambda action: (0, "one", False, False, {}), None)
+    with pytest.raises(EnvironmentException) as err:
+        step(0)
+    assert str(err.value) == "[INTERNAL] step failed: ValueError: could not convert string to float: 'one'"
+    assert not err.value.recoverable
+    with pytest.raises(ValueError, match="vector env returned 3 values for 2 lanes"):
+        read_vector_step((np.zeros((2, 1)), np.ones(3), np.zeros(2, bool), np.zeros(2, bool), {}), 2)
