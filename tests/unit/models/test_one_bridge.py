@@ -120,7 +120,7 @@ def test_jax_models_copy_env_arrays_but_clients_may_alias_fresh_buffers() -> Non
 @given(data=st.data())
 def test_a_local_route_and_a_served_route_hand_the_model_the_same_values(data: Any) -> None:
     """MOD-1, VAL-6: in-process input == what a ModelServer joins from the wire, for any space kind."""
-    from rlmesh.eval._policy import LocalRoute
+    from rlmesh.models._route import LocalRoute
 
     import rlmesh
     from rlmesh._plan import value_plan
@@ -140,7 +140,7 @@ def test_a_local_route_and_a_served_route_hand_the_model_the_same_values(data: A
 
 def test_a_local_route_hands_a_nonconforming_observation_over_as_the_env_returned_it() -> None:
     """Converting is the route's job, judging the env view's: a NaN or a wrong shape is not refused here."""
-    from rlmesh.eval._policy import LocalRoute
+    from rlmesh.models._route import LocalRoute
 
     import rlmesh
     from rlmesh.spaces import Box, Discrete
