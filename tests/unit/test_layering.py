@@ -45,6 +45,7 @@ LAYERS: dict[str, float] = {
     # 2 I/O and the socket-free adapters
     "rlmesh.transport": 2.0,
     "rlmesh.adapters": 2.0,
+    "rlmesh.view": 2.5,  # the live viewer: frames, encoders, backends; it knows nothing of the loop
     # 3 shared upper-storey helpers
     "rlmesh._metadata": 3.0,
     "rlmesh._contract": 3.0,
@@ -59,7 +60,6 @@ LAYERS: dict[str, float] = {
     "rlmesh.serve": 6.1,
     "rlmesh.eval": 6.2,
     # 7 hooks and backends on top of the loop and the clients
-    "rlmesh.view": 7.0,
     "rlmesh.recorder": 7.0,
     "rlmesh.sandbox": 7.0,
     # 8 facades and command lines
@@ -70,6 +70,7 @@ LAYERS: dict[str, float] = {
     "rlmesh.params": 8.0,
     "rlmesh._describe": 8.0,
     "rlmesh.cli": 8.0,
+    "rlmesh.view._cli": 8.0,  # `rlmesh view-test` drives a session
     "rlmesh": 8.0,  # the root package: it only re-exports
 }
 
@@ -101,8 +102,6 @@ ALLOWED: list[Lazy] = [
     Lazy("rlmesh.models._base", "ModelBase.describe", "rlmesh.authoring", "porch Model.describe"),
     Lazy("rlmesh.client._model", "RemoteModel.session", "rlmesh.eval._api", "porch RemoteModel.session"),
     Lazy("rlmesh.client._model", "RemoteModel.run", "rlmesh.eval._api", "porch RemoteModel.run"),
-    Lazy("rlmesh.eval._session", "_viewing", "rlmesh.view", "a session reaches the viewer (layer 7) only when asked to view"),
-    Lazy("rlmesh.eval._session", "_viewing", "rlmesh.view._hud", "the HUD outcome of a manually stepped episode"),
 ]
 
 #: The leaf packages' in-function imports (adapters, spaces, view, recorder, sandbox).

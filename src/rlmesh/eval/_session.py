@@ -11,14 +11,14 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .. import adapters
+from .. import adapters, view as view_pkg
 from .._envview import Checks, env_failure, local_checks, local_scalar_step, normalize_reset
 from ..models._route import ENV_TAGS_KEY, LocalRoute, new_episode_id
 from ..models._warn import user_stacklevel
 from ..tensor import Tensor
+from ..view._hud import outcome_of
 from ._loop import run_session
 from ._results import success_from_info
 from ._targets import EnvConn, open_target
@@ -178,7 +178,7 @@ class Session(Generic[ObsT, ActT]):
         if self._view_cfg is None:
             return None
         cfg, self._view_cfg = self._view_cfg, None  # one attempt per session: a failure warns once
-        self._viewer = _viewing().open_viewer(cfg, self, route=self._route)
+        self._viewer = view_pkg.open_viewer(cfg, self, route=self._route)
         return self._viewer
 
     @property
@@ -309,7 +309,7 @@ class Session(Generic[ObsT, ActT]):
             if view.step(obs, self._steps, self._reward, r, 0.0, env_ms, action) and not (te or tr):
                 tr = True  # the viewer's "end episode": this step reports the episode truncated
             if te or tr:
-                view.hud.outcome = _viewing().outcome_of(te, tr, success_from_info(info))
+                view.hud.outcome = outcome_of(te, tr, success_from_info(info))
         self._terminated, self._truncated = te, tr
         self._last_info = info
         return obs, r, te, tr, info
@@ -353,7 +353,7 @@ class Session(Generic[ObsT, ActT]):
         declared image roles (or, for an env that declares none, its image-like observation leaves)."""
         self._ensure_open()
         self._connect()
-        return tuple(s.label for s in _viewing().discover_sources(self))
+        return tuple(s.label for s in view_pkg.discover_sources(self))
 
     # -- pumping -----------------------------------------------------------------------------
 
@@ -437,12 +437,3 @@ class Session(Generic[ObsT, ActT]):
         state = "closed" if self._closed else ("connected" if self._conn is not None else "unconnected")
         model = getattr(self._route, "model", self._route)
         return f"<Session model={model!r} env={type(self._target).__name__} {state}>"
-
-
-def _viewing() -> SimpleNamespace:
-    """The live viewer's entry points, imported on first use: ``view/`` sits above ``eval/``
-    (it hooks into this loop), so a session reaches it only when asked to view (VIEW-3)."""
-    from .. import view
-    from ..view._hud import outcome_of
-
-    return SimpleNamespace(open_viewer=view.open_viewer, discover_sources=view.discover_sources, outcome_of=outcome_of)

@@ -120,10 +120,9 @@ def test_jax_models_copy_env_arrays_but_clients_may_alias_fresh_buffers() -> Non
 @given(data=st.data())
 def test_a_local_route_and_a_served_route_hand_the_model_the_same_values(data: Any) -> None:
     """MOD-1, VAL-6: in-process input == what a ModelServer joins from the wire, for any space kind."""
-    from rlmesh.models._route import LocalRoute
-
     import rlmesh
     from rlmesh._plan import value_plan
+    from rlmesh.models._route import LocalRoute
     from rlmesh.spaces import Discrete
 
     spec = data.draw(space_specs())
@@ -140,9 +139,8 @@ def test_a_local_route_and_a_served_route_hand_the_model_the_same_values(data: A
 
 def test_a_local_route_hands_a_nonconforming_observation_over_as_the_env_returned_it() -> None:
     """Converting is the route's job, judging the env view's: a NaN or a wrong shape is not refused here."""
-    from rlmesh.models._route import LocalRoute
-
     import rlmesh
+    from rlmesh.models._route import LocalRoute
     from rlmesh.spaces import Box, Discrete
 
     contract = types.SimpleNamespace(observation_space=Box(-1.0, 1.0, (2,)).spec, action_space=Discrete(2).spec, num_envs=1)
