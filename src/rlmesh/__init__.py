@@ -20,6 +20,7 @@ from . import (
     types as types,
 )
 from ._build import (
+    VERSION as __version__,  # the one version literal
     BuildInfo as BuildInfo,
     build_info as build_info,
     current_workflow_edition as current_workflow_edition,
@@ -77,8 +78,6 @@ from .tensor import Tensor as Tensor
 
 if TYPE_CHECKING:
     from .authoring._describe import describe as describe, describe_json as describe_json
-
-__version__ = "0.1.0"
 
 __all__ = [
     "DESCRIBE_METADATA_KEY",
