@@ -26,7 +26,7 @@ import threading
 
 __all__ = ["BusyPolling", "busy_poll_default"]
 
-_BUSY_POLL_DEFAULT_US = 250
+_BUSY_POLL_DEFAULT_US = 1000  # covers a trainer thinking between steps and a few-lane step (issue 12)
 PROBE_EVERY = 8  # while polling is off, one read in this many polls anyway (it may be a sleeping pair) ...
 PROBE_EVERY_MAX = 1024  # ... and each probe that catches nothing doubles the gap, up to this
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
@@ -34,7 +34,7 @@ yield_cpu = getattr(os, "sched_yield", lambda: None)  # polling gives way to any
 
 
 def busy_poll_default() -> float:
-    """The busy-poll cap in seconds: ``RLMESH_BUSY_POLL_US`` (0 disables), else 250 µs.
+    """The busy-poll cap in seconds: ``RLMESH_BUSY_POLL_US`` (0 disables), else 1 ms.
 
     Polling only pays when the peer can run on another core, so it is off on a single-CPU
     machine or container (or where the platform has no ``MSG_DONTWAIT``).

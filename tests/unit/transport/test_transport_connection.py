@@ -42,9 +42,9 @@ def test_busy_poll_default_reads_the_environment(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("RLMESH_BUSY_POLL_US", "-5")
     assert busy_poll_default() == 0.0
     monkeypatch.setenv("RLMESH_BUSY_POLL_US", "not a number")
-    assert busy_poll_default() == pytest.approx(250e-6)
+    assert busy_poll_default() == pytest.approx(1000e-6)
     monkeypatch.delenv("RLMESH_BUSY_POLL_US")
-    assert busy_poll_default() == pytest.approx(250e-6)
+    assert busy_poll_default() == pytest.approx(1000e-6)
 
 
 def test_busy_poll_is_off_on_a_single_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
