@@ -34,6 +34,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -138,8 +139,6 @@ def vector_lanes(env: Any) -> int | None:
 
 def subset_resets(env: Any) -> bool:
     """AR-10: whether ``env`` resets chosen lanes: a Gymnasium (>= 1.1) ``VectorEnv`` taking ``options["reset_mask"]``."""
-    import sys
-
     vector = sys.modules.get("gymnasium.vector")  # not imported: env cannot be a Gymnasium VectorEnv
     if vector is None or not hasattr(vector, "AutoresetMode") or not isinstance(env, vector.VectorEnv):
         return False

@@ -295,6 +295,8 @@ class _VectorRun:
         checks = self.checks
         if checks is not None:
             self.obs = checks.observation(self.obs, "reset")
+            # Warnings raised by this reset ride in the reset's info, as in a served reset
+            # reply; a run does not surface a vector env's reset info either way.
             checks.local_info(info, "reset")
         if self.local and self.conn.remote:
             self.route.env_plain = not isinstance(self.obs, np.ndarray) and _has_plain(self.obs)
