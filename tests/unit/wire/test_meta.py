@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from rlmesh.errors import ProtocolException
+from rlmesh.wire import meta
 from rlmesh.wire.meta import enc_hook, ext_hook, normalize
 
 ENC = msgspec.msgpack.Encoder(enc_hook=enc_hook)
@@ -73,3 +74,40 @@ def test_malformed_array_extensions_raise_ProtocolException(payload: bytes) -> N
         ext_hook(1, memoryview(payload))
     with pytest.raises(ProtocolException, match="unknown msgpack extension"):
         ext_hook(7, memoryview(b""))
+
+
+_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False),
+    st.text(max_size=5),
+    st.binary(max_size=5),
+    st.sampled_from([np.float32(1.5), np.int64(-3), np.bool_(True), np.uint8(7)]),
+    st.builds(lambda n: np.arange(n, dtype=np.float32), st.integers(0, 4)),
+)
+_trees = st.recursive(
+    _leaves,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=3),
+        st.tuples(kids, kids),
+        st.dictionaries(st.text(max_size=3), kids, max_size=3),
+    ),
+    max_leaves=12,
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return type(a) is type(b) and np.array_equal(a, b) and a.dtype == b.dtype
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+@given(_trees)
+def test_the_fast_walk_normalizes_exactly_as_the_path_carrying_walk(tree: object) -> None:
+    """MET-1: ``normalize``'s path-free walk of common shapes gives what the full walk gives."""
+    assert _same(meta.normalize(tree), meta._normalize(tree))
