@@ -2,15 +2,21 @@
 
     python benchmarks/bench_gymnasium.py [--steps 20000] [--rr-steps 2000]
 
-1. The CleanRL-style PPO example (``examples/train/ppo_cartpole.py``, needs torch)
-   trains ``--steps`` steps on a served 4-lane CartPole (server in a child process)
-   and on ``gymnasium.make_vec`` in the same run; goal: remote/local wall time <= 1.15x.
-   Both runs see the same trajectory (same seed), so the ratio is pure overhead.
+1. Training, remote vs local in the same run, ``--reps`` interleaved pairs with the
+   order alternating; goal: remote/local wall time <= 1.15x. Same seed, so both runs
+   of a pair see the same trajectory and the ratio is pure overhead.
+   a. Stable-Baselines3 PPO (``MlpPolicy``, needs torch and stable-baselines3) on
+      ``rlmesh.gymnasium.RemoteEnv`` (a served CartPole in a child process) and on
+      ``gymnasium.make("CartPole-v1")``.
+   b. The CleanRL-style PPO example (``examples/train/ppo_cartpole.py``, needs torch)
+      on a served 4-lane CartPole and on ``gymnasium.make_vec``.
 2. The Gymnasium layer's own cost: one 4-lane endpoint stepped through
    ``rlmesh.numpy`` and ``rlmesh.gymnasium`` clients, interleaved.
 3. One client steps 4 scalar CartPole endpoints round-robin (4 child servers); goal:
    one round (4 steps) <= 4.5x one step on a single endpoint, i.e. waiting on one
-   endpoint never starves the others' servers on a 2-core machine.
+   endpoint never starves the others' servers on a 2-core machine. The same is
+   measured on a raw-socket CartPole with no rlmesh code (``_floor.py``): the least any
+   served env can pay on this machine.
 
 Only same-run ratios mean anything on a shared machine.
 """
@@ -26,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _floor
 import gymnasium as gym
 import numpy as np
 from _common import report, served, time_loop
@@ -34,6 +41,53 @@ import rlmesh.gymnasium as rg
 import rlmesh.numpy as rnp
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pairs(label: str, remote: Any, local: Any, reps: int) -> None:
+    """``reps`` interleaved (remote, local) timings, the order alternating so that drift in
+    the machine's load hits both sides; each callable returns (seconds, a result to compare)."""
+    remote()  # warm both up: torch imports parts of itself (and sympy) on the first backward
+    local()  # pass, which would otherwise be charged to whichever run came first
+    ratios = []
+    for rep in range(reps):
+        if rep % 2:
+            (b, b_out), (a, a_out) = local(), remote()
+        else:
+            (a, a_out), (b, b_out) = remote(), local()
+        ratios.append(a / b)
+        print(
+            f"{label}: remote {a:.1f}s, local {b:.1f}s, ratio {a / b:.2f}x; same result: {a_out == b_out}"
+        )
+    print(
+        f"{label}: remote/local median ratio {statistics.median(ratios):.2f}x over {reps} pairs "
+        f"(range {min(ratios):.2f}-{max(ratios):.2f}x; goal <= 1.15x)"
+    )
+
+
+def bench_sb3(steps: int, reps: int) -> None:
+    try:
+        import torch
+        from stable_baselines3 import PPO
+    except ImportError:
+        print("SB3 training: skipped (torch or stable-baselines3 is not installed)")
+        return
+    torch.set_num_threads(1)
+
+    def timed(make: Any, n: int) -> tuple[float, list[float]]:
+        env = make()
+        try:
+            t0 = time.perf_counter()
+            model = PPO("MlpPolicy", env, seed=1, device="cpu", verbose=0).learn(total_timesteps=n)
+            seconds = time.perf_counter() - t0
+            return seconds, [round(float(p.detach().sum()), 3) for p in model.policy.parameters()]
+        finally:
+            env.close()
+
+    with served("CartPole-v1", "tcp") as address:
+        remote = lambda n=steps: timed(lambda: rg.RemoteEnv(address), n)  # noqa: E731
+        local = lambda n=steps: timed(lambda: gym.make("CartPole-v1"), n)  # noqa: E731
+        remote(1024), local(1024)
+        _pairs(f"SB3 PPO {steps} steps", remote, local, reps)
 
 
 def bench_training(steps: int, reps: int) -> None:
@@ -46,7 +100,7 @@ def bench_training(steps: int, reps: int) -> None:
     sys.path.insert(0, str(ROOT / "examples" / "train"))
     from ppo_cartpole import train
 
-    def timed(make: Any, n: int) -> tuple[float, list[float]]:
+    def timed(make: Any, n: int = steps) -> tuple[float, list[float]]:
         envs = make()
         try:
             t0 = time.perf_counter()
@@ -58,23 +112,14 @@ def bench_training(steps: int, reps: int) -> None:
     def local_envs() -> gym.vector.VectorEnv:
         return gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
 
-    ratios = []
     with served("CartPole-v1", "tcp", "--num-envs", "4") as address:
-        # Warm up both sides first: torch imports parts of itself (and sympy) on the first
-        # backward pass, which would otherwise be charged to whichever run came first.
-        timed(lambda: rg.RemoteVectorEnv(address), 1024)
-        timed(local_envs, 1024)
-        for rep in range(reps):  # interleaved, order alternating, so drift in the load hits both sides
-            if rep % 2:
-                local, local_returns = timed(local_envs, steps)
-                remote, remote_returns = timed(lambda: rg.RemoteVectorEnv(address), steps)
-            else:
-                remote, remote_returns = timed(lambda: rg.RemoteVectorEnv(address), steps)
-                local, local_returns = timed(local_envs, steps)
-            ratios.append(remote / local)
-            print(f"PPO {steps} steps, 4 lanes: remote {remote:.1f}s, local {local:.1f}s, ratio {remote / local:.2f}x; "
-                  f"same trajectory: {remote_returns == local_returns}")
-    print(f"PPO remote/local median ratio {statistics.median(ratios):.2f}x over {reps} pairs (goal <= 1.15x)")
+        timed(lambda: rg.RemoteVectorEnv(address), 1024), timed(local_envs, 1024)
+        _pairs(
+            f"CleanRL PPO {steps} steps, 4 lanes",
+            lambda: timed(lambda: rg.RemoteVectorEnv(address)),
+            lambda: timed(local_envs),
+            reps,
+        )
 
 
 def bench_flavour(steps: int) -> None:
@@ -86,7 +131,9 @@ def bench_flavour(steps: int) -> None:
             for cls in (rnp.RemoteVectorEnv, rg.RemoteVectorEnv):
                 envs = cls(address)
                 envs.reset(seed=0)
-                medians.setdefault(cls.__module__, []).extend(time_loop(lambda i, e=envs: e.step(actions), steps, reps=2))
+                medians.setdefault(cls.__module__, []).extend(
+                    time_loop(lambda i, e=envs: e.step(actions), steps, reps=2)
+                )
                 envs.close()
         a = report("4 lanes: rlmesh.numpy step", medians["rlmesh.numpy"])
         b = report("4 lanes: rlmesh.gymnasium step", medians["rlmesh.gymnasium"])
@@ -111,21 +158,33 @@ def bench_round_robin(steps: int) -> None:
                     env.reset()
 
         single = report("one endpoint: step", time_loop(one, steps, reps=3))
-        rr = report("4 endpoints round-robin: one round", time_loop(round_robin, steps // 4, reps=3))
-        print(f"round / step = {rr / single:.2f}x (goal <= 4.5x); cores: {os.cpu_count()}")
+        rr = report(
+            "4 endpoints round-robin: one round", time_loop(round_robin, steps // 4, reps=3)
+        )
+    floor_step, floor_rr = _floor.round_robin(steps)
+    print(f"raw-socket floor (no rlmesh): step {floor_step:.1f} us, round {floor_rr:.1f} us")
+    print(
+        f"round / step = {rr / single:.2f}x (goal <= 4.5x; the raw-socket floor: {floor_rr / floor_step:.2f}x); "
+        f"cores: {os.cpu_count()}"
+    )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=20_000, help="PPO training steps (default: 20000)")
-    p.add_argument("--rr-steps", type=int, default=2_000, help="steps per round-robin timing (default: 2000)")
-    p.add_argument("--reps", type=int, default=2, help="interleaved remote/local training pairs (default: 2)")
+    p.add_argument(
+        "--rr-steps", type=int, default=2_000, help="steps per round-robin timing (default: 2000)"
+    )
+    p.add_argument(
+        "--reps", type=int, default=4, help="interleaved remote/local training pairs (default: 4)"
+    )
     p.add_argument("--skip-training", action="store_true", help="only the round-robin part")
     args = p.parse_args()
     np.seterr(all="ignore")
     bench_flavour(args.rr_steps)
     bench_round_robin(args.rr_steps)
     if not args.skip_training:
+        bench_sb3(args.steps, args.reps)
         bench_training(args.steps, args.reps)
 
 

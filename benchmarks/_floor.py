@@ -1,0 +1,130 @@
+"""The floor under the round-robin goal: CartPole over raw sockets, with no rlmesh code at all.
+
+Four child processes each serve one ``gymnasium`` CartPole over a plain loopback TCP
+socket: a request is one action byte, a reply the observation's 16 bytes plus reward and
+flags; the server sleeps in ``recv``. The client sends, then polls its socket (yielding
+the CPU) for up to 1 ms. This is the least work any served CartPole can do per step, so
+its round / step ratio is what the machine allows: a round on 4 endpoints pays a wake-up
+and a cache refill per step that a single hot endpoint does not, whatever the protocol.
+
+    python benchmarks/_floor.py            # the ratio alone
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+POLL_SECONDS = 0.001
+_REPLY = struct.Struct("<16sd??")
+
+
+def serve(port_file: str) -> None:
+    """Child process: serve one CartPole until the client hangs up."""
+    import gymnasium as gym
+
+    env = gym.make("CartPole-v1")
+    env.reset(seed=0)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        Path(port_file + ".tmp").write_text(str(listener.getsockname()[1]))
+        os.replace(port_file + ".tmp", port_file)
+        conn, _ = listener.accept()
+    with conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while True:
+            request = conn.recv(64)
+            if not request:
+                return
+            obs, reward, terminated, truncated, _ = env.step(request[0])
+            if terminated or truncated:
+                obs, _ = env.reset()
+            conn.sendall(_REPLY.pack(obs.tobytes(), reward, terminated, truncated))
+
+
+def _step(sock: socket.socket, action: int) -> bytes:
+    sock.send(bytes((action,)))
+    end = time.perf_counter() + POLL_SECONDS
+    while True:
+        try:
+            return sock.recv(64, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            if time.perf_counter() > end:
+                return sock.recv(64)
+            os.sched_yield()
+
+
+@contextlib.contextmanager
+def endpoints(n: int) -> Iterator[list[socket.socket]]:
+    """``n`` raw CartPole servers in child processes, and a connection to each."""
+    with (
+        tempfile.TemporaryDirectory(prefix="rlmesh-floor-") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
+        procs = []
+        for k in range(n):
+            proc = subprocess.Popen([sys.executable, __file__, "--serve", f"{tmp}/port{k}"])
+            stack.callback(proc.wait, 10)
+            stack.callback(proc.kill)
+            procs.append(proc)
+        socks = []
+        for k, proc in enumerate(procs):
+            port_file = Path(f"{tmp}/port{k}")
+            deadline = time.monotonic() + 60
+            while not port_file.exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("a floor server did not start")
+                time.sleep(0.02)
+            sock = stack.enter_context(
+                socket.create_connection(("127.0.0.1", int(port_file.read_text())))
+            )
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            socks.append(sock)
+        yield socks
+
+
+def round_robin(steps: int, reps: int = 3) -> tuple[float, float]:
+    """Median µs of one step on one endpoint and of one round on 4, interleaved."""
+    import statistics
+
+    with endpoints(4) as socks:
+
+        def one(n: int) -> float:
+            t0 = time.perf_counter()
+            for i in range(n):
+                _step(socks[0], i & 1)
+            return (time.perf_counter() - t0) / n * 1e6
+
+        def rounds(n: int) -> float:
+            t0 = time.perf_counter()
+            for i in range(n):
+                for sock in socks:
+                    _step(sock, i & 1)
+            return (time.perf_counter() - t0) / n * 1e6
+
+        one(200)
+        rounds(50)
+        singles, rrs = [], []
+        for _ in range(reps):
+            singles.append(one(steps))
+            rrs.append(rounds(steps // 4))
+        return statistics.median(singles), statistics.median(rrs)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--serve"]:
+        serve(sys.argv[2])
+    else:
+        single, rr = round_robin(2000)
+        print(
+            f"raw-socket floor: step {single:.1f} us, round {rr:.1f} us, round / step = {rr / single:.2f}x"
+        )
