@@ -1,6 +1,6 @@
 """rlmesh.gymnasium: training remote vs local, and one client stepping 4 endpoints (issue 12).
 
-    python benchmarks/bench_gymnasium.py [--steps 20000] [--rr-steps 2000]
+    python benchmarks/bench_gymnasium.py [--steps 20000] [--rr-steps 2000] [--peer /tmp/peer/bin/python]
 
 1. Training, remote vs local in the same run, ``--reps`` interleaved pairs with the
    order alternating; goal: remote/local wall time <= 1.15x. Same seed, so both runs
@@ -16,7 +16,8 @@
    one round (4 steps) <= 4.5x one step on a single endpoint, i.e. waiting on one
    endpoint never starves the others' servers on a 2-core machine. The same is
    measured on a raw-socket CartPole with no rlmesh code (``_floor.py``): the least any
-   served env can pay on this machine.
+   served env can pay on this machine. ``--peer PYTHON`` times the same round through
+   the public API (``_rr_any.py``) on that interpreter's ``rlmesh`` and on ours.
 
 Only same-run ratios mean anything on a shared machine.
 """
@@ -25,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,7 +43,8 @@ from _common import report, served, time_loop
 import rlmesh.gymnasium as rg
 import rlmesh.numpy as rnp
 
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 
 
 def _pairs(label: str, remote: Any, local: Any, reps: int) -> None:
@@ -140,7 +144,7 @@ def bench_flavour(steps: int) -> None:
         print(f"gymnasium / numpy flavour = {b / a:.2f}x")
 
 
-def bench_round_robin(steps: int) -> None:
+def bench_round_robin(steps: int, peer: str | None) -> None:
     with contextlib.ExitStack() as stack:
         addresses = [stack.enter_context(served("CartPole-v1", "tcp")) for _ in range(4)]
         envs = [stack.enter_context(rnp.RemoteEnv(a)) for a in addresses]
@@ -167,6 +171,20 @@ def bench_round_robin(steps: int) -> None:
         f"round / step = {rr / single:.2f}x (goal <= 4.5x; the raw-socket floor: {floor_rr / floor_step:.2f}x); "
         f"cores: {os.cpu_count()}"
     )
+    if peer:  # the same round on the peer's public API, its servers and ours in child processes
+        for label, python in (("peer", peer), ("ours", sys.executable)):
+            out = subprocess.run(
+                [python, str(HERE / "_rr_any.py"), str(steps // 2)],
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=True,
+            )
+            got = json.loads(out.stdout.strip().splitlines()[-1])
+            print(
+                f"{label} (EnvServer + numpy.RemoteEnv): step {got['step_us']:.1f} us, round {got['round_us']:.1f} us, "
+                f"round / step = {got['round_us'] / got['step_us']:.2f}x"
+            )
 
 
 def main() -> None:
@@ -179,10 +197,15 @@ def main() -> None:
         "--reps", type=int, default=4, help="interleaved remote/local training pairs (default: 4)"
     )
     p.add_argument("--skip-training", action="store_true", help="only the round-robin part")
+    p.add_argument(
+        "--peer",
+        metavar="PYTHON",
+        help="also time the round on this interpreter's rlmesh (e.g. /tmp/peer/bin/python)",
+    )
     args = p.parse_args()
     np.seterr(all="ignore")
     bench_flavour(args.rr_steps)
-    bench_round_robin(args.rr_steps)
+    bench_round_robin(args.rr_steps, args.peer)
     if not args.skip_training:
         bench_sb3(args.steps, args.reps)
         bench_training(args.steps, args.reps)
