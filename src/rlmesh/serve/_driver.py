@@ -178,8 +178,6 @@ class Driver:
         self._books = _Books(n)
         self._interrupted: deque[m.EpisodeRecord] = deque()
         self._has_reset = False  # this session reset the env: step/render may run
-        # A lane endpoint's usual step info (every lane's own info empty, none done), encoded once
-        self._quiet_info = None if self.lanes is None else m.pre_encoded(normalize(_quiet_info(n)))
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -257,12 +255,7 @@ class Driver:
             completed = [*self._interrupted, *completed]
             self._interrupted.clear()
         scalars, segs = self.obs_plan.split(canonical)
-        if self.checks.pending:
-            info_out = self._info(info, "step")
-        elif self.lanes is not None and _quiet(info, self.lanes):
-            info_out = self._quiet_info  # the same bytes, without walking four empty dicts again
-        else:
-            info_out = self._info(info, "step") if info else None
+        info_out = self._info(info, "step") if info or self.checks.pending else None
         if self.lanes is None:
             return (
                 m.StepReply(
@@ -403,26 +396,6 @@ class Driver:
             else:
                 books.park(i, IDLE)
         return completed
-
-
-def _quiet_info(n: int) -> dict[str, Any]:
-    return {"final_info": [{} for _ in range(n)], "_final_info": np.zeros(n, dtype=bool)}
-
-
-def _quiet(info: dict[str, Any], n: int) -> bool:
-    """Whether ``info`` is :func:`_quiet_info` ``(n)``: what a lane endpoint's step mostly says."""
-    if len(info) != 2:
-        return False
-    infos, mask = info.get("final_info"), info.get("_final_info")
-    return (
-        type(infos) is list
-        and len(infos) == n
-        and type(mask) is np.ndarray
-        and mask.dtype == np.bool_
-        and mask.shape == (n,)
-        and not mask.any()
-        and all(type(x) is dict and not x for x in infos)
-    )
 
 
 def _flag_bytes(flags: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

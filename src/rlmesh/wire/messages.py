@@ -57,7 +57,6 @@ __all__ = [
     "Welcome",
     "decode_header",
     "encode_message",
-    "pre_encoded",
 ]
 
 
@@ -386,15 +385,6 @@ def register(cls: type[Any]) -> type[Any]:
 
 for _cls in _ENV_MESSAGES:
     register(_cls)
-
-
-def pre_encoded(value: Any) -> msgspec.Raw:
-    """``value`` (a normalized metadata value) encoded once, to embed verbatim in later headers.
-
-    A header field holding it encodes to exactly the bytes ``value`` itself would give,
-    without walking ``value`` again: for a reply part that repeats on every step.
-    """
-    return msgspec.Raw(_ENCODER.encode(value))
 
 
 def encode_message(msg: Any, request_id: int = 0, segments: list[Any] | tuple[Any, ...] = ()) -> Buffers:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
 from gymnasium import spaces
@@ -12,7 +11,6 @@ from gymnasium import spaces
 from rlmesh._envview import view_of
 from rlmesh.serve._driver import Driver, RequestFailed
 from rlmesh.wire import messages as m
-from rlmesh.wire.meta import normalize
 
 
 class Scripted:
@@ -120,50 +118,3 @@ def test_a_lane_reset_after_idling_counts_only_its_new_episode() -> None:
     assert [(r.episode_id, r.step_count, r.cumulative_reward) for r in completed] == [("a2", 2, 2.0)]
     final = d.end_session()
     assert [(r.episode_id, r.step_count, r.cumulative_reward) for r in final] == [("b", 7, 7.0)]
-
-
-class LaneEnv:
-    """One scalar lane: ends at step ``length``; says ``{"x": 1}`` at step ``talk``."""
-
-    observation_space = spaces.Box(-10, 10, (1,), np.float32)
-    action_space = spaces.Discrete(2)
-    metadata: dict[str, Any] = {}
-
-    def __init__(self, length: int, talk: int) -> None:
-        self.length, self.talk, self.t = length, talk, 0
-
-    def reset(self, *, seed: Any = None, options: Any = None) -> Any:
-        self.t = 0
-        return np.zeros(1, np.float32), {}
-
-    def step(self, action: Any) -> Any:
-        self.t += 1
-        info = {"x": 1} if self.t == self.talk else {}
-        return np.full(1, self.t, np.float32), 1.0, self.t == self.length, False, info
-
-    def close(self) -> None:
-        pass
-
-
-def test_lane_step_info_encoded_once_gives_the_same_bytes() -> None:
-    """The usual lane step info (every lane quiet, none done) is encoded once; a reply must
-    carry exactly the bytes the full path gives, and a lane's own info or end takes that path."""
-    d = Driver(view_of([LaneEnv(4, 2), LaneEnv(6, 3)]))
-    d.begin_session()
-    d.reset(m.Reset())
-    seg = [np.zeros(2, np.int64).view(np.uint8)]
-    quiet = normalize({"final_info": [{}, {}], "_final_info": np.zeros(2, bool)})
-    paths = []
-    for _ in range(6):
-        reply, _ = d.step(m.Step(action=[]), seg)
-        paths.append(type(reply.info).__name__)
-        if isinstance(reply.info, msgspec.Raw):
-            plain = msgspec.structs.replace(reply, info=quiet)
-            assert _wire(reply) == _wire(plain)
-    # steps 2 and 3 carry a lane's own info, step 4 ends lane 0 (step 5 is its quiet
-    # autoreset), step 6 ends lane 1
-    assert paths == ["Raw", "dict", "dict", "dict", "Raw", "dict"]
-
-
-def _wire(msg: Any) -> bytes:
-    return b"".join(bytes(b) for b in m.encode_message(msg))
