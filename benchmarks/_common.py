@@ -31,9 +31,23 @@ def served(target: str, transport: str, *extra: str) -> Iterator[Address]:
     with tempfile.TemporaryDirectory(prefix="rlmesh-bench-") as tmp:
         address = f"unix://{tmp}/env.sock" if transport == "unix" else "127.0.0.1:0"
         ready = Path(tmp) / "ready"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        }
         env.setdefault("RLMESH_WORKFLOW_EDITION", "")
-        cmd = [sys.executable, "-m", "rlmesh.cli", "serve", target, "--address", address, "--ready-file", str(ready), *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "rlmesh.cli",
+            "serve",
+            target,
+            "--address",
+            address,
+            "--ready-file",
+            str(ready),
+            *extra,
+        ]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 60
@@ -68,5 +82,7 @@ def time_loop(fn: Callable[[int], object], n: int, reps: int = 5, warmup: int = 
 
 def report(name: str, values: list[float], unit: str = "us") -> float:
     med = statistics.median(values)
-    print(f"{name:44s} {med:10.1f} {unit}  (min {min(values):.1f}, max {max(values):.1f}, {len(values)} reps)")
+    print(
+        f"{name:44s} {med:10.1f} {unit}  (min {min(values):.1f}, max {max(values):.1f}, {len(values)} reps)"
+    )
     return med

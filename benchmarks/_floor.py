@@ -15,12 +15,13 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import statistics
 import struct
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 POLL_SECONDS = 0.001
@@ -92,32 +93,41 @@ def endpoints(n: int) -> Iterator[list[socket.socket]]:
         yield socks
 
 
+def time_rounds(
+    step: Callable[[int, int], object], endpoints: int, steps: int, reps: int = 3
+) -> tuple[float, float]:
+    """Median µs of one step on endpoint 0 and of one round over all ``endpoints``, interleaved.
+
+    ``step(k, action)`` steps endpoint ``k``; ``reps`` alternations of ``steps`` single
+    steps and ``steps // endpoints`` rounds, after a warm-up of each.
+    """
+
+    def one(n: int) -> float:
+        t0 = time.perf_counter()
+        for i in range(n):
+            step(0, i & 1)
+        return (time.perf_counter() - t0) / n * 1e6
+
+    def rounds(n: int) -> float:
+        t0 = time.perf_counter()
+        for i in range(n):
+            for k in range(endpoints):
+                step(k, i & 1)
+        return (time.perf_counter() - t0) / n * 1e6
+
+    one(200)
+    rounds(50)
+    singles, rrs = [], []
+    for _ in range(reps):
+        singles.append(one(steps))
+        rrs.append(rounds(max(1, steps // endpoints)))
+    return statistics.median(singles), statistics.median(rrs)
+
+
 def round_robin(steps: int, reps: int = 3) -> tuple[float, float]:
-    """Median µs of one step on one endpoint and of one round on 4, interleaved."""
-    import statistics
-
+    """:func:`time_rounds` on 4 raw-socket CartPole servers."""
     with endpoints(4) as socks:
-
-        def one(n: int) -> float:
-            t0 = time.perf_counter()
-            for i in range(n):
-                _step(socks[0], i & 1)
-            return (time.perf_counter() - t0) / n * 1e6
-
-        def rounds(n: int) -> float:
-            t0 = time.perf_counter()
-            for i in range(n):
-                for sock in socks:
-                    _step(sock, i & 1)
-            return (time.perf_counter() - t0) / n * 1e6
-
-        one(200)
-        rounds(50)
-        singles, rrs = [], []
-        for _ in range(reps):
-            singles.append(one(steps))
-            rrs.append(rounds(steps // 4))
-        return statistics.median(singles), statistics.median(rrs)
+        return time_rounds(lambda k, a: _step(socks[k], a), 4, steps, reps)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import time
 from typing import Any
+
+from _floor import time_rounds  # this folder is on sys.path when run as a script
 
 
 def _serve(address: str) -> None:
@@ -65,31 +66,14 @@ def main(steps: int) -> dict[str, float]:
         for e in envs:
             e.reset(seed=0)
 
-        def one(n: int) -> float:
-            e = envs[0]
-            t0 = time.perf_counter()
-            for i in range(n):
-                if e.step(i & 1)[2]:
-                    e.reset()
-            return (time.perf_counter() - t0) / n * 1e6
+        def step(k: int, action: int) -> None:
+            if envs[k].step(action)[2]:
+                envs[k].reset()
 
-        def rounds(n: int) -> float:
-            t0 = time.perf_counter()
-            for i in range(n):
-                for e in envs:
-                    if e.step(i & 1)[2]:
-                        e.reset()
-            return (time.perf_counter() - t0) / n * 1e6
-
-        one(100)
-        rounds(25)
-        singles, rrs = [], []
-        for _ in range(3):
-            singles.append(one(steps))
-            rrs.append(rounds(max(1, steps // 4)))
+        single, rr = time_rounds(step, len(envs), steps)
         for e in envs:
             e.close()
-        return {"step_us": statistics.median(singles), "round_us": statistics.median(rrs)}
+        return {"step_us": single, "round_us": rr}
     finally:
         for p in procs:
             p.kill()

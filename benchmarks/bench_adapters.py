@@ -51,8 +51,12 @@ def make_pairing(args: Args) -> tuple[adapt.Adapter, dict[str, object], np.ndarr
     )
     spec = adapt.ModelSpec(
         input={
-            "image": adapt.Image(adapt.IMAGE_PRIMARY, size=224, resample=args.resample, fit=args.fit),
-            "proprio": adapt.Concat(adapt.EEF_POS, adapt.State(adapt.EEF_ROT, encoding="rot6d"), adapt.GRIPPER_POS),
+            "image": adapt.Image(
+                adapt.IMAGE_PRIMARY, size=224, resample=args.resample, fit=args.fit
+            ),
+            "proprio": adapt.Concat(
+                adapt.EEF_POS, adapt.State(adapt.EEF_ROT, encoding="rot6d"), adapt.GRIPPER_POS
+            ),
             "task": adapt.Text(adapt.INSTRUCTION),
         },
         output=adapt.Action(
@@ -101,7 +105,9 @@ def time_us(fn: object, arg: object, reps: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--reps", type=int, default=Args.reps)
     parser.add_argument("--resample", default=Args.resample)
     parser.add_argument("--fit", default=Args.fit)
@@ -112,7 +118,9 @@ def main() -> None:
     print()
     obs_us = time_us(adapter.transform_obs, obs, args.reps)
     act_us = time_us(adapter.transform_action, out, args.reps)
-    print(f"transform_obs    : {obs_us:9.1f} us/obs   (480x640x3 -> 224x224 {args.resample}, {args.fit})")
+    print(
+        f"transform_obs    : {obs_us:9.1f} us/obs   (480x640x3 -> 224x224 {args.resample}, {args.fit})"
+    )
     print(f"transform_action : {act_us:9.1f} us/action")
 
 

@@ -24,8 +24,16 @@ from rlmesh.wire import (
 )
 from rlmesh.wire.messages import encode_message
 
-SPEC = SpaceSpec._dict({"image": SpaceSpec._box((224, 224, 3), "uint8", 0, 255), "state": SpaceSpec._box((16,), "float32")})
-OBS = {"image": np.random.default_rng(0).integers(0, 256, (224, 224, 3), dtype=np.uint8), "state": np.ones(16, np.float32)}
+SPEC = SpaceSpec._dict(
+    {
+        "image": SpaceSpec._box((224, 224, 3), "uint8", 0, 255),
+        "state": SpaceSpec._box((16,), "float32"),
+    }
+)
+OBS = {
+    "image": np.random.default_rng(0).integers(0, 256, (224, 224, 3), dtype=np.uint8),
+    "state": np.ones(16, np.float32),
+}
 
 
 def main() -> dict[str, float]:

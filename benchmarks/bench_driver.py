@@ -36,7 +36,9 @@ class Trivial:
     def __init__(self) -> None:
         self.obs = np.zeros(4, np.float32)
 
-    def reset(self, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, seed: int | None = None, options: Any = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         return self.obs, {}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -65,12 +67,17 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     p.add_argument("--reps", type=int, default=7)
     args = p.parse_args(argv)
     scalar = report(
-        "Driver.step, trivial scalar env", time_loop(driver_loop(Trivial(), None, [0, 1]), args.steps, args.reps)
+        "Driver.step, trivial scalar env",
+        time_loop(driver_loop(Trivial(), None, [0, 1]), args.steps, args.reps),
     )
     vector_actions = [((np.arange(LANES) + k) % 2).astype(np.int64) for k in range(2)]
     vector = report(
         "Driver.step, 16-lane CartPole (NEXT_STEP)",
-        time_loop(driver_loop(cartpole_lanes(LANES), LANES, vector_actions), max(1, args.steps // 10), args.reps),
+        time_loop(
+            driver_loop(cartpole_lanes(LANES), LANES, vector_actions),
+            max(1, args.steps // 10),
+            args.reps,
+        ),
     )
     return {"scalar_us": scalar, "vector16_us": vector}
 

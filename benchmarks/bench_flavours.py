@@ -50,7 +50,10 @@ def _vector_stepper(env: Any, actions: list[Any]) -> Callable[[int], None]:
 
 
 def _interleaved(
-    address: str, clients: dict[str, tuple[Any, Callable[[Any], Callable[[int], None]]]], n: int, burst: int = 100
+    address: str,
+    clients: dict[str, tuple[Any, Callable[[Any], Callable[[int], None]]]],
+    n: int,
+    burst: int = 100,
 ) -> dict[str, list[float]]:
     """µs of every single step; the clients take turns on one server in bursts of ``burst`` steps.
 

@@ -28,16 +28,33 @@ def _frame(msg: Any) -> Frame:
 def _cases() -> dict[str, Frame]:
     record = m.EpisodeRecord("0193abcd", 3, 0, 200, 200.0, False, True, 1, 2, None)
     bounds = np.random.default_rng(0).standard_normal(224 * 224).tolist()
-    contract = {"observation_space": {"kind": "box", "shape": [224, 224], "details": {"low": bounds, "high": bounds}}}
+    contract = {
+        "observation_space": {
+            "kind": "box",
+            "shape": [224, 224],
+            "details": {"low": bounds, "high": bounds},
+        }
+    }
     return {
         "Step request (Discrete action)": _frame(m.Step(action=[1])),
         "StepReply scalar": _frame(m.StepReply(obs=[], reward=1.0, info=None)),
-        "StepReply with info": _frame(m.StepReply(obs=[], reward=1.0, info={"x": 1.0, "flag": True, "names": ["a", "b"]})),
+        "StepReply with info": _frame(
+            m.StepReply(obs=[], reward=1.0, info={"x": 1.0, "flag": True, "names": ["a", "b"]})
+        ),
         "StepReply vector, 1 completed": _frame(m.StepReply(obs=[], completed=[record])),
-        "Reset with options": _frame(m.Reset(seeds=[0], options={"difficulty": 3, "task": "reach"}, episode_ids=["e"])),
+        "Reset with options": _frame(
+            m.Reset(seeds=[0], options={"difficulty": 3, "task": "reach"}, episode_ids=["e"])
+        ),
         "Welcome, 50k-float contract": _frame(
-            m.Welcome(generation="g", peer=m.PeerInfo(), editions=["2026.06"], preferred=None, selected="2026.06",
-                      session_id="s", contract=contract)
+            m.Welcome(
+                generation="g",
+                peer=m.PeerInfo(),
+                editions=["2026.06"],
+                preferred=None,
+                selected="2026.06",
+                session_id="s",
+                contract=contract,
+            )
         ),
     }
 

@@ -21,7 +21,9 @@ def bench(transport: str, n: int) -> dict[str, float]:
     with served("envs:ImageEnv", transport) as address, rn.RemoteEnv(address) as env:
         env.reset(seed=0)
         us = report(f"image step ({transport})", time_loop(lambda i: env.step(actions[i & 7]), n))
-    raw = report(f"raw {OBS_BYTES:,} B round trip ({transport})", raw_round_trip_us(transport, OBS_BYTES, n))
+    raw = report(
+        f"raw {OBS_BYTES:,} B round trip ({transport})", raw_round_trip_us(transport, OBS_BYTES, n)
+    )
     print(f"{'ratio to raw':44s} {us / raw:10.2f} x   ({OBS_BYTES / us:,.0f} MB/s of observations)")
     return {"us_per_step": us, "raw_us": raw, "ratio": us / raw}
 

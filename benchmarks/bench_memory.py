@@ -31,7 +31,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         for i in range(args.steps):
             env.step(actions[i & 7])
         c1, s1 = rss_kib(os.getpid()), rss_kib(spid) if spid else 0
-    print(f"client RSS {c0 / 1024:.1f} -> {c1 / 1024:.1f} MiB ({(c1 - c0) / 1024:+.2f} MiB over {args.steps:,} steps)")
+    print(
+        f"client RSS {c0 / 1024:.1f} -> {c1 / 1024:.1f} MiB ({(c1 - c0) / 1024:+.2f} MiB over {args.steps:,} steps)"
+    )
     if spid:
         print(f"server RSS {s0 / 1024:.1f} -> {s1 / 1024:.1f} MiB ({(s1 - s0) / 1024:+.2f} MiB)")
     return {"client_growth_mib": (c1 - c0) / 1024, "server_growth_mib": (s1 - s0) / 1024}

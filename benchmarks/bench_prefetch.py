@@ -85,15 +85,22 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=3)
     a = p.parse_args()
     n, m, h = a.model_ms, a.step_ms, a.horizon
-    print(f"model forward {n:g} ms, env step {m:g} ms, horizon {h}, {a.chunks} chunks x {a.reps} reps")
+    print(
+        f"model forward {n:g} ms, env step {m:g} ms, horizon {h}, {a.chunks} chunks x {a.reps} reps"
+    )
     print(f"  ideal in line            : {n + m * h:7.1f} ms/chunk  (N + M*H)")
-    print(f"  ideal overlapped         : {m + max(n, m * (h - 1)):7.1f} ms/chunk  (M + max(N, M*(H-1)))")
+    print(
+        f"  ideal overlapped         : {m + max(n, m * (h - 1)):7.1f} ms/chunk  (M + max(N, M*(H-1)))"
+    )
     results = {}
     for lead in sorted({0, 1, h // 2, h - 1}):
         runs = [ms_per_chunk(n, m, h, a.chunks, lead) for _ in range(a.reps)]
         results[lead] = statistics.median(runs)
-        print(f"  prefetch_lead={lead:<2}         : {results[lead]:7.1f} ms/chunk  (runs: "
-              + ", ".join(f"{r:.1f}" for r in runs) + ")")
+        print(
+            f"  prefetch_lead={lead:<2}         : {results[lead]:7.1f} ms/chunk  (runs: "
+            + ", ".join(f"{r:.1f}" for r in runs)
+            + ")"
+        )
     print(f"  speed-up lead {h - 1} vs 0      : {results[0] / results[h - 1]:.2f}x")
 
 

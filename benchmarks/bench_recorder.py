@@ -174,21 +174,35 @@ def main() -> None:
                 samples[name].append(n / r["total_s"])
         for name, vals in samples.items():
             enc[(name, f"{w}x{h}")] = statistics.median(vals)
-            print(f"  {name:9s} {w}x{h}: {statistics.median(vals):8.1f} fps  (samples {', '.join(f'{v:.1f}' for v in vals)})")
+            print(
+                f"  {name:9s} {w}x{h}: {statistics.median(vals):8.1f} fps  (samples {', '.join(f'{v:.1f}' for v in vals)})"
+            )
         if "reference" in impls:
             ratio = enc[("ours", f"{w}x{h}")] / enc[("reference", f"{w}x{h}")]
             print(f"  speedup {w}x{h}: {ratio:.1f}x")
 
-    print(f"\nrun slowdown, one 224x224 camera, env step = {args.step_ms} ms CPU, {args.slow_steps} steps")
+    print(
+        f"\nrun slowdown, one 224x224 camera, env step = {args.step_ms} ms CPU, {args.slow_steps} steps"
+    )
     for name, python in impls.items():
         steps = args.slow_steps if name == "ours" else min(args.slow_steps, args.peer_frames)
         base, recd = [], []
         for _ in range(args.reps):
-            base.append(run_in(python, h=224, w=224, steps=steps, step_ms=args.step_ms, record=False)["run_s"])
-            recd.append(run_in(python, h=224, w=224, steps=steps, step_ms=args.step_ms, record=True)["run_s"])
+            base.append(
+                run_in(python, h=224, w=224, steps=steps, step_ms=args.step_ms, record=False)[
+                    "run_s"
+                ]
+            )
+            recd.append(
+                run_in(python, h=224, w=224, steps=steps, step_ms=args.step_ms, record=True)[
+                    "run_s"
+                ]
+            )
         b, r = statistics.median(base), statistics.median(recd)
-        print(f"  {name:9s} metrics only {b * 1e3 / steps:7.2f} ms/step, recording {r * 1e3 / steps:7.2f} ms/step: "
-              f"slowdown {100 * (r / b - 1):+.1f}%")
+        print(
+            f"  {name:9s} metrics only {b * 1e3 / steps:7.2f} ms/step, recording {r * 1e3 / steps:7.2f} ms/step: "
+            f"slowdown {100 * (r / b - 1):+.1f}%"
+        )
 
 
 if __name__ == "__main__":

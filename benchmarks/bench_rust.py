@@ -39,7 +39,11 @@ class RustServer:
         address = f"unix://{tmp}/rust.sock" if transport == "unix" else "127.0.0.1:0"
         env = {**os.environ, "RLMESH_ALLOW_REMOTE_SHUTDOWN": "1"}
         self.proc = subprocess.Popen(
-            [str(EXAMPLES / "cartpole"), address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            [str(EXAMPLES / "cartpole"), address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         assert self.proc.stdout is not None
         self.address = self.proc.stdout.readline().strip()
@@ -68,7 +72,12 @@ def python_client_us(address: str, n: int) -> float:
 def rust_client_us(address: str, n: int) -> float:
     values = []
     for _ in range(3):
-        out = subprocess.run([str(EXAMPLES / "drive"), address, "--bench", str(n)], capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [str(EXAMPLES / "drive"), address, "--bench", str(n)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         m = re.search(r"mean_ns (\d+)", out.stdout)
         if m is None:
             raise RuntimeError(f"drive --bench failed: {out.stderr}")
@@ -104,7 +113,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--transports", default="tcp,unix")
-    p.add_argument("--no-build", action="store_true", help="use the examples already in rust/target/release")
+    p.add_argument(
+        "--no-build", action="store_true", help="use the examples already in rust/target/release"
+    )
     args = p.parse_args(argv)
     if not args.no_build:
         build()

@@ -50,8 +50,12 @@ def starts(backend: str, cold: bool, warm_reps: int) -> dict[str, float]:
             os.environ["RLMESH_SANDBOX_CACHE"] = str(cache)
         else:
             with tempfile.TemporaryDirectory() as tmp:
-                tag = make_plan(Source(SOURCE, "gym", "CartPole-v1"), SandboxBuild(), Path(tmp)).image_tag
-            subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, check=False, timeout=120)
+                tag = make_plan(
+                    Source(SOURCE, "gym", "CartPole-v1"), SandboxBuild(), Path(tmp)
+                ).image_tag
+            subprocess.run(
+                ["docker", "rmi", "-f", tag], capture_output=True, check=False, timeout=120
+            )
         out["cold_s"] = _start_seconds(backend)
         print(f"{backend + ' cold start':44s} {out['cold_s']:10.2f} s")
     warm = [_start_seconds(backend) for _ in range(warm_reps)]

@@ -85,10 +85,14 @@ def session_loop(env: Any, steps: int, *, hooks: ev.RunHooks | None = None) -> t
 
 def report(name: str, bare: list[float], loop: list[float]) -> None:
     b, s = statistics.median(bare), statistics.median(loop)
-    print(f"{name:<28} bare {b:8.2f} us/step | Session.run {s:8.2f} us/step | overhead {s - b:+7.2f} us/step ({s / b:.2f}x)")
+    print(
+        f"{name:<28} bare {b:8.2f} us/step | Session.run {s:8.2f} us/step | overhead {s - b:+7.2f} us/step ({s / b:.2f}x)"
+    )
 
 
-def _measure(make_env: Callable[[], Any], args: Args, *, hooks: ev.RunHooks | None) -> tuple[list[float], list[float]]:
+def _measure(
+    make_env: Callable[[], Any], args: Args, *, hooks: ev.RunHooks | None
+) -> tuple[list[float], list[float]]:
     env = make_env()
     bare_loop(env, 1000)  # warm-up
     session_loop(env, 1000, hooks=hooks)

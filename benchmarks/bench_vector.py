@@ -20,7 +20,9 @@ ACTIONS = [((np.arange(LANES) + k) % 2).astype(np.int64) for k in range(2)]
 def bench(transport: str, n: int, inproc_lsps: float) -> dict[str, float]:
     with served("envs:cartpole_lanes", transport) as address, rn.RemoteVectorEnv(address) as env:
         env.reset(seed=0)
-        us = report(f"16-lane vector step ({transport})", time_loop(lambda i: env.step(ACTIONS[i & 1]), n))
+        us = report(
+            f"16-lane vector step ({transport})", time_loop(lambda i: env.step(ACTIONS[i & 1]), n)
+        )
     lsps = LANES / us * 1e6
     print(f"{'lane-steps/s':44s} {lsps:10,.0f}   ({lsps / inproc_lsps:.0%} of in-process)")
     return {"lane_steps_per_s": lsps, "fraction_of_inproc": lsps / inproc_lsps}
@@ -29,7 +31,9 @@ def bench(transport: str, n: int, inproc_lsps: float) -> dict[str, float]:
 def inproc(n: int) -> float:
     env = cartpole_lanes(LANES)
     env.reset(seed=0)
-    us = report("16-lane vector step (in-process)", time_loop(lambda i: env.step(ACTIONS[i & 1]), n))
+    us = report(
+        "16-lane vector step (in-process)", time_loop(lambda i: env.step(ACTIONS[i & 1]), n)
+    )
     env.close()
     return LANES / us * 1e6
 

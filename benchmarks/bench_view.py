@@ -78,11 +78,19 @@ class FastCams:
 
     def __init__(self, cameras: int) -> None:
         # a smooth synthetic scene (a rendered frame encodes in ~3 ms; random noise would take ~19 ms)
-        self.frames = [np.ascontiguousarray(np.repeat(np.repeat(demo_frame(40 * i), 3, 0), 3, 1)[:480, :640]) for i in range(max(1, cameras))]
+        self.frames = [
+            np.ascontiguousarray(np.repeat(np.repeat(demo_frame(40 * i), 3, 0), 3, 1)[:480, :640])
+            for i in range(max(1, cameras))
+        ]
         self.cameras = cameras
-        self.observation_space = Dict({f"cam{i}": Box(0, 255, (480, 640, 3), "uint8") for i in range(cameras)} or {"x": Box(0, 1, (1,))})
+        self.observation_space = Dict(
+            {f"cam{i}": Box(0, 255, (480, 640, 3), "uint8") for i in range(cameras)}
+            or {"x": Box(0, 1, (1,))}
+        )
         self.action_space = Box(-1.0, 1.0, (2,), "float32")
-        self.obs = {f"cam{i}": self.frames[i] for i in range(cameras)} or {"x": np.zeros(1, np.float32)}
+        self.obs = {f"cam{i}": self.frames[i] for i in range(cameras)} or {
+            "x": np.zeros(1, np.float32)
+        }
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
         return self.obs, {}
@@ -116,7 +124,9 @@ def one(cameras: int, tabs: int, seconds: float, env_ms: float) -> dict[str, flo
     env.sleep = env_ms / 1e3
     # render is the first source; with cameras=4 the page gets render + 3 leaves = 4 cameras
     if cameras > 1:
-        env.observation_space = Dict({f"cam{i}": Box(0, 255, (480, 640, 3), "uint8") for i in range(cameras - 1)})
+        env.observation_space = Dict(
+            {f"cam{i}": Box(0, 255, (480, 640, 3), "uint8") for i in range(cameras - 1)}
+        )
         env.obs = {f"cam{i}": env.frames[i + 1] for i in range(cameras - 1)}
     else:
         env.observation_space = Dict({"x": Box(0.0, 1.0, (1,))})
@@ -137,9 +147,13 @@ def one(cameras: int, tabs: int, seconds: float, env_ms: float) -> dict[str, flo
         hook[0] += time.perf_counter() - t
         return r
 
-    client = subprocess.Popen([sys.executable, "-c", CLIENT, str(port), str(tabs)], stdout=subprocess.PIPE, text=True)
+    client = subprocess.Popen(
+        [sys.executable, "-c", CLIENT, str(port), str(tabs)], stdout=subprocess.PIPE, text=True
+    )
     try:
-        with rlmesh.session(Model(policy), env, view=rlmesh.View("http", port=port, fps=30)) as sess:
+        with rlmesh.session(
+            Model(policy), env, view=rlmesh.View("http", port=port, fps=30)
+        ) as sess:
             sess.run(max_episodes=1, max_episode_steps=200)  # starts the viewer
             http = next(b for b in sess._viewer.backends if b.name == "http")
             deadline = time.monotonic() + 30
@@ -175,13 +189,17 @@ def one(cameras: int, tabs: int, seconds: float, env_ms: float) -> dict[str, flo
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--seconds", type=float, default=4.0, help="length of each timed run")
     p.add_argument("--repeat", type=int, default=2)
     args = p.parse_args(argv)
     cases = [("1 camera, 1 tab", 1, 1), ("4 cameras, 1 tab", 4, 1), ("1 camera, 10 tabs", 1, 10)]
     print(f"viewer at 30 fps, 640x480 JPEG q75, {args.seconds:g} s per run, cpus={os.cpu_count()}")
-    print(f"{'env step':<9} {'case':<18} {'no view us/step':>15} {'view us/step':>13} {'extra us':>9} {'hook us':>8} {'p50 ms':>7} {'p95 ms':>7} {'fps/cam':>8} {'cpu% off/on':>12}")
+    print(
+        f"{'env step':<9} {'case':<18} {'no view us/step':>15} {'view us/step':>13} {'extra us':>9} {'hook us':>8} {'p50 ms':>7} {'p95 ms':>7} {'fps/cam':>8} {'cpu% off/on':>12}"
+    )
     for env_ms in (0.0, 1.0):
         for label, cams, tabs in cases:
             for _ in range(args.repeat):

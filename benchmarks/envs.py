@@ -17,7 +17,9 @@ from gymnasium import spaces
 class ImageEnv(gym.Env):  # type: ignore[misc]
     metadata: dict[str, Any] = {"render_modes": []}
 
-    def __init__(self, height: int = 224, width: int = 224, channels: int = 3, state_dim: int = 16) -> None:
+    def __init__(
+        self, height: int = 224, width: int = 224, channels: int = 3, state_dim: int = 16
+    ) -> None:
         self.observation_space = spaces.Dict(
             {
                 "image": spaces.Box(0, 255, (height, width, channels), dtype=np.uint8),
@@ -33,7 +35,9 @@ class ImageEnv(gym.Env):  # type: ignore[misc]
     def _obs(self) -> dict[str, Any]:
         return {"image": self._frames[self._t % 4], "state": self._state}
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         self._t = 0
         return self._obs(), {}

@@ -38,7 +38,11 @@ def raw_round_trip_us(transport: str, size: int, n: int, reps: int = 5) -> list[
     """Mean µs per round trip of ``size`` bytes, one value per repetition."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "echo.sock")
-        proc = subprocess.Popen([sys.executable, "-c", _ECHO, transport, path, str(size)], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _ECHO, transport, path, str(size)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             assert proc.stdout is not None
             where = proc.stdout.readline().strip()

@@ -8,7 +8,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-MODULES = ["bench_codec", "bench_connect", "bench_scalar", "bench_image", "bench_vector", "bench_session", "bench_adapters", "bench_memory"]
+MODULES = [
+    "bench_codec",
+    "bench_connect",
+    "bench_scalar",
+    "bench_image",
+    "bench_vector",
+    "bench_session",
+    "bench_adapters",
+    "bench_memory",
+]
 
 if __name__ == "__main__":
     for name in MODULES:
