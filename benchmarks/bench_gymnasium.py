@@ -47,17 +47,30 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
-def _pairs(label: str, remote: Any, local: Any, reps: int) -> None:
-    """``reps`` interleaved (remote, local) timings, the order alternating so that drift in
-    the machine's load hits both sides; each callable returns (seconds, a result to compare)."""
-    remote()  # warm both up: torch imports parts of itself (and sympy) on the first backward
-    local()  # pass, which would otherwise be charged to whichever run came first
+def _pairs(label: str, train: Any, remote: Any, local: Any, steps: int, reps: int) -> None:
+    """``reps`` interleaved timings of ``train(env, steps)`` on ``remote()`` and ``local()``,
+    the order alternating so that drift in the machine's load hits both sides; ``train``
+    returns what both runs of a pair must agree on."""
+
+    def timed(make: Any, n: int) -> tuple[float, Any]:
+        env = make()
+        try:
+            t0 = time.perf_counter()
+            out = train(env, n)
+            return time.perf_counter() - t0, out
+        finally:
+            env.close()
+
+    # Warm both up: torch imports parts of itself (and sympy) on the first backward pass,
+    # which would otherwise be charged to whichever run came first.
+    timed(remote, 1024)
+    timed(local, 1024)
     ratios = []
     for rep in range(reps):
         if rep % 2:
-            (b, b_out), (a, a_out) = local(), remote()
+            (b, b_out), (a, a_out) = timed(local, steps), timed(remote, steps)
         else:
-            (a, a_out), (b, b_out) = remote(), local()
+            (a, a_out), (b, b_out) = timed(remote, steps), timed(local, steps)
         ratios.append(a / b)
         print(
             f"{label}: remote {a:.1f}s, local {b:.1f}s, ratio {a / b:.2f}x; same result: {a_out == b_out}"
@@ -77,21 +90,19 @@ def bench_sb3(steps: int, reps: int) -> None:
         return
     torch.set_num_threads(1)
 
-    def timed(make: Any, n: int) -> tuple[float, list[float]]:
-        env = make()
-        try:
-            t0 = time.perf_counter()
-            model = PPO("MlpPolicy", env, seed=1, device="cpu", verbose=0).learn(total_timesteps=n)
-            seconds = time.perf_counter() - t0
-            return seconds, [round(float(p.detach().sum()), 3) for p in model.policy.parameters()]
-        finally:
-            env.close()
+    def train(env: Any, n: int) -> list[float]:  # the final weights, rounded
+        model = PPO("MlpPolicy", env, seed=1, device="cpu", verbose=0).learn(total_timesteps=n)
+        return [round(float(p.detach().sum()), 3) for p in model.policy.parameters()]
 
     with served("CartPole-v1", "tcp") as address:
-        remote = lambda n=steps: timed(lambda: rg.RemoteEnv(address), n)  # noqa: E731
-        local = lambda n=steps: timed(lambda: gym.make("CartPole-v1"), n)  # noqa: E731
-        remote(1024), local(1024)
-        _pairs(f"SB3 PPO {steps} steps", remote, local, reps)
+        _pairs(
+            f"SB3 PPO {steps} steps",
+            train,
+            lambda: rg.RemoteEnv(address),
+            lambda: gym.make("CartPole-v1"),
+            steps,
+            reps,
+        )
 
 
 def bench_training(steps: int, reps: int) -> None:
@@ -104,24 +115,16 @@ def bench_training(steps: int, reps: int) -> None:
     sys.path.insert(0, str(ROOT / "examples" / "train"))
     from ppo_cartpole import train
 
-    def timed(make: Any, n: int = steps) -> tuple[float, list[float]]:
-        envs = make()
-        try:
-            t0 = time.perf_counter()
-            returns = train(envs, n, seed=1)
-            return time.perf_counter() - t0, returns
-        finally:
-            envs.close()
-
     def local_envs() -> gym.vector.VectorEnv:
         return gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
 
     with served("CartPole-v1", "tcp", "--num-envs", "4") as address:
-        timed(lambda: rg.RemoteVectorEnv(address), 1024), timed(local_envs, 1024)
         _pairs(
             f"CleanRL PPO {steps} steps, 4 lanes",
-            lambda: timed(lambda: rg.RemoteVectorEnv(address)),
-            lambda: timed(local_envs),
+            lambda envs, n: train(envs, n, seed=1),
+            lambda: rg.RemoteVectorEnv(address),
+            local_envs,
+            steps,
             reps,
         )
 
