@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check --quiet
 
-.PHONY: demo test lint typecheck bench bench-peer clean rust-test
+.PHONY: demo test test-fast test-ray lint typecheck bench bench-peer clean rust-test
 
 $(VENV)/.demo-stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,21 @@ test: $(VENV)/.test-stamp
 	$(PY) -m mypy
 	$(PY) -m pytest -q --doctest-modules src/rlmesh
 	$(MAKE) --no-print-directory rust-test
-	$(PY) -m pytest -q
+	$(MAKE) --no-print-directory test-ray
+	$(PY) -m pytest -q -m "not ray"
+
+# The inner loop: unit tests only (no servers in subprocesses, no Docker, browser or Ray).
+test-fast: $(VENV)/.test-stamp
+	$(PY) -m pytest -q -x tests/unit -m "not slow and not e2e and not ray"
+
+# Ray tests (env fleets, distributed evaluation) run in a network namespace whose only
+# interface is lo: Ray then advertises 127.0.0.1 and no test can reach another address.
+# Needs root and util-linux's unshare; skips otherwise (fails under RLMESH_REQUIRE_ALL=1).
+test-ray: $(VENV)/.test-stamp
+	@if [ "$$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1 && command -v ip >/dev/null 2>&1; then \
+	  RAY_USAGE_STATS_ENABLED=0 unshare -n sh -c 'ip link set lo up && exec $(PY) -m pytest -q -m ray tests'; \
+	elif [ "$$RLMESH_REQUIRE_ALL" = "1" ]; then echo "the Ray tests need root, unshare and ip (RLMESH_REQUIRE_ALL=1)"; exit 1; \
+	else echo "not root or no unshare/ip: skipping the Ray tests (make test-ray runs them in a loopback-only namespace)"; fi
 
 # The Rust crate (rust/, std only, offline): unit tests, shared golden vectors, fuzzing.
 # Skips without cargo, except under RLMESH_REQUIRE_ALL=1 (CI), where it fails.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -60,6 +61,71 @@ def require_tool(name: str, reason: str = "") -> str:
             pytest.fail(f"RLMESH_REQUIRE_ALL=1 but {why}", pytrace=False)
         pytest.skip(why, allow_module_level=True)
     return path
+
+
+def loopback_only() -> bool:
+    """True when this process's network namespace has no interface but ``lo``.
+
+    Ray advertises (and dials) the host's interface address unless it can see nothing but
+    loopback, so the Ray tests run only in such a namespace (``make test-ray`` enters one
+    with ``unshare -n`` as root): no Ray test can reach another address.
+    """
+    return [name for _, name in socket.if_nameindex()] == ["lo"]
+
+
+def require_ray() -> Any:
+    """Import ``ray`` for a Ray test, or skip (fail under RLMESH_REQUIRE_ALL=1).
+
+    Also refuses to run outside a loopback-only network namespace (see :func:`loopback_only`).
+    """
+    ray = require("ray", "the rlmesh[ray] extra")
+    if not loopback_only():
+        why = (
+            "Ray tests run only in a network namespace whose sole interface is lo "
+            "(run them with `make test-ray`, which uses `unshare -n` as root)"
+        )
+        if REQUIRE_ALL:
+            pytest.fail(f"RLMESH_REQUIRE_ALL=1 but {why}", pytrace=False)
+        pytest.skip(why)
+    return ray
+
+
+_RAY_INIT = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[Any]:
+    """A local Ray (2 CPUs) for one test module; shut down after it."""
+    ray = require_ray()
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(num_cpus=2, **_RAY_INIT)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster3() -> Iterator[Any]:
+    """A simulated 3-node Ray cluster (``ray.cluster_utils.Cluster``, 1 CPU each) on loopback.
+
+    Yields the ``Cluster``; the driver is connected to it (``ray.init(address=...)``). A test
+    may ``cluster.remove_node(node)`` to lose a node.
+    """
+    ray = require_ray()
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        for _ in range(2):
+            cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, **_RAY_INIT)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
 
 
 TESTS_DIR = Path(__file__).resolve().parent
