@@ -22,7 +22,8 @@ demo: $(VENV)/.demo-stamp
 test: $(VENV)/.test-stamp
 	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m mypy
-	$(PY) -m pytest -q --doctest-modules src/rlmesh
+	$(PY) -m pytest -q --doctest-modules src/rlmesh -W error::DeprecationWarning \
+	  -W "ignore:rlmesh.__build__ is deprecated:DeprecationWarning"  # pytest's collector reads every attribute
 	$(MAKE) --no-print-directory rust-test
 	$(MAKE) --no-print-directory test-ray
 	$(PY) -m pytest -q -m "not ray"

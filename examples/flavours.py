@@ -63,7 +63,9 @@ class Greedy(rt.Model):
 
 
 def main() -> None:
-    with rlmesh.EnvServer(Reach(), "127.0.0.1:0", framework="torch").start() as server:
+    # declaring the protocol edition this code was written for keeps WorkflowEditionWarning away
+    options = rlmesh.ServeOptions(workflow_edition=rlmesh.current_workflow_edition())
+    with rlmesh.EnvServer(Reach(), "127.0.0.1:0", framework="torch", options=options).start() as server:
         with rj.RemoteVectorEnv(server.address, device="cpu") as envs:
             obs, info = envs.reset(seed=1)
             obs, rewards, terminated, truncated, info = envs.step(jnp.zeros(LANES, jnp.int32))

@@ -190,5 +190,5 @@ def test_headless_chromium_shows_the_picture_and_the_hud() -> None:
     assert stage.std() > 20
     yellow = (stage[:, :, 0] > 200) & (stage[:, :, 1] > 150) & (stage[:, :, 2] < 100)
     assert yellow.sum() > 20  # the gripper made it to the page
-    DOCS.mkdir(exist_ok=True)
-    (DOCS / "viewer-browser.png").write_bytes(png)
+    if os.environ.get("RLMESH_UPDATE_SCREENSHOTS") == "1":  # refresh docs/viewer-browser.png on request only
+        (DOCS / "viewer-browser.png").write_bytes(png)  # (a test run leaves the checkout clean)

@@ -311,10 +311,11 @@ def test_the_flavours_example_runs_end_to_end() -> None:
     require("torch")
     require("jax")
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "RLMESH_WORKFLOW_EDITION": ""}
+    env = {k: v for k, v in os.environ.items() if k != "RLMESH_WORKFLOW_EDITION"}  # as a user runs it
     out = subprocess.run(
         [sys.executable, "examples/flavours.py"], cwd=root, env=env, capture_output=True, text=True, timeout=150
     )
     assert out.returncode == 0, out.stderr
+    assert "WorkflowEditionWarning" not in out.stderr  # the example declares its edition
     assert "jax client: obs " in out.stdout and "(4, 1), rewards float32" in out.stdout
     assert "torch model: 8 episodes" in out.stdout

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .._build import resolve_declared_edition
+from .._build import EDITION_BASE, resolve_declared_edition
 from .._contract import EnvContract
 from .._plan import ValuePlan, value_plan
 from ..errors import BindFailed
@@ -240,6 +240,10 @@ class ModelServer(ServerBase):
             class_attr=getattr(type(model), "workflow_edition", None),
             warn=True,
             who="this served model",
+            hint=(
+                f'a `workflow_edition = "{EDITION_BASE}"` attribute on your Model subclass, '
+                f'options=rlmesh.ServeOptions(workflow_edition="{EDITION_BASE}")'
+            ),
         )
         try:
             listener, bound = listen(addr)

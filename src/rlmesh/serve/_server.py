@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import adapters
-from .._build import resolve_declared_edition
+from .._build import EDITION_BASE, resolve_declared_edition
 from .._contract import EnvContract
 from .._envview import is_vector_env, view_of
 from .._keys import ENV_BRANCH_KEY, ENV_TAGS_KEY
@@ -64,6 +64,16 @@ class _EnvService:
         if type(msg) is m.Render:
             return self.driver.render(msg)
         raise RequestFailed("UNSUPPORTED", f"an env endpoint does not answer {type(msg).__name__}")
+
+
+def _is_gymnasium_own(env: Any) -> bool:
+    """An env Gymnasium itself ships (``gym.make("CartPole-v1")``, ``gym.make_vec(...)``).
+
+    Serving one is not the user's code, so (as ``rlmesh serve CartPole-v1``) it does not
+    warn about an undeclared workflow edition: there is nothing of the user's to pin.
+    """
+    inner = getattr(env, "unwrapped", env)
+    return all(type(e).__module__.startswith("gymnasium.") for e in (env, inner))
 
 
 class EnvServer(ServerBase):
@@ -132,7 +142,10 @@ class EnvServer(ServerBase):
         if bridge is not None:  # SRV-30: the env takes and returns its framework's arrays
             bridge_view(view, bridge, dev)
         declared = resolve_declared_edition(
-            served=self._options.workflow_edition, warn=True, who="this EnvServer"
+            served=self._options.workflow_edition,
+            warn=not all(_is_gymnasium_own(e) for e in envs),
+            who="this EnvServer",
+            hint=f'EnvServer(..., options=rlmesh.ServeOptions(workflow_edition="{EDITION_BASE}"))',
         )
         metadata = _contract_metadata(view.metadata)
         self._contract = EnvContract(
