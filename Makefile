@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check --quiet
 
-.PHONY: demo test test-fast test-ray lint typecheck bench bench-peer clean rust-test
+.PHONY: demo wheel test test-fast test-ray lint typecheck bench bench-peer clean rust-test
 
 $(VENV)/.demo-stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,11 @@ $(VENV)/.test-stamp: pyproject.toml
 
 demo: $(VENV)/.demo-stamp
 	$(PY) examples/quickstart.py
+
+# A wheel of this project (distribution rlmesh-py, import package rlmesh) into dist/.
+wheel: $(VENV)/.demo-stamp
+	$(PY) -m pip wheel --no-deps --disable-pip-version-check --quiet -w dist .
+	@ls dist/rlmesh_py-*.whl
 
 test: $(VENV)/.test-stamp
 	$(PY) -m ruff check src tests benchmarks examples

@@ -34,6 +34,7 @@ VERSION = "0.1.0"
 #: Our wire generation (HS-1). Not upstream's gRPC ``rlmesh-wire-v1``: the byte
 #: contract is our own framing (docs/protocol.md), so it gets its own name.
 PROTOCOL_GENERATION = "rlmesh-py-v1"
+DIST_NAME = "rlmesh-py"  # the distribution (pip) name; the import package is `rlmesh`
 EDITION_BASE = "2026.06"
 #: Editions this build can drive, newest first (DELTA-4).
 SUPPORTED_EDITIONS: tuple[str, ...] = (EDITION_BASE,)
