@@ -17,8 +17,10 @@ Threads:
 
 Run control (pause, single step, skip, quit) is a condition variable: a paused run
 blocks in :meth:`Viewer.step` at a step boundary without spinning; quit raises
-``KeyboardInterrupt`` in the run's thread at the next step boundary (the terminal
-takes Ctrl-C as quit while it holds the TTY in raw mode).
+:class:`ViewerQuit` (a ``KeyboardInterrupt``) in the run's thread at the next step
+boundary (the terminal takes Ctrl-C as quit while it holds the TTY in raw mode). The
+drive loop takes it as "stop here": the run ends normally and returns the
+``RunResult`` of the finished episodes (the one in progress is dropped).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import numpy as np
 from ._hud import EMA_KEEP, HudState, RunStats, outcome_of
 from ._sources import FrameSource, normalize_frame
 
-__all__ = ["MAX_LANES", "Viewer", "ViewerError", "warn_view"]
+__all__ = ["MAX_LANES", "Viewer", "ViewerError", "ViewerQuit", "warn_view"]
 
 #: Lanes of a vector env the viewer shows (the first ``MAX_LANES``).
 MAX_LANES = 16
@@ -44,6 +46,17 @@ _NEW = 1 - EMA_KEEP
 
 class ViewerError(RuntimeError):
     """A viewer backend could not start (reported as a warning, never raised into a run)."""
+
+
+class ViewerQuit(KeyboardInterrupt):
+    """The user pressed "quit" in a viewer: raised at a step boundary of the run's thread.
+
+    The drive loop recognises it (``rlmesh_quit``) and returns the finished episodes'
+    ``RunResult`` instead of propagating; anything else catching ``KeyboardInterrupt``
+    still sees an interrupt.
+    """
+
+    rlmesh_quit = True
 
 
 def warn_view(message: str) -> None:
@@ -178,7 +191,7 @@ class Viewer:
 
         ``observation`` is what the env returned (the next observation), ``steps``
         and ``ret`` the episode's step count and return so far. Blocks while the
-        run is paused; raises ``KeyboardInterrupt`` when the user quit.
+        run is paused; raises :class:`ViewerQuit` when the user quit.
         """
         if self.disabled:
             return False
@@ -253,7 +266,7 @@ class Viewer:
         """Honour pause / single step / skip / quit at a step boundary (no busy wait)."""
         with self._cv:
             if self._quit:
-                raise KeyboardInterrupt("rlmesh view: quit requested")
+                raise ViewerQuit("rlmesh view: quit requested")
             if self._skip:
                 self._skip = False
                 self._refresh_gate()
@@ -277,7 +290,7 @@ class Viewer:
                     self._cv.wait()
                 self.hud.paused = self.paused
                 if self._quit:
-                    raise KeyboardInterrupt("rlmesh view: quit requested")
+                    raise ViewerQuit("rlmesh view: quit requested")
                 if self._skip:
                     self._skip = False
                     self._refresh_gate()
