@@ -27,6 +27,7 @@ from typing import Any, TextIO
 from ..client._model import RemoteModel
 from ..errors import DependencyMissing
 from ..models._sentinels import RANDOM_SAMPLE
+from ..spaces import space_from_spec
 from ._api import run
 from ._hooks import RunHooks, StepEvent
 from ._results import EpisodeResult, RunResult
@@ -317,8 +318,6 @@ def _json_result(result: RunResult) -> dict[str, Any]:
 def _observation_layout(context: Any) -> str | None:
     """The env's observation space as a short string (``Box(-inf, inf, (4,), float32)``), or None."""
     try:
-        from ..spaces import space_from_spec
-
         return repr(space_from_spec(context.contract.observation_space))
     except Exception:
         return None
@@ -330,9 +329,7 @@ def _policy_error(exc: BaseException, model_spec: str, layout: str | None) -> st
     The policy's code is the first frame outside rlmesh whose caller is rlmesh's model
     layer (``rlmesh/models``): an env's own exception is called from elsewhere.
     """
-    import rlmesh
-
-    pkg = os.path.dirname(os.path.abspath(rlmesh.__file__))
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../rlmesh
     models = os.path.join(pkg, "models") + os.sep
     frames = traceback.extract_tb(exc.__traceback__)
     where = None
