@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ._hud import EMA_KEEP, HudState, RunStats, outcome_of
+from ._plot import flatten_action, line_plot_svg
 from ._sources import FrameSource, normalize_frame
 
 __all__ = ["MAX_LANES", "Viewer", "ViewerError", "ViewerQuit", "warn_view"]
@@ -320,6 +321,9 @@ class Viewer:
                 self.selected = (self.selected - 1) % n
             lane = kw.get("lane")
             if isinstance(lane, int) and not isinstance(lane, bool) and 0 <= lane < self.lanes:
+                if lane != self.selected_lane:  # the plots follow the watched lane from its next step
+                    self.stats.rewards.clear()
+                    self.stats.actions.clear()
                 self.selected_lane = lane
             self._rewant()
             return True
@@ -423,15 +427,39 @@ class Viewer:
         return {"sources": list(self.labels), "selected": self.selected, "lanes": self.lanes, "lane": self.selected_lane}
 
     def series_doc(self) -> dict[str, Any]:
-        """The reward sparkline and the action plot (at most 8 action dimensions)."""
+        """The reward and action series of the watched lane's episode, and both plots as SVG.
+
+        ``reward_svg`` / ``action_svg`` are complete ``<svg>`` elements with axes and a
+        legend (:func:`line_plot_svg`); the action plot shows the first 8 numbers of the
+        action (a Dict/Tuple action flattened, ``action_names`` naming each).
+        """
+        rewards = [round(float(r), 4) for r in list(self.stats.rewards)]
         actions: list[list[float]] = []
+        names: list[str] = []
         for a in list(self.stats.actions):
             try:
-                arr = np.asarray(a, dtype=np.float64).reshape(-1)[:8]
-                actions.append([round(float(x), 4) for x in arr])
+                values, these = flatten_action(a)
             except Exception:
                 continue
-        return {"reward": [round(float(r), 4) for r in list(self.stats.rewards)], "actions": actions}
+            if these != names:  # the first action, or the layout changed: plot from here on
+                actions, names = [], these
+            actions.append([round(x, 4) for x in values])
+        step = self.hud.step
+        label = f" (lane {self.selected_lane})" if self.lanes > 1 else ""
+        per_dim = [[row[k] for row in actions] for k in range(len(names))]
+        return {
+            "reward": rewards,
+            "actions": actions,
+            "action_names": names,
+            "lane": self.selected_lane,
+            "reward_svg": line_plot_svg(
+                [rewards], ["reward per step"], x0=max(1, step - len(rewards) + 1), y_label="reward",
+                title=f"reward per step{label}",
+            ),
+            "action_svg": line_plot_svg(
+                per_dim, names, x0=max(1, step - len(actions) + 1), y_label="action", title=f"action{label}"
+            ),
+        }
 
     def episodes_doc(self) -> dict[str, Any]:
         return {"rows": self.stats.rows[-200:], **self.stats.summary()}
