@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import os
 import re
@@ -333,7 +334,7 @@ def _policy_error(exc: BaseException, model_spec: str, layout: str | None) -> st
     models = os.path.join(pkg, "models") + os.sep
     frames = traceback.extract_tb(exc.__traceback__)
     where = None
-    for prev, frame in zip(frames, frames[1:]):
+    for prev, frame in itertools.pairwise(frames):
         if not os.path.abspath(frame.filename).startswith(pkg + os.sep):
             if os.path.abspath(prev.filename).startswith(models):
                 where = frame

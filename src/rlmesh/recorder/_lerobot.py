@@ -117,7 +117,7 @@ def observation_state(observation: Any) -> dict[str, list[float]] | None:
 
 def _flat(value: Any) -> list[float]:
     """An action from the step log (a number, nested lists or a dict of them) as floats."""
-    if isinstance(value, bool) or isinstance(value, (int, float)):
+    if isinstance(value, (bool, int, float)):
         return [float(value)]
     if isinstance(value, Mapping):
         return [x for v in value.values() for x in _flat(v)]
@@ -142,7 +142,7 @@ def _stats(values: np.ndarray) -> dict[str, list[float]]:
         "max": v.max(axis=0).tolist(),
         "mean": v.mean(axis=0).tolist(),
         "std": v.std(axis=0).tolist(),
-        "count": [int(len(v))],
+        "count": [len(v)],
     }
 
 

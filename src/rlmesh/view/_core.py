@@ -31,8 +31,6 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from ._hud import EMA_KEEP, HudState, RunStats, outcome_of
 from ._plot import flatten_action, line_plot_svg
 from ._sources import FrameSource, normalize_frame

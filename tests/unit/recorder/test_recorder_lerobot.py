@@ -156,7 +156,7 @@ def test_refusals_name_the_fix(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError, match="new path"):
         loaded.to_lerobot(tmp_path / "taken")
     assert (tmp_path / "taken" / "keep.txt").read_text() == "mine"  # nothing of ours deleted
-    with pytest.raises(ValueError, match="ResultSet.load"):
+    with pytest.raises(ValueError, match=r"ResultSet\.load"):
         ResultSet.from_dict(json.loads((bundle / "result.json").read_text())).to_lerobot(tmp_path / "x")
     with pytest.raises(ValueError, match="positive"):
         loaded.to_lerobot(tmp_path / "y", fps=0)
