@@ -191,3 +191,18 @@ def test_lerobot_loads_it_where_lerobot_installs(tmp_path: Path) -> None:
     out = ResultSet.load(bundle).to_lerobot(tmp_path / "ds")
     ds = LeRobotDataset("local/cartpole", root=out)
     assert ds.num_episodes == 2 and ds.fps == 50
+
+
+def test_the_export_command_writes_the_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gym = require("gymnasium")
+    from rlmesh.cli import main
+
+    with Recorder(fps=20) as rec:
+        rlmesh.run(rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[0, 1], hooks=rec.capture(model="m", env="e", cameras=[]))
+        bundle = rec.export(tmp_path / "b.zip")
+    assert main(["export", str(bundle), "--lerobot", str(tmp_path / "ds"), "--robot-type", "cartpole"]) == 0
+    info = json.loads((tmp_path / "ds" / "meta" / "info.json").read_text())
+    assert info["total_episodes"] == 2 and info["fps"] == 20.0 and info["robot_type"] == "cartpole"
+    assert main(["export", str(bundle), "--lerobot", str(tmp_path / "ds")]) == 1  # not empty any more
+    assert "FileExistsError" in capsys.readouterr().err
+    assert main(["export", str(bundle)]) == 2  # --lerobot is required
