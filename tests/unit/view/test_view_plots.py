@@ -174,3 +174,29 @@ def test_quit_from_the_viewer_returns_the_finished_episodes(viewers: list[Viewer
     assert isinstance(result, rlmesh.RunResult)
     assert [e.index for e in result.episodes] == episodes == [0, 1]  # the third, unfinished, is dropped
     del gym
+
+
+def test_rlmesh_eval_view_renders_a_gymnasium_id(viewers: list[Viewer]) -> None:
+    """``rlmesh eval random SOME-ID --view http``: the id is made with rgb_array and the viewer reads its frames."""
+    gym = pytest.importorskip("gymnasium")
+    from rlmesh.eval._cli import eval_main
+
+    renders: list[str | None] = []
+
+    class Cam(_lane_env(1.0)):  # type: ignore[misc]
+        metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+
+        def __init__(self, render_mode: str | None = None) -> None:
+            super().__init__()
+            self.render_mode = render_mode
+
+        def render(self) -> Any:  # only the viewer renders during an eval
+            renders.append(self.render_mode)
+            return np.full((24, 32, 3), 90, np.uint8)
+
+    if "UsersGymCam-v0" not in gym.registry:
+        gym.register("UsersGymCam-v0", entry_point=Cam)
+    assert eval_main(["random", "UsersGymCam-v0", "--seeds", "0", "--view", "http", "--no-progress"]) == 0
+    (v,) = viewers
+    assert v.labels[0] == "render"
+    assert renders and set(renders) == {"rgb_array"}
