@@ -90,3 +90,19 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="prefix"):
         TensorBoard(tmp_path, prefix="")
+
+
+def test_rlmesh_hooks_loads_on_first_use_and_tensorboard_only_when_constructed() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rlmesh\n"
+        "assert 'rlmesh.hooks' not in sys.modules\n"
+        "hooks = rlmesh.hooks\n"
+        "assert hooks.TensorBoard.__name__ == 'TensorBoard'\n"
+        "assert 'tensorboard' not in sys.modules, 'imported at import time'\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
