@@ -58,9 +58,13 @@ def _unsupported(space: Any, gs: Any, path: str) -> UnsupportedSpace:
     module = type(space).__module__ or ""
     custom = not module.startswith("gymnasium.") and not module.startswith("gym.")
     if not isinstance(space, gs.Space):
-        kind = "not a gymnasium.Space"
-    else:
-        kind = "a custom gymnasium.Space subclass" if custom else "a Gymnasium space kind"
+        return UnsupportedSpace(
+            f"Unsupported space type: {name}{where} (not a gymnasium.Space); a space must be a "
+            f"gymnasium.spaces {SUPPORTED} (or a subclass), or an rlmesh.spaces space",
+            space_type=name,
+            path=path,
+        )
+    kind = "a custom gymnasium.Space subclass" if custom else "a Gymnasium space kind"
     advice = (
         f"make {name} subclass the gymnasium space its values are (e.g. gymnasium.spaces.Text for strings)"
         if custom
