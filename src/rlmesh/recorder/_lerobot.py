@@ -7,7 +7,8 @@ What it writes (``chunks_size`` episodes per chunk, 1000 as LeRobot does)::
     meta/info.json       codebase_version, fps, totals, path templates, features
     meta/episodes.jsonl  {"episode_index", "tasks", "length", ...}
     meta/tasks.jsonl     {"task_index", "task"}
-    meta/episodes_stats.jsonl  per-episode min/max/mean/std/count of the numeric features
+    meta/episodes_stats.jsonl  per-episode min/max/mean/std/count of every feature (images:
+                               per channel in [0, 1], shape (3, 1, 1), from up to 100 frames)
 
 A frame is one env step of the bundle's ``steps.jsonl``: ``observation.state`` (the
 observation the action was predicted from: its numeric, non-image leaves, flattened and
@@ -143,6 +144,41 @@ def _stats(values: np.ndarray) -> dict[str, list[float]]:
         "mean": v.mean(axis=0).tolist(),
         "std": v.std(axis=0).tolist(),
         "count": [len(v)],
+    }
+
+
+#: Frames of a video read for its image statistics (evenly spaced), as LeRobot samples them.
+STATS_FRAMES = 100
+
+
+def _video_stats(path: Path) -> dict[str, Any] | None:
+    """Per-channel min/max/mean/std of a video's pixels in [0, 1], shaped (3, 1, 1) as LeRobot's.
+
+    None when PyAV is missing or the file does not decode (the stats are advisory).
+    """
+    try:
+        import av
+    except ImportError:
+        return None
+    try:
+        with av.open(str(path)) as container:
+            frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    except Exception:
+        return None
+    if not frames:
+        return None
+    pick = np.linspace(0, len(frames) - 1, min(len(frames), STATS_FRAMES)).round().astype(int)
+    px = np.stack([frames[i] for i in pick]).reshape(-1, 3).astype(np.float64) / 255.0
+
+    def shaped(values: np.ndarray) -> list[list[list[float]]]:
+        return [[[float(v)]] for v in values]
+
+    return {
+        "min": shaped(px.min(axis=0)),
+        "max": shaped(px.max(axis=0)),
+        "mean": shaped(px.mean(axis=0)),
+        "std": shaped(px.std(axis=0)),
+        "count": [len(pick)],
     }
 
 
@@ -290,10 +326,14 @@ def export_lerobot(
                 out = tmp / _DATA_PATH.format(episode_chunk=chunk, episode_index=ei)
                 out.parent.mkdir(parents=True, exist_ok=True)
                 pq.write_table(pa.table(columns), out)
+                image_stats: dict[str, Any] = {}
                 for cam, key in video_keys.items():
                     dest = tmp / _VIDEO_PATH.format(episode_chunk=chunk, video_key=key, episode_index=ei)
                     if not src.copy_to(ep.media[cam].path, dest):
                         raise FileNotFoundError(f"the bundle lacks {ep.media[cam].path} (camera {cam!r})")
+                    stats = _video_stats(dest)
+                    if stats is not None:
+                        image_stats[key] = stats
                 total += n
                 rec = ep.record
                 episode_lines.append(
@@ -309,7 +349,9 @@ def export_lerobot(
                            "task_index": np.full(n, task_index)}  # fmt: skip
                 if state_keys:
                     numeric["observation.state"] = state
-                stats_lines.append({"episode_index": ei, "stats": {k: _stats(v) for k, v in numeric.items()}})
+                stats_lines.append(
+                    {"episode_index": ei, "stats": {**{k: _stats(v) for k, v in numeric.items()}, **image_stats}}
+                )
 
             features: dict[str, Any] = {}
             if state_keys:
