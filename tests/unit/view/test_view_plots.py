@@ -200,3 +200,19 @@ def test_rlmesh_eval_view_renders_a_gymnasium_id(viewers: list[Viewer]) -> None:
     (v,) = viewers
     assert v.labels[0] == "render"
     assert renders and set(renders) == {"rgb_array"}
+
+
+def test_quit_on_a_vector_run_returns_the_finished_episodes(viewers: list[Viewer]) -> None:
+    gym = pytest.importorskip("gymnasium")
+    venv = gym.vector.SyncVectorEnv([_lane_env(1.0)] * 2)
+    ended: list[int] = []
+
+    class Quit(rlmesh.RunHooks):
+        def on_episode_end(self, result: Any) -> None:
+            ended.append(result.index)
+            if len(ended) == 3:
+                viewers[0].request("quit")
+
+    result = rlmesh.run(rlmesh.RANDOM_SAMPLE, venv, seeds=list(range(50)), view="http", hooks=Quit())
+    assert isinstance(result, rlmesh.RunResult)
+    assert 3 <= result.num_episodes < 50 and [e.index for e in result.episodes] == ended
