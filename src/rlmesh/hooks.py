@@ -21,7 +21,7 @@ import time
 from types import TracebackType
 from typing import Any
 
-from .errors import DependencyMissing
+from .errors import DependencyMissing, RLMeshException
 from .eval._hooks import RunContext, RunHooks
 from .eval._results import EpisodeResult, RunResult
 
@@ -50,6 +50,7 @@ class TensorBoard(RunHooks):
 
     Raises:
         DependencyMissing: (an ``ImportError``) the ``tensorboard`` package is missing.
+        RLMeshException: (a ``RuntimeError``) a run starts with a closed hook.
         ValueError: an empty ``logdir`` or ``prefix``.
     """
 
@@ -84,7 +85,7 @@ class TensorBoard(RunHooks):
 
     def on_run_start(self, context: RunContext) -> None:
         if self._writer is None:
-            raise RuntimeError("this TensorBoard hook is closed; make a new one for another run")
+            raise RLMeshException("this TensorBoard hook is closed; make a new one for another run")
 
     def on_episode_end(self, result: EpisodeResult) -> None:
         step = self.episodes
