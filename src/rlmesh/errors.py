@@ -24,6 +24,7 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     ├── SessionClosed (ConnectionError)          used after ``close()`` or after a fatal error
     ├── RequestTimeout (TimeoutError)            a client-side deadline expired
     ├── AdapterResolutionError (ValueError)      model spec and env tags do not pair
+    ├── UnsupportedSpace (TypeError)             an env's space is a kind rlmesh cannot carry
     └── DependencyMissing (ImportError)          an optional extra is not installed
 
 "You" versus "them" (trio's Closed/Broken split): :class:`SessionClosed` means
@@ -59,6 +60,7 @@ __all__ = [
     "ResetNeeded",
     "SessionClosed",
     "Unsupported",
+    "UnsupportedSpace",
     "WorkflowEditionWarning",
     "exception_for_code",
     "is_recoverable_exception",
@@ -269,6 +271,24 @@ class AdapterResolutionError(RLMeshException, ValueError):
 
     def __init__(self, message: str = "", *, code: str = "unsupported") -> None:
         self.code = code
+        super().__init__(message)
+
+
+class UnsupportedSpace(RLMeshException, TypeError):
+    """A space rlmesh cannot carry (Graph, Sequence, OneOf, a custom ``gymnasium.Space``; GYM-6).
+
+    Raised when an env is served or driven in-process, before anything is bound or
+    stepped. The message starts ``"Unsupported space type: <Name>"`` and says where the
+    space sits and how to convert it.
+
+    Attributes:
+        space_type: The space's class name (``"MissionSpace"``).
+        path: Where it sits (``"observation_space['mission']"``).
+    """
+
+    def __init__(self, message: str, *, space_type: str = "", path: str = "") -> None:
+        self.space_type = space_type
+        self.path = path
         super().__init__(message)
 
 

@@ -179,7 +179,7 @@ def test_headless_chromium_shows_the_picture_and_the_hud() -> None:
         shutil.rmtree(profile, ignore_errors=True)
         runner.join(BOUND)
     assert not runner.is_alive()
-    assert isinstance(result.get("error"), KeyboardInterrupt)  # the quit above
+    assert result.get("error") is None and "run" in result  # the quit above ends the run with its RunResult
     assert "step " in hud and "model " in hud and "steps/s" in hud and "480x360" in hud
     assert "ep " in hud and "seed " in hud
     assert "episodes" in rate or "%" in rate
@@ -192,3 +192,98 @@ def test_headless_chromium_shows_the_picture_and_the_hud() -> None:
     assert yellow.sum() > 20  # the gripper made it to the page
     if os.environ.get("RLMESH_UPDATE_SCREENSHOTS") == "1":  # refresh docs/viewer-browser.png on request only
         (DOCS / "viewer-browser.png").write_bytes(png)  # (a test run leaves the checkout clean)
+
+
+async def _probe_small_camera(ws_url: str, page_url: str) -> dict[str, Any]:
+    aiohttp = require("aiohttp")
+    async with aiohttp.ClientSession() as cs, cs.ws_connect(ws_url, max_msg_size=64 << 20) as ws:
+        ids = iter(range(1, 10_000))
+
+        async def call(method: str, **params: Any) -> Any:
+            i = next(ids)
+            await ws.send_str(json.dumps({"id": i, "method": method, "params": params}))
+            while True:
+                msg = json.loads((await ws.receive(timeout=BOUND)).data)
+                if msg.get("id") == i:
+                    if "error" in msg:
+                        raise AssertionError(f"{method}: {msg['error']}")
+                    return msg.get("result", {})
+
+        async def evaluate(expr: str) -> Any:
+            return (await call("Runtime.evaluate", expression=expr, returnByValue=True))["result"].get("value")
+
+        await call("Page.enable")
+        await call("Page.navigate", url=page_url)
+        deadline = time.monotonic() + BOUND
+        got: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            got = await evaluate(
+                "({scale: window.rlmeshMainScale || 0,"
+                " w: document.getElementById('main').getBoundingClientRect().width,"
+                " h: document.getElementById('main').getBoundingClientRect().height,"
+                " rendering: document.getElementById('main').style.imageRendering,"
+                " legend: [...document.querySelectorAll('#action .legend text')].map(t => t.textContent),"
+                " axes: document.querySelectorAll('#action .axes line, #reward .axes line').length,"
+                " rewardLegend: [...document.querySelectorAll('#reward .legend text')].map(t => t.textContent)})"
+            )
+            if got.get("scale") and got.get("legend"):
+                break
+            await asyncio.sleep(0.2)
+        return got
+
+
+def test_a_small_camera_fills_the_panel_by_whole_pixels_and_the_plots_have_axes_and_legends() -> None:
+    require("aiohttp")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or require_tool("chromium", "the browser test")
+    from rlmesh.view._synthetic import CounterEnv
+
+    port = free_port()
+    profile = tempfile.mkdtemp(prefix="rlmesh-chromium-")
+    result: dict[str, Any] = {}
+
+    def paced(obs: Any) -> Any:
+        time.sleep(0.01)
+        return np.array([0.5, -0.25], np.float32)
+
+    def run() -> None:
+        try:
+            result["run"] = rlmesh.run(Model(paced), CounterEnv(32, 24, cameras=1, episode_steps=100_000), max_episodes=1,
+                                       view=rlmesh.View("http", port=port, fps=20))  # fmt: skip
+        except BaseException as exc:
+            result["error"] = exc
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    browser = subprocess.Popen(
+        [chromium, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        active = Path(profile) / "DevToolsActivePort"
+        deadline = time.monotonic() + BOUND
+        while not (active.exists() and active.read_text().strip()) and time.monotonic() < deadline:
+            assert browser.poll() is None, "chromium exited"
+            time.sleep(0.1)
+        devtools_port = int(active.read_text().split()[0])
+        import urllib.request
+
+        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{devtools_port}/json/list", timeout=BOUND).read())
+        page = next(t for t in targets if t.get("type") == "page")
+        got = asyncio.run(_probe_small_camera(page["webSocketDebuggerUrl"], f"http://127.0.0.1:{port}/"))
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/control?op=quit", timeout=BOUND).read()
+    finally:
+        os.killpg(browser.pid, signal.SIGTERM)
+        try:
+            browser.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(browser.pid, signal.SIGKILL)
+        shutil.rmtree(profile, ignore_errors=True)
+        runner.join(BOUND)
+    assert not runner.is_alive() and result.get("error") is None
+    assert got["scale"], got
+    scale = got["scale"]
+    assert scale >= 2 and scale == int(scale)  # scaled up by whole pixels
+    assert (got["w"], got["h"]) == (32 * scale, 24 * scale)  # aspect kept
+    assert got["rendering"] == "pixelated"  # nearest-neighbour
+    assert got["legend"] == ["a[0]", "a[1]"] and got["rewardLegend"] == ["reward per step"]
+    assert got["axes"] >= 4  # x and y axes on both plots

@@ -62,6 +62,7 @@ LAYERS: dict[str, float] = {
     # 7 hooks and backends on top of the loop and the clients
     "rlmesh.recorder": 7.0,
     "rlmesh.sandbox": 7.0,
+    "rlmesh.hooks": 7.0,  # ready-made RunHooks (TensorBoard)
     # 8 facades and command lines
     "rlmesh.numpy": 8.0,
     "rlmesh.torch": 8.0,

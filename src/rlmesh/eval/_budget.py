@@ -93,7 +93,13 @@ def finish_run(
     hooks: RunHooks | None,
     error: BaseException | None,
 ) -> RunResult:
-    """End the open episode, fire ``on_run_end`` once and re-raise the first error (EVAL-27)."""
+    """End the open episode, fire ``on_run_end`` once and re-raise the first error (EVAL-27).
+
+    A viewer's "quit" (an exception with ``rlmesh_quit``, ``rlmesh.view.ViewerQuit``) is
+    not an error: the run ends with the episodes finished so far.
+    """
+    if error is not None and getattr(error, "rlmesh_quit", False):
+        error = None
     try:
         sess._end_open_episode()
     except BaseException as exc:

@@ -6,14 +6,17 @@ instance or class, a predict callable, or a policy). ``ENV`` is an address
 ``module:attr`` (an env, an ``EnvFactory`` or a zero-argument callable returning an
 env). A live progress line shows episodes, steps/s and the running success rate
 (``rich`` when stdout is a TTY, plain lines otherwise); a results table follows.
-``--json PATH`` writes ``RunResult.to_dict()``. Exit 0 on success, 1 on an error
-(one line; ``--verbose`` for the traceback), 2 on bad arguments, 130 on Ctrl-C.
+``--json PATH`` writes ``RunResult.to_dict()`` plus a ``success_signal`` flag. Exit 0
+on success (a "quit" from the viewer included: the finished episodes are reported), 1 on
+an error (one line; ``--verbose`` for the traceback; a policy's own exception names the
+policy and its input layout), 2 on bad arguments, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import os
 import re
@@ -25,6 +28,7 @@ from typing import Any, TextIO
 from ..client._model import RemoteModel
 from ..errors import DependencyMissing
 from ..models._sentinels import RANDOM_SAMPLE
+from ..spaces import space_from_spec
 from ._api import run
 from ._hooks import RunHooks, StepEvent
 from ._results import EpisodeResult, RunResult
@@ -103,14 +107,32 @@ def resolve_model_arg(spec: str) -> Any:
     return _import_attr(spec)
 
 
-def resolve_env_arg(spec: str) -> tuple[Any, bool]:
-    """The env target for ``ENV`` and whether the CLI built it (and so must close it)."""
+def resolve_env_arg(spec: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any, bool]:
+    """The env target for ``ENV`` and whether the CLI built it (and so must close it).
+
+    ``env_kwargs`` (``--env-kwargs`` / ``--render-mode``) go to ``gymnasium.make`` for a
+    Gymnasium id, or to a ``module:attr`` callable that builds the env.
+
+    Raises:
+        ValueError: ``env_kwargs`` for an address or an already-built env object.
+    """
+    kwargs = dict(env_kwargs or {})
     if _ADDRESS.match(spec):
+        if kwargs:
+            raise ValueError(
+                f"--env-kwargs/--render-mode apply to a Gymnasium id or a module:attr callable, "
+                f"not to the served env at {spec!r}; configure it where it is served"
+            )
         return spec, False
     if _ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py"):
         obj = _import_attr(spec)
         if callable(obj) and not isinstance(obj, type) and not hasattr(obj, "reset") and not hasattr(obj, "make"):
-            return obj(), True
+            return obj(**kwargs), True
+        if kwargs:
+            raise ValueError(
+                f"--env-kwargs/--render-mode need ENV to be a Gymnasium id or a callable that builds "
+                f"the env, but {spec!r} is an env object ({type(obj).__name__})"
+            )
         return obj, False
     try:
         import gymnasium
@@ -120,15 +142,24 @@ def resolve_env_arg(spec: str) -> tuple[Any, bool]:
             'pip install "rlmesh[gymnasium]"',
             name="gymnasium",
         ) from None
-    return gymnasium.make(spec), True
+    return gymnasium.make(spec, **kwargs), True
+
+
+def _is_gym_id(spec: str) -> bool:
+    """Whether ``ENV`` names a Gymnasium id (not an address, ``module:attr`` or ``file.py:attr``)."""
+    return not (_ADDRESS.match(spec) or _ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py"))
 
 
 class _Progress(RunHooks):
     """Live progress: rich when stdout is a TTY, else one plain line per episode."""
 
-    def __init__(self, total: int, out: TextIO, *, rich_ok: bool) -> None:
+    def __init__(self, total: int, out: TextIO, *, rich_ok: bool, quiet: bool = False) -> None:
         self.total = total
         self.out = out
+        self.quiet = quiet  # no output: only the observation layout is kept (for a policy's error)
+        self.layout: str | None = None
+        if quiet:
+            rich_ok = False
         self.steps = 0
         self.episodes = 0
         self.successes = 0
@@ -145,6 +176,7 @@ class _Progress(RunHooks):
                     Progress,
                     TextColumn,
                     TimeElapsedColumn,
+                    TimeRemainingColumn,
                 )
             except ImportError:
                 rich_ok = False
@@ -156,6 +188,8 @@ class _Progress(RunHooks):
                     TextColumn("{task.fields[sps]:>8.0f} steps/s"),
                     TextColumn("success {task.fields[rate]}"),
                     TimeElapsedColumn(),
+                    TextColumn("ETA"),
+                    TimeRemainingColumn(),
                     console=Console(file=out),
                     transient=False,
                 )
@@ -172,8 +206,17 @@ class _Progress(RunHooks):
         dt = time.perf_counter() - self.t0
         return self.steps / dt if dt > 0 else 0.0
 
+    def _eta(self) -> str:
+        """Time left at the mean episode time so far (the total is known: episodes or seeds)."""
+        left = self.total - self.episodes
+        if left <= 0 or not self.episodes:
+            return "0s" if left <= 0 else "-"
+        secs = (time.perf_counter() - self.t0) / self.episodes * left
+        return f"{secs:.0f}s" if secs < 120 else f"{secs / 60:.1f}min"
+
     def on_run_start(self, context: Any) -> None:
         self.t0 = time.perf_counter()
+        self.layout = _observation_layout(context)
         if self._bar is not None:
             self._bar.start()
 
@@ -186,13 +229,15 @@ class _Progress(RunHooks):
         self.episodes += 1
         self.successes += int(result.succeeded)
         self.signals += int(result.success is not None)
+        if self.quiet:
+            return
         if self._bar is not None:
             self._bar.update(self._task, completed=self.episodes, sps=self._sps(), rate=self._rate())
         else:
-            print(
-                f"episode {self.episodes}/{self.total}: seed={result.seed} steps={result.steps} "
-                f"reward={result.reward:.3f} success={result.success} | {self._sps():.0f} steps/s, "
-                f"success rate {self._rate()}",
+            print(  # "#" is EpisodeResult.index, as in the table and the JSON
+                f"episode #{result.index} ({self.episodes}/{self.total}): seed={result.seed} "
+                f"steps={result.steps} reward={result.reward:.3f} success={result.success} | "
+                f"{self._sps():.0f} steps/s, success rate {self._rate()}, ETA {self._eta()}",
                 file=self.out,
                 flush=True,
             )
@@ -263,19 +308,47 @@ def _print_results(result: RunResult, out: TextIO, *, rich_ok: bool, rate: float
 
 
 def _json_result(result: RunResult) -> dict[str, Any]:
-    """``RunResult.to_dict()``; without a success signal, ``success_rate`` is null and says why."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        doc = result.to_dict()
-    signal = has_success_signal(result)
-    doc["success_signal"] = signal
-    doc["terminated_rate"] = terminated_rate(result)
-    if not signal:
-        doc["success_rate"] = None
-        doc["success_note"] = "no success signal: no episode reported info['is_success'] / ['success'] / ['task_success']"
+    """``RunResult.to_dict()`` as it is (``success_rate`` is the API's value, the
+    ``terminated`` fallback included), plus ``success_signal``: whether any episode
+    reported a task outcome (when false, ``success_rate`` is the terminated rate)."""
+    doc = result.to_dict()
+    doc["success_signal"] = has_success_signal(result)
     return doc
+
+
+def _observation_layout(context: Any) -> str | None:
+    """The env's observation space as a short string (``Box(-inf, inf, (4,), float32)``), or None."""
+    try:
+        return repr(space_from_spec(context.contract.observation_space))
+    except Exception:
+        return None
+
+
+def _policy_error(exc: BaseException, model_spec: str, layout: str | None) -> str | None:
+    """A one-line report when ``exc`` was raised inside the user's policy, else None.
+
+    The policy's code is the first frame outside rlmesh whose caller is rlmesh's model
+    layer (``rlmesh/models``): an env's own exception is called from elsewhere.
+    """
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../rlmesh
+    models = os.path.join(pkg, "models") + os.sep
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = None
+    for prev, frame in itertools.pairwise(frames):
+        if not os.path.abspath(frame.filename).startswith(pkg + os.sep):
+            if os.path.abspath(prev.filename).startswith(models):
+                where = frame
+            break
+    if where is None:
+        return None
+    notes = [n for n in getattr(exc, "__notes__", ()) if "model input" in n]
+    parts = [f"the policy {model_spec!r} raised {type(exc).__name__}: {exc}"]
+    parts.append(f"(at {os.path.basename(where.filename)}:{where.lineno} in {where.name})")
+    if notes:
+        parts.append(f"on its {notes[0]}")
+    if layout:
+        parts.append(f"(the env's observation_space: {layout})")
+    return " ".join(parts) + "; --verbose prints the traceback"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -304,6 +377,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", dest="json_path", default=None, metavar="PATH", help="write the RunResult as JSON (default: no file)")
     p.add_argument("--no-progress", action="store_true", help="no live progress output (default: a live line on a terminal, one line per episode otherwise)")
     p.add_argument("--view", default=None, metavar="VIEW", help="watch live: terminal, http, http:PORT or both; see docs/viewer.md (default: no viewer)")
+    p.add_argument("--env-kwargs", default=None, metavar="JSON", help="keyword arguments (a JSON object) for gymnasium.make(ENV, ...) or the module:attr env callable (default: none)")
+    p.add_argument("--render-mode", default=None, metavar="MODE", help="render_mode for a Gymnasium id or env callable (default: rgb_array with --view, else the env's default)")
     p.add_argument("--verbose", action="store_true", help="print the traceback on error (default: one line)")
     return p
 
@@ -311,19 +386,24 @@ def _parser() -> argparse.ArgumentParser:
 def eval_main(argv: list[str] | None = None) -> int:
     """Entry point of ``rlmesh eval``; returns the process exit code."""
     out = sys.stdout
+    parser = _parser()
     try:
-        args = _parser().parse_args(argv)
+        args = parser.parse_args(argv)
+        seeds, env_kwargs = _usage_checked(parser, args)
     except SystemExit as exc:
         return int(exc.code or 0)
     tty = bool(getattr(out, "isatty", lambda: False)())
+    progress: _Progress | None = None
     try:
-        seeds = parse_seeds(args.seeds)
         model = resolve_model_arg(args.model)
-        env, built = resolve_env_arg(args.env)
-        total = args.episodes if args.episodes is not None else (len(seeds) if seeds is not None else 1)
         view = normalize_view(args.view)
+        if view is not None and args.render_mode is None and _is_gym_id(args.env):
+            env_kwargs.setdefault("render_mode", "rgb_array")  # something for the viewer to show
+        env, built = resolve_env_arg(args.env, env_kwargs)
+        total = args.episodes if args.episodes is not None else (len(seeds) if seeds is not None else 1)
         on_terminal = view is not None and view.backend in ("terminal", "both")
-        progress = None if args.no_progress or on_terminal else _Progress(total, out, rich_ok=tty)
+        quiet = args.no_progress or on_terminal
+        progress = _Progress(total, out, rich_ok=tty, quiet=quiet)
         result = run(
             model,
             env,
@@ -356,5 +436,26 @@ def eval_main(argv: list[str] | None = None) -> int:
         if args.verbose:
             traceback.print_exc()
         else:
-            print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            layout = progress.layout if progress is not None else None
+            line = _policy_error(exc, args.model, layout)
+            print(line or f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def _usage_checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[int] | None, dict[str, Any]]:
+    """``--seeds`` / ``--env-kwargs`` / ``--render-mode`` parsed, or a usage error (exit 2)."""
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError as exc:
+        parser.error(f"--seeds: {exc} (expected ints and inclusive ranges A..B, e.g. --seeds 0..9 42)")
+    env_kwargs: dict[str, Any] = {}
+    if args.env_kwargs is not None:
+        try:
+            env_kwargs = json.loads(args.env_kwargs)
+        except ValueError as exc:
+            parser.error(f"--env-kwargs: not valid JSON ({exc}); e.g. --env-kwargs '{{\"max_episode_steps\": 50}}'")
+        if not isinstance(env_kwargs, dict):
+            parser.error(f"--env-kwargs must be a JSON object, got {type(env_kwargs).__name__}")
+    if args.render_mode is not None:
+        env_kwargs["render_mode"] = args.render_mode
+    return seeds, env_kwargs

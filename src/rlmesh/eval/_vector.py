@@ -209,6 +209,7 @@ class _VectorRun:
         self.started = 0
         self.error: BaseException | None = None
         self.obs: Any = None
+        self.last_action: Any = None  # the batch the last step sent (the viewer plots its watched lane)
         self.view = sess._attach_view()  # the live viewer (VIEW-6): fed once per vector step, every lane
         self.checks = sess._checks  # an in-process env's checks (SRV-60, CNF-4); None when remote or "off"
 
@@ -319,6 +320,7 @@ class _VectorRun:
         if checks is not None:
             checks.action(action)  # the env gets the batch as the model gave it once it passes
         result = self.env.step(action)
+        self.last_action = action
         try:
             obs2, rew, term, trunc, info = read_vector_step(result, n)
         except Exception as exc:  # as the server's driver words a result it cannot read
@@ -373,7 +375,8 @@ class _VectorRun:
             return None
         f = view.selected_lane if view.selected_lane < self.n else 0
         lanes = self.lanes
-        skip = view.step(self.obs, lanes.steps[f], lanes.reward[f], float(rew[f]), pred_s * 1e3, step_s * 1e3)
+        action = _lane_action(self.last_action, f)  # the watched lane's action, for the page's action plot
+        skip = view.step(self.obs, lanes.steps[f], lanes.reward[f], float(rew[f]), pred_s * 1e3, step_s * 1e3, action)
         return f if skip and lanes.ep[f] != UNSCORED else None
 
     def close(self) -> RunResult:
@@ -397,6 +400,21 @@ class _VectorRun:
             ]
         )
         return finish_run(self.sess, self.done, telemetry, self.hooks, self.error)
+
+
+def _lane_action(action: Any, lane: int) -> Any:
+    """Lane ``lane`` of a batched action tree (numpy leaves), or None when it cannot be cut."""
+    if action is None:
+        return None
+    try:
+        tree = to_numpy_tree(action)
+        if isinstance(tree, Mapping):
+            return {k: np.asarray(v)[lane] for k, v in tree.items()}
+        if isinstance(tree, tuple):
+            return tuple(np.asarray(v)[lane] for v in tree)
+        return np.asarray(tree)[lane]
+    except Exception:
+        return None
 
 
 def _drive_owned(run: _VectorRun, how: str, max_secs: float | None, refuse: Any) -> None:

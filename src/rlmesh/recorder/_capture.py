@@ -32,6 +32,7 @@ from ..adapters import Image
 from ..eval._hooks import RunHooks
 from ..view._sources import discover_sources, normalize_frame, render_thunk
 from ._encode import VideoWriter
+from ._lerobot import observation_state
 from ._records import MediaRef, WorkloadRecord, sanitize_name
 
 if TYPE_CHECKING:
@@ -356,6 +357,7 @@ class CaptureHooks(RunHooks):
                         "terminated": event.terminated,
                         "truncated": event.truncated,
                         "action": action,
+                        "observation": observation_state(event.observation),  # LeRobot export: observation.state
                         "modelMs": event.predict_ms,
                         "envMs": event.step_ms,
                         "info": scalars,

@@ -23,8 +23,10 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from ._lerobot import export_lerobot
 from ._reader import open_bundle
 
 __all__ = [
@@ -282,11 +284,14 @@ class WorkloadRecord:
 class ResultSet:
     """A whole ``rlmesh.result.v1`` document: an id and its workloads (REC-8).
 
-    ``ResultSet.load(path)`` reads an exported bundle (folder or zip).
+    ``ResultSet.load(path)`` reads an exported bundle (folder or zip) and remembers it
+    (``bundle_path``) for :meth:`to_lerobot`.
     """
 
     result_set_id: str
     workloads: list[WorkloadRecord] = field(default_factory=list)
+    #: The bundle this set was loaded from (``load``), where its media and step logs are.
+    bundle_path: Path | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_dict(self, *, recorded_at: str | None = None) -> dict[str, Any]:
         """The document, stamped with ``recorded_at`` (default: now, ISO-8601 UTC)."""
@@ -320,4 +325,37 @@ class ResultSet:
     def load(cls, path: Any) -> ResultSet:
         """Read the document of an exported bundle (a folder or a ``.zip``)."""
         with open_bundle(path) as bundle:
-            return cls.from_dict(bundle.document())
+            out = cls.from_dict(bundle.document())
+        out.bundle_path = Path(path)
+        return out
+
+    def to_lerobot(
+        self, path: Any, *, bundle: Any = None, fps: float | None = None, robot_type: str | None = None
+    ) -> Path:
+        """Write the episodes as a LeRobot-format dataset (v2.1 layout) at ``path``; see docs/recording.md.
+
+        One Parquet file per episode (``observation.state``, ``action``, ``next.reward``,
+        ``next.done``, ``timestamp``, ``frame_index``, ``episode_index``, ``index``,
+        ``task_index``), each camera's video per episode, ``meta/info.json`` (features,
+        fps), ``meta/episodes.jsonl``, ``meta/tasks.jsonl``, ``meta/episodes_stats.jsonl``.
+        Needs the ``lerobot`` extra (pyarrow).
+
+        Args:
+            path: A new (or empty) folder for the dataset.
+            bundle: The bundle holding the step logs and videos (default: the one
+                :meth:`load` read).
+            fps: The dataset's frame rate (default: the videos' / step logs' own).
+            robot_type: Written to ``meta/info.json``.
+
+        Raises:
+            ValueError: no bundle to read from, or nothing exportable (see the message).
+            FileExistsError: ``path`` exists and is not an empty folder.
+            DependencyMissing: pyarrow is not installed.
+        """
+        source = bundle if bundle is not None else self.bundle_path
+        if source is None:
+            raise ValueError(
+                "this ResultSet was not loaded from a bundle: export it first (Recorder.export) and use "
+                "ResultSet.load(bundle).to_lerobot(path), or pass bundle="
+            )
+        return export_lerobot(self, source, path, fps=fps, robot_type=robot_type)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import FLOAT_DTYPES, dtype_name
+from ..errors import UnsupportedSpace
 from ._space import Space, space_from_spec
 from ._spec import SpaceSpec
 from ._to_gym import _gym_from_spec, _gym_spaces
@@ -47,8 +48,41 @@ def _alphanumeric() -> frozenset[str]:
 # -- Gymnasium -> rlmesh ----------------------------------------------------------------
 
 
-def _spec_from_gym(space: Any, gs: Any) -> SpaceSpec:
-    # isinstance (not class names), so subclasses convert too (GYM-1).
+#: What rlmesh carries, for the refusal message (subclasses of these travel as these).
+SUPPORTED = "Box, Discrete, MultiBinary, MultiDiscrete, Text, Dict and Tuple"
+
+
+def _unsupported(space: Any, gs: Any, path: str) -> UnsupportedSpace:
+    name = type(space).__name__
+    where = f" at {path}" if path else ""
+    module = type(space).__module__ or ""
+    custom = not module.startswith("gymnasium.") and not module.startswith("gym.")
+    if not isinstance(space, gs.Space):
+        return UnsupportedSpace(
+            f"Unsupported space type: {name}{where} (not a gymnasium.Space); a space must be a "
+            f"gymnasium.spaces {SUPPORTED} (or a subclass), or an rlmesh.spaces space",
+            space_type=name,
+            path=path,
+        )
+    kind = "a custom gymnasium.Space subclass" if custom else "a Gymnasium space kind"
+    advice = (
+        f"make {name} subclass the gymnasium space its values are (e.g. gymnasium.spaces.Text for strings)"
+        if custom
+        else "pad a Sequence to a fixed-shape Box, or split a OneOf/Graph into Dict/Box leaves"
+    )
+    return UnsupportedSpace(
+        f"Unsupported space type: {name}{where} ({kind}). rlmesh carries {SUPPORTED}, "
+        f"and any subclass of them. Convert it before serving: wrap the env in a "
+        f"gymnasium.ObservationWrapper (or ActionWrapper) whose space uses those kinds "
+        f"(gymnasium.wrappers.FilterObservation drops a key), or {advice}",
+        space_type=name,
+        path=path,
+    )
+
+
+def _spec_from_gym(space: Any, gs: Any, path: str = "") -> SpaceSpec:
+    # isinstance (not class names), so subclasses convert too (GYM-1): a custom
+    # `class MissionSpace(gym.spaces.Text)` travels as the Text it is.
     if isinstance(space, gs.Box):
         return _box_from_gym(space)
     if isinstance(space, gs.Discrete):
@@ -62,10 +96,12 @@ def _spec_from_gym(space: Any, gs: Any) -> SpaceSpec:
     if isinstance(space, gs.Text):
         return SpaceSpec._text(space.max_length, space.min_length, _gym_charset(space))
     if isinstance(space, gs.Dict):
-        return SpaceSpec._dict({str(k): _spec_from_gym(v, gs) for k, v in space.spaces.items()})
+        return SpaceSpec._dict(
+            {str(k): _spec_from_gym(v, gs, f"{path}[{str(k)!r}]") for k, v in space.spaces.items()}
+        )
     if isinstance(space, gs.Tuple):
-        return SpaceSpec._tuple(_spec_from_gym(v, gs) for v in space.spaces)
-    raise TypeError(f"Unsupported space type: {type(space).__name__}")
+        return SpaceSpec._tuple(_spec_from_gym(v, gs, f"{path}[{i}]") for i, v in enumerate(space.spaces))
+    raise _unsupported(space, gs, path)
 
 
 def _box_from_gym(space: Any) -> SpaceSpec:
@@ -101,7 +137,7 @@ def _gym_charset(space: Any) -> str:
     return text
 
 
-def from_gymnasium_space(space: Any, *, bridge: Any = None) -> Space:
+def from_gymnasium_space(space: Any, *, bridge: Any = None, path: str = "") -> Space:
     """Convert a Gymnasium (or gym) space to an rlmesh space (GYM-1..GYM-6).
 
     Args:
@@ -109,13 +145,16 @@ def from_gymnasium_space(space: Any, *, bridge: Any = None) -> Space:
             Text, Dict or Tuple (subclasses too), nested freely. An rlmesh space or
             :class:`SpaceSpec` is accepted and rewrapped.
         bridge: The value bridge of the returned wrapper (default plain).
+        path: Where ``space`` sits, for error messages (``"observation_space"``).
 
     Returns:
         The rlmesh wrapper; ``.spec`` is its :class:`SpaceSpec`.
 
     Raises:
-        TypeError: ``"Unsupported space type: <Name>"`` for Graph, Sequence, OneOf
-            and anything else (no silent substitution, GYM-6).
+        UnsupportedSpace: (a ``TypeError``) ``"Unsupported space type: <Name> ..."`` for
+            Graph, Sequence, OneOf and any other ``gymnasium.Space`` that is not a
+            subclass of the kinds above (no silent substitution, GYM-6); the message
+            says where it sits and how to convert it.
         ImportError: (``DependencyMissing``) gymnasium is not installed.
 
     >>> import gymnasium as gym
@@ -124,7 +163,7 @@ def from_gymnasium_space(space: Any, *, bridge: Any = None) -> Space:
     """
     if isinstance(space, (Space, SpaceSpec)):
         return space_from_spec(space, bridge=bridge)
-    return space_from_spec(_spec_from_gym(space, _gym_spaces()), bridge=bridge)
+    return space_from_spec(_spec_from_gym(space, _gym_spaces(), path), bridge=bridge)
 
 
 # -- rlmesh -> Gymnasium ----------------------------------------------------------------
@@ -161,7 +200,9 @@ def as_spec(space: Any, what: str = "space") -> SpaceSpec:
     """A SpaceSpec from a SpaceSpec, an rlmesh space wrapper, or a Gymnasium space.
 
     Raises:
-        TypeError: a space kind rlmesh cannot carry; the message starts with ``what``.
+        UnsupportedSpace: (a ``TypeError``) a space kind rlmesh cannot carry; the message
+            names where it sits in ``what`` (``observation_space['mission']``).
+        TypeError: ``space`` is not a space at all; the message starts with ``what``.
     """
     if isinstance(space, SpaceSpec):
         return space
@@ -169,6 +210,8 @@ def as_spec(space: Any, what: str = "space") -> SpaceSpec:
     if isinstance(spec, SpaceSpec):
         return spec
     try:
-        return from_gymnasium_space(space).spec
+        return from_gymnasium_space(space, path=what).spec
+    except UnsupportedSpace:
+        raise
     except TypeError as exc:
         raise TypeError(f"{what}: {exc}") from None

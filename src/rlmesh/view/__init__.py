@@ -8,6 +8,7 @@ the recorder shares.
 
 from __future__ import annotations
 
+from ._core import ViewerQuit as ViewerQuit
 from ._open import open_viewer as open_viewer
 from ._sources import (
     FrameSource as FrameSource,
@@ -15,4 +16,4 @@ from ._sources import (
     normalize_frame as normalize_frame,
 )
 
-__all__ = ["FrameSource", "discover_sources", "normalize_frame", "open_viewer"]
+__all__ = ["FrameSource", "ViewerQuit", "discover_sources", "normalize_frame", "open_viewer"]

@@ -17,8 +17,10 @@ Threads:
 
 Run control (pause, single step, skip, quit) is a condition variable: a paused run
 blocks in :meth:`Viewer.step` at a step boundary without spinning; quit raises
-``KeyboardInterrupt`` in the run's thread at the next step boundary (the terminal
-takes Ctrl-C as quit while it holds the TTY in raw mode).
+:class:`ViewerQuit` (a ``KeyboardInterrupt``) in the run's thread at the next step
+boundary (the terminal takes Ctrl-C as quit while it holds the TTY in raw mode). The
+drive loop takes it as "stop here": the run ends normally and returns the
+``RunResult`` of the finished episodes (the one in progress is dropped).
 """
 
 from __future__ import annotations
@@ -29,12 +31,11 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from ._hud import EMA_KEEP, HudState, RunStats, outcome_of
+from ._plot import flatten_action, line_plot_svg
 from ._sources import FrameSource, normalize_frame
 
-__all__ = ["MAX_LANES", "Viewer", "ViewerError", "warn_view"]
+__all__ = ["MAX_LANES", "Viewer", "ViewerError", "ViewerQuit", "warn_view"]
 
 #: Lanes of a vector env the viewer shows (the first ``MAX_LANES``).
 MAX_LANES = 16
@@ -44,6 +45,17 @@ _NEW = 1 - EMA_KEEP
 
 class ViewerError(RuntimeError):
     """A viewer backend could not start (reported as a warning, never raised into a run)."""
+
+
+class ViewerQuit(KeyboardInterrupt):
+    """The user pressed "quit" in a viewer: raised at a step boundary of the run's thread.
+
+    The drive loop recognises it (``rlmesh_quit``) and returns the finished episodes'
+    ``RunResult`` instead of propagating; anything else catching ``KeyboardInterrupt``
+    still sees an interrupt.
+    """
+
+    rlmesh_quit = True
 
 
 def warn_view(message: str) -> None:
@@ -178,7 +190,7 @@ class Viewer:
 
         ``observation`` is what the env returned (the next observation), ``steps``
         and ``ret`` the episode's step count and return so far. Blocks while the
-        run is paused; raises ``KeyboardInterrupt`` when the user quit.
+        run is paused; raises :class:`ViewerQuit` when the user quit.
         """
         if self.disabled:
             return False
@@ -253,7 +265,7 @@ class Viewer:
         """Honour pause / single step / skip / quit at a step boundary (no busy wait)."""
         with self._cv:
             if self._quit:
-                raise KeyboardInterrupt("rlmesh view: quit requested")
+                raise ViewerQuit("rlmesh view: quit requested")
             if self._skip:
                 self._skip = False
                 self._refresh_gate()
@@ -277,7 +289,7 @@ class Viewer:
                     self._cv.wait()
                 self.hud.paused = self.paused
                 if self._quit:
-                    raise KeyboardInterrupt("rlmesh view: quit requested")
+                    raise ViewerQuit("rlmesh view: quit requested")
                 if self._skip:
                     self._skip = False
                     self._refresh_gate()
@@ -307,6 +319,9 @@ class Viewer:
                 self.selected = (self.selected - 1) % n
             lane = kw.get("lane")
             if isinstance(lane, int) and not isinstance(lane, bool) and 0 <= lane < self.lanes:
+                if lane != self.selected_lane:  # the plots follow the watched lane from its next step
+                    self.stats.rewards.clear()
+                    self.stats.actions.clear()
                 self.selected_lane = lane
             self._rewant()
             return True
@@ -410,15 +425,39 @@ class Viewer:
         return {"sources": list(self.labels), "selected": self.selected, "lanes": self.lanes, "lane": self.selected_lane}
 
     def series_doc(self) -> dict[str, Any]:
-        """The reward sparkline and the action plot (at most 8 action dimensions)."""
+        """The reward and action series of the watched lane's episode, and both plots as SVG.
+
+        ``reward_svg`` / ``action_svg`` are complete ``<svg>`` elements with axes and a
+        legend (:func:`line_plot_svg`); the action plot shows the first 8 numbers of the
+        action (a Dict/Tuple action flattened, ``action_names`` naming each).
+        """
+        rewards = [round(float(r), 4) for r in list(self.stats.rewards)]
         actions: list[list[float]] = []
+        names: list[str] = []
         for a in list(self.stats.actions):
             try:
-                arr = np.asarray(a, dtype=np.float64).reshape(-1)[:8]
-                actions.append([round(float(x), 4) for x in arr])
+                values, these = flatten_action(a)
             except Exception:
                 continue
-        return {"reward": [round(float(r), 4) for r in list(self.stats.rewards)], "actions": actions}
+            if these != names:  # the first action, or the layout changed: plot from here on
+                actions, names = [], these
+            actions.append([round(x, 4) for x in values])
+        step = self.hud.step
+        label = f" (lane {self.selected_lane})" if self.lanes > 1 else ""
+        per_dim = [[row[k] for row in actions] for k in range(len(names))]
+        return {
+            "reward": rewards,
+            "actions": actions,
+            "action_names": names,
+            "lane": self.selected_lane,
+            "reward_svg": line_plot_svg(
+                [rewards], ["reward per step"], x0=max(1, step - len(rewards) + 1), y_label="reward",
+                title=f"reward per step{label}",
+            ),
+            "action_svg": line_plot_svg(
+                per_dim, names, x0=max(1, step - len(actions) + 1), y_label="action", title=f"action{label}"
+            ),
+        }
 
     def episodes_doc(self) -> dict[str, Any]:
         return {"rows": self.stats.rows[-200:], **self.stats.summary()}

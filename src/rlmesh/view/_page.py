@@ -17,19 +17,19 @@ button.sel { background: #2f6feb; border-color: #2f6feb; color: white; }
 button.warn { border-color: #a33; }
 #hud { font-family: ui-monospace, monospace; padding: 6px 12px; background: #161a20; white-space: pre-wrap; }
 main { display: grid; grid-template-columns: minmax(0, 3fr) minmax(280px, 1fr); gap: 12px; padding: 12px; }
-#stage { background: #000; display: flex; align-items: center; justify-content: center; min-height: 240px; }
-#main { max-width: 100%; max-height: 72vh; image-rendering: pixelated; }
+#stage { background: #000; display: flex; align-items: center; justify-content: center; height: 72vh; min-height: 240px; overflow: hidden; }
+#main { display: block; }
 #grid { display: flex; flex-wrap: wrap; gap: 6px; margin-top: 8px; }
 #grid figure { margin: 0; cursor: pointer; border: 2px solid transparent; }
 #grid figure.sel { border-color: #2f6feb; }
-#grid img { height: 72px; display: block; background: #000; }
+#grid img { height: 72px; display: block; background: #000; image-rendering: pixelated; }
 #grid figcaption { font-size: 11px; text-align: center; }
 aside section { background: #1a1f26; border-radius: 6px; padding: 8px; margin-bottom: 10px; }
 h3 { margin: 0 0 6px; font-size: 13px; color: #9aa5b1; font-weight: 600; }
 table { width: 100%; border-collapse: collapse; font-size: 12px; font-family: ui-monospace, monospace; }
 td, th { padding: 2px 4px; text-align: right; } th { color: #9aa5b1; }
 tr.ok td:last-child { color: #5fd35f; } tr.bad td:last-child { color: #f06a6a; }
-svg { width: 100%; height: 70px; background: #111418; }
+.plot svg { width: 100%; height: auto; display: block; background: #111418; }
 #tablewrap { max-height: 260px; overflow: auto; }
 #status { margin-left: auto; color: #9aa5b1; }
 </style></head>
@@ -51,8 +51,8 @@ svg { width: 100%; height: 70px; background: #111418; }
   </div>
   <aside>
     <section><h3>success</h3><div id="rate">-</div></section>
-    <section><h3>reward (this episode)</h3><svg id="reward" viewBox="0 0 240 70" preserveAspectRatio="none"></svg></section>
-    <section><h3>action</h3><svg id="action" viewBox="0 0 240 70" preserveAspectRatio="none"></svg></section>
+    <section><h3>reward (this episode<span class="lane-note"></span>)</h3><div id="reward" class="plot"></div></section>
+    <section><h3>action<span class="lane-note"></span></h3><div id="action" class="plot"></div></section>
     <section><h3>episodes</h3><div id="tablewrap"><table id="eps"><thead><tr>
       <th>#</th><th>seed</th><th>steps</th><th>return</th><th>time</th><th>outcome</th></tr></thead><tbody></tbody></table></div></section>
   </aside>
@@ -123,23 +123,22 @@ function onHud(h) {
   el("hud").textContent = parts.join(" · ");
   paused = !!h.paused; el("pause").textContent = paused ? "resume" : "pause";
 }
-function line(values, lo, hi, color) {
-  if (values.length < 2) return "";
-  const span = (hi - lo) || 1, n = values.length - 1;
-  const pts = values.map((v, i) => (i * 240 / n).toFixed(1) + "," + (68 - (v - lo) / span * 66).toFixed(1)).join(" ");
-  return '<polyline fill="none" stroke="' + color + '" stroke-width="1.5" points="' + pts + '"/>';
-}
-const palette = ["#5fa8f5", "#f5a65f", "#7bd86b", "#e06bd8", "#e5d65a", "#6be0d8", "#d86b6b", "#b0b0b0"];
 function onSeries(d) {
-  const r = d.reward; let lo = Math.min(0, ...r), hi = Math.max(0, ...r);
-  el("reward").innerHTML = line(r, lo, hi, "#7bd86b");
-  const a = d.actions; let svg = "";
-  if (a.length > 1) {
-    const flat = a.flat(); lo = Math.min(...flat); hi = Math.max(...flat);
-    const dims = Math.min(8, a[0].length);
-    for (let k = 0; k < dims; k++) svg += line(a.map(v => v[k] || 0), lo, hi, palette[k]);
-  }
-  el("action").innerHTML = svg;
+  // both plots arrive drawn (axes, legend) as SVG from the viewer; the page only inserts them
+  if (d.reward_svg) el("reward").innerHTML = d.reward_svg;
+  if (d.action_svg) el("action").innerHTML = d.action_svg;
+  document.querySelectorAll(".lane-note").forEach(n => { n.textContent = lanes > 1 ? " · lane " + (d.lane || 0) : ""; });
+}
+function fitMain() {
+  // scale the picture to the stage, aspect kept; small cameras go up by whole pixels, nearest-neighbour
+  const img = el("main"), st = el("stage");
+  const w = img.naturalWidth, h = img.naturalHeight;
+  if (!w || !h || !st.clientWidth || !st.clientHeight) return;
+  let k = Math.min(st.clientWidth / w, st.clientHeight / h);
+  if (k >= 2) k = Math.floor(k);
+  img.style.width = Math.round(w * k) + "px"; img.style.height = Math.round(h * k) + "px";
+  img.style.imageRendering = k > 1 ? "pixelated" : "auto";
+  window.rlmeshMainScale = k;
 }
 function onEpisodes(d) {
   const body = el("eps").querySelector("tbody"); body.textContent = "";
@@ -173,6 +172,8 @@ function connect() {
   ws.onmessage = ev => { if (typeof ev.data === "string") onText(JSON.parse(ev.data)); else onFrame(ev.data); };
   ws.onclose = () => { el("status").textContent = "disconnected (run ended?) - retrying"; setTimeout(connect, 2000); };
 }
+el("main").onload = fitMain;
+window.addEventListener("resize", fitMain);
 el("pause").onclick = () => send({op: paused ? "resume" : "pause"});
 el("step").onclick = () => send({op: "step"});
 el("skip").onclick = () => send({op: "skip"});

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -23,7 +24,8 @@ def test_random_model_on_a_gymnasium_id_writes_json(tmp_path: Path, capsys: pyte
     assert [e["seed"] for e in doc["result"]["episodes"]] == [1, 2, 3]
     assert all(e["steps"] <= 5 for e in doc["result"]["episodes"])
     text = capsys.readouterr().out
-    assert "episode 3/3" in text  # plain progress lines when stdout is not a TTY
+    assert "episode #2 (3/3)" in text  # plain progress lines when stdout is not a TTY
+    assert "ETA" in text
     assert "3 episodes" in text
 
 
@@ -88,3 +90,125 @@ def test_rich_progress_and_table_render_to_the_given_stream() -> None:
     text = out.getvalue()
     assert "2/2" in text and "success 50%" in text
     assert "rlmesh eval" in text and "mean reward 4.000" in text
+
+
+def _table_indices(text: str) -> list[str]:
+    """The "#" column of the plain results table (rows after the header)."""
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["#", "seed"])
+    rows = [line.split() for line in lines[head + 1:] if len(line.split()) == 10]
+    return [r[0] for r in rows]
+
+
+def test_the_progress_line_and_the_table_number_episodes_alike(capsys: pytest.CaptureFixture[str]) -> None:
+    assert eval_main(["random", "CartPole-v1", "--seeds", "5..7", "--max-episode-steps", "3"]) == 0
+    text = capsys.readouterr().out
+    progress = re.findall(r"episode #(\d+) \((\d+)/3\)", text)
+    assert [p[0] for p in progress] == _table_indices(text) == ["0", "1", "2"]
+    assert [p[1] for p in progress] == ["1", "2", "3"]
+    assert re.search(r"ETA \d+s", text)  # the total is known: seeds
+
+
+@pytest.mark.parametrize("bad", [["x"], ["3..1"], ["1..y"]])
+def test_seed_parse_errors_are_usage_errors(bad: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert eval_main(["random", "CartPole-v1", "--seeds", *bad]) == 2
+    err = capsys.readouterr().err
+    assert "usage: rlmesh eval" in err and "--seeds" in err and "A..B" in err
+
+
+def test_env_kwargs_must_be_a_json_object(capsys: pytest.CaptureFixture[str]) -> None:
+    assert eval_main(["random", "CartPole-v1", "--env-kwargs", "{nope"]) == 2
+    assert eval_main(["random", "CartPole-v1", "--env-kwargs", "[1]"]) == 2
+    assert "JSON object" in capsys.readouterr().err
+
+
+def test_env_kwargs_and_render_mode_reach_gymnasium_make() -> None:
+    env, built = resolve_env_arg("CartPole-v1", {"render_mode": "rgb_array", "max_episode_steps": 7})
+    try:
+        assert built and env.render_mode == "rgb_array" and env.spec.max_episode_steps == 7
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="where it is served"):
+        resolve_env_arg("127.0.0.1:5555", {"render_mode": "rgb_array"})
+
+
+def test_json_is_to_dict_plus_the_success_signal(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    assert eval_main(["random", "CartPole-v1", "--seeds", "0..2", "--no-progress", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())["result"]
+    assert doc.pop("success_signal") is False
+    assert doc["success_rate"] == 1.0  # the API's value: the terminated fallback (a random CartPole falls)
+    assert set(doc) == {"num_episodes", "total_steps", "mean_reward", "success_rate", "reported_success_rate",
+                        "episodes", "telemetry", "advisories"}
+
+
+def test_a_policy_exception_names_the_policy_and_the_observation_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "my_bad_policy.py").write_text(
+        textwrap.dedent(
+            """
+            def policy(obs):
+                return obs["image"]  # CartPole gives an array, not a dict
+            """
+        )
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert eval_main(["my_bad_policy:policy", "CartPole-v1", "--no-progress"]) == 1
+    finally:
+        sys.modules.pop("my_bad_policy", None)
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1  # no traceback without --verbose
+    assert "the policy 'my_bad_policy:policy' raised IndexError" in err
+    assert "my_bad_policy.py:3 in policy" in err
+    assert "float32[4]" in err and "Box(" in err  # the input it got and the env's observation space
+
+
+def test_an_env_exception_is_not_blamed_on_the_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "my_bad_env.py").write_text(
+        textwrap.dedent(
+            """
+            import gymnasium as gym
+
+            class Broken(gym.Wrapper):
+                def step(self, action):
+                    raise RuntimeError("the simulator crashed")
+
+            def make():
+                return Broken(gym.make("CartPole-v1"))
+            """
+        )
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert eval_main(["random", "my_bad_env:make", "--no-progress"]) == 1
+    finally:
+        sys.modules.pop("my_bad_env", None)
+    err = capsys.readouterr().err
+    assert "the simulator crashed" in err and "policy" not in err
+
+
+def test_view_on_a_gymnasium_id_builds_it_with_rgb_array(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--view`` needs frames: a Gymnasium id is made with render_mode="rgb_array" unless told otherwise."""
+    import rlmesh.eval._cli as cli
+    from rlmesh.eval._results import RunResult
+
+    seen: dict[str, object] = {}
+
+    def fake_run(model: object, env: object, **kw: object) -> RunResult:
+        seen["render_mode"] = getattr(env, "render_mode", None)
+        seen["view"] = kw["view"]
+        env.close()  # type: ignore[attr-defined]
+        return RunResult(())
+
+    monkeypatch.setattr(cli, "run", fake_run)
+    assert eval_main(["random", "CartPole-v1", "--view", "http:9", "--no-progress"]) == 0
+    assert seen["render_mode"] == "rgb_array" and seen["view"] is not None
+    assert eval_main(["random", "CartPole-v1", "--view", "http:9", "--render-mode", "human", "--no-progress"]) == 0
+    assert seen["render_mode"] == "human"
+    assert eval_main(["random", "CartPole-v1", "--no-progress"]) == 0
+    assert seen["render_mode"] is None and seen["view"] is None

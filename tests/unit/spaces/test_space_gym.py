@@ -154,7 +154,7 @@ def test_gym_dict_keys_are_stringified() -> None:  # GYM-6
     ids=lambda s: type(s).__name__,
 )
 def test_unsupported_gymnasium_spaces_raise_TypeError(gym_space) -> None:  # GYM-6
-    with pytest.raises(TypeError, match=f"^Unsupported space type: {type(gym_space).__name__}$"):
+    with pytest.raises(TypeError, match=f"^Unsupported space type: {type(gym_space).__name__} at \\['x'\\] "):
         from_gymnasium_space(gs.Dict({"x": gym_space}))
 
 

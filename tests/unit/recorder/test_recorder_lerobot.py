@@ -1,0 +1,212 @@
+"""``ResultSet.to_lerobot``: a recorded bundle as a LeRobot v2.1 dataset, read back (issue 29 item 11).
+
+Checked with pyarrow and PyAV as a LeRobot user would see it: one Parquet file per
+episode with the right frame count, ``observation.state`` equal to the observations the
+policy saw, episode boundaries in ``next.done`` / ``episode_index``, timestamps at the
+dataset fps, one video per camera per episode with one frame per step, and the meta files.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from recorder_envs import CamEnv, tagged
+
+import rlmesh
+from conftest import require
+from rlmesh.recorder import Recorder, ResultSet
+
+
+@pytest.fixture(autouse=True)
+def _deps() -> Any:
+    require("av", "video recording")
+    return require("pyarrow", "the LeRobot export")
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _episode_table(root: Path, i: int) -> dict[str, list[Any]]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(root / f"data/chunk-000/episode_{i:06d}.parquet").to_pydict()
+
+
+class Log(rlmesh.RunHooks):
+    """The observations and actions the policy saw, per episode."""
+
+    def __init__(self) -> None:
+        self.obs: dict[int, list[Any]] = {}
+        self.actions: dict[int, list[Any]] = {}
+
+    def on_step(self, event: rlmesh.StepEvent) -> None:
+        self.obs.setdefault(event.episode, []).append(np.array(event.observation, copy=True))
+        self.actions.setdefault(event.episode, []).append(event.action)
+
+
+class Both(rlmesh.RunHooks):
+    def __init__(self, *hooks: rlmesh.RunHooks) -> None:
+        self.hooks = hooks
+
+    def on_run_start(self, context: Any) -> None:
+        for h in self.hooks:
+            h.on_run_start(context)
+
+    def on_episode_start(self, *, episode: int, seed: int | None) -> None:
+        for h in self.hooks:
+            h.on_episode_start(episode=episode, seed=seed)
+
+    def on_step(self, event: rlmesh.StepEvent) -> None:
+        for h in self.hooks:
+            h.on_step(event)
+
+    def on_episode_end(self, result: Any) -> None:
+        for h in self.hooks:
+            h.on_episode_end(result)
+
+    def on_run_end(self, result: Any) -> None:
+        for h in self.hooks:
+            h.on_run_end(result)
+
+
+def test_a_recorded_cartpole_bundle_reads_back_frame_for_frame(tmp_path: Path) -> None:
+    gym = require("gymnasium")
+    log = Log()
+    with Recorder(fps=50) as rec:
+        hooks = rec.capture(model="random", env="CartPole-v1", task="balance the pole", cameras=[])
+        result = rlmesh.run(rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[0, 1, 2], hooks=Both(hooks, log))
+        bundle = rec.export(tmp_path / "bundle")
+    out = ResultSet.load(bundle).to_lerobot(tmp_path / "lerobot")
+
+    info = json.loads((out / "meta/info.json").read_text())
+    lengths = [e.steps for e in result.episodes]
+    assert info["codebase_version"] == "v2.1" and info["fps"] == 50.0
+    assert info["total_episodes"] == 3 and info["total_frames"] == sum(lengths) and info["total_videos"] == 0
+    assert info["features"]["observation.state"]["shape"] == [4]
+    assert info["features"]["action"]["shape"] == [1]
+    assert info["data_path"] == "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
+    assert [e["length"] for e in _jsonl(out / "meta/episodes.jsonl")] == lengths
+    assert _jsonl(out / "meta/tasks.jsonl") == [{"task_index": 0, "task": "balance the pole"}]
+    stats = _jsonl(out / "meta/episodes_stats.jsonl")
+    assert [s["stats"]["action"]["count"] for s in stats] == [[n] for n in lengths]
+
+    start = 0
+    for i, n in enumerate(lengths):
+        t = _episode_table(out, i)
+        assert len(t["frame_index"]) == n
+        assert t["frame_index"] == list(range(n)) and t["episode_index"] == [i] * n
+        assert t["index"] == list(range(start, start + n))  # global and contiguous across episodes
+        assert t["next.done"] == [False] * (n - 1) + [True]  # the episode boundary
+        assert t["next.reward"] == [1.0] * n
+        np.testing.assert_allclose(t["timestamp"], np.arange(n) / 50.0, rtol=1e-6)
+        np.testing.assert_allclose(np.array(t["observation.state"]), np.stack(log.obs[i]), rtol=1e-6)
+        assert [a[0] for a in t["action"]] == [float(a) for a in log.actions[i]]
+        start += n
+    first_obs, _ = gym.make("CartPole-v1").reset(seed=0)
+    np.testing.assert_allclose(_episode_table(out, 0)["observation.state"][0], first_obs, rtol=1e-6)
+
+
+def test_a_pixel_bundle_exports_one_video_per_camera_per_episode(tmp_path: Path) -> None:
+    import av
+
+    env = tagged(CamEnv(6, images=("front",)), {"front": "image/primary"})
+    with Recorder(fps=12) as rec:
+        hooks = rec.capture(model="pi", env="Cam-v0", task="reach")
+        rlmesh.run(rlmesh.RANDOM_SAMPLE, env, seeds=[0, 1], hooks=hooks)
+        bundle = rec.export(tmp_path / "b.zip")  # a zip bundle reads the same
+    out = ResultSet.load(bundle).to_lerobot(tmp_path / "ds", robot_type="cam")
+
+    info = json.loads((out / "meta/info.json").read_text())
+    assert info["fps"] == 12.0 and info["robot_type"] == "cam" and info["total_frames"] == 12
+    video_keys = sorted(k for k, f in info["features"].items() if f["dtype"] == "video")
+    assert video_keys == ["observation.images.image_primary", "observation.images.render"]
+    assert info["total_videos"] == 4
+    for key in video_keys:
+        feature = info["features"][key]
+        assert feature["shape"] == [48, 64, 3] and feature["info"]["video.fps"] == 12.0
+    # the image leaf travels as video, not as state: the state is "pos" only
+    assert info["features"]["observation.state"]["shape"] == [3]
+    assert info["features"]["observation.state"]["names"] == ["pos[0]", "pos[1]", "pos[2]"]
+    stats = _jsonl(out / "meta/episodes_stats.jsonl")
+    render = stats[0]["stats"]["observation.images.render"]
+    assert np.asarray(render["mean"]).shape == (3, 1, 1) and render["count"] == [6]
+    assert 0.0 <= render["min"][0][0][0] <= render["mean"][0][0][0] <= render["max"][0][0][0] <= 1.0
+    for i in range(2):
+        t = _episode_table(out, i)
+        assert len(t["frame_index"]) == 6 and t["next.done"][-1] is True
+        for key in video_keys:
+            path = out / info["video_path"].format(episode_chunk=0, video_key=key, episode_index=i)
+            with av.open(str(path)) as container:
+                frames = list(container.decode(video=0))
+            assert len(frames) == 6 and (frames[0].height, frames[0].width) == (48, 64)
+            stamps = [float(f.pts * f.time_base) for f in frames]
+            np.testing.assert_allclose(stamps, t["timestamp"], atol=1e-4)  # frame i at timestamp i / fps (LeRobot's tolerance)
+
+
+def test_refusals_name_the_fix(tmp_path: Path) -> None:
+    gym = require("gymnasium")
+    with Recorder() as rec:
+        rlmesh.run(rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[0], hooks=rec.capture(model="m", env="e", cameras=[]))
+        bundle = rec.export(tmp_path / "b")
+    loaded = ResultSet.load(bundle)
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="new path"):
+        loaded.to_lerobot(tmp_path / "taken")
+    assert (tmp_path / "taken" / "keep.txt").read_text() == "mine"  # nothing of ours deleted
+    with pytest.raises(ValueError, match=r"ResultSet\.load"):
+        ResultSet.from_dict(json.loads((bundle / "result.json").read_text())).to_lerobot(tmp_path / "x")
+    with pytest.raises(ValueError, match="positive"):
+        loaded.to_lerobot(tmp_path / "y", fps=0)
+    assert not (tmp_path / "y").exists()  # a refused export leaves nothing behind
+    (tmp_path / "empty").mkdir()
+    assert loaded.to_lerobot(tmp_path / "empty", fps=10).is_dir()  # an empty folder is fine
+
+
+def test_episodes_without_a_step_log_are_left_out_with_a_warning(tmp_path: Path) -> None:
+    gym = require("gymnasium")
+    with Recorder() as rec:
+        rlmesh.run(rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[0], hooks=rec.capture(model="m", env="e", cameras=[]))
+        rlmesh.run(rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[1],
+                   hooks=rec.capture(model="m", env="e", cameras=[], step_log=False))
+        bundle = rec.export(tmp_path / "b")
+    with pytest.warns(UserWarning, match="1 episode"):
+        out = ResultSet.load(bundle).to_lerobot(tmp_path / "ds")
+    assert json.loads((out / "meta/info.json").read_text())["total_episodes"] == 1
+
+
+def test_lerobot_loads_it_where_lerobot_installs(tmp_path: Path) -> None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from lerobot.common.datasets.lerobot_dataset import LeRobotDataset  # type: ignore[import-not-found]
+    except Exception:
+        pytest.skip("lerobot is not installed (not an rlmesh extra: it pins torch and many more)")
+    gym = require("gymnasium")
+    with Recorder(fps=50) as rec:
+        rlmesh.run(rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[0, 1], hooks=rec.capture(model="m", env="e", cameras=[]))
+        bundle = rec.export(tmp_path / "b")
+    out = ResultSet.load(bundle).to_lerobot(tmp_path / "ds")
+    ds = LeRobotDataset("local/cartpole", root=out)
+    assert ds.num_episodes == 2 and ds.fps == 50
+
+
+def test_the_export_command_writes_the_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gym = require("gymnasium")
+    from rlmesh.cli import main
+
+    with Recorder(fps=20) as rec:
+        rlmesh.run(rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[0, 1], hooks=rec.capture(model="m", env="e", cameras=[]))
+        bundle = rec.export(tmp_path / "b.zip")
+    assert main(["export", str(bundle), "--lerobot", str(tmp_path / "ds"), "--robot-type", "cartpole"]) == 0
+    info = json.loads((tmp_path / "ds" / "meta" / "info.json").read_text())
+    assert info["total_episodes"] == 2 and info["fps"] == 20.0 and info["robot_type"] == "cartpole"
+    assert main(["export", str(bundle), "--lerobot", str(tmp_path / "ds")]) == 1  # not empty any more
+    assert "FileExistsError" in capsys.readouterr().err
+    assert main(["export", str(bundle)]) == 2  # --lerobot is required
