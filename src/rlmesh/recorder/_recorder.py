@@ -28,6 +28,9 @@ __all__ = ["Recorder"]
 #: Writers allowed to finish in the background before an episode end waits for the oldest.
 MAX_FINISHING = 4
 
+#: Video frame rate when neither ``Recorder(fps=)`` nor the env's ``render_fps`` says.
+DEFAULT_FPS = 30
+
 _warned_orphans = False
 
 
@@ -41,7 +44,9 @@ class Recorder:
 
     Args:
         result_set_id: The document's id (default: a random uuid4 hex).
-        fps: Frame rate of the videos (an int >= 1).
+        fps: Frame rate of the videos (an int >= 1). ``None`` (default): the env's
+            ``metadata["render_fps"]`` (rounded to a whole number) when it declares one,
+            else 30.
         quality: 1..100; higher is better and larger.
         codec: ``"av1"`` (default, SVT-AV1), ``"h264"`` (plays everywhere) or
             ``"lossless"`` (RGB, pixel exact).
@@ -73,14 +78,14 @@ class Recorder:
         self,
         *,
         result_set_id: str | None = None,
-        fps: int = 30,
+        fps: int | None = None,
         quality: int = 60,
         codec: str = "av1",
         drop_frames_ok: bool = False,
         queue_frames: int = 8,
         staging_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        if isinstance(fps, bool) or not isinstance(fps, int) or fps < 1:
+        if fps is not None and (isinstance(fps, bool) or not isinstance(fps, int) or fps < 1):
             raise ValueError(f"Recorder fps must be an integer >= 1; got {fps!r}")
         if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
             raise ValueError(f"Recorder quality must be an integer in 1..100; got {quality!r}")
@@ -91,7 +96,8 @@ class Recorder:
         if result_set_id is not None and not isinstance(result_set_id, str):
             raise TypeError(f"result_set_id must be a str, got {type(result_set_id).__name__}")
         self._set = ResultSet(result_set_id or uuid.uuid4().hex)
-        self.fps = fps
+        self._fps_given = fps
+        self.fps = DEFAULT_FPS if fps is None else fps
         self.quality = quality
         self.codec = codec
         self.drop_frames_ok = bool(drop_frames_ok)
@@ -185,6 +191,7 @@ class Recorder:
         included_in_metrics: bool = True,
         record: str | Callable[[EpisodeResult], bool] = "all",
         step_log: bool = True,
+        env_video_dirs: Sequence[str | os.PathLike[str]] | None = None,
     ) -> RunHooks:
         """Start a workload and return the hooks that record a run into it (REC-3).
 
@@ -203,8 +210,19 @@ class Recorder:
             record: Which episodes keep their media: ``"all"``, ``"failures"``,
                 ``"successes"``, ``"first:N"`` or a callable on the ``EpisodeResult``.
             step_log: Write a ``steps.jsonl`` per episode (rlmesh addition).
+            env_video_dirs: Where an env-reported video (``video_info_keys``) may be
+                copied from: ``None`` (default) is the working directory at this call,
+                ``[]`` turns env videos off. Only a complete MP4/MOV/WebM/Matroska file
+                (checked by content) reached without a symlink is copied, so an env cannot
+                make the recorder copy any other file into the bundle.
         """
         policy = parse_record(record)
+        if env_video_dirs is None:
+            video_dirs: tuple[Path, ...] = (Path.cwd().resolve(),)
+        elif isinstance(env_video_dirs, (str, os.PathLike)):
+            raise TypeError("env_video_dirs must be a list of directories (or [] / None)")
+        else:
+            video_dirs = tuple(Path(d).resolve() for d in env_video_dirs)
         if isinstance(video_info_keys, str) or not all(isinstance(k, str) for k in video_info_keys):
             raise TypeError("video_info_keys must be a tuple of info key strings")
         if cameras is not None and (isinstance(cameras, str) or not all(isinstance(c, str) for c in cameras)):
@@ -225,6 +243,7 @@ class Recorder:
             included_in_metrics=included_in_metrics,
             policy=policy,
             step_log=bool(step_log),
+            env_video_dirs=video_dirs,
         )
 
     # -- used by the capture hooks -----------------------------------------------------------
@@ -280,13 +299,24 @@ class Recorder:
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
-    def _writer(self, path: Path) -> VideoWriter:
+    def _fps_for(self, context: Any) -> int:
+        """The video fps of a run: ``Recorder(fps=)``, else the env's ``render_fps``, else 30."""
+        if self._fps_given is not None:
+            return self._fps_given
+        try:
+            metadata = getattr(getattr(context, "contract", None), "metadata", None) or {}
+            value = float(metadata.get("render_fps"))
+        except Exception:
+            return self.fps
+        return max(1, round(value)) if value == value and 0 < value < 10_000 else self.fps
+
+    def _writer(self, path: Path, fps: int | None = None) -> VideoWriter:
         spec = self._encoder()
         proc = self._start_encoder()
         if proc is None:
             raise RuntimeError(self._proc_error)
         return VideoWriter(
-            path, spec, fps=self.fps, encoder=proc, queue_frames=self.queue_frames, drop_frames_ok=self.drop_frames_ok
+            path, spec, fps=self.fps if fps is None else fps, encoder=proc, queue_frames=self.queue_frames, drop_frames_ok=self.drop_frames_ok
         )
 
     def _append(
