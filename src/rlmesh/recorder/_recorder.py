@@ -31,7 +31,7 @@ MAX_FINISHING = 4
 #: Video frame rate when neither ``Recorder(fps=)`` nor the env's ``render_fps`` says.
 DEFAULT_FPS = 30
 
-_warned_orphans = False
+_warned_orphans: set[str] = set()  # staging parents already checked in this process
 
 
 class Recorder:
@@ -520,11 +520,11 @@ def _staged_text(staging: Path) -> Callable[[str], str | None]:
 
 
 def _warn_orphans(directory: Path | None) -> None:
-    """Once per process: say when staging dirs of dead recorder processes are piling up."""
-    global _warned_orphans
-    if _warned_orphans:
+    """Once per directory and process: say when staging dirs of dead recorder processes pile up."""
+    key = str(directory or tempfile.gettempdir())
+    if key in _warned_orphans:
         return
-    _warned_orphans = True
+    _warned_orphans.add(key)
     try:
         found = orphans(directory)
     except Exception:
