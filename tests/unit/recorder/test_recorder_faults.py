@@ -112,6 +112,25 @@ def test_a_clean_close_still_deletes_the_staging_dir(tmp_path: Path) -> None:
     assert not staging.exists()
 
 
+# -- item 2: recovery (the SIGKILL case is tests/integration/test_recorder_crash.py) ---------------
+
+def test_recover_drops_a_video_that_was_cut_short(tmp_path: Path) -> None:
+    require("av", "video recording")
+    rec = Recorder(staging_dir=tmp_path / "stage")
+    rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(3), seeds=[0, 1], hooks=rec.capture(model="pi", env="e"))
+    rec.result_set  # the videos are finished
+    staging = rec._staging
+    assert staging is not None
+    first = staging / rec.to_dict()["workloads"][0]["episodes"][0]["media"][0]["path"]
+    first.write_bytes(first.read_bytes()[:100])  # as if killed while the encoder wrote it
+    with pytest.warns(UserWarning, match="1 media file"):
+        out = recorder.recover(staging, tmp_path / "b.zip", remove=False)
+    episodes = ResultSet.load(out).workloads[0].episodes
+    assert [len(e.media) for e in episodes] == [0, 1] and all(e.step_log for e in episodes)
+    assert staging.exists()  # remove=False
+    rec.close()
+
+
 # -- item 3: export never destroys -------------------------------------------------------------
 
 
