@@ -32,7 +32,7 @@ HIST_STEP = 0.01
 #: The lowest bucket's lower edge, in the samples' unit (seconds: 1 ns).
 HIST_LOW = 1e-9
 #: Buckets: from ``HIST_LOW`` up by ``(1 + HIST_STEP)`` each, to beyond 10^5 s (~28 h).
-BUCKETS = int(math.ceil(math.log(1e14) / math.log1p(HIST_STEP))) + 1
+BUCKETS = math.ceil(math.log(1e14) / math.log1p(HIST_STEP)) + 1
 
 _LOG_LOW = math.log(HIST_LOW)
 _INV_STEP = 1.0 / math.log1p(HIST_STEP)
@@ -48,7 +48,7 @@ class Timings:
     (3, 2.0, True)
     """
 
-    __slots__ = ("_buf", "_count", "_sum", "_min", "_max", "_hist", "_below")
+    __slots__ = ("_below", "_buf", "_count", "_hist", "_max", "_min", "_sum")
 
     def __init__(self) -> None:
         self._buf = array("d")

@@ -8,7 +8,6 @@ the text files deflated and the videos uncompressed (already compressed).
 from __future__ import annotations
 
 import json
-import math
 import os
 import secrets
 import shutil

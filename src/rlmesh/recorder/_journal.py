@@ -82,9 +82,7 @@ def owner_alive(header: dict[str, Any]) -> bool | None:
     except PermissionError:
         pass
     start = _start_time(pid)
-    if start and header.get("start") and header["start"] != start:
-        return False  # the pid was reused
-    return True
+    return not (start and header.get("start") and header["start"] != start)  # else: the pid was reused
 
 
 class Journal:
@@ -92,7 +90,7 @@ class Journal:
 
     def __init__(self, staging: Path, result_set_id: str) -> None:
         self.path = staging / JOURNAL
-        self._fh: IO[bytes] | None = open(self.path, "ab")
+        self._fh: IO[bytes] | None = open(self.path, "ab")  # noqa: SIM115 - kept open, appended per episode
         pid = os.getpid()
         self.write(
             {

@@ -305,7 +305,7 @@ class Recorder:
             return self._fps_given
         try:
             metadata = getattr(getattr(context, "contract", None), "metadata", None) or {}
-            value = float(metadata.get("render_fps"))
+            value = float(metadata["render_fps"])
         except Exception:
             return self.fps
         return max(1, round(value)) if value == value and 0 < value < 10_000 else self.fps

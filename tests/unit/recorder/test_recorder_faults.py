@@ -29,11 +29,11 @@ import pytest
 from recorder_envs import CamEnv, frame
 
 import rlmesh
+import rlmesh.recorder as recorder
 from conftest import require
 from rlmesh import EpisodeResult, RunResult
 from rlmesh.errors import ConnectionLost
 from rlmesh.eval._hooks import StepEvent
-import rlmesh.recorder as recorder
 from rlmesh.recorder import Recorder, ResultSet, merge
 
 
@@ -80,11 +80,10 @@ class _Crash(CamEnv):
 )
 def test_an_exception_from_the_run_keeps_the_finished_episodes_exportable(tmp_path: Path, error: BaseException) -> None:
     _av()
-    with pytest.raises(type(error)), pytest.warns(UserWarning, match="finished episode"):
-        with Recorder() as rec:
-            hooks = rec.capture(model="pi", env="Cam-v0")
-            rlmesh.run(rlmesh.RANDOM_SAMPLE, _Crash(error), seeds=[0, 1, 2, 3], hooks=hooks)
-            rec.export(tmp_path / "never")  # the documented pattern: skipped by the exception
+    with pytest.raises(type(error)), pytest.warns(UserWarning, match="finished episode"), Recorder() as rec:
+        hooks = rec.capture(model="pi", env="Cam-v0")
+        rlmesh.run(rlmesh.RANDOM_SAMPLE, _Crash(error), seeds=[0, 1, 2, 3], hooks=hooks)
+        rec.export(tmp_path / "never")  # the documented pattern: skipped by the exception
     staging = rec._staging
     assert staging is not None and staging.is_dir()
     # On disk already: a partial bundle that ResultSet.load reads.
@@ -118,7 +117,7 @@ def test_recover_drops_a_video_that_was_cut_short(tmp_path: Path) -> None:
     require("av", "video recording")
     rec = Recorder(staging_dir=tmp_path / "stage")
     rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(3), seeds=[0, 1], hooks=rec.capture(model="pi", env="e"))
-    rec.result_set  # the videos are finished
+    assert rec.result_set.workloads  # waits for the videos to finish
     staging = rec._staging
     assert staging is not None
     first = staging / rec.to_dict()["workloads"][0]["episodes"][0]["media"][0]["path"]
@@ -157,7 +156,7 @@ def test_a_re_export_failing_on_a_full_disk_leaves_the_previous_bundle_byte_for_
         raise OSError(errno.ENOSPC, "No space left on device")
 
     with _recorded(tmp_path, [5, 6, 7], length=4) as second:
-        second.result_set  # videos finished before the disk fills
+        assert second.result_set.workloads  # the videos finish before the disk fills
         monkeypatch.setattr(shutil, "copyfileobj", disk_full)
         monkeypatch.setattr(shutil, "copyfile", disk_full)
         with pytest.raises(OSError) as caught:
@@ -182,7 +181,7 @@ def test_a_folder_whose_result_json_is_not_rlmesh_v1_is_never_replaced(tmp_path:
     before = snapshot(target)
     rec = Recorder()
     rec.add(RunResult((EpisodeResult(0, 1, 3, 1.0, True, False),)), model="m", env="e")
-    with pytest.raises(FileExistsError, match="not an rlmesh.result.v1 document"):
+    with pytest.raises(FileExistsError, match=r"not an rlmesh\.result\.v1 document"):
         rec.export(target)
     assert snapshot(target) == before
 
@@ -211,7 +210,7 @@ def test_a_zip_that_is_not_a_bundle_is_never_overwritten(tmp_path: Path) -> None
     before = target.read_bytes()
     rec = Recorder()
     rec.add(RunResult(()), model="m", env="e")
-    with pytest.raises(FileExistsError, match="not an rlmesh.result.v1 zip bundle"):
+    with pytest.raises(FileExistsError, match=r"not an rlmesh\.result\.v1 zip bundle"):
         rec.export(target)
     assert target.read_bytes() == before
     target.unlink()
@@ -312,7 +311,7 @@ def test_a_zip_bomb_document_is_refused_before_inflating(tmp_path: Path) -> None
     assert bomb.stat().st_size < 1 << 20
     tracemalloc.start()
     try:
-        with pytest.raises(recorder.UnsafeBundle, match="zip bomb|limit"):
+        with pytest.raises(recorder.UnsafeBundle, match=r"zip bomb|limit"):
             ResultSet.load(bomb)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
