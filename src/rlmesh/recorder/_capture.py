@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +34,7 @@ from ..view._sources import discover_sources, normalize_frame, render_thunk
 from ._encode import VideoWriter
 from ._reader import open_inside, sniff_video
 from ._records import MediaRef, WorkloadRecord, sanitize_name
+from ._warn import warn
 
 if TYPE_CHECKING:
     from ..eval._hooks import RunContext, StepEvent
@@ -47,14 +47,6 @@ _SCALARS = (bool, int, float, str, type(None))
 
 #: Info keys the client adds to every step (not the env's data): kept out of ``steps.jsonl``.
 RUNTIME_INFO_KEYS = frozenset({"episode_ids", "completed_episodes"})
-
-
-def warn(message: str) -> None:
-    """Issue a ``UserWarning`` that can never raise, even under ``-W error`` (REC-4)."""
-    try:
-        warnings.warn(message, UserWarning, stacklevel=3)
-    except Exception:
-        pass
 
 
 # -- record= policy ----------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from ._bundle import archive_mode, write_bundle
 from ._capture import warn
 from ._reader import UnsafeBundle, open_inside, video_file_ok
 from ._records import EpisodeRecord, ResultSet, WorkloadRecord, json_safe
@@ -247,8 +248,6 @@ def recover(
         FileNotFoundError: ``staging`` has no journal.
         UnsafeBundle: the journal is not a recorder journal, or is a symlink.
     """
-    from ._bundle import archive_mode, write_bundle
-
     src = Path(staging)
     target = Path(path)
     as_zip = archive_mode(archive, target)

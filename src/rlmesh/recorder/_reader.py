@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from ..errors import RLMeshException
+from ._warn import warn
 
 __all__ = [
     "INFLATE_FLOOR",
@@ -193,8 +194,6 @@ class Bundle:
                 with open_inside(self.path, rel) as src, open(dest, "wb") as out:
                     shutil.copyfileobj(src, out, _COPY_CHUNK)
         except UnsafeBundle as exc:
-            from ._capture import warn
-
             warn(f"recorder: {self.path}: {exc}; skipped")
             _unlink(dest)
             return False

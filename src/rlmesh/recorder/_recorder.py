@@ -17,6 +17,7 @@ from ._capture import CaptureHooks, parse_record, warn
 from ._encode import CODECS, EncoderProcess, EncoderSpec, VideoWriter, encoder_spec
 from ._html import build_index
 from ._journal import STAGING_PREFIX, Journal, orphans, staging_size
+from ._reader import open_inside
 from ._records import EpisodeRecord, MediaRef, ResultSet, WorkloadRecord, json_safe
 
 if TYPE_CHECKING:
@@ -507,8 +508,6 @@ def _release(owned: dict[str, Any]) -> None:
 
 
 def _staged_text(staging: Path) -> Callable[[str], str | None]:
-    from ._reader import open_inside
-
     def read_text(rel: str) -> str | None:
         try:
             with open_inside(staging, rel) as fh:
