@@ -396,9 +396,12 @@ class Recorder:
 
         ``archive``: ``True``/``"zip"`` -> zip; ``False``/``"folder"``/``"dir"`` -> folder;
         ``None`` -> zip when ``path`` ends in ``.zip``. A zip stores ``result.json``
-        deflated and the media uncompressed. A folder export refuses an existing file
-        and a folder with a ``media/`` dir but no ``result.json``; an old bundle's
-        ``media/`` is replaced.
+        deflated and the media uncompressed. The new bundle is written beside the old
+        one and swapped in last, so a failure (a full disk) leaves the old one intact;
+        only an ``rlmesh.result.v1`` bundle is replaced, and a ``media/`` file its
+        document does not name is never deleted (the export is refused). After the
+        ``with`` block ended with an exception the kept staging dir still exports (and is
+        deleted once exported).
 
         Raises:
             ValueError: an unknown ``archive``.
