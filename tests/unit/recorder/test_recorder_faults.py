@@ -130,6 +130,44 @@ def test_recover_drops_a_video_that_was_cut_short(tmp_path: Path) -> None:
     rec.close()
 
 
+
+def test_a_torn_last_journal_line_is_ignored_and_live_staging_is_no_orphan(tmp_path: Path) -> None:
+    rec = Recorder(staging_dir=tmp_path / "stage")
+    hooks = rec.capture(model="pi", env="e", cameras=[])
+    rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(2, render=False), seeds=[0, 1], hooks=hooks)
+    staging = rec._staging
+    assert staging is not None
+    assert recorder.orphans(tmp_path / "stage") == []  # its owner (this process) is alive
+    with open(staging / "journal.jsonl", "ab") as fh:
+        fh.write(b'{"op": "episode", "workload": 0, "rec')  # killed in the middle of a write
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = recorder.recover(staging, tmp_path / "b")
+    assert [str(w.message) for w in caught if "unreadable" in str(w.message)] == []
+    assert any("belongs to a running process" in str(w.message) for w in caught)
+    assert [e.seed for e in ResultSet.load(out).workloads[0].episodes] == [0, 1]
+    assert staging.exists()  # never removed while its owner runs
+    rec.close()
+
+
+def test_a_recorder_dropped_without_close_or_export_keeps_its_episodes(tmp_path: Path) -> None:
+    import gc
+
+    rec = Recorder(staging_dir=tmp_path / "stage")
+    rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(2, render=False), seeds=[0], hooks=rec.capture(model="pi", env="e", cameras=[]))
+    staging = rec._staging
+    with pytest.warns(UserWarning, match="dropped without export"):
+        del rec
+        gc.collect()
+    assert staging is not None and (staging / "journal.jsonl").is_file()
+    with pytest.warns(UserWarning, match="belongs to a running process"):
+        out = recorder.recover(staging, tmp_path / "b")  # its owner is alive: recovered, not removed
+    assert ResultSet.load(out).workloads[0].num_episodes == 1
+    shutil.rmtree(staging)
+
+
 # -- item 3: export never destroys -------------------------------------------------------------
 
 
@@ -264,6 +302,7 @@ def _bundle_with(tmp_path: Path, name: str, media_path: str, step_log: str | Non
     return root
 
 
+@pytest.mark.filterwarnings("ignore:recorder.merge.*is missing; dropped")
 @pytest.mark.parametrize("how", ["file-link", "dir-link"])
 def test_merge_copies_no_file_a_symlink_points_at(tmp_path: Path, how: str) -> None:
     secret = tmp_path / "home" / ".ssh" / "id_ed25519"
@@ -319,6 +358,7 @@ def test_a_zip_bomb_document_is_refused_before_inflating(tmp_path: Path) -> None
     assert peak < 16 << 20, f"loading the bomb took {peak} bytes"
 
 
+@pytest.mark.filterwarnings("ignore:recorder.merge.*is missing; dropped")
 def test_merge_refuses_a_zip_bomb_media_entry_without_writing_it(tmp_path: Path) -> None:
     src = _bundle_with(tmp_path, "doc", "media/w000-m/e/ep00000/render.mp4", step_log="media/w000-m/e/ep00000/steps.jsonl")
     bomb = _bomb(tmp_path / "bomb.zip", "media/w000-m/e/ep00000/steps.jsonl", 1 << 27, (src / "result.json").read_bytes())
