@@ -83,6 +83,6 @@ def test_chromium_plays_every_video_of_a_bundle_and_draws_its_reward_plots(tmp_p
     (bundle / "probe.html").write_text(PROBE % json.dumps(paths))
     dom = dump_dom(chromium, bundle / "probe.html")
     results = re.findall(r"<li>([^<]*)</li>", dom)
-    assert results == [f"loaded 96x72 1.00 {p}" for p in paths]  # 12 frames at 12 fps
+    assert results == [f"loaded 96x72 1.08 {p}" for p in paths]  # the reset frame + 12 steps at 12 fps
     page = dump_dom(chromium, bundle / "index.html")
     assert page.count("<polyline") == 2 and page.count("<video") == 2

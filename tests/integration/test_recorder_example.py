@@ -34,7 +34,8 @@ def test_record_eval_example_writes_a_bundle_with_videos_steps_and_index(tmp_pat
         for m in episode["media"]:
             with av.open(str(out / m["path"])) as container:
                 frames = list(container.decode(video=0))
-            assert len(frames) == m["frameCount"] == episode["steps"]
+            # render(): the reset frame and one per step; a role: the observation of each step
+            assert len(frames) == m["frameCount"] == episode["steps"] + (m["camera"] == "render")
             assert (frames[0].width, frames[0].height) == (96, 96)
         assert len((out / episode["stepLog"]).read_text().splitlines()) == episode["steps"]
     assert (out / "index.html").read_text().count("<video") == 8

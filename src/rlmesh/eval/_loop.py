@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ._budget import BUILTIN_STEP_BOUND, episode_budget, finish_run, validate_caps
 from ._hooks import RunHooks, StepEvent
 from ._results import EpisodeResult, RunResult, aggregate_telemetry, success_from_info
+from ._stats import Timings
 from ._vector import run_vector
 
 if TYPE_CHECKING:
@@ -70,9 +71,7 @@ def run_session(
     read = sess.read
     view = sess._attach_view()  # the live viewer, hooked into this loop once (VIEW-6); None when off
     done: list[EpisodeResult] = []
-    t_reset: list[float] = []
-    t_step: list[float] = []
-    t_pred: list[float] = []
+    t_reset, t_step, t_pred = Timings(), Timings(), Timings()  # bounded memory (issue 28)
     error: BaseException | None = None
     try:
         if hooks is not None:
@@ -153,9 +152,10 @@ def run_session(
         error = exc
     telemetry = aggregate_telemetry(
         [
-            (("env.reset", "env", "rpc.total", "ms"), [x * 1e3 for x in t_reset]),
-            (("env.step", "env", "rpc.total", "ms"), [x * 1e3 for x in t_step]),
-            (("model.predict", "runner", "rpc.total", "ms"), [x * 1e3 for x in t_pred]),
-        ]
+            (("env.reset", "env", "rpc.total", "ms"), t_reset),
+            (("env.step", "env", "rpc.total", "ms"), t_step),
+            (("model.predict", "runner", "rpc.total", "ms"), t_pred),
+        ],
+        1e3,
     )
     return finish_run(sess, done, telemetry, hooks, error)

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from ._stats import Timings
+
 __all__ = [
     "SUCCESS_KEYS",
     "EpisodeResult",
@@ -112,11 +114,16 @@ class TelemetryRow:
 
 
 def aggregate_telemetry(
-    series: Iterable[tuple[tuple[str, str, str, str], Sequence[float]]],
+    series: Iterable[tuple[tuple[str, str, str, str], Sequence[float] | Timings]],
+    scale: float = 1.0,
 ) -> tuple[TelemetryRow, ...]:
-    """Fold raw samples into rows; series with no samples produce no row."""
+    """Fold samples into rows (``Timings`` times ``scale``); series with no samples produce no row."""
     rows = []
     for (op, component, metric, unit), samples in series:
+        if isinstance(samples, Timings):
+            if samples.count:
+                rows.append(TelemetryRow(op, component, metric, unit, *samples.summary(scale)))
+            continue
         if not samples:
             continue
         arr = np.asarray(samples, dtype=np.float64)

@@ -54,6 +54,7 @@ from ..tensor import Tensor
 from ._budget import BUILTIN_STEP_BOUND, finish_run
 from ._hooks import RunHooks, StepEvent
 from ._results import EpisodeResult, RunResult, aggregate_telemetry, success_from_info
+from ._stats import Timings
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -204,8 +205,7 @@ class _VectorRun:
         self.served = hasattr(route, "predict_lane")  # a RemoteModel route: one model lane per env lane
         self.lanes = _Lanes(n)
         self.done: list[EpisodeResult] = []
-        self.t_step: list[float] = []
-        self.t_pred: list[float] = []
+        self.t_step, self.t_pred = Timings(), Timings()  # bounded memory (issue 28)
         self.started = 0
         self.error: BaseException | None = None
         self.obs: Any = None
@@ -395,9 +395,10 @@ class _VectorRun:
                     lanes.eid[lane] = ""
         telemetry = aggregate_telemetry(
             [
-                (("env.step", "env", "rpc.total", "ms"), [x * 1e3 for x in self.t_step]),
-                (("model.predict", "runner", "rpc.total", "ms"), [x * 1e3 for x in self.t_pred]),
-            ]
+                (("env.step", "env", "rpc.total", "ms"), self.t_step),
+                (("model.predict", "runner", "rpc.total", "ms"), self.t_pred),
+            ],
+            1e3,
         )
         return finish_run(self.sess, self.done, telemetry, self.hooks, self.error)
 

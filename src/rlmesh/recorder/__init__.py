@@ -3,7 +3,9 @@
 ``Recorder`` collects runs (``add`` for a finished ``RunResult``, ``capture`` for hooks
 that record a run live, video included) and exports an ``rlmesh.result.v1`` bundle: a
 folder or zip with ``result.json``, ``media/`` and a static ``index.html``.
-``merge`` joins bundles from several runs or workers. See docs/recording.md.
+``merge`` joins bundles from several runs or workers; ``recover`` rebuilds the bundle
+of a run that was killed before it exported, ``orphans`` lists such runs' staging dirs.
+See docs/recording.md.
 
 >>> from rlmesh.recorder import SCHEMA, Recorder
 >>> SCHEMA
@@ -13,6 +15,8 @@ folder or zip with ``result.json``, ``media/`` and a static ``index.html``.
 from __future__ import annotations
 
 from ._bundle import merge as merge
+from ._journal import orphans as orphans, recover as recover
+from ._reader import UnsafeBundle as UnsafeBundle
 from ._recorder import Recorder as Recorder
 from ._records import (
     SCHEMA as SCHEMA,
@@ -22,4 +26,15 @@ from ._records import (
     WorkloadRecord as WorkloadRecord,
 )
 
-__all__ = ["SCHEMA", "EpisodeRecord", "MediaRef", "Recorder", "ResultSet", "WorkloadRecord", "merge"]
+__all__ = [
+    "SCHEMA",
+    "EpisodeRecord",
+    "MediaRef",
+    "Recorder",
+    "ResultSet",
+    "UnsafeBundle",
+    "WorkloadRecord",
+    "merge",
+    "orphans",
+    "recover",
+]

@@ -20,12 +20,12 @@ warning can never raise (REC-4).
 
 from __future__ import annotations
 
+import os
 import shutil
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .._metadata import sanitize_metadata
 from ..adapters import Image
@@ -33,7 +33,9 @@ from ..eval._hooks import RunHooks
 from ..view._sources import discover_sources, normalize_frame, render_thunk
 from ._encode import VideoWriter
 from ._lerobot import observation_state
+from ._reader import open_inside, sniff_video
 from ._records import MediaRef, WorkloadRecord, sanitize_name
+from ._warn import warn
 
 if TYPE_CHECKING:
     from ..eval._hooks import RunContext, StepEvent
@@ -44,13 +46,8 @@ __all__ = ["RecordPolicy", "parse_record", "warn"]
 
 _SCALARS = (bool, int, float, str, type(None))
 
-
-def warn(message: str) -> None:
-    """Issue a ``UserWarning`` that can never raise, even under ``-W error`` (REC-4)."""
-    try:
-        warnings.warn(message, UserWarning, stacklevel=3)
-    except Exception:
-        pass
+#: Info keys the client adds to every step (not the env's data): kept out of ``steps.jsonl``.
+RUNTIME_INFO_KEYS = frozenset({"episode_ids", "completed_episodes"})
 
 
 # -- record= policy ----------------------------------------------------------------------------
@@ -113,47 +110,71 @@ def parse_record(record: object) -> RecordPolicy:
 
 @dataclass
 class _Camera:
+    """A camera: ``fetch(observation, read)`` -> the raw frame.
+
+    ``after_step``: the frame shows the env *after* the step (``render()``: pushed at
+    ``step + 1``, with the reset frame at 0); otherwise it is the observation the action
+    was predicted from (pushed at ``step``).
+    """
+
     label: str
-    fetch: Callable[[Any, int], Any]
+    fetch: Callable[[Any, Callable[[object], object]], Any]
+    after_step: bool = False
     explicit_role: bool = False  # an undeclared role name: a resolution error drops it
     produced: bool = False
     dead: bool = False
 
 
 def _resolve_cameras(context: Any, cameras: Sequence[str] | None) -> list[_Camera]:
-    """Discovery (``None``) or the explicit names, through the viewer's sources (VIEW-3, REC-3)."""
-    found = discover_sources(context)
+    """Discovery (``None``) or the explicit names, through the viewer's sources (VIEW-3, REC-3).
+
+    An explicit role name is read through the step event's ``read`` (the run's
+    ``Session.read`` bound to the observation), so it needs no discovery and no
+    ``session=``; only ``"render"`` needs the run's env.
+    """
     if cameras is None:
-        return [_Camera(s.label, s.fetch) for s in found]
+        return [_source_camera(s) for s in discover_sources(context)]
+    try:
+        found = discover_sources(context) if context is not None else ()
+    except Exception:
+        found = ()
     by_label = {s.label: s for s in found}
     out: list[_Camera] = []
     for name in cameras:
         name = str(name)
         if name in by_label:  # "render" is a declared role named render if any, else render()
-            out.append(_Camera(name, by_label[name].fetch))
+            out.append(_source_camera(by_label[name], label=name))
         elif name in ("render", "render()"):
             env = getattr(getattr(context, "_conn", None), "env", None)
             thunk = render_thunk(env)
             if thunk is None:
                 out.append(_Camera(name, _no_render, explicit_role=True))
             else:
-                out.append(_Camera(name, _render_fetch(thunk)))
+                out.append(_Camera(name, _render_fetch(thunk), after_step=True))
         else:
-            item = Image(name, layout="hwc")
-            out.append(_Camera(name, _role_fetch(context.read, item), explicit_role=True))
+            out.append(_Camera(name, _role_fetch(Image(name, layout="hwc")), explicit_role=True))
     return out
 
 
-def _render_fetch(thunk: Callable[[int], Any]) -> Callable[[Any, int], Any]:
-    return lambda _obs, lane: thunk(lane)
+def _source_camera(source: Any, label: str | None = None) -> _Camera:
+    fetch = source.fetch
+    return _Camera(label or source.label, lambda obs, _read: fetch(obs, 0), after_step=source.kind == "render")
 
 
-def _role_fetch(read: Callable[[Any, Any], Any], item: Any) -> Callable[[Any, int], Any]:
-    return lambda obs, _lane: read(obs, item)
+def _render_fetch(thunk: Callable[[int], Any]) -> Callable[[Any, Any], Any]:
+    return lambda _obs, _read: thunk(0)
 
 
-def _no_render(_obs: Any, _lane: int) -> Any:
-    raise ValueError("the env has no render() method")
+def _role_fetch(item: Any) -> Callable[[Any, Any], Any]:
+    return lambda _obs, read: read(item)
+
+
+def _no_read(_item: object) -> object:
+    raise ValueError("no observation to read at reset")
+
+
+def _no_render(_obs: Any, _read: Any) -> Any:
+    raise ValueError("the run's env is not reachable here, or has no render() method")
 
 
 # -- per-episode state ---------------------------------------------------------------------------
@@ -182,18 +203,39 @@ class _Episode:
         return self.names[camera]
 
 
-def _local_video(raw: str) -> Path | None:
-    """An env-reported video path, if it is a regular file under the working directory (DELTA-52)."""
+def _open_env_video(raw: str, allowed: Sequence[Path]) -> tuple[IO[bytes], str] | str:
+    """Open an env-reported video: a complete video container under an allowed dir (issue 28).
+
+    Returns the open file and its container (``"mp4"``, ``"webm"`` ...) recognised by
+    content, or why it is refused. The path is opened one component at a time from the
+    allowed dir without following any symlink, and must be a regular file.
+    """
     if "\x00" in raw:
-        return None
-    try:
-        cwd = Path.cwd().resolve()
-        path = Path(raw)
-        real = (path if path.is_absolute() else cwd / path).resolve(strict=True)
-        real.relative_to(cwd)
-    except (OSError, ValueError, RuntimeError):
-        return None
-    return real if real.is_file() else None
+        return "its path holds a NUL byte"
+    path = Path(raw)
+    for base in allowed:
+        candidate = Path(os.path.normpath(path if path.is_absolute() else base / path))
+        try:
+            rel = candidate.relative_to(base)
+        except ValueError:
+            continue
+        if not rel.parts:
+            continue
+        try:
+            fh = open_inside(base, rel.as_posix())
+        except (OSError, ValueError):
+            return "it is not a readable regular file (symlinks are not followed)"
+        try:
+            kind = sniff_video(fh, os.fstat(fh.fileno()).st_size)
+            fh.seek(0)
+        except OSError:
+            kind = None
+        if kind is None:
+            fh.close()
+            return "it is not a complete MP4/MOV/WebM/Matroska video (checked by content)"
+        return fh, kind
+    where = ", ".join(str(b) for b in allowed) or "nowhere (env_video_dirs=[])"
+    return f"it is not under an allowed directory ({where})"
 
 
 class CaptureHooks(RunHooks):
@@ -211,8 +253,11 @@ class CaptureHooks(RunHooks):
         included_in_metrics: bool,
         policy: RecordPolicy,
         step_log: bool,
+        env_video_dirs: tuple[Path, ...] = (),
     ) -> None:
         self._rec = recorder
+        self._video_dirs = env_video_dirs
+        self._fps = recorder.fps
         self._workload = workload
         self._ordinal = ordinal
         self._cameras_arg = None if cameras is None else tuple(str(c) for c in cameras)
@@ -233,6 +278,7 @@ class CaptureHooks(RunHooks):
         self._context = self._session if self._session is not None else context
         self._cams = None
         self._episodes.clear()
+        self._fps = self._rec._fps_for(self._context)
         if self._cameras_arg == ():
             self._cams = []
             return
@@ -274,11 +320,17 @@ class CaptureHooks(RunHooks):
         # for an aborted episode. A single env completes episodes in start order, so this
         # guess is the final index; vector lanes (metrics only) are renumbered at the end.
         index = len(self._workload.episodes) + len(self._episodes)
-        self._episodes[episode] = _Episode(
+        ep = self._episodes[episode] = _Episode(
             index=index,
             rel_dir=f"{self._base}/ep{index:05d}",
             capture=self._policy.wants_frames(index),
         )
+        if not ep.capture:
+            return
+        cams = self._cams if self._cams is not None else self._resolve()
+        for cam in cams:  # the reset frame of the cameras that show the env after a step
+            if cam.after_step and not cam.dead:
+                self._frame(ep, cam, None, 0, _no_read)
 
     def on_step(self, event: StepEvent) -> None:
         ep = self._episodes.get(event.episode)
@@ -295,13 +347,14 @@ class CaptureHooks(RunHooks):
         cams = self._cams if self._cams is not None else self._resolve()
         for cam in cams:
             if not cam.dead:
-                self._frame(ep, cam, event)
+                pts = event.step + 1 if cam.after_step else event.step
+                self._frame(ep, cam, event.observation, pts, event.read)
         if self._step_log:
             self._log(ep, event)
 
-    def _frame(self, ep: _Episode, cam: _Camera, event: StepEvent) -> None:
+    def _frame(self, ep: _Episode, cam: _Camera, obs: Any, pts: int, read: Callable[[object], object]) -> None:
         try:
-            frame = normalize_frame(cam.fetch(event.observation, 0))
+            frame = normalize_frame(cam.fetch(obs, read))
         except Exception as exc:
             if cam.explicit_role and not cam.produced and isinstance(exc, ValueError):
                 cam.dead = True  # an undeclared role never resolves: say so once
@@ -313,11 +366,11 @@ class CaptureHooks(RunHooks):
         try:
             if writer is None:
                 path = self._rec._staged(f"{ep.rel_dir}/{ep.stem(cam.label)}.mp4")
-                writer = self._rec._writer(path)
+                writer = self._rec._writer(path, self._fps)
                 ep.writers[cam.label] = writer
             if writer.error is not None:
                 raise writer.error
-            writer.push(frame, event.step)
+            writer.push(frame, pts)
             cam.produced = True
         except Exception as exc:
             cam.dead = True
@@ -337,6 +390,8 @@ class CaptureHooks(RunHooks):
             scalars = {}
             if info:
                 for k, v in sanitize_metadata(info).items():
+                    if k in RUNTIME_INFO_KEYS or k.startswith("rlmesh."):
+                        continue
                     if isinstance(v, _SCALARS) and not (isinstance(v, float) and v != v):
                         scalars[k] = v
             action = event.action
@@ -347,7 +402,7 @@ class CaptureHooks(RunHooks):
                 action = sanitize_metadata({"a": action})["a"]
             elif not isinstance(action, _SCALARS):
                 action = str(action)
-            fps = self._rec.fps
+            fps = self._fps
             ep.lines.append(
                 encode(
                     {
@@ -398,7 +453,7 @@ class CaptureHooks(RunHooks):
                             frame_count=writer.pushed,
                             width=writer.width,
                             height=writer.height,
-                            fps=float(self._rec.fps),
+                            fps=float(writer.fps),
                             codec=writer.spec.codec,
                         )
                     )
@@ -421,18 +476,19 @@ class CaptureHooks(RunHooks):
 
     def _copy_env_video(self, ep: _Episode) -> MediaRef | None:
         key, raw = ep.env_video  # type: ignore[misc]
-        src = _local_video(raw)
-        if src is None:
-            warn(f"recorder: env video {raw!r} (info[{key!r}]) is not a readable local file under the run directory; skipping")
+        opened = _open_env_video(raw, self._video_dirs)
+        if isinstance(opened, str):
+            warn(f"recorder: env video {raw!r} (info[{key!r}]) is not copied: {opened}; skipping")
             return None
-        ext = src.suffix.lstrip(".").lower() or "mp4"
-        rel = f"{ep.rel_dir}/{ep.stem(key)}.{sanitize_name(ext)}"
+        src, kind = opened
+        rel = f"{ep.rel_dir}/{ep.stem(key)}.{kind}"
         try:
-            shutil.copyfile(src, self._rec._staged(rel))
+            with src, open(self._rec._staged(rel), "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
         except OSError as exc:
             warn(f"recorder: env video {raw!r} could not be copied ({exc}); skipping")
             return None
-        return MediaRef(camera=key, kind="video", path=rel, format=sanitize_name(ext))
+        return MediaRef(camera=key, kind="video", path=rel, format=kind)
 
     def _write_log(self, ep: _Episode) -> str | None:
         rel = f"{ep.rel_dir}/steps.jsonl"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import tempfile
 import uuid
@@ -11,10 +12,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._bundle import archive_mode, write_bundle
+from ._bundle import archive_mode, dumps_document, write_bundle
 from ._capture import CaptureHooks, parse_record, warn
 from ._encode import CODECS, EncoderProcess, EncoderSpec, VideoWriter, encoder_spec
-from ._records import EpisodeRecord, MediaRef, ResultSet, WorkloadRecord
+from ._html import build_index
+from ._journal import STAGING_PREFIX, Journal, orphans, staging_size
+from ._reader import open_inside
+from ._records import EpisodeRecord, MediaRef, ResultSet, WorkloadRecord, json_safe
 
 if TYPE_CHECKING:
     from ..eval._hooks import RunContext, RunHooks
@@ -24,6 +28,11 @@ __all__ = ["Recorder"]
 
 #: Writers allowed to finish in the background before an episode end waits for the oldest.
 MAX_FINISHING = 4
+
+#: Video frame rate when neither ``Recorder(fps=)`` nor the env's ``render_fps`` says.
+DEFAULT_FPS = 30
+
+_warned_orphans: set[str] = set()  # staging parents already checked in this process
 
 
 class Recorder:
@@ -36,13 +45,24 @@ class Recorder:
 
     Args:
         result_set_id: The document's id (default: a random uuid4 hex).
-        fps: Frame rate of the videos (an int >= 1).
+        fps: Frame rate of the videos (an int >= 1). ``None`` (default): the env's
+            ``metadata["render_fps"]`` (rounded to a whole number) when it declares one,
+            else 30.
         quality: 1..100; higher is better and larger.
         codec: ``"av1"`` (default, SVT-AV1), ``"h264"`` (plays everywhere) or
             ``"lossless"`` (RGB, pixel exact).
         drop_frames_ok: Never make the run wait for the encoder: a frame that finds the
             encoder's queue full is dropped. By default no frame is dropped.
         queue_frames: Frames buffered per camera between the run and the encoder.
+        staging_dir: Where the staging dir ``rlmesh-recorder-*`` is made (default: the
+            temp dir). Put it on a disk that outlives the machine's temp dir when a
+            killed run must stay recoverable (see :func:`rlmesh.recorder.recover`).
+
+    What survives a crash: each finished episode's record is appended to the staging
+    dir's ``journal.jsonl`` beside its media as it finishes. When the ``with`` block
+    ends with an exception (a crashed env, a dead server, Ctrl-C), the staging dir is
+    kept as a partial bundle and ``export`` still works; after a ``kill -9``,
+    :func:`rlmesh.recorder.recover` rebuilds the bundle from it.
 
     Raises:
         ValueError: ``fps``, ``quality``, ``codec`` or ``queue_frames`` out of range.
@@ -59,13 +79,14 @@ class Recorder:
         self,
         *,
         result_set_id: str | None = None,
-        fps: int = 30,
+        fps: int | None = None,
         quality: int = 60,
         codec: str = "av1",
         drop_frames_ok: bool = False,
         queue_frames: int = 8,
+        staging_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        if isinstance(fps, bool) or not isinstance(fps, int) or fps < 1:
+        if fps is not None and (isinstance(fps, bool) or not isinstance(fps, int) or fps < 1):
             raise ValueError(f"Recorder fps must be an integer >= 1; got {fps!r}")
         if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
             raise ValueError(f"Recorder quality must be an integer in 1..100; got {quality!r}")
@@ -76,11 +97,15 @@ class Recorder:
         if result_set_id is not None and not isinstance(result_set_id, str):
             raise TypeError(f"result_set_id must be a str, got {type(result_set_id).__name__}")
         self._set = ResultSet(result_set_id or uuid.uuid4().hex)
-        self.fps = fps
+        self._fps_given = fps
+        self.fps = DEFAULT_FPS if fps is None else fps
         self.quality = quality
         self.codec = codec
         self.drop_frames_ok = bool(drop_frames_ok)
         self.queue_frames = queue_frames
+        self._staging_dir = None if staging_dir is None else Path(staging_dir)
+        self._journal: Journal | None = None
+        self._journaled = 0  # episodes in the journal since the last export
         self._spec: EncoderSpec | None = None
         self._proc: EncoderProcess | None = None
         self._proc_error = "the encoder process is not available"
@@ -123,7 +148,10 @@ class Recorder:
             raise TypeError(f"config must be a dict or None, got {type(config).__name__}")
         workload = WorkloadRecord(model=model, env=env, task=env if task is None else task, config=dict(config or {}))
         self._set.workloads.append(workload)
-        return workload, len(self._set.workloads) - 1
+        ordinal = len(self._set.workloads) - 1
+        if self._journal is not None:
+            self._journal.workload(ordinal, workload)
+        return workload, ordinal
 
     def add(
         self,
@@ -143,9 +171,12 @@ class Recorder:
         episodes = getattr(result, "episodes", None)
         if episodes is None:
             raise TypeError(f"add() takes a rlmesh.RunResult, got {type(result).__name__}")
-        workload, _ = self._new_workload(model, env, task, config)
+        workload, ordinal = self._new_workload(model, env, task, config)
         for i, ep in enumerate(episodes):
-            workload.episodes.append(EpisodeRecord.from_result(ep, index=i, included_in_metrics=included_in_metrics))
+            record = EpisodeRecord.from_result(ep, index=i, included_in_metrics=included_in_metrics)
+            workload.episodes.append(record)
+            if self._journal is not None:
+                self._journal.episode(ordinal, record)
         return workload
 
     def capture(
@@ -161,6 +192,7 @@ class Recorder:
         included_in_metrics: bool = True,
         record: str | Callable[[EpisodeResult], bool] = "all",
         step_log: bool = True,
+        env_video_dirs: Sequence[str | os.PathLike[str]] | None = None,
     ) -> RunHooks:
         """Start a workload and return the hooks that record a run into it (REC-3).
 
@@ -179,8 +211,19 @@ class Recorder:
             record: Which episodes keep their media: ``"all"``, ``"failures"``,
                 ``"successes"``, ``"first:N"`` or a callable on the ``EpisodeResult``.
             step_log: Write a ``steps.jsonl`` per episode (rlmesh addition).
+            env_video_dirs: Where an env-reported video (``video_info_keys``) may be
+                copied from: ``None`` (default) is the working directory at this call,
+                ``[]`` turns env videos off. Only a complete MP4/MOV/WebM/Matroska file
+                (checked by content) reached without a symlink is copied, so an env cannot
+                make the recorder copy any other file into the bundle.
         """
         policy = parse_record(record)
+        if env_video_dirs is None:
+            video_dirs: tuple[Path, ...] = (Path.cwd().resolve(),)
+        elif isinstance(env_video_dirs, (str, os.PathLike)):
+            raise TypeError("env_video_dirs must be a list of directories (or [] / None)")
+        else:
+            video_dirs = tuple(Path(d).resolve() for d in env_video_dirs)
         if isinstance(video_info_keys, str) or not all(isinstance(k, str) for k in video_info_keys):
             raise TypeError("video_info_keys must be a tuple of info key strings")
         if cameras is not None and (isinstance(cameras, str) or not all(isinstance(c, str) for c in cameras)):
@@ -189,6 +232,7 @@ class Recorder:
             if cameras:
                 self._encoder()  # fail now, not mid-run, without PyAV
             self._start_encoder()  # boot the encoder process while the run connects
+        self._ensure_staging()  # the crash journal starts before the first episode
         workload, ordinal = self._new_workload(model, env, task, config)
         return CaptureHooks(
             self,
@@ -200,6 +244,7 @@ class Recorder:
             included_in_metrics=included_in_metrics,
             policy=policy,
             step_log=bool(step_log),
+            env_video_dirs=video_dirs,
         )
 
     # -- used by the capture hooks -----------------------------------------------------------
@@ -228,24 +273,51 @@ class Recorder:
         if self._proc is not None and self._proc.dead is None:
             self._proc.wait_ready()
 
-    def _staged(self, rel: str) -> Path:
-        """The staging path of a bundle-relative file (the staging dir is made on first use)."""
+    def _ensure_staging(self) -> Path:
+        """The staging dir, made (with its journal) on first use."""
         if self._closed:
             raise RuntimeError("Recorder is closed")
         if self._staging is None:
-            self._staging = Path(tempfile.mkdtemp(prefix="rlmesh-recorder-"))
+            _warn_orphans(self._staging_dir)
+            if self._staging_dir is not None:
+                self._staging_dir.mkdir(parents=True, exist_ok=True)
+            self._staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=self._staging_dir))
             self._owned["staging"] = self._staging
-        path = self._staging / rel
+            try:
+                self._journal = Journal(self._staging, self.result_set_id)
+            except OSError as exc:
+                warn(f"recorder: no crash journal in {self._staging} ({exc}); a killed run will not be recoverable")
+            else:
+                for ordinal, w in enumerate(self._set.workloads):
+                    self._journal.workload(ordinal, w)
+                    for ep in w.episodes:
+                        self._journal.episode(ordinal, ep)
+        return self._staging
+
+    def _staged(self, rel: str) -> Path:
+        """The staging path of a bundle-relative file (the staging dir is made on first use)."""
+        path = self._ensure_staging() / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
-    def _writer(self, path: Path) -> VideoWriter:
+    def _fps_for(self, context: Any) -> int:
+        """The video fps of a run: ``Recorder(fps=)``, else the env's ``render_fps``, else 30."""
+        if self._fps_given is not None:
+            return self._fps_given
+        try:
+            metadata = getattr(getattr(context, "contract", None), "metadata", None) or {}
+            value = float(metadata["render_fps"])
+        except Exception:
+            return self.fps
+        return max(1, round(value)) if value == value and 0 < value < 10_000 else self.fps
+
+    def _writer(self, path: Path, fps: int | None = None) -> VideoWriter:
         spec = self._encoder()
         proc = self._start_encoder()
         if proc is None:
             raise RuntimeError(self._proc_error)
         return VideoWriter(
-            path, spec, fps=self.fps, encoder=proc, queue_frames=self.queue_frames, drop_frames_ok=self.drop_frames_ok
+            path, spec, fps=self.fps if fps is None else fps, encoder=proc, queue_frames=self.queue_frames, drop_frames_ok=self.drop_frames_ok
         )
 
     def _append(
@@ -261,7 +333,14 @@ class Recorder:
             result, index=index, included_in_metrics=included, media=media, step_log=step_log
         )
         workload.episodes.append(record)
+        if self._journal is not None:
+            self._journal.episode(self._ordinal(workload), record)
+            self._journaled += 1
+            self._owned["dirty"] = True
         return record
+
+    def _ordinal(self, workload: WorkloadRecord) -> int:
+        return next(i for i, w in enumerate(self._set.workloads) if w is workload)
 
     def _pending_writer(self, workload: WorkloadRecord, index: int, rel: str, writer: VideoWriter) -> None:
         """Track a writer finishing in the background; too many -> wait for the oldest."""
@@ -284,6 +363,8 @@ class Recorder:
             warn(f"recorder: video {rel} failed to encode ({writer.error!r}); dropped from the bundle")
             writer.discard()
             self._patch(workload, index, rel, lambda _m: None)
+            if self._journal is not None:
+                self._journal.drop(self._ordinal(workload), index, rel)
 
     @staticmethod
     def _patch(workload: WorkloadRecord, index: int, rel: str, fix: Callable[[MediaRef], MediaRef | None]) -> None:
@@ -315,9 +396,12 @@ class Recorder:
 
         ``archive``: ``True``/``"zip"`` -> zip; ``False``/``"folder"``/``"dir"`` -> folder;
         ``None`` -> zip when ``path`` ends in ``.zip``. A zip stores ``result.json``
-        deflated and the media uncompressed. A folder export refuses an existing file
-        and a folder with a ``media/`` dir but no ``result.json``; an old bundle's
-        ``media/`` is replaced.
+        deflated and the media uncompressed. The new bundle is written beside the old
+        one and swapped in last, so a failure (a full disk) leaves the old one intact;
+        only an ``rlmesh.result.v1`` bundle is replaced, and a ``media/`` file its
+        document does not name is never deleted (the export is refused). After the
+        ``with`` block ended with an exception the kept staging dir still exports (and is
+        deleted once exported).
 
         Raises:
             ValueError: an unknown ``archive``.
@@ -327,14 +411,26 @@ class Recorder:
         target = Path(path)
         as_zip = archive_mode(archive, target)
         document = self.to_dict(recorded_at=recorded_at)
-        if self._closed and self._has_media():
+        if self._closed and self._has_media() and self._staging is None:
             raise RuntimeError(
                 "Recorder is closed and its staged media were deleted; export before close() "
                 "(a recorder without media can still export)"
             )
-        return write_bundle(target, document, self._staging, as_zip=as_zip)
+        out = write_bundle(target, document, self._staging, as_zip=as_zip)
+        self._journaled = 0
+        self._owned["dirty"] = False
+        if self._closed and self._staging is not None:  # kept after an exception; now safe in the bundle
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
+            self._owned.pop("staging", None)
+        return out
 
     # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def staging(self) -> Path | None:
+        """The staging dir (``None`` before the first capture and after it was deleted)."""
+        return self._staging
 
     def close(self) -> None:
         """Finish pending videos and delete the staging dir (idempotent)."""
@@ -345,20 +441,57 @@ class Recorder:
         finally:
             self._closed = True
             self._proc = self._staging = None
+            if self._journal is not None:
+                self._journal.close()
+            self._owned["closing"] = True  # an explicit close() deletes the staging dir (REC-7)
             self._finalizer()
+
+    def _close_keeping(self, reason: str) -> None:
+        """Close after a failure: finish the videos, keep the staging dir as a partial bundle."""
+        staging = self._staging
+        try:
+            self._settle()
+        finally:
+            self._closed = True
+            self._proc = None
+            self._owned["keep"] = True
+            if self._journal is not None:
+                self._journal.close()
+            self._finalizer()  # stops the encoder; the staging dir is kept
+        assert staging is not None
+        try:
+            document = {**self._set.to_dict(), "partial": True}
+            tmp = staging / ".result.json.tmp"
+            tmp.write_text(dumps_document(document), "utf-8")
+            os.replace(tmp, staging / "result.json")
+            (staging / "index.html").write_text(build_index(json_safe(document), _staged_text(staging)), "utf-8")
+        except (OSError, ValueError, TypeError) as exc:
+            warn(f"recorder: could not write the partial result.json into {staging} ({exc}); its journal remains")
+        warn(
+            f"recorder: the run ended with {reason}; the {self._journaled} finished episode(s) not yet exported "
+            f"are kept in {staging} (a partial bundle). Call rec.export(path), or from another process "
+            f"rlmesh.recorder.recover({str(staging)!r}, path)"
+        )
 
     def __enter__(self) -> Recorder:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc_type is not None and not self._closed and self._staging is not None and self._journaled:
+            self._close_keeping(exc_type.__name__)
+        else:
+            self.close()
 
     def __repr__(self) -> str:
         return f"Recorder(result_set_id={self.result_set_id!r}, workloads={len(self._set.workloads)}, fps={self.fps})"
 
 
 def _release(owned: dict[str, Any]) -> None:
-    """Stop the encoder process and delete the staging dir (close() or garbage collection)."""
+    """Stop the encoder process and delete the staging dir (close() or garbage collection).
+
+    The staging dir is kept when it holds finished episodes the user never got: after an
+    exception (``keep``), or when the recorder is dropped without ``close()``/``export``.
+    """
     proc = owned.pop("proc", None)
     staging = owned.pop("staging", None)
     try:
@@ -366,4 +499,42 @@ def _release(owned: dict[str, Any]) -> None:
             proc.stop()
     finally:
         if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+            if owned.get("keep"):
+                pass
+            elif owned.get("dirty") and not owned.get("closing"):
+                warn(
+                    f"recorder: a Recorder was dropped without export() or close(); its finished episodes "
+                    f"are kept in {staging}: rlmesh.recorder.recover({str(staging)!r}, path)"
+                )
+            else:
+                shutil.rmtree(staging, ignore_errors=True)
+
+
+def _staged_text(staging: Path) -> Callable[[str], str | None]:
+    def read_text(rel: str) -> str | None:
+        try:
+            with open_inside(staging, rel) as fh:
+                return fh.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return None
+
+    return read_text
+
+
+def _warn_orphans(directory: Path | None) -> None:
+    """Once per directory and process: say when staging dirs of dead recorder processes pile up."""
+    key = str(directory or tempfile.gettempdir())
+    if key in _warned_orphans:
+        return
+    _warned_orphans.add(key)
+    try:
+        found = orphans(directory)
+    except Exception:
+        return
+    if found:
+        size = sum(staging_size(d) for d in found)
+        warn(
+            f"recorder: {len(found)} staging dir(s) of recorder runs that never exported ({size / 1e6:.1f} MB) "
+            f"are in {found[0].parent} (oldest: {found[0].name}). rlmesh.recorder.orphans() lists them, "
+            "rlmesh.recorder.recover(dir, path) turns one into a bundle; delete the ones you do not need"
+        )

@@ -35,6 +35,7 @@ __all__ = [
     "MediaRef",
     "ResultSet",
     "WorkloadRecord",
+    "json_safe",
     "sanitize_name",
 ]
 
@@ -55,8 +56,31 @@ def sanitize_name(name: str) -> str:
     return _UNSAFE.sub("_", str(name)).strip("._-") or "unnamed"
 
 
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every non-finite float (NaN, +-inf) replaced by ``None`` (JSON ``null``).
+
+    ``result.json`` is RFC 8259 JSON: a NaN or infinite reward, mean or duration is
+    written as ``null`` (as ``steps.jsonl`` does) and read back as NaN.
+
+    >>> json_safe({"r": float("nan"), "xs": [1.0, float("-inf")], "ok": 2})
+    {'r': None, 'xs': [1.0, None], 'ok': 2}
+    """
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
 def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _nan_if_null(value: Any) -> float:
+    """A float field of the document: ``null`` is how a NaN/infinite value is written."""
+    return math.nan if value is None else float(value)
 
 
 def _opt_float(value: Any) -> float | None:
@@ -197,11 +221,11 @@ class EpisodeRecord:
             index=int(d["index"]),
             seed=_opt_int(d.get("seed")),
             steps=int(d.get("steps", 0)),
-            reward=float(d.get("reward", 0.0)),
+            reward=_nan_if_null(d.get("reward", 0.0)),
             terminated=bool(d.get("terminated", False)),
             truncated=bool(d.get("truncated", False)),
             success=None if success is None else bool(success),
-            duration_s=float(d.get("durationS", 0.0)),
+            duration_s=_nan_if_null(d.get("durationS", 0.0)),
             included_in_metrics=bool(d.get("includedInMetrics", True)),
             media=tuple(MediaRef.from_dict(m) for m in d.get("media") or ()),
             step_log=None if d.get("stepLog") is None else str(d["stepLog"]),
@@ -294,17 +318,24 @@ class ResultSet:
     bundle_path: Path | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_dict(self, *, recorded_at: str | None = None) -> dict[str, Any]:
-        """The document, stamped with ``recorded_at`` (default: now, ISO-8601 UTC)."""
+        """The document, stamped with ``recorded_at`` (default: now, ISO-8601 UTC).
+
+        Non-finite floats (a NaN or infinite reward, mean or duration) are ``None``
+        (JSON ``null``), so the document is always RFC 8259 JSON; ``from_dict`` reads
+        ``null`` back as NaN.
+        """
         if recorded_at is None:
             from datetime import datetime, timezone
 
             recorded_at = datetime.now(timezone.utc).isoformat()
-        return {
-            "schema": SCHEMA,
-            "resultSetId": self.result_set_id,
-            "recordedAt": recorded_at,
-            "workloads": [w.to_dict() for w in self.workloads],
-        }
+        return json_safe(
+            {
+                "schema": SCHEMA,
+                "resultSetId": self.result_set_id,
+                "recordedAt": recorded_at,
+                "workloads": [w.to_dict() for w in self.workloads],
+            }
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ResultSet:

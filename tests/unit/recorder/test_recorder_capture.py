@@ -1,9 +1,10 @@
 """Recording a run: cameras, videos decoded back, media layout, warnings (REC-3..7, REC-9, DELTA-52).
 
 Every video is decoded with PyAV and checked against the frames the env produced: frame
-count, size and a PSNR bound (render frames are taken after the step, so video frame ``i``
-shows ``frame(i + 1)``; role frames are the observation the action was predicted from,
-``frame(i)``).
+count, size and a PSNR bound. Video frame ``i`` shows the env after ``i`` steps,
+``frame(i)``: a ``render()`` camera has the reset frame plus one frame per step (taken
+after it), a role camera one frame per step (the observation the action was predicted
+from), issue 29.
 """
 
 from __future__ import annotations
@@ -63,13 +64,14 @@ def test_REC3_discovers_render_first_then_image_roles_and_decodes_back(tmp_path:
     ]
     for ep in rows:
         for m in ep:
-            assert (m["kind"], m["format"], m["frameCount"], m["width"], m["height"], m["fps"]) == ("video", "mp4", 6, 64, 48, 12.0)
+            count = 7 if m["camera"] == "render" else 6  # render(): the reset frame too
+            assert (m["kind"], m["format"], m["frameCount"], m["width"], m["height"], m["fps"]) == ("video", "mp4", count, 64, 48, 12.0)
             path = out / m["path"]
             assert path.read_bytes()[4:8] == b"ftyp"
             frames = decode(path)
-            assert len(frames) == 6 and frames[0].shape == (48, 64, 3)
-            salt, shift = {"render": (0, 1), "image/primary": (1, 0), "image/wrist": (2, 0)}[m["camera"]]
-            worst = min(psnr(f, frame(i + shift, salt=salt)) for i, f in enumerate(frames))
+            assert len(frames) == count and frames[0].shape == (48, 64, 3)
+            salt = {"render": 0, "image/primary": 1, "image/wrist": 2}[m["camera"]]
+            worst = min(psnr(f, frame(i, salt=salt)) for i, f in enumerate(frames))
             assert worst > PSNR_FLOOR_DB, (m["camera"], worst)
 
 
@@ -81,8 +83,8 @@ def test_REC6_codecs_decode_within_the_psnr_bound(tmp_path: Path, codec: str) ->
         (row,) = media(rec)[0]
     assert row["codec"] == codec
     frames = decode(out / row["path"])
-    assert len(frames) == 8
-    assert min(psnr(f, frame(i + 1)) for i, f in enumerate(frames)) > PSNR_FLOOR_DB
+    assert len(frames) == 9  # the reset frame and one per step
+    assert min(psnr(f, frame(i)) for i, f in enumerate(frames)) > PSNR_FLOOR_DB
 
 
 def test_lossless_codec_is_pixel_exact(tmp_path: Path) -> None:
@@ -90,7 +92,7 @@ def test_lossless_codec_is_pixel_exact(tmp_path: Path) -> None:
         run(rec, CamEnv(5))
         (row,) = media(rec)[0]
         frames = decode(rec.export(tmp_path / "b") / row["path"])
-    assert [np.array_equal(f, frame(i + 1)) for i, f in enumerate(frames)] == [True] * 5
+    assert [np.array_equal(f, frame(i)) for i, f in enumerate(frames)] == [True] * 6
 
 
 def test_REC6_odd_sizes_are_cropped_to_even(tmp_path: Path) -> None:
@@ -170,9 +172,9 @@ def test_REC4_a_transient_read_failure_skips_one_frame_and_keeps_the_camera(tmp_
         run(rec, env, seeds=[0, 1])
         rows = media(rec)
         out = rec.export(tmp_path / "b")
-    assert [[m["frameCount"] for m in ep] for ep in rows] == [[4], [4]]
+    assert [[m["frameCount"] for m in ep] for ep in rows] == [[5], [5]]
     frames = decode(out / rows[1][0]["path"])
-    expected = [frame(t) for t in (1, 3, 4, 5)]  # step 2's frame is missing, the rest line up
+    expected = [frame(t) for t in (0, 1, 3, 4, 5)]  # step 2's frame is missing, the rest line up
     assert min(psnr(f, e) for f, e in zip(frames, expected)) > PSNR_FLOOR_DB
 
 
@@ -194,6 +196,10 @@ def test_REC4_warnings_never_raise_even_under_W_error() -> None:
     assert result.num_episodes == result2.num_episodes == 1
 
 
+#: The start of a WebM file: an EBML header with DocType "webm" (what the content check reads).
+WEBM = bytes.fromhex("1a45dfa39f4286810142f7810142f2810442f381084282847765626d42878104428581021853")
+
+
 def _video_info(path: str) -> Any:
     return lambda t: {"video_artifact_path": path} if t >= 2 else {}
 
@@ -201,14 +207,14 @@ def _video_info(path: str) -> Any:
 def test_REC5_env_video_paths_under_the_run_directory_are_copied_at_episode_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     Path("vids").mkdir()
-    Path("vids/ep.webm").write_bytes(b"first episode video")
+    Path("vids/ep.webm").write_bytes(WEBM + b"first episode video")
     with Recorder() as rec:
         run(rec, CamEnv(3, render=False, info=_video_info("vids/ep.webm")), cameras=[])
         Path("vids/ep.webm").write_bytes(b"overwritten later")  # must not clobber the copy
         (rows,) = media(rec)
         out = rec.export(tmp_path / "out")
     assert rows == [{"camera": "video_artifact_path", "kind": "video", "path": "media/w000-pi/Cam-v0/ep00000/video_artifact_path.webm", "format": "webm"}]
-    assert (out / rows[0]["path"]).read_bytes() == b"first episode video"
+    assert (out / rows[0]["path"]).read_bytes() == WEBM + b"first episode video"
 
 
 @pytest.mark.parametrize("where", ["outside", "escape", "symlink", "directory", "missing", "url"])
@@ -217,7 +223,7 @@ def test_DELTA52_unreadable_env_video_paths_warn_and_are_skipped(tmp_path: Path,
     run_dir.mkdir()
     monkeypatch.chdir(run_dir)
     outside = tmp_path / "secret.mp4"
-    outside.write_bytes(b"x")
+    outside.write_bytes(WEBM)
     path = {
         "outside": str(outside),
         "escape": "../secret.mp4",
@@ -228,7 +234,7 @@ def test_DELTA52_unreadable_env_video_paths_warn_and_are_skipped(tmp_path: Path,
     }[where]
     if where == "symlink":
         os.symlink(outside, run_dir / "link.mp4")
-    with Recorder() as rec, pytest.warns(UserWarning, match="not a readable local file under the run directory"):
+    with Recorder() as rec, pytest.warns(UserWarning, match="is not copied: it is not"):
         run(rec, CamEnv(3, render=False, info=_video_info(path)), cameras=[])
         assert media(rec) == [[]]
 
@@ -275,7 +281,7 @@ def test_record_first_N_does_not_even_render_later_episodes() -> None:
     with Recorder() as rec:
         run(rec, env, seeds=[0, 1, 2], record="first:1")
         assert [len(r) for r in media(rec)] == [1, 0, 0]
-    assert env.renders == 3
+    assert env.renders == 4  # the reset frame and 3 steps of episode 0 only
 
 
 def test_record_callable_decides_at_episode_end() -> None:
@@ -337,7 +343,7 @@ def test_a_dead_encoder_process_fails_the_camera_not_the_run_and_the_next_run_ge
         assert [len(r) for r in media(rec)] == [0, 0]
         rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(4), seeds=[2], hooks=hooks)
         (row,) = media(rec)[2]
-        assert len(decode(rec.export(tmp_path / "b") / row["path"])) == 4
+        assert len(decode(rec.export(tmp_path / "b") / row["path"])) == 5
 
 
 def test_by_default_no_frame_is_dropped_even_when_the_encoder_is_slower(tmp_path: Path) -> None:
@@ -345,7 +351,7 @@ def test_by_default_no_frame_is_dropped_even_when_the_encoder_is_slower(tmp_path
         run(rec, CamEnv(60, size=(96, 128)))
         (row,) = media(rec)[0]
         frames = decode(rec.export(tmp_path / "b") / row["path"])
-    assert row["frameCount"] == len(frames) == 60
+    assert row["frameCount"] == len(frames) == 61
 
 
 def test_vector_env_with_cameras_is_refused_and_metrics_only_works() -> None:
@@ -396,7 +402,7 @@ def test_merge_joins_worker_bundles_into_one_workload(tmp_path: Path) -> None:
     for e in w["episodes"]:
         (m,) = e["media"]
         assert m["path"] == f"media/w000-pi/Cam-v0/ep{e['index']:05d}/render.mp4"
-        assert len(decode(out / m["path"])) == 3
+        assert len(decode(out / m["path"])) == 4
         assert (out / e["stepLog"]).is_file()
     assert ResultSet.load(out).workloads[0].num_episodes == 3
     separate = merge(bundles, tmp_path / "sep.zip", combine=False)
@@ -435,7 +441,7 @@ def test_an_aborted_episode_leaves_no_record_no_file_and_no_index_hole(tmp_path:
         doc = rec.to_dict()
         staging = rec._staging or Path()
         staged = sorted(str(p.relative_to(staging)) for p in staging.rglob("*.mp4"))
-        assert [len(decode(staging / p)) for p in staged] == [3, 3]  # the crashed episode's file is gone
+        assert [len(decode(staging / p)) for p in staged] == [4, 4]  # the crashed episode's file is gone
     assert [(e["index"], e["seed"]) for e in doc["workloads"][0]["episodes"]] == [(0, 0), (1, 2)]
     assert [e["media"][0]["path"] for e in doc["workloads"][0]["episodes"]] == staged == [
         "media/w000-pi/Cam-v0/ep00000/render.mp4", "media/w000-pi/Cam-v0/ep00001/render.mp4",
@@ -451,7 +457,7 @@ def test_frame_rings_fall_back_to_the_next_directory_when_one_has_no_room(tmp_pa
     with Recorder() as rec:
         run(rec, CamEnv(4))
         (row,) = media(rec)[0]
-        assert len(decode(rec.export(tmp_path / "b") / row["path"])) == 4
+        assert len(decode(rec.export(tmp_path / "b") / row["path"])) == 5
     assert list(ok.iterdir()) == []  # ring files are unlinked once mapped
     monkeypatch.setattr(encode, "_ring_dirs", lambda: [str(tmp_path / "missing")])
     with Recorder() as rec, pytest.warns(UserWarning, match="no room for a"):

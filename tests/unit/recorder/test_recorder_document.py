@@ -21,8 +21,9 @@ def ep(i: int, *, success: bool | None = True, reward: float = 1.0, steps: int =
     return EpisodeResult(i, seed, steps, reward, success is not None, success is None, success, 0.25, 9.0, 9.0)
 
 
-def test_module_exports_the_A10_names_plus_merge() -> None:
-    assert set(recorder.__all__) == {"SCHEMA", "EpisodeRecord", "MediaRef", "Recorder", "ResultSet", "WorkloadRecord", "merge"}
+def test_module_exports_the_A10_names_plus_merge_and_crash_recovery() -> None:
+    assert set(recorder.__all__) == {"SCHEMA", "EpisodeRecord", "MediaRef", "Recorder", "ResultSet", "WorkloadRecord", "merge",
+                                     "recover", "orphans", "UnsafeBundle"}  # fmt: skip
     assert SCHEMA == "rlmesh.result.v1"
     assert rlmesh.Recorder is Recorder and "Recorder" in rlmesh.__all__
 
@@ -30,7 +31,7 @@ def test_module_exports_the_A10_names_plus_merge() -> None:
 # -- REC-1 ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fps", [0, -1, 1.5, "30", None, True])
+@pytest.mark.parametrize("fps", [0, -1, 1.5, "30", True])
 def test_REC1_fps_must_be_an_int_at_least_1(fps: object) -> None:
     with pytest.raises(ValueError, match="fps"):
         Recorder(fps=fps)  # type: ignore[arg-type]
@@ -214,13 +215,16 @@ def test_REC9_folder_export_refuses_a_file_and_a_foreign_media_dir(tmp_path: Pat
     assert (tmp_path / "foreign" / "media" / "precious.mp4").read_bytes() == b"keep"
 
 
-def test_REC9_folder_export_over_an_old_bundle_clears_its_stale_media(tmp_path: Path) -> None:
+def test_REC9_folder_export_never_deletes_a_media_file_the_old_bundle_does_not_name(tmp_path: Path) -> None:
     target = _rec().export(tmp_path / "b")
-    stale = target / "media" / "w000-old" / "e" / "ep00000" / "render.mp4"
-    stale.parent.mkdir(parents=True)
-    stale.write_bytes(b"old")
-    _rec().export(target)
-    assert not (target / "media").exists()
+    stray = target / "media" / "w000-old" / "e" / "ep00000" / "render.mp4"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"mine")
+    with pytest.raises(FileExistsError, match="does not name"):
+        _rec().export(target)
+    assert stray.read_bytes() == b"mine"
+    stray.unlink()
+    _rec().export(target)  # only the bundle's own files left: replaced
     assert json.loads((target / "result.json").read_text())["resultSetId"] == "r"
 
 
