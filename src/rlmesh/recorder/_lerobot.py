@@ -16,7 +16,9 @@ concatenated in declared order; logged by the recorder), ``action`` (flattened),
 ``next.reward``, ``next.done`` (the step terminated or truncated the episode),
 ``timestamp`` (``frame_index / fps``), ``frame_index``, ``episode_index``, ``index``
 (global) and ``task_index`` (the workload's task). Camera videos are copied as recorded:
-the recorder stamps a step's frame at ``step / fps``, which is the frame's ``timestamp``.
+the recorder stamps a step's frame at ``step / fps``, which is the frame's ``timestamp``;
+a video holds one frame more than its episode has rows (the scene after the last action,
+at ``length / fps``), which LeRobot's timestamp-based decoding never asks for.
 
 Invariants: nothing is written into ``path`` until the whole dataset is ready in a
 sibling temporary folder, which then replaces ``path`` atomically (``path`` must not exist
@@ -151,8 +153,10 @@ def _stats(values: np.ndarray) -> dict[str, list[float]]:
 STATS_FRAMES = 100
 
 
-def _video_stats(path: Path) -> dict[str, Any] | None:
+def _video_stats(path: Path, length: int) -> dict[str, Any] | None:
     """Per-channel min/max/mean/std of a video's pixels in [0, 1], shaped (3, 1, 1) as LeRobot's.
+
+    Only the episode's ``length`` frames count (the frame after the last action has no row).
 
     None when PyAV is missing or the file does not decode (the stats are advisory).
     """
@@ -162,7 +166,7 @@ def _video_stats(path: Path) -> dict[str, Any] | None:
         return None
     try:
         with av.open(str(path)) as container:
-            frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+            frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)][:length]
     except Exception:
         return None
     if not frames:
@@ -331,7 +335,7 @@ def export_lerobot(
                     dest = tmp / _VIDEO_PATH.format(episode_chunk=chunk, video_key=key, episode_index=ei)
                     if not src.copy_to(ep.media[cam].path, dest):
                         raise FileNotFoundError(f"the bundle lacks {ep.media[cam].path} (camera {cam!r})")
-                    stats = _video_stats(dest)
+                    stats = _video_stats(dest, n)
                     if stats is not None:
                         image_stats[key] = stats
                 total += n
