@@ -17,7 +17,7 @@ concatenated in declared order; logged by the recorder), ``action`` (flattened),
 ``timestamp`` (``frame_index / fps``), ``frame_index``, ``episode_index``, ``index``
 (global) and ``task_index`` (the workload's task). Camera videos are copied as recorded:
 the recorder stamps a step's frame at ``step / fps``, which is the frame's ``timestamp``;
-a video holds one frame more than its episode has rows (the scene after the last action,
+a ``render()`` camera's video holds one frame more than its episode has rows (the scene after the last action,
 at ``length / fps``), which LeRobot's timestamp-based decoding never asks for.
 
 Invariants: nothing is written into ``path`` until the whole dataset is ready in a

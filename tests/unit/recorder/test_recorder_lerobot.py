@@ -144,9 +144,10 @@ def test_a_pixel_bundle_exports_one_video_per_camera_per_episode(tmp_path: Path)
             path = out / info["video_path"].format(episode_chunk=0, video_key=key, episode_index=i)
             with av.open(str(path)) as container:
                 frames = list(container.decode(video=0))
-            # the recorder keeps the reset frame: frame k is the scene after k steps, so the
-            # video has one frame past the last row (the scene after the last action)
-            assert len(frames) == 7 and (frames[0].height, frames[0].width) == (48, 64)
+            # frame k is the scene after k steps; a render() camera also keeps the scene after
+            # the last action (one frame past the last row), an observation camera does not
+            assert len(frames) == (7 if key.endswith("render") else 6)
+            assert (frames[0].height, frames[0].width) == (48, 64)
             stamps = [float(f.pts * f.time_base) for f in frames]
             np.testing.assert_allclose(stamps[:6], t["timestamp"], atol=1e-4)  # frame i at timestamp i / fps (LeRobot's tolerance)
 
