@@ -158,6 +158,8 @@ class EnvFactory(ABC):
         device: object | None = None,
         workflow_edition: str | None = None,
         autoreset: str | None = None,
+        sessions: int = 1,
+        prewarm: int = 0,
         **make_kwargs: Any,
     ) -> None:
         """Host this env on ``address`` (blocking): validate, ``prepare()``, ``make()``, serve.
@@ -182,6 +184,9 @@ class EnvFactory(ABC):
                 (the default, like ``gymnasium.make_vec``), ``"same-step"`` or
                 ``"disabled"``. With a vectorization mode, ``None`` keeps the
                 vector env's own.
+            sessions: Serve up to this many clients at once, each with its own
+                env made in its own worker process (default 1).
+            prewarm: Keep this many session workers with a made env ready.
             **make_kwargs: The ``make`` binding.
 
         Raises:
@@ -200,6 +205,8 @@ class EnvFactory(ABC):
             device=device,
             workflow_edition=workflow_edition,
             autoreset=autoreset,
+            sessions=sessions,
+            prewarm=prewarm,
             **make_kwargs,
         )
 

@@ -63,6 +63,8 @@ def serve_env(
     device: object | None = None,
     workflow_edition: str | None = None,
     autoreset: str | None = None,
+    sessions: int = 1,
+    prewarm: int = 0,
     **make_kwargs: Any,
 ) -> None:
     """Host an env on ``address`` (blocking) until the server is stopped.
@@ -107,6 +109,8 @@ def serve_env(
         autoreset=autoreset,
         make_kwargs=make_kwargs,
         announce=lambda addr: print(f"RLMesh serving env on {addr}", flush=True),
+        sessions=sessions,
+        prewarm=prewarm,
     )
 
 
@@ -123,6 +127,8 @@ def _serve_env(
     autoreset: str | None = None,
     announce: Callable[[str], None],
     built: Callable[[], None] = lambda: None,
+    sessions: int = 1,
+    prewarm: int = 0,
 ) -> None:
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
@@ -145,6 +151,21 @@ def _serve_env(
         if cls is not None
         else workflow_edition  # EnvServer resolves the lower rungs itself (DELTA-22)
     )
+    if sessions != 1 or prewarm:  # issue 25: one env per session, each in its own worker process
+        from ._pool import EnvRecipe, serve_sessions
+
+        recipe = EnvRecipe(
+            env_source,
+            dict(make_kwargs),
+            num_envs=num_envs,
+            vectorization_mode=vectorization_mode,
+            autoreset=autoreset,
+            framework=framework if framework is not None else pinned,
+            device=device if fw in _DEVICE_FRAMEWORKS else None,
+            options=ServeOptions(workflow_edition=declared),
+        )
+        serve_sessions(recipe, address, sessions=sessions, prewarm=prewarm, announce=announce)
+        return
     factory: Any = None
     tags: Any = None
     if is_factory:

@@ -233,11 +233,15 @@ class Ping(_Base, frozen=True):
     KIND: ClassVar[int] = 0x07
 
 
-class Pong(_Base, frozen=True):
+class Pong(_Base, frozen=True, omit_defaults=True):
     KIND: ClassVar[int] = 0x89
     state: str  # "ready" (a session is free) or "busy"
     generation: str = ""
     service: str = "env"
+    # a multi-session endpoint (sessions=N) also says how many sessions are in use of how
+    # many; trailing defaults are left off the wire, so a single-session Pong is unchanged
+    sessions: int = 0
+    limit: int = 0
 
 
 class Configure(_Base, frozen=True):
