@@ -282,6 +282,26 @@ def _close_with_budget(closer: Callable[[], None], seconds: float, what: str) ->
         log.warning("session worker %d: %s did not close within %.1fs; exiting anyway", os.getpid(), what, seconds)
 
 
+def _log_fatal_failures(service: Any) -> None:
+    """Log the env's traceback tail when a request ends the session (the client gets the message only)."""
+    from ._driver import RequestFailed
+
+    handle = service.handle
+
+    def logged(msg: Any, frame: frames.Frame) -> Any:
+        try:
+            return handle(msg, frame)
+        except RequestFailed as failure:
+            cause = failure.__cause__ or failure.__context__
+            if not failure.recoverable and cause is not None:
+                lines = traceback.format_exception(type(cause), cause, cause.__traceback__)
+                tail = "".join("".join(lines).splitlines(keepends=True)[-_TAIL_LINES:])
+                log.error("%s; the session ends. The env's traceback (tail):\n%s", failure.message, tail.rstrip())
+            raise
+
+    service.handle = logged
+
+
 def _worker_main(ctrl: socket.socket, recipe: EnvRecipe) -> None:
     """A session worker: build the env, say ready, serve one handed-over session, close, exit."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the supervisor decides
@@ -316,6 +336,7 @@ def _worker_main(ctrl: socket.socket, recipe: EnvRecipe) -> None:
             except OSError:
                 pass
             return
+        _log_fatal_failures(service)
         _ctrl_send(ctrl, ("ready", os.getpid(), service.env_contract.to_dict()))
         while True:
             msg, fds = _ctrl_recv(ctrl)  # blocks until the supervisor hands a client over
