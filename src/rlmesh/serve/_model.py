@@ -210,6 +210,12 @@ class ModelServer(ServerBase):
         address: Where to listen (``host:port``, ``tcp://…``, ``unix:///…``; ``None`` = port 0).
         options: :class:`ServeOptions` (timeouts, remote shutdown, edition).
         close_model_on_shutdown: Call ``model.close()`` when serving ends.
+        sessions: Serve up to this many clients at once on this one loaded model, each
+            with its own bind, episodes and per-episode context (default 1). They share
+            the serving thread; see ``fuse``.
+        fuse: With ``sessions > 1``, answer ``Predict`` requests that arrive together
+            from several sessions with one call of the model's ``predict_batch`` (when
+            it defines one); ``False`` serves every request in turn.
     """
 
     def __init__(
@@ -223,8 +229,12 @@ class ModelServer(ServerBase):
         transport: str | None = None,
         options: ServeOptions | None = None,
         close_model_on_shutdown: bool = True,
+        sessions: int = 1,
+        fuse: bool = True,
     ) -> None:
         self._kind = "ModelServer"
+        if isinstance(sessions, bool) or not isinstance(sessions, int) or sessions < 1:
+            raise ValueError(f"sessions must be an int >= 1, got {sessions!r}")
         if not callable(getattr(model, "_fire_episode_end", None)):
             raise TypeError(f"ModelServer serves rlmesh.Model instances, got {type(model).__name__}")
         if getattr(model, "device", None) is not None and not getattr(type(model), "_supports_device", False):
@@ -246,5 +256,14 @@ class ModelServer(ServerBase):
         except OSError as exc:
             raise BindFailed(f"failed to bind {addr.url}: {exc}") from exc
         self._address = bound.url
-        loop = ServeLoop(listener, _ModelService(model, declared), self._options)
+        loop: ServeLoop
+        if sessions == 1:
+            loop = ServeLoop(listener, _ModelService(model, declared), self._options)
+        else:  # issue 25: N sessions on this one model, fused forwards where the model batches
+            from ._model_sessions import ModelSessionsLoop
+
+            loop = ModelSessionsLoop(
+                listener, lambda: _ModelService(model, declared), self._options, sessions=sessions, fuse=bool(fuse)
+            )
+        self._loop = loop
         self._init_lifecycle(loop, model.close, close_model_on_shutdown, bound.path or None)
