@@ -20,16 +20,21 @@ from typing import Any
 import numpy as np
 import pytest
 from sessions_envs import CRASH, HANG, SessionEnv, make_session_env
+from test_hardening import bomb, closed_by_server, dial, frame_of, hello, raw_frame, read_reply
 
 import rlmesh
 import rlmesh.numpy as rnp
 from conftest import child_env, stop_process, wait_for_ready_file
-from rlmesh.errors import CODE_NUMBERS, ConnectionLost, EndpointBusy, EnvironmentException, SessionClosed
+from rlmesh.errors import (
+    CODE_NUMBERS,
+    ConnectionLost,
+    EndpointBusy,
+    EnvironmentException,
+    SessionClosed,
+)
 from rlmesh.serve import ServeOptions, ping
 from rlmesh.transport import Connection
 from rlmesh.wire import messages as m
-
-from test_hardening import bomb, dial, frame_of, hello, raw_frame, read_reply, closed_by_server  # noqa: I001
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -127,9 +132,8 @@ def test_clients_that_wait_for_a_slot_get_one_as_sessions_end(sessions_server):
 
 def test_a_waiting_client_still_gets_EndpointBusy_when_its_connect_timeout_passes(sessions_server):
     server = sessions_server(1, prewarm=1)
-    with rnp.RemoteEnv(server.address):
-        with pytest.raises(EndpointBusy, match="waited"):
-            rnp.RemoteEnv(server.address, wait_for_slot=True, connect_timeout_seconds=0.5)
+    with rnp.RemoteEnv(server.address), pytest.raises(EndpointBusy, match="waited"):
+        rnp.RemoteEnv(server.address, wait_for_slot=True, connect_timeout_seconds=0.5)
 
 
 # -- isolation ------------------------------------------------------------------------------------

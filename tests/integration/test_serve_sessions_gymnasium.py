@@ -14,7 +14,7 @@ from gymnasium.utils.env_checker import check_env
 from sessions_envs import SessionEnv, make_session_env
 
 import rlmesh
-import rlmesh.gymnasium  # noqa: F401  (registers rlmesh/Remote-v0)
+import rlmesh.gymnasium
 from rlmesh.errors import EndpointBusy
 
 pytestmark = pytest.mark.timeout(180)

@@ -108,6 +108,13 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         help="keep K session workers with a built env ready, so a new client does not wait for make() "
         "(at most --sessions; default: 0, build on connect)",
     )
+    p.add_argument(
+        "--no-fuse",
+        dest="fuse",
+        action="store_false",
+        help="a model TARGET with --sessions N: answer every predict in turn instead of fusing predicts that "
+        "arrive together into one predict_batch forward (see rlmesh serve-model; default: fuse)",
+    )
     p.add_argument("--ready-fd", type=int, default=None, help="write the bound address to this fd, then close it (default: none)")
     p.add_argument("--ready-file", default=None, help="write the bound address to this file once listening (default: none)")
     p.add_argument("--verbose", action="store_true", help="print tracebacks on errors (default: one line)")

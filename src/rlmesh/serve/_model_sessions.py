@@ -191,7 +191,7 @@ class ModelSessionsLoop(ServeLoop):
         rest: list[tuple[_Peer, Any, m.Predict, frames.Frame, int]] = []
         for item in queued:
             peer, svc, msg, frame, rid = item
-            if peer.conn.closed or self._sessions.get(peer) is not svc:
+            if peer.conn.closed or peer not in self._sessions or self._sessions[peer] is not svc:
                 continue
             route = _fusable(svc, msg) if len(queued) > 1 else None
             obs = None

@@ -57,7 +57,6 @@ from ..transport import listen, resolve_address
 from ..transport.connection import Connection
 from ..transport.reactor import Poller, Waker, accept_ready, overdue
 from ..wire import frames, messages as m
-from ..wire.session import SERVER, Session
 from ._loop import HANDSHAKE_DEADLINE_SECONDS, MAX_PENDING, STRANGER_BACKLOG_BYTES, ServeLoop, _Peer
 from ._options import ServeOptions
 from ._server import EnvServer
