@@ -43,24 +43,30 @@ class SlowBatched(Model):
 # -- client processes --------------------------------------------------------------------------
 
 
-def _env_client(address: str, steps: int) -> tuple[float, float, int]:
+def _env_client(address: str, begin: float, end: float) -> int:
+    """Step until ``begin`` (wall clock), then count the steps done until ``end``."""
     env = rn.RemoteEnv(address)
     try:
         env.reset(seed=0)
-        for i in range(50):  # warm-up (and the move into shared-memory rings)
-            env.step(i % 2)
-        t0 = time.perf_counter()
-        for i in range(steps):
+        counted = 0
+        i = 0
+        while True:
+            now = time.time()
+            if now >= end:
+                break
             _obs, _r, term, trunc, _info = env.step(i % 2)
             if term or trunc:
                 env.reset()
-        t1 = time.perf_counter()
+            i += 1
+            if now >= begin:
+                counted += 1
     finally:
         env.close()
-    return t0, t1, steps
+    return counted
 
 
-def _model_client(address: str, predicts: int) -> tuple[float, float, int]:
+def _model_client(address: str, begin: float, end: float) -> int:
+    """Predict + step until ``begin`` (wall clock), then count the predicts done until ``end``."""
     import gymnasium as gym
 
     import rlmesh
@@ -68,39 +74,39 @@ def _model_client(address: str, predicts: int) -> tuple[float, float, int]:
     sess = rlmesh.RemoteModel(address).session(gym.make("CartPole-v1"))
     try:
         obs, _ = sess.reset(seed=0)
-        for _ in range(10):
+        counted = 0
+        while True:
+            now = time.time()
+            if now >= end:
+                break
             obs, _r, term, trunc, _ = sess.step(sess.predict(obs))
             if term or trunc:
                 obs, _ = sess.reset()
-        t0 = time.perf_counter()
-        for _ in range(predicts):
-            obs, _r, term, trunc, _ = sess.step(sess.predict(obs))
-            if term or trunc:
-                obs, _ = sess.reset()
-        t1 = time.perf_counter()
+            if now >= begin:
+                counted += 1
     finally:
         sess.close()
-    return t0, t1, predicts
+    return counted
 
 
-def _aggregate(pool: Any, fn: Any, address: str, clients: int, n: int) -> float:
-    """Total calls per second over the span from the first client's start to the last one's end."""
-    results = pool.starmap(fn, [(address, n)] * clients)
-    start = min(r[0] for r in results)
-    end = max(r[1] for r in results)
-    return sum(r[2] for r in results) / (end - start)
+def _aggregate(pool: Any, fn: Any, address: str, clients: int, seconds: float) -> float:
+    """Calls per second of ``clients`` processes, counted over one common wall-clock window."""
+    begin = time.time() + 0.5  # connect and warm up first
+    end = begin + seconds
+    counts = pool.starmap(fn, [(address, begin, end)] * clients)
+    return sum(counts) / seconds
 
 
 # -- scenarios ---------------------------------------------------------------------------------
 
 
-def aggregate(pool: Any, steps: int, pairs: int) -> dict[str, float]:
+def aggregate(pool: Any, seconds: float, pairs: int) -> dict[str, float]:
     alone: list[float] = []
     four: list[float] = []
     with served("CartPole-v1", "tcp", "--sessions", "4", "--prewarm", "4") as address:
         for _ in range(pairs):
-            alone.append(_aggregate(pool, _env_client, address, 1, steps))
-            four.append(_aggregate(pool, _env_client, address, 4, steps))
+            alone.append(_aggregate(pool, _env_client, address, 1, seconds))
+            four.append(_aggregate(pool, _env_client, address, 4, seconds))
     a = report("1 client alone, steps/s", alone, unit="/s")
     b = report("4 clients on --sessions 4, aggregate steps/s", four, unit="/s")
     ratios = [y / x for x, y in zip(alone, four)]
@@ -112,7 +118,8 @@ def idle(steps: int, pairs: int) -> dict[str, float]:
     def loop(env: Any) -> float:
         env.reset(seed=0)
         for i in range(50):
-            env.step(i % 2)
+            if any(env.step(i % 2)[2:4]):
+                env.reset()
         t0 = time.perf_counter()
         for i in range(steps):
             _o, _r, term, trunc, _ = env.step(i % 2)
@@ -165,15 +172,15 @@ def start(pairs: int) -> dict[str, float]:
     return {"on_demand_ms": a, "prewarmed_ms": b}
 
 
-def model(pool: Any, predicts: int, pairs: int) -> dict[str, float]:
+def model(pool: Any, seconds: float, pairs: int) -> dict[str, float]:
     fused: list[float] = []
     in_turn: list[float] = []
     with served("bench_sessions:SlowBatched", "tcp", "--sessions", "8") as fusing, served(
         "bench_sessions:SlowBatched", "tcp", "--sessions", "8", "--no-fuse"
     ) as turning:
         for _ in range(pairs):
-            fused.append(_aggregate(pool, _model_client, fusing, 8, predicts))
-            in_turn.append(_aggregate(pool, _model_client, turning, 8, predicts))
+            fused.append(_aggregate(pool, _model_client, fusing, 8, seconds))
+            in_turn.append(_aggregate(pool, _model_client, turning, 8, seconds))
     a = report("model, 8 sessions, fused forwards, predicts/s", fused, unit="/s")
     b = report("model, 8 sessions, in turn, predicts/s", in_turn, unit="/s")
     r = report("  ratio (fused / in turn)", [x / y for x, y in zip(fused, in_turn)], unit="x")
@@ -183,21 +190,21 @@ def model(pool: Any, predicts: int, pairs: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scenario", default="all", choices=("all", "aggregate", "idle", "start", "model"))
-    p.add_argument("--steps", type=int, default=3000, help="steps per client per measurement")
-    p.add_argument("--predicts", type=int, default=300, help="predicts per model client per measurement")
+    p.add_argument("--steps", type=int, default=3000, help="steps per measurement of the idle-sessions loop")
+    p.add_argument("--seconds", type=float, default=1.5, help="measurement window of the throughput scenarios")
     p.add_argument("--pairs", type=int, default=5, help="interleaved pairs (>= 5)")
     args = p.parse_args(argv)
     out: dict[str, dict[str, float]] = {}
     ctx = multiprocessing.get_context("forkserver")
     with ctx.Pool(8) as pool:
         if args.scenario in ("all", "aggregate"):
-            out["aggregate"] = aggregate(pool, args.steps, args.pairs)
+            out["aggregate"] = aggregate(pool, args.seconds, args.pairs)
         if args.scenario in ("all", "idle"):
             out["idle"] = idle(args.steps, args.pairs)
         if args.scenario in ("all", "start"):
             out["start"] = start(args.pairs)
         if args.scenario in ("all", "model"):
-            out["model"] = model(pool, args.predicts, args.pairs)
+            out["model"] = model(pool, args.seconds, args.pairs)
     print(f"(medians of {args.pairs} interleaved pairs)")
     return out
 
