@@ -483,3 +483,27 @@ def test_sessions_1_is_todays_in_process_server():
             assert env.reset()[1]["pid"] == os.getpid()
     finally:
         server.shutdown()
+
+
+def test_a_sandbox_bootstrap_serves_n_sessions(short_tmp):
+    """The sandbox entry point passes RLMESH_SESSIONS through: N clients, one env process each."""
+    ready = short_tmp / "ready"
+    env = child_env(
+        RLMESH_BOOTSTRAP_JSON='{"spec": {"kind": "gym", "env_id": "sessions_envs:make_session_env"}}',
+        RLMESH_SESSIONS="2",
+        RLMESH_ADDRESS=f"unix://{short_tmp}/sbx.sock",
+        RLMESH_READY_FILE=str(ready),
+    )
+    proc = subprocess.Popen([sys.executable, "-m", "rlmesh.sandbox._bootstrap"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        address = wait_for_ready_file(proc, ready, 60)
+        with rnp.RemoteEnv(address) as a, rnp.RemoteEnv(address) as b:
+            assert _pid(a) != _pid(b)
+            assert ping(address).session_limit == 2
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        assert proc.returncode == 0
+        assert not (short_tmp / "sbx.sock").exists()
+    finally:
+        stop_process(proc)

@@ -142,6 +142,9 @@ class EnvRecipe:
     device: Any = None
     options: ServeOptions = field(default_factory=ServeOptions)
     close_env: bool = True
+    #: Instead of ``source``: a picklable no-argument callable returning ``(env_or_lanes,
+    #: factory_or_None)`` (a sandbox's bootstrap builds from its spec this way).
+    builder: Callable[[], tuple[Any, Any]] | None = None
 
     def build(self) -> tuple[Any, Any, Any]:
         """``(env_or_lanes, factory_or_None, tags)`` -- run in the worker."""
@@ -150,6 +153,9 @@ class EnvRecipe:
         from ._command import load_env_target
         from ._main import _build_plain
 
+        if self.builder is not None:
+            env, factory = self.builder()
+            return env, factory, self.tags
         src = self.source
         if isinstance(src, str):
             env, factory = load_env_target(
@@ -901,7 +907,8 @@ class SessionsEnvServer(EnvServer):
                 options=options or ServeOptions(),
                 close_env=close_env_on_shutdown,
             )
-        _check_target(recipe.source, sessions)
+        if recipe.builder is None:
+            _check_target(recipe.source, sessions)
         recipe.options = _declared_once(recipe.options)
         self._options = recipe.options
         addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
