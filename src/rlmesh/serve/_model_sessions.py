@@ -255,7 +255,7 @@ class ModelSessionsLoop(ServeLoop):
         full = len(self._sessions) >= self.limit and peer not in self._sessions
         self._send(
             peer,
-            m.Pong(
+            m.SessionsPong(
                 state="busy" if full else "ready",
                 generation=PROTOCOL_GENERATION,
                 service=self.service.service,

@@ -718,7 +718,7 @@ class SessionSupervisor:
             if type(msg) is m.Ping:
                 self._send(
                     peer,
-                    m.Pong(
+                    m.SessionsPong(
                         state="ready" if self._free_slot() else "busy",
                         generation=PROTOCOL_GENERATION,
                         service="env",

@@ -63,6 +63,7 @@ def ping(address: str, *, timeout_seconds: float = 5.0) -> Health:
         frame = conn.recv_frame()
         assert frame is not None
         reply = decode_header(frame)
+        counts = m.decode_sessions_pong(frame) if isinstance(reply, m.Pong) else None
     except TimeoutError:
         raise RequestTimeout(f"no answer from '{addr.url}' within {timeout_seconds:.3f}s", timeout_seconds=timeout_seconds) from None
     except (ConnectionLost, ProtocolException) as exc:
@@ -72,8 +73,8 @@ def ping(address: str, *, timeout_seconds: float = 5.0) -> Health:
     if not isinstance(reply, m.Pong):
         raise ConnectFailed(f"'{addr.url}' answered a ping with {type(reply).__name__}")
     latency = (time.perf_counter() - started) * 1e3
-    if reply.limit > 0:  # a multi-session endpoint counts its sessions
-        return Health(addr.url, reply.state, reply.service, reply.generation, latency, reply.sessions, reply.limit)
+    if counts is not None and counts.limit > 0:  # a multi-session endpoint counts its sessions
+        return Health(addr.url, reply.state, reply.service, reply.generation, latency, counts.sessions, counts.limit)
     in_use = 1 if reply.state == "busy" else 0  # a single-session endpoint: busy = its one session is taken
     return Health(addr.url, reply.state, reply.service, reply.generation, latency, in_use, 1)
 
