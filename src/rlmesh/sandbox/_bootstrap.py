@@ -19,6 +19,7 @@ orphan.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import json
@@ -32,6 +33,7 @@ from typing import Any
 
 from ..serve import EnvServer
 from ..serve._cli import load_env_target
+from ..serve._pool import EnvRecipe, SessionsEnvServer
 
 __all__ = ["main"]
 
@@ -198,10 +200,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     env: Any = None
     factory: Any = None
     if sessions > 1:  # issue 25: N sessions, each env built from the spec in its own worker process
-        import functools
-
-        from ..serve._pool import EnvRecipe, SessionsEnvServer
-
         recipe = EnvRecipe(
             None,
             framework=os.environ.get("RLMESH_FRAMEWORK") or None,

@@ -34,6 +34,7 @@ from ._command import (
     write_ready_fd as write_ready_fd,
 )
 from ._model_cli import main as serve_model
+from ._pool import EnvRecipe, SessionsEnvServer
 from ._server import EnvServer
 
 __all__ = ["build_parser", "load_env_target", "main", "startup_marks", "write_ready_fd"]
@@ -184,8 +185,6 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
 
 def _serve_sessions(args: argparse.Namespace, target: str, kwargs: dict[str, object], options: object) -> int:
     """``--sessions N``: a supervisor here, each session's env in its own worker process (issue 25)."""
-    from ._pool import EnvRecipe, SessionsEnvServer
-
     recipe = EnvRecipe(
         target,
         kwargs,

@@ -26,6 +26,7 @@ from ..wire.meta import normalize
 from ._driver import RequestFailed
 from ._lifecycle import ServerBase
 from ._loop import ServeLoop
+from ._model_sessions import ModelSessionsLoop
 from ._options import ServeOptions
 
 __all__ = ["ModelServer"]
@@ -260,8 +261,6 @@ class ModelServer(ServerBase):
         if sessions == 1:
             loop = ServeLoop(listener, _ModelService(model, declared), self._options)
         else:  # issue 25: N sessions on this one model, fused forwards where the model batches
-            from ._model_sessions import ModelSessionsLoop
-
             loop = ModelSessionsLoop(
                 listener, lambda: _ModelService(model, declared), self._options, sessions=sessions, fuse=bool(fuse)
             )

@@ -33,10 +33,19 @@ from typing import Any
 
 from .._build import PROTOCOL_GENERATION
 from ..errors import ConnectionLost, ProtocolException
+from ..transport.reactor import overdue
 from ..wire import frames, handshake, messages as m
 from ..wire.session import FrameTooLarge
 from ._driver import RequestFailed
-from ._loop import _OPS, SESSION_BACKLOG_BYTES, STRANGER_BACKLOG_BYTES, ServeLoop, _describe, _Peer
+from ._loop import (
+    _OPS,
+    HANDSHAKE_DEADLINE_SECONDS,
+    SESSION_BACKLOG_BYTES,
+    STRANGER_BACKLOG_BYTES,
+    ServeLoop,
+    _describe,
+    _Peer,
+)
 from ._options import ServeOptions
 
 __all__ = ["ModelSessionsLoop"]
@@ -126,9 +135,6 @@ class ModelSessionsLoop(ServeLoop):
             self._teardown()
 
     def _reap_pending(self) -> None:
-        from ..transport.reactor import overdue
-        from ._loop import HANDSHAKE_DEADLINE_SECONDS
-
         pending = [p for p in self._peers.values() if p not in self._sessions]
         for peer in overdue(pending, lambda p: p.accepted_at, time.monotonic(), HANDSHAKE_DEADLINE_SECONDS):
             self._drop(peer)

@@ -54,16 +54,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._build import PROTOCOL_GENERATION
+from .._build import PROTOCOL_GENERATION, resolve_declared_edition
 from .._contract import EnvContract
+from .._envview import Lanes, autoreset_name
+from ..authoring import EnvFactory
+from ..authoring._factory import build_env
 from ..errors import CODE_NUMBERS, BindFailed, ConnectionLost, ProtocolException
 from ..transport import listen, resolve_address
+from ..transport.busypoll import _usable_cpus, busy_poll_default
 from ..transport.connection import Connection
 from ..transport.reactor import Poller, Waker, accept_ready, overdue
 from ..wire import frames, messages as m
+from ._command import _close_all, _gym_autoreset, load_env_target
+from ._driver import RequestFailed
+from ._framework import resolve_framework
 from ._loop import HANDSHAKE_DEADLINE_SECONDS, MAX_PENDING, STRANGER_BACKLOG_BYTES, ServeLoop, _Peer
 from ._options import ServeOptions
-from ._server import EnvServer
+from ._server import EnvServer, _env_service
 
 __all__ = ["EnvRecipe", "SessionsEnvServer", "check_sessions", "serve_sessions"]
 
@@ -100,8 +107,6 @@ def _is_live_env(obj: Any) -> bool:
 
 def _check_target(source: Any, sessions: int) -> None:
     """A live env (or a list of lane envs) cannot be copied into N worker processes."""
-    from ..authoring import EnvFactory
-
     if isinstance(source, EnvFactory):
         pass
     elif _is_live_env(source):
@@ -148,11 +153,6 @@ class EnvRecipe:
 
     def build(self) -> tuple[Any, Any, Any]:
         """``(env_or_lanes, factory_or_None, tags)`` -- run in the worker."""
-        from ..authoring import EnvFactory
-        from ..authoring._factory import build_env
-        from ._command import load_env_target
-        from ._main import _build_plain
-
         if self.builder is not None:
             env, factory = self.builder()
             return env, factory, self.tags
@@ -188,6 +188,44 @@ class EnvRecipe:
             autoreset=self.autoreset,
         )
         return env, None, self.tags
+
+
+def _build_plain(
+    source: Any,
+    kwargs: Mapping[str, Any],
+    *,
+    num_envs: int,
+    vectorization_mode: str | None,
+    autoreset: str | None = None,
+) -> Any:
+    """A non-factory env source -> one env, :class:`Lanes` of lane envs, or a Gymnasium vector env."""
+    if isinstance(source, str):
+        return load_env_target(
+            source, num_envs=num_envs, vectorization_mode=vectorization_mode, kwargs=kwargs, autoreset=autoreset
+        )[0]
+    if callable(getattr(source, "reset", None)) and callable(getattr(source, "step", None)) and not isinstance(
+        source, type
+    ):
+        if kwargs or num_envs != 1:
+            raise ValueError(f"{type(source).__name__} is a live env; it takes no make kwargs and serves one env")
+        return source
+    if not callable(source):
+        raise TypeError(
+            f"env_source must be an EnvFactory, a make callable, an env class, a live env or a target string; "
+            f"got {type(source).__name__}"
+        )
+    if num_envs == 1:
+        return source(**kwargs)
+    mode = None if autoreset is None else autoreset_name(autoreset)
+    if vectorization_mode is None:
+        return Lanes([source(**kwargs) for _ in range(num_envs)], mode or "NextStep")  # like gymnasium.make_vec
+    import gymnasium as gym
+
+    thunks = [lambda: source(**kwargs) for _ in range(num_envs)]
+    extra: dict[str, Any] = {} if mode is None else {"autoreset_mode": _gym_autoreset(mode)}
+    if vectorization_mode == "sync":
+        return gym.vector.SyncVectorEnv(thunks, **extra)
+    return gym.vector.AsyncVectorEnv(thunks, **extra)
 
 
 # -- control channel (supervisor <-> worker) ---------------------------------------------------
@@ -293,8 +331,6 @@ def _close_with_budget(closer: Callable[[], None], seconds: float, what: str) ->
 
 def _log_fatal_failures(service: Any) -> None:
     """Log the env's traceback tail when a request ends the session (the client gets the message only)."""
-    from ._driver import RequestFailed
-
     handle = service.handle
 
     def logged(msg: Any, frame: frames.Frame) -> Any:
@@ -325,8 +361,6 @@ def _watch_activity(loop: _SessionLoop, board: Any, slot: int) -> None:
     stamps its slot of a shared board per request and, every :data:`ACTIVE_SECONDS`,
     counts the busy ones; idle sessions do not count.
     """
-    from ..transport.busypoll import _usable_cpus, busy_poll_default
-
     cap = busy_poll_default()
     if not cap:
         return
@@ -365,9 +399,6 @@ def _worker_main(ctrl: socket.socket, recipe: EnvRecipe, board: Any = None, slot
     view: Any = None
     try:
         try:
-            from ._framework import resolve_framework
-            from ._server import _env_service
-
             env, factory, tags = recipe.build()
             bridge, dev = resolve_framework(recipe.framework, recipe.device)
             service, view = _env_service(env, recipe.options, tags, bridge, dev)
@@ -406,8 +437,6 @@ def _worker_main(ctrl: socket.socket, recipe: EnvRecipe, board: Any = None, slot
         if view is not None and recipe.close_env:
             _close_with_budget(view.close, recipe.options.close_seconds(), "the env")
         elif env is not None and view is None and recipe.close_env:
-            from ._command import _close_all
-
             _close_with_budget(lambda: _close_all(env), recipe.options.close_seconds(), "the env")
         if factory is not None:
             _close_with_budget(factory.close, recipe.options.close_seconds(), "the env factory")
@@ -952,8 +981,6 @@ class SessionsEnvServer(EnvServer):
 
 def _declared_once(options: ServeOptions) -> ServeOptions:
     """Resolve the declared edition here (one warning, if any), so no worker warns again."""
-    from .._build import resolve_declared_edition
-
     declared = resolve_declared_edition(served=options.workflow_edition, warn=True, who="this EnvServer")
     if declared == options.workflow_edition or not declared:
         return options
