@@ -56,3 +56,8 @@ class SessionEnv(gym.Env):  # type: ignore[type-arg]
 def make_session_env(marker: str = "", release: str = "") -> SessionEnv:
     """``sessions_envs:make_session_env``."""
     return SessionEnv(marker, release)
+
+
+def make_broken() -> SessionEnv:
+    """``sessions_envs:make_broken``: an env whose build always fails."""
+    raise RuntimeError("no simulator license on this host")

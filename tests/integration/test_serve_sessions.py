@@ -507,3 +507,14 @@ def test_a_sandbox_bootstrap_serves_n_sessions(short_tmp):
         assert not (short_tmp / "sbx.sock").exists()
     finally:
         stop_process(proc)
+
+
+def test_an_env_that_fails_to_build_is_a_clear_error_and_is_not_rebuilt_in_a_loop(sessions_server):
+    from sessions_envs import make_broken
+
+    server = sessions_server(2, target=make_broken, prewarm=2)
+    with pytest.raises(ConnectionError, match="the env could not be built: RuntimeError: no simulator license"):
+        rnp.RemoteEnv(server.address, connect_timeout_seconds=30)
+    time.sleep(1.0)
+    assert server._supervisor.started <= 5  # prewarming backs off instead of rebuilding at once, forever
+    assert ping(server.address).state in ("ready", "busy")  # and the endpoint keeps answering

@@ -277,7 +277,7 @@ class ModelSessionsLoop(ServeLoop):
                 peer,
                 m.Busy(
                     message=f"all {self.limit} sessions of this model endpoint are in use (sessions={self.limit}); "
-                    "close another client, serve more sessions (--sessions), or connect with wait_for_slot=True"
+                    "close another client or serve more sessions (--sessions)"
                 ),
                 rid,
             )

@@ -490,7 +490,10 @@ class SessionSupervisor:
         self._last_activity = time.monotonic()
         self._ctx: Any = None
         self._board: Any = None  # per-slot time of each session's last request (see _watch_activity)
+        self._build_failures = 0  # in a row; prewarming pauses after each (doubling, capped)
+        self._prewarm_after = 0.0  # time.monotonic() before which no worker is prewarmed
         self.crashes = 0  # workers that ended without a clean exit (for tests and logs)
+        self.started = 0  # workers started so far
 
     # -- control (thread-safe) ------------------------------------------------------------------
 
@@ -560,6 +563,8 @@ class SessionSupervisor:
                 now = time.monotonic()
                 if now >= next_reap:
                     next_reap = now + 1.0
+                    if self.prewarm:
+                        self._replenish()  # after a paused prewarm (an env that failed to build)
                     for peer in overdue(list(self._strangers.values()), _accepted_at, now, HANDSHAKE_DEADLINE_SECONDS):
                         if not any(w.waiting is not None and w.waiting[0] is peer for w in self._workers):
                             self._drop(peer)
@@ -596,6 +601,7 @@ class SessionSupervisor:
         finally:
             child.close()
         parent.settimeout(_CTRL_SEND_SECONDS)
+        self.started += 1
         worker = _Worker(proc, parent, slot)
         self._workers.append(worker)
         self._sel.register(parent, worker)
@@ -604,7 +610,7 @@ class SessionSupervisor:
 
     def _replenish(self) -> None:
         """Keep ``prewarm`` workers ready (or starting, unclaimed), within the limit."""
-        if self._stop.is_set():
+        if self._stop.is_set() or time.monotonic() < self._prewarm_after:
             return
         spare = sum(1 for w in self._workers if w.state in ("starting", "ready") and w.waiting is None)
         while spare < self.prewarm and len(self._workers) < self.sessions:
@@ -626,6 +632,7 @@ class SessionSupervisor:
             return
         what = msg[0]
         if what == "ready":
+            self._build_failures = 0
             worker.state = "ready"
             if self.contract is None:
                 self.contract = msg[2]
@@ -635,6 +642,8 @@ class SessionSupervisor:
                 self._hand_over(worker, peer, frame)
         elif what == "failed":
             log.error("a session worker could not build the env: %s\n%s", msg[1], msg[2].rstrip())
+            self._build_failures += 1  # don't rebuild a failing env in a tight loop
+            self._prewarm_after = time.monotonic() + min(0.5 * 2 ** (self._build_failures - 1), 30.0)
             if worker.waiting is not None:
                 peer, _frame = worker.waiting
                 worker.waiting = None
@@ -859,7 +868,8 @@ class SessionSupervisor:
                 _ctrl_send(w.ctrl, ("stop", reason))
             except OSError:
                 pass
-        budget = time.monotonic() + self.options.drain_seconds() + self.options.close_seconds()
+        # a little inside shutdown()'s own wait (drain + close), so it sees the workers gone
+        budget = time.monotonic() + max(1.0, self.options.drain_seconds() + self.options.close_seconds() - 1.0)
         for w in workers:
             w.proc.join(max(0.0, budget - time.monotonic()))
         for w in workers:
