@@ -9,7 +9,8 @@ ranges are printed:
 - ``idle``: one client's step cost on a ``--sessions 4`` endpoint with 3 other sessions
   open and idle, versus a single-session endpoint (goal: within 10 %).
 - ``start``: connect time when the session worker is started on demand (``--prewarm 0``:
-  fork from the forkserver + build the env) versus waiting ready (``--prewarm 1``).
+  fork from the forkserver + build the env) versus waiting ready (``--prewarm 1``), and
+  on demand with ``RLMESH_SESSION_START_METHOD=spawn`` (a fresh interpreter per worker).
 - ``model``: 8 client processes driving one ``serve-model --sessions 8`` whose batched
   forward takes 2 ms whatever the batch size: predicts/s with fusion versus in turn
   (``--no-fuse``).
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import threading
 import time
 from typing import Any
@@ -159,17 +161,29 @@ def start(pairs: int) -> dict[str, float]:
 
     cold: list[float] = []
     warm: list[float] = []
-    with served("CartPole-v1", "tcp", "--sessions", "2") as on_demand, served(
-        "CartPole-v1", "tcp", "--sessions", "2", "--prewarm", "1"
-    ) as pooled:
-        connect_ms(on_demand)  # the forkserver's own start (once per endpoint) is not a session's cost
-        connect_ms(pooled)
-        for _ in range(pairs):
-            cold.append(connect_ms(on_demand))
-            warm.append(connect_ms(pooled))
-    a = report("connect, worker on demand (--prewarm 0), ms", cold, unit="ms")
+    spawned: list[float] = []
+    os.environ["RLMESH_SESSION_START_METHOD"] = "spawn"  # the third endpoint: a fresh interpreter per worker
+    try:
+        spawning_cm = served("CartPole-v1", "tcp", "--sessions", "2")
+        spawning = spawning_cm.__enter__()
+    finally:
+        del os.environ["RLMESH_SESSION_START_METHOD"]
+    try:
+        with served("CartPole-v1", "tcp", "--sessions", "2") as on_demand, served(
+            "CartPole-v1", "tcp", "--sessions", "2", "--prewarm", "1"
+        ) as pooled:
+            connect_ms(on_demand)  # the forkserver's own start (once per endpoint) is not a session's cost
+            connect_ms(pooled)
+            for _ in range(pairs):
+                cold.append(connect_ms(on_demand))
+                warm.append(connect_ms(pooled))
+                spawned.append(connect_ms(spawning))
+    finally:
+        spawning_cm.__exit__(None, None, None)
+    a = report("connect, worker on demand (forkserver), ms", cold, unit="ms")
     b = report("connect, worker ready (--prewarm 1), ms", warm, unit="ms")
-    return {"on_demand_ms": a, "prewarmed_ms": b}
+    c = report("connect, worker on demand (spawn), ms", spawned, unit="ms")
+    return {"on_demand_ms": a, "prewarmed_ms": b, "spawn_ms": c}
 
 
 def model(pool: Any, seconds: float, pairs: int) -> dict[str, float]:

@@ -64,7 +64,7 @@ from ..transport import listen, resolve_address
 from ..transport.busypoll import _usable_cpus, busy_poll_default
 from ..transport.connection import Connection
 from ..transport.reactor import Poller, Waker, accept_ready, overdue
-from ..wire import frames, messages as m
+from ..wire import frames, handshake, messages as m
 from ._command import _close_all, _gym_autoreset, load_env_target
 from ._driver import RequestFailed
 from ._framework import resolve_framework
@@ -79,7 +79,19 @@ log = logging.getLogger("rlmesh.serve")
 _CTRL_BYTES = 256 * 1024  # largest control message (a Hello header is bounded by PRE_HANDSHAKE_LIMITS)
 _CTRL_SEND_SECONDS = 5.0
 _TAIL_LINES = 12  # lines of a failed build's traceback the supervisor logs
+#: How session workers start: ``forkserver`` where the platform has it, else ``spawn``;
+#: ``RLMESH_SESSION_START_METHOD=spawn`` forces a fresh interpreter per worker.
 START_METHOD = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def _start_method() -> str:
+    chosen = os.environ.get("RLMESH_SESSION_START_METHOD", "").strip() or START_METHOD
+    if chosen not in multiprocessing.get_all_start_methods():
+        raise ValueError(
+            f"RLMESH_SESSION_START_METHOD={chosen!r} is not a start method here; "
+            f"use one of {multiprocessing.get_all_start_methods()}"
+        )
+    return chosen
 _PRELOAD = ["rlmesh.serve._pool", "gymnasium", "numpy"]
 
 
@@ -329,6 +341,25 @@ def _close_with_budget(closer: Callable[[], None], seconds: float, what: str) ->
         log.warning("session worker %d: %s did not close within %.1fs; exiting anyway", os.getpid(), what, seconds)
 
 
+def _warm_handshake(service: Any) -> None:
+    """Run the handshake's first-call work (peer info, the contract's encoding) before the
+    worker says it is ready, so a prewarmed worker answers its client's ``Hello`` at once."""
+    try:
+        hello = handshake.make_hello("rlmesh-warmup", service.declared_edition, service=service.service)
+        welcome = handshake.answer_hello(
+            hello,
+            declared=service.declared_edition,
+            service=service.service,
+            component=service.component,
+            session_id="warmup",
+            contract=service.contract(),
+            capabilities=None,
+        )
+        m.encode_message(welcome, 1)
+    except Exception:  # only a warm-up: the real handshake reports any problem
+        pass
+
+
 def _log_fatal_failures(service: Any) -> None:
     """Log the env's traceback tail when a request ends the session (the client gets the message only)."""
     handle = service.handle
@@ -412,6 +443,7 @@ def _worker_main(ctrl: socket.socket, recipe: EnvRecipe, board: Any = None, slot
                 pass
             return
         _log_fatal_failures(service)
+        _warm_handshake(service)
         _ctrl_send(ctrl, ("ready", os.getpid(), service.env_contract.to_dict()))
         while True:
             msg, fds = _ctrl_recv(ctrl)  # blocks until the supervisor hands a client over
@@ -575,8 +607,9 @@ class SessionSupervisor:
 
     def _context(self) -> Any:
         if self._ctx is None:
-            ctx = multiprocessing.get_context(START_METHOD)
-            if START_METHOD == "forkserver":
+            method = _start_method()
+            ctx = multiprocessing.get_context(method)
+            if method == "forkserver":
                 ctx.set_forkserver_preload(_PRELOAD)
             self._ctx = ctx
         return self._ctx
