@@ -518,3 +518,41 @@ def test_an_env_that_fails_to_build_is_a_clear_error_and_is_not_rebuilt_in_a_loo
     time.sleep(1.0)
     assert server._supervisor.started <= 5  # prewarming backs off instead of rebuilding at once, forever
     assert ping(server.address).state in ("ready", "busy")  # and the endpoint keeps answering
+
+
+def test_a_session_peer_that_pipelines_and_never_reads_is_dropped_alone(sessions_server):
+    """The per-session backlog bound (1 MiB of replies) holds in a session worker: the peer
+    that never reads its replies is dropped; the other session keeps stepping."""
+    server = sessions_server(2)
+    with rnp.RemoteEnv(server.address, request_timeout_seconds=20) as good:
+        good.reset(seed=0)
+        sock = dial(server.address)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        _conn, _ = hello(sock)
+        sock.setblocking(False)
+        burst = b"".join(raw_frame(m.Step.KIND, b"\x94\x91\x00\x80\x00\xc3", rid=r) for r in range(2, 1002))
+        dropped = False
+        for _ in range(20_000):  # bounded: ~1 MiB of queued error replies gets the peer dropped
+            try:
+                sock.send(burst)
+            except BlockingIOError:
+                pass
+            except (BrokenPipeError, ConnectionResetError):
+                dropped = True
+                break
+            good.step(0)
+        sock.close()
+        assert dropped, "the session worker never dropped a peer that does not read"
+        for _ in range(5):
+            good.step(0)
+
+
+def test_a_torch_env_is_served_per_session(serve_process):
+    from conftest import require
+
+    require("torch")
+    _proc, address = serve_process("CartPole-v1", "--sessions", "2", "--framework", "torch")
+    with rnp.RemoteEnv(address) as a, rnp.RemoteEnv(address) as b:
+        a.reset(seed=0)
+        b.reset(seed=0)
+        assert a.step(1)[0].shape == (4,) and b.step(0)[0].shape == (4,)
