@@ -227,6 +227,28 @@ def test_kill_9_of_a_session_worker_ends_only_that_session(serve_process, short_
 # -- shutdown -------------------------------------------------------------------------------------
 
 
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (workers, the forkserver, helpers)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
 def _shm_files(pid: int) -> list[str]:
     try:
         return [f for f in os.listdir("/dev/shm") if f.startswith(f"rlmesh-{pid}-")]
@@ -251,6 +273,8 @@ def test_sigterm_with_sessions_in_flight_drains_every_session_and_leaves_nothing
         for c in clients:
             for _ in range(8):  # long enough to move into shared-memory rings where the host has them
                 c.step(0)
+        below = _descendants(proc.pid)
+        assert set(pids) <= below and len(below) >= 5  # 3 sessions, 1 prewarmed worker, the forkserver
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
@@ -259,7 +283,7 @@ def test_sigterm_with_sessions_in_flight_drains_every_session_and_leaves_nothing
         assert not sock_path.exists()
         closed = marker.read_text().splitlines()
         assert all(f"closed {pid}" in closed for pid in pids)  # every session's env was closed
-        assert _wait(lambda: not any(_alive(pid) for pid in pids))
+        assert _wait(lambda: not any(_alive(pid) for pid in below))  # no worker, forkserver or helper left
         for c in clients:
             with pytest.raises((ConnectionLost, SessionClosed)):
                 for _ in range(10):
@@ -382,13 +406,21 @@ def test_serve_env_and_env_factory_serve_take_sessions(short_tmp):
 # -- hostile input, per session ----------------------------------------------------------------------
 
 
-def test_a_nesting_bomb_in_one_session_closes_only_that_session(sessions_server):
+@pytest.mark.parametrize(
+    "attack",
+    [
+        raw_frame(m.Step.KIND, b"\x94\x91" + bomb(50_000) + b"\x80\x00\xc3", rid=2),  # nesting bomb
+        b"RM\x01\x02\x02\x00\x00\x00" + b"\x01\x00\x00\x00" + b"\x00\x00\x00\x00" + (2**40).to_bytes(8, "little"),  # 1 TiB
+    ],
+    ids=["nesting", "frame-limit"],
+)
+def test_hostile_bytes_in_one_session_close_only_that_session(sessions_server, attack):
     server = sessions_server(2)
     with rnp.RemoteEnv(server.address) as good:
         good.reset(seed=0)
         sock = dial(server.address)
         conn, _ = hello(sock)
-        sock.sendall(raw_frame(m.Step.KIND, b"\x94\x91" + bomb(50_000) + b"\x80\x00\xc3", rid=2))
+        sock.sendall(attack)
         reply = read_reply(conn)
         assert isinstance(reply, m.Error) and reply.code == CODE_NUMBERS["PROTOCOL"]
         assert closed_by_server(conn)
