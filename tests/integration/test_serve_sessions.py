@@ -584,7 +584,11 @@ def test_a_torch_env_is_served_per_session(serve_process):
 
     require("torch")
     _proc, address = serve_process("CartPole-v1", "--sessions", "2", "--framework", "torch")
-    with rnp.RemoteEnv(address) as a, rnp.RemoteEnv(address) as b:
+    import rlmesh.torch as rt
+
+    with rnp.RemoteEnv(address) as a, rt.RemoteEnv(address, wait_for_slot=True) as b:
         a.reset(seed=0)
         b.reset(seed=0)
-        assert a.step(1)[0].shape == (4,) and b.step(0)[0].shape == (4,)
+        assert a.step(1)[0].shape == (4,) and tuple(b.step(0)[0].shape) == (4,)
+        with pytest.raises(EndpointBusy, match="waited"):
+            rt.RemoteEnv(address, wait_for_slot=True, connect_timeout_seconds=0.3)
