@@ -152,3 +152,66 @@ def test_serve_model_cli_takes_sessions(short_tmp):
         assert not errors and len(results) == 3
     finally:
         stop_process(proc)
+
+
+class ZeroBatched(Model):
+    """Action 0 for every row; records the row shapes of each forward."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.fail = fail
+        self.shapes: list[tuple[int, ...]] = []
+
+    def predict_batch(self, observations: Any) -> Any:
+        self.shapes.append(tuple(np.shape(observations)))
+        if self.fail:
+            raise ZeroDivisionError("the batch divided by zero")
+        threading.Event().wait(0.002)
+        return np.zeros(len(observations), np.int64)
+
+
+def test_sessions_bound_to_different_envs_share_the_model_but_never_a_batch():
+    from sessions_envs import SessionEnv
+
+    model = ZeroBatched()
+    server = ModelServer(model, "127.0.0.1:0", sessions=4).start()
+    errors: list[BaseException] = []
+    results: dict[int, Any] = {}
+
+    def drive(k: int) -> None:
+        try:
+            env = gym.make("CartPole-v1") if k % 2 else gym.wrappers.TimeLimit(SessionEnv(), 30)
+            results[k] = rlmesh.RemoteModel(server.address).run(env, seeds=[k])
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=drive, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    server.shutdown()
+    assert not errors and len(results) == 4
+    assert {s[1:] for s in model.shapes} == {(4,), (3,)}  # rows of one forward always share a shape
+
+
+def test_a_failing_batched_forward_is_a_model_error_for_each_session_in_it():
+    model = ZeroBatched(fail=True)
+    server = ModelServer(model, "127.0.0.1:0", sessions=2).start()
+    errors: list[BaseException] = []
+
+    def drive() -> None:
+        try:
+            rlmesh.RemoteModel(server.address).run(gym.make("CartPole-v1"), seeds=[0])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=drive) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(errors) == 2 and all("the batch divided by zero" in str(e) for e in errors)
+    with rlmesh.RemoteModel(server.address).session(gym.make("CartPole-v1")) as sess:  # the server lives on
+        sess.reset(seed=0)
+    server.shutdown()

@@ -58,6 +58,7 @@ class _ModelService:
         self.open: dict[int, str] = {}  # lane -> episode in flight
         self.obs_plan: ValuePlan | None = None  # the bound env's value plans
         self.act_plan: ValuePlan | None = None
+        self.bound_key = ""  # the bound observation space (sessions with equal keys may share a forward)
         self._contract = _model_contract(model)
         # The model service's requests (Configure, Close, Ping... are the loop's own).
         self._handlers: dict[int, Any] = {
@@ -136,6 +137,7 @@ class _ModelService:
         self.routes = routes
         self.obs_plan = value_plan(contract.observation_space)
         self.act_plan = value_plan(contract.action_space)
+        self.bound_key = repr(msg.contract.get("observation_space")) if isinstance(msg.contract, dict) else ""
         adapter = routes[0].adapter
         text = adapter.describe() if adapter is not None and callable(getattr(adapter, "describe", None)) else None
         return m.BindReply(horizon=routes[0].horizon, adapter=text, spec_less=routes[0].spec_less), []

@@ -8,9 +8,10 @@ edges. Every session's requests run on this one thread, so the model is never
 called concurrently.
 
 *Fusion across sessions*: ``Predict`` requests that arrive in the same poll round
-from several sessions are answered with **one** call of the model's batched corner
-(``predict_batch``) when the model defines one and each of those sessions is at a
-plain step (execution horizon 1, no chunk frames queued): the observations go
+from several sessions bound to the same observation space are answered with **one**
+call of the model's batched corner (``predict_batch``) when the model defines one and
+each of those sessions is at a plain step (execution horizon 1, no chunk frames
+queued): the observations go
 through each session's own adapter, are stacked, forwarded once, split, and each
 action goes back through its session's adapter. Otherwise (no batched corner,
 chunked replay, one request alone) the requests are served in turn, each with the
@@ -191,9 +192,10 @@ class ModelSessionsLoop(ServeLoop):
         self._touch()
 
     def _answer_predicts(self) -> None:
-        """Answer this round's ``Predict`` requests: one fused forward where possible, the rest in turn."""
+        """Answer this round's ``Predict`` requests: one fused forward per group of sessions bound
+        to the same observation space, the rest in turn."""
         queued, self._queued = self._queued, []
-        group: list[tuple[_Peer, Any, m.Predict, frames.Frame, int, Any, Any]] = []
+        groups: dict[str, list[tuple[_Peer, Any, m.Predict, frames.Frame, int, Any, Any]]] = {}
         rest: list[tuple[_Peer, Any, m.Predict, frames.Frame, int]] = []
         for item in queued:
             peer, svc, msg, frame, rid = item
@@ -209,28 +211,39 @@ class ModelSessionsLoop(ServeLoop):
             if route is None:
                 rest.append(item)
             else:
-                group.append((peer, svc, msg, frame, rid, route, obs))
-        if len(group) >= 2 and not self._fused(group):
-            rest.extend(g[:5] for g in group)
-        elif len(group) == 1:
-            rest.append(group[0][:5])
+                groups.setdefault(svc.bound_key, []).append((peer, svc, msg, frame, rid, route, obs))
+        for group in groups.values():
+            if len(group) >= 2:
+                self._fused(group)
+            else:
+                rest.append(group[0][:5])
         for peer, svc, msg, frame, rid in rest:
             if not peer.conn.closed and self._sessions.get(peer) is svc:
                 self._serve_one(peer, svc, msg, frame, rid)
 
-    def _fused(self, group: list[tuple[_Peer, Any, m.Predict, frames.Frame, int, Any, Any]]) -> bool:
-        """One batched forward for the whole group; ``False`` (nothing sent) to serve them in turn."""
+    def _fused(self, group: list[tuple[_Peer, Any, m.Predict, frames.Frame, int, Any, Any]]) -> None:
+        """One batched forward for the whole group (sessions bound to the same observation space).
+
+        A failure of that forward is the model's failure for every session in it, as it would
+        be in turn (``model error: predict failed: ...``, the sessions end): the adapters have
+        seen the observations and the contexts have counted the predict, so nothing is retried.
+        """
         route0 = group[0][5]
         cs, bridge = route0.corners, route0.bridge
         try:
             inputs = [route.model_input(obs) for *_x, route, obs in group]
+            batch = bridge.tree_stack(inputs)
             wants = route0.cs_wants(False, True)
             ctxs = [route.store.next(route.episode_id) for *_x, route, _obs in group] if wants else None
-            batch = bridge.tree_stack(inputs)
             outs = bridge.tree_unstack(cs.predict_batch(batch, ctxs), len(group))
         except Exception as exc:
-            log.info("a fused forward over %d sessions failed (%s); serving them in turn", len(group), _describe(exc))
-            return False
+            log.info("a fused forward over %d sessions failed: %s", len(group), _describe(exc))
+            for peer, _svc, _msg, _frame, rid, _route, _obs in group:
+                failure = RequestFailed("INTERNAL", f"predict failed: {_describe(exc)}", op="predict", recoverable=False)
+                self._send(peer, failure.to_message(), rid)
+                self._end_active(peer)
+            self._touch()
+            return
         self.fused_batches += 1
         self.fused_requests += len(group)
         for (peer, svc, _msg, _frame, rid, route, _obs), out in zip(group, outs):
@@ -249,7 +262,6 @@ class ModelSessionsLoop(ServeLoop):
                 continue
             self._send(peer, m.PredictReply(action=scalars), rid, segments)
         self._touch()
-        return True
 
     # -- sessions -------------------------------------------------------------------------
 
