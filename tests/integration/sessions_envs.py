@@ -11,6 +11,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import rlmesh
+
 HANG, CRASH = 1, 2  # actions with a side effect; 0 is a plain step
 
 
@@ -61,3 +63,11 @@ def make_session_env(marker: str = "", release: str = "") -> SessionEnv:
 def make_broken() -> SessionEnv:
     """``sessions_envs:make_broken``: an env whose build always fails."""
     raise RuntimeError("no simulator license on this host")
+
+
+
+class SessionFactory(rlmesh.EnvFactory):
+    """``sessions_envs:SessionFactory``: an EnvFactory making :class:`SessionEnv`."""
+
+    def make(self, marker: str = "") -> SessionEnv:
+        return SessionEnv(marker)

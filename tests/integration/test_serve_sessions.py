@@ -384,11 +384,19 @@ def test_a_single_session_endpoint_reports_its_one_session():
         server.shutdown()
 
 
-def test_serve_env_and_env_factory_serve_take_sessions(short_tmp):
+@pytest.mark.parametrize(
+    "call",
+    [
+        "rlmesh.serve.serve_env(sessions_envs.make_session_env, ADDRESS, sessions=2)",
+        "sessions_envs.SessionFactory.serve(sessions_envs.SessionFactory(), ADDRESS, sessions=2, prewarm=1)",
+    ],
+    ids=["serve_env", "EnvFactory.serve"],
+)
+def test_serve_env_and_env_factory_serve_take_sessions(short_tmp, call):
     script = (
         "import rlmesh.serve, sessions_envs\n"
         "if __name__ == '__main__':\n"
-        f"    rlmesh.serve.serve_env(sessions_envs.make_session_env, 'unix://{short_tmp}/f.sock', sessions=2)\n"
+        f"    {call.replace('ADDRESS', repr(f'unix://{short_tmp}/f.sock'))}\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script], env=child_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

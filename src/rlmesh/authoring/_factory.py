@@ -196,6 +196,8 @@ class EnvFactory(ABC):
         """
         from ..serve import serve_env  # lazy: serving sits above authoring
 
+        if sessions != 1 or prewarm:  # issue 25 (passed only when asked for: the default call is unchanged)
+            make_kwargs = {**make_kwargs, "sessions": sessions, "prewarm": prewarm}
         serve_env(  # seed 000: EnvFactory.serve forwards to rlmesh.serve.serve_env (CNF2-A8)
             self,
             address,
@@ -205,8 +207,6 @@ class EnvFactory(ABC):
             device=device,
             workflow_edition=workflow_edition,
             autoreset=autoreset,
-            sessions=sessions,
-            prewarm=prewarm,
             **make_kwargs,
         )
 
