@@ -564,15 +564,18 @@ def test_a_session_peer_that_pipelines_and_never_reads_is_dropped_alone(sessions
     """The per-session backlog bound (1 MiB of replies) holds in a session worker: the peer
     that never reads its replies is dropped; the other session keeps stepping."""
     server = sessions_server(2)
+    host, port = server.address[len("tcp://"):].rsplit(":", 1)
     with rnp.RemoteEnv(server.address, request_timeout_seconds=20) as good:
         good.reset(seed=0)
-        sock = dial(server.address)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+        sock.connect((host, int(port)))
+        sock.settimeout(20)
         _conn, _ = hello(sock)
         sock.setblocking(False)
         burst = b"".join(raw_frame(m.Step.KIND, b"\x94\x91\x00\x80\x00\xc3", rid=r) for r in range(2, 1002))
         dropped = False
-        for _ in range(20_000):  # bounded: ~1 MiB of queued error replies gets the peer dropped
+        for _ in range(50_000):  # bounded: ~1 MiB of queued error replies gets the peer dropped
             try:
                 sock.send(burst)
             except BlockingIOError:
