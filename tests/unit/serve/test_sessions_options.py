@@ -106,3 +106,29 @@ def test_serve_model_refuses_zero_sessions(capsys):
         serve_model_main(["mod:attr", "--sessions", "0"])
     assert exc.value.code == 2
     assert "--sessions must be >= 1" in capsys.readouterr().err
+
+
+def test_session_workers_busy_poll_only_while_the_busy_sessions_fit_the_cores(monkeypatch):
+    import time
+    from types import SimpleNamespace
+
+    from rlmesh.serve import _pool
+
+    monkeypatch.setattr(_pool, "busy_poll_default", lambda: 0.001)
+    monkeypatch.setattr(_pool, "_usable_cpus", lambda: 4.0)
+    conn = SimpleNamespace(busy_poll=0.001)
+    loop = SimpleNamespace(_client=SimpleNamespace(conn=conn), on_request=None)
+    board = [0.0, 0.0, 0.0, 0.0]
+    _pool._watch_activity(loop, board, 0)
+    loop.on_request()  # this session alone is busy: 2 x 1 <= 4 cores
+    assert conn.busy_poll == 0.001
+    now = time.monotonic()
+    board[1] = board[2] = now  # three busy sessions need 6 cores
+    board[3] = now - 10.0  # an idle one does not count
+    _pool._watch_activity(loop, board, 0)  # a fresh check window
+    loop.on_request()
+    assert conn.busy_poll == 0.0
+    board[1] = board[2] = now - 10.0  # the others went idle
+    _pool._watch_activity(loop, board, 0)
+    loop.on_request()
+    assert conn.busy_poll == 0.001
