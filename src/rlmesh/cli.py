@@ -46,7 +46,10 @@ def _health(argv: Sequence[str]) -> int:
     except (RLMeshException, ValueError) as exc:
         print(f"not serving: {exc}", file=sys.stderr)
         return 1
-    print(f"serving: {health.service} at {health.address} ({health.state}, {health.latency_ms:.1f} ms)")
+    print(
+        f"serving: {health.service} at {health.address} ({health.state}, "
+        f"sessions {health.sessions_in_use}/{health.session_limit}, {health.latency_ms:.1f} ms)"
+    )
     return 0
 
 

@@ -26,6 +26,7 @@ that uses the env (``SubprocVecEnv([lambda: RemoteEnv(addr)] * 4)``).
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, SupportsFloat
 
@@ -81,6 +82,7 @@ class _Shared:
         self.client = client
         self.key = key
         self.refs = 1
+        self.owner: Any = None  # the handle whose reset started the served episode (issue 29)
 
     def release(self) -> None:
         self.refs -= 1
@@ -113,7 +115,7 @@ def _connect(cls: type, address: str | None, kwargs: dict[str, Any]) -> _Shared:
         ).url
         shared = _LIVE.get((cls, url))
         if shared is None or shared.client.closed:
-            raise
+            raise EndpointBusy(f"{sys.exc_info()[1]}. {_ONE_SESSION_HINT}") from None
         log.info("the endpoint at %s is busy with this process's own connection; sharing it", url)
         shared.refs += 1
         return shared
@@ -122,6 +124,21 @@ def _connect(cls: type, address: str | None, kwargs: dict[str, Any]) -> _Shared:
     shared = _Shared(client, key)
     _LIVE.setdefault(key, shared)
     return shared
+
+
+_ONE_SESSION_HINT = (
+    "Each Gymnasium handle needs a session of its own: serve the env with several sessions "
+    "(rlmesh serve ENV --sessions N, EnvServer(target, sessions=N)), or serve N lanes (--num-envs N) "
+    "and use gymnasium.make_vec(..., vectorization_mode='vector_entry_point') / "
+    "rlmesh.gymnasium.RemoteVectorEnv, or give each handle its own endpoint (RemoteVectorEnv([...]))"
+)
+
+
+def _shared_step_error(address: str) -> EndpointBusy:
+    return EndpointBusy(
+        f"two Gymnasium handles in this process share the one session of the env at '{address}', and the "
+        f"other handle reset it since this one did: stepping now would step the other's episode. {_ONE_SESSION_HINT}"
+    )
 
 
 def _spec_of(client: Any, *, vector: bool = False, kwargs: Mapping[str, Any] | None = None) -> EnvSpec | None:
@@ -252,10 +269,15 @@ class RemoteEnv(gymnasium.Env):
         client = self._client
         client.runtime = {}
         obs, info = client.reset(seed=seed, options=options)
+        if self._shared is not None:
+            self._shared.owner = self
         return obs, _filtered(info, client.runtime if self._episode_info else None)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Apply one action: ``(obs, reward, terminated, truncated, info)``."""
+        shared = self._shared
+        if shared is not None and shared.refs > 1 and shared.owner is not self and shared.owner is not None:
+            raise _shared_step_error(str(self._client.address))  # issue 29: never step another handle's episode
         client = self._client
         client.runtime = {}
         obs, reward, terminated, truncated, info = client.step(action)
@@ -269,6 +291,8 @@ class RemoteEnv(gymnasium.Env):
         """Detach from the endpoint (the server keeps running). Idempotent."""
         shared, self._shared = getattr(self, "_shared", None), None
         if shared is not None:
+            if shared.owner is self:
+                shared.owner = None
             shared.release()
 
     def __del__(self) -> None:

@@ -103,6 +103,7 @@ ALLOWED: list[Lazy] = [
     Lazy("rlmesh.models._base", "ModelBase.describe", "rlmesh.authoring", "porch Model.describe"),
     Lazy("rlmesh.client._model", "RemoteModel.session", "rlmesh.eval._api", "porch RemoteModel.session"),
     Lazy("rlmesh.client._model", "RemoteModel.run", "rlmesh.eval._api", "porch RemoteModel.run"),
+    Lazy("rlmesh.serve._server", "EnvServer.__new__", "rlmesh.serve._pool", "EnvServer(target, sessions=N) is a SessionsEnvServer, a subclass defined in serve._pool (issue 25)"),
 ]
 
 #: The leaf packages' in-function imports (adapters, spaces, view, recorder, sandbox).

@@ -158,6 +158,8 @@ class EnvFactory(ABC):
         device: object | None = None,
         workflow_edition: str | None = None,
         autoreset: str | None = None,
+        sessions: int = 1,
+        prewarm: int = 0,
         **make_kwargs: Any,
     ) -> None:
         """Host this env on ``address`` (blocking): validate, ``prepare()``, ``make()``, serve.
@@ -182,6 +184,9 @@ class EnvFactory(ABC):
                 (the default, like ``gymnasium.make_vec``), ``"same-step"`` or
                 ``"disabled"``. With a vectorization mode, ``None`` keeps the
                 vector env's own.
+            sessions: Serve up to this many clients at once, each with its own
+                env made in its own worker process (default 1).
+            prewarm: Keep this many session workers with a made env ready.
             **make_kwargs: The ``make`` binding.
 
         Raises:
@@ -191,6 +196,8 @@ class EnvFactory(ABC):
         """
         from ..serve import serve_env  # lazy: serving sits above authoring
 
+        if sessions != 1 or prewarm:  # issue 25 (passed only when asked for: the default call is unchanged)
+            make_kwargs = {**make_kwargs, "sessions": sessions, "prewarm": prewarm}
         serve_env(  # seed 000: EnvFactory.serve forwards to rlmesh.serve.serve_env (CNF2-A8)
             self,
             address,

@@ -55,6 +55,7 @@ class _RemoteEnvBase:
         connect_timeout_seconds: float | None = None,
         request_timeout_seconds: float | None = None,
         workflow_edition: str | None = None,
+        wait_for_slot: bool = False,
     ) -> None:
         connect_timeout = check_timeout("connect_timeout_seconds", connect_timeout_seconds)
         self._request_timeout = check_timeout("request_timeout_seconds", request_timeout_seconds)
@@ -70,6 +71,7 @@ class _RemoteEnvBase:
             connect_timeout=connect_timeout,
             request_timeout=self._request_timeout,
             noun="an env",
+            wait_for_slot=bool(wait_for_slot),
         )
         welcome = self._session.welcome
         try:
@@ -347,6 +349,9 @@ class RemoteEnv(_RemoteEnvBase):
         connect_timeout_seconds: Dial + handshake bound (``None``: 10 s).
         request_timeout_seconds: Per-request bound (``None`` or 0: wait forever).
         workflow_edition: Offer exactly this edition; fails here if the env lacks it.
+        wait_for_slot: If every session of the endpoint is taken (``sessions=N``), keep
+            asking until one frees up or ``connect_timeout_seconds`` passes, instead of
+            raising ``EndpointBusy`` at once.
 
     Example:
         >>> import gymnasium as gym, rlmesh

@@ -32,6 +32,7 @@ class FrameworkEnvClient(_RemoteEnvBase):
         request_timeout_seconds: float | None = None,
         workflow_edition: str | None = None,
         device: Any = None,
+        wait_for_slot: bool = False,
     ) -> None:
         bridge = self._bridge
         bridge.ensure_available()
@@ -47,6 +48,7 @@ class FrameworkEnvClient(_RemoteEnvBase):
             connect_timeout_seconds=connect_timeout_seconds,
             request_timeout_seconds=request_timeout_seconds,
             workflow_edition=workflow_edition,
+            wait_for_slot=wait_for_slot,
         )
 
     @property

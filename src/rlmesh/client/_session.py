@@ -39,6 +39,8 @@ _ENDINGS = frozenset({m.Close.KIND, m.Shutdown.KIND})
 
 DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0  # CLT-5: the native default
 _CLOSE_TIMEOUT_SECONDS = 5.0  # CLT-10: a graceful close never waits longer than this
+_SLOT_POLL_FIRST_SECONDS = 0.01  # wait_for_slot: first pause before asking again, doubling ...
+_SLOT_POLL_MAX_SECONDS = 0.25  # ... up to this
 
 
 def check_timeout(name: str, value: float | None) -> float | None:
@@ -62,6 +64,9 @@ class ClientSession:
         connect_timeout: Bound on dial + handshake (``None`` = 10 s).
         request_timeout: Bound on each request (``None`` = forever).
         noun: How errors name the peer (``"an env"``).
+        wait_for_slot: On ``Busy`` (every session of the endpoint taken), retry until a
+            session frees up or ``connect_timeout`` passes, instead of raising
+            ``EndpointBusy`` at once.
     """
 
     def __init__(
@@ -74,49 +79,37 @@ class ClientSession:
         connect_timeout: float | None,
         request_timeout: float | None,
         noun: str,
+        wait_for_slot: bool = False,
     ) -> None:
         self.address = address
         self.request_timeout = request_timeout
         self.noun = noun
         # messages name what is at the other end: "remote environment" / "remote model"
-        self.peer, server = ("remote model", "ModelServer") if service == "model" else ("remote environment", "EnvServer")
+        self.peer = "remote model" if service == "model" else "remote environment"
         self.protocol = Session(CLIENT)
         self._closed_reason: str | None = None
-        ct = DEFAULT_CONNECT_TIMEOUT_SECONDS if connect_timeout is None else connect_timeout
-        url = address.url
-        limits = frames.default_limits()  # RLMESH_MAX_FRAME_BYTES, checked before dialing
-        try:
-            sock = dial(address, ct)
-        except TimeoutError:
-            raise RequestTimeout(
-                f"{self.peer} connect timed out after {ct:.3f}s (dialing {url}); is the {server} running and reachable?",
-                timeout_seconds=ct,
-            ) from None
-        except OSError as exc:
-            raise ConnectFailed(f"could not connect to {noun} at '{url}'; is the {server} running? ({exc})") from exc
-        self.conn = Connection(sock, frames.PRE_HANDSHAKE_LIMITS)
         self._attach_after = -1  # requests left before moving to shared-memory rings (-1: never)
         self._timed_out = False  # a request timed out and its reply has not been seen yet
         # an Attach whose reply has not arrived yet: (request id, path, ring); nothing else
         # may be sent until it does, since the reply says which path the next frame takes
         self._pending_attach: tuple[int, str, Any] | None = None
         self._shm_token = ""
-        try:
-            reply = self._exchange(handshake.make_hello(component, declared, service=service), timeout=ct)
-        except RequestTimeout:
+        ct = DEFAULT_CONNECT_TIMEOUT_SECONDS if connect_timeout is None else connect_timeout
+        limits = frames.default_limits()  # RLMESH_MAX_FRAME_BYTES, checked before dialing
+        deadline = time.monotonic() + ct
+        pause = _SLOT_POLL_FIRST_SECONDS
+        while True:
+            sock, reply = self._handshake(address, service, component, declared, ct, max(deadline - time.monotonic(), 0.001))
+            if not isinstance(reply, m.Busy):
+                break
             self.conn.close()
-            raise RequestTimeout(
-                f"{self.peer} connect timed out after {ct:.3f}s (handshake with {url})", timeout_seconds=ct
-            ) from None
-        except (ConnectionLost, ProtocolException) as exc:
-            self.conn.close()
-            raise ConnectFailed(f"connected to {noun} at '{url}', but the handshake failed ({exc})") from exc
-        except BaseException:
-            self.conn.close()
-            raise
-        if isinstance(reply, m.Busy):
-            self.conn.close()
-            raise EndpointBusy(f"{noun} at '{url}' is busy: {reply.message}")
+            left = deadline - time.monotonic()
+            if not wait_for_slot or left <= 0:
+                waited = f" (waited {ct:.3f}s for a free session)" if wait_for_slot else ""
+                raise EndpointBusy(f"{noun} at '{address.url}' is busy: {reply.message}{waited}")
+            time.sleep(min(pause, left))  # issue 25: wait for a free session within the connect timeout
+            pause = min(pause * 2, _SLOT_POLL_MAX_SECONDS)
+        url = address.url
         if isinstance(reply, m.Incompatible):
             self.conn.close()
             raise HandshakeError(f"handshake failed: {reply.message}")
@@ -130,6 +123,38 @@ class ClientSession:
         if token:
             self._attach_after = ATTACH_AFTER_REQUESTS
             self._shm_token = token
+
+    def _handshake(
+        self, address: Address, service: str, component: str, declared: str | None, ct: float, budget: float
+    ) -> tuple[Any, Any]:
+        """Dial and say Hello within ``budget`` seconds: ``(socket, reply)`` (``self.conn`` is set)."""
+        url = address.url
+        noun, server = self.noun, ("ModelServer" if service == "model" else "EnvServer")
+        self.protocol = Session(CLIENT)
+        try:
+            sock = dial(address, budget)
+        except TimeoutError:
+            raise RequestTimeout(
+                f"{self.peer} connect timed out after {ct:.3f}s (dialing {url}); is the {server} running and reachable?",
+                timeout_seconds=ct,
+            ) from None
+        except OSError as exc:
+            raise ConnectFailed(f"could not connect to {noun} at '{url}'; is the {server} running? ({exc})") from exc
+        self.conn = Connection(sock, frames.PRE_HANDSHAKE_LIMITS)
+        try:
+            reply = self._exchange(handshake.make_hello(component, declared, service=service), timeout=budget)
+        except RequestTimeout:
+            self.conn.close()
+            raise RequestTimeout(
+                f"{self.peer} connect timed out after {ct:.3f}s (handshake with {url})", timeout_seconds=ct
+            ) from None
+        except (ConnectionLost, ProtocolException) as exc:
+            self.conn.close()
+            raise ConnectFailed(f"connected to {noun} at '{url}', but the handshake failed ({exc})") from exc
+        except BaseException:
+            self.conn.close()
+            raise
+        return sock, reply
 
     # -- requests -------------------------------------------------------------------------
 

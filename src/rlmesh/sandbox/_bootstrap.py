@@ -2,7 +2,9 @@
 
 The spec comes from ``$RLMESH_BOOTSTRAP_JSON`` (then no argument is allowed) or from a
 single ``bootstrap.json`` path argument; a usage error exits 2. ``RLMESH_NUM_ENVS`` /
-``RLMESH_VECTORIZATION_MODE`` / ``RLMESH_MAKE_KWARGS`` override the spec. The listener
+``RLMESH_VECTORIZATION_MODE`` / ``RLMESH_MAKE_KWARGS`` override the spec;
+``RLMESH_SESSIONS=N`` (or ``"sessions"`` in the spec) serves N clients at once, each
+env built from the spec in its own worker process (docs/serving.md). The listener
 binds only after ``make()`` returns, on ``$RLMESH_ADDRESS`` or ``0.0.0.0:$RLMESH_PORT``;
 the bound address goes to ``$RLMESH_READY_FILE`` (when set) and to stdout as
 ``RLMesh sandbox serving <addr>``.
@@ -17,6 +19,7 @@ orphan.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import json
@@ -30,6 +33,7 @@ from typing import Any
 
 from ..serve import EnvServer
 from ..serve._cli import load_env_target
+from ..serve._pool import EnvRecipe, SessionsEnvServer
 
 __all__ = ["main"]
 
@@ -191,15 +195,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if spec is None:
         print(USAGE, file=sys.stderr)
         return 2
-    print("rlmesh sandbox: make() running", file=sys.stderr, flush=True)
-    env, factory = build_target(spec)
     address = os.environ.get("RLMESH_ADDRESS") or f"0.0.0.0:{os.environ.get('RLMESH_PORT', '50051')}"
-    server = EnvServer(
-        env,
-        address,
-        framework=os.environ.get("RLMESH_FRAMEWORK") or None,
-        device=os.environ.get("RLMESH_DEVICE") or None,
-    )
+    sessions = int(os.environ.get("RLMESH_SESSIONS") or spec.get("sessions") or 1)
+    env: Any = None
+    factory: Any = None
+    if sessions > 1:  # issue 25: N sessions, each env built from the spec in its own worker process
+        recipe = EnvRecipe(
+            None,
+            framework=os.environ.get("RLMESH_FRAMEWORK") or None,
+            device=os.environ.get("RLMESH_DEVICE") or None,
+            builder=functools.partial(build_target, spec),
+        )
+        server: Any = SessionsEnvServer(None, address, sessions=sessions, recipe=recipe)
+    else:
+        print("rlmesh sandbox: make() running", file=sys.stderr, flush=True)
+        env, factory = build_target(spec)
+        server = EnvServer(
+            env,
+            address,
+            framework=os.environ.get("RLMESH_FRAMEWORK") or None,
+            device=os.environ.get("RLMESH_DEVICE") or None,
+        )
 
     def stop(*_: Any) -> None:
         threading.Thread(target=server.shutdown, name="rlmesh-sandbox-stop", daemon=True).start()

@@ -34,6 +34,7 @@ from ._command import (
     write_ready_fd as write_ready_fd,
 )
 from ._model_cli import main as serve_model
+from ._pool import EnvRecipe, SessionsEnvServer
 from ._server import EnvServer
 
 __all__ = ["build_parser", "load_env_target", "main", "startup_marks", "write_ready_fd"]
@@ -92,6 +93,29 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
     p.add_argument("--workflow-edition", default=None, help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)")
     p.add_argument("--allow-remote-shutdown", action="store_true", help="let a client stop the server (default: off)")
     p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS", help="stop after SECONDS without a client (default: never)")
+    p.add_argument(
+        "--sessions",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="serve up to N clients at once, each with its own env (of --num-envs lanes) in its own worker "
+        "process; client N+1 gets EndpointBusy unless it waits for a slot (default: 1, one session in this process)",
+    )
+    p.add_argument(
+        "--prewarm",
+        type=_nonnegative_int,
+        default=0,
+        metavar="K",
+        help="keep K session workers with a built env ready, so a new client does not wait for make() "
+        "(at most --sessions; default: 0, build on connect)",
+    )
+    p.add_argument(
+        "--no-fuse",
+        dest="fuse",
+        action="store_false",
+        help="a model TARGET with --sessions N: answer every predict in turn instead of fusing predicts that "
+        "arrive together into one predict_batch forward (see rlmesh serve-model; default: fuse)",
+    )
     p.add_argument("--ready-fd", type=int, default=None, help="write the bound address to this fd, then close it (default: none)")
     p.add_argument("--ready-file", default=None, help="write the bound address to this file once listening (default: none)")
     p.add_argument("--verbose", action="store_true", help="print tracebacks on errors (default: one line)")
@@ -102,6 +126,13 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _nonnegative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
 
 
@@ -123,6 +154,8 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
                 parser.error(f"{key!r} is a serving option; use --{key.replace('_', '-')}")
         options = options_of(args)
         _edition_notice(args, target)
+        if args.sessions != 1 or args.prewarm:
+            return _serve_sessions(args, target, kwargs, options)
         env, factory = load_env_target(
             target,
             num_envs=args.num_envs,
@@ -145,4 +178,25 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
             if factory is not None:
                 factory.close()
 
+    if args.prewarm > args.sessions:
+        parser.error(f"--prewarm {args.prewarm} exceeds --sessions {args.sessions}")
     return run_command(args, body)
+
+
+def _serve_sessions(args: argparse.Namespace, target: str, kwargs: dict[str, object], options: object) -> int:
+    """``--sessions N``: a supervisor here, each session's env in its own worker process (issue 25)."""
+    recipe = EnvRecipe(
+        target,
+        kwargs,
+        num_envs=args.num_envs,
+        vectorization_mode=args.vectorization_mode,
+        autoreset=args.autoreset,
+        packages=tuple(args.package),
+        framework=args.framework,
+        device=args.device,
+        options=options,  # type: ignore[arg-type]
+    )
+    server = SessionsEnvServer(None, args.address, sessions=args.sessions, prewarm=args.prewarm, recipe=recipe)
+    _mark("listen")
+    announce(args, "env", server.address, f" ({args.sessions} sessions){_startup_text()}")
+    return serve_until_stopped(server)

@@ -25,23 +25,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._build import resolve_declared_edition
-from .._envview import Lanes, autoreset_name
 from ..authoring import EnvFactory
 from ..authoring._factory import _framework_name, build_env
 from ._command import (
     _exposed,
-    _gym_autoreset,
     _mark,
     _resolve,
     _startup_text,
     _write_ready_file,
     default_address,
-    load_env_target,
     run_command,
 )
 from ._model import ModelServer
 from ._model_cli import load_model_target
 from ._options import ServeOptions
+from ._pool import EnvRecipe, _build_plain, serve_sessions
 from ._server import EnvServer
 
 __all__ = ["main", "serve_env"]
@@ -63,6 +61,8 @@ def serve_env(
     device: object | None = None,
     workflow_edition: str | None = None,
     autoreset: str | None = None,
+    sessions: int = 1,
+    prewarm: int = 0,
     **make_kwargs: Any,
 ) -> None:
     """Host an env on ``address`` (blocking) until the server is stopped.
@@ -107,6 +107,8 @@ def serve_env(
         autoreset=autoreset,
         make_kwargs=make_kwargs,
         announce=lambda addr: print(f"RLMesh serving env on {addr}", flush=True),
+        sessions=sessions,
+        prewarm=prewarm,
     )
 
 
@@ -123,6 +125,8 @@ def _serve_env(
     autoreset: str | None = None,
     announce: Callable[[str], None],
     built: Callable[[], None] = lambda: None,
+    sessions: int = 1,
+    prewarm: int = 0,
 ) -> None:
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
@@ -145,6 +149,19 @@ def _serve_env(
         if cls is not None
         else workflow_edition  # EnvServer resolves the lower rungs itself (DELTA-22)
     )
+    if sessions != 1 or prewarm:  # issue 25: one env per session, each in its own worker process
+        recipe = EnvRecipe(
+            env_source,
+            dict(make_kwargs),
+            num_envs=num_envs,
+            vectorization_mode=vectorization_mode,
+            autoreset=autoreset,
+            framework=framework if framework is not None else pinned,
+            device=device if fw in _DEVICE_FRAMEWORKS else None,
+            options=ServeOptions(workflow_edition=declared),
+        )
+        serve_sessions(recipe, address, sessions=sessions, prewarm=prewarm, announce=announce)
+        return
     factory: Any = None
     tags: Any = None
     if is_factory:
@@ -185,44 +202,6 @@ def _close_quietly(env: Any) -> None:
         env.close()
     except Exception:
         pass
-
-
-def _build_plain(
-    source: Any,
-    kwargs: Mapping[str, Any],
-    *,
-    num_envs: int,
-    vectorization_mode: str | None,
-    autoreset: str | None = None,
-) -> Any:
-    """A non-factory env source -> one env, :class:`Lanes` of lane envs, or a Gymnasium vector env."""
-    if isinstance(source, str):
-        return load_env_target(
-            source, num_envs=num_envs, vectorization_mode=vectorization_mode, kwargs=kwargs, autoreset=autoreset
-        )[0]
-    if callable(getattr(source, "reset", None)) and callable(getattr(source, "step", None)) and not isinstance(
-        source, type
-    ):
-        if kwargs or num_envs != 1:
-            raise ValueError(f"{type(source).__name__} is a live env; it takes no make kwargs and serves one env")
-        return source
-    if not callable(source):
-        raise TypeError(
-            f"env_source must be an EnvFactory, a make callable, an env class, a live env or a target string; "
-            f"got {type(source).__name__}"
-        )
-    if num_envs == 1:
-        return source(**kwargs)
-    mode = None if autoreset is None else autoreset_name(autoreset)
-    if vectorization_mode is None:
-        return Lanes([source(**kwargs) for _ in range(num_envs)], mode or "NextStep")  # like gymnasium.make_vec
-    import gymnasium as gym
-
-    thunks = [lambda: source(**kwargs) for _ in range(num_envs)]
-    extra: dict[str, Any] = {} if mode is None else {"autoreset_mode": _gym_autoreset(mode)}
-    if vectorization_mode == "sync":
-        return gym.vector.SyncVectorEnv(thunks, **extra)
-    return gym.vector.AsyncVectorEnv(thunks, **extra)
 
 
 # -- python -m rlmesh.serve ------------------------------------------------------------------

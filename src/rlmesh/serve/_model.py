@@ -26,6 +26,7 @@ from ..wire.meta import normalize
 from ._driver import RequestFailed
 from ._lifecycle import ServerBase
 from ._loop import ServeLoop
+from ._model_sessions import ModelSessionsLoop
 from ._options import ServeOptions
 
 __all__ = ["ModelServer"]
@@ -57,6 +58,7 @@ class _ModelService:
         self.open: dict[int, str] = {}  # lane -> episode in flight
         self.obs_plan: ValuePlan | None = None  # the bound env's value plans
         self.act_plan: ValuePlan | None = None
+        self.bound_key = ""  # the bound observation space (sessions with equal keys may share a forward)
         self._contract = _model_contract(model)
         # The model service's requests (Configure, Close, Ping... are the loop's own).
         self._handlers: dict[int, Any] = {
@@ -135,6 +137,7 @@ class _ModelService:
         self.routes = routes
         self.obs_plan = value_plan(contract.observation_space)
         self.act_plan = value_plan(contract.action_space)
+        self.bound_key = repr(msg.contract.get("observation_space")) if isinstance(msg.contract, dict) else ""
         adapter = routes[0].adapter
         text = adapter.describe() if adapter is not None and callable(getattr(adapter, "describe", None)) else None
         return m.BindReply(horizon=routes[0].horizon, adapter=text, spec_less=routes[0].spec_less), []
@@ -210,6 +213,12 @@ class ModelServer(ServerBase):
         address: Where to listen (``host:port``, ``tcp://…``, ``unix:///…``; ``None`` = port 0).
         options: :class:`ServeOptions` (timeouts, remote shutdown, edition).
         close_model_on_shutdown: Call ``model.close()`` when serving ends.
+        sessions: Serve up to this many clients at once on this one loaded model, each
+            with its own bind, episodes and per-episode context (default 1). They share
+            the serving thread; see ``fuse``.
+        fuse: With ``sessions > 1``, answer ``Predict`` requests that arrive together
+            from several sessions with one call of the model's ``predict_batch`` (when
+            it defines one); ``False`` serves every request in turn.
     """
 
     def __init__(
@@ -223,8 +232,12 @@ class ModelServer(ServerBase):
         transport: str | None = None,
         options: ServeOptions | None = None,
         close_model_on_shutdown: bool = True,
+        sessions: int = 1,
+        fuse: bool = True,
     ) -> None:
         self._kind = "ModelServer"
+        if isinstance(sessions, bool) or not isinstance(sessions, int) or sessions < 1:
+            raise ValueError(f"sessions must be an int >= 1, got {sessions!r}")
         if not callable(getattr(model, "_fire_episode_end", None)):
             raise TypeError(f"ModelServer serves rlmesh.Model instances, got {type(model).__name__}")
         if getattr(model, "device", None) is not None and not getattr(type(model), "_supports_device", False):
@@ -250,5 +263,12 @@ class ModelServer(ServerBase):
         except OSError as exc:
             raise BindFailed(f"failed to bind {addr.url}: {exc}") from exc
         self._address = bound.url
-        loop = ServeLoop(listener, _ModelService(model, declared), self._options)
+        loop: ServeLoop
+        if sessions == 1:
+            loop = ServeLoop(listener, _ModelService(model, declared), self._options)
+        else:  # issue 25: N sessions on this one model, fused forwards where the model batches
+            loop = ModelSessionsLoop(
+                listener, lambda: _ModelService(model, declared), self._options, sessions=sessions, fuse=bool(fuse)
+            )
+        self._loop = loop
         self._init_lifecycle(loop, model.close, close_model_on_shutdown, bound.path or None)

@@ -63,15 +63,33 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
     p.add_argument("--workflow-edition", default=None, help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)")
     p.add_argument("--allow-remote-shutdown", action="store_true", help="let a client stop the server (default: off)")
     p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS", help="stop after SECONDS without a client (default: never)")
+    p.add_argument(
+        "--sessions",
+        type=int,
+        default=1,
+        metavar="N",
+        help="serve up to N clients at once on this one loaded model, each with its own bind and episodes "
+        "(default: 1)",
+    )
+    p.add_argument(
+        "--no-fuse",
+        dest="fuse",
+        action="store_false",
+        help="with --sessions N, answer every predict in turn instead of fusing requests that arrive together "
+        "into one predict_batch forward (default: fuse when the model defines predict_batch)",
+    )
     p.add_argument("--ready-file", default=None, help="write the bound address to this file (default: none)")
     p.add_argument("--ready-fd", type=int, default=None, help="write the bound address to this fd, then close it (default: none)")
     p.add_argument("--verbose", action="store_true", help="print tracebacks on errors (default: one line)")
     args = p.parse_args(argv)
+    if args.sessions < 1:
+        p.error(f"--sessions must be >= 1, got {args.sessions}")
+
     def body() -> int:
         model = load_model_target(args.target, binding_of(args))
         if getattr(model, "_spec", None) is None:
             print("RLMesh: the served model declares no spec; clients drive it with raw env values", file=sys.stderr)
-        server = ModelServer(model, args.address, options=options_of(args))
+        server = ModelServer(model, args.address, options=options_of(args), sessions=args.sessions, fuse=args.fuse)
         announce(args, "model", server.address)
         return serve_until_stopped(server)
 

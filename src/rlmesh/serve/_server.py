@@ -43,6 +43,7 @@ class _EnvService:
 
     def __init__(self, driver: Driver, contract: EnvContract, declared: str | None) -> None:
         self.driver = driver
+        self.env_contract = contract
         self._contract = contract.to_dict()
         self.declared_edition = declared
 
@@ -86,7 +87,7 @@ class EnvServer(ServerBase):
     :meth:`start`.
 
     One client holds the endpoint's session at a time; a second one is refused at
-    handshake with ``EndpointBusy``. Env calls all run on one thread: the one
+    handshake with ``EndpointBusy`` (``sessions=N`` serves N clients at once). Env calls all run on one thread: the one
     calling :meth:`serve`, or the background thread :meth:`start` creates.
 
     Args:
@@ -103,6 +104,14 @@ class EnvServer(ServerBase):
         device: Where torch/jax actions are placed (``"cuda:0"``, a ``torch.device``,
             a ``jax.Device``); only valid with a framework that has devices.
         close_env_on_shutdown: Call ``env.close()`` (every lane) when serving ends.
+        sessions: Serve up to this many clients at once, each with its own env instance
+            in its own worker process (default 1: one session, served in this process).
+            With ``sessions > 1`` (or ``prewarm``), ``env`` is what each session's env is
+            built from -- a Gymnasium id, ``"module:attr"``, an ``EnvFactory``, an env
+            class or a module-level make callable; a live env instance cannot be copied
+            and is a ``TypeError``. See docs/serving.md, "Many clients on one endpoint".
+        prewarm: Keep this many session workers with a built env ready (``<= sessions``),
+            so a new client does not wait for ``make()``.
 
     Example:
         >>> import gymnasium as gym
@@ -111,6 +120,14 @@ class EnvServer(ServerBase):
         True
         >>> server.shutdown()
     """
+
+    def __new__(cls, *args: Any, sessions: int = 1, prewarm: int = 0, **kwargs: Any) -> EnvServer:
+        if cls is EnvServer and (sessions != 1 or prewarm):
+            from ._pool import SessionsEnvServer, check_sessions
+
+            check_sessions(sessions, prewarm)
+            return object.__new__(SessionsEnvServer)  # Python then runs its __init__ with these arguments
+        return object.__new__(cls)
 
     def __init__(
         self,
@@ -126,45 +143,25 @@ class EnvServer(ServerBase):
         framework: Any = None,
         device: Any = None,
         close_env_on_shutdown: bool = True,
+        sessions: int = 1,
+        prewarm: int = 0,
     ) -> None:
         self._kind = "EnvServer"
+        if sessions != 1 or prewarm:
+            raise ValueError(f"sessions={sessions!r}, prewarm={prewarm!r}: a single-session EnvServer serves one session")
         bridge, dev = _check_framework(framework, device)
         if options is not None and not isinstance(options, ServeOptions):
             raise TypeError(f"options must be a ServeOptions, got {type(options).__name__}")
         self._options = options or ServeOptions()
         addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
-        envs = list(env) if isinstance(env, (list, tuple)) else [env]
-        for e in envs:
-            _check_space_depth(e)
-            _stamp_tags(e, tags)
-            _check_branch(e)
-        view = view_of(env)
-        if bridge is not None:  # SRV-30: the env takes and returns its framework's arrays
-            bridge_view(view, bridge, dev)
-        declared = resolve_declared_edition(
-            served=self._options.workflow_edition,
-            warn=not all(_is_gymnasium_own(e) for e in envs),
-            who="this EnvServer",
-            hint=f'EnvServer(..., options=rlmesh.ServeOptions(workflow_edition="{EDITION_BASE}"))',
-        )
-        metadata = _contract_metadata(view.metadata)
-        self._contract = EnvContract(
-            view.env_id,
-            view.obs_space,
-            view.act_space,
-            render_mode=view.render_mode,
-            num_envs=view.num_envs,
-            metadata=metadata,
-            autoreset_mode=view.autoreset if view.lanes is not None else "Disabled",
-        )
-        driver = Driver(view)
+        service, view = _env_service(env, self._options, tags, bridge, dev)
+        self._contract = service.env_contract
         try:
             listener, bound = listen(addr)
         except OSError as exc:
             what = f"unix socket '{addr.path}'" if addr.transport == "unix" else f"tcp listener on {addr.url}"
             raise BindFailed(f"failed to bind {what}: {exc}") from exc
         self._address = bound.url
-        service = _EnvService(driver, self._contract, declared)
         self._init_lifecycle(
             ServeLoop(listener, service, self._options), view.close, close_env_on_shutdown, bound.path or None
         )
@@ -180,6 +177,37 @@ class EnvServer(ServerBase):
         """Alias of :attr:`env_contract` (DEC-9)."""
         return self._contract
 
+
+def _env_service(env: Any, options: ServeOptions, tags: Any, bridge: Any, dev: Any) -> tuple[_EnvService, Any]:
+    """Check and wrap an env (or lanes) for the serve loop: ``(service, view)``.
+
+    Shared by :class:`EnvServer` and a multi-session endpoint's session workers.
+    """
+    envs = list(env) if isinstance(env, (list, tuple)) else [env]
+    for e in envs:
+        _check_space_depth(e)
+        _stamp_tags(e, tags)
+        _check_branch(e)
+    view = view_of(env)
+    if bridge is not None:  # SRV-30: the env takes and returns its framework's arrays
+        bridge_view(view, bridge, dev)
+    declared = resolve_declared_edition(
+        served=options.workflow_edition,
+        warn=not all(_is_gymnasium_own(e) for e in envs),
+        who="this EnvServer",
+        hint=f'EnvServer(..., options=rlmesh.ServeOptions(workflow_edition="{EDITION_BASE}"))',
+    )
+    metadata = _contract_metadata(view.metadata)
+    contract = EnvContract(
+        view.env_id,
+        view.obs_space,
+        view.act_space,
+        render_mode=view.render_mode,
+        num_envs=view.num_envs,
+        metadata=metadata,
+        autoreset_mode=view.autoreset if view.lanes is not None else "Disabled",
+    )
+    return _EnvService(Driver(view), contract, declared), view
 
 
 def _space_depth(space: Any) -> int:

@@ -28,6 +28,9 @@ class Health:
         service: ``"env"`` or ``"model"``.
         generation: The endpoint's protocol generation.
         latency_ms: Round trip of the probe, dial included.
+        sessions_in_use: Sessions being served now.
+        session_limit: The most sessions the endpoint serves at once (``sessions=N``; 1 for
+            a single-session endpoint).
     """
 
     address: str
@@ -35,6 +38,8 @@ class Health:
     service: str
     generation: str
     latency_ms: float
+    sessions_in_use: int = 0
+    session_limit: int = 1
 
 
 def ping(address: str, *, timeout_seconds: float = 5.0) -> Health:
@@ -58,6 +63,7 @@ def ping(address: str, *, timeout_seconds: float = 5.0) -> Health:
         frame = conn.recv_frame()
         assert frame is not None
         reply = decode_header(frame)
+        counts = m.decode_sessions_pong(frame) if isinstance(reply, m.Pong) else None
     except TimeoutError:
         raise RequestTimeout(f"no answer from '{addr.url}' within {timeout_seconds:.3f}s", timeout_seconds=timeout_seconds) from None
     except (ConnectionLost, ProtocolException) as exc:
@@ -66,7 +72,11 @@ def ping(address: str, *, timeout_seconds: float = 5.0) -> Health:
         conn.close()
     if not isinstance(reply, m.Pong):
         raise ConnectFailed(f"'{addr.url}' answered a ping with {type(reply).__name__}")
-    return Health(addr.url, reply.state, reply.service, reply.generation, (time.perf_counter() - started) * 1e3)
+    latency = (time.perf_counter() - started) * 1e3
+    if counts is not None and counts.limit > 0:  # a multi-session endpoint counts its sessions
+        return Health(addr.url, reply.state, reply.service, reply.generation, latency, counts.sessions, counts.limit)
+    in_use = 1 if reply.state == "busy" else 0  # a single-session endpoint: busy = its one session is taken
+    return Health(addr.url, reply.state, reply.service, reply.generation, latency, in_use, 1)
 
 
 def wait_ready(address: str, *, timeout_seconds: float = 30.0, interval_seconds: float = 0.05) -> Health:

@@ -54,8 +54,10 @@ __all__ = [
     "ShutdownReply",
     "Step",
     "StepReply",
+    "SessionsPong",
     "Welcome",
     "decode_header",
+    "decode_sessions_pong",
     "encode_message",
 ]
 
@@ -238,6 +240,18 @@ class Pong(_Base, frozen=True):
     state: str  # "ready" (a session is free) or "busy"
     generation: str = ""
     service: str = "env"
+
+
+class SessionsPong(Pong, frozen=True):
+    """A multi-session endpoint's ``Pong`` (``sessions=N``): also the sessions in use and the limit.
+
+    The same kind with two trailing fields: a reader that knows only :class:`Pong` ignores
+    them, and a single-session endpoint keeps sending the three-field ``Pong``. Read the
+    counts with :func:`decode_sessions_pong` (``limit`` 0: not reported).
+    """
+
+    sessions: int = 0
+    limit: int = 0
 
 
 class Configure(_Base, frozen=True):
@@ -443,6 +457,23 @@ def _too_deep(header: memoryview, limit: int = MAX_HEADER_DEPTH) -> bool:
                 nxt.extend(v for v in c if type(v) in nested)
         level = nxt
     return False
+
+
+_SESSIONS_PONG = msgspec.msgpack.Decoder(SessionsPong, ext_hook=ext_hook)
+
+
+def decode_sessions_pong(frame: Frame) -> SessionsPong:
+    """The session counts of a ``Pong`` frame (zeros from an endpoint that does not report them).
+
+    Call it after :func:`decode_header` accepted the frame (that bounds its nesting).
+
+    Raises:
+        ProtocolException: the header is not a ``Pong``.
+    """
+    try:
+        return _SESSIONS_PONG.decode(frame.header)
+    except (msgspec.DecodeError, ValueError, TypeError) as exc:
+        raise ProtocolException(f"Pong header does not decode: {exc}") from None
 
 
 def decode_header(frame: Frame) -> Any:

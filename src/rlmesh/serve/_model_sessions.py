@@ -1,0 +1,372 @@
+"""Many sessions on one loaded model: ``ModelServer(model, sessions=N)`` (issue 25).
+
+A model server loads its weights once, so its sessions cannot live in separate
+processes the way env sessions do. They share the serving thread instead: the
+loop admits up to N sessions, each with its own bind (routes, adapters, value
+plans), its own episodes and per-episode context, and its own ``on_episode_end``
+edges. Every session's requests run on this one thread, so the model is never
+called concurrently.
+
+*Fusion across sessions*: ``Predict`` requests that arrive in the same poll round
+from several sessions bound to the same observation space are answered with **one**
+call of the model's batched corner (``predict_batch``) when the model defines one and
+each of those sessions is at a plain step (execution horizon 1, no chunk frames
+queued): the observations go
+through each session's own adapter, are stacked, forwarded once, split, and each
+action goes back through its session's adapter. Otherwise (no batched corner,
+chunked replay, one request alone) the requests are served in turn, each with the
+model's ``predict``. While one forward runs, the other sessions' requests wait in
+their sockets, so under load the next round finds them together: a slow forward
+fuses more. ``fuse=False`` serves every request in turn.
+
+Sessions of a multi-session model endpoint stay on their sockets (no
+shared-memory rings: the loop would have to poll N rings).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from .._build import PROTOCOL_GENERATION
+from ..errors import ConnectionLost, ProtocolException
+from ..transport.reactor import overdue
+from ..wire import frames, handshake, messages as m
+from ..wire.session import FrameTooLarge
+from ._driver import RequestFailed
+from ._loop import (
+    _OPS,
+    HANDSHAKE_DEADLINE_SECONDS,
+    SESSION_BACKLOG_BYTES,
+    STRANGER_BACKLOG_BYTES,
+    ServeLoop,
+    _describe,
+    _Peer,
+)
+from ._options import ServeOptions
+
+__all__ = ["ModelSessionsLoop"]
+
+log = logging.getLogger("rlmesh.serve")
+
+
+def _fusable(svc: Any, msg: m.Predict) -> Any:
+    """The route a ``Predict`` would use if it can join a fused batch, else ``None``."""
+    routes = svc.routes
+    if not routes or not 0 <= msg.lane < len(routes) or svc.obs_plan is None:
+        return None
+    route = routes[msg.lane]
+    cs = route.corners
+    if (
+        cs.predict_batch is None
+        or "predict_batch" in cs.dechunked
+        or route.chunk_mode
+        or route.queue
+        or route._pending is not None
+        or route.prefetch_lead
+    ):
+        return None
+    return route
+
+
+class ModelSessionsLoop(ServeLoop):
+    """The serve loop with up to ``sessions`` active sessions sharing one model (see the module docstring)."""
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        make_service: Callable[[], Any],
+        options: ServeOptions,
+        *,
+        sessions: int,
+        fuse: bool = True,
+    ) -> None:
+        super().__init__(listener, make_service(), options)
+        self._make_service = make_service
+        self.limit = sessions
+        self.fuse = fuse
+        self._sessions: dict[_Peer, Any] = {}
+        self._queued: list[tuple[_Peer, Any, m.Predict, frames.Frame, int]] = []
+        self.fused_batches = 0  # forwards that served more than one session (for tests and benchmarks)
+        self.fused_requests = 0
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        sel = self._sel
+        self.listener.setblocking(False)
+        sel.register(self.listener, self.listener)
+        wake = self._waker.reader
+        sel.register(wake, wake)
+        self._last_activity = time.monotonic()
+        next_reap = self._last_activity + 1.0
+        idle = self.options.idle_timeout_seconds
+        stop = self._stop
+        try:
+            while not stop.is_set():
+                timeout = 1.0
+                if idle is not None:
+                    remaining = idle - (time.monotonic() - self._last_activity)
+                    if remaining <= 0:
+                        self.stop("idle timeout")
+                        break
+                    timeout = min(timeout, remaining)
+                for obj in sel.poll(timeout):
+                    if obj is self.listener:
+                        self._accept()
+                    elif obj is wake:
+                        self._waker.drain()
+                    else:
+                        if obj.conn.backlog:
+                            self._writable(obj)
+                        self._readable(obj)
+                    if stop.is_set():
+                        break
+                if self._queued:
+                    self._answer_predicts()
+                now = time.monotonic()
+                if self._peers and now >= next_reap:
+                    self._reap_pending()
+                    next_reap = now + 1.0
+        finally:
+            self._teardown()
+
+    def _reap_pending(self) -> None:
+        pending = [p for p in self._peers.values() if p not in self._sessions]
+        for peer in overdue(pending, lambda p: p.accepted_at, time.monotonic(), HANDSHAKE_DEADLINE_SECONDS):
+            self._drop(peer)
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    def _dispatch(self, peer: _Peer, frame: frames.Frame) -> None:
+        rid = frame.request_id
+        try:
+            msg = peer.session.receive(frame)
+        except ProtocolException as exc:
+            self._protocol_error(peer, exc, rid)
+            return
+        handler = self._handlers.get(frame.kind)
+        if handler is not None:
+            handler(peer, msg, rid)
+            return
+        svc = self._sessions.get(peer)
+        if svc is None:  # pragma: no cover - the state table prevents this
+            self._protocol_error(peer, ProtocolException("request outside a session"), rid)
+            return
+        if self.fuse and type(msg) is m.Predict:
+            self._queued.append((peer, svc, msg, frame, rid))  # answered after this poll round
+            return
+        self._serve_one(peer, svc, msg, frame, rid)
+
+    def _serve_one(self, peer: _Peer, svc: Any, msg: Any, frame: frames.Frame, rid: int) -> None:
+        kind = frame.kind
+        timeout_ms = getattr(msg, "timeout_ms", 0)
+        started = time.perf_counter_ns() if timeout_ms else 0
+        try:
+            reply, segments = svc.handle(msg, frame)
+            if timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms:
+                op = _OPS.get(kind, "request")
+                raise RequestFailed("TIMEOUT", f"model.{op} timed out after {timeout_ms}ms", op=op)
+        except RequestFailed as failure:
+            self._send(peer, failure.to_message(), rid)
+            if not failure.recoverable:
+                self._end_active(peer)
+            self._touch()
+            return
+        except ProtocolException as exc:
+            self._protocol_error(peer, exc, rid)
+            return
+        except Exception as exc:
+            op = _OPS.get(kind, "request")
+            log.exception("%s failed unexpectedly; ending the session", op)
+            fatal = RequestFailed("INTERNAL", f"{op} failed: {_describe(exc)}", op=op, recoverable=False)
+            self._send(peer, fatal.to_message(), rid)
+            self._end_active(peer)
+            self._touch()
+            return
+        self._send(peer, reply, rid, segments)
+        self._touch()
+
+    def _answer_predicts(self) -> None:
+        """Answer this round's ``Predict`` requests: one fused forward per group of sessions bound
+        to the same observation space, the rest in turn."""
+        queued, self._queued = self._queued, []
+        groups: dict[str, list[tuple[_Peer, Any, m.Predict, frames.Frame, int, Any, Any]]] = {}
+        rest: list[tuple[_Peer, Any, m.Predict, frames.Frame, int]] = []
+        for item in queued:
+            peer, svc, msg, frame, rid = item
+            if peer.conn.closed or peer not in self._sessions or self._sessions[peer] is not svc:
+                continue
+            route = _fusable(svc, msg) if len(queued) > 1 else None
+            obs = None
+            if route is not None:
+                try:
+                    obs = svc.obs_plan.join(msg.obs, frame.segments)
+                except Exception:
+                    route = None  # the session's own path words the error
+            if route is None:
+                rest.append(item)
+            else:
+                groups.setdefault(svc.bound_key, []).append((peer, svc, msg, frame, rid, route, obs))
+        for group in groups.values():
+            if len(group) >= 2:
+                self._fused(group)
+            else:
+                rest.append(group[0][:5])
+        for peer, svc, msg, frame, rid in rest:
+            if not peer.conn.closed and self._sessions.get(peer) is svc:
+                self._serve_one(peer, svc, msg, frame, rid)
+
+    def _fused(self, group: list[tuple[_Peer, Any, m.Predict, frames.Frame, int, Any, Any]]) -> None:
+        """One batched forward for the whole group (sessions bound to the same observation space).
+
+        A failure of that forward is the model's failure for every session in it, as it would
+        be in turn (``model error: predict failed: ...``, the sessions end): the adapters have
+        seen the observations and the contexts have counted the predict, so nothing is retried.
+        """
+        route0 = group[0][5]
+        cs, bridge = route0.corners, route0.bridge
+        try:
+            inputs = [route.model_input(obs) for *_x, route, obs in group]
+            batch = bridge.tree_stack(inputs)
+            wants = route0.cs_wants(False, True)
+            ctxs = [route.store.next(route.episode_id) for *_x, route, _obs in group] if wants else None
+            outs = bridge.tree_unstack(cs.predict_batch(batch, ctxs), len(group))
+        except Exception as exc:
+            log.info("a fused forward over %d sessions failed: %s", len(group), _describe(exc))
+            for peer, _svc, _msg, _frame, rid, _route, _obs in group:
+                failure = RequestFailed("INTERNAL", f"predict failed: {_describe(exc)}", op="predict", recoverable=False)
+                self._send(peer, failure.to_message(), rid)
+                self._end_active(peer)
+            self._touch()
+            return
+        self.fused_batches += 1
+        self.fused_requests += len(group)
+        for (peer, svc, _msg, _frame, rid, route, _obs), out in zip(group, outs):
+            try:
+                action = route.env_action(out)
+                scalars, segments = svc.act_plan.pack(action)
+            except Exception as exc:
+                failure = RequestFailed(
+                    "INTERNAL",
+                    f"predict failed: the model's action does not match the env's action_space at {exc}",
+                    op="predict",
+                    recoverable=False,
+                )
+                self._send(peer, failure.to_message(), rid)
+                self._end_active(peer)
+                continue
+            self._send(peer, m.PredictReply(action=scalars), rid, segments)
+        self._touch()
+
+    # -- sessions -------------------------------------------------------------------------
+
+    @property
+    def in_use(self) -> int:
+        return len(self._sessions)
+
+    def _ping(self, peer: _Peer, msg: m.Ping, rid: int) -> None:
+        full = len(self._sessions) >= self.limit and peer not in self._sessions
+        self._send(
+            peer,
+            m.SessionsPong(
+                state="busy" if full else "ready",
+                generation=PROTOCOL_GENERATION,
+                service=self.service.service,
+                sessions=len(self._sessions),
+                limit=self.limit,
+            ),
+            rid,
+        )
+
+    def _hello(self, peer: _Peer, hello: m.Hello, rid: int) -> None:
+        if len(self._sessions) >= self.limit:
+            self._send(
+                peer,
+                m.Busy(
+                    message=f"all {self.limit} sessions of this model endpoint are in use (sessions={self.limit}); "
+                    "close another client or serve more sessions (--sessions)"
+                ),
+                rid,
+            )
+            self._drop(peer)
+            return
+        proto = self.service
+        answer = handshake.answer_hello(
+            hello,
+            declared=proto.declared_edition,
+            service=proto.service,
+            component=proto.component,
+            session_id=str(uuid.uuid4()),
+            contract=proto.contract(),
+            capabilities=None,  # no shared-memory rings: this loop serves many sockets
+        )
+        if isinstance(answer, m.Incompatible):
+            self._send(peer, answer, rid)
+            self._drop(peer)
+            return
+        svc = self._make_service()
+        svc.begin_session()
+        self._sessions[peer] = svc
+        peer.conn.limits = self.limits
+        self._send(peer, answer, rid)
+
+    def _close(self, peer: _Peer, msg: m.Close, rid: int) -> None:
+        svc = self._sessions.pop(peer, None)
+        records = svc.end_session() if svc is not None else []
+        self._send(peer, m.CloseReply(final_episodes=records), rid)
+        self._drop(peer)
+        self._touch()
+
+    def _end_active(self, peer: _Peer, *, already_ended: bool = False) -> None:
+        svc = self._sessions.pop(peer, None)
+        if svc is not None and not already_ended:
+            self._end_service(svc)
+        self._drop(peer)
+
+    @staticmethod
+    def _end_service(svc: Any) -> None:
+        try:
+            svc.end_session()  # SES-5: an abrupt end still ends the episode in flight for the model
+        except Exception:  # pragma: no cover - bookkeeping only
+            log.exception("ending a model session failed")
+
+    def _drop(self, peer: _Peer) -> None:
+        svc = self._sessions.pop(peer, None)
+        if svc is not None:
+            self._end_service(svc)
+        super()._drop(peer)
+
+    def _send(self, peer: _Peer, msg: Any, rid: int, segments: list[Any] | tuple[Any, ...] = ()) -> None:
+        if peer.conn.closed:
+            return
+        try:
+            buffers = peer.session.send(msg, segments)
+        except FrameTooLarge as exc:
+            self._oversized(peer, msg, rid, exc.nbytes)
+            return
+        except Exception as exc:
+            if isinstance(msg, m.Error):
+                self._end_active(peer)
+                return
+            failure = RequestFailed("INTERNAL", f"the reply could not be encoded: {_describe(exc)}", recoverable=False)
+            self._send(peer, failure.to_message(), rid)
+            self._end_active(peer)
+            return
+        conn = peer.conn
+        limit = SESSION_BACKLOG_BYTES if peer in self._sessions else STRANGER_BACKLOG_BYTES
+        try:
+            queued = conn.backlog
+            if not conn.post(buffers, limit):
+                log.info("a client stopped reading its replies; dropping its connection")
+                self._drop(peer)
+                return
+        except ConnectionLost:
+            self._drop(peer)
+            return
+        if conn.backlog and not queued:
+            self._sel.want_write(conn.sock, True)

@@ -1,0 +1,73 @@
+"""Envs for the multi-session tests (issue 25), importable as ``sessions_envs:...`` by session workers."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import rlmesh
+
+HANG, CRASH = 1, 2  # actions with a side effect; 0 is a plain step
+
+
+class SessionEnv(gym.Env):  # type: ignore[type-arg]
+    """A seeded random walk that says which process serves it.
+
+    ``info["pid"]`` is the worker's pid. Action :data:`HANG` blocks the step until
+    ``release`` exists (at most 60 s); :data:`CRASH` raises. ``close()`` appends one
+    line to ``marker`` (when given), so a test can count closed envs.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, marker: str = "", release: str = "") -> None:
+        self.observation_space = gym.spaces.Box(-100.0, 100.0, (3,), np.float32)
+        self.action_space = gym.spaces.Discrete(3)
+        self.marker = marker
+        self.release = release
+        self.state = np.zeros(3, np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.state = self.np_random.uniform(-1, 1, 3).astype(np.float32)
+        return self.state.copy(), {"pid": os.getpid()}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        a = int(action)
+        if a == HANG:
+            deadline = time.monotonic() + 60.0
+            while not Path(self.release).exists() and time.monotonic() < deadline:
+                threading.Event().wait(0.01)
+        elif a == CRASH:
+            raise RuntimeError("the simulator exploded (test crash)")
+        self.state = (self.state + self.np_random.uniform(-0.1, 0.1, 3)).astype(np.float32)
+        return self.state.copy(), 1.0, False, False, {"pid": os.getpid()}
+
+    def close(self) -> None:
+        if self.marker:
+            with open(self.marker, "a") as f:
+                f.write(f"closed {os.getpid()}\n")
+
+
+def make_session_env(marker: str = "", release: str = "") -> SessionEnv:
+    """``sessions_envs:make_session_env``."""
+    return SessionEnv(marker, release)
+
+
+def make_broken() -> SessionEnv:
+    """``sessions_envs:make_broken``: an env whose build always fails."""
+    raise RuntimeError("no simulator license on this host")
+
+
+
+class SessionFactory(rlmesh.EnvFactory):
+    """``sessions_envs:SessionFactory``: an EnvFactory making :class:`SessionEnv`."""
+
+    def make(self, marker: str = "") -> SessionEnv:
+        return SessionEnv(marker)
