@@ -98,7 +98,7 @@ def ray_local() -> Iterator[Any]:
     """A local Ray (2 CPUs) for one test module; shut down after it."""
     ray = require_ray()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=2, **_RAY_INIT)
+    ray.init(address="local", num_cpus=2, **_RAY_INIT)  # never join another test's cluster (/tmp/ray)
     try:
         yield ray
     finally:

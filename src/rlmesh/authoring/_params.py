@@ -403,6 +403,11 @@ class ParamSpec:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"ParamSpec is immutable; cannot set {name!r}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt through __init__ (pickle's default would set the slots one by one): an
+        # EnvFactory with params travels to process-pool and Ray workers
+        return (_rebuild_param_spec, (self._params, self._extra))
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ParamSpec):
             return NotImplemented
@@ -428,3 +433,7 @@ class ParamSpec:
                 required = default is inspect.Parameter.empty
             out.append(p.to_dict(default=default, required=required))
         return {"params": out, "extra": self._extra}
+
+
+def _rebuild_param_spec(params: tuple[Param, ...], extra: Literal["forbid", "passthrough"]) -> ParamSpec:
+    return ParamSpec(*params, extra=extra)

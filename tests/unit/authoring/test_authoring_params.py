@@ -340,3 +340,14 @@ def test_ParamSpec_to_dict_takes_defaults_and_required_from_the_signature_AUTH_1
         ],
         "extra": "forbid",
     }  # fmt: skip
+
+
+def test_a_param_spec_pickles_so_a_factory_with_params_reaches_pool_and_ray_workers() -> None:
+    import pickle
+
+    from rlmesh.authoring import Param, ParamSpec
+
+    spec = ParamSpec(Param("difficulty", str, choices=["easy", "hard"]), Param("n", int), extra="passthrough")
+    back = pickle.loads(pickle.dumps(spec))
+    assert back == spec and back.extra == "passthrough" and back.names == ("difficulty", "n")
+    assert back.get("difficulty").choices == ("easy", "hard")
