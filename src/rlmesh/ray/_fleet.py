@@ -234,6 +234,7 @@ class EnvFleet:
         self._max_restarts = max_restarts
         self._resources = dict(resources or {})
         ray = _ray()
+        _check_shippable(spec, env)
         actor_cls = ray.remote(EnvActor).options(**ray_options)
         self._actors = [actor_cls.remote(i, spec) for i in range(self._n)]
         self._closed = False
@@ -401,6 +402,19 @@ class EnvFleet:
             "(is Ray still restarting it?)",
             timeout_seconds=self._timeout,
         )
+
+
+def _check_shippable(spec: EnvSpec, env: Any) -> None:
+    """Round-trip the spec through Ray's pickler here: a failure in the actors would only say it died."""
+    pickler = importlib.import_module("ray.cloudpickle")
+    try:
+        pickler.loads(pickler.dumps(spec))
+    except Exception as exc:
+        raise TypeError(
+            f"the env {env!r} (with its env_kwargs) cannot be sent to Ray actors: pickling it failed with "
+            f"{type(exc).__name__}: {exc}; define it at the top level of an importable module, or pass a "
+            "Gymnasium id / 'module:attr' string"
+        ) from exc
 
 
 def _kill_all(actors: Sequence[Any]) -> None:
