@@ -193,16 +193,31 @@ class FleetVectorEnv:
         self.reconnects += 1
 
     def _lost_error(self, exc: BaseException) -> LanesLost:
-        """Which endpoints are gone: no answer at the old address, or a fresh server there."""
+        """Which endpoints are gone: no answer at the old address, or another incarnation serving there.
+
+        An endpoint that answers but no longer holds our session may be a restarted actor
+        that got the same port, or a live one whose session the client closed: the actor's
+        incarnation tells them apart.
+        """
         lost: list[int] = []
+        unsure: list[int] = []
         for i, info in enumerate(self._infos):
             try:
                 state = ping(info.address, timeout_seconds=_PING_SECONDS).state
             except (ConnectionError, TimeoutError):
-                state = "gone"
-            if state != "busy":  # our session is not there any more
                 lost.append(i)
-        if not lost:  # every endpoint answers, yet the connection broke: count them all lost
+                continue
+            if state != "busy":
+                unsure.append(i)
+        if unsure:
+            try:
+                current = self._fleet.info()
+            except Exception:
+                lost.extend(unsure)
+            else:
+                lost.extend(i for i in unsure if current[i].incarnation != self._infos[i].incarnation)
+            lost.sort()
+        if not lost:  # every endpoint is the one we dialed, yet the connection broke: count them all
             lost = list(range(len(self._infos)))
         starts = [0]
         for info in self._infos:
