@@ -1,4 +1,5 @@
-"""EnvFleet refuses bad arguments before touching Ray (no Ray needed: these run in the main suite)."""
+"""EnvFleet without Ray (these run in the main suite): arguments refused before Ray is touched,
+and what an actor builds from its spec (the sandbox relay)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,53 @@ def test_importing_rlmesh_ray_does_not_import_ray() -> None:
     code = "import sys, rlmesh, rlmesh.ray; print('ray' in sys.modules, 'gymnasium' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_a_sandboxed_env_is_relayed_on_the_actors_address_without_shadowed_info(
+    lanes: int, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What an actor does with ``sandbox=``: start the sandbox (here: a served env standing in for
+    it), then serve that client again. The relayed info must not carry the first hop's runtime keys."""
+    import gymnasium as gym
+    import numpy as np
+
+    import rlmesh
+    import rlmesh.numpy as rnp
+    from rlmesh.ray import _actor
+    from rlmesh.serve import Lanes
+
+    inner_env = gym.make("CartPole-v1") if lanes == 1 else Lanes([gym.make("CartPole-v1") for _ in range(lanes)])
+    sandbox_server = rlmesh.EnvServer(inner_env, "127.0.0.1:0").start()
+    started: list[tuple[str, dict[str, Any]]] = []
+
+    def fake_sandbox(cls: Any) -> Any:
+        def start(source: str, **kwargs: Any) -> Any:
+            started.append((source, kwargs))
+            return cls(sandbox_server.address)
+
+        return start
+
+    monkeypatch.setattr(_actor._numpy, "SandboxEnv", fake_sandbox(rnp.RemoteEnv))
+    monkeypatch.setattr(_actor._numpy, "SandboxVectorEnv", fake_sandbox(rnp.RemoteVectorEnv))
+    spec = _actor.EnvSpec("gym://CartPole-v1", lanes=lanes, sandbox={"backend": "venv"})
+    relay, factory = spec.build()
+    relay_server = rlmesh.EnvServer(relay, "127.0.0.1:0").start()
+    client_cls = rnp.RemoteEnv if lanes == 1 else rnp.RemoteVectorEnv
+    client = client_cls(relay_server.address)
+    try:
+        assert factory is None
+        assert started[0][0] == "gym://CartPole-v1" and started[0][1]["backend"] == "venv"
+        if lanes > 1:
+            assert started[0][1]["num_envs"] == lanes
+        obs, _ = client.reset(seed=0)
+        want = gym.make("CartPole-v1").reset(seed=0)[0]
+        np.testing.assert_array_equal(obs if lanes == 1 else obs[0], want)
+        for _ in range(3):
+            info = client.step(0 if lanes == 1 else np.zeros(lanes, dtype=np.int64))[4]
+        assert "episode_ids" in info  # the relay's own runtime keys
+        assert not [r for r in caplog.records if "shadows the runtime-reserved key" in r.getMessage()]
+    finally:
+        client.close()
+        relay_server.shutdown()
+        sandbox_server.shutdown()
