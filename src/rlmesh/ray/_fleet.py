@@ -200,6 +200,7 @@ class EnvFleet:
         start_timeout_seconds: float = 120.0,
     ) -> None:
         self._actors: list[Any] = []
+        self._serving: set[int] = set()  # actors that have served at least once (close() drains them)
         self._closed = True
         _check_env(env)
         self._n = _check_count("n", n)
@@ -327,7 +328,9 @@ class EnvFleet:
         if not ray.is_initialized():
             return
         refs = []
-        for actor in actors:
+        for index, actor in enumerate(actors):
+            if index not in self._serving:  # never served (not placed, or its env failed): nothing to drain
+                continue
             with contextlib.suppress(Exception):
                 refs.append(actor.close.remote())
         deadline = time.monotonic() + _CLOSE_SECONDS
@@ -366,6 +369,7 @@ class EnvFleet:
                 continue
             try:
                 infos.append(ray.get(ref))
+                self._serving.add(index)
             except exceptions.RayTaskError as exc:  # the env's own error, raised in the actor
                 cause = getattr(exc, "cause", None) or exc
                 what = f"actor {index} of the fleet could not serve its env: {type(cause).__name__}: {cause}"
