@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from conftest import require
 from rlmesh.ray import EnvFleet
 
 
@@ -91,3 +92,29 @@ def test_a_sandboxed_env_is_relayed_on_the_actors_address_without_shadowed_info(
         client.close()
         relay_server.shutdown()
         sandbox_server.shutdown()
+
+
+@pytest.mark.parametrize("ray_address", [None, "10.1.2.3:6379"])
+def test_a_fleet_before_ray_init_starts_a_loopback_ray_unless_RAY_ADDRESS_names_a_cluster(
+    ray_address: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ray = require("ray", "the rlmesh[ray] extra")
+    if ray.is_initialized():
+        pytest.skip("Ray is already running in this process")
+    calls: list[dict[str, Any]] = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_init(**kwargs: Any) -> None:
+        calls.append(kwargs)
+        raise Stop  # never start (or dial) anything
+
+    monkeypatch.setattr(ray, "init", fake_init)
+    if ray_address is None:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    else:
+        monkeypatch.setenv("RAY_ADDRESS", ray_address)
+    with pytest.raises(Stop):
+        EnvFleet("CartPole-v1", 1)
+    assert calls == ([{"_node_ip_address": "127.0.0.1", "include_dashboard": False}] if ray_address is None else [{}])

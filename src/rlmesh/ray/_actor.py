@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import os
 import uuid
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,8 +20,9 @@ from typing import Any
 from .. import numpy as _numpy
 from .._envview import Lanes
 from ..authoring import EnvFactory, build_env
+from ..errors import WorkflowEditionWarning
 from ..serve import EnvServer, ServeOptions
-from ..serve._command import load_env_target
+from ..serve._command import _resolve, load_env_target
 
 __all__ = ["ActorInfo", "EnvActor", "EnvSpec"]
 
@@ -159,7 +161,11 @@ class EnvActor:
         host = str(ray.util.get_node_ip_address())
         bind = f"[{host}]:0" if ":" in host else f"{host}:0"
         try:
-            self._server = EnvServer(env, bind, options=spec.options).start()
+            with warnings.catch_warnings():
+                if spec.sandbox is not None or _is_gymnasium_id(spec.env):
+                    # not the user's code: nothing to pin there (as `rlmesh serve CartPole-v1`)
+                    warnings.simplefilter("ignore", WorkflowEditionWarning)
+                self._server = EnvServer(env, bind, options=spec.options).start()
         except BaseException:
             _close_quietly(env, self._factory)
             self._factory = None
@@ -171,7 +177,7 @@ class EnvActor:
             node_id=str(ctx.get_node_id()),
             pid=os.getpid(),
             incarnation=uuid.uuid4().hex,
-            restarted=bool(ctx.was_current_actor_reconstructed),
+            restarted=_reconstructed(ctx),
         )
 
     def info(self) -> ActorInfo:
@@ -193,6 +199,16 @@ class EnvActor:
         if factory is not None:
             with contextlib.suppress(Exception):
                 factory.close()
+
+
+def _is_gymnasium_id(env: Any) -> bool:
+    return isinstance(env, str) and _resolve(env) is None
+
+
+def _reconstructed(ctx: Any) -> bool:
+    with warnings.catch_warnings():  # Ray's property reads a deprecated attribute of its own
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return bool(ctx.was_current_actor_reconstructed)
 
 
 def _close_quietly(env: Any, factory: Any) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
+import os
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -142,7 +143,8 @@ class EnvFleet:
     actor; the actors are not detached, so they never outlive the driver.
 
     The endpoints have no authentication: anyone who can reach a node can drive its
-    env. Keep a multi-host cluster on a private network.
+    env. Keep a multi-host cluster on a private network. When Ray is not running yet (and
+    ``RAY_ADDRESS`` names no cluster), the fleet starts a local Ray on 127.0.0.1.
 
     Args:
         env: A Gymnasium id or ``"module:attr"`` target, an :class:`~rlmesh.EnvFactory`
@@ -236,6 +238,7 @@ class EnvFleet:
         self._resources = dict(resources or {})
         ray = _ray()
         _check_shippable(spec, env)
+        _init_ray(ray)
         actor_cls = ray.remote(EnvActor).options(**ray_options)
         self._actors = [actor_cls.remote(i, spec) for i in range(self._n)]
         self._closed = False
@@ -406,6 +409,21 @@ class EnvFleet:
             "(is Ray still restarting it?)",
             timeout_seconds=self._timeout,
         )
+
+
+def _init_ray(ray: Any) -> None:
+    """Start a local Ray on loopback when none is running (and ``RAY_ADDRESS`` names no cluster).
+
+    Ray's own implicit ``ray.init()`` would advertise the host's network address, and the
+    fleet binds the address Ray advertises: an auto-started, single-host Ray has nothing to
+    reach beyond this machine, so its endpoints stay on 127.0.0.1.
+    """
+    if ray.is_initialized():
+        return
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init()
+        return
+    ray.init(_node_ip_address="127.0.0.1", include_dashboard=False)
 
 
 def _check_shippable(spec: EnvSpec, env: Any) -> None:
