@@ -103,6 +103,11 @@ def main() -> None:
             def fleet_envs() -> Any:
                 return fleet.vector_env("gymnasium")
 
+            try:
+                fleet_envs().close()
+            except NotImplementedError as exc:
+                sys.exit(f"{exc} (e.g. --actors 1 --lanes {num_envs})")
+
             def local_envs() -> Any:
                 return gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync")
 
