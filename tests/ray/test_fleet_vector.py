@@ -75,6 +75,23 @@ def test_gymnasium_vector_env_of_one_actor_matches_make_vec(ray_local: Any) -> N
             envs.close()
 
 
+def test_gymnasium_vector_wrappers_take_the_fleet_env_as_is(ray_local: Any) -> None:
+    def episodes(envs: Any) -> list[float]:
+        envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
+        envs.reset(seed=0)
+        returns: list[float] = []
+        for _ in range(60):
+            info = envs.step(np.zeros(2, dtype=np.int64))[4]
+            if "episode" in info:
+                returns += info["episode"]["r"][info["_episode"]].tolist()
+        envs.close()
+        return returns
+
+    with EnvFleet("CartPole-v1", 1, lanes=2) as fleet:
+        got = episodes(fleet.vector_env("gymnasium"))
+    assert got and got == episodes(gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync"))
+
+
 def test_a_killed_actor_is_reported_by_lanes_and_reset_reconnects(ray_local: Any) -> None:
     with EnvFleet("CartPole-v1", 1, lanes=2, max_restarts=1) as fleet:
         envs = fleet.vector_env("numpy")
