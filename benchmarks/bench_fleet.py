@@ -92,7 +92,7 @@ def main() -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     num_envs = args.actors * args.lanes
     t0 = time.perf_counter()
-    ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False, configure_logging=False)
     print(f"Ray start-up: ray.init() {time.perf_counter() - t0:.2f}s")
     try:
         t0 = time.perf_counter()

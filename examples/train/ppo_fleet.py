@@ -62,7 +62,7 @@ def main() -> None:
     if args.ray_address:
         ray.init(address=args.ray_address, log_to_driver=False)
     else:
-        ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
     t_ray = time.perf_counter() - t0
     try:
         t0 = time.perf_counter()

@@ -117,4 +117,4 @@ def test_a_fleet_before_ray_init_starts_a_loopback_ray_unless_RAY_ADDRESS_names_
         monkeypatch.setenv("RAY_ADDRESS", ray_address)
     with pytest.raises(Stop):
         EnvFleet("CartPole-v1", 1)
-    assert calls == ([{"_node_ip_address": "127.0.0.1", "include_dashboard": False}] if ray_address is None else [{}])
+    assert calls == ([{"address": "local", "_node_ip_address": "127.0.0.1", "include_dashboard": False}] if ray_address is None else [{}])

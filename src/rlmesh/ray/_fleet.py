@@ -423,7 +423,9 @@ def _init_ray(ray: Any) -> None:
     if os.environ.get("RAY_ADDRESS"):
         ray.init()
         return
-    ray.init(_node_ip_address="127.0.0.1", include_dashboard=False)
+    # address="local": a new Ray, never one that `ray start` (or another program) left
+    # recorded in /tmp/ray, which may live in another network namespace or be someone else's
+    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False)
 
 
 def _check_shippable(spec: EnvSpec, env: Any) -> None:
