@@ -27,9 +27,10 @@ from rlmesh.ray import EnvFleet
 ray.init(address=sys.argv[1], include_dashboard=False, log_to_driver=False, configure_logging=False)
 fleet = EnvFleet("CartPole-v1", 2, lanes=2)
 print(json.dumps([[i.address, i.pid] for i in fleet.info()]), flush=True)
+sys.stdin.readline()                        # the test has seen the fleet serve
 if sys.argv[2] == "sigkill":
     os.kill(os.getpid(), signal.SIGKILL)   # no close(), no ray.shutdown(), no atexit
-sys.stdin.read()                            # "exit": returns when the test closes stdin, never closing the fleet
+# "exit": return without closing the fleet
 """
 
 
@@ -64,8 +65,8 @@ def test_the_actors_die_with_their_driver(ray_local: Any, tmp_path: Path, how: s
         assert line, f"the driver died before its fleet served: {(tmp_path / 'driver.err').read_text()[-2000:]}"
         actors = json.loads(line)
         assert len(actors) == 2 and all(alive(pid) and serves(address) for address, pid in actors)
-        if how == "exit":
-            proc.stdin.close()
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
         proc.wait(timeout=WAIT_SECONDS)
         deadline = time.monotonic() + WAIT_SECONDS
         while any(alive(pid) for _, pid in actors):
