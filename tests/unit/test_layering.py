@@ -72,6 +72,7 @@ LAYERS: dict[str, float] = {
     "rlmesh._describe": 8.0,
     "rlmesh.cli": 8.0,
     "rlmesh.view._cli": 8.0,  # `rlmesh view-test` drives a session
+    "rlmesh.ray": 8.0,  # env fleets on Ray: actors serving envs; the flavour clients drive them
     "rlmesh": 8.0,  # the root package: it only re-exports
 }
 
@@ -104,6 +105,7 @@ ALLOWED: list[Lazy] = [
     Lazy("rlmesh.client._model", "RemoteModel.session", "rlmesh.eval._api", "porch RemoteModel.session"),
     Lazy("rlmesh.client._model", "RemoteModel.run", "rlmesh.eval._api", "porch RemoteModel.run"),
     Lazy("rlmesh.serve._server", "EnvServer.__new__", "rlmesh.serve._pool", "EnvServer(target, sessions=N) is a SessionsEnvServer, a subclass defined in serve._pool (issue 25)"),
+    Lazy("rlmesh.ray._vector", "_flavour_class", "rlmesh.gymnasium", "optional dependency: a fleet's Gymnasium vector env needs gymnasium; it loads when asked for"),
 ]
 
 #: The leaf packages' in-function imports (adapters, spaces, view, recorder, sandbox).

@@ -1,0 +1,220 @@
+"""The fleet's actor: one Ray actor process serving one env endpoint on its node.
+
+:class:`EnvActor` is a plain class; :class:`~rlmesh.ray.EnvFleet` wraps it with
+``ray.remote`` when it starts a fleet, so importing this module never imports Ray.
+Ray runs ``__init__`` again in a fresh process when it restarts a dead actor: the env
+is rebuilt and served on a new port, and :meth:`EnvActor.info` reports the new address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import uuid
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import numpy as _numpy
+from .._envview import Lanes
+from ..authoring import EnvFactory, build_env
+from ..errors import WorkflowEditionWarning
+from ..serve import EnvServer, ServeOptions
+from ..serve._command import _resolve, load_env_target
+
+__all__ = ["ActorInfo", "EnvActor", "EnvSpec"]
+
+#: Info keys a served client adds to every step; a relayed (sandboxed) env drops them so
+#: the relaying server adds its own instead of warning that the env shadows them.
+_RUNTIME_INFO_KEYS = ("episode_ids", "completed_episodes")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What each actor builds and serves (pickled to every actor by Ray).
+
+    Attributes:
+        env: A Gymnasium id or ``module:attr`` target (str), an :class:`~rlmesh.EnvFactory`
+            subclass or instance, or a callable returning an env.
+        lanes: Envs per actor; more than one is served as the lanes of one vector endpoint.
+        kwargs: ``make`` keyword arguments (``gym.make`` kwargs, the factory binding, or
+            the callable's keyword arguments).
+        autoreset: How the lanes autoreset (``"next-step"`` default, ``"same-step"``,
+            ``"disabled"``); only with ``lanes > 1``.
+        sandbox: ``None``, or keyword arguments of ``rlmesh.numpy.SandboxEnv`` /
+            ``SandboxVectorEnv`` (``backend``, ``build``, ``runtime``,
+            ``connect_timeout_seconds``): the actor starts the env in a sandbox on its
+            node and relays it on the node's address.
+        options: :class:`~rlmesh.ServeOptions` of every endpoint.
+    """
+
+    env: Any
+    lanes: int = 1
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    autoreset: str | None = None
+    sandbox: Mapping[str, Any] | None = None
+    options: ServeOptions | None = None
+
+    def build(self) -> tuple[Any, Any]:
+        """``(what EnvServer serves, the factory to close afterwards or None)``."""
+        kwargs = dict(self.kwargs)
+        if self.sandbox is not None:
+            return _sandboxed(self.env, self.lanes, kwargs, self.sandbox), None
+        env = self.env
+        if isinstance(env, str):
+            return load_env_target(env, num_envs=self.lanes, kwargs=kwargs, autoreset=self.autoreset)
+        if isinstance(env, EnvFactory) or (isinstance(env, type) and issubclass(env, EnvFactory)):
+            factory, built = build_env(env, kwargs, num_envs=self.lanes, autoreset=self.autoreset)
+            return built, factory
+        if self.lanes == 1:
+            return env(**kwargs), None
+        return Lanes([env(**kwargs) for _ in range(self.lanes)], self.autoreset or "next-step"), None
+
+
+def _sandboxed(source: str, lanes: int, kwargs: dict[str, Any], sandbox: Mapping[str, Any]) -> Any:
+    """A sandboxed env client, ready to be served again on this node's address."""
+    if lanes == 1:
+        return _Relay(_numpy.SandboxEnv(source, **sandbox, **kwargs))
+    return _Relay(_numpy.SandboxVectorEnv(source, num_envs=lanes, **sandbox, **kwargs))
+
+
+class _Relay:
+    """A sandbox client served again: the same env, minus the runtime info keys it received."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.observation_space = client.observation_space
+        self.action_space = client.action_space
+        self.metadata = dict(client.metadata)
+        self.render_mode = client.render_mode
+        if getattr(client, "num_envs", 1) > 1:
+            self.num_envs = client.num_envs
+            self.single_observation_space = client.single_observation_space
+            self.single_action_space = client.single_action_space
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self._client.reset(**kwargs)
+        return obs, _strip(info)
+
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self._client.step(action)
+        return obs, reward, terminated, truncated, _strip(info)
+
+    def render(self, **kwargs: Any) -> Any:
+        return self._client.render(**kwargs)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _strip(info: dict[str, Any]) -> dict[str, Any]:
+    for key in _RUNTIME_INFO_KEYS:
+        info.pop(key, None)
+    return info
+
+
+@dataclass(frozen=True)
+class ActorInfo:
+    """Where one fleet actor serves, as it reported itself.
+
+    Attributes:
+        index: The actor's position in the fleet (its lanes come in this order).
+        address: ``"host:port"`` of its endpoint, ``host`` being the node's IP as Ray reports it.
+        num_envs: Lanes the endpoint serves (1 for a scalar env).
+        node_id: The Ray node it runs on.
+        pid: Its process id on that node.
+        incarnation: A fresh id per start: it changes when Ray restarts the actor.
+        restarted: Whether this incarnation is a restart.
+    """
+
+    index: int
+    address: str
+    num_envs: int
+    node_id: str
+    pid: int
+    incarnation: str
+    restarted: bool
+
+
+class EnvActor:
+    """Builds the env of an :class:`EnvSpec` and serves it on ``<node ip>:0`` (a background thread).
+
+    A failure to build or serve does not kill the actor: :meth:`info` raises it, so the
+    fleet reports the env's own error (a dead actor would only say that it died).
+    """
+
+    def __init__(self, index: int, spec: EnvSpec) -> None:
+        self._server: Any = None
+        self._factory: Any = None
+        self._error: BaseException | None = None
+        try:
+            self._start(index, spec)
+        except Exception as exc:
+            self._error = exc
+
+    def _start(self, index: int, spec: EnvSpec) -> None:
+        ray = importlib.import_module("ray")
+        ctx = ray.get_runtime_context()
+        env, self._factory = spec.build()
+        host = str(ray.util.get_node_ip_address())
+        bind = f"[{host}]:0" if ":" in host else f"{host}:0"
+        try:
+            with warnings.catch_warnings():
+                if spec.sandbox is not None or _is_gymnasium_id(spec.env):
+                    # not the user's code: nothing to pin there (as `rlmesh serve CartPole-v1`)
+                    warnings.simplefilter("ignore", WorkflowEditionWarning)
+                self._server = EnvServer(env, bind, options=spec.options).start()
+        except BaseException:
+            _close_quietly(env, self._factory)
+            self._factory = None
+            raise
+        self._info = ActorInfo(
+            index=index,
+            address=self._server.address.removeprefix("tcp://"),
+            num_envs=int(self._server.env_contract.num_envs),
+            node_id=str(ctx.get_node_id()),
+            pid=os.getpid(),
+            incarnation=uuid.uuid4().hex,
+            restarted=_reconstructed(ctx),
+        )
+
+    def info(self) -> ActorInfo:
+        """Where this actor serves (asked again after a restart: the address changes).
+
+        Raises:
+            Exception: whatever building or serving the env raised in this incarnation.
+        """
+        if self._error is not None:
+            raise self._error
+        return self._info
+
+    def close(self) -> None:
+        """Stop serving and close the env (and its factory). Idempotent."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+        factory, self._factory = self._factory, None
+        if factory is not None:
+            with contextlib.suppress(Exception):
+                factory.close()
+
+
+def _is_gymnasium_id(env: Any) -> bool:
+    return isinstance(env, str) and _resolve(env) is None
+
+
+def _reconstructed(ctx: Any) -> bool:
+    with warnings.catch_warnings():  # Ray's property reads a deprecated attribute of its own
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return bool(ctx.was_current_actor_reconstructed)
+
+
+def _close_quietly(env: Any, factory: Any) -> None:
+    closers: list[Callable[[], Any]] = [e.close for e in (env if isinstance(env, list) else [env])]
+    if factory is not None:
+        closers.append(factory.close)
+    for close in closers:
+        with contextlib.suppress(Exception):
+            close()
