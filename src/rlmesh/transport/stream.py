@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import ConnectionLost
 from ..wire import frames
-from ..wire.frames import PREFIX_SIZE, Frame, FrameLimits, FramePlan
+from ..wire.frames import _TABLES, PREFIX_SIZE, Frame, FrameLimits, FramePlan, _table
 from .address import Address
 from .busypoll import _DONTWAIT, BusyPolling, yield_cpu
 
@@ -267,7 +267,7 @@ class SocketStream(BusyPolling):
 
     def _whole(self, n: int) -> Frame | None:
         """The frame at the start of a freshly read scratch holding ``n`` bytes, when it is
-        whole, small and has at most one segment; else ``None`` (the general path reads it).
+        whole and small; else ``None`` (the general path reads it).
 
         Inlines what :func:`rlmesh.wire.frames.decode_prefix_at` and
         :func:`rlmesh.wire.frames.split_body` check; any doubt about the bytes goes to
@@ -279,7 +279,6 @@ class SocketStream(BusyPolling):
         if not (
             magic == _MAGIC
             and version == _VERSION
-            and count <= 1
             and count <= limits.max_segments
             and hlen <= limits.max_header_bytes
             and size <= limits.max_frame_bytes
@@ -290,7 +289,7 @@ class SocketStream(BusyPolling):
         end = PREFIX_SIZE + size
         body = np.frombuffer(scratch[PREFIX_SIZE:end], np.uint8)
         view = memoryview(body)  # type: ignore[arg-type]
-        if count:
+        if count == 1:
             start = hlen + (-hlen % 8)
             if start + 8 > size:
                 return None
@@ -300,6 +299,20 @@ class SocketStream(BusyPolling):
             if pos + length != size:
                 return None
             segments = [body[pos:size]]
+        elif count:
+            start = hlen + (-hlen % 8)
+            pos = start + 8 * count
+            if pos > size:
+                return None
+            segments = []
+            for length in (_TABLES.get(count) or _table(count)).unpack_from(view, start):
+                pos += -pos % _ALIGN
+                if length > size - pos:
+                    return None
+                segments.append(body[pos : pos + length])
+                pos += length
+            if pos != size:
+                return None
         elif hlen == size:
             segments = []
         else:

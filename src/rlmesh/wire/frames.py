@@ -235,12 +235,15 @@ def encode_frame(
         if n:
             out.append(seg)
         pos += pad + n
+    table = _TABLES.get(count) or _table(count)
     out[0] = b"".join(
-        (PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos), header, _ZEROS[:hpad], _table(count).pack(*lengths))
+        (PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos), header, _ZEROS[:hpad], table.pack(*lengths))
     )
     out.nbytes = PREFIX_SIZE + pos
     if pos <= INLINE_MAX:  # a tiny frame: one buffer, one plain send()
-        return _buffers([b"".join(out)], out.nbytes)
+        tiny = Buffers((b"".join(out),))
+        tiny.nbytes = out.nbytes
+        return tiny
     return out
 
 

@@ -28,7 +28,7 @@ from ..errors import ProtocolException
 from . import messages as m
 from .frames import PREFIX_SIZE, Buffers, Frame
 from .frames import encode_frame
-from .messages import _DECODERS, _ENCODER, MAX_HEADER_DEPTH, decode_header, encode_message
+from .messages import _DECODERS, _ENCODER, MAX_HEADER_DEPTH, _too_deep, decode_header, encode_message
 
 __all__ = [
     "AWAIT_HELLO",
@@ -279,13 +279,12 @@ class _ClientSession(Session):
             return None
         header = frame.header
         msg = None
-        if len(header) <= MAX_HEADER_DEPTH:  # decode_header's common case, inlined (issue 24)
-            decoder = _DECODERS.get(frame.kind)
-            if decoder is not None:
-                try:
-                    msg = decoder.decode(header)
-                except Exception:
-                    msg = None  # decode_header words the error
+        decoder = _DECODERS.get(frame.kind)
+        if decoder is not None and (len(header) <= MAX_HEADER_DEPTH or not _too_deep(header)):
+            try:  # decode_header's common case, inlined (issue 24)
+                msg = decoder.decode(header)
+            except Exception:
+                msg = None  # decode_header words the error
         if msg is None:
             try:
                 msg = decode_header(frame)
@@ -345,13 +344,12 @@ class _ServerSession(Session):
             raise exc
         self._answers = REPLIES.get(kind, _NOTHING)
         header = frame.header
-        if len(header) <= MAX_HEADER_DEPTH:  # decode_header's common case, inlined (issue 24)
-            decoder = _DECODERS.get(kind)
-            if decoder is not None:
-                try:
-                    return decoder.decode(header)
-                except Exception:
-                    pass  # decode_header words the error
+        decoder = _DECODERS.get(kind)
+        if decoder is not None and (len(header) <= MAX_HEADER_DEPTH or not _too_deep(header)):
+            try:  # decode_header's common case, inlined (issue 24)
+                return decoder.decode(header)
+            except Exception:
+                pass  # decode_header words the error
         try:
             return decode_header(frame)
         except ProtocolException:
