@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import callcount  # noqa: E402
+import callcount
 
 
 def _trace(side: str, names: list[str]) -> None:

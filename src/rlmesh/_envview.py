@@ -687,7 +687,7 @@ class VectorView(EnvView):
                 and terminated.shape == shape
                 and truncated.shape == shape
             ):
-                return result  # type: ignore[no-any-return]
+                return result
         return read_vector_step(result, self.num_envs)
 
     def render(self, env_index: int) -> Any:

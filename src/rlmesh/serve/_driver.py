@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._dtypes import np_dtype
 from .._envview import (
     Checks,
     EnvView,
@@ -27,7 +28,6 @@ from .._envview import (
     next_step_violation,
     path_text,
 )
-from .._dtypes import np_dtype
 from .._ids import uuid7 as new_episode_id
 from .._plan import ValuePlan, value_plan
 from ..errors import CODE_NUMBERS, EnvironmentException, ProtocolException, is_recoverable_exception

@@ -74,13 +74,22 @@ __all__ = ["check_value", "compile_encoder", "compile_range_check"]
 
 Encoder = Callable[[Any], Any]
 
-try:  # numpy's C vdot, without the Python-level __array_function__ dispatcher (one call less per step)
-    from numpy._core._multiarray_umath import vdot as _vdot
-except ImportError:  # pragma: no cover - numpy 1.x
-    try:
-        from numpy.core._multiarray_umath import vdot as _vdot
-    except ImportError:
-        _vdot = np.vdot
+def _c_vdot() -> Callable[[Any, Any], Any]:
+    """numpy's C ``vdot``, without the Python-level ``__array_function__`` dispatcher
+    (one call less per checked value, issue 24); ``np.vdot`` where it cannot be found."""
+    import importlib
+
+    for name in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):
+        try:
+            fn = getattr(importlib.import_module(name), "vdot", None)
+        except ImportError:
+            continue
+        if callable(fn):
+            return fn
+    return np.vdot  # pragma: no cover
+
+
+_vdot = _c_vdot()
 
 _LABELS = {
     "box": "Box",

@@ -26,9 +26,15 @@ from typing import Any
 
 from ..errors import ProtocolException
 from . import messages as m
-from .frames import PREFIX_SIZE, Buffers, Frame
-from .frames import encode_frame
-from .messages import _DECODERS, _ENCODER, MAX_HEADER_DEPTH, _too_deep, decode_header, encode_message
+from .frames import PREFIX_SIZE, Buffers, Frame, encode_frame
+from .messages import (
+    _DECODERS,
+    _ENCODER,
+    MAX_HEADER_DEPTH,
+    _too_deep,
+    decode_header,
+    encode_message,
+)
 
 __all__ = [
     "AWAIT_HELLO",
