@@ -177,10 +177,11 @@ def count_steps(
                     measured = i >= warmup
                     if measured and not prof.recording:
                         prof.recording = True
+                    action = actions(i)
                     client_prof.names = []
                     sys.setprofile(client_prof)
                     before = client_prof.calls
-                    out = remote.step(actions(i))
+                    out = remote.step(action)
                     after = client_prof.calls
                     sys.setprofile(None)
                     if measured:

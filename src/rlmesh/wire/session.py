@@ -28,10 +28,10 @@ from ..errors import ProtocolException
 from . import messages as m
 from .frames import PREFIX_SIZE, Buffers, Frame, encode_frame
 from .messages import (
+    _CONTAINER_BYTES,
     _DECODERS,
     _ENCODER,
     MAX_HEADER_DEPTH,
-    _too_deep,
     decode_header,
     encode_message,
 )
@@ -286,7 +286,10 @@ class _ClientSession(Session):
         header = frame.header
         msg = None
         decoder = _DECODERS.get(frame.kind)
-        if decoder is not None and (len(header) <= MAX_HEADER_DEPTH or not _too_deep(header)):
+        if decoder is not None and (
+            len(header) <= MAX_HEADER_DEPTH  # cannot nest deeper (see messages._too_deep) ...
+            or len(header) - len(bytes(header).translate(None, _CONTAINER_BYTES)) <= MAX_HEADER_DEPTH  # ... nor this
+        ):
             try:  # decode_header's common case, inlined (issue 24)
                 msg = decoder.decode(header)
             except Exception:
@@ -351,7 +354,10 @@ class _ServerSession(Session):
         self._answers = REPLIES.get(kind, _NOTHING)
         header = frame.header
         decoder = _DECODERS.get(kind)
-        if decoder is not None and (len(header) <= MAX_HEADER_DEPTH or not _too_deep(header)):
+        if decoder is not None and (
+            len(header) <= MAX_HEADER_DEPTH  # cannot nest deeper (see messages._too_deep) ...
+            or len(header) - len(bytes(header).translate(None, _CONTAINER_BYTES)) <= MAX_HEADER_DEPTH  # ... nor this
+        ):
             try:  # decode_header's common case, inlined (issue 24)
                 return decoder.decode(header)
             except Exception:
