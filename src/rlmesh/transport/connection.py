@@ -123,7 +123,7 @@ class Connection(SocketStream):
         """
         ch = self.shm
         if ch is None:
-            if len(buffers) == 1 and not self.backlog and not self.busy_poll:
+            if len(buffers) == 1 and not self.backlog:
                 # The common case (issue 24): one small frame, nothing queued ahead of it.
                 one = buffers[0]
                 try:
@@ -135,6 +135,8 @@ class Connection(SocketStream):
                 except OSError as exc:
                     raise ConnectionLost(f"sending failed: {exc}") from exc
                 if type(one) is bytes and sent == len(one):
+                    if self.busy_poll:
+                        self._sent_at = time.perf_counter()
                     return True
                 return self._post_socket(_advance(buffers, sent), limit)
             return self._post_socket(buffers, limit)

@@ -200,18 +200,20 @@ class SocketStream(BusyPolling):
     def _recv_socket(self) -> Frame | None:
         try:
             if self._plan is None:
-                start = self._start
-                if start == self._end and self.deadline is None and not self._sent_at:
-                    # The common case (issue 24): nothing buffered, no deadline to arm, no
-                    # answer to poll for; a small frame arrives whole in one read and goes
-                    # out of here without another call.
-                    self._start = self._end = start = 0
-                    n = self.sock.recv_into(self._scratch)
-                    if not n:
-                        raise self._eof()
-                    self._end = n
-                    if n >= PREFIX_SIZE:
-                        frame = self._whole(n)
+                if self._start == self._end:
+                    # The common case (issue 24): nothing buffered, so a small frame arrives
+                    # whole in one read (a plain one when there is no deadline to arm and no
+                    # answer to poll for) and is cut out of the scratch in one more call.
+                    self._start = self._end = 0
+                    if self.deadline is None and not self._sent_at:
+                        n = self.sock.recv_into(self._scratch)
+                        if not n:
+                            raise self._eof()
+                        self._end = n
+                    else:
+                        self._fill()
+                    if self._end >= PREFIX_SIZE:
+                        frame = self._whole(self._end)
                         if frame is not None:
                             return frame
                 while self._end - self._start < PREFIX_SIZE:
