@@ -180,10 +180,12 @@ def count_steps(
                     action = actions(i)
                     client_prof.names = []
                     sys.setprofile(client_prof)
-                    before = client_prof.calls
-                    out = remote.step(action)
-                    after = client_prof.calls
-                    sys.setprofile(None)
+                    try:
+                        before = client_prof.calls
+                        out = remote.step(action)
+                        after = client_prof.calls
+                    finally:
+                        sys.setprofile(None)
                     if measured:
                         client_steps.append(after - before)
                     if not vector and (out[2] or out[3]):
