@@ -72,6 +72,7 @@ class ValuePlan:
         "encode",
         "join",
         "lanes",
+        "leaf",
         "pack",
         "segment_count",
         "spec",
@@ -85,6 +86,9 @@ class ValuePlan:
         self.bridge = bridge
         codec = ValueCodec(spec, lanes)
         self.segment_count = codec.segment_count
+        #: ``"segment"`` / ``"scalar"`` when the value is one leaf at the root (``split``
+        #: is then ``([], [v])`` / ``([v], [])``), else ``None``.
+        self.leaf: str | None = codec._leaf
         encode = self.encode = compile_encoder(spec, lanes=lanes)
         split = self.split = codec.split
         join = self.join = codec.join

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._dtypes import np_dtype
 from .._envview import (
     Checks,
     EnvView,
@@ -175,6 +176,12 @@ class Driver:
         #: SRV-60 / CNF-4: the same checks, policy and words as an in-process session's.
         self.checks = Checks(view.obs_space, view.act_space, self.lanes)
         self.policy = self.checks.policy
+        # Resolved once for the step path (issue 24): the action's one root leaf, if any,
+        # read straight off the frame; the observation's split when it is one segment.
+        self._action_in = self.checks.action_in
+        self._obs_fast = self.checks.observation_fast
+        self._act_leaf, self._act_dtype, self._act_shape, self._act_nbytes = _direct_leaf(view.act_space, self.lanes)
+        self._obs_leaf = _SEGMENT if self.obs_plan.leaf == "segment" else None
         self._books = _Books(n)
         self._interrupted: deque[m.EpisodeRecord] = deque()
         self._has_reset = False  # this session reset the env: step/render may run
@@ -236,10 +243,30 @@ class Driver:
         return m.ResetReply(obs=scalars, info=info_out, endpoint_ns=time.perf_counter_ns() - started), segments
 
     def step(self, req: m.Step, segments: list[Any]) -> tuple[m.StepReply, list[Any]]:
+        """One step, straight through (issue 24): decode the action, call the env, check
+        and encode the observation, keep the books. What does not change per step (the
+        action's leaf layout, the checks, the observation's split) was resolved at bind;
+        the uncommon cases (a first step after a reset, episode ends, odd values) take
+        the general helpers, with the same checks and words.
+        """
         started = time.perf_counter_ns()
         if not self._has_reset:
             raise _reset_needed("step")
-        action = self._decode_action(req, segments)
+        act = req.action
+        leaf = self._act_leaf
+        try:
+            if leaf is _SCALAR and req.has_action and len(act) == 1 and not segments and type(act[0]) is int:
+                action = self._action_in(act[0])
+            elif leaf is _SEGMENT and req.has_action and not act and len(segments) == 1 and segments[0].nbytes == self._act_nbytes:
+                action = self._action_in(segments[0].view(self._act_dtype).reshape(self._act_shape))
+            else:
+                action = self._decode_action(req, segments)
+        except EnvironmentException as exc:  # CNF-4 strict: out of range
+            raise RequestFailed.of(exc) from None
+        except (ValueError, TypeError, KeyError) as exc:
+            raise RequestFailed(
+                "INVALID_ACTION", f"action does not match action_space at {path_text(exc)}", op="step"
+            ) from None
         if req.episode_ids:
             lanes = self._books.lanes
             for i, eid in req.episode_ids.items():
@@ -249,12 +276,43 @@ class Driver:
             obs, reward, terminated, truncated, info = self.view.step(action)
         except Exception as exc:
             raise _env_failure("step", exc) from None
-        canonical = self._encode_obs(obs, "step")
-        completed = self._account(reward, terminated, truncated, info)
+        canonical = None
+        fast = self._obs_fast
+        if fast is not None:  # Checks.observation's common case, inlined
+            try:
+                canonical = fast[0](obs)
+                if fast[1] is not None and not fast[1](canonical):
+                    canonical = None
+            except Exception:
+                canonical = None
+        if canonical is None:  # out of range, odd, or broken: the checks word it (or warn)
+            try:
+                canonical = self.checks.observation(obs, "step")
+            except EnvironmentException as exc:  # SRV-60: the env broke its own contract
+                raise RequestFailed.of(exc) from None
+        books = self._books
+        if self.lanes is None:
+            if terminated or truncated or books.state[0] != ACTIVE:
+                completed = self._account(reward, terminated, truncated, info)
+            else:  # _account's common case, inlined
+                books.clock += 1
+                books.reward[0] += reward
+                completed = []
+        elif books.waiting:
+            completed = self._account(reward, terminated, truncated, info)
+        else:  # _account's common case (every lane mid-episode), inlined
+            books.clock += 1
+            books.reward += reward
+            ended = (terminated | truncated).nonzero()[0].tolist()
+            completed = self._transitions(terminated, truncated, ended, info) if ended else []
         if self._interrupted:
             completed = [*self._interrupted, *completed]
             self._interrupted.clear()
-        scalars, segs = self.obs_plan.split(canonical)
+        if self._obs_leaf is _SEGMENT:
+            scalars: list[Any] = []
+            segs = [canonical]
+        else:
+            scalars, segs = self.obs_plan.split(canonical)
         info_out = self._info(info, "step") if info or self.checks.pending else None
         if self.lanes is None:
             return (
@@ -270,8 +328,8 @@ class Driver:
                 segs,
             )
         segs.append(np.ascontiguousarray(reward, dtype="<f8"))
-        segs.append(_flag_bytes(terminated))
-        segs.append(_flag_bytes(truncated))
+        segs.append(terminated.view(np.uint8) if terminated.dtype == _BOOL and terminated.flags.c_contiguous else _flag_bytes(terminated))
+        segs.append(truncated.view(np.uint8) if truncated.dtype == _BOOL and truncated.flags.c_contiguous else _flag_bytes(truncated))
         return (
             m.StepReply(obs=scalars, info=info_out, completed=completed, endpoint_ns=time.perf_counter_ns() - started),
             segs,
@@ -396,6 +454,34 @@ class Driver:
             else:
                 books.park(i, IDLE)
         return completed
+
+
+_SCALAR, _SEGMENT = "scalar", "segment"
+_BOOL = np.dtype(np.bool_)
+_ARRAY_KINDS = frozenset({"box", "multi_binary", "multi_discrete"})
+
+
+def _direct_leaf(spec: Any, lanes: int | None) -> tuple[str | None, Any, tuple[int, ...], int]:
+    """How a step reads an action that is one leaf at the root, straight off the frame.
+
+    ``(_SCALAR, ...)``: a Discrete action, one int in the header; ``(_SEGMENT, dtype,
+    shape, nbytes)``: one numeric segment (a bool leaf is not: its bytes need the 0/1
+    check of the general path). ``(None, ...)``: the general path (``_decode_action``).
+    """
+    kind = spec.kind
+    if kind == "discrete" and lanes is None:
+        return _SCALAR, None, (), 0
+    if kind in _ARRAY_KINDS or kind == "discrete":
+        dtype = np_dtype(spec.dtype)
+        if dtype == _BOOL:
+            return None, None, (), 0
+        shape = () if kind == "discrete" else tuple(spec._shape)
+        full = shape if lanes is None else (lanes, *shape)
+        nbytes = dtype.itemsize
+        for d in full:
+            nbytes *= d
+        return _SEGMENT, dtype, full, nbytes
+    return None, None, (), 0
 
 
 def _flag_bytes(flags: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

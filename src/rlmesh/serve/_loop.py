@@ -86,6 +86,7 @@ def _accepted_at(peer: _Peer) -> float:
     return peer.accepted_at
 
 
+_STEP = m.Step.KIND
 _OPS = {m.Reset.KIND: "reset", m.Step.KIND: "step", m.Render.KIND: "render", m.Configure.KIND: "configure"}
 
 
@@ -117,6 +118,7 @@ class ServeLoop:
         self._listener_closed = False
         self.stop_reason: str | None = None
         self._stop = threading.Event()
+        self._stopping = False  # the Event's state as a plain attribute: read on every request
         self._waker = Waker()
         self._sel = Poller()
         self._peers: dict[int, _Peer] = {}
@@ -124,6 +126,9 @@ class ServeLoop:
         self._last_activity = time.monotonic()
         self.on_request: Callable[[], None] | None = None
         self._busy_poll = busy_poll_default()
+        #: The service's straight road for ``Step`` (issue 24): ``step(msg, segments) ->
+        #: (reply, segments)``, resolved once; ``None`` sends steps through ``handle``.
+        self._step: Callable[[Any, list[Any]], tuple[Any, list[Any]]] | None = getattr(service, "step", None)
         # The requests the loop answers itself, whatever the service; every other legal
         # request goes to ``service.handle`` (each service keeps one table of its own).
         self._handlers: dict[int, Callable[[_Peer, Any, int], None]] = {
@@ -141,6 +146,7 @@ class ServeLoop:
         """Ask the loop to stop; the first reason wins (SRV-46)."""
         if self.stop_reason is None:
             self.stop_reason = reason
+        self._stopping = True
         self._stop.set()
         self._waker.wake()
 
@@ -171,9 +177,8 @@ class ServeLoop:
         self._last_activity = now
         next_reap = now + 1.0
         idle = self.options.idle_timeout_seconds
-        stop = self._stop
         try:
-            while not stop.is_set():
+            while not self._stopping:
                 timeout = 1.0
                 if idle is not None:
                     remaining = idle - (time.monotonic() - self._last_activity)
@@ -194,7 +199,7 @@ class ServeLoop:
                         if obj.conn.backlog:
                             self._writable(obj)
                         self._readable(obj)
-                    if stop.is_set():
+                    if self._stopping:
                         break
                 active = self._active
                 if active is not None and active.conn.shm is not None and active.conn.shm.pending():
@@ -238,6 +243,7 @@ class ServeLoop:
         # connections (a health probe, a second client) wait at most that long.
         conn = peer.conn
         until = time.perf_counter() + READ_ON_SECONDS
+        step = self._step if peer is self._active else None
         for _ in range(64):
             if conn.closed:
                 return
@@ -256,18 +262,68 @@ class ServeLoop:
             if frame is None:
                 return
             try:
-                self._dispatch(peer, frame)
+                if step is not None and frame.kind == _STEP:
+                    self._road(peer, frame, step)
+                else:
+                    self._dispatch(peer, frame)
             except Exception as exc:  # nothing one connection sends may stop the loop
                 log.exception("handling a request failed unexpectedly; closing that connection")
                 self._protocol_error(peer, ProtocolException(f"the request could not be handled: {_describe(exc)}"))
                 return
-            if self._stop.is_set():
+            if self._stopping:
                 return
             if not conn.buffered and not (conn.busy_poll and time.perf_counter() < until):
                 break  # a busy-polling session reads on: its next request is due shortly
+            step = self._step if peer is self._active else None
         ch = conn.shm
         if ch is not None and not ch.asleep and not conn.closed:
             ch.sleeping(True)  # from here on the client rings the doorbell; run() rechecks the ring
+
+    def _road(self, peer: _Peer, frame: frames.Frame, step: Callable[[Any, list[Any]], tuple[Any, list[Any]]]) -> None:
+        """A ``Step`` of the active session, straight through (issue 24).
+
+        What :meth:`_dispatch` and :meth:`_send` do for any request, for the one request
+        that comes every step: the session checks it (a ``Step`` is legal only once the
+        session is ready), the service answers it, the reply goes out. Every failure
+        takes the general path's handlers, so its errors and endings are the same.
+        """
+        rid = frame.request_id
+        session = peer.session
+        try:
+            msg = session.receive(frame)  # legal in this state, and a valid header
+        except ProtocolException as exc:
+            self._protocol_error(peer, exc, rid)
+            return
+        timeout_ms = msg.timeout_ms
+        started = time.perf_counter_ns() if timeout_ms else 0  # timed only when it carries a deadline
+        try:
+            reply, segments = step(msg, frame.segments)
+            if timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms:  # SES-4: late result dropped
+                raise RequestFailed("TIMEOUT", f"env.step timed out after {timeout_ms}ms", op="step")
+        except Exception as exc:
+            self._failed(peer, _STEP, rid, exc)
+            return
+        try:
+            buffers = session.send(reply, segments)
+        except Exception:  # too large, or not encodable: the general path says so (the state is unchanged)
+            self._send(peer, reply, rid, segments)
+            self._touch()
+            return
+        conn = peer.conn
+        try:
+            queued = conn.backlog
+            if not conn.post(buffers, SESSION_BACKLOG_BYTES):
+                log.info("a client stopped reading its replies; dropping its connection")
+                self._drop(peer)
+                return
+        except ConnectionLost:
+            self._drop(peer)
+            return
+        if conn.backlog and not queued:
+            self._sel.want_write(conn.sock, True)
+        self._last_activity = time.monotonic()  # _touch, inlined
+        if self.on_request is not None:
+            self.on_request()
 
     # -- dispatch -----------------------------------------------------------------------
 
@@ -293,24 +349,29 @@ class ServeLoop:
             if timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms:  # SES-4: late result dropped
                 op = _OPS.get(kind, "request")
                 raise RequestFailed("TIMEOUT", f"env.{op} timed out after {timeout_ms}ms", op=op)
-        except RequestFailed as failure:
-            self._send(peer, failure.to_message(), rid)
-            if not failure.recoverable:  # DELTA-19: a fatal error ends the session
+        except Exception as exc:
+            self._failed(peer, kind, rid, exc)
+            return
+        self._send(peer, reply, rid, segments)
+        self._touch()
+
+    def _failed(self, peer: _Peer, kind: int, rid: int, exc: Exception) -> None:
+        """A service request raised: answer with an ``Error``; a fatal one ends the session."""
+        if isinstance(exc, RequestFailed):
+            self._send(peer, exc.to_message(), rid)
+            if not exc.recoverable:  # DELTA-19: a fatal error ends the session
                 self._end_active(peer)
             self._touch()
             return
-        except ProtocolException as exc:
+        if isinstance(exc, ProtocolException):
             self._protocol_error(peer, exc, rid)
             return
-        except Exception as exc:  # a pathological env or a bug: end this session, keep serving
-            op = _OPS.get(kind, "request")
-            log.exception("%s failed unexpectedly; ending the session", op)
-            fatal = RequestFailed("INTERNAL", f"{op} failed: {_describe(exc)}", op=op, recoverable=False)
-            self._send(peer, fatal.to_message(), rid)
-            self._end_active(peer)
-            self._touch()
-            return
-        self._send(peer, reply, rid, segments)
+        # a pathological env or a bug: end this session, keep serving
+        op = _OPS.get(kind, "request")
+        log.error("%s failed unexpectedly; ending the session", op, exc_info=exc)
+        fatal = RequestFailed("INTERNAL", f"{op} failed: {_describe(exc)}", op=op, recoverable=False)
+        self._send(peer, fatal.to_message(), rid)
+        self._end_active(peer)
         self._touch()
 
     def _ping(self, peer: _Peer, msg: m.Ping, rid: int) -> None:

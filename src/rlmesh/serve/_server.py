@@ -44,6 +44,7 @@ class _EnvService:
     def __init__(self, driver: Driver, contract: EnvContract, declared: str | None) -> None:
         self.driver = driver
         self.env_contract = contract
+        self.step = driver.step  # the serve loop's straight road for Step (issue 24)
         self._contract = contract.to_dict()
         self.declared_edition = declared
 

@@ -66,8 +66,12 @@ def _range_box(spec: SpaceSpec, path: str, lanes: int | None) -> _Check | None:
     if lo.ndim == 0 and hi.ndim == 0:
         lo_s, hi_s = lo[()], hi[()]
 
+        amin, amax = np.minimum.reduce, np.maximum.reduce  # C, unlike ndarray.min's Python wrapper
+
         def quick(a: np.ndarray[Any, Any]) -> bool:
-            return (not need_lo or a.min() >= lo_s) and (not need_hi or a.max() <= hi_s)
+            if not a.size:
+                return True
+            return (not need_lo or amin(a, axis=None) >= lo_s) and (not need_hi or amax(a, axis=None) <= hi_s)
 
     elif lanes is None and numel <= 16 and name in FLOAT_DTYPES:
         # Tiny elementwise boxes (CartPole-like): comparing a handful of Python floats
@@ -94,10 +98,10 @@ def _range_box(spec: SpaceSpec, path: str, lanes: int | None) -> _Check | None:
             hi_q = np.ascontiguousarray(np.broadcast_to(hi, full))
         else:
             lo_q, hi_q = lo, hi
-        less, greater, count = np.less, np.greater, np.count_nonzero
+        less, greater, anyof = np.less, np.greater, np.logical_or.reduce  # all C: no Python-level call
 
         def quick(a: np.ndarray[Any, Any]) -> bool:
-            return not ((need_lo and count(less(a, lo_q))) or (need_hi and count(greater(a, hi_q))))
+            return not ((need_lo and anyof(less(a, lo_q), axis=None)) or (need_hi and anyof(greater(a, hi_q), axis=None)))
 
     def check(a: np.ndarray[Any, Any], out: list[tuple[str, str]]) -> None:
         if quick(a):
@@ -194,6 +198,7 @@ def compile_range_check(spec: SpaceSpec, *, lanes: int | None = None) -> RangeCh
             run(value, out)
             return out
 
+        box_check.quick = quick  # type: ignore[attr-defined]  # a hot caller may test in range first
         return box_check
 
     def range_check(value: Any) -> list[tuple[str, str]]:

@@ -26,7 +26,7 @@ from ..wire import frames
 from ..wire.frames import Frame, FrameLimits
 from .busypoll import busy_poll_default, yield_cpu
 from .shm import DOORBELL_KIND, MARKER, Channel, doorbell
-from .stream import SocketStream, _nbytes, _wait_for, dial, listen
+from .stream import SocketStream, _advance, _nbytes, _wait_for, dial, listen
 
 __all__ = ["SHM_STALL_SECONDS", "Connection", "busy_poll_default", "dial", "listen"]
 
@@ -122,28 +122,45 @@ class Connection(SocketStream):
             ConnectionLost: the peer is gone (or left its ring full).
         """
         ch = self.shm
-        if ch is not None:
-            nbytes = getattr(buffers, "nbytes", None)
-            if nbytes is None:
-                nbytes = sum(_nbytes(b) for b in buffers)
-            try:
-                asleep = ch.write(buffers, nbytes)
-                if asleep is None:  # too big for the ring, or the ring is full: the socket, in order
-                    if ch.write_marker() is None:
-                        raise ConnectionLost("the peer stopped reading its shared-memory ring; dropping the connection")
-                    asleep = None
-            except ProtocolException as exc:
-                raise ConnectionLost(f"the shared-memory ring is corrupt: {exc}") from exc
-            if asleep is None:
-                ok = self._post_socket(buffers, limit)
-            elif asleep:
-                ok = self._post_socket([_DOORBELL], limit)
-            else:
-                ok = True
-            if self.busy_poll:
-                self._sent_at = time.perf_counter()
-            return ok
-        return self._post_socket(buffers, limit)
+        if ch is None:
+            if len(buffers) == 1 and not self.backlog:
+                # The common case (issue 24): one small frame, nothing queued ahead of it.
+                one = buffers[0]
+                try:
+                    sent = self.sock.send(one)
+                except BlockingIOError:
+                    sent = 0
+                except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
+                    raise ConnectionLost(f"the peer closed the connection ({exc.strerror or exc})") from exc
+                except OSError as exc:
+                    raise ConnectionLost(f"sending failed: {exc}") from exc
+                if type(one) is bytes and sent == len(one):
+                    if self.busy_poll:
+                        self._sent_at = time.perf_counter()
+                    return True
+                return self._post_socket(_advance(buffers, sent), limit)
+            return self._post_socket(buffers, limit)
+        # the shared-memory ring
+        nbytes = getattr(buffers, "nbytes", None)
+        if nbytes is None:
+            nbytes = sum(_nbytes(b) for b in buffers)
+        try:
+            asleep = ch.write(buffers, nbytes)
+            if asleep is None:  # too big for the ring, or the ring is full: the socket, in order
+                if ch.write_marker() is None:
+                    raise ConnectionLost("the peer stopped reading its shared-memory ring; dropping the connection")
+                asleep = None
+        except ProtocolException as exc:
+            raise ConnectionLost(f"the shared-memory ring is corrupt: {exc}") from exc
+        if asleep is None:
+            ok = self._post_socket(buffers, limit)
+        elif asleep:
+            ok = self._post_socket([_DOORBELL], limit)
+        else:
+            ok = True
+        if self.busy_poll:
+            self._sent_at = time.perf_counter()
+        return ok
 
     # -- receiving ----------------------------------------------------------------------
 

@@ -73,7 +73,12 @@ class Poller:
     def poll(self, timeout: float) -> list[Any]:
         objs = self._objs
         if self._epoll is not None:
-            return [objs[fd] for fd, _ in self._epoll.poll(timeout, len(objs)) if fd in objs]
+            out = []
+            for fd, _ in self._epoll.poll(timeout, len(objs)):  # a plain loop: no comprehension call per wake-up
+                obj = objs.get(fd)
+                if obj is not None:
+                    out.append(obj)
+            return out
         assert self._sel is not None
         return [key.data for key, _ in self._sel.select(timeout)]
 

@@ -23,6 +23,7 @@ import math
 import os
 import select
 import socket
+import struct
 import time
 from collections import deque
 from typing import Any
@@ -31,12 +32,15 @@ import numpy as np
 
 from ..errors import ConnectionLost
 from ..wire import frames
-from ..wire.frames import PREFIX_SIZE, Frame, FrameLimits, FramePlan
+from ..wire.frames import _TABLES, PREFIX_SIZE, Frame, FrameLimits, FramePlan, _table
 from .address import Address
 from .busypoll import _DONTWAIT, BusyPolling, yield_cpu
 
 __all__ = ["SocketStream", "dial", "listen"]
 
+_PREFIX, _MAGIC, _VERSION, _ALIGN = frames.PREFIX, frames.MAGIC, frames.VERSION, frames.SEGMENT_ALIGN
+_U64 = struct.Struct("<Q")
+_new = object.__new__
 _IOV_MAX = 512  # stay well below the kernel's 1024-iovec limit per sendmsg
 _SCRATCH = 8 * 1024  # one recv_into fetches a whole small frame; large bodies go straight to their buffer
 
@@ -54,12 +58,12 @@ class SocketStream(BusyPolling):
         "_body",
         "_end",
         "_outq",
-        "_outq_bytes",
         "_plan",
         "_scratch",
         "_start",
         "_sview",
         "_timeout",
+        "backlog",
         "closed",
         "deadline",
         "limits",
@@ -84,7 +88,9 @@ class SocketStream(BusyPolling):
         self._timeout: Any = sock.gettimeout()
         self.closed = False
         self._outq: deque[memoryview] = deque()  # bytes post() could not send yet (server side)
-        self._outq_bytes = 0
+        #: Bytes of frames :meth:`post` queued because the peer was not reading (a plain
+        #: attribute: the serve loop reads it on every wake-up).
+        self.backlog = 0
         # time.monotonic() by which the current request must be answered (client side): every
         # blocking read waits at most until then, however the bytes trickle in
         self.deadline: float | None = None
@@ -146,11 +152,6 @@ class SocketStream(BusyPolling):
 
     # -- sending without blocking (the serve loop) ------------------------------------------
 
-    @property
-    def backlog(self) -> int:
-        """Bytes of frames :meth:`post` queued because the peer was not reading."""
-        return self._outq_bytes
-
     def _post_socket(self, buffers: list[Any], limit: int) -> bool:
         if not self._outq:
             try:
@@ -161,10 +162,10 @@ class SocketStream(BusyPolling):
         else:
             rest = buffers
         n = sum(_nbytes(b) for b in rest)
-        if self._outq_bytes and self._outq_bytes + n > limit:
+        if self.backlog and self.backlog + n > limit:
             return False
         self._outq.append(memoryview(b"".join(b if type(b) is bytes else memoryview(b).cast("B") for b in rest)))
-        self._outq_bytes += n
+        self.backlog += n
         self.flush()
         return True
 
@@ -183,7 +184,7 @@ class SocketStream(BusyPolling):
                     sent = sock.send(head)
                 except BlockingIOError:
                     return False
-                self._outq_bytes -= sent
+                self.backlog -= sent
                 if sent < len(head):
                     q[0] = head[sent:]
                     return False
@@ -199,6 +200,22 @@ class SocketStream(BusyPolling):
     def _recv_socket(self) -> Frame | None:
         try:
             if self._plan is None:
+                if self._start == self._end:
+                    # The common case (issue 24): nothing buffered, so a small frame arrives
+                    # whole in one read (a plain one when there is no deadline to arm and no
+                    # answer to poll for) and is cut out of the scratch in one more call.
+                    self._start = self._end = 0
+                    if self.deadline is None and not self._sent_at:
+                        n = self.sock.recv_into(self._scratch)
+                        if not n:
+                            raise self._eof()
+                        self._end = n
+                    else:
+                        self._fill()
+                    if self._end >= PREFIX_SIZE:
+                        frame = self._whole(self._end)
+                        if frame is not None:
+                            return frame
                 while self._end - self._start < PREFIX_SIZE:
                     self._fill()
                 start = self._start
@@ -249,6 +266,69 @@ class SocketStream(BusyPolling):
         self._plan = None
         self._body = None
         return frames.split_body(plan, body)
+
+    def _whole(self, n: int) -> Frame | None:
+        """The frame at the start of a freshly read scratch holding ``n`` bytes, when it is
+        whole and small; else ``None`` (the general path reads it).
+
+        Inlines what :func:`rlmesh.wire.frames.decode_prefix_at` and
+        :func:`rlmesh.wire.frames.split_body` check; any doubt about the bytes goes to
+        them, so their words stay the errors.
+        """
+        scratch = self._scratch
+        magic, version, kind, rid, hlen, count, size = _PREFIX.unpack_from(scratch, 0)
+        limits = self.limits
+        if not (
+            magic == _MAGIC
+            and version == _VERSION
+            and count <= limits.max_segments
+            and hlen <= limits.max_header_bytes
+            and size <= limits.max_frame_bytes
+            and size < frames.SMALL_BODY
+            and n - PREFIX_SIZE >= size
+        ):
+            return None
+        end = PREFIX_SIZE + size
+        body = np.frombuffer(scratch[PREFIX_SIZE:end], np.uint8)
+        view = memoryview(body)  # type: ignore[arg-type]
+        if count == 1:
+            start = hlen + (-hlen % 8)
+            if start + 8 > size:
+                return None
+            (length,) = _U64.unpack_from(view, start)
+            pos = start + 8
+            pos += -pos % _ALIGN
+            if pos + length != size:
+                return None
+            segments = [body[pos:size]]
+        elif count:
+            start = hlen + (-hlen % 8)
+            pos = start + 8 * count
+            if pos > size:
+                return None
+            segments = []
+            for length in (_TABLES.get(count) or _table(count)).unpack_from(view, start):
+                pos += -pos % _ALIGN
+                if length > size - pos:
+                    return None
+                segments.append(body[pos : pos + length])
+                pos += length
+            if pos != size:
+                return None
+        elif hlen == size:
+            segments = []
+        else:
+            return None
+        if end == n:
+            self._start = self._end = 0
+        else:
+            self._start = end
+        frame = _new(Frame)
+        frame.kind = kind
+        frame.request_id = rid
+        frame.header = view[:hlen]
+        frame.segments = segments
+        return frame
 
     def _arm(self) -> None:
         """Before a blocking read within a request: never wait past :attr:`deadline`.

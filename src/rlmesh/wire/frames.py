@@ -210,7 +210,9 @@ def encode_frame(
     hlen = len(header)
     count = len(segments)
     if not count:
-        return _buffers([PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 0, hlen) + header], PREFIX_SIZE + hlen)
+        out = Buffers((PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 0, hlen) + header,))
+        out.nbytes = PREFIX_SIZE + hlen
+        return out
     hpad = -hlen % 8
     pos = hlen + hpad + 8 * count
     if count == 1:  # the common case (one observation or action leaf): the pad rides in the head
@@ -219,9 +221,9 @@ def encode_frame(
         pad = -pos % SEGMENT_ALIGN
         body = pos + pad + n
         parts = (PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 1, body), header, _ZEROS[:hpad], _U64.pack(n), _ZEROS[:pad])
-        if body <= INLINE_MAX:  # a tiny frame: one buffer, one plain send()
-            return _buffers([b"".join((*parts, seg))], PREFIX_SIZE + body)
-        return _buffers([b"".join(parts), seg], PREFIX_SIZE + body)
+        out = Buffers((b"".join((*parts, seg)),) if body <= INLINE_MAX else (b"".join(parts), seg))
+        out.nbytes = PREFIX_SIZE + body  # a tiny frame (above): one buffer, one plain send()
+        return out
     out = Buffers((b"",))
     lengths: list[int] = []
     for seg in segments:
@@ -233,12 +235,15 @@ def encode_frame(
         if n:
             out.append(seg)
         pos += pad + n
+    table = _TABLES.get(count) or _table(count)
     out[0] = b"".join(
-        (PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos), header, _ZEROS[:hpad], _table(count).pack(*lengths))
+        (PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos), header, _ZEROS[:hpad], table.pack(*lengths))
     )
     out.nbytes = PREFIX_SIZE + pos
     if pos <= INLINE_MAX:  # a tiny frame: one buffer, one plain send()
-        return _buffers([b"".join(out)], out.nbytes)
+        tiny = Buffers((b"".join(out),))
+        tiny.nbytes = out.nbytes
+        return tiny
     return out
 
 

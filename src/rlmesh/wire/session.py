@@ -26,8 +26,15 @@ from typing import Any
 
 from ..errors import ProtocolException
 from . import messages as m
-from .frames import PREFIX_SIZE, Buffers, Frame
-from .messages import decode_header, encode_message
+from .frames import PREFIX_SIZE, Buffers, Frame, encode_frame
+from .messages import (
+    _CONTAINER_BYTES,
+    _DECODERS,
+    _ENCODER,
+    MAX_HEADER_DEPTH,
+    decode_header,
+    encode_message,
+)
 
 __all__ = [
     "AWAIT_HELLO",
@@ -266,7 +273,7 @@ class _ClientSession(Session):
         if kind not in self._legal:
             raise LocalProtocolError(f"{_kind_name(kind)} is not allowed in session state {self.state!r}")
         rid = (self._next_id + 1) & _U32 or 1
-        buffers = encode_message(msg, rid, segments)
+        buffers = encode_frame(kind, rid, _ENCODER.encode(msg), segments)  # encode_message, inlined
         self._next_id = self._rid = rid
         self._kind = kind
         self._answers = REPLIES[kind]
@@ -276,11 +283,23 @@ class _ClientSession(Session):
         rid = self._rid
         if frame.request_id != rid or not rid:
             return None
-        try:
-            msg = decode_header(frame)
-        except ProtocolException:
-            self._broken()
-            raise
+        header = frame.header
+        msg = None
+        decoder = _DECODERS.get(frame.kind)
+        if decoder is not None and (
+            len(header) <= MAX_HEADER_DEPTH  # cannot nest deeper (see messages._too_deep) ...
+            or len(header) - len(bytes(header).translate(None, _CONTAINER_BYTES)) <= MAX_HEADER_DEPTH  # ... nor this
+        ):
+            try:  # decode_header's common case, inlined (issue 24)
+                msg = decoder.decode(header)
+            except Exception:
+                msg = None  # decode_header words the error
+        if msg is None:
+            try:
+                msg = decode_header(frame)
+            except ProtocolException:
+                self._broken()
+                raise
         kind = frame.kind
         if kind not in self._answers:
             if kind == _ERROR:
@@ -313,7 +332,7 @@ class _ServerSession(Session):
                 return buffers
             asked = f"answers {_kind_name(self._kind)}" if self._rid else "answers no request in flight"
             raise LocalProtocolError(f"{_kind_name(kind)} {asked}: not a legal reply")
-        buffers = encode_message(msg, self._rid, segments)
+        buffers = encode_frame(kind, self._rid, _ENCODER.encode(msg), segments)  # encode_message, inlined
         limit = self.max_frame_bytes
         if limit is not None and buffers.nbytes - PREFIX_SIZE > limit:
             nbytes = buffers.nbytes - PREFIX_SIZE
@@ -333,6 +352,16 @@ class _ServerSession(Session):
             self._broken()
             raise exc
         self._answers = REPLIES.get(kind, _NOTHING)
+        header = frame.header
+        decoder = _DECODERS.get(kind)
+        if decoder is not None and (
+            len(header) <= MAX_HEADER_DEPTH  # cannot nest deeper (see messages._too_deep) ...
+            or len(header) - len(bytes(header).translate(None, _CONTAINER_BYTES)) <= MAX_HEADER_DEPTH  # ... nor this
+        ):
+            try:  # decode_header's common case, inlined (issue 24)
+                return decoder.decode(header)
+            except Exception:
+                pass  # decode_header words the error
         try:
             return decode_header(frame)
         except ProtocolException:
