@@ -190,6 +190,9 @@ def count_steps(
                         client_steps.append(after - before)
                     if not vector and (out[2] or out[3]):
                         remote.reset()
+                # the serve thread closes a step's segment when it next waits for a request:
+                # one more (unmeasured) step makes sure the last measured one was closed
+                remote.step(actions(warmup + steps))
                 prof.recording = False
         finally:
             server.shutdown()

@@ -361,21 +361,29 @@ def _warm_handshake(service: Any) -> None:
 
 
 def _log_fatal_failures(service: Any) -> None:
-    """Log the env's traceback tail when a request ends the session (the client gets the message only)."""
-    handle = service.handle
+    """Log the env's traceback tail when a request ends the session (the client gets the message only).
 
-    def logged(msg: Any, frame: frames.Frame) -> Any:
-        try:
-            return handle(msg, frame)
-        except RequestFailed as failure:
-            cause = failure.__cause__ or failure.__context__
-            if not failure.recoverable and cause is not None:
-                lines = traceback.format_exception(type(cause), cause, cause.__traceback__)
-                tail = "".join("".join(lines).splitlines(keepends=True)[-_TAIL_LINES:])
-                log.error("%s; the session ends. The env's traceback (tail):\n%s", failure.message, tail.rstrip())
-            raise
+    Wraps both ways in: ``handle`` (every request) and ``step`` (the serve loop's straight
+    road for a ``Step``), so a crash in either is logged the same way.
+    """
 
-    service.handle = logged
+    def _logging(call: Callable[..., Any]) -> Callable[..., Any]:
+        def logged(msg: Any, arg: Any) -> Any:
+            try:
+                return call(msg, arg)
+            except RequestFailed as failure:
+                cause = failure.__cause__ or failure.__context__
+                if not failure.recoverable and cause is not None:
+                    lines = traceback.format_exception(type(cause), cause, cause.__traceback__)
+                    tail = "".join("".join(lines).splitlines(keepends=True)[-_TAIL_LINES:])
+                    log.error("%s; the session ends. The env's traceback (tail):\n%s", failure.message, tail.rstrip())
+                raise
+
+        return logged
+
+    service.handle = _logging(service.handle)
+    if getattr(service, "step", None) is not None:
+        service.step = _logging(service.step)
 
 
 #: A session counts as busy on the activity board while its last request is this recent.
