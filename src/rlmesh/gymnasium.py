@@ -256,9 +256,19 @@ class RemoteEnv(gymnasium.Env):
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Apply one action: ``(obs, reward, terminated, truncated, info)``."""
+        self._client.step_async(action)
+        return self.step_wait()
+
+    def step_async(self, action: Any) -> None:
+        """Send one step and return at once; :meth:`step_wait` returns its result (see
+        :meth:`rlmesh.numpy.RemoteEnv.step_async`)."""
+        self._client.step_async(action)
+
+    def step_wait(self) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """The result of the step :meth:`step_async` sent (``NoAsyncCallError`` if none)."""
         client = self._client
         client.runtime = {}
-        obs, reward, terminated, truncated, info = client.step(action)
+        obs, reward, terminated, truncated, info = client.step_wait()
         return obs, reward, terminated, truncated, _filtered(info, client.runtime if self._episode_info else None)
 
     def render(self) -> Any:
@@ -375,8 +385,17 @@ class RemoteVectorEnv(VectorEnv):
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every lane: batched ``(obs, rewards, terminations, truncations, info)``."""
+        self._client.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: Any) -> None:
+        """Send one step of every lane and return at once; :meth:`step_wait` returns its result."""
+        self._client.step_async(actions)
+
+    def step_wait(self) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """The result of the step :meth:`step_async` sent (``NoAsyncCallError`` if none)."""
         self._client.runtime = {}
-        obs, rewards, terminations, truncations, info = self._client.step(actions)
+        obs, rewards, terminations, truncations, info = self._client.step_wait()
         terminations = np.array(terminations, dtype=bool)
         truncations = np.array(truncations, dtype=bool)
         done = terminations | truncations
