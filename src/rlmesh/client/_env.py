@@ -201,6 +201,12 @@ class _RemoteEnvBase:
     def _reset(
         self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
     ) -> tuple[Any, dict[str, Any]]:
+        return self._reset_recv(self._reset_send(seeds, options, env_indices, seed_int=seed_int))
+
+    def _reset_send(
+        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+    ) -> tuple[list[str], list[int], int]:
+        """The sending half of a reset (a many-endpoint vector env sends to all, then gathers)."""
         self._check_idle("reset")
         count = len(env_indices) if env_indices else self._num_envs
         ids = [new_episode_id() for _ in range(count)]
@@ -213,7 +219,12 @@ class _RemoteEnvBase:
             timeout_ms=self._timeout_ms(),
             seed_int=seed_int,
         )
-        reply, frame = self._session.request(req, timeout=self._request_timeout)
+        self._session.send(req, timeout=self._request_timeout)
+        return ids, env_indices, count
+
+    def _reset_recv(self, sent: tuple[list[str], list[int], int]) -> tuple[Any, dict[str, Any]]:
+        ids, env_indices, count = sent
+        reply, frame = self._session.receive(timeout=self._request_timeout)
         try:
             canonical = self._join_reset(reply, frame, env_indices, count)
         except ProtocolException as exc:
@@ -430,12 +441,24 @@ class RemoteEnv(_RemoteEnvBase):
 class RemoteVectorEnv(_RemoteEnvBase):
     """Connect to a vector (or lane) endpoint and preserve RLMesh-native values.
 
+    ``RemoteVectorEnv([addr0, addr1, ...])`` (a list) is one vector env over many
+    endpoints, stepped by sending to all, then gathering; see
+    :class:`rlmesh.client._multi.MultiEndpointVectorEnv` and docs/scaling.md.
+
     Every returned value has a leading lane axis of ``num_envs``; spaces describe
     one lane. ``info`` is one dict for all lanes and carries ``episode_ids`` and
     ``completed_episodes`` (an env key of the same name wins).
     """
 
     _vector = True
+
+    def __new__(cls, address: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """A list (or tuple) of addresses makes one vector env over many endpoints (issue 26)."""
+        if isinstance(address, (list, tuple)):
+            from ._multi import multi_class
+
+            return object.__new__(multi_class(cls))
+        return object.__new__(cls)
 
     @property
     def num_envs(self) -> int:
