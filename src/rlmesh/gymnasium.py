@@ -36,6 +36,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rlmesh import _keys, numpy as _rnp
+from rlmesh.client._fanout import FanOut
 from rlmesh.errors import EndpointBusy
 from rlmesh.spaces._gym import to_gymnasium_space
 from rlmesh.transport import resolve_address
@@ -511,8 +512,6 @@ class _ManyEndpoints(RemoteVectorEnv):
         num_envs: int | None = None,
         autoreset_mode: Any = None,
     ) -> None:
-        from rlmesh.client._fanout import FanOut
-
         self._shared = None
         self._fan = FanOut(
             list(address),

@@ -45,7 +45,7 @@ from .spaces._gym import to_gymnasium_space
 __all__ = ["RemoteVecEnv"]
 
 
-class RemoteVecEnv(VecEnv):  # type: ignore[misc]
+class RemoteVecEnv(VecEnv):
     """Served endpoints (scalar or vector, lanes in address order) as one SB3 ``VecEnv``.
 
     Args:

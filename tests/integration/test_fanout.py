@@ -10,12 +10,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
+from integration_envs import CountdownEnv
 
 import rlmesh
 import rlmesh.gymnasium as rg
 import rlmesh.numpy as rnp
 from conftest import child_env, require, stop_process, wait_for_ready_file
-from integration_envs import CountdownEnv
 from rlmesh.errors import EndpointLost, NoAsyncCallError
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.filterwarnings("ignore::UserWarning")]

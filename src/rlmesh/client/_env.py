@@ -455,9 +455,7 @@ class RemoteVectorEnv(_RemoteEnvBase):
     def __new__(cls, address: Any = None, *args: Any, **kwargs: Any) -> Any:
         """A list (or tuple) of addresses makes one vector env over many endpoints (issue 26)."""
         if isinstance(address, (list, tuple)):
-            from ._multi import multi_class
-
-            return object.__new__(multi_class(cls))
+            return object.__new__(MULTI_CLASS[0](cls))
         return object.__new__(cls)
 
     @property
@@ -517,6 +515,10 @@ class RemoteVectorEnv(_RemoteEnvBase):
         """Step all lanes: ``(obs, rewards, terminations, truncations, info)``, batched."""
         return self._step(actions)
 
+
+#: ``[multi_class]``: ``rlmesh.client._multi`` registers the maker of the many-endpoint
+#: subclasses here when the package loads (it imports this module, so not the reverse).
+MULTI_CLASS: list[Any] = []
 
 _F8 = np.dtype("<f8")
 _U8 = np.dtype(np.uint8)

@@ -17,6 +17,7 @@ import numpy as np
 from .._bridge import Bridge
 from .._contract import EnvContract
 from ..errors import EndpointLost
+from . import _env
 from ._fanout import FanOut
 
 __all__ = ["MultiEndpointVectorEnv", "multi_class"]
@@ -239,3 +240,6 @@ class MultiEndpointVectorEnv:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({getattr(self, 'addresses', '?')!r})"
+
+
+_env.MULTI_CLASS[:] = [multi_class]
