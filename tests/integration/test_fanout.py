@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from typing import Any
 
 import gymnasium as gym
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 from integration_envs import CountdownEnv
+from test_fanout_split import SlowEnv
 
 import rlmesh
 import rlmesh.gymnasium as rg
@@ -236,3 +238,17 @@ def test_after_a_lost_endpoint_close_closes_every_endpoint(serve_process, serve)
     assert envs.closed
     with rnp.RemoteVectorEnv(other) as again:  # the healthy endpoint's session was released
         again.reset(seed=0)
+
+
+def test_a_timeout_on_one_endpoint_is_raised_after_the_others_replied_and_all_stay_usable(serve):
+    addresses = [serve(SlowEnv(0.6)).address, serve([SlowEnv(0.6), SlowEnv(0.6)]).address, serve(SlowEnv(0.6)).address]
+    envs = rnp.RemoteVectorEnv(addresses, request_timeout_seconds=0.3)
+    envs.reset(seed=0)
+    with pytest.raises(rlmesh.errors.RequestTimeout):
+        envs.step(np.array([0, 0, 0, 1]))  # only the last endpoint is slow
+    with pytest.raises(NoAsyncCallError):
+        envs.step_wait()
+    threading.Event().wait(0.9)  # let the slow endpoint finish its step
+    obs, *_ = envs.step(np.zeros(4, int))
+    assert obs.reshape(-1).tolist() == [2, 2, 2, 2]  # every endpoint ran both steps
+    envs.close()
