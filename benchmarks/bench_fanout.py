@@ -6,7 +6,8 @@
    ``rlmesh.numpy.RemoteVectorEnv([a0, a1, a2, a3])`` vs one step of one endpoint
    (``rlmesh.numpy.RemoteEnv`` on a fifth, identical server); goal: round <= 3x step.
    Beside it, the raw-socket floor of the same fan-out (``_floor.fan_out``: no rlmesh
-   code, the least any served CartPole can pay on this machine).
+   code, the least any served CartPole can pay on this machine), and the same four
+   endpoints stepped one after another (each reply read before the next request).
 2. A round over 8 endpoints whose step sleeps 2 ms (a heavy simulator stand-in) vs one
    step of one such endpoint; goal: round <= 1.3x step (the sleeps overlap).
 
@@ -58,8 +59,15 @@ def _ratios(rounds: list[float], singles: list[float]) -> tuple[float, float, fl
     return statistics.median(r), min(r), max(r)
 
 
-def fan_out_vs_step(target: str, endpoints: int, steps: int, reps: int) -> tuple[list[float], list[float]]:
-    """Per-pair µs of one step on a lone endpoint and of one fanned-out round over ``endpoints``."""
+def fan_out_vs_step(
+    target: str, endpoints: int, steps: int, reps: int, sequential: bool = False
+) -> tuple[list[float], list[float], list[float]]:
+    """Per-pair µs of one step on a lone endpoint and of one fanned-out round over ``endpoints``.
+
+    With ``sequential``, also the per-pair µs of a round stepping the same endpoints one
+    after another (each reply read before the next request is sent), timed against the
+    lone step in pairs of its own (the third list; empty otherwise).
+    """
     with contextlib.ExitStack() as stack:
         addresses = [stack.enter_context(served(target, "tcp")) for _ in range(endpoints + 1)]
         lone = stack.enter_context(rnp.RemoteEnv(addresses[-1]))
@@ -76,7 +84,16 @@ def fan_out_vs_step(target: str, endpoints: int, steps: int, reps: int) -> tuple
         def round_(i: int) -> None:
             many.step(batches[i & 1])
 
-        return _floor.time_pairs(one, round_, steps, reps)
+        def in_turn(i: int) -> None:  # the same clients, each request waiting for its reply
+            for part in many._fan.parts:
+                if part.client._step(i & 1)[2]:
+                    part.client._reset([], None, [])
+
+        singles, rounds = _floor.time_pairs(one, round_, steps, reps)
+        turns: list[float] = []
+        if sequential:
+            _, turns = _floor.time_pairs(one, in_turn, steps, reps)
+        return singles, rounds, turns
 
 
 def main() -> None:
@@ -89,11 +106,13 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}; medians of {reps} interleaved pairs")
 
     print("1. 4 CartPole endpoints, fanned out (rlmesh.numpy.RemoteVectorEnv([...]))")
-    singles, rounds = fan_out_vs_step("CartPole-v1", 4, args.steps, reps)
+    singles, rounds, turns = fan_out_vs_step("CartPole-v1", 4, args.steps, reps, sequential=True)
     _summary("one endpoint: step", singles)
     _summary("4 endpoints fanned out: one round", rounds)
     med, lo, hi = _ratios(rounds, singles)
     print(f"  round / step = {med:.2f}x (range {lo:.2f}-{hi:.2f}; goal <= 3x)")
+    _summary("4 endpoints one after another: one round", turns)
+    print(f"  sequential round / fanned-out round = {statistics.median(turns) / statistics.median(rounds):.2f}x")
     fsingles, frounds = _floor.fan_out(args.steps, reps)
     _summary("raw-socket floor: step", fsingles)
     _summary("raw-socket floor: round fanned out", frounds)
@@ -101,7 +120,7 @@ def main() -> None:
     print(f"  raw-socket floor round / step = {fmed:.2f}x (range {flo:.2f}-{fhi:.2f})")
 
     print("2. 8 endpoints whose step sleeps 2 ms, fanned out")
-    singles, rounds = fan_out_vs_step("bench_fanout:make_sleepy", 8, args.slow_steps, reps)
+    singles, rounds, _ = fan_out_vs_step("bench_fanout:make_sleepy", 8, args.slow_steps, reps)
     _summary("one endpoint: step", singles)
     _summary("8 endpoints fanned out: one round", rounds)
     med, lo, hi = _ratios(rounds, singles)
