@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import rlmesh
-from conftest import require
+from conftest import child_env, require
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.filterwarnings("ignore::UserWarning")]
 
@@ -89,3 +93,15 @@ def test_PPO_learns_CartPole_on_four_endpoints(serve_process):
     env.close()
     mean, _ = evaluate_policy(model, gym.make("CartPole-v1"), n_eval_episodes=10)
     assert mean >= 150  # a random policy scores ~22; PPO on a local CartPole reaches 500 here
+
+
+def test_the_many_endpoints_example_trains_briefly_and_cleans_up():
+    require("stable_baselines3")
+    require("torch")
+    script = Path(__file__).resolve().parents[2] / "examples" / "train" / "sb3_many_endpoints.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--endpoints", "2", "--total-timesteps", "512"],
+        env=child_env(), capture_output=True, text=True, timeout=240,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "trained 512 steps on 2 endpoints" in out.stdout
