@@ -39,7 +39,8 @@ except ImportError as _exc:  # pragma: no cover - exercised without the extra
         'rlmesh.sb3 needs Stable-Baselines3: pip install "rlmesh[sb3]"', name="stable_baselines3"
     ) from _exc
 
-from .client._fanout import FanOut, _lane_of
+from .client._fanout import FanOut
+from .client._lanes import lane_of
 from .spaces._gym import to_gymnasium_space
 
 __all__ = ["RemoteVecEnv"]
@@ -111,7 +112,7 @@ class RemoteVecEnv(VecEnv):
             raise ValueError("RemoteVecEnv.set_options takes one options dict for every lane")
         obs, info, _ = self._fan.reset(seeds, options[0] or None)
         n = self.num_envs
-        self.reset_infos = [_lane_of(info, i, n) for i in range(n)]
+        self.reset_infos = [lane_of(info, i, n) for i in range(n)]
         self._reset_seeds()
         self._reset_options()
         return obs
@@ -126,14 +127,14 @@ class RemoteVecEnv(VecEnv):
         obs, rewards, terms, truncs, info, _ = fan.step_wait()
         n = self.num_envs
         dones = terms | truncs
-        lanes = [_lane_of(info, i, n) for i in range(n)]
+        lanes = [lane_of(info, i, n) for i in range(n)]
         infos: list[dict[str, Any]] = []
         ended = dones.nonzero()[0].tolist()
         if ended and fan.mode == "Disabled":  # reset the ended lanes here, where they own
             terminal = [_row(obs, i) for i in ended]
             obs, reset_info, _ = fan.reset(None, None, ended)
             for j, i in enumerate(ended):
-                lanes[i] = {"final_obs": terminal[j], "final_info": lanes[i], **_lane_of(reset_info, i, n)}
+                lanes[i] = {"final_obs": terminal[j], "final_info": lanes[i], **lane_of(reset_info, i, n)}
         for i, lane in enumerate(lanes):
             if dones[i]:
                 final = lane.pop("final_info", {}) or {}

@@ -41,6 +41,7 @@ from .._bridge import NUMPY, Bridge
 from .._contract import EnvContract
 from ..errors import AlreadyPendingCallError, EndpointLost, NoAsyncCallError
 from ._env import _RemoteEnvBase
+from ._lanes import batch1, concat, lane_infos, lane_seeds, merge, take
 
 __all__ = ["AUTORESET_NAMES", "FanOut", "normalize_autoreset"]
 
@@ -207,7 +208,7 @@ class FanOut:
             raise AlreadyPendingCallError("step_async() while a step is in flight: call step_wait() first")
         self._check_usable()
         n = self.num_envs
-        slices = [_take(actions, slice(p.offset, p.offset + p.n) if not p.scalar else p.offset, n, "actions") for p in self._parts]
+        slices = [take(actions, slice(p.offset, p.offset + p.n) if not p.scalar else p.offset, n, "actions") for p in self._parts]
         errors: list[tuple[_Part, BaseException]] = []
         self._pending = True
         for part, local in zip(self._parts, slices):
@@ -233,7 +234,7 @@ class FanOut:
         rewards = np.zeros(n, dtype=np.float64)
         terms = np.zeros(n, dtype=bool)
         truncs = np.zeros(n, dtype=bool)
-        lane_infos: list[dict[str, Any] | None] = [None] * n
+        per_lane: list[dict[str, Any] | None] = [None] * n
         same_step = self.mode == "SameStep"
         again: list[_Part] = []
         for part in self._parts:
@@ -257,19 +258,19 @@ class FanOut:
                 done = bool(term or trunc)
                 rewards[part.offset], terms[part.offset], truncs[part.offset] = float(rew), bool(term), bool(trunc)
                 if done and same_step:
-                    lane_infos[part.offset] = {"final_obs": obs, "final_info": info}
+                    per_lane[part.offset] = {"final_obs": obs, "final_info": info}
                     again.append(part)
-                    part.obs = _batch1(obs)
+                    part.obs = batch1(obs)
                     continue
                 if done and self.mode == "NextStep":
                     part.needs_reset = True
-                part.obs = _batch1(obs)
-                lane_infos[part.offset] = info
+                part.obs = batch1(obs)
+                per_lane[part.offset] = info
             else:
                 rewards[sl], terms[sl], truncs[sl] = rew, term, trunc
                 part.obs = obs
-                for j, lane in enumerate(_lane_infos(info, part.n, same_step, term | trunc)):
-                    lane_infos[part.offset + j] = lane
+                for j, lane in enumerate(lane_infos(info, part.n, same_step, term | trunc)):
+                    per_lane[part.offset + j] = lane
         # SAME_STEP scalar endpoints reset inside the ending step: send all, then gather
         for part in again:
             try:
@@ -285,12 +286,12 @@ class FanOut:
             except BaseException as exc:
                 errors.append((part, exc))
                 continue
-            part.obs = _batch1(obs)
-            final = lane_infos[part.offset] or {}
-            lane_infos[part.offset] = {**final, **info}
+            part.obs = batch1(obs)
+            final = per_lane[part.offset] or {}
+            per_lane[part.offset] = {**final, **info}
         if errors:
             self._raise(errors)
-        info = _merge(lane_infos, n)
+        info = merge(per_lane, n)
         return self._obs(), rewards, terms, truncs, info, self._runtime()
 
     # -- resetting ----------------------------------------------------------------------
@@ -321,7 +322,7 @@ class FanOut:
                 raise ValueError(f"env_indices must be lane numbers in 0..{n - 1}, got {list(env_indices)}")
             if any(p.obs is None for p in self._parts if not set(p.lanes) <= set(chosen)):
                 raise ValueError("a partial reset (env_indices) needs a full reset() first; call reset() without env_indices")
-        seeds = _lane_seeds(seed, n, chosen)
+        seeds = lane_seeds(seed, n, chosen)
         plans: list[tuple[_Part, list[int]]] = []
         for part in self._parts:
             local = [g - part.offset for g in chosen if part.offset <= g < part.offset + part.n]
@@ -348,7 +349,7 @@ class FanOut:
                 part.sent = ctx
             except BaseException as exc:
                 errors.append((part, exc))
-        lane_infos: list[dict[str, Any] | None] = [None] * n
+        per_lane: list[dict[str, Any] | None] = [None] * n
         for part, local in plans:
             ctx, part.sent = part.sent, None
             if ctx is None:
@@ -360,17 +361,17 @@ class FanOut:
                 errors.append((part, exc))
                 continue
             if part.scalar:
-                part.obs = _batch1(obs)
+                part.obs = batch1(obs)
                 part.needs_reset = False
-                lane_infos[part.offset] = info
+                per_lane[part.offset] = info
             else:
                 part.obs = obs
                 full = len(local) == part.n
-                for j, lane in zip(local, _lane_infos(info, part.n if full else len(local), False, None)):
-                    lane_infos[part.offset + j] = lane
+                for j, lane in zip(local, lane_infos(info, part.n if full else len(local), False, None)):
+                    per_lane[part.offset + j] = lane
         if errors:
             self._raise(errors)
-        return self._obs(), _merge(lane_infos, n), self._runtime()
+        return self._obs(), merge(per_lane, n), self._runtime()
 
     # -- failures -----------------------------------------------------------------------
 
@@ -453,7 +454,7 @@ class FanOut:
     # -- values -------------------------------------------------------------------------
 
     def _obs(self) -> Any:
-        return _concat([p.obs for p in self._parts])
+        return concat([p.obs for p in self._parts])
 
     def _runtime(self) -> dict[str, Any]:
         ids: list[Any] = []
@@ -472,132 +473,3 @@ def _check_same(part: _Part, first: _Part, what: str, mine: Any, theirs: Any) ->
             f"{part.name()} has {what} space {mine!r}, but {first.name()} has {theirs!r}; every endpoint of "
             "one vector env must serve the same single-lane spaces"
         )
-
-
-def _lane_seeds(seed: Any, n: int, chosen: list[int]) -> list[int | None] | None:
-    """Per global lane: ``seed + i`` for an int (Gymnasium's rule), a list per lane or per chosen lane."""
-    if seed is None:
-        return None
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-        return [int(seed) + i for i in range(n)]
-    if isinstance(seed, (str, bytes)) or not isinstance(seed, Sequence | np.ndarray):
-        raise TypeError(f"seed must be an int, a list of ints or None, got {type(seed).__name__}")
-    values = [None if s is None else int(s) for s in seed]
-    if len(values) == n:
-        return values
-    if len(values) == len(chosen):
-        out: list[int | None] = [None] * n
-        for g, s in zip(chosen, values):
-            out[g] = s
-        return out
-    raise ValueError(f"expected {n} seeds (one per lane) or {len(chosen)} (one per reset lane), got {len(values)}")
-
-
-def _take(tree: Any, where: slice | int, n: int, path: str) -> Any:
-    """A lane slice (or one lane) of a batched action tree."""
-    if isinstance(tree, Mapping):
-        return {k: _take(v, where, n, f"{path}[{k!r}]") for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_take(v, where, n, f"{path}[{i}]") for i, v in enumerate(tree))
-    arr = tree if isinstance(tree, np.ndarray) else np.asarray(tree)
-    if arr.ndim == 0 or arr.shape[0] != n:
-        raise ValueError(
-            f"batched action leaf {path} has shape {list(arr.shape)}; expected a leading lane axis of {n} "
-            f"(one action per lane)"
-        )
-    return arr[where]
-
-
-def _batch1(tree: Any) -> Any:
-    """A scalar endpoint's value with a lane axis of one."""
-    if isinstance(tree, Mapping):
-        return {k: _batch1(v) for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_batch1(v) for v in tree)
-    if isinstance(tree, str):
-        return [tree]
-    return np.asarray(tree)[None]
-
-
-def _concat(trees: list[Any]) -> Any:
-    first = trees[0]
-    if len(trees) == 1:
-        return first
-    if isinstance(first, Mapping):
-        return {k: _concat([t[k] for t in trees]) for k in first}
-    if isinstance(first, tuple):
-        return tuple(_concat([t[i] for t in trees]) for i in range(len(first)))
-    if isinstance(first, list):
-        return [x for t in trees for x in t]
-    return np.concatenate(trees, axis=0)
-
-
-def _lane_infos(info: Mapping[str, Any], n: int, same_step: bool, done: Any) -> list[dict[str, Any]]:
-    """One endpoint's served info as ``n`` per-lane dicts (Gymnasium's per-sub-env infos)."""
-    lanes = info.get("final_info")
-    if isinstance(lanes, list) and len(lanes) == n and "_final_info" in info:
-        # a lane endpoint: one plain info per lane (plus final_obs / reset_info under SAME_STEP)
-        final_obs = info.get("final_obs")
-        reset_infos = info.get("reset_info")
-        out = []
-        for i, lane in enumerate(lanes):
-            own = dict(lane) if isinstance(lane, Mapping) else {}
-            if same_step and done is not None and done[i]:
-                ended = final_obs[i] if isinstance(final_obs, list) and i < len(final_obs) else None
-                nxt = reset_infos[i] if isinstance(reset_infos, list) and i < len(reset_infos) else None
-                own = {"final_obs": ended, "final_info": own, **(dict(nxt) if isinstance(nxt, Mapping) else {})}
-            out.append(own)
-        return out
-    return [_lane_of(info, i, n) for i in range(n)]
-
-
-def _lane_of(info: Mapping[str, Any], i: int, n: int) -> dict[str, Any]:
-    """Lane ``i`` of an info in Gymnasium's vector layout (arrays of ``n`` with ``_key`` masks)."""
-    out: dict[str, Any] = {}
-    for key, value in info.items():
-        if key.startswith("_") and key[1:] in info:
-            continue
-        mask = info.get(f"_{key}")
-        if mask is not None and len(mask) == n and not mask[i]:
-            continue
-        if isinstance(value, Mapping):
-            out[key] = _lane_of(value, i, n)
-        elif isinstance(value, (list, np.ndarray)) and len(value) == n:
-            out[key] = value[i]
-        else:
-            out[key] = value
-    return out
-
-
-def _merge(lanes: list[dict[str, Any] | None], n: int) -> dict[str, Any]:
-    """Per-lane infos in Gymnasium's vector layout (``VectorEnv._add_info``, lane by lane)."""
-    out: dict[str, Any] = {}
-    for i, lane in enumerate(lanes):
-        if lane:
-            out = _add_info(out, lane, i, n)
-    return out
-
-
-def _add_info(infos: dict[str, Any], env_info: Mapping[str, Any], i: int, n: int) -> dict[str, Any]:
-    """Gymnasium's ``VectorEnv._add_info`` rules: arrays of ``n`` plus a ``_key`` bool mask."""
-    for key, value in env_info.items():
-        if key == "final_obs":
-            array = infos["final_obs"] if "final_obs" in infos else np.full(n, None, dtype=object)
-            array[i] = value
-        elif isinstance(value, dict):
-            array = _add_info(infos.get(key, {}), value, i, n)
-        else:
-            if key not in infos:
-                if type(value) in (int, float, bool) or issubclass(type(value), np.number):
-                    array = np.zeros(n, dtype=type(value))
-                elif isinstance(value, np.ndarray):
-                    array = np.zeros((n, *value.shape), dtype=value.dtype)
-                else:
-                    array = np.full(n, None, dtype=object)
-            else:
-                array = infos[key]
-            array[i] = value
-        mask = infos.get(f"_{key}", np.zeros(n, dtype=np.bool_))
-        mask[i] = True
-        infos[key], infos[f"_{key}"] = array, mask
-    return infos
