@@ -236,6 +236,8 @@ def test_after_a_lost_endpoint_close_closes_every_endpoint(serve_process, serve)
     assert caught.value.index == 1 and caught.value.lanes == range(2, 3)
     envs.close()
     assert envs.closed
+    with pytest.raises(rlmesh.errors.SessionClosed, match="closed"):  # you closed it: not EndpointLost
+        envs.step(np.zeros(3, int))
     with rnp.RemoteVectorEnv(other) as again:  # the healthy endpoint's session was released
         again.reset(seed=0)
 

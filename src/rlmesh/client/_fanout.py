@@ -39,7 +39,7 @@ import numpy as np
 
 from .._bridge import NUMPY, Bridge
 from .._contract import EnvContract
-from ..errors import AlreadyPendingCallError, EndpointLost, NoAsyncCallError
+from ..errors import AlreadyPendingCallError, EndpointLost, NoAsyncCallError, SessionClosed
 from ._env import _RemoteEnvBase
 from ._lanes import batch1, concat, lane_infos, lane_seeds, merge, take
 
@@ -310,7 +310,7 @@ class FanOut:
         if self._pending:
             raise AlreadyPendingCallError("reset() while a step is in flight: call step_wait() first")
         if self._closed:
-            raise EndpointLost("this vector env was closed; create a new one to reconnect")
+            raise SessionClosed("not connected: this vector env was closed; create a new one to reconnect")
         n = self.num_envs
         if env_indices is None:
             chosen = list(range(n))
@@ -377,7 +377,7 @@ class FanOut:
 
     def _check_usable(self) -> None:
         if self._closed:
-            raise EndpointLost("this vector env was closed; create a new one to reconnect")
+            raise SessionClosed("not connected: this vector env was closed; create a new one to reconnect")
         for part in self._parts:
             if part.broken:
                 raise EndpointLost(
