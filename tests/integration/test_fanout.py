@@ -254,3 +254,28 @@ def test_a_timeout_on_one_endpoint_is_raised_after_the_others_replied_and_all_st
     obs, *_ = envs.step(np.zeros(4, int))
     assert obs.reshape(-1).tolist() == [2, 2, 2, 2]  # every endpoint ran both steps
     envs.close()
+
+
+class _Recording(SlowEnv):
+    """SlowEnv that logs when each step starts and ends (shared log, per-env name)."""
+
+    def __init__(self, name: str, log: list[tuple[str, str]], delay: float) -> None:
+        super().__init__(delay)
+        self.name, self.log = name, log
+
+    def step(self, action: Any) -> Any:
+        self.log.append((self.name, "start"))
+        out = super().step(action)
+        self.log.append((self.name, "end"))
+        return out
+
+
+def test_one_slow_endpoint_does_not_hold_back_the_others_requests(serve):
+    log: list[tuple[str, str]] = []
+    slow = serve(_Recording("slow", log, 0.5)).address
+    fast = serve(_Recording("fast", log, 0.0)).address
+    with rnp.RemoteVectorEnv([slow, fast]) as envs:
+        envs.reset(seed=0)
+        envs.step(np.array([1, 0]))  # only the first endpoint is slow
+    # the fast endpoint got its request (and answered) while the slow one was still stepping
+    assert log.index(("fast", "end")) < log.index(("slow", "end"))
