@@ -130,6 +130,69 @@ def round_robin(steps: int, reps: int = 3) -> tuple[float, float]:
         return time_rounds(lambda k, a: _step(socks[k], a), 4, steps, reps)
 
 
+def _send(sock: socket.socket, action: int) -> None:
+    sock.send(bytes((action,)))
+
+
+def _recv(sock: socket.socket) -> bytes:
+    end = time.perf_counter() + POLL_SECONDS
+    while True:
+        try:
+            return sock.recv(64, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            if time.perf_counter() > end:
+                return sock.recv(64)
+            os.sched_yield()
+
+
+def time_pairs(
+    first: Callable[[int], object], second: Callable[[int], object], n: int, reps: int = 5
+) -> tuple[list[float], list[float]]:
+    """µs per call of ``first(i)`` and ``second(i)``: ``reps`` interleaved pairs of ``n`` calls each.
+
+    The order alternates within pairs (A,B then B,A), after a warm-up of each.
+    """
+
+    def timed(fn: Callable[[int], object]) -> float:
+        t0 = time.perf_counter()
+        for i in range(n):
+            fn(i)
+        return (time.perf_counter() - t0) / n * 1e6
+
+    for i in range(max(20, n // 10)):
+        first(i)
+        second(i)
+    a, b = [], []
+    for rep in range(reps):
+        if rep % 2:
+            b.append(timed(second))
+            a.append(timed(first))
+        else:
+            a.append(timed(first))
+            b.append(timed(second))
+    return a, b
+
+
+def fan_out(steps: int, reps: int = 5, n: int = 4) -> tuple[list[float], list[float]]:
+    """The raw-socket floor of a fanned-out round: send to all ``n`` endpoints, then gather.
+
+    Returns the per-pair µs of one step on endpoint 0 and of one round over all of them.
+    """
+    with endpoints(n) as socks:
+
+        def one(i: int) -> None:
+            _step(socks[0], i & 1)
+
+        def round_(i: int) -> None:
+            a = i & 1
+            for sock in socks:
+                _send(sock, a)
+            for sock in socks:
+                _recv(sock)
+
+        return time_pairs(one, round_, steps, reps)
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--serve"]:
         serve(sys.argv[2])
@@ -138,3 +201,6 @@ if __name__ == "__main__":
         print(
             f"raw-socket floor: step {single:.1f} us, round {rr:.1f} us, round / step = {rr / single:.2f}x"
         )
+        steps_us, rounds_us = fan_out(2000)
+        one, fo = statistics.median(steps_us), statistics.median(rounds_us)
+        print(f"raw-socket floor, fanned out: step {one:.1f} us, round {fo:.1f} us, round / step = {fo / one:.2f}x")

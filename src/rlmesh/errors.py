@@ -23,6 +23,10 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     ├── ConnectionLost (ConnectionError)         the peer went away; ``__cause__`` is the OSError
     ├── SessionClosed (ConnectionError)          used after ``close()`` or after a fatal error
     ├── RequestTimeout (TimeoutError)            a client-side deadline expired
+    ├── AsyncCallError                           step_async/step_wait called out of order
+    │   ├── AlreadyPendingCallError              a second call while a step is in flight
+    │   └── NoAsyncCallError                     step_wait() with no step_async() before it
+    ├── EndpointLost (ConnectionError)           one endpoint of a many-endpoint vector env broke
     ├── AdapterResolutionError (ValueError)      model spec and env tags do not pair
     ├── UnsupportedSpace (TypeError)             an env's space is a kind rlmesh cannot carry
     └── DependencyMissing (ImportError)          an optional extra is not installed
@@ -41,6 +45,10 @@ from __future__ import annotations
 __all__ = [
     "CODE_NUMBERS",
     "AdapterResolutionError",
+    "AlreadyPendingCallError",
+    "AsyncCallError",
+    "EndpointLost",
+    "NoAsyncCallError",
     "BindFailed",
     "Cancelled",
     "ConnectFailed",
@@ -241,6 +249,41 @@ class RequestTimeout(RLMeshException, TimeoutError):
     def __init__(self, message: str, *, timeout_seconds: float | None = None) -> None:
         self.timeout_seconds = timeout_seconds
         super().__init__(message)
+
+
+class AsyncCallError(RLMeshException):
+    """``step_async`` / ``step_wait`` used out of order (a ``RuntimeError``).
+
+    The names and the rule are Gymnasium's ``AsyncVectorEnv`` (and SB3's ``VecEnv``):
+    every ``step_async(action)`` is followed by exactly one ``step_wait()``.
+    """
+
+
+class AlreadyPendingCallError(AsyncCallError):
+    """A step is in flight: call ``step_wait()`` before ``step_async``, ``step`` or ``reset`` again."""
+
+
+class NoAsyncCallError(AsyncCallError):
+    """``step_wait()`` with no step in flight: call ``step_async(action)`` first."""
+
+
+class EndpointLost(RLMeshException, ConnectionError):
+    """One endpoint of a many-endpoint vector env went away (or its session ended).
+
+    The other endpoints stay connected. ``reconnect(index)`` dials the lost one again
+    (then ``reset()``); ``close()`` closes them all.
+
+    Attributes:
+        address: The lost endpoint's address.
+        index: Its position in the address list.
+        lanes: The lanes it served (a ``range`` of global lane indices).
+    """
+
+    def __init__(self, message: str, *, address: str = "", index: int = -1, lanes: range = range(0)) -> None:
+        super().__init__(message)
+        self.address = address
+        self.index = index
+        self.lanes = lanes
 
 
 class AdapterResolutionError(RLMeshException, ValueError):

@@ -37,6 +37,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rlmesh import _keys, numpy as _rnp
+from rlmesh.client._fanout import FanOut
 from rlmesh.errors import EndpointBusy
 from rlmesh.spaces._gym import to_gymnasium_space
 from rlmesh.transport import resolve_address
@@ -275,12 +276,22 @@ class RemoteEnv(gymnasium.Env):
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Apply one action: ``(obs, reward, terminated, truncated, info)``."""
+        self.step_async(action)
+        return self.step_wait()
+
+    def step_async(self, action: Any) -> None:
+        """Send one step and return at once; :meth:`step_wait` returns its result (see
+        :meth:`rlmesh.numpy.RemoteEnv.step_async`)."""
         shared = self._shared
         if shared is not None and shared.refs > 1 and shared.owner is not self and shared.owner is not None:
             raise _shared_step_error(str(self._client.address))  # issue 29: never step another handle's episode
+        self._client.step_async(action)
+
+    def step_wait(self) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """The result of the step :meth:`step_async` sent (``NoAsyncCallError`` if none)."""
         client = self._client
         client.runtime = {}
-        obs, reward, terminated, truncated, info = client.step(action)
+        obs, reward, terminated, truncated, info = client.step_wait()
         return obs, reward, terminated, truncated, _filtered(info, client.runtime if self._episode_info else None)
 
     def render(self) -> Any:
@@ -311,12 +322,22 @@ class RemoteEnv(gymnasium.Env):
 class RemoteVectorEnv(VectorEnv):
     """A served vector/lane endpoint as a real :class:`gymnasium.vector.VectorEnv`.
 
+    ``RemoteVectorEnv([addr0, addr1, ...])`` (a list) is one vector env over many
+    endpoints (scalar or vector, lanes in address order), stepped by sending to all,
+    then gathering; see :class:`_ManyEndpoints` and docs/scaling.md.
+
     ``observation_space``/``action_space`` are batched; ``single_*`` describe one lane;
     ``metadata["autoreset_mode"]`` is the endpoint's :class:`~gymnasium.vector.AutoresetMode`.
     ``reset(options={"reset_mask": mask})`` resets only the masked lanes (DISABLED and
     SAME_STEP endpoints). Same keywords as :class:`RemoteEnv`; ``num_envs``, when given
     (``gymnasium.make_vec`` passes it), must match the endpoint.
     """
+
+    def __new__(cls, address: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """A list (or tuple) of addresses makes one vector env over many endpoints (issue 26)."""
+        if isinstance(address, (list, tuple)) and not issubclass(cls, _ManyEndpoints):
+            return object.__new__(_ManyEndpoints)
+        return object.__new__(cls)
 
     def __init__(
         self,
@@ -399,8 +420,17 @@ class RemoteVectorEnv(VectorEnv):
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every lane: batched ``(obs, rewards, terminations, truncations, info)``."""
+        self._client.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: Any) -> None:
+        """Send one step of every lane and return at once; :meth:`step_wait` returns its result."""
+        self._client.step_async(actions)
+
+    def step_wait(self) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """The result of the step :meth:`step_async` sent (``NoAsyncCallError`` if none)."""
         self._client.runtime = {}
-        obs, rewards, terminations, truncations, info = self._client.step(actions)
+        obs, rewards, terminations, truncations, info = self._client.step_wait()
         terminations = np.array(terminations, dtype=bool)
         truncations = np.array(truncations, dtype=bool)
         done = terminations | truncations
@@ -474,6 +504,146 @@ class RemoteVectorEnv(VectorEnv):
         elif warnings:
             log.warning("rlmesh conformance warning from the env: %s", warnings)
         return out
+
+
+class _ManyEndpoints(RemoteVectorEnv):
+    """``rlmesh.gymnasium.RemoteVectorEnv([addr0, addr1, ...])``: many endpoints, one vector env.
+
+    Each endpoint may be scalar (one lane) or vector; lanes are concatenated in address
+    order. ``step`` sends every endpoint its lanes' actions, then gathers (``step_async``
+    / ``step_wait`` are the two halves). Spaces and autoreset modes must agree across
+    endpoints (``ValueError`` naming the endpoint that differs); scalar endpoints are
+    reset here in the common mode (NEXT_STEP when all are scalar, or ``autoreset_mode=``),
+    exactly as :class:`gymnasium.vector.SyncVectorEnv` resets its sub-envs.
+    ``reset(seed=s)`` seeds lane ``i`` with ``s + i``; ``options={"reset_mask": mask}``
+    resets only the masked lanes, each on the endpoint owning it. ``info`` follows
+    Gymnasium's layout (``_key`` masks, ``final_obs``/``final_info``).
+
+    An endpoint that goes away raises :class:`rlmesh.errors.EndpointLost` (``address``,
+    ``index``, ``lanes``) once every other reply was read; the others stay connected.
+    Then ``reconnect(err.index)`` and ``reset()`` (or a ``reset_mask`` of ``err.lanes``),
+    or ``close()``.
+    """
+
+    def __init__(
+        self,
+        address: Sequence[str],
+        *,
+        connect_timeout_seconds: float | None = None,
+        request_timeout_seconds: float | None = None,
+        workflow_edition: str | None = None,
+        episode_info: bool = False,
+        num_envs: int | None = None,
+        autoreset_mode: Any = None,
+    ) -> None:
+        self._shared = None
+        self._fan = FanOut(
+            list(address),
+            connect_timeout_seconds=connect_timeout_seconds,
+            request_timeout_seconds=request_timeout_seconds,
+            workflow_edition=workflow_edition,
+            autoreset_mode=autoreset_mode,
+        )
+        first = self._fan.parts[0].client
+        if num_envs is not None and num_envs != self._fan.num_envs:
+            self._fan.close()
+            raise ValueError(f"the endpoints {self._fan.addresses} serve {self._fan.num_envs} lanes in all, not {num_envs}")
+        self._episode_info = bool(episode_info)
+        self.num_envs = self._fan.num_envs
+        self.single_observation_space = to_gymnasium_space(first.observation_space_spec)
+        self.single_action_space = to_gymnasium_space(first.action_space_spec)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.autoreset_mode = _MODES[self._fan.mode]
+        self.metadata = dict(first.metadata)
+        self.metadata["autoreset_mode"] = self.autoreset_mode
+        self.render_mode = first.render_mode
+        self.spec = _spec_of(first, vector=True, kwargs={"address": self._fan.addresses})
+
+    @property
+    def address(self) -> str:
+        """The endpoint addresses, comma-separated."""
+        return ", ".join(self._fan.addresses)
+
+    @property
+    def addresses(self) -> list[str]:
+        """The endpoint addresses, in lane order."""
+        return self._fan.addresses
+
+    @property
+    def endpoint_lanes(self) -> list[range]:
+        """The global lanes each endpoint serves, in address order."""
+        return [p.lanes for p in self._fan.parts]
+
+    @property
+    def client(self) -> Any:
+        """The fan-out engine (``rlmesh.client._fanout.FanOut``) holding one client per endpoint."""
+        return self._fan
+
+    def reset(
+        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every lane (``seed + i`` seeds lane ``i``), or the lanes of ``options["reset_mask"]``."""
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            VectorEnv.reset(self, seed=int(seed))
+        opts = dict(options) if options else None
+        indices: list[int] | None = None
+        if opts is not None and "reset_mask" in opts:
+            mask = np.asarray(opts.pop("reset_mask"), dtype=bool).reshape(-1)
+            if mask.shape != (self.num_envs,):
+                raise ValueError(f"reset_mask must be {self.num_envs} booleans, got shape {mask.shape}")
+            indices = mask.nonzero()[0].tolist()
+            opts = opts or None
+            if not indices:
+                raise ValueError("reset_mask selects no lane")
+        obs, info, runtime = self._fan.reset(seed, opts, indices)
+        return obs, self._runtime_info(info, runtime, reset=True)
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Step every lane on every endpoint: batched ``(obs, rewards, terminations, truncations, info)``."""
+        self._fan.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: Any) -> None:
+        """Send every endpoint its lanes' actions and return at once."""
+        self._fan.step_async(actions)
+
+    def step_wait(self) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Gather every endpoint's reply (``NoAsyncCallError`` when nothing was sent)."""
+        obs, rewards, terms, truncs, info, runtime = self._fan.step_wait()
+        return obs, rewards, terms, truncs, self._runtime_info(info, runtime, reset=False)
+
+    def reconnect(self, endpoint: int | str) -> None:
+        """Dial endpoint ``endpoint`` (index or address) again; reset its lanes before stepping."""
+        self._fan.reconnect(endpoint)
+
+    def render(self) -> tuple[Any, ...] | None:
+        """One frame per lane (a tuple, like ``SyncVectorEnv``), or ``None`` when nothing renders."""
+        if self.render_mode is None:
+            return None
+        frames = []
+        for part in self._fan.parts:
+            client = part.client
+            frames.extend([client.render()] if part.scalar else [client.render(env_index=i) for i in range(part.n)])
+        return tuple(frames)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Detach from every endpoint (their servers keep running). Idempotent."""
+        fan = getattr(self, "_fan", None)
+        if fan is not None:
+            fan.close()
+
+    def __repr__(self) -> str:
+        return f"<RemoteVectorEnv addresses={getattr(self, 'addresses', '?')} num_envs={getattr(self, 'num_envs', '?')}>"
+
+    def _runtime_info(self, info: dict[str, Any], runtime: dict[str, Any], *, reset: bool) -> dict[str, Any]:
+        if self._episode_info:
+            n = self.num_envs
+            info["episode_ids"] = np.array(runtime["episode_ids"], dtype=object)
+            info["_episode_ids"] = np.ones(n, dtype=bool)
+            if not reset:
+                info["completed_episodes"] = runtime["completed_episodes"]
+        return info
 
 
 def _arrayify(info: Mapping[str, Any], n: int, obs_space: gymnasium.Space[Any]) -> dict[str, Any]:

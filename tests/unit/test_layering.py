@@ -68,6 +68,7 @@ LAYERS: dict[str, float] = {
     "rlmesh.torch": 8.0,
     "rlmesh.jax": 8.0,
     "rlmesh.gymnasium": 8.0,
+    "rlmesh.sb3": 8.0,  # Stable-Baselines3 VecEnv over the fan-out client (issue 26)
     "rlmesh.params": 8.0,
     "rlmesh._describe": 8.0,
     "rlmesh.cli": 8.0,

@@ -26,7 +26,13 @@ from .._build import resolve_declared_edition
 from .._contract import EnvContract
 from .._ids import uuid7 as new_episode_id
 from .._plan import value_plan
-from ..errors import EnvironmentException, InvalidContract, ProtocolException
+from ..errors import (
+    AlreadyPendingCallError,
+    EnvironmentException,
+    InvalidContract,
+    NoAsyncCallError,
+    ProtocolException,
+)
 from ..spaces import space_from_spec
 from ..spaces._spec import SpaceSpec
 from ..transport import resolve_address
@@ -104,6 +110,7 @@ class _RemoteEnvBase:
         self._obs_space: Any = None
         self._act_space: Any = None
         self._metadata: Mapping[str, Any] | None = None
+        self._step_pending = False  # step_async sent a step whose reply step_wait has not read
 
     def _check_arity(self, contract: EnvContract, url: str) -> None:
         n = contract.num_envs
@@ -196,6 +203,13 @@ class _RemoteEnvBase:
     def _reset(
         self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
     ) -> tuple[Any, dict[str, Any]]:
+        return self._reset_recv(self._reset_send(seeds, options, env_indices, seed_int=seed_int))
+
+    def _reset_send(
+        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+    ) -> tuple[list[str], list[int], int]:
+        """The sending half of a reset (a many-endpoint vector env sends to all, then gathers)."""
+        self._check_idle("reset")
         count = len(env_indices) if env_indices else self._num_envs
         ids = [new_episode_id() for _ in range(count)]
         opts = None if options is None else normalize(dict(options), "$options")
@@ -207,7 +221,12 @@ class _RemoteEnvBase:
             timeout_ms=self._timeout_ms(),
             seed_int=seed_int,
         )
-        reply, frame = self._session.request(req, timeout=self._request_timeout)
+        self._session.send(req, timeout=self._request_timeout)
+        return ids, env_indices, count
+
+    def _reset_recv(self, sent: tuple[list[str], list[int], int]) -> tuple[Any, dict[str, Any]]:
+        ids, env_indices, count = sent
+        reply, frame = self._session.receive(timeout=self._request_timeout)
         try:
             canonical = self._join_reset(reply, frame, env_indices, count)
         except ProtocolException as exc:
@@ -227,11 +246,60 @@ class _RemoteEnvBase:
         self._inject(info, "episode_ids", list(self._episode_ids))
         return self._obs_decode(canonical), info
 
+    def _check_idle(self, op: str) -> None:
+        if self._step_pending:
+            raise AlreadyPendingCallError(
+                f"{op}() while a step is in flight on '{self._address}': call step_wait() first "
+                "(every step_async(action) is followed by exactly one step_wait())"
+            )
+
+    def step_async(self, action: Any) -> None:
+        """Send one step and return at once; :meth:`step_wait` returns its result.
+
+        With many endpoints, send to each of them first and gather after: the servers
+        then work at the same time (issue 26). ``step(a)`` is ``step_async(a)`` then
+        ``step_wait()``.
+
+        Raises:
+            AlreadyPendingCallError: a step is already in flight (call ``step_wait()``).
+            ValueError: the action does not fit the action space (nothing is sent).
+            SessionClosed / ConnectionLost: as :meth:`step`.
+        """
+        self._step_send(action)
+
+    def step_wait(self) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """The result of the step :meth:`step_async` sent: what ``step`` returns.
+
+        The request timeout (``request_timeout_seconds``) counts from this call; a
+        timeout or a lost peer behaves as in ``step()`` (after a timeout the late reply
+        is discarded by the next request; reset before relying on episode bookkeeping).
+
+        Raises:
+            NoAsyncCallError: no step is in flight (call ``step_async(action)`` first).
+            RequestTimeout / ConnectionLost / EnvironmentException: as :meth:`step`.
+        """
+        return self._step_recv()
+
     def _step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        self._step_send(action)
+        return self._step_recv()
+
+    def _step_send(self, action: Any) -> None:
+        if self._step_pending:
+            raise AlreadyPendingCallError(
+                f"step_async() while a step is in flight on '{self._address}': call step_wait() first"
+            )
         scalars, segments = self._act_pack(action)
         push, self._push = self._push, {}
         req = m.Step(action=scalars, episode_ids=push, timeout_ms=self._timeout_ms())
-        reply, frame = self._session.request(req, segments, timeout=self._request_timeout)
+        self._session.send(req, segments, timeout=self._request_timeout)
+        self._step_pending = True
+
+    def _step_recv(self) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        if not self._step_pending:
+            raise NoAsyncCallError(f"step_wait() on '{self._address}' with no step in flight: call step_async(action) first")
+        self._step_pending = False
+        reply, frame = self._session.receive(timeout=self._request_timeout)
         try:  # a reply that does not decode ends the session (STYLE: an error freezes the state)
             segs = frame.segments
             k = self._n_obs_segments
@@ -291,6 +359,7 @@ class _RemoteEnvBase:
 
     def render(self, *, env_index: int = 0) -> Any:
         """Render a frame (uint8 HxW, HxWx3 or HxWx4), or ``None`` when the env has none."""
+        self._check_idle("render")
         reply, frame = self._session.request(
             m.Render(env_index=env_index, timeout_ms=self._timeout_ms()), timeout=self._request_timeout
         )
@@ -377,12 +446,22 @@ class RemoteEnv(_RemoteEnvBase):
 class RemoteVectorEnv(_RemoteEnvBase):
     """Connect to a vector (or lane) endpoint and preserve RLMesh-native values.
 
+    ``RemoteVectorEnv([addr0, addr1, ...])`` (a list) is one vector env over many
+    endpoints, stepped by sending to all, then gathering; see
+    :class:`rlmesh.client._multi.MultiEndpointVectorEnv` and docs/scaling.md.
+
     Every returned value has a leading lane axis of ``num_envs``; spaces describe
     one lane. ``info`` is one dict for all lanes and carries ``episode_ids`` and
     ``completed_episodes`` (an env key of the same name wins).
     """
 
     _vector = True
+
+    def __new__(cls, address: Any = None, *args: Any, **kwargs: Any) -> Any:
+        """A list (or tuple) of addresses makes one vector env over many endpoints (issue 26)."""
+        if isinstance(address, (list, tuple)):
+            return object.__new__(MULTI_CLASS[0](cls))
+        return object.__new__(cls)
 
     @property
     def num_envs(self) -> int:
@@ -441,6 +520,10 @@ class RemoteVectorEnv(_RemoteEnvBase):
         """Step all lanes: ``(obs, rewards, terminations, truncations, info)``, batched."""
         return self._step(actions)
 
+
+#: ``[multi_class]``: ``rlmesh.client._multi`` registers the maker of the many-endpoint
+#: subclasses here when the package loads (it imports this module, so not the reverse).
+MULTI_CLASS: list[Any] = []
 
 _F8 = np.dtype("<f8")
 _U8 = np.dtype(np.uint8)

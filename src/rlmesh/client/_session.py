@@ -178,6 +178,15 @@ class ClientSession:
             EnvironmentException: the request failed server-side (``.recoverable`` says
                 whether the session survives).
         """
+        self.send(msg, segments, timeout=timeout)
+        return self.receive(timeout=timeout)
+
+    def send(self, msg: Any, segments: list[Any] | tuple[Any, ...] = (), *, timeout: float | None = None) -> None:
+        """The first half of :meth:`request`: send one request and return without its reply.
+
+        Pair it with exactly one :meth:`receive` (issue 26: a trainer sends to many
+        endpoints, then gathers). Same errors as :meth:`request` for the sending part.
+        """
         self._ensure_open()
         if self._pending_attach is not None:
             self._finish_attach(timeout)
@@ -188,7 +197,15 @@ class ClientSession:
                 self._attach_after -= 1
                 if not self._attach_after and self.conn.polling:
                     self._attach(timeout)  # rings pay only while polled
-        reply, frame = self._exchange_frame(msg, segments, timeout)
+        self._send_request(msg, segments, timeout)
+
+    def receive(self, *, timeout: float | None = None) -> tuple[Any, frames.Frame]:
+        """The second half of :meth:`request`: the reply to the request :meth:`send` sent.
+
+        ``timeout`` counts from this call. Same errors as :meth:`request`.
+        """
+        self._ensure_open()
+        reply, frame = self._await_reply(timeout)
         if isinstance(reply, m.Error):
             self._raise_error(reply)
         return reply, frame

@@ -1,0 +1,475 @@
+"""One vector env over many endpoints: send to every endpoint, then gather (issue 26).
+
+Theory of operation
+-------------------
+``RemoteVectorEnv([addr0, addr1, ...])`` dials each address with a NumPy client that
+takes scalar and vector endpoints alike (:class:`_EndpointClient`). Lanes are
+concatenated in address order: endpoint ``k`` owns the global lanes
+``offset_k .. offset_k + n_k - 1`` (a scalar endpoint owns one lane).
+
+A step sends every endpoint its slice of the batched action first
+(``step_async``), then reads the replies in address order (``step_wait``): the
+servers compute at the same time and one slow endpoint does not hold back the
+others' requests. Replies are batched as for one endpoint (leaves concatenated on
+the lane axis) and ``info`` is rebuilt in Gymnasium's vector layout (``_key`` masks,
+``final_obs`` / ``final_info``) one lane at a time, with the same rules as
+``gymnasium.vector.VectorEnv._add_info``.
+
+Autoreset: every vector endpoint must serve the same mode. A scalar endpoint does
+not reset itself, so this side does it, in the agreed mode, exactly as
+``gymnasium.vector.SyncVectorEnv`` does for its sub-envs: NEXT_STEP sends a reset
+instead of the step after the lane ended (reward 0, flags False, the reset's info);
+SAME_STEP resets in the ending step (the terminal obs and info go to ``final_obs``
+/ ``final_info``). With only scalar endpoints the mode is NEXT_STEP (as
+``gymnasium.make_vec``) unless ``autoreset_mode=`` says otherwise.
+
+Failures: a request error is raised only after every other endpoint's reply was
+read, so the others stay in step. An endpoint whose connection broke (or whose
+session ended) raises :class:`rlmesh.errors.EndpointLost` naming it and its lanes;
+afterwards :meth:`FanOut.reconnect` dials it again (then reset) and
+:meth:`FanOut.close` closes everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._bridge import NUMPY, Bridge
+from .._contract import EnvContract
+from ..errors import AlreadyPendingCallError, EndpointLost, NoAsyncCallError, SessionClosed
+from ._env import _RemoteEnvBase
+from ._lanes import batch1, concat, lane_infos, lane_seeds, merge, take
+
+__all__ = ["AUTORESET_NAMES", "FanOut", "normalize_autoreset"]
+
+#: Accepted spellings of the autoreset modes (Gymnasium's enum values and the CLI's).
+AUTORESET_NAMES = {
+    "nextstep": "NextStep",
+    "next-step": "NextStep",
+    "next_step": "NextStep",
+    "samestep": "SameStep",
+    "same-step": "SameStep",
+    "same_step": "SameStep",
+    "disabled": "Disabled",
+}
+
+
+def normalize_autoreset(mode: Any) -> str | None:
+    """``None``, a wire name, a CLI name or a ``gymnasium.vector.AutoresetMode`` -> wire name."""
+    if mode is None:
+        return None
+    raw = getattr(mode, "value", mode)
+    key = str(raw).strip().lower()
+    if key not in AUTORESET_NAMES:
+        raise ValueError(f"autoreset_mode must be next-step, same-step or disabled, got {mode!r}")
+    return AUTORESET_NAMES[key]
+
+
+class _EndpointClient(_RemoteEnvBase):
+    """A NumPy client for a scalar or a vector endpoint; runtime keys go to ``runtime``."""
+
+    _bridge: ClassVar[Bridge] = NUMPY
+    runtime: dict[str, Any]
+
+    def _check_arity(self, contract: EnvContract, url: str) -> None:
+        self._vector = contract.num_envs > 1  # type: ignore[misc]  # decided per endpoint
+
+    def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
+        self.runtime[key] = value
+
+
+class _Part:
+    """One endpoint of a fan-out: its client, its lanes, and what is in flight."""
+
+    __slots__ = ("address", "broken", "client", "index", "n", "needs_reset", "obs", "offset", "scalar", "sent")
+
+    def __init__(self, index: int, address: str, client: _EndpointClient, offset: int) -> None:
+        self.index = index
+        self.address = address
+        self.client = client
+        self.offset = offset
+        self.n = int(client._num_envs)
+        self.scalar = not client._vector
+        self.needs_reset = False  # a scalar lane that ended under NEXT_STEP resets on the next step
+        self.obs: Any = None  # the latest batched observation of this endpoint's lanes
+        self.sent: Any = None  # None, "step", "autoreset" or a reset context
+        self.broken = False
+
+    @property
+    def lanes(self) -> range:
+        return range(self.offset, self.offset + self.n)
+
+    def name(self) -> str:
+        return f"endpoint {self.index} ('{self.address}', lanes {self.offset}..{self.offset + self.n - 1})"
+
+
+class FanOut:
+    """Many endpoints as one batch of lanes (NumPy values); the engine under every flavour.
+
+    Args:
+        addresses: Endpoint addresses, in lane order.
+        connect_timeout_seconds, request_timeout_seconds, workflow_edition: As for one endpoint.
+        autoreset_mode: The mode scalar endpoints follow (and vector endpoints must serve);
+            ``None``: the vector endpoints' mode, or NEXT_STEP when all are scalar.
+
+    Raises:
+        ValueError: no address, or endpoints whose spaces or autoreset modes differ
+            (the message names the endpoint that differs).
+    """
+
+    def __init__(
+        self,
+        addresses: Sequence[str],
+        *,
+        connect_timeout_seconds: float | None = None,
+        request_timeout_seconds: float | None = None,
+        workflow_edition: str | None = None,
+        autoreset_mode: Any = None,
+    ) -> None:
+        if isinstance(addresses, str) or not len(addresses):
+            raise ValueError("RemoteVectorEnv([...]) needs a non-empty list of endpoint addresses")
+        self._kwargs = dict(
+            connect_timeout_seconds=connect_timeout_seconds,
+            request_timeout_seconds=request_timeout_seconds,
+            workflow_edition=workflow_edition,
+        )
+        wanted = normalize_autoreset(autoreset_mode)
+        parts: list[_Part] = []
+        try:
+            offset = 0
+            for i, address in enumerate(addresses):
+                client = self._dial(str(address))
+                part = _Part(i, client.address, client, offset)
+                parts.append(part)
+                offset += part.n
+            self._parts = parts
+            self.mode = self._agree(wanted)
+        except BaseException:
+            for part in parts:
+                part.client.close()
+            raise
+        self.num_envs = offset
+        self.contract: EnvContract = parts[0].client.env_contract
+        self._pending = False
+        self._closed = False
+
+    def _dial(self, address: str) -> _EndpointClient:
+        client = _EndpointClient(address, **self._kwargs)  # type: ignore[arg-type]
+        client.runtime = {}
+        return client
+
+    def _agree(self, wanted: str | None) -> str:
+        """The common autoreset mode; spaces must match endpoint 0's (ValueError naming the odd one)."""
+        first = self._parts[0]
+        obs0, act0 = first.client.observation_space_spec, first.client.action_space_spec
+        mode: str | None = wanted
+        source = "autoreset_mode="
+        for part in self._parts:
+            _check_same(part, first, "observation", part.client.observation_space_spec, obs0)
+            _check_same(part, first, "action", part.client.action_space_spec, act0)
+            if part.scalar:
+                continue
+            served = part.client._autoreset
+            if mode is None:
+                mode, source = served, part.name()
+            elif served != mode:
+                raise ValueError(
+                    f"{part.name()} autoresets {served!r} but {source} says {mode!r}; every vector endpoint "
+                    "must serve the same autoreset mode (rlmesh serve --autoreset ...)"
+                )
+        return mode or "NextStep"
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def parts(self) -> list[_Part]:
+        return self._parts
+
+    @property
+    def addresses(self) -> list[str]:
+        return [p.address for p in self._parts]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def pending(self) -> bool:
+        return self._pending
+
+    # -- stepping -----------------------------------------------------------------------
+
+    def step_async(self, actions: Any) -> None:
+        """Send every endpoint its lanes' actions (NumPy trees with a leading lane axis)."""
+        if self._pending:
+            raise AlreadyPendingCallError("step_async() while a step is in flight: call step_wait() first")
+        self._check_usable()
+        n = self.num_envs
+        slices = [take(actions, slice(p.offset, p.offset + p.n) if not p.scalar else p.offset, n, "actions") for p in self._parts]
+        errors: list[tuple[_Part, BaseException]] = []
+        self._pending = True
+        for part, local in zip(self._parts, slices):
+            try:
+                if part.scalar and part.needs_reset and self.mode == "NextStep":
+                    part.sent = ("autoreset", part.client._reset_send([], None, []))
+                else:
+                    part.client._step_send(local)
+                    part.sent = "step"
+            except BaseException as exc:  # raised after the others were sent (and in step_wait)
+                part.sent = None
+                errors.append((part, exc))
+        self._send_errors = errors
+
+    def step_wait(self) -> tuple[Any, np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], dict[str, Any], dict[str, Any]]:
+        """Gather every endpoint's reply: ``(obs, rewards, terminations, truncations, info, runtime)``."""
+        if not self._pending:
+            raise NoAsyncCallError("step_wait() with no step in flight: call step_async(actions) first")
+        self._pending = False
+        errors = list(self._send_errors)
+        self._send_errors = []
+        n = self.num_envs
+        rewards = np.zeros(n, dtype=np.float64)
+        terms = np.zeros(n, dtype=bool)
+        truncs = np.zeros(n, dtype=bool)
+        per_lane: list[dict[str, Any] | None] = [None] * n
+        same_step = self.mode == "SameStep"
+        again: list[_Part] = []
+        for part in self._parts:
+            sent, part.sent = part.sent, None
+            if sent is None:
+                continue
+            client = part.client
+            client.runtime = {}
+            sl = slice(part.offset, part.offset + part.n)
+            try:
+                if sent == "step":
+                    obs, rew, term, trunc, info = client._step_recv()
+                else:
+                    obs, info = client._reset_recv(sent[1])
+                    rew, term, trunc = 0.0, False, False
+                    part.needs_reset = False
+            except BaseException as exc:
+                errors.append((part, exc))
+                continue
+            if part.scalar:
+                done = bool(term or trunc)
+                rewards[part.offset], terms[part.offset], truncs[part.offset] = float(rew), bool(term), bool(trunc)
+                if done and same_step:
+                    per_lane[part.offset] = {"final_obs": obs, "final_info": info}
+                    again.append(part)
+                    part.obs = batch1(obs)
+                    continue
+                if done and self.mode == "NextStep":
+                    part.needs_reset = True
+                part.obs = batch1(obs)
+                per_lane[part.offset] = info
+            else:
+                rewards[sl], terms[sl], truncs[sl] = rew, term, trunc
+                part.obs = obs
+                for j, lane in enumerate(lane_infos(info, part.n, same_step, term | trunc)):
+                    per_lane[part.offset + j] = lane
+        # SAME_STEP scalar endpoints reset inside the ending step: send all, then gather
+        for part in again:
+            try:
+                part.sent = ("autoreset", part.client._reset_send([], None, []))
+            except BaseException as exc:
+                errors.append((part, exc))
+        for part in again:
+            sent, part.sent = part.sent, None
+            if sent is None:
+                continue
+            try:
+                obs, info = part.client._reset_recv(sent[1])
+            except BaseException as exc:
+                errors.append((part, exc))
+                continue
+            part.obs = batch1(obs)
+            final = per_lane[part.offset] or {}
+            per_lane[part.offset] = {**final, **info}
+        if errors:
+            self._raise(errors)
+        info = merge(per_lane, n)
+        return self._obs(), rewards, terms, truncs, info, self._runtime()
+
+    # -- resetting ----------------------------------------------------------------------
+
+    def reset(
+        self,
+        seed: int | Sequence[int | None] | None = None,
+        options: Mapping[str, Any] | None = None,
+        env_indices: Sequence[int] | None = None,
+    ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        """Reset every lane (lane ``i`` seeded ``seed + i``) or only ``env_indices``; ``(obs, info, runtime)``.
+
+        Each endpoint resets only its own lanes: a whole endpoint gets a plain reset,
+        some lanes of a vector endpoint a partial one (``env_indices``).
+        """
+        if self._pending:
+            raise AlreadyPendingCallError("reset() while a step is in flight: call step_wait() first")
+        if self._closed:
+            raise SessionClosed("not connected: this vector env was closed; create a new one to reconnect")
+        n = self.num_envs
+        if env_indices is None:
+            chosen = list(range(n))
+        else:
+            chosen = sorted({int(i) for i in env_indices})
+            if not chosen:
+                raise ValueError("env_indices selects no lane")
+            if chosen[0] < 0 or chosen[-1] >= n:
+                raise ValueError(f"env_indices must be lane numbers in 0..{n - 1}, got {list(env_indices)}")
+            if any(p.obs is None for p in self._parts if not set(p.lanes) <= set(chosen)):
+                raise ValueError("a partial reset (env_indices) needs a full reset() first; call reset() without env_indices")
+        seeds = lane_seeds(seed, n, chosen)
+        plans: list[tuple[_Part, list[int]]] = []
+        for part in self._parts:
+            local = [g - part.offset for g in chosen if part.offset <= g < part.offset + part.n]
+            if local:
+                plans.append((part, local))
+        for part, _ in plans:
+            if part.broken:
+                raise EndpointLost(
+                    f"{part.name()} was lost; call reconnect({part.index}) before resetting it, or close()",
+                    address=part.address,
+                    index=part.index,
+                    lanes=part.lanes,
+                )
+        opts = dict(options) if options else None
+        errors: list[tuple[_Part, BaseException]] = []
+        for part, local in plans:
+            part_seeds = [seeds[part.offset + j] for j in local] if seeds is not None else []
+            try:
+                if part.scalar or len(local) == part.n:
+                    seed_int = isinstance(seed, (int, np.integer)) and not part.scalar
+                    ctx = part.client._reset_send(part_seeds, opts, [], seed_int=seed_int)
+                else:
+                    ctx = part.client._reset_send(part_seeds, opts, local)
+                part.sent = ctx
+            except BaseException as exc:
+                errors.append((part, exc))
+        per_lane: list[dict[str, Any] | None] = [None] * n
+        for part, local in plans:
+            ctx, part.sent = part.sent, None
+            if ctx is None:
+                continue
+            part.client.runtime = {}
+            try:
+                obs, info = part.client._reset_recv(ctx)
+            except BaseException as exc:
+                errors.append((part, exc))
+                continue
+            if part.scalar:
+                part.obs = batch1(obs)
+                part.needs_reset = False
+                per_lane[part.offset] = info
+            else:
+                part.obs = obs
+                full = len(local) == part.n
+                for j, lane in zip(local, lane_infos(info, part.n if full else len(local), False, None)):
+                    per_lane[part.offset + j] = lane
+        if errors:
+            self._raise(errors)
+        return self._obs(), merge(per_lane, n), self._runtime()
+
+    # -- failures -----------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise SessionClosed("not connected: this vector env was closed; create a new one to reconnect")
+        for part in self._parts:
+            if part.broken:
+                raise EndpointLost(
+                    f"{part.name()} was lost; call reconnect({part.index}) then reset(), or close() to close all",
+                    address=part.address,
+                    index=part.index,
+                    lanes=part.lanes,
+                )
+
+    def _raise(self, errors: list[tuple[_Part, BaseException]]) -> None:
+        """Raise the first failure (after every reply was read); a lost endpoint as ``EndpointLost``."""
+        for part, _ in errors:
+            if part.client.closed:
+                part.broken = True
+        part, exc = errors[0]
+        if isinstance(exc, ConnectionError) and not isinstance(exc, EndpointLost):
+            raise EndpointLost(
+                f"{part.name()} was lost: {exc}. The other endpoints are still connected: call "
+                f"reconnect({part.index}) (then reset()) to dial it again, or close() to close all",
+                address=part.address,
+                index=part.index,
+                lanes=part.lanes,
+            ) from exc
+        raise exc
+
+    def reconnect(self, endpoint: int | str) -> None:
+        """Dial a lost (or any) endpoint again; reset its lanes before stepping.
+
+        Args:
+            endpoint: Its index in the address list, or its address.
+
+        Raises:
+            ValueError: no such endpoint, or the new session serves other spaces or lanes.
+            ConnectionError: the endpoint still does not answer.
+        """
+        if self._pending:
+            raise AlreadyPendingCallError("reconnect() while a step is in flight: call step_wait() first")
+        part = self._find(endpoint)
+        part.client.close()
+        client = self._dial(part.address)
+        fresh = _Part(part.index, client.address, client, part.offset)
+        try:
+            if fresh.n != part.n:
+                raise ValueError(f"{part.name()} now serves {fresh.n} lanes, not {part.n}")
+            _check_same(fresh, part, "observation", client.observation_space_spec, part.client.observation_space_spec)
+            _check_same(fresh, part, "action", client.action_space_spec, part.client.action_space_spec)
+            if not fresh.scalar and client._autoreset != self.mode:
+                raise ValueError(f"{part.name()} now autoresets {client._autoreset!r}, not {self.mode!r}")
+        except BaseException:
+            client.close()
+            raise
+        self._parts[part.index] = fresh
+
+    def _find(self, endpoint: int | str) -> _Part:
+        if isinstance(endpoint, (int, np.integer)) and not isinstance(endpoint, bool):
+            if 0 <= int(endpoint) < len(self._parts):
+                return self._parts[int(endpoint)]
+        else:
+            for part in self._parts:
+                if endpoint in (part.address, part.address.removeprefix("tcp://")):
+                    return part
+        raise ValueError(f"no endpoint {endpoint!r}; endpoints: {self.addresses}")
+
+    def close(self) -> None:
+        """Close every endpoint's session (their servers keep running). Idempotent."""
+        self._closed = True
+        self._pending = False
+        for part in self._parts:
+            try:
+                part.client.close()
+            except Exception:
+                pass
+
+    # -- values -------------------------------------------------------------------------
+
+    def _obs(self) -> Any:
+        return concat([p.obs for p in self._parts])
+
+    def _runtime(self) -> dict[str, Any]:
+        ids: list[Any] = []
+        completed = 0
+        for p in self._parts:
+            rt = p.client.runtime
+            got = rt.get("episode_ids")
+            ids.extend(got if isinstance(got, list) and len(got) == p.n else p.client._episode_ids)
+            completed += int(rt.get("completed_episodes", 0) or 0)
+        return {"episode_ids": ids, "completed_episodes": completed}
+
+
+def _check_same(part: _Part, first: _Part, what: str, mine: Any, theirs: Any) -> None:
+    if mine != theirs:
+        raise ValueError(
+            f"{part.name()} has {what} space {mine!r}, but {first.name()} has {theirs!r}; every endpoint of "
+            "one vector env must serve the same single-lane spaces"
+        )
