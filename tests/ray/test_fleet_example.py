@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_fleet_vector import needs_fanout
 
 from conftest import require, require_ray
 
@@ -41,7 +40,6 @@ def test_the_fleet_run_sees_the_same_episodes_as_make_vec() -> None:
     assert summary.search(fleet.stdout).group(1) == summary.search(local.stdout).group(1)  # type: ignore[union-attr]
 
 
-@needs_fanout  # needs fanout
 def test_ppo_trains_on_the_default_four_actor_fleet() -> None:
     out = run_example()
     assert out.returncode == 0, out.stderr[-3000:]

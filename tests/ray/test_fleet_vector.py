@@ -1,9 +1,7 @@
 """A fleet's vector env: lanes match make_vec, a dead actor's lanes are reported, reset reconnects.
 
-Tests marked ``# needs fanout`` need ``RemoteVectorEnv([addr, ...])`` over many endpoints
-(issue 26 item 2, another branch): they skip until it exists; remove the gate once merged.
-A one-actor fleet with several lanes is dialed by its one address, so the reconnection
-contract is tested here without it.
+A fleet of several actors is driven by ``RemoteVectorEnv([addr, ...])`` over its endpoints;
+a one-actor fleet with several lanes is dialed by its one address.
 """
 
 from __future__ import annotations
@@ -23,22 +21,6 @@ from rlmesh.ray import EnvFleet, FleetVectorEnv, LanesLost
 pytestmark = pytest.mark.ray
 
 WAIT_SECONDS = 60.0
-
-
-def multi_endpoint_vector_env() -> bool:
-    """Whether ``rlmesh.numpy.RemoteVectorEnv`` takes a list of addresses (issue 26 item 2)."""
-    try:
-        rnp.RemoteVectorEnv(["127.0.0.1:9", "127.0.0.1:9"], connect_timeout_seconds=0.5)
-    except TypeError as exc:
-        return "must be a str" not in str(exc)
-    except Exception:
-        return True  # it tried to dial: the list was accepted
-    return True
-
-
-needs_fanout = pytest.mark.skipif(
-    not multi_endpoint_vector_env(), reason="needs RemoteVectorEnv over many endpoints (fanout branch)"
-)
 
 
 def kill_actor(fleet: EnvFleet, index: int) -> None:
@@ -139,14 +121,6 @@ def test_unknown_flavour_is_refused(ray_local: Any) -> None:
         fleet.vector_env("tensorflow")
 
 
-@pytest.mark.skipif(multi_endpoint_vector_env(), reason="only before the multi-endpoint RemoteVectorEnv exists")
-def test_many_actors_without_a_multi_endpoint_client_raise_NotImplementedError(ray_local: Any) -> None:
-    # pre-fanout only: delete this test when RemoteVectorEnv([addr, ...]) is merged
-    with EnvFleet("CartPole-v1", 2) as fleet, pytest.raises(NotImplementedError, match=r"fleet\.addresses"):
-        fleet.vector_env("numpy")
-
-
-@needs_fanout  # needs fanout
 @pytest.mark.parametrize("flavour", ["numpy", "gymnasium"])
 def test_vector_env_over_three_actors_matches_make_vec_step_for_step(ray_local: Any, flavour: str) -> None:
     with EnvFleet("CartPole-v1", 3) as fleet:
@@ -163,7 +137,6 @@ def test_vector_env_over_three_actors_matches_make_vec_step_for_step(ray_local: 
             envs.close()
 
 
-@needs_fanout  # needs fanout
 @pytest.mark.parametrize("flavour", ["torch", "jax"])
 def test_vector_env_in_the_framework_flavours(ray_local: Any, flavour: str) -> None:
     pytest.importorskip(flavour)
@@ -178,7 +151,6 @@ def test_vector_env_in_the_framework_flavours(ray_local: Any, flavour: str) -> N
             envs.close()
 
 
-@needs_fanout  # needs fanout
 def test_one_of_three_actors_killed_loses_only_its_lanes_and_reset_reconnects(ray_local: Any) -> None:
     with EnvFleet("CartPole-v1", 3, lanes=2) as fleet:
         envs = fleet.vector_env("numpy")

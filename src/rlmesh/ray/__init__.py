@@ -1,7 +1,7 @@
 """Env fleets on Ray: many actors, each serving an env on its node (``pip install "rlmesh[ray]"``).
 
 Importing this package does not import Ray; starting an :class:`EnvFleet` does. See
-docs/ray-fleet.md.
+docs/scaling.md ("Many hosts: a Ray fleet").
 """
 
 from __future__ import annotations

@@ -307,7 +307,6 @@ class EnvFleet:
 
         Raises:
             ValueError: an unknown flavour.
-            NotImplementedError: this rlmesh's ``RemoteVectorEnv`` cannot span several endpoints.
         """
         if flavour not in _FLAVOURS:
             raise ValueError(f"flavour must be one of {', '.join(map(repr, _FLAVOURS))}, got {flavour!r}")

@@ -1,6 +1,6 @@
 """The fleet's vector env: every endpoint as one vector env, reconnecting after a restart.
 
-The contract (docs/ray-fleet.md):
+The contract (docs/scaling.md ("Many hosts: a Ray fleet")):
 
 - ``step`` (or ``reset``) on a fleet whose actor died raises :class:`LanesLost`, a
   ``ConnectionError`` naming the lost actors, their old addresses and their lanes;
@@ -76,16 +76,7 @@ def _connect(cls: Any, infos: list[ActorInfo], kwargs: dict[str, Any]) -> Any:
     addresses = [info.address for info in infos]
     if len(infos) == 1 and infos[0].num_envs > 1:
         return cls(addresses[0], **kwargs)
-    try:
-        return cls(addresses, **kwargs)
-    except TypeError as exc:
-        if "must be a str" not in str(exc):
-            raise
-        raise NotImplementedError(
-            f"{cls.__module__}.RemoteVectorEnv of this rlmesh drives one endpoint, not a list of "
-            f"{len(addresses)}: drive each address of fleet.addresses on its own, or use a fleet of one "
-            "actor with lanes > 1"
-        ) from exc
+    return cls(addresses, **kwargs)
 
 
 class FleetVectorEnv:
