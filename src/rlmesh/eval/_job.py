@@ -40,7 +40,7 @@ from ..client._model import RemoteModel
 from ..models._base import ModelBase
 from ..models._sentinels import RANDOM_SAMPLE
 from ._results import EpisodeResult
-from ._targets import classify_target
+from ._targets import LocalContract, classify_target
 
 __all__ = ["EnvRecipe", "Job", "ModelRecipe", "WorkerCore", "dumps", "env_recipe", "model_recipe"]
 
@@ -369,12 +369,7 @@ class WorkerCore:
         if job.hooks_plan is not None:
             self.hooks_side = job.hooks_plan.open(self)
         info = self.info()
-        try:
-            contract = self.session.contract
-            pickle.dumps(contract)
-            info["contract"] = contract
-        except Exception:
-            info["contract"] = None
+        info["contract"] = _portable_contract(self.session.contract)
         return info
 
     def run(self, index: int, seed: int | None, trial: int) -> Outcome:
@@ -411,6 +406,30 @@ class WorkerCore:
             self.journal.close()
         if errors:
             raise errors[0]
+
+
+def _portable_contract(contract: Any) -> Any:
+    """The env contract for the driver's ``RunContext``: as is, or copied into plain fields."""
+    try:
+        pickle.dumps(contract)
+        return contract
+    except Exception:
+        pass
+    try:
+        metadata = getattr(contract, "metadata", None)
+        copy = LocalContract(
+            str(getattr(contract, "id", "")),
+            contract.observation_space,
+            contract.action_space,
+            render_mode=getattr(contract, "render_mode", None),
+            num_envs=int(getattr(contract, "num_envs", 1)),
+            metadata=dict(metadata) if metadata is not None else None,
+            autoreset_mode=str(getattr(contract, "autoreset_mode", "Disabled")),
+        )
+        pickle.dumps(copy)
+        return copy
+    except Exception:
+        return None
 
 
 def describe_target(obj: Any) -> str:

@@ -1,0 +1,423 @@
+"""Distributed evaluation on the ``processes`` backend (issue 27): ``rlmesh.run(..., workers=)``.
+
+Every test starts real worker processes. The envs live in this module so workers import
+them by name (``tests/integration`` is on the workers' ``sys.path``, as on the driver's).
+Side channels are files in the test's temp dir: an env appends a line per finished
+episode, writes its pid when built, or kills its own process once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rlmesh
+from conftest import child_env, require
+from rlmesh.eval import WorkerLost
+from rlmesh.numpy import Model as NpModel
+
+gym = require("gymnasium")
+spaces = gym.spaces
+
+
+# -- envs and models (module level: workers import them by name) --------------------------------
+
+
+class Walk:
+    """A seeded random walk: deterministic per seed; optional side effects for fault tests."""
+
+    metadata: dict[str, Any] = {}
+    observation_space = spaces.Box(-100.0, 100.0, (2,), np.float64)
+    action_space = spaces.Discrete(2)
+
+    def __init__(
+        self,
+        *,
+        drift: float = 0.0,
+        side: str = "",
+        pids: str = "",
+        kill_seed: int | None = None,
+        kill_marker: str = "",
+        raise_seed: int | None = None,
+        sleep_s: float = 0.0,
+        horizon: int = 25,
+    ) -> None:
+        self.drift = drift
+        self.side = side
+        self.kill_seed = kill_seed
+        self.kill_marker = kill_marker
+        self.raise_seed = raise_seed
+        self.sleep_s = sleep_s
+        self.horizon = horizon
+        self.rng = np.random.default_rng(0)
+        self.pos = 0.0
+        self.t = 0
+        self.seed: int | None = None
+        if pids:
+            with open(pids, "a") as fh:
+                fh.write(f"{os.getpid()}\n")
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
+        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.pos = 0.0
+        self.t = 0
+        return np.array([self.pos, 0.0]), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        self.t += 1
+        if self.seed == self.raise_seed and self.t == 3:
+            raise RuntimeError(f"simulator exploded on seed {self.seed}")
+        if self.seed == self.kill_seed and self.t == 3 and not os.path.exists(self.kill_marker):
+            try:
+                Path(self.kill_marker).write_text(str(os.getpid()))
+            except OSError:
+                pass  # an unwritable marker: killed on every attempt
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.pos += float(self.rng.normal()) + self.drift + (0.1 if int(action) else -0.1)
+        terminated = abs(self.pos) > 3.0
+        truncated = self.t >= self.horizon
+        if (terminated or truncated) and self.side:
+            with open(self.side, "a") as fh:
+                fh.write(f"{self.seed}\n")
+        return np.array([self.pos, float(self.t)]), self.pos, terminated, truncated, {"is_success": self.pos > 0}
+
+    def close(self) -> None:
+        pass
+
+
+class WalkFactory(rlmesh.EnvFactory):
+    """An ``EnvFactory`` with a construction param (the walk's drift)."""
+
+    tags = None
+
+    def __init__(self, drift: float = 0.0) -> None:
+        self.drift = drift
+
+    def make(self) -> Walk:
+        return Walk(drift=self.drift)
+
+
+def sign_policy(obs: Any) -> int:
+    return int(obs[0] < 0)
+
+
+def cart_policy(obs: Any) -> int:
+    return int(obs[2] + 0.5 * obs[3] > 0)
+
+
+def key(result: rlmesh.RunResult) -> list[tuple[Any, ...]]:
+    """What must match a single-process run: everything but the timings."""
+    return [(e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.success, e.trial) for e in result.episodes]
+
+
+def procs_alive(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[0] != "Z":
+            alive.append(pid)
+    return alive
+
+
+def driver_env() -> dict[str, str]:
+    """A child driver's environment: this module (and conftest) importable."""
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env["PYTHONPATH"]])
+    return env
+
+
+def read_ints(path: Path) -> list[int]:
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+# -- same results as one process --------------------------------------------------------------------
+
+
+def test_CartPole_with_workers_equals_one_process() -> None:
+    seeds = list(range(20))
+    one = rlmesh.run(cart_policy, gym.make("CartPole-v1"), seeds=seeds)
+    many = rlmesh.run(cart_policy, "CartPole-v1", seeds=seeds, workers=3)
+    assert key(many) == key(one)
+    assert [e.index for e in many.episodes] == list(range(20))
+    assert many.num_episodes == 20 and many.total_steps == one.total_steps
+    # per-worker timing: every episode is accounted to a worker, with its host and pid
+    assert sum(w.episodes for w in many.workers) == 20
+    assert {w.worker for w in many.workers} <= {"w0", "w1", "w2"}
+    assert all(w.host and w.pid != os.getpid() and w.env_ms > 0 for w in many.workers)
+    doc = many.to_dict()
+    assert doc["num_episodes"] == 20 and len(doc["workers"]) == len(many.workers) and doc["retries"] == []
+    assert "workers" not in one.to_dict()  # a single-process result's dict is unchanged
+
+
+def test_factory_env_with_params_equals_one_process_via_Model_run() -> None:
+    seeds = [5, 3, 11, 7, 2, 13, 1]
+    model = NpModel(sign_policy)
+    one = model.run(WalkFactory(drift=0.3), seeds=seeds, trial_index_base=10)
+    many = model.run(WalkFactory(drift=0.3), seeds=seeds, trial_index_base=10, workers=rlmesh.Workers(n=2, backend="processes"))
+    assert key(many) == key(one)
+    assert [e.trial for e in many.episodes] == list(range(10, 17))
+    other = model.run(WalkFactory(drift=-0.3), seeds=seeds, workers=2)
+    assert key(other) != key(one)  # the param reached the workers
+
+
+def test_env_callable_and_model_factory_are_built_in_each_worker(tmp_path: Path) -> None:
+    import functools
+
+    pids = tmp_path / "pids"
+    seeds = list(range(6))
+    one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
+    make_env = functools.partial(Walk, pids=str(pids))
+    make_model = functools.partial(NpModel, sign_policy)  # a zero-argument factory
+    many = rlmesh.run(make_model, make_env, seeds=seeds, workers=2)
+    assert key(many) == key(one)
+    built = read_ints(pids)
+    assert len(built) == 2 and os.getpid() not in built  # one env per worker, none on the driver
+
+
+# -- addresses ----------------------------------------------------------------------------------------
+
+
+def test_a_list_of_addresses_gives_each_worker_one(serve: Any) -> None:
+    servers = [serve(Walk()) for _ in range(2)]
+    seeds = list(range(8))
+    one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
+    many = rlmesh.run(sign_policy, [s.address for s in servers], seeds=seeds, workers=2)
+    assert key(many) == key(one)
+    with pytest.raises(ValueError, match=r"workers=3 but the env list has 2 address\(es\)"):
+        rlmesh.run(sign_policy, [s.address for s in servers], seeds=seeds, workers=3)
+
+
+# -- faults -------------------------------------------------------------------------------------------
+
+
+def test_a_worker_killed_mid_episode_is_retried_elsewhere(tmp_path: Path) -> None:
+    import functools
+
+    seeds = list(range(10))
+    marker = tmp_path / "killed"
+    one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
+    env = functools.partial(Walk, kill_seed=4, kill_marker=str(marker))
+    many = rlmesh.run(sign_policy, env, seeds=seeds, workers=rlmesh.Workers(n=3, max_retries=1))
+    assert marker.exists()  # the worker holding seed 4 really was killed
+    assert key(many) == key(one)
+    assert len(many.retries) == 1
+    retry = many.retries[0]
+    assert (retry.index, retry.seed) == (4, 4)
+    assert "killed by signal 9 (SIGKILL)" in retry.reason and marker.read_text() in retry.reason
+    assert many.to_dict()["retries"][0]["index"] == 4
+
+
+def test_an_episode_lost_more_than_max_retries_fails_the_run(tmp_path: Path) -> None:
+    import functools
+
+    env = functools.partial(Walk, kill_seed=2, kill_marker=str(tmp_path / "nope" / "never"))  # cannot write: kills every time
+    with pytest.raises(WorkerLost, match=r"episode 2 \(seed 2\) was lost 2 times, more than max_retries=1") as info:
+        rlmesh.run(sign_policy, env, seeds=[0, 1, 2], workers=rlmesh.Workers(n=2, max_retries=1))
+    assert len(info.value.reasons) == 2
+
+
+def test_an_env_error_is_recorded_as_in_one_process() -> None:
+    import functools
+
+    class Seen(rlmesh.RunHooks):
+        def __init__(self) -> None:
+            self.ends: list[int] = []
+            self.final: rlmesh.RunResult | None = None
+
+        def on_episode_end(self, result: Any) -> None:
+            self.ends.append(result.index)
+
+        def on_run_end(self, result: Any) -> None:
+            self.final = result
+
+    seeds = list(range(10))
+    one_hooks, many_hooks = Seen(), Seen()
+    with pytest.raises(RuntimeError, match="simulator exploded on seed 6") as one_err:
+        rlmesh.run(sign_policy, Walk(raise_seed=6), seeds=seeds, hooks=one_hooks)
+    env = functools.partial(Walk, raise_seed=6)
+    with pytest.raises(RuntimeError, match="simulator exploded on seed 6") as many_err:
+        rlmesh.run(sign_policy, env, seeds=seeds, hooks=many_hooks, workers=3)
+    assert type(many_err.value) is type(one_err.value) and str(many_err.value) == str(one_err.value)
+    assert one_hooks.final is not None and many_hooks.final is not None
+    assert key(many_hooks.final) == key(one_hooks.final)  # exactly the episodes before seed 6
+    assert sorted(many_hooks.ends) == one_hooks.ends == list(range(6))
+
+
+def test_ctrl_c_on_the_driver_stops_every_worker(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    script = textwrap.dedent(
+        f"""
+        import functools, rlmesh, test_distributed as t
+        env = functools.partial(t.Walk, pids={str(pids)!r}, sleep_s=0.05, horizon=400)
+        try:
+            rlmesh.run(t.sign_policy, env, seeds=list(range(50)), workers=3)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            raise SystemExit(130)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], env=driver_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while len(read_ints(pids)) < 3 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        workers = read_ints(pids)
+        assert len(workers) == 3, proc.stderr.read().decode() if proc.poll() is not None else "workers did not start"
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err.decode()
+    assert b"interrupted" in out
+    deadline = time.monotonic() + 10
+    while procs_alive(workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert procs_alive(workers) == []
+
+
+# -- journal and resume -------------------------------------------------------------------------------
+
+
+def test_a_killed_driver_resumes_from_its_journal_and_runs_every_seed_once(tmp_path: Path) -> None:
+    journal = tmp_path / "run.journal"
+    side = tmp_path / "episodes"
+    seeds = list(range(24))
+    script = textwrap.dedent(
+        f"""
+        import functools, rlmesh, test_distributed as t
+        env = functools.partial(t.Walk, side={str(side)!r}, sleep_s=0.02)
+        rlmesh.run(t.sign_policy, env, seeds={seeds!r}, workers=3, journal={str(journal)!r})
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], env=driver_env(), stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        done = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            if journal.exists():
+                try:
+                    with sqlite3.connect(journal, timeout=5) as db:
+                        done = db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+                except sqlite3.OperationalError:
+                    done = 0
+            if done >= len(seeds) // 2:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, f"the driver ended before it was killed: {proc.stderr.read().decode()[-2000:]}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert len(seeds) // 2 <= done < len(seeds)
+    import functools
+
+    env = functools.partial(Walk, side=str(side), sleep_s=0.02)
+    resumed = rlmesh.run(sign_policy, env, seeds=seeds, workers=3, journal=journal)
+    counts = {s: read_ints(side).count(s) for s in seeds}
+    assert counts == {s: 1 for s in seeds}  # every seed ran exactly once over both runs
+    whole = rlmesh.run(sign_policy, Walk(sleep_s=0.0), seeds=seeds)
+    assert key(resumed) == key(whole)
+    # a journal of another run is refused, naming what differs
+    with pytest.raises(ValueError, match="different run .*seeds"):
+        rlmesh.run(sign_policy, env, seeds=seeds[:5], workers=2, journal=journal)
+
+
+def test_a_finished_journal_runs_nothing_again(tmp_path: Path) -> None:
+    import functools
+
+    side = tmp_path / "episodes"
+    env = functools.partial(Walk, side=str(side))
+    first = rlmesh.run(sign_policy, env, seeds=[1, 2, 3], workers=2, journal=tmp_path / "j.db")
+    again = rlmesh.run(sign_policy, env, seeds=[1, 2, 3], workers=2, journal=tmp_path / "j.db")
+    assert key(again) == key(first)
+    assert sorted(read_ints(side)) == [1, 2, 3]
+    with pytest.raises(ValueError, match="journal= records the episodes of a distributed run; pass workers=1"):
+        rlmesh.run(sign_policy, Walk(), seeds=[1], journal=tmp_path / "k.db")
+
+
+# -- hooks and shipping ----------------------------------------------------------------------------------
+
+
+def test_hooks_hear_every_episode_on_the_driver_and_on_step_is_refused() -> None:
+    calls: list[tuple[str, Any]] = []
+    driver = threading.get_ident()
+
+    class Log(rlmesh.RunHooks):
+        def on_run_start(self, context: Any) -> None:
+            calls.append(("start", context.num_envs))
+            assert context.contract is not None and threading.get_ident() == driver
+
+        def on_episode_start(self, *, episode: int, seed: int | None) -> None:
+            calls.append(("ep_start", (episode, seed)))
+
+        def on_episode_end(self, result: Any) -> None:
+            calls.append(("ep_end", result.index))
+
+        def on_run_end(self, result: Any) -> None:
+            calls.append(("end", result.num_episodes))
+
+    seeds = [9, 8, 7, 6, 5]
+    rlmesh.run(sign_policy, Walk, seeds=seeds, hooks=Log(), workers=2)
+    assert calls[0] == ("start", 1) and calls[-1] == ("end", 5)
+    starts = [c[1] for c in calls if c[0] == "ep_start"]
+    assert sorted(starts) == list(enumerate(seeds))
+    assert sorted(c[1] for c in calls if c[0] == "ep_end") == list(range(5))
+
+    class Steps(rlmesh.RunHooks):
+        def on_step(self, event: Any) -> None:
+            pass
+
+    with pytest.raises(ValueError, match="Steps overrides on_step, which workers= does not call"):
+        rlmesh.run(sign_policy, Walk, seeds=seeds, hooks=Steps(), workers=2)
+
+
+def test_an_unpicklable_model_is_refused_naming_it() -> None:
+    class Locked:
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+
+        def __call__(self, obs: Any) -> int:
+            return 0
+
+        def __repr__(self) -> str:
+            return "Locked(policy)"
+
+    with pytest.raises(TypeError, match=r"ships the model to every worker .* but Locked\(policy\) .* cannot be pickled"):
+        rlmesh.run(Locked(), Walk, seeds=[1], workers=2)
+
+
+def test_bad_workers_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="need at least one worker"):
+        rlmesh.Workers(n=0)
+    with pytest.raises(ValueError, match="backend"):
+        rlmesh.Workers(n=2, backend="threads")
+    with pytest.raises(ValueError, match="Ray options"):
+        rlmesh.Workers(n=2, backend="processes", address="auto")
+    with pytest.raises(TypeError, match="workers= takes None, an int or rlmesh.Workers"):
+        rlmesh.run(sign_policy, Walk, seeds=[1], workers="4")
+    with pytest.raises(ValueError, match="view= watches one env"):
+        rlmesh.run(sign_policy, Walk, seeds=[1], workers=2, view="terminal")
+    with pytest.raises(ValueError, match="neither an address .* nor a registered Gymnasium id"):
+        rlmesh.run(sign_policy, "NoSuchEnv-v9", seeds=[1], workers=2)
