@@ -52,7 +52,9 @@ class Walk:
         raise_seed: int | None = None,
         sleep_s: float = 0.0,
         horizon: int = 25,
+        render_mode: str | None = None,
     ) -> None:
+        self.render_mode = render_mode
         self.drift = drift
         self.side = side
         self.kill_seed = kill_seed
@@ -94,6 +96,11 @@ class Walk:
             with open(self.side, "a") as fh:
                 fh.write(f"{self.seed}\n")
         return np.array([self.pos, float(self.t)]), self.pos, terminated, truncated, {"is_success": self.pos > 0}
+
+    def render(self) -> Any:
+        frame = np.zeros((32, 48, 3), np.uint8)
+        frame[:, : int(24 + 7 * np.clip(self.pos, -3, 3))] = (40 * self.t) % 256
+        return frame
 
     def close(self) -> None:
         pass
@@ -421,3 +428,40 @@ def test_bad_workers_arguments_are_refused() -> None:
         rlmesh.run(sign_policy, Walk, seeds=[1], workers=2, view="terminal")
     with pytest.raises(ValueError, match="neither an address .* nor a registered Gymnasium id"):
         rlmesh.run(sign_policy, "NoSuchEnv-v9", seeds=[1], workers=2)
+
+
+# -- recording --------------------------------------------------------------------------------------------
+
+
+def test_a_recorder_capture_bundles_every_episode_of_every_worker(tmp_path: Path) -> None:
+    import functools
+    import json
+
+    require("av")
+    seeds = [3, 1, 4, 1, 5, 9]
+    make = functools.partial(Walk, render_mode="rgb_array", horizon=12)
+
+    def record(workers: Any, out: Path) -> dict[str, Any]:
+        with rlmesh.Recorder(fps=10, codec="h264") as rec:
+            hooks = rec.capture(model="walker", env="Walk", record="all")
+            env = make if workers else make()
+            rlmesh.run(sign_policy, env, seeds=seeds, hooks=hooks, workers=workers)
+            rec.export(out)
+        return json.loads((out / "result.json").read_text())
+
+    one = record(None, tmp_path / "one")
+    many = record(3, tmp_path / "many")
+    (w1,), (w3,) = one["workloads"], many["workloads"]
+    assert [e["seed"] for e in w3["episodes"]] == seeds
+    assert [e["index"] for e in w3["episodes"]] == list(range(len(seeds)))
+
+    def shape(w: dict[str, Any]) -> list[Any]:
+        return [
+            (e["index"], e["seed"], e["steps"], e["reward"], [(m["camera"], m["path"], m["frameCount"]) for m in e["media"]], e.get("stepLog"))
+            for e in w["episodes"]
+        ]
+
+    assert shape(w3) == shape(w1)  # as if recorded in one process
+    for e in w3["episodes"]:
+        assert e["media"] and (tmp_path / "many" / e["media"][0]["path"]).stat().st_size > 0
+        assert (tmp_path / "many" / e["stepLog"]).read_text().count("\n") == e["steps"]

@@ -12,6 +12,7 @@ folder or zip with ``result.json``, ``media/`` and a static ``index.html``.
 
 from __future__ import annotations
 
+from . import _workers as _workers  # a capture under workers= records in the workers (rlmesh.eval)
 from ._bundle import merge as merge
 from ._recorder import Recorder as Recorder
 from ._records import (
