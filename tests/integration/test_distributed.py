@@ -465,3 +465,23 @@ def test_a_recorder_capture_bundles_every_episode_of_every_worker(tmp_path: Path
     for e in w3["episodes"]:
         assert e["media"] and (tmp_path / "many" / e["media"][0]["path"]).stat().st_size > 0
         assert (tmp_path / "many" / e["stepLog"]).read_text().count("\n") == e["steps"]
+
+
+# -- the command line --------------------------------------------------------------------------------------
+
+
+def test_rlmesh_eval_workers_runs_in_worker_processes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from rlmesh.eval import eval_main
+
+    out = tmp_path / "run.json"
+    argv = ["test_distributed:sign_policy", "test_distributed:Walk", "--seeds", "0..5", "--workers", "2", "--json", str(out)]
+    assert eval_main([*argv, "--journal", str(tmp_path / "j.db"), "--no-progress"]) == 0
+    doc = json.loads(out.read_text())["result"]
+    assert [e["seed"] for e in doc["episodes"]] == list(range(6))
+    assert sum(w["episodes"] for w in doc["workers"]) == 6
+    one = rlmesh.run(sign_policy, Walk(), seeds=list(range(6)))
+    assert [e["reward"] for e in doc["episodes"]] == [e.reward for e in one.episodes]
+    assert eval_main(["test_distributed:sign_policy", "test_distributed:Walk", "--ray", "auto"]) == 1
+    assert "--ray and --journal need --workers N" in capsys.readouterr().err

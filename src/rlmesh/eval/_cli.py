@@ -29,6 +29,7 @@ from ._api import run
 from ._hooks import RunHooks, StepEvent
 from ._results import EpisodeResult, RunResult
 from ._view import normalize_view
+from ._workers import Workers
 
 __all__ = ["eval_main", "parse_seeds", "resolve_env_arg", "resolve_model_arg"]
 
@@ -121,6 +122,15 @@ def resolve_env_arg(spec: str) -> tuple[Any, bool]:
             name="gymnasium",
         ) from None
     return gymnasium.make(spec), True
+
+
+def _worker_env_arg(spec: str) -> Any:
+    """``ENV`` for ``--workers``: an address or a Gymnasium id stays a string (each worker
+    dials or makes its own); ``module:attr`` is imported and shipped (a callable is called
+    in each worker, not here)."""
+    if _ADDRESS.match(spec) or not (_ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py")):
+        return spec
+    return _import_attr(spec)
 
 
 class _Progress(RunHooks):
@@ -305,7 +315,26 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no live progress output (default: a live line on a terminal, one line per episode otherwise)")
     p.add_argument("--view", default=None, metavar="VIEW", help="watch live: terminal, http, http:PORT or both; see docs/viewer.md (default: no viewer)")
     p.add_argument("--verbose", action="store_true", help="print the traceback on error (default: one line)")
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="run the episodes in N worker processes (or Ray actors with --ray); see docs/distributed.md (default: this process)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", help="with --workers: use Ray; ADDRESS is 'auto' or a cluster address, none starts a local Ray (default: local processes)")
+    p.add_argument("--journal", default=None, metavar="PATH", help="with --workers: record finished episodes in PATH; a re-run skips them (default: no journal)")
     return p
+
+
+def _distributed_args(args: argparse.Namespace) -> tuple[Any, Any]:
+    """``(workers, journal)`` from ``--workers`` / ``--ray`` / ``--journal``."""
+    if args.workers is None:
+        if args.ray is not None or args.journal is not None:
+            raise ValueError("--ray and --journal need --workers N")
+        return None, None
+    ray = args.ray
+    workers = Workers(
+        n=args.workers,
+        backend="ray" if ray is not None else "processes",
+        address=None if ray in (None, "local") else ray,
+        progress=False if args.no_progress else None,
+    )
+    return workers, args.journal
 
 
 def eval_main(argv: list[str] | None = None) -> int:
@@ -319,11 +348,13 @@ def eval_main(argv: list[str] | None = None) -> int:
     try:
         seeds = parse_seeds(args.seeds)
         model = resolve_model_arg(args.model)
-        env, built = resolve_env_arg(args.env)
+        workers, journal = _distributed_args(args)
+        env, built = resolve_env_arg(args.env) if workers is None else (_worker_env_arg(args.env), False)
         total = args.episodes if args.episodes is not None else (len(seeds) if seeds is not None else 1)
         view = normalize_view(args.view)
         on_terminal = view is not None and view.backend in ("terminal", "both")
-        progress = None if args.no_progress or on_terminal else _Progress(total, out, rich_ok=tty)
+        progress = None if args.no_progress or on_terminal or workers is not None else _Progress(total, out, rich_ok=tty)
+        extra: dict[str, Any] = {} if workers is None else {"workers": workers, "journal": journal}
         result = run(
             model,
             env,
@@ -336,6 +367,7 @@ def eval_main(argv: list[str] | None = None) -> int:
             close_env=args.close_env or built,
             execution_horizon=args.execution_horizon,
             view=view,
+            **extra,
         )
         import warnings
 
