@@ -112,7 +112,7 @@ def merge_telemetry(rows: Sequence[TelemetryRow]) -> tuple[TelemetryRow, ...]:
 
 def _make_backend(cfg: Workers, job_bytes: bytes, journal_path: str | None, n: int) -> Any:
     if cfg.resolved_backend() == "ray":
-        return RayBackend(job_bytes, cfg, expected=n)
+        return RayBackend(job_bytes, cfg, expected=n, journal_path=journal_path)
     return ProcessBackend(job_bytes, JournalSpec(journal_path) if journal_path is not None else None)
 
 

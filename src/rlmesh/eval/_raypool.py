@@ -12,10 +12,13 @@ equal share of the cluster's CPUs, at most one, so ``n`` workers always fit.
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from typing import Any
 
 from ._job import WorkerCore, portable_error
+from ._journal import JournalSpec
 from ._workers import Workers
 
 __all__ = ["RayBackend", "RayWorker"]
@@ -27,8 +30,13 @@ STOP_GRACE_SECONDS = 5.0
 class RayWorker:
     """The actor body (wrapped with ``ray.remote`` by :class:`RayBackend`)."""
 
-    def __init__(self, job_bytes: bytes, slot: int, label: str) -> None:
-        self.core = WorkerCore(job_bytes, slot, label, None)
+    def __init__(self, job_bytes: bytes, slot: int, label: str, journal: tuple[str, str] | None = None) -> None:
+        # On the driver's host the actor journals its own episodes (as process workers do);
+        # elsewhere the driver records what it reports.
+        opened = None
+        if journal is not None and journal[1] == socket.gethostname() and os.path.exists(journal[0]):
+            opened = JournalSpec(journal[0]).open()
+        self.core = WorkerCore(job_bytes, slot, label, opened)
         self.broken = False
 
     def setup(self) -> tuple[Any, ...]:
@@ -81,12 +89,13 @@ class RayBackend:
     name = "ray"
     journals_in_workers = False
 
-    def __init__(self, job_bytes: bytes, cfg: Workers, expected: int = 1) -> None:
+    def __init__(self, job_bytes: bytes, cfg: Workers, expected: int = 1, journal_path: str | None = None) -> None:
         import ray
 
         self.ray = ray
         self.cfg = cfg
         self.expected = expected
+        self.journal = (journal_path, socket.gethostname()) if journal_path is not None else None
         self.owns_ray, self.startup_seconds = ray_start(cfg.address)
         self.job_ref = ray.put(job_bytes)
         self.actors: dict[int, Any] = {}
@@ -110,7 +119,7 @@ class RayBackend:
         return opts
 
     def spawn(self, slot: int, label: str) -> None:
-        actor = _actor_class().options(**self._options()).remote(self.job_ref, slot, label)
+        actor = _actor_class().options(**self._options()).remote(self.job_ref, slot, label, self.journal)
         self.actors[slot] = actor
         self.labels[slot] = label
         self.dead.discard(slot)
