@@ -347,7 +347,7 @@ def test_a_killed_driver_resumes_from_its_journal_and_runs_every_seed_once(tmp_p
     whole = rlmesh.run(sign_policy, Walk(sleep_s=0.0), seeds=seeds)
     assert key(resumed) == key(whole)
     # a journal of another run is refused, naming what differs
-    with pytest.raises(ValueError, match="different run .*seeds"):
+    with pytest.raises(ValueError, match=r"different run .*seeds"):
         rlmesh.run(sign_policy, env, seeds=seeds[:5], workers=2, journal=journal)
 
 
@@ -422,11 +422,11 @@ def test_bad_workers_arguments_are_refused() -> None:
         rlmesh.Workers(n=2, backend="threads")
     with pytest.raises(ValueError, match="Ray options"):
         rlmesh.Workers(n=2, backend="processes", address="auto")
-    with pytest.raises(TypeError, match="workers= takes None, an int or rlmesh.Workers"):
+    with pytest.raises(TypeError, match=r"workers= takes None, an int or rlmesh\.Workers"):
         rlmesh.run(sign_policy, Walk, seeds=[1], workers="4")
     with pytest.raises(ValueError, match="view= watches one env"):
         rlmesh.run(sign_policy, Walk, seeds=[1], workers=2, view="terminal")
-    with pytest.raises(ValueError, match="neither an address .* nor a registered Gymnasium id"):
+    with pytest.raises(ValueError, match=r"neither an address .* nor a registered Gymnasium id"):
         rlmesh.run(sign_policy, "NoSuchEnv-v9", seeds=[1], workers=2)
 
 
@@ -485,3 +485,38 @@ def test_rlmesh_eval_workers_runs_in_worker_processes(tmp_path: Path, capsys: py
     assert [e["reward"] for e in doc["episodes"]] == [e.reward for e in one.episodes]
     assert eval_main(["test_distributed:sign_policy", "test_distributed:Walk", "--ray", "auto"]) == 1
     assert "--ray and --journal need --workers N" in capsys.readouterr().err
+
+
+# -- progress and the example -----------------------------------------------------------------------------
+
+
+def test_the_progress_line_shows_counts_rate_eta_wilson_interval_and_workers() -> None:
+    import io
+
+    from rlmesh.eval._progress import RunProgress, wilson_interval
+
+    out = io.StringIO()
+    progress = RunProgress(10, 4, enabled=True, out=out)
+    for success in (True, True, False, True):
+        progress.update(episode=rlmesh.EpisodeResult(0, 0, 5, 1.0, True, False, success=success), alive=3)
+    line = progress.line()
+    assert line.startswith("episodes 4/10 | ") and " ep/s | ETA " in line and line.endswith("| workers 3/4")
+    lo, hi = wilson_interval(3, 4)
+    assert f"success 75% (95% CI {lo:.0%}-{hi:.0%})" in line
+    assert (round(lo, 3), round(hi, 3)) == (0.301, 0.954)
+    assert wilson_interval(0, 5)[0] == 0.0 and wilson_interval(5, 5)[1] == 1.0
+    progress.close()
+    assert "episodes 4/10" in out.getvalue()  # not a terminal: plain lines
+
+
+def test_the_distributed_example_runs_without_ray(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "RLMESH_WORKFLOW_EDITION": ""}
+    out = subprocess.run(
+        [sys.executable, str(root / "examples" / "distributed_eval.py"), str(tmp_path), "--workers", "3"],
+        env=env, capture_output=True, text=True, timeout=170,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "workers=3 (processes): 64 episodes" in out.stdout
+    assert "same episodes as one process: True" in out.stdout
+    assert (tmp_path / "run.journal").exists()

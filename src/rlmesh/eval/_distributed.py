@@ -35,8 +35,8 @@ from ._hooks import RunHooks
 from ._job import EnvRecipe, Job, Outcome, describe_target, dumps, env_recipe, model_recipe
 from ._journal import Journal, JournalSpec
 from ._procpool import ProcessBackend
-from ._raypool import RayBackend
 from ._progress import RunProgress
+from ._raypool import RayBackend
 from ._results import EpisodeResult, RunResult, TelemetryRow
 from ._workers import EpisodeRetry, WorkerLost, Workers, WorkerStats, default_processes
 
@@ -189,6 +189,7 @@ class _Driver:
 
     def _on_ready(self, slot: int, info: dict[str, Any]) -> None:
         self.ready.add(slot)
+        self.started_at.pop(slot, None)
         label = self.labels[slot]
         self.stats[label] = WorkerStats(label, str(info.get("host", "")), int(info.get("pid", 0)), str(info.get("node", "")))
         if not self.run_started:
@@ -239,6 +240,7 @@ class _Driver:
 
     def _on_lost(self, slot: int, reason: str) -> None:
         self.ready.discard(slot)
+        self.started_at.pop(slot, None)
         task = self.inflight.pop(slot, None)
         label = self.labels.get(slot, f"w{slot}")
         if task is not None:
@@ -276,13 +278,25 @@ class _Driver:
             raise AssertionError(f"unknown worker event {kind!r}")
 
     def _check_startup(self) -> None:
+        """A worker that never gets ready is given up on; the run fails only if none is ready."""
         now = time.monotonic()
-        for slot, t0 in self.started_at.items():
-            if slot not in self.ready and now - t0 > STARTUP_TIMEOUT_SECONDS:
+        for slot, t0 in list(self.started_at.items()):
+            if slot in self.ready or now - t0 <= STARTUP_TIMEOUT_SECONDS:
+                continue
+            if not self.ready:
                 raise TimeoutError(
-                    f"worker {self.labels[slot]} did not become ready within {STARTUP_TIMEOUT_SECONDS:.0f}s "
-                    "(building its env and model; with Ray: are the requested resources available?)"
+                    f"no worker became ready within {STARTUP_TIMEOUT_SECONDS:.0f}s (worker {self.labels[slot]} "
+                    "is still building its env and model, or waiting for a session; with Ray: are the "
+                    "requested resources available?)"
                 )
+            del self.started_at[slot]
+            self.backend.kill(slot)
+            warnings.warn(
+                f"worker {self.labels[slot]} did not become ready within {STARTUP_TIMEOUT_SECONDS:.0f}s; "
+                "the run goes on without it",
+                UserWarning,
+                stacklevel=2,
+            )
 
     def _finished(self) -> bool:
         if self.failure is not None:
@@ -458,7 +472,7 @@ def _env_identity(recipes: list[EnvRecipe], env: Any) -> str:
 
 
 def _ray_cpus() -> int:
-    import ray  # noqa: PLC0415 - optional dependency, only on the Ray backend
+    import ray
 
     if not ray.is_initialized():
         return default_processes()

@@ -270,9 +270,13 @@ def model_recipe(model: Any) -> ModelRecipe:
         return ModelRecipe("as_is", _shipped(model, "model"), repr(model))
     if isinstance(model, type):
         return ModelRecipe("as_is", _shipped(model, "model class"), model.__qualname__)
-    if not isinstance(model, ModelBase) and _zero_arg_callable(model) and not callable(getattr(model, "predict", None)):
-        if not callable(getattr(model, "session", None)):
-            return ModelRecipe("factory", _shipped(model, "model factory"), _short_repr(model))
+    if (
+        not isinstance(model, ModelBase)
+        and _zero_arg_callable(model)
+        and not callable(getattr(model, "predict", None))
+        and not callable(getattr(model, "session", None))
+    ):
+        return ModelRecipe("factory", _shipped(model, "model factory"), _short_repr(model))
     return ModelRecipe("as_is", _shipped(model, "model"), _short_repr(model))
 
 
@@ -321,7 +325,7 @@ def portable_error(exc: BaseException, where: str) -> BaseException:
         if type(clone) is type(exc) and str(clone) == str(exc):
             if hasattr(clone, "add_note"):
                 clone.add_note(note)
-            return clone  # type: ignore[no-any-return]
+            return clone
     except Exception:
         pass
     return RuntimeError(f"{type(exc).__module__}.{type(exc).__qualname__}: {exc} (raised in {where}; not picklable)")
@@ -398,7 +402,7 @@ class WorkerCore:
                 continue
             try:
                 thing.close()
-            except BaseException as exc:  # noqa: PERF203 - every close runs
+            except BaseException as exc:
                 errors.append(exc)
         self.session = self.hooks_side = None
         self.owned = []

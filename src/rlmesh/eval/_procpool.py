@@ -150,7 +150,6 @@ class ProcessBackend:
     """Driver side of the processes backend (events are tuples; see ``_distributed``)."""
 
     name = "processes"
-    journals_in_workers = True
 
     def __init__(self, job_bytes: bytes, journal: Any) -> None:
         self.job_bytes = job_bytes

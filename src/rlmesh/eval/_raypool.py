@@ -87,7 +87,6 @@ class RayBackend:
     """Driver side of the Ray backend (same events as the processes backend)."""
 
     name = "ray"
-    journals_in_workers = False
 
     def __init__(self, job_bytes: bytes, cfg: Workers, expected: int = 1, journal_path: str | None = None) -> None:
         import ray

@@ -42,7 +42,7 @@ class _WorkerSide:
     def __init__(self, plan: CapturePlan) -> None:
         self.plan = plan
         self.rec = Recorder(**plan.recorder)
-        self.frames = self.rec.capture(**plan.capture, record="all")
+        self.frames: Any = self.rec.capture(**plan.capture, record="all")
         self.metrics: Any = None
 
     def hooks_for(self, index: int, seed: int | None) -> Any:
