@@ -135,7 +135,7 @@ def dispatch_scenario(args: Args) -> None:
 def cartpole_scenario(args: Args) -> None:
     import gymnasium as gym
 
-    seeds = list(range(40))
+    seeds = list(range(2000))
     single = lambda: rlmesh.run(balance, gym.make("CartPole-v1"), seeds=seeds)  # noqa: E731
     many = lambda: rlmesh.run(balance, "CartPole-v1", seeds=seeds, workers=2)  # noqa: E731
     steps = single().total_steps

@@ -116,6 +116,27 @@ def test_a_killed_ray_worker_is_retried(ray_local: Any, tmp_path: Path) -> None:
     assert "lost" in many.retries[0].reason and "ActorDiedError" in many.retries[0].reason
 
 
+def test_ctrl_c_on_a_ray_driver_kills_every_actor(ray_local: Any) -> None:
+    class CtrlC(rlmesh.RunHooks):
+        def __init__(self) -> None:
+            self.final: rlmesh.RunResult | None = None
+
+        def on_episode_end(self, result: Any) -> None:
+            raise KeyboardInterrupt  # what SIGINT does to the driver's thread
+
+        def on_run_end(self, result: Any) -> None:
+            self.final = result
+
+    hooks = CtrlC()
+    with pytest.raises(KeyboardInterrupt):
+        rlmesh.run(sign_policy, functools.partial(Walk, sleep_s=0.05), seeds=list(range(20)), hooks=hooks, workers=RAY)
+    assert hooks.final is not None and hooks.final.num_episodes >= 1
+    deadline = time.monotonic() + 30
+    while ray_local.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ray_local.available_resources().get("CPU", 0) == 2  # the actors are gone
+
+
 def test_a_recorder_bundle_from_three_ray_workers(ray_local: Any, tmp_path: Path) -> None:
     require("av")
     seeds = [4, 8, 15, 16, 23, 42]

@@ -442,6 +442,9 @@ def describe_target(obj: Any) -> str:
         return obj
     if isinstance(obj, Sequence):
         return ",".join(describe_target(x) for x in obj)
-    if isinstance(obj, type):
+    func = getattr(obj, "func", None)
+    if func is not None and callable(func) and hasattr(obj, "keywords"):  # functools.partial
+        return f"partial({describe_target(func)})"
+    if isinstance(obj, type) or inspect.isfunction(obj) or inspect.ismethod(obj):
         return f"{obj.__module__}.{obj.__qualname__}"
     return f"{type(obj).__module__}.{type(obj).__qualname__}"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -108,11 +109,19 @@ def process_main(conn: Any, job_bytes: bytes, slot: int, label: str, journal: An
             pass
 
 
+#: Heavy modules the fork server imports once when the driver has them (workers fork from it).
+PRELOAD_IF_LOADED = ("numpy", "gymnasium", "torch", "jax")
+
+
 def _context() -> Any:
     methods = multiprocessing.get_all_start_methods()
     if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["rlmesh", "rlmesh.eval._procpool"])
+        # "__main__": the driver's script is imported once, in the fork server, rather than
+        # in every worker (multiprocessing's own convention for forkserver preloads).
+        preload = ["__main__", "rlmesh", "rlmesh.eval._procpool"]
+        preload += [m for m in PRELOAD_IF_LOADED if m in sys.modules]
+        ctx.set_forkserver_preload(preload)
         return ctx
     return multiprocessing.get_context("spawn")  # pragma: no cover - Windows
 
