@@ -10,7 +10,8 @@ episode that worker held.
 
 Start method: ``forkserver`` where available (Linux, macOS), preloading rlmesh, so a
 worker starts in milliseconds without inheriting the driver's threads or sockets;
-``spawn`` elsewhere. A forkserver this run started is stopped when the run ends.
+``spawn`` elsewhere. The fork server (and multiprocessing's resource tracker) this run started are
+stopped when the run ends.
 
 Worker life: it ignores SIGINT (Ctrl-C in a terminal reaches the whole process group;
 the driver decides), turns SIGTERM into ``SystemExit`` so its env and model are closed,
@@ -126,25 +127,31 @@ def _context() -> Any:
     return multiprocessing.get_context("spawn")  # pragma: no cover - Windows
 
 
-def _forkserver_running() -> bool:
+def _helpers() -> list[Any]:
+    """The fork server and the resource tracker it starts (multiprocessing's helper processes)."""
+    out: list[Any] = []
     try:
-        from multiprocessing import forkserver
-    except ImportError:  # pragma: no cover
-        return False
-    return getattr(forkserver._forkserver, "_forkserver_pid", None) is not None
+        from multiprocessing import forkserver, resource_tracker
+    except ImportError:  # pragma: no cover - Windows
+        return out
+    out.append(forkserver._forkserver)
+    out.append(resource_tracker._resource_tracker)
+    return out
 
 
-def _stop_forkserver() -> None:
-    try:
-        from multiprocessing import forkserver
-    except ImportError:  # pragma: no cover
-        return
-    stop = getattr(forkserver._forkserver, "_stop", None)
-    if callable(stop):
-        try:
-            stop()
-        except Exception:
-            pass
+def _running(helper: Any) -> bool:
+    return getattr(helper, "_forkserver_pid", None) is not None or getattr(helper, "_pid", None) is not None
+
+
+def _stop_helpers(helpers: list[Any]) -> None:
+    """Stop the helper processes this run started (private API, guarded: best effort)."""
+    for helper in helpers:
+        stop = getattr(helper, "_stop", None)
+        if callable(stop):
+            try:
+                stop()
+            except Exception:
+                pass
 
 
 @dataclass
@@ -165,7 +172,9 @@ class ProcessBackend:
         self.journal = journal
         self.ctx = _context()
         self.procs: dict[int, _Proc] = {}
-        self._owns_forkserver = self.ctx.get_start_method() == "forkserver" and not _forkserver_running()
+        # multiprocessing keeps its fork server and resource tracker for the life of the
+        # interpreter; the ones this run started are stopped with it (nothing left running).
+        self._owned_helpers = [h for h in _helpers() if not _running(h)]
 
     def spawn(self, slot: int, label: str) -> None:
         parent, child = self.ctx.Pipe(duplex=True)
@@ -246,8 +255,7 @@ class ProcessBackend:
                 p.conn.close()
             except Exception:
                 pass
-        if self._owns_forkserver:
-            _stop_forkserver()
+        _stop_helpers(self._owned_helpers)
 
 
 def _stop_processes(procs: list[_Proc], *, grace: float) -> None:
