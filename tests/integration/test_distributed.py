@@ -532,3 +532,25 @@ def test_the_distributed_example_runs_without_ray(tmp_path: Path) -> None:
     assert "workers=3 (processes): 64 episodes" in out.stdout
     assert "same episodes as one process: True" in out.stdout
     assert (tmp_path / "run.journal").exists()
+
+
+# -- sandboxes ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_each_worker_starts_its_own_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    import functools
+
+    monkeypatch.setenv("RLMESH_SANDBOX_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("RLMESH_SANDBOX_PROGRESS", "1")
+    seeds = list(range(6))
+    with rlmesh.SandboxEnv("gym://CartPole-v1", backend="venv") as env:
+        one = rlmesh.run(cart_policy, env, seeds=seeds)
+    capfd.readouterr()
+    make = functools.partial(rlmesh.SandboxEnv, "gym://CartPole-v1", backend="venv")
+    many = rlmesh.run(cart_policy, make, seeds=seeds, workers=2)
+    assert key(many) == key(one)
+    assert capfd.readouterr().err.count("resolved 'gym://CartPole-v1'") == 2  # one sandbox per worker
+    assert children() == []  # and both are gone
+    with pytest.raises(ValueError, match=r"functools\.partial\(rlmesh\.SandboxEnv, 'gym://CartPole-v1', \.\.\.\)"):
+        rlmesh.run(cart_policy, "gym://CartPole-v1", seeds=seeds, workers=2)
