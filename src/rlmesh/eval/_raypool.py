@@ -31,19 +31,25 @@ class RayWorker:
     """The actor body (wrapped with ``ray.remote`` by :class:`RayBackend`)."""
 
     def __init__(self, job_bytes: bytes, slot: int, label: str, journal: tuple[str, str] | None = None) -> None:
-        # On the driver's host the actor journals its own episodes (as process workers do);
-        # elsewhere the driver records what it reports.
-        opened = None
-        if journal is not None and journal[1] == socket.gethostname() and os.path.exists(journal[0]):
-            opened = JournalSpec(journal[0]).open()
-        self.core = WorkerCore(job_bytes, slot, label, opened)
+        # Nothing that can fail here: an error in an actor's constructor reads as a lost
+        # actor; setup() reports it as the error it is.
+        self.args = (job_bytes, slot, label, journal)
+        self.label = label
+        self.core: Any = None
         self.broken = False
 
     def setup(self) -> tuple[Any, ...]:
+        job_bytes, slot, label, journal = self.args
         try:
+            # On the driver's host the actor journals its own episodes (as process workers
+            # do); elsewhere the driver records what it reports.
+            opened = None
+            if journal is not None and journal[1] == socket.gethostname() and os.path.exists(journal[0]):
+                opened = JournalSpec(journal[0]).open()
+            self.core = WorkerCore(job_bytes, slot, label, opened)
             return ("ready", self.core.setup())
         except Exception as exc:
-            return ("setup_failed", portable_error(exc, f"worker {self.core.label} setting up"))
+            return ("setup_failed", portable_error(exc, f"worker {label} setting up"))
 
     def run(self, index: int, seed: int | None, trial: int) -> tuple[Any, ...]:
         if self.broken:  # the env may be unusable after an error: rebuild it
@@ -57,7 +63,8 @@ class RayWorker:
             return ("failed", index, portable_error(exc, self.core.where))
 
     def close(self) -> None:
-        self.core.close()
+        if self.core is not None:
+            self.core.close()
 
 
 _ACTOR: Any = None
