@@ -554,3 +554,14 @@ def test_each_worker_starts_its_own_sandbox(tmp_path: Path, monkeypatch: pytest.
     assert children() == []  # and both are gone
     with pytest.raises(ValueError, match=r"functools\.partial\(rlmesh\.SandboxEnv, 'gym://CartPole-v1', \.\.\.\)"):
         rlmesh.run(cart_policy, "gym://CartPole-v1", seeds=seeds, workers=2)
+
+
+def test_a_worker_that_cannot_build_its_env_fails_the_run_with_that_error() -> None:
+    import functools
+
+    def broken_env(scene: str) -> Any:
+        raise FileNotFoundError(f"no such scene: {scene}")
+
+    with pytest.raises(FileNotFoundError, match="no such scene: kitchen"):
+        rlmesh.run(sign_policy, functools.partial(broken_env, "kitchen"), seeds=[1, 2], workers=2)
+    assert children() == []

@@ -36,7 +36,7 @@ from ._job import EnvRecipe, Job, Outcome, describe_target, dumps, env_recipe, m
 from ._journal import Journal, JournalSpec
 from ._procpool import ProcessBackend
 from ._progress import RunProgress
-from ._raypool import RayBackend
+from ._raypool import RayBackend, import_ray
 from ._results import EpisodeResult, RunResult, TelemetryRow
 from ._workers import EpisodeRetry, WorkerLost, Workers, WorkerStats, default_processes
 
@@ -472,8 +472,7 @@ def _env_identity(recipes: list[EnvRecipe], env: Any) -> str:
 
 
 def _ray_cpus() -> int:
-    import ray
-
+    ray = import_ray()
     if not ray.is_initialized():
         return default_processes()
     return max(1, int(ray.cluster_resources().get("CPU", 1)))

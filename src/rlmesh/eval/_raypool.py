@@ -17,14 +17,28 @@ import socket
 import time
 from typing import Any
 
+from ..errors import DependencyMissing
 from ._job import WorkerCore, portable_error
 from ._journal import JournalSpec
 from ._workers import Workers
 
-__all__ = ["RayBackend", "RayWorker"]
+__all__ = ["RayBackend", "RayWorker", "import_ray"]
 
 #: Seconds the actors get to close their envs at the end of a run before they are killed.
 STOP_GRACE_SECONDS = 5.0
+
+
+def import_ray() -> Any:
+    """``import ray``, or a :class:`~rlmesh.errors.DependencyMissing` naming the extra."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise DependencyMissing(
+            f"workers= with backend='ray' needs Ray ({exc}): pip install \"rlmesh[ray]\", "
+            "or use rlmesh.Workers(n, backend='processes')",
+            name="ray",
+        ) from exc
+    return ray
 
 
 class RayWorker:
@@ -73,16 +87,13 @@ _ACTOR: Any = None
 def _actor_class() -> Any:
     global _ACTOR
     if _ACTOR is None:
-        import ray
-
-        _ACTOR = ray.remote(RayWorker)
+        _ACTOR = import_ray().remote(RayWorker)
     return _ACTOR
 
 
 def ray_start(address: str | None) -> tuple[bool, float]:
     """Initialize Ray unless it is; ``(we started it, seconds it took)``."""
-    import ray
-
+    ray = import_ray()
     if ray.is_initialized():
         return False, 0.0
     t0 = time.perf_counter()
@@ -96,8 +107,7 @@ class RayBackend:
     name = "ray"
 
     def __init__(self, job_bytes: bytes, cfg: Workers, expected: int = 1, journal_path: str | None = None) -> None:
-        import ray
-
+        ray = import_ray()
         self.ray = ray
         self.cfg = cfg
         self.expected = expected
