@@ -152,7 +152,17 @@ def ray_scenario(args: Args) -> None:
     startup = time.perf_counter() - t0
     try:
         print(f"[ray] local Ray start-up {startup:.2f}s (ray.init; outside the pairs below)")
-        sleep_scenario(args, rlmesh.Workers(n=args.workers, backend="ray"), f"{args.workers} Ray actors")
+        workers = rlmesh.Workers(n=args.workers, backend="ray")
+        actors = []
+        for _ in range(3):  # a run of one one-step episode per actor: creating the actors is all it does
+            t0 = time.perf_counter()
+            rlmesh.run(zero_policy, one_step_env, seeds=list(range(args.workers)), workers=workers)
+            actors.append(time.perf_counter() - t0)
+        print(
+            f"[ray] starting {args.workers} actors per run: median {statistics.median(actors):.2f}s "
+            f"(range {min(actors):.2f}-{max(actors):.2f}; each is a new process that imports ray, then rlmesh)"
+        )
+        sleep_scenario(args, workers, f"{args.workers} Ray actors, actor start-up included")
     finally:
         ray.shutdown()
 
