@@ -178,7 +178,8 @@ def test_CartPole_with_workers_equals_one_process() -> None:
     # per-worker timing: every episode is accounted to a worker, with its host and pid
     assert sum(w.episodes for w in many.workers) == 20
     assert {w.worker for w in many.workers} <= {"w0", "w1", "w2"}
-    assert all(w.host and w.pid != os.getpid() and w.env_ms > 0 for w in many.workers)
+    assert all(w.host and w.pid != os.getpid() for w in many.workers)
+    assert all(w.env_ms > 0 and w.model_ms > 0 for w in many.workers if w.episodes)
     doc = many.to_dict()
     assert doc["num_episodes"] == 20 and len(doc["workers"]) == len(many.workers) and doc["retries"] == []
     assert "workers" not in one.to_dict()  # a single-process result's dict is unchanged
@@ -202,7 +203,7 @@ def test_env_callable_and_model_factory_are_built_in_each_worker(tmp_path: Path)
     pids = tmp_path / "pids"
     seeds = list(range(6))
     one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
-    make_env = functools.partial(Walk, pids=str(pids))
+    make_env = functools.partial(Walk, pids=str(pids), sleep_s=0.01)  # slow enough that both workers start
     make_model = functools.partial(NpModel, sign_policy)  # a zero-argument factory
     many = rlmesh.run(make_model, make_env, seeds=seeds, workers=2)
     assert key(many) == key(one)
@@ -214,11 +215,16 @@ def test_env_callable_and_model_factory_are_built_in_each_worker(tmp_path: Path)
 
 
 def test_a_list_of_addresses_gives_each_worker_one(serve: Any) -> None:
-    servers = [serve(Walk()) for _ in range(2)]
+    # unix: that session uses shared-memory rings; 20 ms steps: both workers get episodes
+    servers = [serve(Walk(sleep_s=0.02), transport="unix"), serve(Walk(sleep_s=0.02))]
     seeds = list(range(8))
+    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
     one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
     many = rlmesh.run(sign_policy, [s.address for s in servers], seeds=seeds, workers=2)
     assert key(many) == key(one)
+    assert {w.episodes > 0 for w in many.workers} == {True} and len(many.workers) == 2
+    if shm_before or os.path.isdir("/dev/shm"):
+        assert set(os.listdir("/dev/shm")) - shm_before == set()  # no shared-memory file left behind
     with pytest.raises(ValueError, match=r"workers=3 but the env list has 2 address\(es\)"):
         rlmesh.run(sign_policy, [s.address for s in servers], seeds=seeds, workers=3)
 

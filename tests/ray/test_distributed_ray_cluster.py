@@ -29,7 +29,7 @@ THREE = rlmesh.Workers(n=3, backend="ray")
 def test_three_nodes_each_run_a_worker_with_the_results_of_one_process(ray_cluster3: Any) -> None:
     seeds = list(range(12))
     one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
-    many = rlmesh.run(sign_policy, functools.partial(Walk, sleep_s=0.01), seeds=seeds, workers=THREE)
+    many = rlmesh.run(sign_policy, functools.partial(Walk, sleep_s=0.03), seeds=seeds, workers=THREE)
     assert key(many) == key(one)
     assert len({w.node for w in many.workers}) == 3  # one worker per node (1 CPU each)
 
