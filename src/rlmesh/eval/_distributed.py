@@ -243,6 +243,8 @@ class _Driver:
         self.started_at.pop(slot, None)
         task = self.inflight.pop(slot, None)
         label = self.labels.get(slot, f"w{slot}")
+        if task is not None and self.failure is not None and task[0] > self.failure[0]:
+            task = None  # the run ends before this episode (an earlier one raised): not needed
         if task is not None:
             index, seed, _ = task
             reasons = self.attempts.setdefault(index, [])

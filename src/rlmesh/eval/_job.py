@@ -308,15 +308,6 @@ class Outcome:
     journaled: bool = False
 
 
-class EpisodeFailed(Exception):
-    """Carries the exception an episode raised in a worker (pickled, or described when it cannot be)."""
-
-    def __init__(self, index: int, error: BaseException) -> None:
-        super().__init__(index, error)
-        self.index = index
-        self.error = error
-
-
 def portable_error(exc: BaseException, where: str) -> BaseException:
     """``exc`` if it survives a pickle round trip, else a ``RuntimeError`` with its type and text."""
     try:

@@ -24,7 +24,6 @@ journal is resumed only by the same run; another run is refused with the differe
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 import sys
@@ -197,9 +196,3 @@ class Journal:
                 self.lock.release()
                 self.lock = None
 
-
-def same_episode(a: EpisodeResult, b: EpisodeResult) -> bool:
-    """Whether two records describe the same outcome (timings aside)."""
-    return (a.index, a.seed, a.steps, a.terminated, a.truncated, a.success, a.trial) == (
-        b.index, b.seed, b.steps, b.terminated, b.truncated, b.success, b.trial
-    ) and (a.reward == b.reward or (math.isnan(a.reward) and math.isnan(b.reward)))

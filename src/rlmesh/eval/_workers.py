@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RLMeshException
@@ -191,7 +191,6 @@ class WorkerStats:
     env_ms: float = 0.0
     model_ms: float = 0.0
     busy_s: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def freeze(self) -> WorkerTiming:
         return WorkerTiming(self.worker, self.host, self.pid, self.node, self.episodes, self.env_ms, self.model_ms, self.busy_s)
