@@ -6,9 +6,12 @@ import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ._workers import EpisodeRetry, WorkerTiming
 
 __all__ = [
     "SUCCESS_KEYS",
@@ -143,9 +146,9 @@ class RunResult:
     advisories: tuple[Any, ...] = ()
     _warned: list[bool] = field(default_factory=lambda: [False], init=False, compare=False, repr=False)
     #: Distributed runs (``workers=``): what each worker did (``rlmesh.eval.WorkerTiming``), empty otherwise.
-    workers: tuple[Any, ...] = field(default=(), compare=False)
+    workers: tuple[WorkerTiming, ...] = field(default=(), compare=False)
     #: Distributed runs: episodes re-run after their worker was lost (``rlmesh.eval.EpisodeRetry``).
-    retries: tuple[Any, ...] = field(default=(), compare=False)
+    retries: tuple[EpisodeRetry, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "episodes", tuple(self.episodes))
