@@ -225,6 +225,8 @@ def test_a_list_of_addresses_gives_each_worker_one(serve: Any) -> None:
     assert {w.episodes > 0 for w in many.workers} == {True} and len(many.workers) == 2
     if shm_before or os.path.isdir("/dev/shm"):
         assert set(os.listdir("/dev/shm")) - shm_before == set()  # no shared-memory file left behind
+    auto = rlmesh.run(sign_policy, [s.address for s in servers], seeds=seeds, workers=rlmesh.Workers())
+    assert key(auto) == key(one) and len(auto.workers) == 2  # n=None: one worker per address
     with pytest.raises(ValueError, match=r"workers=3 but the env list has 2 address\(es\)"):
         rlmesh.run(sign_policy, [s.address for s in servers], seeds=seeds, workers=3)
 
