@@ -332,6 +332,8 @@ class _Driver:
         backend, self.backend = self.backend, None
         try:
             if backend is not None:
+                for slot in list(self.started_at):  # still starting: nothing to finish, stop them now
+                    backend.kill(slot)
                 backend.close(force=force)
         finally:
             self.progress.close()

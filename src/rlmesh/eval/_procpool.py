@@ -172,6 +172,7 @@ class ProcessBackend:
         self.journal = journal
         self.ctx = _context()
         self.procs: dict[int, _Proc] = {}
+        self._dying: list[_Proc] = []
         # multiprocessing keeps its fork server and resource tracker for the life of the
         # interpreter; the ones this run started are stopped with it (nothing left running).
         self._owned_helpers = [h for h in _helpers() if not _running(h)]
@@ -240,7 +241,9 @@ class ProcessBackend:
         if p is None or p.dead:
             return
         p.dead = True
-        _stop_processes([p], grace=0.0)
+        if p.process.is_alive():
+            p.process.terminate()  # SIGTERM: it closes what it built and exits; close() reaps it
+        self._dying.append(p)
 
     def close(self, *, force: bool) -> None:
         """Stop every worker: politely (finish, close envs) unless ``force``; none is left running."""
@@ -249,7 +252,8 @@ class ProcessBackend:
             p.dead = True
             if not force:
                 _send(p.conn, None)
-        _stop_processes(procs, grace=STOP_GRACE_SECONDS if not force else 0.0)
+        _stop_processes(procs + self._dying, grace=STOP_GRACE_SECONDS if not force else 0.0)
+        self._dying = []
         for p in self.procs.values():
             try:
                 p.conn.close()
