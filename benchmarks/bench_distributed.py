@@ -102,18 +102,12 @@ def _ratio(ta: list[float], tb: list[float]) -> str:
     )
 
 
-def sleep_scenario(args: Args, workers: Any, label: str, startup_s: float = 0.0) -> None:
+def sleep_scenario(args: Args, workers: Any, label: str) -> None:
     seeds = list(range(args.episodes))
     single = lambda: rlmesh.run(zero_policy, sleep_env(), seeds=seeds)  # noqa: E731
     many = lambda: rlmesh.run(zero_policy, sleep_env, seeds=seeds, workers=workers)  # noqa: E731
     ta, tb = _pairs(single, many, args.pairs)
     print(f"[sleep env, {args.episodes} episodes x 20 steps x 5 ms, {label}] {_ratio(ta, tb)} (goal >= 6x)")
-    if startup_s:
-        steady = [x / max(y - startup_s, 1e-9) for x, y in zip(ta, tb, strict=True)]
-        print(
-            f"    without the {startup_s:.2f}s of actor start-up: median {statistics.median(steady):.2f}x "
-            f"(range {min(steady):.2f}-{max(steady):.2f})"
-        )
 
 
 def dispatch_scenario(args: Args) -> None:
@@ -168,7 +162,7 @@ def ray_scenario(args: Args) -> None:
             f"[ray] starting {args.workers} actors per run: median {statistics.median(actors):.2f}s "
             f"(range {min(actors):.2f}-{max(actors):.2f}; each is a new process that imports ray, then rlmesh)"
         )
-        sleep_scenario(args, workers, f"{args.workers} Ray actors, actor start-up included", statistics.median(actors))
+        sleep_scenario(args, workers, f"{args.workers} Ray actors, actor start-up included")
     finally:
         ray.shutdown()
 
