@@ -573,3 +573,18 @@ def test_a_worker_that_cannot_build_its_env_fails_the_run_with_that_error() -> N
     with pytest.raises(FileNotFoundError, match="no such scene: kitchen"):
         rlmesh.run(sign_policy, functools.partial(broken_env, "kitchen"), seeds=[1, 2], workers=2)
     assert children() == []
+
+
+def test_record_first_n_counts_the_runs_episodes_not_each_workers(tmp_path: Path) -> None:
+    import functools
+    import json
+
+    require("av")
+    make = functools.partial(Walk, render_mode="rgb_array", horizon=8, sleep_s=0.01)
+    with rlmesh.Recorder(fps=10, codec="h264") as rec:
+        hooks = rec.capture(model="walker", env="Walk", record="first:2")
+        rlmesh.run(sign_policy, make, seeds=[10, 11, 12, 13, 14], hooks=hooks, workers=2)
+        rec.export(tmp_path / "b")
+    (w,) = json.loads((tmp_path / "b" / "result.json").read_text())["workloads"]
+    assert [e["seed"] for e in w["episodes"]] == [10, 11, 12, 13, 14]
+    assert [bool(e.get("media")) for e in w["episodes"]] == [True, True, False, False, False]
