@@ -18,9 +18,16 @@ from ._results import (
 from ._session import Session as Session
 from ._trial import ENV_RESET_OPTIONS_KEY as ENV_RESET_OPTIONS_KEY, trial_index as trial_index
 from ._view import View as View
+from ._workers import (
+    EpisodeRetry as EpisodeRetry,
+    WorkerLost as WorkerLost,
+    Workers as Workers,
+    WorkerTiming as WorkerTiming,
+)
 
 __all__ = [
     "ENV_RESET_OPTIONS_KEY",
+    "EpisodeRetry",
     "NO_ADAPTER",
     "RANDOM_SAMPLE",
     "EpisodeResult",
@@ -32,6 +39,9 @@ __all__ = [
     "StepEvent",
     "TelemetryRow",
     "View",
+    "WorkerLost",
+    "WorkerTiming",
+    "Workers",
     "predict_seed",
     "run",
     "session",

@@ -10,6 +10,7 @@ policy -> wrapped in ``rlmesh.numpy.Model`` (seed 000 accepts callables).
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, overload
@@ -21,11 +22,13 @@ from ..models._numpy import NumpyModel
 from ..models._route import LocalRoute, RandomRoute
 from ..models._sentinels import RANDOM_SAMPLE
 from ..models._warn import user_stacklevel as _user_stacklevel
+from ._distributed import run_distributed
 from ._hooks import RunHooks
 from ._results import RunResult
 from ._session import Session
 from ._targets import classify_target
 from ._view import View, normalize_view
+from ._workers import Workers, normalize_workers
 
 __all__ = ["MAX_EXECUTION_HORIZON", "run", "served_session", "session"]
 
@@ -243,6 +246,8 @@ def run(
     workflow_edition: str | None = None,
     trial_index_base: int = 0,
     prefetch_lead: int = 0,
+    workers: int | Workers | None = None,
+    journal: str | os.PathLike[str] | None = None,
 ) -> RunResult:
     """Drive ``model`` against ``env`` to completion and return a :class:`RunResult` (EVAL-1).
 
@@ -256,9 +261,39 @@ def run(
     background while at most ``prefetch_lead`` replay frames remain, so the
     observation it sees may be up to that many steps stale; a chunk prefetched
     across an episode boundary is thrown away. Single-env runs only.
+
+    ``workers`` (``None``: this process, the single loop) spreads the episodes over
+    worker processes or Ray actors: an int or :class:`rlmesh.Workers`; ``journal`` (a
+    file path, with ``workers``) records every finished episode and lets a re-run skip
+    them. See docs/distributed.md.
     """
     if isinstance(prefetch_lead, bool) or not isinstance(prefetch_lead, int) or prefetch_lead < 0:
         raise ValueError(f"prefetch_lead must be an int >= 0, got {prefetch_lead!r}")
+    cfg = normalize_workers(workers)
+    if cfg is not None:
+        return run_distributed(
+            _dispatch,
+            model,
+            env,
+            cfg,
+            seeds=seeds,
+            max_episodes=max_episodes,
+            episodes=episodes,
+            max_episode_steps=max_episode_steps,
+            max_episode_seconds=max_episode_seconds,
+            hooks=hooks,
+            instruction=instruction,
+            close_env=close_env,
+            trust_entrypoints=trust_entrypoints,
+            execution_horizon=execution_horizon,
+            view=view,
+            workflow_edition=workflow_edition,
+            trial_index_base=trial_index_base,
+            prefetch_lead=prefetch_lead,
+            journal=journal,
+        )
+    if journal is not None:
+        raise ValueError("journal= records the episodes of a distributed run; pass workers=1 (or more) with it")
     sess = _dispatch(
         model,
         env,

@@ -15,6 +15,7 @@ policy and its input layout), 2 on bad arguments, 130 on Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import itertools
 import json
@@ -33,6 +34,7 @@ from ._api import run
 from ._hooks import RunHooks, StepEvent
 from ._results import EpisodeResult, RunResult
 from ._view import normalize_view
+from ._workers import Workers
 
 __all__ = ["eval_main", "parse_seeds", "resolve_env_arg", "resolve_model_arg"]
 
@@ -148,6 +150,22 @@ def resolve_env_arg(spec: str, env_kwargs: dict[str, Any] | None = None) -> tupl
 def _is_gym_id(spec: str) -> bool:
     """Whether ``ENV`` names a Gymnasium id (not an address, ``module:attr`` or ``file.py:attr``)."""
     return not (_ADDRESS.match(spec) or _ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py"))
+
+
+def _gym_make(spec: str, **kwargs: Any) -> Any:
+    """``gymnasium.make(spec, **kwargs)`` in a worker (a picklable recipe for ``--env-kwargs``)."""
+    import gymnasium
+
+    return gymnasium.make(spec, **kwargs)
+
+
+def _worker_env_arg(spec: str) -> Any:
+    """``ENV`` for ``--workers``: an address or a Gymnasium id stays a string (each worker
+    dials or makes its own); ``module:attr`` is imported and shipped (a callable is called
+    in each worker, not here)."""
+    if _ADDRESS.match(spec) or not (_ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py")):
+        return spec
+    return _import_attr(spec)
 
 
 class _Progress(RunHooks):
@@ -380,7 +398,26 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--env-kwargs", default=None, metavar="JSON", help="keyword arguments (a JSON object) for gymnasium.make(ENV, ...) or the module:attr env callable (default: none)")
     p.add_argument("--render-mode", default=None, metavar="MODE", help="render_mode for a Gymnasium id or env callable (default: rgb_array with --view, else the env's default)")
     p.add_argument("--verbose", action="store_true", help="print the traceback on error (default: one line)")
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="run the episodes in N worker processes (or Ray actors with --ray); see docs/distributed.md (default: this process)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", help="with --workers: use Ray; ADDRESS is 'auto' or a cluster address, none starts a local Ray (default: local processes)")
+    p.add_argument("--journal", default=None, metavar="PATH", help="with --workers: record finished episodes in PATH; a re-run skips them (default: no journal)")
     return p
+
+
+def _distributed_args(args: argparse.Namespace) -> tuple[Any, Any]:
+    """``(workers, journal)`` from ``--workers`` / ``--ray`` / ``--journal``."""
+    if args.workers is None:
+        if args.ray is not None or args.journal is not None:
+            raise ValueError("--ray and --journal need --workers N")
+        return None, None
+    ray = args.ray
+    workers = Workers(
+        n=args.workers,
+        backend="ray" if ray is not None else "processes",
+        address=None if ray in (None, "local") else ray,
+        progress=False if args.no_progress else None,
+    )
+    return workers, args.journal
 
 
 def eval_main(argv: list[str] | None = None) -> int:
@@ -396,14 +433,24 @@ def eval_main(argv: list[str] | None = None) -> int:
     progress: _Progress | None = None
     try:
         model = resolve_model_arg(args.model)
+        workers, journal = _distributed_args(args)
         view = normalize_view(args.view)
         if view is not None and args.render_mode is None and _is_gym_id(args.env):
             env_kwargs.setdefault("render_mode", "rgb_array")  # something for the viewer to show
-        env, built = resolve_env_arg(args.env, env_kwargs)
+        if workers is None:
+            env, built = resolve_env_arg(args.env, env_kwargs)
+        else:  # each worker builds its own env: ship a picklable recipe, not an env
+            env, built = _worker_env_arg(args.env), False
+            if env_kwargs and _is_gym_id(args.env):
+                env = functools.partial(_gym_make, args.env, **env_kwargs)
+            elif env_kwargs and callable(env):
+                env = functools.partial(env, **env_kwargs)
         total = args.episodes if args.episodes is not None else (len(seeds) if seeds is not None else 1)
         on_terminal = view is not None and view.backend in ("terminal", "both")
         quiet = args.no_progress or on_terminal
-        progress = _Progress(total, out, rich_ok=tty, quiet=quiet)
+        # with --workers the run draws its own live line (done/total, rate, ETA, workers alive)
+        progress = None if workers is not None else _Progress(total, out, rich_ok=tty, quiet=quiet)
+        extra: dict[str, Any] = {} if workers is None else {"workers": workers, "journal": journal}
         result = run(
             model,
             env,
@@ -416,6 +463,7 @@ def eval_main(argv: list[str] | None = None) -> int:
             close_env=args.close_env or built,
             execution_horizon=args.execution_horizon,
             view=view,
+            **extra,
         )
         import warnings
 

@@ -6,11 +6,14 @@ import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._stats import Timings
+
+if TYPE_CHECKING:
+    from ._workers import EpisodeRetry, WorkerTiming
 
 __all__ = [
     "SUCCESS_KEYS",
@@ -149,11 +152,17 @@ class RunResult:
     telemetry: tuple[TelemetryRow, ...] = ()
     advisories: tuple[Any, ...] = ()
     _warned: list[bool] = field(default_factory=lambda: [False], init=False, compare=False, repr=False)
+    #: Distributed runs (``workers=``): what each worker did (``rlmesh.eval.WorkerTiming``), empty otherwise.
+    workers: tuple[WorkerTiming, ...] = field(default=(), compare=False)
+    #: Distributed runs: episodes re-run after their worker was lost (``rlmesh.eval.EpisodeRetry``).
+    retries: tuple[EpisodeRetry, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "episodes", tuple(self.episodes))
         object.__setattr__(self, "telemetry", tuple(self.telemetry))
         object.__setattr__(self, "advisories", tuple(self.advisories))
+        object.__setattr__(self, "workers", tuple(self.workers))
+        object.__setattr__(self, "retries", tuple(self.retries))
 
     @property
     def num_episodes(self) -> int:
@@ -232,7 +241,14 @@ class RunResult:
             "episodes": [e.to_dict() for e in self.episodes],
             "telemetry": [asdict(r) for r in self.telemetry],
             "advisories": [str(a) for a in self.advisories],
+            **self._distributed_dict(),
         }
+
+    def _distributed_dict(self) -> dict[str, Any]:
+        """``workers`` and ``retries`` of a distributed run (no keys for a single-process one)."""
+        if not self.workers and not self.retries:
+            return {}
+        return {"workers": [asdict(w) for w in self.workers], "retries": [asdict(r) for r in self.retries]}
 
     def __repr__(self) -> str:
         return (

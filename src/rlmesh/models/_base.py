@@ -362,8 +362,14 @@ class ModelBase(Generic[ObsT, ActT]):
         workflow_edition: str | None = None,
         trial_index_base: int = 0,
         prefetch_lead: int = 0,
+        workers: Any = None,
+        journal: Any = None,
     ) -> RunResult:
-        """Drive whole episodes against an env and return a ``RunResult``: ``rlmesh.run(self, ...)`` (EVAL-2)."""
+        """Drive whole episodes against an env and return a ``RunResult``: ``rlmesh.run(self, ...)`` (EVAL-2).
+
+        ``workers=`` / ``journal=`` spread the episodes over worker processes or Ray
+        (``rlmesh.Workers``; see docs/distributed.md).
+        """
         from ..eval._api import run
 
         return run(
@@ -383,6 +389,8 @@ class ModelBase(Generic[ObsT, ActT]):
             workflow_edition=workflow_edition,
             trial_index_base=trial_index_base,
             prefetch_lead=prefetch_lead,
+            workers=workers,
+            journal=journal,
         )
 
     def serve(

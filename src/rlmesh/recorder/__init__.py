@@ -14,6 +14,7 @@ See docs/recording.md.
 
 from __future__ import annotations
 
+from . import _workers as _workers  # a capture under workers= records in the workers (rlmesh.eval)
 from ._bundle import merge as merge
 from ._journal import orphans as orphans, recover as recover
 from ._reader import UnsafeBundle as UnsafeBundle

@@ -1,0 +1,482 @@
+"""The driver of a distributed run (``workers=``): shard, dispatch, retry, journal, merge.
+
+Sharding is by episode: episode ``i`` is ``(i, seeds[i], trial_index_base + i)`` whichever
+worker runs it, and every worker runs the single drive loop on it, so the episodes come
+back exactly as one process would produce them; the driver sorts them by index. Workers
+pull one episode at a time (the slow ones take fewer), which also keeps a lost worker's
+damage to the one episode it held.
+
+Outcomes, and what the driver does:
+
+- *done*: recorded (journal, per-worker timing), hooks told (``on_episode_start`` and
+  ``on_episode_end`` back to back, in completion order), the progress line updated;
+- *the episode raised* (env or model error): not retried; as in one process, the run
+  ends with that exception once every lower-numbered episode has finished, and the
+  result passed to ``on_run_end`` holds exactly the episodes before it;
+- *the worker was lost* (killed, crashed, node removed): its episode is queued again
+  (at most ``max_retries`` times, each noted in ``RunResult.retries``) and the slot
+  gets a fresh worker;
+- *a worker could not set up* (env or model failed to build): the run fails with that error;
+- ``KeyboardInterrupt`` (Ctrl-C): every worker is stopped, ``on_run_end`` fires, it propagates.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import adapters
+from ._budget import episode_budget, validate_caps
+from ._dhooks import driver_side_for
+from ._hooks import RunHooks
+from ._job import EnvRecipe, Job, Outcome, describe_target, dumps, env_recipe, model_recipe
+from ._journal import Journal, JournalSpec
+from ._procpool import ProcessBackend
+from ._progress import RunProgress
+from ._raypool import RayBackend, import_ray
+from ._results import EpisodeResult, RunResult, TelemetryRow
+from ._workers import EpisodeRetry, WorkerLost, Workers, WorkerStats, default_processes
+
+__all__ = ["run_distributed"]
+
+#: How long a worker may take to build its env and model before the run gives up on it.
+STARTUP_TIMEOUT_SECONDS = 600.0
+#: Poll period of the driver loop (it also bounds how late Ctrl-C is noticed).
+POLL_SECONDS = 0.2
+
+
+def _refuse_step_hooks(hooks: Any) -> None:
+    on_step = getattr(type(hooks), "on_step", None)
+    if on_step is None or on_step is RunHooks.on_step:
+        return
+    raise ValueError(
+        f"{type(hooks).__name__} overrides on_step, which workers= does not call: steps run inside the "
+        "workers and shipping every observation back to the driver would cost more than the run. "
+        "On the driver, workers= calls on_run_start, on_episode_start / on_episode_end (as each episode "
+        "finishes) and on_run_end; move per-step work into the env or the model, record frames with "
+        "rlmesh.Recorder().capture(...) (it runs in the workers), or run with workers=None"
+    )
+
+
+class DriverContext:
+    """The :class:`~rlmesh.RunContext` ``on_run_start`` receives on the driver of a distributed run."""
+
+    def __init__(self, contract: Any) -> None:
+        self._contract = contract
+        self._readers: dict[Any, Any] = {}
+
+    @property
+    def contract(self) -> Any:
+        """The contract of the first worker's env."""
+        return self._contract
+
+    @property
+    def num_envs(self) -> int:
+        return 1
+
+    def read(self, observation: object, item: object) -> Any:
+        reader = self._readers.get(id(item))
+        if reader is None:
+            reader = self._readers[id(item)] = adapters.build_reader(self._contract, item)
+        out = reader(observation)
+        return next(iter(out.values())) if isinstance(out, dict) and len(out) == 1 else out
+
+    def frame_sources(self) -> tuple[str, ...]:
+        return ()  # frames live in the workers
+
+
+def merge_telemetry(rows: Sequence[TelemetryRow]) -> tuple[TelemetryRow, ...]:
+    """Fold per-episode rows into one row per series: counts add, means are count-weighted.
+
+    Percentiles cannot be merged exactly from per-episode summaries: ``p50``/``p95``/``p99``
+    are the count-weighted means of the episodes' percentiles (``p99`` the maximum).
+    """
+    groups: dict[tuple[str, str, str, str], list[TelemetryRow]] = {}
+    for r in rows:
+        groups.setdefault((r.op, r.component, r.metric, r.unit), []).append(r)
+    out = []
+    for (op, component, metric, unit), rs in groups.items():
+        n = sum(r.count for r in rs)
+        if n <= 0:
+            continue
+
+        def mean(attr: str, rs: list[TelemetryRow] = rs, n: int = n) -> float:
+            return sum(getattr(r, attr) * r.count for r in rs) / n
+
+        out.append(TelemetryRow(op, component, metric, unit, n, mean("avg"), mean("p50"), mean("p95"), max(r.p99 for r in rs)))
+    return tuple(out)
+
+
+def _make_backend(cfg: Workers, job_bytes: bytes, journal_path: str | None, n: int) -> Any:
+    if cfg.resolved_backend() == "ray":
+        return RayBackend(job_bytes, cfg, expected=n, journal_path=journal_path)
+    return ProcessBackend(job_bytes, JournalSpec(journal_path) if journal_path is not None else None)
+
+
+class _Driver:
+    def __init__(
+        self,
+        *,
+        cfg: Workers,
+        plan: list[tuple[int, int | None, int]],
+        done: dict[int, EpisodeResult],
+        n: int,
+        job: Job,
+        hooks: Any,
+        journal: Journal | None,
+        journal_path: str | None,
+    ) -> None:
+        self.cfg = cfg
+        self.plan = plan
+        self.results: dict[int, EpisodeResult] = dict(done)
+        self.resumed = set(done)
+        self.n = n
+        self.job = job
+        self.hooks = hooks
+        self.side = driver_side_for(hooks) if hooks is not None else None
+        self.plain_hooks = hooks if hooks is not None and self.side is None else None
+        self.journal = journal
+        self.journal_path = journal_path
+        self.pending: deque[tuple[int, int | None, int]] = deque(t for t in plan if t[0] not in done)
+        self.inflight: dict[int, tuple[int, int | None, int]] = {}
+        self.ready: set[int] = set()
+        self.started_at: dict[int, float] = {}
+        self.labels: dict[int, str] = {}
+        self.generation: dict[int, int] = {}
+        self.stats: dict[str, WorkerStats] = {}
+        self.attempts: dict[int, list[str]] = {}
+        self.retries: list[EpisodeRetry] = []
+        self.telemetry: list[TelemetryRow] = []
+        self.failure: tuple[int, BaseException] | None = None
+        self.payloads: dict[int, Any] = {}
+        self.absorbed = 0
+        self.spawns_left = n * max(1, cfg.max_retries)
+        self.run_started = False
+        self.backend: Any = None
+        self.progress = RunProgress(len(plan), n, enabled=cfg.progress)
+        for index in sorted(done):
+            self.progress.update(resumed=done[index])
+
+    # -- workers ------------------------------------------------------------------------------
+
+    def _spawn(self, slot: int) -> None:
+        gen = self.generation.get(slot, -1) + 1
+        self.generation[slot] = gen
+        label = f"w{slot}" if gen == 0 else f"w{slot}.{gen}"
+        self.labels[slot] = label
+        self.started_at[slot] = time.monotonic()
+        self.backend.spawn(slot, label)
+
+    def _work_left(self) -> bool:
+        return bool(self.pending) or bool(self.inflight)
+
+    def _dispatch(self) -> None:
+        for slot in sorted(self.ready):
+            if not self.pending:
+                return
+            if slot in self.inflight:
+                continue
+            task = self.pending.popleft()
+            if self.backend.submit(slot, task):
+                self.inflight[slot] = task
+            else:
+                self.pending.appendleft(task)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def _on_ready(self, slot: int, info: dict[str, Any]) -> None:
+        self.ready.add(slot)
+        self.started_at.pop(slot, None)
+        label = self.labels[slot]
+        self.stats[label] = WorkerStats(label, str(info.get("host", "")), int(info.get("pid", 0)), str(info.get("node", "")))
+        if not self.run_started:
+            self.run_started = True
+            if self.plain_hooks is not None:
+                self.plain_hooks.on_run_start(DriverContext(info.get("contract")))
+
+    def _on_done(self, slot: int, outcome: Outcome) -> None:
+        task = self.inflight.pop(slot, None)
+        result = outcome.result
+        index = result.index
+        if task is None or task[0] != index or index in self.results:
+            return  # a stale report (an episode already finished elsewhere)
+        self.results[index] = result
+        if self.journal is not None and not outcome.journaled:
+            self.journal.record(result, self.labels[slot])
+        st = self.stats.get(self.labels[slot])
+        if st is not None:
+            st.episodes += 1
+            st.env_ms += (result.step_ms or 0.0) * result.steps
+            st.model_ms += (result.predict_ms or 0.0) * result.steps
+            st.busy_s += result.duration_s
+        self.telemetry.extend(outcome.telemetry)
+        if self.side is not None:
+            self.payloads[index] = outcome.payload
+            self._absorb()
+        if self.plain_hooks is not None and (self.failure is None or index < self.failure[0]):
+            self.plain_hooks.on_episode_start(episode=index, seed=result.seed)
+            self.plain_hooks.on_episode_end(result)
+        self.progress.update(episode=result, alive=self.backend.alive())
+
+    def _absorb(self) -> None:
+        """Feed the worker-hooks products to the driver side in episode order."""
+        assert self.side is not None
+        limit = self.failure[0] if self.failure is not None else len(self.plan)
+        while self.absorbed < limit:
+            index = self.plan[self.absorbed][0]
+            if index not in self.results:
+                return
+            self.side.absorb(self.results[index], self.payloads.pop(index, None))
+            self.absorbed += 1
+
+    def _on_failed(self, slot: int, index: int, error: BaseException) -> None:
+        self.inflight.pop(slot, None)
+        if self.failure is None or index < self.failure[0]:
+            self.failure = (index, error)
+            self.pending = deque(t for t in self.pending if t[0] < index)
+
+    def _on_lost(self, slot: int, reason: str) -> None:
+        self.ready.discard(slot)
+        self.started_at.pop(slot, None)
+        task = self.inflight.pop(slot, None)
+        label = self.labels.get(slot, f"w{slot}")
+        if task is not None and self.failure is not None and task[0] > self.failure[0]:
+            task = None  # the run ends before this episode (an earlier one raised): not needed
+        if task is not None:
+            index, seed, _ = task
+            reasons = self.attempts.setdefault(index, [])
+            reasons.append(reason)
+            if len(reasons) > self.cfg.max_retries:
+                raise WorkerLost(
+                    f"episode {index} (seed {seed}) was lost {len(reasons)} times, more than max_retries="
+                    f"{self.cfg.max_retries}: " + "; ".join(reasons),
+                    index=index,
+                    reasons=tuple(reasons),
+                )
+            self.retries.append(EpisodeRetry(index, seed, label, reason))
+            self.pending.appendleft(task)
+        if self._work_left() and self.spawns_left > 0:
+            self.spawns_left -= 1
+            self._spawn(slot)
+        elif self._work_left() and not self.ready and self.backend.alive() == 0:
+            raise WorkerLost(f"every worker was lost and no replacement is left ({reason})")
+
+    def _handle(self, event: tuple[Any, ...]) -> None:
+        kind, slot = event[0], event[1]
+        if kind == "ready":
+            self._on_ready(slot, event[2])
+        elif kind == "done":
+            self._on_done(slot, event[2])
+        elif kind == "failed":
+            self._on_failed(slot, event[2], event[3])
+        elif kind == "lost":
+            self._on_lost(slot, event[2])
+        elif kind == "setup_failed":
+            raise event[2]
+        else:  # pragma: no cover - a backend bug
+            raise AssertionError(f"unknown worker event {kind!r}")
+
+    def _check_startup(self) -> None:
+        """A worker that never gets ready is given up on; the run fails only if none is ready."""
+        now = time.monotonic()
+        for slot, t0 in list(self.started_at.items()):
+            if slot in self.ready or now - t0 <= STARTUP_TIMEOUT_SECONDS:
+                continue
+            if not self.ready:
+                raise TimeoutError(
+                    f"no worker became ready within {STARTUP_TIMEOUT_SECONDS:.0f}s (worker {self.labels[slot]} "
+                    "is still building its env and model, or waiting for a session; with Ray: are the "
+                    "requested resources available?)"
+                )
+            del self.started_at[slot]
+            self.backend.kill(slot)
+            warnings.warn(
+                f"worker {self.labels[slot]} did not become ready within {STARTUP_TIMEOUT_SECONDS:.0f}s; "
+                "the run goes on without it",
+                UserWarning,
+                stacklevel=2,
+            )
+
+    def _finished(self) -> bool:
+        if self.failure is not None:
+            k = self.failure[0]
+            return not self.pending and all(t[0] > k for t in self.inflight.values())
+        return not self._work_left()
+
+    # -- the run --------------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        error: BaseException | None = None
+        try:
+            if self._work_left():
+                self.backend = _make_backend(self.cfg, dumps(self.job, "run"), self.journal_path, self.n)
+                for slot in range(self.n):
+                    self._spawn(slot)
+                self.progress.update(alive=0)
+                while not self._finished():
+                    events = self.backend.poll(POLL_SECONDS)
+                    for event in events:
+                        self._handle(event)
+                    self._dispatch()
+                    self._check_startup()
+                    self.progress.update(alive=self.backend.alive())
+        except BaseException as exc:
+            error = exc
+        self._stop(force=error is not None or self.failure is not None)
+        return self._finish(error)
+
+    def _stop(self, *, force: bool) -> None:
+        backend, self.backend = self.backend, None
+        try:
+            if backend is not None:
+                for slot in list(self.started_at):  # still starting: nothing to finish, stop them now
+                    backend.kill(slot)
+                backend.close(force=force)
+        finally:
+            self.progress.close()
+
+    def _finish(self, error: BaseException | None) -> RunResult:
+        if self.failure is not None and error is None:
+            error = self.failure[1]
+        limit = self.failure[0] if self.failure is not None else None
+        episodes = tuple(
+            self.results[i] for i, _, _ in self.plan if i in self.results and (limit is None or i < limit)
+        )
+        workers = tuple(st.freeze() for st in self.stats.values())
+        result = RunResult(episodes, merge_telemetry(self.telemetry), (), workers=workers, retries=tuple(self.retries))
+        if self.journal is not None:
+            try:
+                self.journal.close()
+            except Exception as exc:
+                error = error or exc
+        if self.side is not None:
+            try:
+                if error is None:
+                    self._absorb()
+                self.side.end(result)
+            except BaseException as exc:
+                error = error or exc
+        if self.plain_hooks is not None and (self.run_started or not self._work_left() or error is None):
+            try:
+                self.plain_hooks.on_run_end(result)
+            except BaseException as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+        return result
+
+
+def run_distributed(
+    open_session: Callable[..., Any],
+    model: Any,
+    env: Any,
+    workers: Workers,
+    *,
+    seeds: Sequence[int] | None,
+    max_episodes: int | None,
+    episodes: int | None,
+    max_episode_steps: int | None,
+    max_episode_seconds: float | None,
+    hooks: RunHooks | None,
+    instruction: str | None,
+    close_env: bool,
+    trust_entrypoints: bool | None,
+    execution_horizon: int,
+    view: Any,
+    workflow_edition: str | None,
+    trial_index_base: int,
+    prefetch_lead: int,
+    journal: Any,
+) -> RunResult:
+    """``rlmesh.run(..., workers=...)`` (see the module docstring)."""
+    count, seed_list = episode_budget(seeds, max_episodes, episodes)
+    validate_caps(max_episode_steps, max_episode_seconds, trial_index_base)
+    if view is not None and view is not False:
+        raise ValueError(
+            "view= watches one env, but workers= runs the episodes in other processes; drop view= "
+            "(the live progress line shows the run) or run with workers=None"
+        )
+    if hooks is not None:
+        if not isinstance(hooks, RunHooks) and not callable(getattr(hooks, "on_run_end", None)):
+            raise TypeError(f"hooks must be a rlmesh.RunHooks, got {type(hooks).__name__}")
+        if driver_side_for(hooks) is None:
+            _refuse_step_hooks(hooks)
+    recipes, limit = env_recipe(env, workers.n)
+    mrecipe = model_recipe(model)
+    side = driver_side_for(hooks) if hooks is not None else None
+    job = Job(
+        envs=tuple(recipes),
+        model=mrecipe,
+        open_session=open_session,
+        session_kw={
+            "instruction": instruction,
+            "close_env": close_env,
+            "trust_entrypoints": trust_entrypoints,
+            "execution_horizon": execution_horizon,
+            "view": None,
+            "workflow_edition": workflow_edition,
+            "prefetch_lead": prefetch_lead,
+        },
+        run_kw={"max_episode_steps": max_episode_steps, "max_episode_seconds": max_episode_seconds},
+        hooks_plan=side.plan if side is not None else None,
+    )
+    plan = [(i, seed_list[i] if i < len(seed_list) else None, trial_index_base + i) for i in range(count)]
+    journal_obj: Journal | None = None
+    done: dict[int, EpisodeResult] = {}
+    journal_path: str | None = None
+    if journal is not None:
+        identity = {
+            "episodes": count,
+            "seeds": seed_list,
+            "trial_index_base": trial_index_base,
+            "max_episode_steps": max_episode_steps,
+            "max_episode_seconds": max_episode_seconds,
+            "model": mrecipe.label if mrecipe.kind == "random" else describe_target(model),
+            "env": _env_identity(recipes, env),
+        }
+        journal_obj = Journal.open_for_run(journal, identity)
+        journal_path = journal_obj.path
+        if any(seed is None for _, seed, _ in plan):
+            warnings.warn(
+                "journal= with unseeded episodes: a resumed run cannot reproduce them; pass seeds=",
+                UserWarning,
+                stacklevel=3,
+            )
+        done = {i: r for i, r in journal_obj.done().items() if i < count}
+    left = count - len(done)
+    n = workers.n
+    if n is None:
+        if limit is not None:
+            n = limit
+        elif workers.resolved_backend() == "ray":
+            n = _ray_cpus()
+        else:
+            n = default_processes()
+    n = max(1, min(n, left)) if left else 1
+    driver = _Driver(
+        cfg=workers,
+        plan=plan,
+        done=done,
+        n=n,
+        job=job,
+        hooks=hooks,
+        journal=journal_obj,
+        journal_path=journal_path,
+    )
+    return driver.run()
+
+
+def _env_identity(recipes: list[EnvRecipe], env: Any) -> str:
+    if any(r.kind == "gym" for r in recipes) or isinstance(env, (str, list, tuple)):
+        return ",".join(r.label for r in recipes)
+    return describe_target(env)
+
+
+def _ray_cpus() -> int:
+    ray = import_ray()
+    if not ray.is_initialized():
+        return default_processes()
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))

@@ -1,0 +1,198 @@
+"""The run journal: every finished episode on disk before the run moves on (``journal=PATH``).
+
+Format: SQLite (standard library) in WAL mode with ``synchronous=FULL``. Each finished
+episode is one ``INSERT OR IGNORE`` committed on its own, so a commit is durable when it
+returns (the WAL is fsync'd) and a crash leaves either the whole row or none of it: no torn
+last line to repair, as an append-only JSONL file would have after a kill mid-write. The
+primary key is the episode index, so an episode is recorded at most once even when two
+workers race on a retried episode; readers and writers in several processes are serialized
+by SQLite's own locking.
+
+Who writes: a worker on the driver's host (the processes backend) records its own episodes
+right after they finish, so an episode that finished is journaled even if the driver is
+killed a moment later; the driver records what workers elsewhere report (Ray).
+
+The lock file ``PATH.lock``: every worker holds a shared ``flock`` on it while it lives and
+the driver takes it exclusively before it reads the journal. After ``kill -9`` of a driver
+its workers finish the episode they are running, record it and exit; a re-run waits for
+them, so it never starts an episode a worker of the killed run is still finishing.
+
+The ``run`` table holds the run's identity (seeds, caps, model and env descriptions): a
+journal is resumed only by the same run; another run is refused with the difference named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ._results import EpisodeResult
+
+__all__ = ["Journal", "JournalSpec", "RunLock"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS run (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS episodes (
+    idx INTEGER PRIMARY KEY,
+    seed INTEGER,
+    result TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    finished REAL NOT NULL
+);
+"""
+
+#: How long a resumed run waits for the workers of a killed run to finish their episodes.
+ORPHAN_WAIT_SECONDS = 600.0
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    return db
+
+
+def _encode(result: EpisodeResult) -> str:
+    return json.dumps(asdict(result), allow_nan=True)
+
+
+def _decode(text: str) -> EpisodeResult:
+    return EpisodeResult(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class JournalSpec:
+    """Where a worker writes (picklable: sent to the processes backend's workers)."""
+
+    path: str
+
+    def open(self) -> Journal:
+        lock = RunLock(self.path)
+        lock.acquire_shared()
+        return Journal(self.path, lock=lock)
+
+
+class RunLock:
+    """The ``PATH.lock`` flock (shared: a live worker; exclusive: a driver about to read)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = f"{path}.lock"
+        self.fd: int | None = None
+
+    def _open(self) -> int:
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self.fd
+
+    def acquire_shared(self) -> None:
+        if sys.platform == "win32":  # pragma: no cover - no flock there: no orphan protection
+            return
+        import fcntl
+
+        fcntl.flock(self._open(), fcntl.LOCK_SH)
+
+    def acquire_exclusive(self, timeout: float = ORPHAN_WAIT_SECONDS) -> None:
+        """Wait (bounded) until no worker of an earlier run holds the journal, then hold it shared.
+
+        Raises:
+            TimeoutError: workers still hold it after ``timeout`` seconds.
+        """
+        if sys.platform == "win32":  # pragma: no cover
+            return
+        import fcntl
+
+        fd = self._open()
+        deadline = time.monotonic() + timeout
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"journal {self.path[:-5]} is still in use after {timeout:.0f}s (another run, or workers of "
+                        "an interrupted run finishing their episodes); wait for it or use another journal path"
+                    ) from None
+                if not told:
+                    told = True
+                    print(
+                        f"rlmesh: journal {self.path[:-5]} is in use (workers of an interrupted run finishing "
+                        "their episodes?); waiting",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                time.sleep(0.05)
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a shared hold: our workers join it, another driver waits
+
+    def release(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+class Journal:
+    """One open journal (the driver's or a worker's connection)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, lock: RunLock | None = None) -> None:
+        self.path = os.fspath(path)
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.lock = lock
+        self.db = _connect(self.path)
+        self.db.executescript(_SCHEMA)
+
+    @classmethod
+    def open_for_run(cls, path: str | os.PathLike[str], identity: dict[str, Any]) -> Journal:
+        """The driver's journal: waits out a previous run's workers, checks the identity.
+
+        Raises:
+            ValueError: the journal belongs to another run (the differing fields are named).
+            TimeoutError: the journal stays in use.
+        """
+        if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"journal= takes a file path, got {type(path).__name__}")
+        lock = RunLock(os.fspath(path))
+        lock.acquire_exclusive()
+        try:
+            self = cls(path, lock=lock)
+            wanted = json.dumps(identity, sort_keys=True)
+            row = self.db.execute("SELECT value FROM run WHERE key='identity'").fetchone()
+            if row is None:
+                self.db.execute("INSERT INTO run VALUES ('identity', ?)", (wanted,))
+            elif row[0] != wanted:
+                old = json.loads(row[0])
+                diff = sorted(k for k in set(old) | set(identity) if old.get(k) != identity.get(k))
+                raise ValueError(
+                    f"journal {self.path} was written by a different run (differs in: {', '.join(diff)}); "
+                    "resume only the same run (same seeds, caps, model and env), or pass a new journal path"
+                )
+        except BaseException:
+            lock.release()
+            raise
+        return self
+
+    def record(self, result: EpisodeResult, worker: str) -> None:
+        """Append one finished episode (committed and fsync'd when this returns)."""
+        self.db.execute(
+            "INSERT OR IGNORE INTO episodes VALUES (?, ?, ?, ?, ?)",
+            (result.index, result.seed, _encode(result), worker, time.time()),
+        )
+
+    def done(self) -> dict[int, EpisodeResult]:
+        """The episodes already recorded, by index."""
+        return {int(i): _decode(text) for i, text in self.db.execute("SELECT idx, result FROM episodes")}
+
+    def close(self) -> None:
+        try:
+            self.db.close()
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+                self.lock = None
+

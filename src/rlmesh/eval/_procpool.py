@@ -1,0 +1,280 @@
+"""The ``processes`` backend: one local process per worker, standard library only.
+
+Why not ``concurrent.futures.ProcessPoolExecutor``: a pool whose worker is killed turns
+*every* pending future into ``BrokenProcessPool`` and must be rebuilt, so it cannot say
+which episode was lost, and its workers cannot keep a built env between tasks. Here each
+worker is a ``multiprocessing.Process`` with its own duplex pipe, holding one episode at
+a time: the driver waits on all pipes and process sentinels at once
+(``multiprocessing.connection.wait``), so a death is seen at once and blamed on exactly the
+episode that worker held.
+
+Start method: ``forkserver`` where available (Linux, macOS), preloading rlmesh, so a
+worker starts in milliseconds without inheriting the driver's threads or sockets;
+``spawn`` elsewhere. The fork server (and multiprocessing's resource tracker) this run started are
+stopped when the run ends.
+
+Worker life: it ignores SIGINT (Ctrl-C in a terminal reaches the whole process group;
+the driver decides), turns SIGTERM into ``SystemExit`` so its env and model are closed,
+and exits when the driver's end of its pipe closes: after ``kill -9`` of the driver it
+finishes (and journals) the episode it is running, then exits.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ._job import WorkerCore, portable_error
+
+__all__ = ["ProcessBackend", "describe_exit"]
+
+#: Seconds a finishing worker gets to close its env and exit before SIGTERM, then SIGKILL.
+STOP_GRACE_SECONDS = 5.0
+
+
+def describe_exit(code: int | None) -> str:
+    """``-9`` -> ``"killed by signal 9 (SIGKILL)"``; ``3`` -> ``"exited with code 3"``."""
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "?"
+        return f"killed by signal {-code} ({name})"
+    return f"exited with code {code}"
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _send(conn: Any, message: Any) -> bool:
+    try:
+        conn.send(message)
+    except (OSError, EOFError):
+        return False
+    return True
+
+
+def process_main(conn: Any, job_bytes: bytes, slot: int, label: str, journal: Any) -> None:
+    """A worker process: set up, then run one episode per message until told to stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    core: WorkerCore | None = None
+    try:
+        try:
+            core = WorkerCore(job_bytes, slot, label, journal.open() if journal is not None else None)
+            info = core.setup()
+        except Exception as exc:
+            _send(conn, ("setup_failed", portable_error(exc, f"worker {label} setting up")))
+            return
+        if not _send(conn, ("ready", info)):
+            return
+        broken = False
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                return  # the driver is gone
+            if message is None:
+                return
+            index, seed, trial = message
+            if broken:  # the env may be unusable after an error: rebuild, as a new run would
+                core.close()
+                core.setup()
+                broken = False
+            try:
+                outcome = core.run(index, seed, trial)
+            except Exception as exc:
+                broken = True
+                if not _send(conn, ("failed", index, portable_error(exc, core.where))):
+                    return
+                continue
+            if not _send(conn, ("done", outcome)):
+                return
+    finally:
+        if core is not None:
+            try:
+                core.close()
+            except Exception:
+                pass
+        try:
+            conn.close()
+        except Exception:
+            pass
+
+
+#: Heavy modules the fork server imports once when the driver has them (workers fork from it).
+PRELOAD_IF_LOADED = ("numpy", "gymnasium", "torch", "jax")
+
+
+def _context() -> Any:
+    methods = multiprocessing.get_all_start_methods()
+    if "forkserver" in methods:
+        ctx = multiprocessing.get_context("forkserver")
+        # "__main__": the driver's script is imported once, in the fork server, rather than
+        # in every worker (multiprocessing's own convention for forkserver preloads).
+        preload = ["__main__", "rlmesh", "rlmesh.eval._procpool"]
+        preload += [m for m in PRELOAD_IF_LOADED if m in sys.modules]
+        ctx.set_forkserver_preload(preload)
+        return ctx
+    return multiprocessing.get_context("spawn")  # pragma: no cover - Windows
+
+
+def _helpers() -> list[Any]:
+    """The fork server and the resource tracker it starts (multiprocessing's helper processes)."""
+    out: list[Any] = []
+    try:
+        from multiprocessing import forkserver, resource_tracker
+    except ImportError:  # pragma: no cover - Windows
+        return out
+    out.append(forkserver._forkserver)
+    out.append(resource_tracker._resource_tracker)
+    return out
+
+
+def _running(helper: Any) -> bool:
+    return getattr(helper, "_forkserver_pid", None) is not None or getattr(helper, "_pid", None) is not None
+
+
+def _stop_helpers(helpers: list[Any]) -> None:
+    """Stop the helper processes this run started (private API, guarded: best effort)."""
+    for helper in helpers:
+        stop = getattr(helper, "_stop", None)
+        if callable(stop):
+            try:
+                stop()
+            except Exception:
+                pass
+
+
+@dataclass
+class _Proc:
+    process: Any
+    conn: Any
+    label: str
+    dead: bool = False
+
+
+class ProcessBackend:
+    """Driver side of the processes backend (events are tuples; see ``_distributed``)."""
+
+    name = "processes"
+
+    def __init__(self, job_bytes: bytes, journal: Any) -> None:
+        self.job_bytes = job_bytes
+        self.journal = journal
+        self.ctx = _context()
+        self.procs: dict[int, _Proc] = {}
+        self._dying: list[_Proc] = []
+        # multiprocessing keeps its fork server and resource tracker for the life of the
+        # interpreter; the ones this run started are stopped with it (nothing left running).
+        self._owned_helpers = [h for h in _helpers() if not _running(h)]
+
+    def spawn(self, slot: int, label: str) -> None:
+        parent, child = self.ctx.Pipe(duplex=True)
+        process = self.ctx.Process(
+            target=process_main,
+            args=(child, self.job_bytes, slot, label, self.journal),
+            name=f"rlmesh-worker-{label}",
+            daemon=False,  # a worker may start processes of its own (sandboxes, a video encoder)
+        )
+        process.start()
+        child.close()
+        self.procs[slot] = _Proc(process, parent, label)
+
+    def submit(self, slot: int, task: tuple[int, int | None, int]) -> bool:
+        proc = self.procs.get(slot)
+        return proc is not None and not proc.dead and _send(proc.conn, task)
+
+    def alive(self) -> int:
+        return sum(1 for p in self.procs.values() if not p.dead)
+
+    def poll(self, timeout: float) -> list[tuple[Any, ...]]:
+        """Wait up to ``timeout`` seconds; return ``(kind, slot, ...)`` events."""
+        live = {slot: p for slot, p in self.procs.items() if not p.dead}
+        if not live:
+            time.sleep(min(timeout, 0.05))
+            return []
+        handles: dict[Any, tuple[int, str]] = {}
+        for slot, p in live.items():
+            handles[p.conn] = (slot, "conn")
+            handles[p.process.sentinel] = (slot, "exit")
+        ready = multiprocessing.connection.wait(list(handles), timeout)
+        events: list[tuple[Any, ...]] = []
+        exited: set[int] = set()
+        for handle in ready:
+            slot, what = handles[handle]
+            if what == "exit":
+                exited.add(slot)
+                continue
+            p = live[slot]
+            try:
+                while p.conn.poll(0):
+                    kind, *rest = p.conn.recv()
+                    events.append((kind, slot, *rest))
+            except (EOFError, OSError):
+                exited.add(slot)
+        return self._finish(events, exited, live)
+
+    def _finish(self, events: list[tuple[Any, ...]], exited: set[int], live: dict[int, _Proc]) -> list[tuple[Any, ...]]:
+        for slot in sorted(exited):
+            p = live[slot]
+            p.process.join(1.0)
+            p.dead = True
+            try:
+                p.conn.close()
+            except Exception:
+                pass
+            events.append(("lost", slot, f"worker {p.label} (pid {p.process.pid}) {describe_exit(p.process.exitcode)}"))
+        return events
+
+    def kill(self, slot: int) -> None:
+        """Stop one worker now (it is lost or no longer needed)."""
+        p = self.procs.get(slot)
+        if p is None or p.dead:
+            return
+        p.dead = True
+        if p.process.is_alive():
+            p.process.terminate()  # SIGTERM: it closes what it built and exits; close() reaps it
+        self._dying.append(p)
+
+    def close(self, *, force: bool) -> None:
+        """Stop every worker: politely (finish, close envs) unless ``force``; none is left running."""
+        procs = [p for p in self.procs.values() if not p.dead]
+        for p in procs:
+            p.dead = True
+            if not force:
+                _send(p.conn, None)
+        _stop_processes(procs + self._dying, grace=STOP_GRACE_SECONDS if not force else 0.0)
+        self._dying = []
+        for p in self.procs.values():
+            try:
+                p.conn.close()
+            except Exception:
+                pass
+        _stop_helpers(self._owned_helpers)
+
+
+def _stop_processes(procs: list[_Proc], *, grace: float) -> None:
+    """Join within ``grace``; then SIGTERM (the worker closes its env) and, after 3 s, SIGKILL."""
+    deadline = time.monotonic() + grace
+    for p in procs:
+        p.process.join(max(0.0, deadline - time.monotonic()))
+    rest = [p for p in procs if p.process.is_alive()]
+    for p in rest:
+        p.process.terminate()
+    deadline = time.monotonic() + 3.0
+    for p in rest:
+        p.process.join(max(0.0, deadline - time.monotonic()))
+    for p in rest:
+        if p.process.is_alive():
+            p.process.kill()
+            p.process.join(5.0)
+

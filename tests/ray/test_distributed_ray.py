@@ -1,0 +1,203 @@
+"""Distributed evaluation on a local Ray (2 CPUs, loopback only): ``workers=Workers(backend="ray")``.
+
+The envs and policies of this module are pickled by value (``cloudpickle``), so the Ray
+workers need not import it. Side channels are files in the test's temp dir.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rlmesh
+from conftest import child_env, require
+
+pytestmark = pytest.mark.ray
+
+gym = require("gymnasium")
+cloudpickle = require("cloudpickle")
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+class Walk:
+    """A seeded random walk; optionally kills its own process once, logs finished episodes, renders."""
+
+    metadata: dict[str, Any] = {}
+    observation_space = gym.spaces.Box(-100.0, 100.0, (2,), np.float64)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, *, side: str = "", kill_seed: int | None = None, kill_marker: str = "", sleep_s: float = 0.0, render_mode: str | None = None) -> None:
+        self.side, self.kill_seed, self.kill_marker, self.sleep_s = side, kill_seed, kill_marker, sleep_s
+        self.render_mode = render_mode
+        self.rng = np.random.default_rng(0)
+        self.pos, self.t, self.seed = 0.0, 0, None
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
+        self.rng, self.seed, self.pos, self.t = np.random.default_rng(seed), seed, 0.0, 0
+        return np.array([0.0, 0.0]), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        self.t += 1
+        if self.seed == self.kill_seed and self.t == 3 and not os.path.exists(self.kill_marker):
+            Path(self.kill_marker).write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.pos += float(self.rng.normal()) + (0.1 if int(action) else -0.1)
+        terminated, truncated = abs(self.pos) > 3.0, self.t >= 20
+        if (terminated or truncated) and self.side:
+            with open(self.side, "a") as fh:
+                fh.write(f"{self.seed}\n")
+        return np.array([self.pos, float(self.t)]), self.pos, terminated, truncated, {"is_success": self.pos > 0}
+
+    def render(self) -> Any:
+        frame = np.zeros((32, 48, 3), np.uint8)
+        frame[:, : int(24 + 7 * np.clip(self.pos, -3, 3))] = (40 * self.t) % 256
+        return frame
+
+    def close(self) -> None:
+        pass
+
+
+def sign_policy(obs: Any) -> int:
+    return int(obs[0] < 0)
+
+
+def cart_policy(obs: Any) -> int:
+    return int(obs[2] + 0.5 * obs[3] > 0)
+
+
+def key(result: rlmesh.RunResult) -> list[tuple[Any, ...]]:
+    return [(e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.success, e.trial) for e in result.episodes]
+
+
+def read_ints(path: Path) -> list[int]:
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+RAY = rlmesh.Workers(n=2, backend="ray")
+
+
+def test_local_ray_equals_one_process_on_CartPole(ray_local: Any) -> None:
+    seeds = list(range(16))
+    one = rlmesh.run(cart_policy, gym.make("CartPole-v1"), seeds=seeds)
+    many = rlmesh.run(cart_policy, "CartPole-v1", seeds=seeds, workers=RAY)
+    assert key(many) == key(one)
+    assert sum(w.episodes for w in many.workers) == 16
+    assert all(w.node and w.pid != os.getpid() for w in many.workers)  # Ray actors, on a Ray node
+    assert ray_local.is_initialized()  # a Ray the caller started is left running
+    deadline = time.monotonic() + 30
+    while ray_local.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ray_local.available_resources().get("CPU", 0) == 2  # every actor is gone
+
+
+def test_a_killed_ray_worker_is_retried(ray_local: Any, tmp_path: Path) -> None:
+    seeds = list(range(8))
+    marker = tmp_path / "killed"
+    one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
+    env = functools.partial(Walk, kill_seed=5, kill_marker=str(marker))
+    many = rlmesh.run(sign_policy, env, seeds=seeds, workers=RAY)
+    assert marker.exists()
+    assert key(many) == key(one)
+    assert [(r.index, r.seed) for r in many.retries] == [(5, 5)]
+    assert "lost" in many.retries[0].reason and "ActorDiedError" in many.retries[0].reason
+
+
+def test_ctrl_c_on_a_ray_driver_kills_every_actor(ray_local: Any) -> None:
+    class CtrlC(rlmesh.RunHooks):
+        def __init__(self) -> None:
+            self.final: rlmesh.RunResult | None = None
+
+        def on_episode_end(self, result: Any) -> None:
+            raise KeyboardInterrupt  # what SIGINT does to the driver's thread
+
+        def on_run_end(self, result: Any) -> None:
+            self.final = result
+
+    hooks = CtrlC()
+    with pytest.raises(KeyboardInterrupt):
+        rlmesh.run(sign_policy, functools.partial(Walk, sleep_s=0.05), seeds=list(range(20)), hooks=hooks, workers=RAY)
+    assert hooks.final is not None and hooks.final.num_episodes >= 1
+    deadline = time.monotonic() + 30
+    while ray_local.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ray_local.available_resources().get("CPU", 0) == 2  # the actors are gone
+
+
+def test_a_recorder_bundle_from_three_ray_workers(ray_local: Any, tmp_path: Path) -> None:
+    require("av")
+    seeds = [4, 8, 15, 16, 23, 42]
+    make = functools.partial(Walk, render_mode="rgb_array")
+
+    def record(workers: Any, out: Path) -> dict[str, Any]:
+        with rlmesh.Recorder(fps=10, codec="h264") as rec:
+            hooks = rec.capture(model="walker", env="Walk")
+            rlmesh.run(sign_policy, make if workers else make(), seeds=seeds, hooks=hooks, workers=workers)
+            rec.export(out)
+        return json.loads((out / "result.json").read_text())
+
+    one = record(None, tmp_path / "one")
+    many = record(rlmesh.Workers(n=3, backend="ray"), tmp_path / "many")
+
+    def shape(doc: dict[str, Any]) -> list[Any]:
+        (w,) = doc["workloads"]
+        return [(e["seed"], e["steps"], [(m["path"], m["frameCount"]) for m in e["media"]], e["stepLog"]) for e in w["episodes"]]
+
+    assert shape(many) == shape(one)
+    (w,) = many["workloads"]
+    assert all((tmp_path / "many" / e["media"][0]["path"]).stat().st_size > 0 for e in w["episodes"])
+
+
+def test_a_killed_ray_driver_resumes_from_its_journal(ray_local: Any, tmp_path: Path) -> None:
+    journal, side = tmp_path / "run.journal", tmp_path / "episodes"
+    seeds = list(range(16))
+    gcs = ray_local.get_runtime_context().gcs_address
+    script = textwrap.dedent(
+        f"""
+        import functools, rlmesh, test_distributed_ray as t
+        env = functools.partial(t.Walk, side={str(side)!r}, sleep_s=0.03)
+        rlmesh.run(t.sign_policy, env, seeds={seeds!r}, workers=rlmesh.Workers(n=2, backend="ray", address={gcs!r}),
+                   journal={str(journal)!r})
+        """
+    )
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1]), env["PYTHONPATH"]])
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE)
+    done = 0
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None:
+            if journal.exists():
+                try:
+                    with sqlite3.connect(journal, timeout=5) as db:
+                        done = db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+                except sqlite3.OperationalError:
+                    done = 0
+            if done >= len(seeds) // 2:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, f"the driver ended before it was killed: {proc.stderr.read().decode()[-2000:]}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert len(seeds) // 2 <= done < len(seeds)
+    env_r = functools.partial(Walk, side=str(side), sleep_s=0.03)
+    resumed = rlmesh.run(sign_policy, env_r, seeds=seeds, workers=RAY, journal=journal)
+    assert {s: read_ints(side).count(s) for s in seeds} == {s: 1 for s in seeds}
+    assert key(resumed) == key(rlmesh.run(sign_policy, Walk(), seeds=seeds))
