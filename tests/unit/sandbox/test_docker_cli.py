@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +17,8 @@ from rlmesh.sandbox import (
     SandboxModel,
     SandboxRuntime,
     SandboxStartError,
+    _docker,
 )
-from rlmesh.sandbox import _docker
 from rlmesh.sandbox._docker import (
     Container,
     DockerCLI,
@@ -290,7 +291,7 @@ def test_SBX15_containers_are_labelled_with_this_hosts_boot_id(monkeypatch: pyte
     assert "rlmesh.sandbox.owner-boot-id=B00T" in argv
     if os.path.exists(_docker.BOOT_ID_FILE):
         monkeypatch.undo()
-        assert _docker.boot_id() == open(_docker.BOOT_ID_FILE).read().strip()
+        assert _docker.boot_id() == Path(_docker.BOOT_ID_FILE).read_text().strip()
 
 
 def test_SBX15_reaping_never_fails_a_start(fake_docker: Any) -> None:
