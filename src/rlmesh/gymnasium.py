@@ -169,15 +169,6 @@ def _as_space_value(space: gymnasium.Space[Any], value: Any) -> Any:
     return np.asarray(value, dtype=dtype)
 
 
-def _own_render_modes(metadata: Mapping[str, Any], served: str | None) -> list[str]:
-    """The env's own ``render_modes`` (as every flavour reports them), plus the served mode if it is missing."""
-    raw = metadata.get("render_modes")
-    modes = [str(m) for m in raw] if isinstance(raw, (list, tuple)) else []
-    if served and served not in modes:
-        modes.append(served)  # check_env requires the served mode to be listed
-    return modes
-
-
 class RemoteEnv(gymnasium.Env):
     """A served env as a real :class:`gymnasium.Env` (Gymnasium spaces, NumPy values).
 
@@ -239,7 +230,7 @@ class RemoteEnv(gymnasium.Env):
         self.observation_space = to_gymnasium_space(self._client.observation_space_spec)
         self.action_space = to_gymnasium_space(self._client.action_space_spec)
         self.metadata = dict(self._client.metadata)
-        self.metadata["render_modes"] = _own_render_modes(self.metadata, served)
+        self.metadata["render_modes"] = [served] if served else []  # the served mode is the only one
         self.render_mode = served
         self.spec = _spec_of(self._client, kwargs={"address": self._client.address})
 
