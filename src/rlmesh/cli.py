@@ -27,6 +27,7 @@ commands:
   eval MODEL ENV --episodes N   run a model against an env and report results
   serve-model TARGET --address  serve a model (module:attr) for RemoteModel clients
   view-test [--http PORT]       show a synthetic scene in the live viewer (terminal or browser)
+  sandbox prune [--dry-run]     remove the cached sandbox venvs/images rlmesh made
 
 Run `rlmesh <command> --help` for a command's options."""
 
@@ -66,6 +67,7 @@ _COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "serve-model": _lazy("rlmesh.serve._model_cli", "main"),
     "view-test": _lazy("rlmesh.view._cli", "main"),
     "viewtest": _lazy("rlmesh.view._cli", "main"),  # the reference's spelling (CLI-1)
+    "sandbox": _lazy("rlmesh.sandbox._prune", "main"),
 }
 
 
