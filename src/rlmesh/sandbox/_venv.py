@@ -127,10 +127,20 @@ flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 fd, size = os.open(log, flags, 0o600), 0
 def write(chunk):
     global fd, size
-    if size and size + len(chunk) > cap:
+    if size and size + len(chunk) > cap:  # rotate; ``log`` exists at every instant
         os.close(fd)
-        os.replace(log, log + ".1")
-        fd, size = os.open(log, flags, 0o600), 0
+        fd = os.open(log + ".new", flags, 0o600)
+        try:
+            os.unlink(log + ".old")
+        except OSError:
+            pass
+        try:
+            os.link(log, log + ".old")
+            os.replace(log + ".old", log + ".1")
+        except OSError:  # no hard links here: a moment without ``log``
+            os.replace(log, log + ".1")
+        os.replace(log + ".new", log)
+        size = 0
     view = memoryview(chunk)
     while view:
         view = view[os.write(fd, view):]
