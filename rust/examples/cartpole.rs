@@ -166,7 +166,10 @@ impl Env for CartPole {
         Some(
             InfoDict::new()
                 .with("render_modes", Value::List(vec!["rgb_array".into()]))
-                .with("render_fps", 50i64),
+                .with("render_fps", 50i64)
+                // as a Python-served gym.make("CartPole-v1") publishes it (clients build
+                // a Gymnasium spec with this time limit)
+                .with("max_episode_steps", MAX_EPISODE_STEPS as i64),
         )
     }
 
@@ -267,7 +270,16 @@ fn main() {
     let address = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:0".into());
-    let render_mode = std::env::args().nth(2);
+    // the second argument is the render mode served (published in the contract):
+    // `rgb_array`, or nothing / `none` for no rendering
+    let render_mode = match std::env::args().nth(2).as_deref() {
+        None | Some("") | Some("none") => None,
+        Some("rgb_array") => Some("rgb_array".to_owned()),
+        Some(other) => {
+            eprintln!("cartpole: render mode {other:?} is not supported; use rgb_array or none");
+            std::process::exit(2);
+        }
+    };
     let run = || -> Result<()> {
         let bound = EnvServer::new(CartPole::new(render_mode))?.bind(&address)?;
         println!("{}", bound.local_addr()); // the first line: where to connect

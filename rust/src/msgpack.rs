@@ -9,8 +9,10 @@
 
 use std::fmt;
 
-/// Deepest nesting of arrays/maps the decoder accepts.
-pub const MAX_DEPTH: usize = 64;
+/// Deepest nesting of arrays/maps the decoder accepts: a header may nest 128 levels
+/// (docs/serving.md "Limits"), so metadata nested the documented 64 levels fits inside
+/// any message that carries it.
+pub const MAX_DEPTH: usize = 128;
 
 /// A decoded msgpack value.
 #[derive(Clone, Debug, PartialEq)]

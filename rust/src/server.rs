@@ -8,9 +8,9 @@
 //! connection. Shared-memory rings are not offered (`Attach` is declined, the session
 //! stays on the socket).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -30,7 +30,8 @@ pub const UNKNOWN_ENV_ID: &str = "UnknownEnv-v1";
 pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(30);
 /// A peer that reads nothing for this long is dropped.
 pub const SEND_DEADLINE: Duration = Duration::from_secs(10);
-/// Connections without a session beyond this are refused.
+/// Connections without a session kept at once; a new connection beyond this evicts the
+/// oldest one, so strangers holding sockets cannot lock out a legitimate `Hello` or `Ping`.
 pub const MAX_PENDING: usize = 64;
 const INTERRUPTED_CAP: usize = 100;
 /// Info key of conformance warnings (INFO-4).
@@ -185,7 +186,7 @@ impl<E: Env + Send> EnvServer<E> {
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             active: AtomicU64::new(0),
-            pending: AtomicUsize::new(0),
+            pending: Mutex::new(BTreeSet::new()),
             streams: Mutex::new(HashMap::new()),
             address: local,
             requests: AtomicU64::new(0),
@@ -209,7 +210,8 @@ struct Shared {
     stop: AtomicBool,
     /// Connection number holding the session (0: none).
     active: AtomicU64,
-    pending: AtomicUsize,
+    /// Connections that have not said `Hello` yet, oldest (lowest number) first.
+    pending: Mutex<BTreeSet<u64>>,
     streams: Mutex<HashMap<u64, Stream>>,
     address: Address,
     requests: AtomicU64,
@@ -326,16 +328,33 @@ impl<E: Env + Send> BoundEnvServer<E> {
                 if shared.stop.load(Ordering::SeqCst) {
                     break;
                 }
-                if shared.pending.load(Ordering::SeqCst) >= MAX_PENDING {
-                    stream.shutdown();
-                    continue;
-                }
                 next_conn += 1;
                 let id = next_conn;
                 if let Ok(clone) = stream.try_clone() {
                     lock(&shared.streams).insert(id, clone);
                 }
-                shared.pending.fetch_add(1, Ordering::SeqCst);
+                // As the Python server: past MAX_PENDING the oldest connection without a
+                // session is dropped (never the new one, never the active session).
+                let evicted: Vec<u64> = {
+                    let mut pending = lock(&shared.pending);
+                    pending.insert(id);
+                    let mut out = Vec::new();
+                    while pending.len() > MAX_PENDING {
+                        match pending.pop_first() {
+                            Some(old) => out.push(old),
+                            None => break,
+                        }
+                    }
+                    out
+                };
+                if !evicted.is_empty() {
+                    let streams = lock(&shared.streams);
+                    for old in evicted {
+                        if let Some(s) = streams.get(&old) {
+                            s.shutdown();
+                        }
+                    }
+                }
                 let (core, shared) = (&core, &shared);
                 let spawned = std::thread::Builder::new()
                     .name(format!("rlmesh-conn-{id}"))
@@ -353,7 +372,7 @@ impl<E: Env + Send> BoundEnvServer<E> {
                         session.finish();
                     });
                 if spawned.is_err() {
-                    shared.pending.fetch_sub(1, Ordering::SeqCst);
+                    lock(&shared.pending).remove(&id);
                     if let Some(s) = lock(&shared.streams).remove(&id) {
                         s.shutdown();
                     }
@@ -439,7 +458,7 @@ impl<'a, E: Env + Send> Session<'a, E> {
             self.shared.active.store(0, Ordering::SeqCst);
         }
         if self.pending {
-            self.shared.pending.fetch_sub(1, Ordering::SeqCst);
+            lock(&self.shared.pending).remove(&self.id);
             self.pending = false;
         }
         lock(&self.shared.streams).remove(&self.id);
@@ -654,7 +673,7 @@ impl<'a, E: Env + Send> Session<'a, E> {
             let _ = self.send(&busy, rid);
             return Flow::End;
         }
-        self.shared.pending.fetch_sub(1, Ordering::SeqCst);
+        lock(&self.shared.pending).remove(&self.id);
         self.pending = false;
         lock(&self.core.driver).begin_session();
         self.selected = selected.clone();

@@ -636,3 +636,38 @@ fn a_call_that_outlasts_its_deadline_is_a_recoverable_timeout() {
     drop(raw);
     stop(handle, join);
 }
+
+#[test]
+fn silent_connections_cannot_lock_out_a_hello_or_a_ping() {
+    // Issue 28 item 18: strangers holding more sockets than the pending limit (64) must
+    // not refuse a legitimate client; the oldest silent connection is dropped instead.
+    let (addr, handle, join) = start(TestEnv::new(false), "127.0.0.1:0");
+    let strangers: Vec<RawClient> = (0..80).map(|_| RawClient::connect(&addr)).collect();
+    assert_eq!(RemoteEnv::ping(&addr).unwrap(), "ready");
+    let mut env = RemoteEnv::connect(&addr).unwrap();
+    env.reset(Some(1), None).unwrap();
+    env.step(Some(&Value::Int(0))).unwrap();
+    // the oldest strangers were dropped: their sockets read EOF
+    let mut first = strangers.into_iter().next().unwrap();
+    let mut buf = [0u8; 1];
+    assert_eq!(first.stream.read(&mut buf).unwrap_or(0), 0);
+    env.close().unwrap();
+    stop(handle, join);
+}
+
+#[test]
+fn reset_options_nested_at_the_metadata_limit_keep_the_session() {
+    // Issue 28 item 19: metadata may nest 64 levels and a header 128 (docs/serving.md);
+    // reset options at that limit are a valid request, not a protocol error.
+    let (addr, handle, join) = start(TestEnv::new(false), "127.0.0.1:0");
+    let mut env = RemoteEnv::connect(&addr).unwrap();
+    let mut options = InfoDict::new().with("leaf", 1i64);
+    for _ in 0..63 {
+        options = InfoDict::new().with("k", Value::Dict(options));
+    }
+    let (_, info) = env.reset(Some(3), Some(&options)).unwrap();
+    assert_eq!(info.get("seed").and_then(Value::as_i64), Some(3));
+    env.step(Some(&Value::Int(0))).unwrap();
+    env.close().unwrap();
+    stop(handle, join);
+}

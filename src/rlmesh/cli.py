@@ -28,6 +28,7 @@ commands:
   serve-model TARGET --address  serve a model (module:attr) for RemoteModel clients
   view-test [--http PORT]       show a synthetic scene in the live viewer (terminal or browser)
   export BUNDLE --lerobot PATH  write a recorded result bundle as a LeRobot dataset
+  sandbox prune [--dry-run]     remove the cached sandbox venvs/images rlmesh made
 
 Run `rlmesh <command> --help` for a command's options."""
 
@@ -71,6 +72,7 @@ _COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "view-test": _lazy("rlmesh.view._cli", "main"),
     "viewtest": _lazy("rlmesh.view._cli", "main"),  # the reference's spelling (CLI-1)
     "export": _lazy("rlmesh.recorder._cli", "export_main"),
+    "sandbox": _lazy("rlmesh.sandbox._prune", "main"),
 }
 
 

@@ -182,6 +182,30 @@ def test_crashed_server_is_reported_with_its_last_log_lines(sandbox_image: str) 
     assert _ours() == []
 
 
+def test_SBX15_containers_of_another_host_or_unknown_provenance_are_never_reaped(sandbox_image: str, docker_ready: str) -> None:
+    """Issue 28 item 15: a shared daemon's other host (same init pid namespace id, dead-looking pid) is spared."""
+    ns = os.readlink("/proc/self/ns/pid")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    labels = [
+        ["--label", "rlmesh.sandbox=1", "--label", f"rlmesh.sandbox.owner-pid={dead.pid}",
+         "--label", f"rlmesh.sandbox.owner-pid-ns={ns}", "--label", "rlmesh.sandbox.owner-boot-id=another-host"],
+        ["--label", "rlmesh.sandbox=1"],  # no owner labels at all
+    ]
+    ids = [
+        _docker("create", *extra, "--entrypoint", "python", sandbox_image, "-c", "pass").stdout.strip()
+        for extra in labels
+    ]
+    try:
+        with rlmesh.SandboxEnv("gym://CartPole-v1"):  # every start reaps first
+            pass
+        for cid in ids:
+            assert _docker("ps", "-aq", "--no-trunc", "--filter", f"id={cid}").stdout.strip() == cid
+    finally:
+        for cid in ids:
+            _docker("rm", "-f", cid, check=False)
+
+
 def test_SBX15_orphans_of_a_dead_owner_are_reaped(sandbox_image: str, docker_ready: str) -> None:
     code = textwrap.dedent(
         """

@@ -125,7 +125,9 @@ def test_the_rust_cartpole_publishes_gymnasiums_contract(rust_server: Callable[.
         reference = gym.make("CartPole-v1")
         assert contract.observation_space == as_spec(reference.observation_space, "observation_space")
         assert contract.action_space == as_spec(reference.action_space, "action_space")
-        assert dict(contract.metadata or {}) == {"render_modes": ["rgb_array"], "render_fps": 50}
+        # issue 29 item 13: the time limit as a Python-served gym.make("CartPole-v1") publishes it
+        assert dict(contract.metadata or {}) == {"render_modes": ["rgb_array"], "render_fps": 50, "max_episode_steps": 500}
+        assert contract.render_mode is None
         assert env.render() is None  # served without a render mode (RND-2)
 
 
@@ -307,5 +309,24 @@ def test_the_gymnasium_flavour_checks_the_rust_cartpole(rust_server: Callable[..
     env = rg.RemoteEnv(rust_server("cartpole"))
     try:
         check_env(env, skip_render_check=True)
+        assert env.spec is not None and env.spec.max_episode_steps == 500
     finally:
         env.close()
+
+
+def test_the_rust_cartpole_publishes_the_render_mode_it_serves(rust_server: Callable[..., str]) -> None:
+    """Issue 29 item 13: ``cartpole ADDRESS rgb_array`` serves (and publishes) ``rgb_array``."""
+    with rlmesh.numpy.RemoteEnv(rust_server("cartpole", "tcp", "rgb_array")) as env:
+        assert env.env_contract.render_mode == "rgb_array"
+        assert env.render_mode == "rgb_array"
+        env.reset(seed=0)
+        frame = env.render()
+        assert frame is not None and frame.dtype == np.uint8 and frame.shape[-1] == 3
+
+
+def test_the_rust_cartpole_refuses_a_render_mode_it_cannot_serve(rust_examples: Path) -> None:
+    proc = subprocess.run(
+        [str(rust_examples / "cartpole"), "127.0.0.1:0", "human"], capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 2
+    assert "render mode \"human\" is not supported" in proc.stderr

@@ -10,6 +10,15 @@ Every container gets the same hardened ``docker run`` (one argv builder for the 
 and prebuilt paths): ``--init``, ``--cap-drop ALL``, ``no-new-privileges``, an
 ephemeral port on 127.0.0.1 only, and owner labels so a later start can reap the
 containers of a dead owner.
+
+Orphan reaping is deliberately conservative: a Docker daemon can be shared by several
+hosts (``DOCKER_HOST`` over TCP, a mounted socket in CI), and a pid (or even a pid
+namespace id: the initial one is the same on every Linux host) proves nothing on
+another kernel. A container is removed only when its labels prove its owner ran on
+this very kernel boot (``/proc/sys/kernel/random/boot_id``) in this pid namespace and
+that pid is gone; anything else (no labels, another host, another namespace, an
+owner still alive) is left alone. ``rlmesh sandbox prune`` removes stopped leftovers
+on request.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +49,7 @@ __all__ = [
     "build_image",
     "parse_build_memory",
     "parse_port",
+    "orphan_verdict",
     "reap_orphans",
     "run_argv",
     "start_container",
@@ -166,6 +176,19 @@ def _pid_namespace() -> str | None:
         return None
 
 
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+
+
+def boot_id() -> str | None:
+    """This kernel boot's id: unique per host and per boot (``None`` where there is none, e.g. macOS)."""
+    try:
+        with open(BOOT_ID_FILE) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return text or None
+
+
 def run_argv(
     image: str,
     *,
@@ -196,6 +219,9 @@ def run_argv(
     ns = _pid_namespace()
     if ns:
         argv += ["--label", f"{LABEL}.owner-pid-ns={ns}"]
+    boot = boot_id()
+    if boot:
+        argv += ["--label", f"{LABEL}.owner-boot-id={boot}"]
     if runtime is not None:
         if runtime.gpus is not None:
             argv += ["--gpus", str(runtime.gpus)]
@@ -288,38 +314,65 @@ class Container:
         self.stopped = True
 
 
+_OWNER_LABELS = ("owner-pid", "owner-pid-ns", "owner-boot-id")
+
+
+def orphan_verdict(
+    labels: Mapping[str, str],
+    *,
+    me: int,
+    my_boot_id: str | None,
+    my_pid_ns: str | None,
+    alive: Callable[[int], bool],
+) -> str | None:
+    """Why a sandbox container must be kept, or ``None`` when it is provably an orphan of this host.
+
+    ``labels`` maps ``owner-pid`` / ``owner-pid-ns`` / ``owner-boot-id`` (the suffixes of
+    the ``rlmesh.sandbox.*`` labels) to their values; missing ones are ``""``. Only a
+    container whose owner ran on this kernel boot, in this pid namespace, and is dead is
+    an orphan: unknown provenance is never removed.
+    """
+    pid_text = labels.get("owner-pid", "").strip()
+    ns = labels.get("owner-pid-ns", "").strip()
+    boot = labels.get("owner-boot-id", "").strip()
+    if not pid_text.isdigit():
+        return "no owner pid label (unknown provenance)"
+    if not boot or not ns:
+        return "no host id label (unknown provenance: its owner may run on another host)"
+    if my_boot_id is None or boot != my_boot_id:
+        return "owned by another host (or an earlier boot)"
+    if my_pid_ns is None or ns != my_pid_ns:
+        return "owned by another pid namespace on this host (liveness unknown)"
+    pid = int(pid_text)
+    if pid == me:
+        return "owned by this process"
+    if alive(pid):
+        return "its owner is alive"
+    return None
+
+
 def reap_orphans(cli: DockerCLI) -> list[str]:
-    """SBX-15: remove sandbox containers whose owner process is dead (best effort, never raises)."""
+    """SBX-15: remove sandbox containers whose owner provably ran on this host and is dead.
+
+    Best effort, never raises; see :func:`orphan_verdict` for the rule.
+    """
     reaped: list[str] = []
+    fmt = "\t".join(["{{.ID}}", "{{.State}}", *('{{.Label "' + f"{LABEL}.{key}" + '"}}' for key in _OWNER_LABELS)])
     try:
-        proc = cli.run(
-            [
-                "ps",
-                "-a",
-                "--filter",
-                f"label={LABEL}=1",
-                "--format",
-                '{{.ID}}\t{{.State}}\t{{.Label "' + LABEL + '.owner-pid"}}\t{{.Label "' + LABEL + '.owner-pid-ns"}}',
-            ],
-            check=False,
-        )
+        proc = cli.run(["ps", "-a", "--filter", f"label={LABEL}=1", "--format", fmt], check=False)
     except SandboxError:
         return reaped
     if proc.returncode != 0:
         return reaped
-    me, my_ns = os.getpid(), _pid_namespace()
+    me, my_ns, my_boot = os.getpid(), _pid_namespace(), boot_id()
     for line in proc.stdout.splitlines():
-        fields = ([*line.split("\t"), "", "", "", ""])[:4]
-        cid, state, pid_text, ns = (f.strip() for f in fields)
+        fields = [*line.split("\t"), *([""] * (2 + len(_OWNER_LABELS)))]
+        cid = fields[0].strip()
         if not cid:
             continue
-        if not pid_text.isdigit():  # a legacy container without an owner: only if it is not running
-            if state == "running":
-                continue
-        else:
-            pid = int(pid_text)
-            if pid == me or not ns or ns != my_ns or _pid_alive(pid):
-                continue  # ours, or unknown liveness (another pid namespace), or alive
+        labels = {key: fields[2 + i].strip() for i, key in enumerate(_OWNER_LABELS)}
+        if orphan_verdict(labels, me=me, my_boot_id=my_boot, my_pid_ns=my_ns, alive=_pid_alive) is not None:
+            continue
         with contextlib.suppress(SandboxError):
             if cli.run(["rm", "-f", cid], check=False).returncode == 0:
                 reaped.append(cid)

@@ -59,7 +59,7 @@ class _SandboxMixin:
         self._sandbox_info = info
         try:
             remaining = max(timeout - (time.monotonic() - started), 5.0)
-            super().__init__(handle.address, connect_timeout_seconds=remaining)  # type: ignore[call-arg]
+            self._connect_remote(handle.address, remaining)
         except ConnectionError as exc:
             logs = handle.logs_tail()
             self._stop_handle()
@@ -67,6 +67,10 @@ class _SandboxMixin:
         except BaseException:
             self._stop_handle()
             raise
+
+    def _connect_remote(self, address: str, connect_timeout_seconds: float) -> None:
+        """Dial the started server (the client class's constructor; a flavour may override)."""
+        super().__init__(address, connect_timeout_seconds=connect_timeout_seconds)  # type: ignore[call-arg]
 
     @property
     def sandbox(self) -> SandboxInfo:

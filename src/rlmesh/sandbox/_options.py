@@ -16,15 +16,15 @@ def _strings(name: str, value: Any) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, (str, bytes)):
-        raise TypeError(f"{name} expects a sequence of strings, not a bare str (write [{value!r}])")
+        raise TypeError(f"{name}= expects a sequence of strings, not a bare str (write [{value!r}])")
     if not isinstance(value, Sequence) and not isinstance(value, (set, frozenset)):
-        raise TypeError(f"{name} expects a sequence of strings, got {type(value).__name__}")
+        raise TypeError(f"{name}= expects a sequence of strings, got {type(value).__name__}")
     out = []
     for item in value:
         if not isinstance(item, str) or not item.strip():
-            raise TypeError(f"{name} expects non-blank strings, got {item!r}")
+            raise TypeError(f"{name}= expects non-blank strings, got {item!r}")
         if "\n" in item:
-            raise ValueError(f"{name} entries must be one line, got {item!r}")
+            raise ValueError(f"{name}= entries must be one line, got {item!r}")
         out.append(item.strip())
     return tuple(out)
 
@@ -33,10 +33,10 @@ def _optional_text(name: str, value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str or None, got {type(value).__name__}")
+        raise TypeError(f"{name}= must be a str or None, got {type(value).__name__}")
     text = value.strip()
     if not text or "\n" in text or "\r" in text:
-        raise ValueError(f"{name} must be a non-empty single line, got {value!r}")
+        raise ValueError(f"{name}= must be a non-empty single line, got {value!r}")
     return text
 
 
@@ -109,20 +109,20 @@ class SandboxRuntime:
         gpus = self.gpus
         if gpus is not None:
             if isinstance(gpus, bool) or not isinstance(gpus, (str, int)):
-                raise TypeError(f"gpus must be a str, an int or None, got {type(gpus).__name__}")
+                raise TypeError(f"gpus= must be a str, an int or None, got {type(gpus).__name__}")
             if isinstance(gpus, str) and not gpus.strip():
-                raise ValueError("gpus must not be blank (use 'all', a count or 'device=...')")
+                raise ValueError("gpus= must not be blank (use gpus='all', a count or 'device=...')")
             object.__setattr__(self, "gpus", gpus.strip() if isinstance(gpus, str) else gpus)
         object.__setattr__(self, "devices", _strings("devices", self.devices))
         object.__setattr__(self, "volumes", _strings("volumes", self.volumes))
         user = self.user
         if user is not None:
             if isinstance(user, bool) or not isinstance(user, (int, str)):
-                raise TypeError(f"user must be an int uid or a 'uid[:gid]' str, got {type(user).__name__}")
+                raise TypeError(f"user= must be an int uid or a 'uid[:gid]' str, got {type(user).__name__}")
             if isinstance(user, int) and user < 0:
-                raise ValueError(f"user must be a uid >= 0, got {user}")
+                raise ValueError(f"user= must be a uid >= 0, got {user}")
             if isinstance(user, str) and not _USER.match(user.strip()):
-                raise ValueError(f"user must be 'uid[:gid]', got {user!r}")
+                raise ValueError(f"user= must be 'uid[:gid]', got {user!r}")
             if isinstance(user, str):
                 object.__setattr__(self, "user", user.strip())
 

@@ -171,7 +171,7 @@ def classify_model_source(source: object) -> Source:
             text = text[len(prefix) :].strip()
             break
     if not text:
-        raise ValueError("SandboxModel source must name an image, e.g. 'docker://my/policy:latest'")
+        raise ValueError(f"{source!r}: a SandboxModel source must include an image tag, e.g. 'docker://my/policy:latest'")
     if "://" in text:
         raise ValueError(f"SandboxModel source must be an image reference (docker://...), got {source!r}")
     if _GYM_ID.search(text) and not _image_shaped(text):

@@ -13,6 +13,14 @@ that exists is always usable.
 The env server runs as a child process on a unix socket in a private directory,
 so a session gets the same-host shared-memory fast path. Nothing but the Python
 packages is isolated: same user, same filesystem, same network.
+
+Beside it runs a small *log keeper* (a ``python -I -S`` process, no thread in the
+owner): it reads the server's stdout/stderr from a pipe into ``server.log``, rotating
+it to ``server.log.1`` past ``$RLMESH_SANDBOX_LOG_BYTES`` (1 MiB), so a chatty env
+uses at most twice that on disk and a crash report reads only the tail. It is also
+the server's watchdog: when the owner process dies, in any phase (``make()``
+included, even one stuck in native code), it sends the server's process group
+SIGTERM, then SIGKILL after a grace period, and removes the run directory.
 """
 
 from __future__ import annotations
@@ -68,12 +76,104 @@ def find_uv() -> str | None:
     return found
 
 
-def _tail_file(path: Path, lines: int) -> str:
+LOG_BYTES = 1 << 20
+TAIL_BYTES = 64 * 1024  # at most this much of a log is read for a report
+OWNER_POLL_SECONDS = 0.2
+WATCHDOG_GRACE_SECONDS = 5.0
+
+
+def log_cap() -> int:
+    """The size at which the server log rotates (``$RLMESH_SANDBOX_LOG_BYTES``, at least 64 KiB)."""
+    raw = os.environ.get("RLMESH_SANDBOX_LOG_BYTES", "").strip()
     try:
-        text = path.read_text(errors="replace")
+        value = int(raw) if raw else LOG_BYTES
+    except ValueError:
+        raise ValueError(f"RLMESH_SANDBOX_LOG_BYTES must be a number of bytes, got {raw!r}") from None
+    return max(value, 64 * 1024)
+
+
+def _read_tail(path: Path, limit: int) -> bytes | None:
+    """The last ``limit`` bytes of ``path`` (``None`` if unreadable): O(limit), whatever the file's size."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(size - limit, 0))
+            return f.read(limit)
     except OSError:
+        return None
+
+
+def _tail_file(path: Path, lines: int, *, previous: Path | None = None) -> str:
+    """The last ``lines`` lines of a log (and of its rotated ``previous`` part when needed)."""
+    data = _read_tail(path, TAIL_BYTES)
+    if previous is not None and (data is None or data.count(b"\n") <= lines):
+        older = _read_tail(previous, TAIL_BYTES)
+        if older is not None:
+            data = older + (data or b"")
+    if data is None:
         return "<no log>"
+    text = data.decode("utf-8", errors="replace")
     return "\n".join(text.rstrip().splitlines()[-lines:]) or "<no output>"
+
+
+# The log keeper and watchdog (see the module docstring). Self-contained: it runs with
+# ``-I -S`` on the host interpreter, so it starts in milliseconds and imports nothing of ours.
+_KEEPER = r"""
+import os, select, shutil, signal, sys, time
+log, cap, owner, server, rundir, grace, poll = sys.argv[1:8]
+cap, owner, server, grace, poll = int(cap), int(owner), int(server), float(grace), float(poll)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+fd, size = os.open(log, flags, 0o600), 0
+def write(chunk):
+    global fd, size
+    if size and size + len(chunk) > cap:  # rotate; ``log`` exists at every instant
+        os.close(fd)
+        fd = os.open(log + ".new", flags, 0o600)
+        try:
+            os.unlink(log + ".old")
+        except OSError:
+            pass
+        try:
+            os.link(log, log + ".old")
+            os.replace(log + ".old", log + ".1")
+        except OSError:  # no hard links here: a moment without ``log``
+            os.replace(log, log + ".1")
+        os.replace(log + ".new", log)
+        size = 0
+    view = memoryview(chunk)
+    while view:
+        view = view[os.write(fd, view):]
+    size += len(chunk)
+def kill(sig):
+    try:
+        os.killpg(server, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+gone_at = killed_at = None
+while True:
+    ready = select.select([0], [], [], poll)[0]
+    if ready:
+        chunk = os.read(0, 65536)
+        if not chunk:
+            break
+        try:
+            write(chunk)
+        except OSError:
+            pass
+    now = time.monotonic()
+    if gone_at is None and os.getppid() != owner:
+        gone_at = now
+        kill(signal.SIGTERM)
+    elif gone_at is not None and killed_at is None and now - gone_at > grace:
+        killed_at = now
+        kill(signal.SIGKILL)
+    elif killed_at is not None and now - killed_at > grace:
+        break
+os.close(fd)
+if gone_at is not None or os.getppid() != owner:
+    shutil.rmtree(rundir, ignore_errors=True)
+"""
 
 
 def _run_logged(argv: list[str], log: Path, timeout: float, what: str, env: Mapping[str, str] | None = None) -> None:
@@ -164,8 +264,17 @@ class ServerProcess:
 
     backend = "venv"
 
-    def __init__(self, proc: subprocess.Popen[bytes], rundir: Path, log: Path, address: str, label: str) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        rundir: Path,
+        log: Path,
+        address: str,
+        label: str,
+        keeper: subprocess.Popen[bytes] | None = None,
+    ) -> None:
         self.proc = proc
+        self.keeper = keeper
         self.rundir = rundir
         self.log = log
         self.address = address
@@ -177,7 +286,8 @@ class ServerProcess:
         return f"venv env server (pid {self.proc.pid}, {self.label})"
 
     def logs_tail(self, lines: int = 50) -> str:
-        return _tail_file(self.log, lines)
+        """The last ``lines`` lines the server printed (reads at most a few tens of KiB)."""
+        return _tail_file(self.log, lines, previous=self.log.with_name(self.log.name + ".1"))
 
     def alive(self) -> bool | None:
         return self.proc.poll() is None
@@ -198,6 +308,13 @@ class ServerProcess:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=5.0)
+        keeper = self.keeper
+        if keeper is not None and keeper.poll() is None:
+            try:
+                keeper.wait(timeout=5.0)  # it ends at the pipe's end of file
+            except subprocess.TimeoutExpired:  # a grandchild outside the group holds the pipe
+                keeper.kill()
+                keeper.wait(timeout=5.0)
         shutil.rmtree(self.rundir, ignore_errors=True)
         self.stopped = True
 
@@ -224,13 +341,15 @@ def start_server(
         RLMESH_SANDBOX_OWNER_PID=str(os.getpid()),
         PYTHONUNBUFFERED="1",
     )
+    cap = log_cap()
     progress.phase("make() running")
-    with open(log, "wb") as out:
+    read_end, write_end = os.pipe()
+    try:
         try:
             proc = subprocess.Popen(
                 [str(venv_python(root)), "-m", "rlmesh.sandbox._bootstrap"],
                 stdin=subprocess.DEVNULL,
-                stdout=out,
+                stdout=write_end,
                 stderr=subprocess.STDOUT,
                 env=child_env,
                 cwd=str(rundir),
@@ -239,7 +358,25 @@ def start_server(
         except OSError as exc:
             shutil.rmtree(rundir, ignore_errors=True)
             raise SandboxStartError(f"could not start the sandbox interpreter {venv_python(root)}: {exc}") from None
-    server = ServerProcess(proc, rundir, log, f"unix://{sock}", label)
+        os.close(write_end)
+        write_end = -1
+        try:
+            keeper = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _KEEPER, str(log), str(cap), str(os.getpid()), str(proc.pid),
+                 str(rundir), str(WATCHDOG_GRACE_SECONDS), str(OWNER_POLL_SECONDS)],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            ServerProcess(proc, rundir, log, f"unix://{sock}", label).stop()
+            raise SandboxStartError(f"could not start the sandbox log keeper ({sys.executable}): {exc}") from None
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    server = ServerProcess(proc, rundir, log, f"unix://{sock}", label, keeper)
     try:
         while not ready.exists():  # the server binds only after make() returns
             if proc.poll() is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,11 +17,13 @@ from rlmesh.sandbox import (
     SandboxModel,
     SandboxRuntime,
     SandboxStartError,
+    _docker,
 )
 from rlmesh.sandbox._docker import (
     Container,
     DockerCLI,
     build_image,
+    orphan_verdict,
     parse_port,
     reap_orphans,
     run_argv,
@@ -227,23 +230,68 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-def test_SBX15_reaping_spares_live_owners_other_namespaces_and_running_legacy(fake_docker: Any) -> None:
-    ns = os.readlink("/proc/self/ns/pid")
+def test_SBX15_reaping_removes_only_provable_orphans_of_this_host(fake_docker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28 item 15: a shared daemon's other hosts, other namespaces and unlabelled containers are spared."""
+    ns, boot = "pid:[4026531836]", "e821ddb8-85f2-4229-9e62-15cc4fec582c"
+    other_boot = "0f0f0f0f-1111-2222-3333-444444444444"
+    monkeypatch.setattr(_docker, "_pid_namespace", lambda: ns)
+    monkeypatch.setattr(_docker, "boot_id", lambda: boot)
     dead = _dead_pid()
     rows = [
-        f"aaa\trunning\t{dead}\t{ns}",  # dead owner, same namespace -> reaped
-        f"bbb\trunning\t{os.getpid()}\t{ns}",  # ours -> spared
-        f"ccc\trunning\t{os.getppid()}\t{ns}",  # alive owner -> spared
-        f"ddd\trunning\t{dead}\tpid:[1]",  # other namespace: unknown liveness -> spared
-        "eee\texited\t\t",  # legacy, not running -> reaped
-        "fff\trunning\t\t",  # legacy, running -> spared
+        f"aaa\texited\t{dead}\t{ns}\t{boot}",  # dead owner on this host -> reaped
+        f"bbb\trunning\t{os.getpid()}\t{ns}\t{boot}",  # ours -> spared
+        f"ccc\trunning\t{os.getppid()}\t{ns}\t{boot}",  # alive owner -> spared
+        f"ddd\trunning\t{dead}\tpid:[1]\t{boot}",  # another namespace: unknown liveness -> spared
+        f"eee\trunning\t{dead}\t{ns}\t{other_boot}",  # another host, same init namespace id -> spared
+        f"fff\trunning\t{dead}\t{ns}\t",  # pre-host-id label set (two hosts reaped each other) -> spared
+        "ggg\texited\t\t\t",  # no owner at all -> spared
+        "hhh\trunning\t\t\t",
+        f"iii\trunning\t{dead}\t{ns}\t{boot}",  # dead owner on this host, still running -> reaped
     ]
     fake_docker.on("ps", {"stdout": "\n".join(rows) + "\n"})
-    assert reap_orphans(DockerCLI()) == ["aaa", "eee"]
+    assert reap_orphans(DockerCLI()) == ["aaa", "iii"]
     removed = [c[-1] for c in fake_docker.calls() if c[0] == "rm"]
-    assert removed == ["aaa", "eee"]
+    assert removed == ["aaa", "iii"]
     ps = next(c for c in fake_docker.calls() if c[0] == "ps")
     assert "label=rlmesh.sandbox=1" in ps
+    assert "rlmesh.sandbox.owner-boot-id" in ps[-1]
+
+
+def test_SBX15_a_host_without_a_boot_id_reaps_nothing(fake_docker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_docker, "_pid_namespace", lambda: "pid:[1]")
+    monkeypatch.setattr(_docker, "boot_id", lambda: None)
+    fake_docker.on("ps", {"stdout": f"aaa\texited\t{_dead_pid()}\tpid:[1]\t\n"})
+    assert reap_orphans(DockerCLI()) == []
+    assert "rm" not in fake_docker.commands()
+
+
+@pytest.mark.parametrize(
+    ("labels", "kept"),
+    [
+        ({"owner-pid": "7", "owner-pid-ns": "ns", "owner-boot-id": "B"}, None),
+        ({"owner-pid": "7", "owner-pid-ns": "ns", "owner-boot-id": "other"}, "another host"),
+        ({"owner-pid": "7", "owner-pid-ns": "ns2", "owner-boot-id": "B"}, "another pid namespace"),
+        ({"owner-pid": "7", "owner-pid-ns": "ns"}, "unknown provenance"),
+        ({"owner-pid-ns": "ns", "owner-boot-id": "B"}, "unknown provenance"),
+        ({"owner-pid": "9", "owner-pid-ns": "ns", "owner-boot-id": "B"}, "alive"),
+        ({"owner-pid": "1", "owner-pid-ns": "ns", "owner-boot-id": "B"}, "this process"),
+    ],
+)
+def test_SBX15_orphan_verdict(labels: dict[str, str], kept: str | None) -> None:
+    verdict = orphan_verdict(labels, me=1, my_boot_id="B", my_pid_ns="ns", alive=lambda pid: pid == 9)
+    if kept is None:
+        assert verdict is None
+    else:
+        assert verdict is not None and kept in verdict
+
+
+def test_SBX15_containers_are_labelled_with_this_hosts_boot_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_docker, "boot_id", lambda: "B00T")
+    argv = run_argv("img:1", name="n", env={}, owner_pid=4242)
+    assert "rlmesh.sandbox.owner-boot-id=B00T" in argv
+    if os.path.exists(_docker.BOOT_ID_FILE):
+        monkeypatch.undo()
+        assert _docker.boot_id() == Path(_docker.BOOT_ID_FILE).read_text().strip()
 
 
 def test_SBX15_reaping_never_fails_a_start(fake_docker: Any) -> None:
