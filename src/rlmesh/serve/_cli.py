@@ -28,6 +28,7 @@ from ._command import (
     default_address,
     load_env_target as load_env_target,
     options_of,
+    ready_fd_arg,
     run_command,
     serve_until_stopped,
     startup_marks as startup_marks,
@@ -92,7 +93,7 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
     p.add_argument("--workflow-edition", default=None, help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)")
     p.add_argument("--allow-remote-shutdown", action="store_true", help="let a client stop the server (default: off)")
     p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS", help="stop after SECONDS without a client (default: never)")
-    p.add_argument("--ready-fd", type=int, default=None, help="write the bound address to this fd, then close it (default: none)")
+    p.add_argument("--ready-fd", type=ready_fd_arg, default=None, help="write the bound address to this fd, then close it (default: none)")
     p.add_argument("--ready-file", default=None, help="write the bound address to this file once listening (default: none)")
     p.add_argument("--verbose", action="store_true", help="print tracebacks on errors (default: one line)")
     return p
