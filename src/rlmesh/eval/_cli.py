@@ -22,6 +22,7 @@ import time
 import traceback
 from typing import Any, TextIO
 
+from .._termtext import term_safe
 from ..client._model import RemoteModel
 from ..errors import DependencyMissing
 from ..models._sentinels import RANDOM_SAMPLE
@@ -356,5 +357,5 @@ def eval_main(argv: list[str] | None = None) -> int:
         if args.verbose:
             traceback.print_exc()
         else:
-            print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            print(f"{type(exc).__name__}: {term_safe(exc, newlines=True)}", file=sys.stderr)
         return 1

@@ -21,6 +21,7 @@ from typing import Any
 
 from .._build import EDITION_BASE, resolve_declared_edition
 from .._envview import Lanes, autoreset_name
+from .._termtext import term_safe
 from ..authoring import EnvFactory, build_env
 from ..errors import WorkflowEditionWarning
 from ..models import ModelBase
@@ -338,7 +339,7 @@ def run_command(args: argparse.Namespace, body: Any) -> int:
     except Exception as exc:
         if args.verbose:
             traceback.print_exc()
-        print(f"Error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"Error: {type(exc).__name__}: {term_safe(exc, newlines=True)}", file=sys.stderr)
         return 1
 
 
