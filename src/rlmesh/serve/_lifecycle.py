@@ -189,23 +189,24 @@ class ServerBase:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 life.loop.stop("interrupted")
 
+            watch = self._term_watch()
+
             def on_sigterm(signum: int, frame: Any) -> None:
-                life.loop.stop("terminated")
+                watch.on_sigterm()  # stop now; exit once the budget is spent (issue 28)
 
             previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_sigint)
             if hasattr(signal, "SIGTERM"):
                 previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, on_sigterm)
-        watch = self._term_watch() if on_main else None
         try:
             life.run()
         finally:
-            if watch is not None:
-                watch.uninstall()
+            if on_main:
+                watch.disarm()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self._finalizer.detach()
 
-    def _term_watch(self) -> TermWatch | None:
+    def _term_watch(self) -> TermWatch:
         """Issue 28: SIGTERM ends the process within the drain + close budget, stuck env or not."""
         life = self._life
 
@@ -213,14 +214,13 @@ class ServerBase:
             life.loop.close_listener()
             life.cleanup_socket()
 
-        watch = TermWatch(
+        return TermWatch(
             lambda: life.loop.stop("terminated"),
             life.done,
             self._options.drain_seconds() + self._options.close_seconds(),
             abandon,
             f"{self._kind} at {self._address}",
         )
-        return watch if watch.install() else None
 
     def start(self: _S) -> _S:
         """Serve on a background thread (no signal handlers); returns ``self``."""
