@@ -328,10 +328,7 @@ class HttpBackend:
             texts, client.texts = client.texts, {}
             frames, client.frames = client.frames, {}
             try:  # a tab that stops reading is dropped after IDLE_SECONDS, never waited on forever
-                for text in texts.values():
-                    await asyncio.wait_for(ws.send_str(text), IDLE_SECONDS)
-                for msg in frames.values():
-                    await asyncio.wait_for(ws.send_bytes(msg), IDLE_SECONDS)
+                await asyncio.wait_for(_send_batch(ws, list(texts.values()), list(frames.values())), IDLE_SECONDS)
             except asyncio.TimeoutError:
                 _abort(ws)
                 return
@@ -580,6 +577,13 @@ def _same_origin(request: Any) -> bool:
         parts = urlsplit(referer.strip().lower())
         return parts.scheme in ("http", "https") and parts.netloc == host
     return True
+
+
+async def _send_batch(ws: Any, texts: list[str], frames: list[bytes]) -> None:
+    for text in texts:
+        await ws.send_str(text)
+    for msg in frames:
+        await ws.send_bytes(msg)
 
 
 def _abort(ws: Any) -> None:
