@@ -6,13 +6,46 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from .spaces._spec import SpaceSpec
+from .spaces._spec import SpaceSpec, value_nbytes
+from .wire.frames import default_limits
 
-__all__ = ["AUTORESET_MODES", "UNKNOWN_ENV_ID", "EnvContract"]
+__all__ = ["AUTORESET_MODES", "MAX_LANES", "UNKNOWN_ENV_ID", "EnvContract", "check_bound_size", "max_bound_bytes"]
 
 UNKNOWN_ENV_ID = "UnknownEnv-v1"  # SRV-11
 #: Wire names of the autoreset modes (AR-1/AR-2).
 AUTORESET_MODES = ("NextStep", "SameStep", "Disabled")
+
+#: Most lanes a contract read from a peer (``num_envs``) or a model ``Bind`` may declare.
+#: Large GPU simulators run a few thousand lanes; a served model builds one route per lane,
+#: so a hostile two-million-lane Bind used to cost a minute and gigabytes (issue 28).
+MAX_LANES = 16384
+
+
+def max_bound_bytes() -> int:
+    """Most bytes one lane-batched observation plus one action of a peer's contract may take.
+
+    1 GiB, or four frames when ``RLMESH_MAX_FRAME_BYTES`` raises the frame limit above
+    256 MiB: anything larger could never travel, so it is refused before it is built.
+    """
+    return max(1 << 30, 4 * default_limits().max_frame_bytes)
+
+
+def check_bound_size(observation_space: SpaceSpec, action_space: SpaceSpec, lanes: int, what: str) -> None:
+    """Refuse a peer's declaration whose lanes or bytes are over the limits (issue 28).
+
+    Raises:
+        ValueError: ``lanes`` over :data:`MAX_LANES`, or the lane-batched observation plus
+            action over :func:`max_bound_bytes`; the message names the limit.
+    """
+    if lanes > MAX_LANES:
+        raise ValueError(f"{what} declares {lanes} lanes, over the limit of {MAX_LANES} lanes (MAX_LANES)")
+    total = (value_nbytes(observation_space) + value_nbytes(action_space)) * lanes
+    limit = max_bound_bytes()
+    if total > limit:
+        raise ValueError(
+            f"{what} declares {total} bytes for one observation plus one action over {lanes} lane(s), "
+            f"over the limit of {limit} bytes (raise RLMESH_MAX_FRAME_BYTES on both ends for larger values)"
+        )
 
 
 class EnvContract:
@@ -120,6 +153,8 @@ class EnvContract:
             num_envs = d.get("num_envs", 1)
             if not isinstance(num_envs, int) or num_envs < 1:
                 raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
+            if num_envs > MAX_LANES:  # before any space is built
+                raise ValueError(f"the contract declares {num_envs} lanes, over the limit of {MAX_LANES} lanes (MAX_LANES)")
             md = d.get("metadata")
             if md is not None and not isinstance(md, Mapping):
                 raise ValueError("contract metadata must be a mapping or None")
@@ -127,10 +162,12 @@ class EnvContract:
             render_mode = d.get("render_mode")
             if not isinstance(ident, str) or (render_mode is not None and not isinstance(render_mode, str)):
                 raise ValueError("contract id and render_mode must be strings")
+            obs, act = SpaceSpec._from_dict(d["observation_space"]), SpaceSpec._from_dict(d["action_space"])
+            check_bound_size(obs, act, num_envs, "the contract")
             return cls(
                 ident,
-                SpaceSpec._from_dict(d["observation_space"]),
-                SpaceSpec._from_dict(d["action_space"]),
+                obs,
+                act,
                 render_mode=render_mode,
                 num_envs=num_envs,
                 metadata=md,

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ._build import VERSION
+from ._termtext import term_safe
 from .errors import RLMeshException
 from .transport.probe import ping, wait_ready
 
@@ -45,10 +46,10 @@ def _health(argv: Sequence[str]) -> int:
         else:
             health = ping(args.address, timeout_seconds=args.timeout)
     except (RLMeshException, ValueError) as exc:
-        print(f"not serving: {exc}", file=sys.stderr)
+        print(f"not serving: {term_safe(exc, newlines=True)}", file=sys.stderr)
         return 1
-    print(
-        f"serving: {health.service} at {health.address} ({health.state}, "
+    print(  # a Pong's service and state are the peer's words: escaped (issue 28)
+        f"serving: {term_safe(health.service)} at {health.address} ({term_safe(health.state)}, "
         f"sessions {health.sessions_in_use}/{health.session_limit}, {health.latency_ms:.1f} ms)"
     )
     return 0

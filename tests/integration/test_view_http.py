@@ -183,7 +183,7 @@ def test_reference_routes_mjpeg_and_404() -> None:
         assert status == 404 and body == b"not found"
         # MJPEG: a multipart stream of JPEG parts
         with socket.create_connection(("127.0.0.1", port), timeout=BOUND) as s:
-            s.sendall(b"GET /mjpeg?source=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.sendall(f"GET /mjpeg?source=0 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())  # its own Host (issue 28)
             buf = b""
             while buf.count(b"--rlmeshframe") < 2 and len(buf) < 10_000_000:
                 chunk = s.recv(65536)

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._termtext import term_safe
 from ._check import CheckReport, check_labels, check_target
 from ._describe import describe_json
 
@@ -145,7 +146,7 @@ def _run(fn: Any, verbose: bool) -> int:
     except Exception as exc:
         if verbose:
             traceback.print_exc()
-        print(f"Error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"Error: {type(exc).__name__}: {term_safe(exc, newlines=True)}", file=sys.stderr)
         return 1
     return 0
 

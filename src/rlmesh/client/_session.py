@@ -14,6 +14,7 @@ import math
 import time
 from typing import Any
 
+from .._termtext import term_safe
 from ..errors import (
     CODE_NAMES,
     ConnectFailed,
@@ -106,16 +107,18 @@ class ClientSession:
             left = deadline - time.monotonic()
             if not wait_for_slot or left <= 0:
                 waited = f" (waited {ct:.3f}s for a free session)" if wait_for_slot else ""
-                raise EndpointBusy(f"{noun} at '{address.url}' is busy: {reply.message}{waited}")
+                raise EndpointBusy(f"{noun} at '{address.url}' is busy: {term_safe(reply.message)}{waited}")
             time.sleep(min(pause, left))  # issue 25: wait for a free session within the connect timeout
             pause = min(pause * 2, _SLOT_POLL_MAX_SECONDS)
         url = address.url
         if isinstance(reply, m.Incompatible):
             self.conn.close()
-            raise HandshakeError(f"handshake failed: {reply.message}")
+            raise HandshakeError(f"handshake failed: {term_safe(reply.message)}")
         if isinstance(reply, m.Error):
             self.conn.close()
-            raise ConnectFailed(f"connected to {noun} at '{url}', but the handshake failed ({reply.message})")
+            raise ConnectFailed(
+                f"connected to {noun} at '{url}', but the handshake failed ({term_safe(reply.message)})"
+            )
         self.welcome: m.Welcome = reply
         self.conn.limits = limits
         self.conn.busy_poll = busy_poll_default()
@@ -325,10 +328,11 @@ class ClientSession:
 
     def _raise_error(self, err: m.Error) -> None:
         code = CODE_NAMES.get(err.code, "UNSPECIFIED")
+        text = term_safe(err.message)  # the peer's words end up on a terminal, one line (issue 28)
         if code == "PROTOCOL":
-            self._end(f"connection closed: the server reported a protocol error: {err.message}")
-            raise ProtocolException(err.message)
-        exc = exception_for_code(code, err.message, op=err.op, recoverable=err.recoverable)
+            self._end(f"connection closed: the server reported a protocol error: {text}")
+            raise ProtocolException(text)
+        exc = exception_for_code(code, text, op=term_safe(err.op), recoverable=err.recoverable)
         if not err.recoverable:  # DELTA-19 / DEC-7: the server ended the session
             self._end(f"connection closed: the session ended after a fatal env error: {exc}")
         raise exc

@@ -26,6 +26,7 @@ import time
 import traceback
 from typing import Any, TextIO
 
+from .._termtext import term_safe
 from ..client._model import RemoteModel
 from ..errors import DependencyMissing
 from ..models._sentinels import RANDOM_SAMPLE
@@ -486,7 +487,7 @@ def eval_main(argv: list[str] | None = None) -> int:
         else:
             layout = progress.layout if progress is not None else None
             line = _policy_error(exc, args.model, layout)
-            print(line or f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            print(line or f"{type(exc).__name__}: {term_safe(exc, newlines=True)}", file=sys.stderr)
         return 1
 
 

@@ -28,6 +28,10 @@ class View:
             Any non-loopback host requires a token on every request.
         token: The token for a non-loopback bind; ``None`` draws a random one,
             printed once with the URL.
+        allowed_hosts: Extra names the page answers to without a token (keyword;
+            a name, or ``name:port``), e.g. the host name an SSH tunnel or a
+            reverse proxy puts in ``Host``. Requests naming any other host are
+            refused (DNS rebinding).
 
     Raises:
         ValueError: a field is out of its range.
@@ -44,6 +48,7 @@ class View:
     quality: int = 75
     host: str = field(default="127.0.0.1", repr=False, kw_only=True)
     token: str | None = field(default=None, repr=False, kw_only=True)
+    allowed_hosts: tuple[str, ...] = field(default=(), repr=False, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.backend not in _BACKENDS:
@@ -60,6 +65,10 @@ class View:
             raise ValueError(f"View host must be a non-empty address, got {self.host!r}")
         if self.token is not None and (not isinstance(self.token, str) or not self.token):
             raise ValueError("View token must be a non-empty str or None")
+        hosts = self.allowed_hosts
+        if isinstance(hosts, str) or not all(isinstance(h, str) and h.strip() for h in hosts):
+            raise ValueError(f"View allowed_hosts must be a list of non-empty host names, got {hosts!r}")
+        object.__setattr__(self, "allowed_hosts", tuple(h.strip() for h in hosts))
 
 
 def normalize_view(view: object) -> View | None:

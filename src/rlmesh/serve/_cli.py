@@ -28,6 +28,7 @@ from ._command import (
     default_address,
     load_env_target as load_env_target,
     options_of,
+    ready_fd_arg,
     run_command,
     serve_until_stopped,
     startup_marks as startup_marks,
@@ -116,7 +117,7 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         help="a model TARGET with --sessions N: answer every predict in turn instead of fusing predicts that "
         "arrive together into one predict_batch forward (see rlmesh serve-model; default: fuse)",
     )
-    p.add_argument("--ready-fd", type=int, default=None, help="write the bound address to this fd, then close it (default: none)")
+    p.add_argument("--ready-fd", type=ready_fd_arg, default=None, help="write the bound address to this fd, then close it (default: none)")
     p.add_argument("--ready-file", default=None, help="write the bound address to this file once listening (default: none)")
     p.add_argument("--verbose", action="store_true", help="print tracebacks on errors (default: one line)")
     return p

@@ -21,6 +21,7 @@ from typing import Any
 
 from .._build import EDITION_BASE, resolve_declared_edition
 from .._envview import Lanes, autoreset_name
+from .._termtext import term_safe
 from ..authoring import EnvFactory, build_env
 from ..errors import WorkflowEditionWarning
 from ..models import ModelBase
@@ -32,6 +33,7 @@ __all__ = [
     "default_address",
     "load_env_target",
     "options_of",
+    "ready_fd_arg",
     "run_command",
     "serve_until_stopped",
     "startup_marks",
@@ -89,6 +91,32 @@ def write_ready_fd(fd: int, address: str) -> None:
             data = data[n:]
     finally:
         os.close(fd)
+
+
+def ready_fd_arg(text: str) -> int:
+    """``--ready-fd`` (argparse ``type=``): a descriptor the caller opened for the purpose.
+
+    The fd is written and then closed, so stdin, stdout and stderr (0, 1, 2) are refused
+    as a usage error: closing stdout would take the server's own output with it (issue 28).
+    A descriptor that is not open is refused too.
+    """
+    try:
+        fd = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an open file descriptor number >= 3, got {text!r}") from None
+    if fd in (0, 1, 2):
+        raise argparse.ArgumentTypeError(
+            f"{fd} is the server's own {('stdin', 'stdout', 'stderr')[fd]}, which --ready-fd would close; "
+            "pass a descriptor opened for the purpose (3 or above), or use --ready-file PATH "
+            "(the address is also printed on the 'RLMesh serving' line)"
+        )
+    if fd < 0:
+        raise argparse.ArgumentTypeError(f"must be an open file descriptor number >= 3, got {fd}")
+    try:
+        os.fstat(fd)
+    except OSError:
+        raise argparse.ArgumentTypeError(f"file descriptor {fd} is not open in this process") from None
+    return fd
 
 
 def _write_ready_file(path: str, address: str) -> None:
@@ -311,7 +339,7 @@ def run_command(args: argparse.Namespace, body: Any) -> int:
     except Exception as exc:
         if args.verbose:
             traceback.print_exc()
-        print(f"Error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"Error: {type(exc).__name__}: {term_safe(exc, newlines=True)}", file=sys.stderr)
         return 1
 
 

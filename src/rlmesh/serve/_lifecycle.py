@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from ._loop import ServeLoop
 from ._options import ServeOptions
+from ._terminate import TermWatch
 
 __all__ = ["Lifecycle", "ServerBase"]
 
@@ -35,6 +36,7 @@ class Lifecycle:
         self.closer = closer
         self.close_env = close_env
         self.unix_path = unix_path
+        self.socket_identity = socket_identity(unix_path)  # the file this server created
         self.lock = threading.Lock()
         self.state = "created"  # created -> serving -> stopped
         self.done = threading.Event()
@@ -57,15 +59,16 @@ class Lifecycle:
             log.warning("closing the served object failed: %s", exc)
 
     def cleanup_socket(self) -> None:
-        """Remove the unix socket file, once (a later server may own the path by then)."""
+        """Remove the unix socket file, once, and only the file this server created.
+
+        A later server may own the path by then (the file was removed under us and the path
+        bound again): that socket is a different inode, and it is left alone (issue 28).
+        """
         with self.lock:
             if self.socket_removed or not self.unix_path:
                 return
             self.socket_removed = True
-        try:
-            os.unlink(self.unix_path)  # SRV-45
-        except OSError:
-            pass
+        remove_own_socket(self.unix_path, self.socket_identity)  # SRV-45
 
     def run(self) -> None:
         try:
@@ -78,6 +81,32 @@ class Lifecycle:
             self.close_env_once()
             self.state = "stopped"
             self.done.set()
+
+
+def socket_identity(path: str | None) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of the unix socket file at ``path`` (``None``: no path or no file)."""
+    if not path:
+        return None
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def remove_own_socket(path: str, identity: tuple[int, int] | None) -> bool:
+    """Unlink ``path`` only while it is still the socket file ``identity`` names.
+
+    Returns whether the file was removed. Another live server's socket at the same path
+    (same name, different device or inode) is never touched.
+    """
+    if identity is None or socket_identity(path) != identity:
+        return False
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    return True
 
 
 def finalize(life: Lifecycle) -> None:
@@ -145,7 +174,10 @@ class ServerBase:
         and Kubernetes send) shuts down gracefully: drain, ``env.close()``, remove the
         unix socket file, and ``serve()`` returns (:attr:`stop_reason` is
         ``"interrupted"`` or ``"terminated"``). A second Ctrl-C interrupts the running
-        env call.
+        env call. SIGTERM always ends the process: when serving has not stopped within
+        the drain + close budget (an env call that never returns), or at a second
+        SIGTERM, the listener is closed, the unix socket file removed and the process
+        exits with status 143 without closing the env.
         """
         self._begin(foreground=True)
         life = self._life
@@ -157,8 +189,10 @@ class ServerBase:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 life.loop.stop("interrupted")
 
+            watch = self._term_watch()
+
             def on_sigterm(signum: int, frame: Any) -> None:
-                life.loop.stop("terminated")
+                watch.on_sigterm()  # stop now; exit once the budget is spent (issue 28)
 
             previous[signal.SIGINT] = signal.signal(signal.SIGINT, on_sigint)
             if hasattr(signal, "SIGTERM"):
@@ -166,9 +200,27 @@ class ServerBase:
         try:
             life.run()
         finally:
+            if on_main:
+                watch.disarm()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self._finalizer.detach()
+
+    def _term_watch(self) -> TermWatch:
+        """Issue 28: SIGTERM ends the process within the drain + close budget, stuck env or not."""
+        life = self._life
+
+        def abandon() -> None:
+            life.loop.close_listener()
+            life.cleanup_socket()
+
+        return TermWatch(
+            lambda: life.loop.stop("terminated"),
+            life.done,
+            self._options.drain_seconds() + self._options.close_seconds(),
+            abandon,
+            f"{self._kind} at {self._address}",
+        )
 
     def start(self: _S) -> _S:
         """Serve on a background thread (no signal handlers); returns ``self``."""

@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from .._build import EDITION_BASE, resolve_declared_edition
-from .._contract import EnvContract
+from .._contract import EnvContract, check_bound_size
 from .._plan import ValuePlan, value_plan
 from ..errors import BindFailed
 from ..models._route import LocalRoute, probe_hidden_state
@@ -115,12 +115,14 @@ class _ModelService:
     def _bind(self, msg: m.Bind, frame: frames.Frame) -> tuple[m.BindReply, list[Any]]:
         if self.routes:
             self.end_session()
-        try:
-            contract = EnvContract.from_dict(msg.contract)
-        except ValueError as exc:
-            raise RequestFailed("INVALID_ACTION", f"bind: the env contract is invalid: {exc}", op="bind") from None
         if msg.execution_horizon < 1 or msg.lanes < 1:
             raise RequestFailed("INVALID_ACTION", "bind: execution_horizon and lanes must be >= 1", op="bind")
+        try:
+            contract = EnvContract.from_dict(msg.contract)
+            # issue 28: lanes and bytes are checked before one route is built
+            check_bound_size(contract.observation_space, contract.action_space, msg.lanes, "the Bind")
+        except ValueError as exc:
+            raise RequestFailed("INVALID_ACTION", f"bind: the env contract is invalid: {exc}", op="bind") from None
         env = _BoundEnv(contract)
         routes = []
         for _ in range(msg.lanes):

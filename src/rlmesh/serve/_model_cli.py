@@ -20,6 +20,7 @@ from ._command import (
     binding_of,
     default_address,
     options_of,
+    ready_fd_arg,
     run_command,
     serve_until_stopped,
 )
@@ -79,7 +80,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
         "into one predict_batch forward (default: fuse when the model defines predict_batch)",
     )
     p.add_argument("--ready-file", default=None, help="write the bound address to this file (default: none)")
-    p.add_argument("--ready-fd", type=int, default=None, help="write the bound address to this fd, then close it (default: none)")
+    p.add_argument("--ready-fd", type=ready_fd_arg, default=None, help="write the bound address to this fd, then close it (default: none)")
     p.add_argument("--verbose", action="store_true", help="print tracebacks on errors (default: one line)")
     args = p.parse_args(argv)
     if args.sessions < 1:

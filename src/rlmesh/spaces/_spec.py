@@ -24,12 +24,19 @@ from .._dtypes import INTEGER_DTYPES, dtype_name, np_dtype
 from ._repr import spec_repr
 from ._to_gym import gym_space_of
 
-__all__ = ["KINDS", "SpaceSpec"]
+__all__ = ["KINDS", "MAX_SPACE_ELEMENTS", "SpaceSpec", "value_nbytes"]
 
 KINDS = ("box", "discrete", "multi_binary", "multi_discrete", "text", "dict", "tuple")
 _COMPOSITE_DTYPE = "float32"  # what upstream reports for Dict/Tuple (SPC-5, DEC-6)
 _TEXT_DTYPE = "uint8"  # SPC-50
 _MULTI_BINARY_DTYPES = ("bool", "uint8", "int8")  # SPC-31
+
+#: Most elements one space read from a peer may declare (``_from_dict``: a contract in a
+#: Welcome or a Bind), and the longest Text. 2**26 float32 elements are 256 MiB, the whole
+#: default frame: a value of a larger space could hardly travel, while a 4k RGB image
+#: (25 M elements) still fits with room. Checked on the declared shape alone, before
+#: anything is built (issue 28).
+MAX_SPACE_ELEMENTS = 1 << 26
 
 #: The wrapper class of each kind (``"box"`` -> ``Box`` ...). Each ``Space`` subclass enters
 #: itself when it is defined (``rlmesh.spaces`` defines them all on import), so a spec builds
@@ -146,6 +153,12 @@ class SpaceSpec:
             return cls._typed_box(dims, dt, numel, low, high)
         lo = cls._float_bound(low, dims, numel, "low", -math.inf)
         hi = cls._float_bound(high, dims, numel, "high", math.inf)
+        if np.ndim(lo) == 0 and np.ndim(hi) == 0:  # scalar bounds: nothing of the shape's size is built
+            if lo > hi:
+                raise ValueError("Box low must be <= high everywhere; element 0 has low > high")
+            if np.isneginf(lo) and np.isposinf(hi):
+                return cls._new("box", dims, dt, {"bounds_kind": "unbounded", "low": None, "high": None})
+            return cls._new("box", dims, dt, {"bounds_kind": "uniform", "low": float(lo), "high": float(hi)})
         lo_a, hi_a = np.broadcast_to(lo, dims), np.broadcast_to(hi, dims)
         if np.any(lo_a > hi_a):
             i = int(np.argmax((lo_a > hi_a).reshape(-1)))
@@ -240,6 +253,12 @@ class SpaceSpec:
             raise ValueError(
                 f"Box with integer dtype {dt} cannot have a one-sided infinite bound; "
                 "give finite low and high (or both infinite for an unbounded box)"
+            )
+        if lo.ndim == 0 and hi.ndim == 0:  # scalar bounds: nothing of the shape's size is built
+            if lo > hi:
+                raise ValueError("Box low must be <= high everywhere; element 0 has low > high")
+            return cls._new(
+                "box", dims, dt, {"bounds_kind": "typed_uniform", "low": [lo.item()], "high": [hi.item()]}
             )
         lo_b, hi_b = np.broadcast_to(lo, dims), np.broadcast_to(hi, dims)
         if np.any(lo_b > hi_b):
@@ -397,6 +416,8 @@ class SpaceSpec:
         if not isinstance(det, Mapping):
             raise ValueError("space spec details must be a mapping")
         try:
+            if kind in ("box", "multi_binary", "multi_discrete"):
+                _check_declared_elements(kind, shape)
             if kind == "box":
                 kind_b = det.get("bounds_kind")
                 if kind_b == "unbounded":
@@ -424,6 +445,12 @@ class SpaceSpec:
                     raise ValueError(f"MultiDiscrete shape {shape} does not match nvec")
                 return spec
             if kind == "text":
+                max_length = det["max_length"]
+                if isinstance(max_length, int) and max_length > MAX_SPACE_ELEMENTS:
+                    raise ValueError(
+                        f"Text max_length {max_length} is over the limit of {MAX_SPACE_ELEMENTS} "
+                        "elements per space (MAX_SPACE_ELEMENTS)"
+                    )
                 return cls._text(
                     det["max_length"], det.get("min_length", 1), det.get("charset") or None
                 )
@@ -547,6 +574,37 @@ class SpaceSpec:
             object.__setattr__(self, name, value)
             return
         raise AttributeError(f"SpaceSpec is immutable; cannot set {name!r}")
+
+
+def _check_declared_elements(kind: str, shape: Any) -> None:
+    """A peer's declared shape: a list of at most 64 ints whose product is within the limit."""
+    if not isinstance(shape, (list, tuple)) or len(shape) > 64:
+        raise ValueError(f"{kind} shape must be a list of at most 64 ints, got {str(shape)[:80]}")
+    numel = 1
+    for d in shape:
+        if isinstance(d, bool) or not isinstance(d, int):
+            raise ValueError(f"{kind} shape entries must be integers, got {str(shape)[:80]}")
+        numel *= max(d, 0)
+        if numel > MAX_SPACE_ELEMENTS:
+            raise ValueError(
+                f"{kind} shape {list(shape)} declares more than the limit of {MAX_SPACE_ELEMENTS} "
+                "elements per space (MAX_SPACE_ELEMENTS)"
+            )
+
+
+def value_nbytes(spec: SpaceSpec) -> int:
+    """Bytes one value of ``spec`` takes (a Text at its ``max_length``): what a contract costs.
+
+    >>> value_nbytes(SpaceSpec._box((2, 3), "float32", 0.0, 1.0)), value_nbytes(SpaceSpec._discrete(4))
+    (24, 8)
+    """
+    kind = spec._kind
+    if kind in ("dict", "tuple"):
+        return sum(value_nbytes(child) for _, child in spec._children())
+    if kind == "text":
+        return int(spec._d["max_length"])
+    itemsize = 1 if spec._dtype == "bool" else np_dtype(spec._dtype).itemsize
+    return math.prod(spec._shape) * itemsize
 
 
 def _all_same(a: np.ndarray[Any, Any]) -> bool:

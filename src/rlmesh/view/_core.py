@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from .._termtext import term_safe
 from ._hud import EMA_KEEP, HudState, RunStats, outcome_of
 from ._plot import flatten_action, line_plot_svg
 from ._sources import FrameSource, normalize_frame
@@ -61,7 +62,7 @@ class ViewerQuit(KeyboardInterrupt):
 def warn_view(message: str) -> None:
     """Emit ``"rlmesh view: <message>"`` as a ``UserWarning`` that can never raise (VIEW-9)."""
     try:
-        warnings.warn(f"rlmesh view: {message}", UserWarning, stacklevel=3)
+        warnings.warn(f"rlmesh view: {term_safe(message, newlines=True)}", UserWarning, stacklevel=3)
     except Exception:  # -W error: a viewer warning must not break the run
         pass
 

@@ -22,6 +22,20 @@ Each tab has its own sender holding only the newest message per camera: a tab
 that reads slowly (or not at all) skips frames; it never holds up the encoder or
 the run. When bound to a non-loopback host every request must carry the token
 (``?token=``, or the ``X-RLMesh-Token`` header).
+
+Security (issue 28; docs/viewer.md "Security"), checked in one middleware before any
+handler runs, ``/ws`` included:
+
+- without a token, the ``Host`` header must name the bound port on ``127.0.0.1``,
+  ``[::1]``, ``localhost`` (or the bound loopback address), or a name the user allowed
+  (``View(allowed_hosts=...)``): a DNS-rebound name is refused;
+- the state-changing routes (``/select``, ``/skip``, ``/control``) and ``/ws`` serve only
+  same-origin requests: an ``Origin`` (``null`` included), ``Sec-Fetch-Site`` or
+  ``Referer`` naming anything but this page is refused; a request with none of them
+  (curl, scripts) is served;
+- a connection with no request in flight is closed after :data:`IDLE_SECONDS`; a tab or
+  stream that stops reading for that long is dropped; at most :data:`MAX_STREAMS` tabs and
+  MJPEG streams are served at once (503 beyond).
 """
 
 from __future__ import annotations
@@ -40,10 +54,22 @@ from ._core import Viewer, ViewerError
 from ._encode import make_encoder
 from ._page import PAGE
 
-__all__ = ["FRAME_HEADER", "HttpBackend", "is_loopback", "ssh_hint"]
+__all__ = ["FRAME_HEADER", "IDLE_SECONDS", "MAX_STREAMS", "HttpBackend", "is_loopback", "ssh_hint"]
 
 #: Binary frame header: kind, source, lane, sequence, feed time (Unix s), width, height.
 FRAME_HEADER = struct.Struct("<BBHIdHH")
+
+#: A connection with no request in flight is closed after this long, and so is a tab or
+#: MJPEG stream whose reader has not taken a frame for this long (a browser reconnects on
+#: its own; a tab's WebSocket is pinged at this period). 15 s: well past any real pause
+#: between a page's requests, far short of what a connection flood needs to pile up.
+IDLE_SECONDS = 15.0
+
+#: Most tabs (WebSockets) plus MJPEG streams served at once; beyond, 503. Each one gets
+#: its own copy of every frame, so this also bounds the encoder's fan-out.
+MAX_STREAMS = 32
+
+_STATE_CHANGING = ("/select", "/skip", "/control", "/ws")
 
 
 def is_loopback(host: str) -> bool:
@@ -105,9 +131,12 @@ class HttpBackend:
         fmt: str = "jpeg",
         quality: int = 75,
         token: str | None = None,
+        allowed_hosts: tuple[str, ...] | list[str] = (),
     ) -> None:
         self.viewer = viewer
         self.host = host
+        self.allowed_hosts = tuple(allowed_hosts)
+        self._hosts: frozenset[str] = frozenset()  # accepted Host headers, once the port is bound
         self.port = port
         self.fmt = fmt
         self.encode, self.content_type = make_encoder(fmt, quality)
@@ -117,6 +146,7 @@ class HttpBackend:
         self._raw: dict[tuple[int, int], tuple[Any, int]] = {}
         self.clients: set[_Client] = set()
         self.streams = 0
+        self._pending_ws = 0  # tabs between the upgrade and joining ``clients``
         self._mjpeg_events: set[asyncio.Event] = set()
         self._episodes_version = -1
         self._series_t = 0.0
@@ -181,7 +211,9 @@ class HttpBackend:
         r.add_get("/skip", self._skip)
         r.add_get("/control", self._control)
         r.add_route("*", "/{tail:.*}", self._not_found)
-        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        runner = web.AppRunner(
+            app, handle_signals=False, access_log=None, shutdown_timeout=1.0, keepalive_timeout=IDLE_SECONDS
+        )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
         try:
@@ -193,6 +225,7 @@ class HttpBackend:
         server = getattr(site, "_server", None)
         sockets = getattr(server, "sockets", None) or []
         self.bound_port = int(sockets[0].getsockname()[1]) if sockets else self.port
+        self._hosts = accepted_hosts(self.host, self.bound_port, self.allowed_hosts)
 
     def close(self) -> None:
         if self._closing:
@@ -294,10 +327,11 @@ class HttpBackend:
             client.event.clear()
             texts, client.texts = client.texts, {}
             frames, client.frames = client.frames, {}
-            for text in texts.values():
-                await ws.send_str(text)
-            for msg in frames.values():
-                await ws.send_bytes(msg)
+            try:  # a tab that stops reading is dropped after IDLE_SECONDS, never waited on forever
+                await asyncio.wait_for(_send_batch(ws, list(texts.values()), list(frames.values())), IDLE_SECONDS)
+            except asyncio.TimeoutError:
+                _abort(ws)
+                return
 
     # -- handlers ------------------------------------------------------------------------------
 
@@ -313,8 +347,17 @@ class HttpBackend:
 
         @web.middleware
         async def auth(request: Any, handler: Any) -> Any:
+            if not self.token and request.headers.get("Host", "").strip().lower() not in self._hosts:
+                return web.Response(
+                    status=403,
+                    text="forbidden: this viewer answers only to its own address (Host "
+                    f"127.0.0.1:{self.bound_port}, localhost:{self.bound_port}, [::1]:{self.bound_port}); "
+                    "to reach it under another name, list it in View(allowed_hosts=[...])",
+                )
             if _cross_site(request):
                 return web.Response(status=403, text="forbidden: cross-site request")
+            if request.path in _STATE_CHANGING and not _same_origin(request):
+                return web.Response(status=403, text="forbidden: only this viewer's own page may control the run")
             if not self._authorized(request):
                 return web.Response(status=403, text="forbidden: this viewer needs ?token=... (printed with its URL)")
             return await handler(request)
@@ -386,19 +429,33 @@ class HttpBackend:
 
         return web.Response(status=404, text="not found")
 
+    def _open_streams(self) -> int:
+        return len(self.clients) + self.streams + self._pending_ws
+
     def _watchers_changed(self) -> None:
         self.viewer.set_all_frames(bool(self.clients) or self.streams > 0)
 
     async def _ws(self, request: Any) -> Any:
         from aiohttp import WSMsgType, web
 
-        ws = web.WebSocketResponse(heartbeat=20.0, max_msg_size=1 << 16, compress=False)  # JPEG does not deflate
-        await ws.prepare(request)
+        if self._open_streams() >= MAX_STREAMS:
+            return web.Response(status=503, text=f"busy: {MAX_STREAMS} tabs and streams are open already")
+        # a tab that stops answering pings is dropped after ~1.5 x IDLE_SECONDS
+        ws = web.WebSocketResponse(heartbeat=IDLE_SECONDS, max_msg_size=1 << 16, compress=False)  # JPEG does not deflate
         client = _Client(ws)
         v = self.viewer
-        await ws.send_str(
-            json.dumps({"type": "hello", "format": self.fmt, "fps": v.fps_target, **v.sources_doc()})
-        )
+        self._pending_ws += 1
+        try:
+            await asyncio.wait_for(ws.prepare(request), IDLE_SECONDS)
+            await asyncio.wait_for(
+                ws.send_str(json.dumps({"type": "hello", "format": self.fmt, "fps": v.fps_target, **v.sources_doc()})),
+                IDLE_SECONDS,
+            )
+        except asyncio.TimeoutError:
+            _abort(ws)
+            return ws
+        finally:
+            self._pending_ws -= 1
         for key, data in self.latest.items():  # the newest picture of every camera at once
             client.frames[key] = FRAME_HEADER.pack(1, key[0] & 0xFF, key[1] & 0xFFFF, self.latest_seq.get(key, 0), 0.0, 0, 0) + data
         client.texts["hud"] = json.dumps({"type": "hud", **v.hud_doc()})
@@ -439,6 +496,8 @@ class HttpBackend:
             except (KeyError, ValueError):
                 return v.selected, v.selected_lane
 
+        if self._open_streams() >= MAX_STREAMS:
+            return web.Response(status=503, text=f"busy: {MAX_STREAMS} tabs and streams are open already")
         resp = web.StreamResponse(
             headers={"Content-Type": "multipart/x-mixed-replace; boundary=rlmeshframe", "Cache-Control": "no-store"}
         )
@@ -460,7 +519,10 @@ class HttpBackend:
                     continue
                 sent = seq
                 head = f"--rlmeshframe\r\nContent-Type: {self.content_type}\r\nContent-Length: {len(data)}\r\n\r\n"
-                await resp.write(head.encode() + data + b"\r\n")
+                await asyncio.wait_for(resp.write(head.encode() + data + b"\r\n"), IDLE_SECONDS)
+        except asyncio.TimeoutError:  # the reader stopped reading: drop it
+            if request.transport is not None:
+                request.transport.abort()
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -468,6 +530,71 @@ class HttpBackend:
             self.streams -= 1
             self._watchers_changed()
         return resp
+
+
+def accepted_hosts(host: str, port: int, allowed: tuple[str, ...] = ()) -> frozenset[str]:
+    """The ``Host`` headers a viewer bound to ``host:port`` answers without a token (lowercase).
+
+    >>> sorted(accepted_hosts("127.0.0.1", 8008, ("box.lan",)))
+    ['127.0.0.1:8008', '[::1]:8008', 'box.lan', 'box.lan:8008', 'localhost:8008']
+    """
+    names = {"127.0.0.1", "localhost", "[::1]"}
+    if is_loopback(host):
+        names.add(f"[{host}]" if ":" in host else host)
+    out = {f"{n.lower()}:{port}" for n in names}
+    if port == 80:  # a browser leaves out the default port
+        out |= {n.lower() for n in names}
+    for name in allowed:
+        n = name.strip().lower()
+        if not n:
+            continue
+        out.add(n)
+        bare = n.rsplit("]", 1)[-1] if n.startswith("[") else n
+        if ":" not in bare:
+            out.add(f"{n}:{port}")
+    return frozenset(out)
+
+
+def _same_origin(request: Any) -> bool:
+    """Whether a request comes from this viewer's own page, or from no page at all (curl).
+
+    ``Origin`` (``null`` included: sandboxed frames, ``file://`` pages), then
+    ``Sec-Fetch-Site``, then ``Referer`` must name this page's host and port; a page on
+    another localhost port is another origin.
+    """
+    from urllib.parse import urlsplit
+
+    host = request.headers.get("Host", "").strip().lower()
+    origin = request.headers.get("Origin")
+    if origin is not None:
+        parts = urlsplit(origin.strip().lower())
+        return parts.scheme in ("http", "https") and parts.netloc == host
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None and site.strip().lower() not in ("same-origin", "none"):
+        return False
+    referer = request.headers.get("Referer")
+    if referer:
+        parts = urlsplit(referer.strip().lower())
+        return parts.scheme in ("http", "https") and parts.netloc == host
+    return True
+
+
+async def _send_batch(ws: Any, texts: list[str], frames: list[bytes]) -> None:
+    for text in texts:
+        await ws.send_str(text)
+    for msg in frames:
+        await ws.send_bytes(msg)
+
+
+def _abort(ws: Any) -> None:
+    """Drop a WebSocket's connection at once (its reader stopped reading)."""
+    try:
+        req = getattr(ws, "_req", None)
+        transport = req.transport if req is not None else None
+        if transport is not None:
+            transport.abort()
+    except Exception:
+        pass
 
 
 def _cross_site(request: Any) -> bool:

@@ -41,6 +41,7 @@ def open_viewer(cfg: Any, context: Any, *, route: Any = None, sources: Any = Non
                     fmt=cfg.format,
                     quality=cfg.quality,
                     token=getattr(cfg, "token", None),
+                    allowed_hosts=getattr(cfg, "allowed_hosts", ()),
                 )
                 http.start()
                 viewer.backends.append(http)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._termtext import term_safe
 from ._core import Viewer, ViewerError
 from ._encode import make_encoder
 from ._hud import format_hud
@@ -268,13 +269,15 @@ class TerminalBackend:
 
     def _footer(self, cols: int) -> str:
         v = self.viewer
-        labels = [f"\x1b[1m[{label}]\x1b[22m" if i == v.selected else label for i, label in enumerate(v.labels)]
+        # labels are Dict keys and roles the env chose: escaped, so they cannot drive the terminal (issue 28)
+        names = [term_safe(label) for label in v.labels]
+        labels = [f"\x1b[1m[{label}]\x1b[22m" if i == v.selected else label for i, label in enumerate(names)]
         if v.lanes > 1:
             labels.append(f"lane {v.selected_lane}/{v.lanes}")
         if v.paused:
             labels.append("\x1b[1mPAUSED\x1b[22m")
         line1 = "  ".join(labels) + f"   \x1b[2m{_HINT}\x1b[22m"
-        line2 = "\x1b[2m" + format_hud(v.hud_doc(), max(20, cols - 1)) + "\x1b[22m"
+        line2 = "\x1b[2m" + term_safe(format_hud(v.hud_doc(), max(20, cols - 1))) + "\x1b[22m"
         return f"\x1b[K{line1}\r\n\x1b[K{line2}\x1b[K"
 
     def _draw(self, *, image: bool = True, clear: bool = False) -> None:
