@@ -6,8 +6,8 @@ finished episode to ``OUT_DIR/run.journal``: interrupt it (Ctrl-C) and run the s
 again, and only the missing seeds run. Both runs produce the same episodes.
 
 Run: ``python examples/distributed_eval.py [OUT_DIR]`` (local processes, standard library)
-or ``python examples/distributed_eval.py --ray [OUT_DIR]`` (Ray actors: ``pip install
-"rlmesh[ray]"``; a local Ray is started and stopped, or pass ``--ray-address auto`` to use
+or ``python examples/distributed_eval.py --ray [OUT_DIR]`` (Ray actors: the ``ray`` extra,
+``pip install ".[ray]"`` from a clone; a local Ray is started and stopped, or pass ``--ray-address auto`` to use
 a running cluster).
 """
 

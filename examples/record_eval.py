@@ -5,7 +5,7 @@ policy as a camera observation) is served on 127.0.0.1; a policy is evaluated ag
 with ``rlmesh.run`` while ``rlmesh.Recorder`` records every episode. Open the printed
 ``index.html`` in a browser.
 
-Run: ``python examples/record_eval.py [OUT_DIR]`` (needs ``pip install "rlmesh[record]"``).
+Run: ``python examples/record_eval.py [OUT_DIR]`` (needs the ``record`` extra: ``pip install ".[record]"`` from a clone).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CleanRL-style PPO on a Ray fleet of CartPole actors (needs ray and torch).
 
-    pip install "rlmesh[ray,gymnasium]" torch
+    pip install ".[ray,gymnasium]" torch==2.13.0   # from a clone (distribution rlmesh-py)
     python examples/train/ppo_fleet.py                          # 4 actors on a local Ray
     python examples/train/ppo_fleet.py --actors 1 --lanes 4     # one actor serving 4 lanes
     python examples/train/ppo_fleet.py --ray-address auto       # join a running cluster

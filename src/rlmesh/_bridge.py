@@ -421,7 +421,7 @@ def _require(module: str, extra: str, what: str) -> Any:
         return found
     except ImportError:
         raise DependencyMissing(
-            f'{what} requires {module}. Install it with: pip install "rlmesh[{extra}]"', name=module
+            f'{what} requires {module}. Install it with: pip install {module} (the "{extra}" extra of rlmesh-py)', name=module
         ) from None
 
 
@@ -624,7 +624,7 @@ class _JaxBridge(Bridge):
         if version < (0, 4, 24):
             raise DependencyMissing(
                 f"rlmesh.jax requires jax >= 0.4.24, found {jax.__version__}. "
-                'Install it with: pip install "rlmesh[jax]"',
+                'Install it with: pip install "jax>=0.4.24" jaxlib (the "jax" extra of rlmesh-py)',
                 name="jax",
             )
         self._checked = True

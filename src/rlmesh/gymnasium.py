@@ -1,4 +1,4 @@
-"""Gymnasium flavour: remote envs that *are* Gymnasium objects (needs ``rlmesh[gymnasium]``).
+"""Gymnasium flavour: remote envs that *are* Gymnasium objects (needs the ``gymnasium`` extra).
 
 :class:`RemoteEnv` is a real :class:`gymnasium.Env` and :class:`RemoteVectorEnv` a
 real :class:`gymnasium.vector.VectorEnv`: their spaces are Gymnasium spaces, their

@@ -1,7 +1,7 @@
 """JAX flavour (experimental): clients and models whose tensor leaves are ``jax.Array`` (BKD-20/21).
 
 Importing this module does not import jax; the classes check for it (jax >=
-0.4.24) when constructed (``ImportError`` naming the ``rlmesh[jax]`` extra).
+0.4.24) when constructed (``ImportError`` naming the the ``jax`` extra extra).
 
 - Observation leaves of at least 16 KiB are imported through DLPack from the
   reply's 64-byte-aligned receive buffer without a copy (jax arrays are

@@ -1,4 +1,4 @@
-"""Stable-Baselines3: many served endpoints as one SB3 ``VecEnv`` (needs ``rlmesh[sb3]``).
+"""Stable-Baselines3: many served endpoints as one SB3 ``VecEnv`` (needs the ``sb3`` extra).
 
 :class:`RemoteVecEnv` is a real ``stable_baselines3.common.vec_env.VecEnv`` whose
 ``step_async`` / ``step_wait`` are the split stepping of a many-endpoint vector env: every
@@ -13,7 +13,7 @@ step at the same time. No subprocess of its own::
     PPO("MlpPolicy", env).learn(20_000)
 
 Importing this module imports Stable-Baselines3 (``import rlmesh`` never does); without
-it, the import fails with an ``ImportError`` naming the ``rlmesh[sb3]`` extra.
+it, the import fails with an ``ImportError`` naming the the ``sb3`` extra extra.
 
 SB3's conventions hold: a lane that ends is reset in the same step, ``infos[i]`` then
 carries ``terminal_observation`` and ``TimeLimit.truncated``, and ``reset_infos[i]`` the
@@ -36,7 +36,7 @@ try:
     from stable_baselines3.common.vec_env import VecEnv
 except ImportError as _exc:  # pragma: no cover - exercised without the extra
     raise DependencyMissing(
-        'rlmesh.sb3 needs Stable-Baselines3: pip install "rlmesh[sb3]"', name="stable_baselines3"
+        'rlmesh.sb3 needs Stable-Baselines3: pip install stable-baselines3 (the "sb3" extra of rlmesh-py)', name="stable_baselines3"
     ) from _exc
 
 from .client._fanout import FanOut

@@ -1,7 +1,7 @@
 """Torch flavour (experimental): clients and models whose tensor leaves are ``torch.Tensor`` (BKD-10..13).
 
 Importing this module does not import torch; the classes check for it when
-constructed (``ImportError`` naming the ``rlmesh[torch]`` extra).
+constructed (``ImportError`` naming the the ``torch`` extra extra).
 
 - Decoded observations are CPU tensors built on the reply's own receive buffer
   (fresh for every reply, so in-place ops such as ``obs /= 255`` are safe and
@@ -62,7 +62,7 @@ TorchValue = Any
 
 
 def ensure_available() -> None:
-    """Raise ``ImportError`` (naming the ``rlmesh[torch]`` extra) if torch is missing."""
+    """Raise ``ImportError`` (naming the the ``torch`` extra extra) if torch is missing."""
     TORCH.ensure_available()
 
 

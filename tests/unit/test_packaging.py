@@ -15,7 +15,13 @@ import pytest
 import rlmesh._build as build
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").rglob("*.md"))]
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "examples").rglob("*.md")),
+    *sorted((ROOT / "examples").rglob("*.py")),
+    *sorted((ROOT / "benchmarks").glob("*.py")),
+]
 
 
 def _pyproject() -> dict:

@@ -302,7 +302,7 @@ def _decode_bytes(data: bytes, where: str) -> np.ndarray[Any, Any]:
     except ImportError:  # an undecodable input is a ValueError, never an ImportError (CNF2-B3)
         raise ValueError(
             f'image {where}: could not decode image bytes: PNG/JPEG decoding needs Pillow, which ships with '
-            '"rlmesh[gymnasium]" and "rlmesh[adapters]" -- pip install "rlmesh[adapters]" or pass decoded arrays'
+            'the "gymnasium" and "adapters" extras of rlmesh-py -- pip install pillow or pass decoded arrays'
         ) from None
     try:
         with PILImage.open(io.BytesIO(data)) as im:
@@ -321,7 +321,7 @@ def jpeg_roundtrip(img: np.ndarray[Any, Any], quality: int) -> np.ndarray[Any, A
 
         from PIL import Image as PILImage
     except ImportError:  # pragma: no cover
-        raise DependencyMissing('Image(jpeg_quality=...) needs Pillow: pip install "rlmesh[view]"', name="PIL") from None
+        raise DependencyMissing('Image(jpeg_quality=...) needs Pillow: pip install pillow (the "view" extra of rlmesh-py)', name="PIL") from None
     buf = io.BytesIO()
     PILImage.fromarray(np.ascontiguousarray(img)).save(buf, format="JPEG", quality=int(quality), subsampling=2)
     buf.seek(0)

@@ -436,7 +436,7 @@ def build_env(
             import gymnasium
         except ImportError as exc:
             raise DependencyMissing(
-                'vectorization_mode needs Gymnasium; pip install "rlmesh[gymnasium]"', name="gymnasium"
+                'vectorization_mode needs Gymnasium; pip install gymnasium (the "gymnasium" extra of rlmesh-py)', name="gymnasium"
             ) from exc
         thunks: list[Any] = [functools.partial(instance.make, **resolved) for _ in range(num_envs)]
         vec_cls = gymnasium.vector.SyncVectorEnv if vectorization_mode == "sync" else gymnasium.vector.AsyncVectorEnv

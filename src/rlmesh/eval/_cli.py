@@ -142,7 +142,7 @@ def resolve_env_arg(spec: str, env_kwargs: dict[str, Any] | None = None) -> tupl
     except ImportError:
         raise DependencyMissing(
             f"ENV {spec!r} looks like a Gymnasium id, but gymnasium is not installed; "
-            'pip install "rlmesh[gymnasium]"',
+            'pip install gymnasium (the "gymnasium" extra of rlmesh-py)',
             name="gymnasium",
         ) from None
     return gymnasium.make(spec, **kwargs), True

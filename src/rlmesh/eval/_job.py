@@ -68,7 +68,7 @@ def dumps(obj: Any, what: str) -> bytes:
         hint = (
             ""
             if how == "cloudpickle"
-            else " (lambdas and closures need cloudpickle: pip install cloudpickle, or \"rlmesh[ray]\")"
+            else " (lambdas and closures need cloudpickle: pip install cloudpickle; Ray brings it)"
         )
         raise TypeError(
             f"workers= ships the {what} to every worker with {how}, but {_short_repr(obj)} "
@@ -175,7 +175,7 @@ def env_recipe(env: Any, n: int | None) -> tuple[list[EnvRecipe], int | None]:
         except ImportError:
             raise ValueError(
                 f"env={env!r} is neither an address (host:port, unix:///path) nor usable as a Gymnasium id "
-                '(gymnasium is not installed: pip install "rlmesh[gymnasium]")'
+                '(gymnasium is not installed: pip install gymnasium, the "gymnasium" extra of rlmesh-py)'
             ) from None
         try:
             gymnasium.spec(env)

@@ -1,4 +1,4 @@
-"""The ``ray`` backend: one Ray actor per worker (``rlmesh[ray]``; ``ray`` is imported on use).
+"""The ``ray`` backend: one Ray actor per worker (the ``ray`` extra; ``ray`` is imported on use).
 
 The run uses the Ray this process already initialized, connects to ``Workers(address=...)``
 (``"auto"`` or an address), or starts a local Ray and shuts it down when the run ends.
@@ -34,7 +34,7 @@ def import_ray() -> Any:
         import ray
     except ImportError as exc:
         raise DependencyMissing(
-            f"workers= with backend='ray' needs Ray ({exc}): pip install \"rlmesh[ray]\", "
+            f"workers= with backend='ray' needs Ray ({exc}): pip install ray (the \"ray\" extra of rlmesh-py), "
             "or use rlmesh.Workers(n, backend='processes')",
             name="ray",
         ) from exc

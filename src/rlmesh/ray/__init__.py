@@ -1,4 +1,4 @@
-"""Env fleets on Ray: many actors, each serving an env on its node (``pip install "rlmesh[ray]"``).
+"""Env fleets on Ray: many actors, each serving an env on its node (the ``ray`` extra).
 
 Importing this package does not import Ray; starting an :class:`EnvFleet` does. See
 docs/scaling.md ("Many hosts: a Ray fleet").

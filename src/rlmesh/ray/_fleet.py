@@ -51,7 +51,7 @@ def _ray() -> Any:
     try:
         return importlib.import_module("ray")
     except ImportError as exc:
-        raise DependencyMissing('EnvFleet needs Ray; pip install "rlmesh[ray]"', name="ray") from exc
+        raise DependencyMissing('EnvFleet needs Ray; pip install ray (the "ray" extra of rlmesh-py)', name="ray") from exc
 
 
 def _check_count(name: str, value: Any) -> int:

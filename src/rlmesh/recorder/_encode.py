@@ -93,7 +93,7 @@ def encoder_spec(codec: str, quality: int) -> EncoderSpec:
         import av  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            "recording video needs PyAV: pip install 'rlmesh[record]' (or pip install av)"
+            'recording video needs PyAV: pip install av (the "record" extra of rlmesh-py)'
         ) from exc
     worse = (100 - quality) / 99.0  # 0.0 at quality 100, 1.0 at quality 1
     if codec == "av1":

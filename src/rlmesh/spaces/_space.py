@@ -138,7 +138,7 @@ class Space:
     # -- conversion -------------------------------------------------------------------
 
     def to_gymnasium_space(self) -> Any:
-        """The equivalent Gymnasium space (needs ``rlmesh[gymnasium]``)."""
+        """The equivalent Gymnasium space (needs the ``gymnasium`` extra)."""
         return gym_space_of(self._spec)
 
     # -- identity ---------------------------------------------------------------------

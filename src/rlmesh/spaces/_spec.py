@@ -541,7 +541,7 @@ class SpaceSpec:
         return wrapper_class(self._kind)._from_spec(self, None)
 
     def to_gym_space(self) -> Any:
-        """A best-effort Gymnasium space for this spec (needs ``rlmesh[gymnasium]``)."""
+        """A best-effort Gymnasium space for this spec (needs the ``gymnasium`` extra)."""
         return gym_space_of(self)
 
     # -- identity -----------------------------------------------------------------

@@ -3,7 +3,7 @@
 The half of :mod:`rlmesh.spaces._gym` that ``SpaceSpec.to_gym_space`` and
 ``Space.to_gymnasium_space`` call: it reads a spec and never imports the spec or
 wrapper modules at run time, so both can import it at module level. Gymnasium itself
-is imported on first use (an optional dependency, ``rlmesh[gymnasium]``).
+is imported on first use (an optional dependency, the ``gymnasium`` extra).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _gym_spaces() -> Any:
             import gym.spaces as spaces  # type: ignore[no-redef]
         except ImportError:
             raise DependencyMissing(
-                'Gymnasium conversion requires gymnasium. Install it with: pip install "rlmesh[gymnasium]"',
+                'Gymnasium conversion requires gymnasium. Install it with: pip install gymnasium (the "gymnasium" extra of rlmesh-py)',
                 name="gymnasium",
             ) from None
     return spaces

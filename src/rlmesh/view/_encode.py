@@ -19,7 +19,7 @@ def make_encoder(fmt: str, quality: int) -> tuple[Callable[[np.ndarray[Any, Any]
     """An ``encode(frame) -> bytes`` for HxWx3 uint8 RGB frames and its Content-Type.
 
     Raises:
-        ImportError: neither ``simplejpeg`` nor Pillow is installed (``pip install 'rlmesh[view]'``).
+        ImportError: neither ``simplejpeg`` nor Pillow is installed (the ``view`` extra).
     """
     if fmt == "jpeg":
         try:
@@ -35,7 +35,7 @@ def make_encoder(fmt: str, quality: int) -> tuple[Callable[[np.ndarray[Any, Any]
         from PIL import Image
     except ImportError as exc:
         raise ImportError(
-            f"the HTTP viewer needs simplejpeg or Pillow to encode {fmt} frames: pip install 'rlmesh[view]'"
+            f"the HTTP viewer needs simplejpeg or Pillow to encode {fmt} frames: pip install simplejpeg pillow (the 'view' extra of rlmesh-py)"
         ) from exc
     pil_format = "JPEG" if fmt == "jpeg" else "PNG"
     opts: dict[str, Any] = {"quality": quality} if fmt == "jpeg" else {"compress_level": 1}

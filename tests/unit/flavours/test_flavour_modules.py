@@ -67,7 +67,7 @@ def test_without_the_framework_construction_raises_ImportError_naming_the_extra(
         "    print('ImportError:', exc)\n"
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("ImportError:") and f'rlmesh[{extra}]' in proc.stdout
+    assert proc.stdout.startswith("ImportError:") and f'"{extra}" extra of rlmesh-py' in proc.stdout
 
 
 def test_serving_with_an_unknown_framework_or_a_device_without_one_is_a_ValueError() -> None:

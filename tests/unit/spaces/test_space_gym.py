@@ -183,7 +183,7 @@ def test_missing_gymnasium_raises_DependencyMissing_naming_the_extra(monkeypatch
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
-    with pytest.raises(ImportError, match=r'pip install "rlmesh\[gymnasium\]"') as info:
+    with pytest.raises(ImportError, match=r'pip install gymnasium \(the "gymnasium" extra of rlmesh-py\)') as info:
         to_gymnasium_space(Discrete(2))
     assert isinstance(info.value, DependencyMissing)
 
