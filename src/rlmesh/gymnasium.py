@@ -380,6 +380,9 @@ class RemoteVectorEnv(VectorEnv):
         self.metadata = dict(self._client.metadata)
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self.render_mode = self._client.render_mode
+        # as on RemoteEnv: the modes this handle renders (the served one); the env's own
+        # list stays on the numpy client (`envs.client.metadata["render_modes"]`)
+        self.metadata["render_modes"] = [self.render_mode] if self.render_mode else []
         self.spec = _spec_of(self._client, vector=True, kwargs={"address": self._client.address})
 
     @property
@@ -558,6 +561,7 @@ class _ManyEndpoints(RemoteVectorEnv):
         self.metadata = dict(first.metadata)
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self.render_mode = first.render_mode
+        self.metadata["render_modes"] = [self.render_mode] if self.render_mode else []  # as RemoteVectorEnv
         self.spec = _spec_of(first, vector=True, kwargs={"address": self._fan.addresses})
 
     @property
