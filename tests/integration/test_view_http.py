@@ -119,7 +119,7 @@ async def ws_read(port: int, until: Callable[[list[Any], dict[str, Any]], bool],
     return frames, docs
 
 
-def test_a_tab_reads_counter_frames_from_every_camera_in_order(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_tab_reads_counter_frames_from_every_camera_in_order() -> None:
     """WebSocket push: JPEG markers, sizes, per-camera order, drop rate and latency (VIEW-16/18)."""
     require("aiohttp")
     port = free_port()
@@ -148,12 +148,9 @@ def test_a_tab_reads_counter_frames_from_every_camera_in_order(capsys: pytest.Ca
     for counters in by_cam.values():
         assert counters == sorted(counters)  # never an older picture after a newer one
     shown = len(set(by_cam[0]))
-    drop = 1 - shown / env.counter
     assert 0 < shown <= env.counter
     assert latencies and min(latencies) >= 0
-    with capsys.disabled():
-        print(f"\n[view] {env.counter} steps, {shown} frames of camera 0 shown (drop {drop:.0%} at fps 60), "
-              f"step-to-tab latency p50 {1e3 * float(np.median(latencies)):.1f} ms")
+    # the figures (drop rate, step-to-tab latency) are benchmarks/bench_view.py's to report
 
 
 def test_reference_routes_mjpeg_and_404() -> None:
