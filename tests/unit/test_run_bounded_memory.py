@@ -48,6 +48,7 @@ class _Probe(rlmesh.RunHooks):
             self.heap.append(tracemalloc.get_traced_memory()[0])
 
 
+@pytest.mark.slow  # 25,000 steps under tracemalloc: kept out of make test-fast
 def test_a_run_holds_no_per_step_state() -> None:
     first, last = 5_000, 30_000
     probe = _Probe((first, last))
