@@ -133,7 +133,6 @@ class _RemoteEnvBase:
                 nbytes *= d
             self._obs_view = (dt, shape, nbytes)
         act_plan = value_plan(act, lanes=self._lanes, bridge=bridge)
-        self._act_pack = act_plan.pack
         self._act_encode = act_plan.encode
         self._act_to_host = None if bridge.host_values else bridge.encode
         self._act_leaf = act_plan.leaf  # "segment" / "scalar": the split is known, else None
@@ -344,7 +343,15 @@ class _RemoteEnvBase:
             raise AlreadyPendingCallError(
                 f"step_async() while a step is in flight on '{self._address}': call step_wait() first"
             )
-        scalars, segments = self._act_pack(action)
+        to_host = self._act_to_host  # as in step(): the value plan's stages, resolved at connect
+        value = self._act_encode(action if to_host is None else to_host(action))
+        leaf = self._act_leaf
+        if leaf == "segment":
+            scalars, segments = [], [value]
+        elif leaf == "scalar":
+            scalars, segments = [value], []
+        else:
+            scalars, segments = self._act_split(value)
         push, self._push = self._push, {}
         req = m.Step(action=scalars, episode_ids=push, timeout_ms=self._tms)
         self._session.send(req, segments, timeout=self._request_timeout)

@@ -188,7 +188,8 @@ class ClientSession:
         Pair it with exactly one :meth:`receive` (issue 26: a trainer sends to many
         endpoints, then gathers). Same errors as :meth:`request` for the sending part.
         """
-        self._ensure_open()
+        if self._closed_reason is not None:
+            raise SessionClosed(self._closed_reason)
         if self._pending_attach is not None:
             self._finish_attach(timeout)
         if self._attach_after > 0 and msg.KIND not in _ENDINGS:  # a session about to end stays put
@@ -257,7 +258,8 @@ class ClientSession:
 
         ``timeout`` counts from this call. Same errors as :meth:`request`.
         """
-        self._ensure_open()
+        if self._closed_reason is not None:
+            raise SessionClosed(self._closed_reason)
         reply, frame = self._await_reply(timeout)
         if isinstance(reply, m.Error):
             self._raise_error(reply)
@@ -324,7 +326,9 @@ class ClientSession:
 
     def _send_request(self, msg: Any, segments: list[Any] | tuple[Any, ...], timeout: float | None = None) -> None:
         buffers = self.protocol.send(msg, segments)  # illegal now: raises, nothing is sent
-        self.conn.settimeout(timeout)
+        conn = self.conn
+        if timeout != conn._timeout:  # a syscall: only when it changes
+            conn.settimeout(timeout)
         self._transmit(buffers, timeout)
 
     def _transmit(self, buffers: list[Any], timeout: float | None, sent: int = 0) -> None:
@@ -365,7 +369,8 @@ class ClientSession:
         """
         conn = self.conn
         receive = self.protocol.receive
-        conn.settimeout(timeout)
+        if timeout != conn._timeout:
+            conn.settimeout(timeout)
         deadline = None if not timeout else time.monotonic() + timeout
         conn.deadline = deadline
         try:
