@@ -1,13 +1,14 @@
-"""The server's interpreter work per step stays within a budget (issue 24).
+"""The interpreter work per step stays within a budget, each end and both (issue 24).
 
-Counted, not timed, so it cannot drift with the machine: Python function calls the
-serve thread makes per ``Step`` beyond the env's own (``tests/callcount.py`` says how:
-``sys.setprofile`` in the serve thread, busy polling off, numpy flavour, the median over
-the measured steps). ``python benchmarks/count_calls.py --trace`` lists them.
+Counted, not timed, so it cannot drift with the machine: Python function calls per
+``Step`` beyond the env's own (``tests/callcount.py`` says how: ``sys.setprofile`` in the
+serve thread and on the client's calling thread, busy polling off, numpy flavour, the
+median over the measured steps). ``python benchmarks/count_calls.py --trace`` lists them.
 
 Reached (CPython 3.11, numpy 2.4): scalar CartPole 16 server calls per step (was 48
-before issue 24), 16-lane SyncVectorEnv CartPole 16 (was 59). The budgets sit just above.
-The client's figure is in docs/performance.md (its budget follows the client work).
+before issue 24), 16-lane SyncVectorEnv CartPole 16 (was 59); the client 9 in both (was
+29 and 31 with split stepping). The budgets sit just above: client + server 28 (the
+issue's goal: 30 scalar, 40 vector).
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ import callcount
 
 SERVER_BUDGET_SCALAR = 18
 SERVER_BUDGET_VECTOR = 18
+CLIENT_BUDGET_SCALAR = 10
+CLIENT_BUDGET_VECTOR = 10
+TOTAL_BUDGET_SCALAR = 28  # client + server, beyond the env's own calls
+TOTAL_BUDGET_VECTOR = 28
 
 
 def test_scalar_step_server_calls_within_budget() -> None:
@@ -35,6 +40,32 @@ def test_vector_step_server_calls_within_budget() -> None:
     assert counts.server <= SERVER_BUDGET_VECTOR, (
         f"a 16-lane vector CartPole step costs the server {counts.server} Python calls, over the budget of "
         f"{SERVER_BUDGET_VECTOR}; see `python benchmarks/count_calls.py --trace`:\n" + "\n".join(counts.server_trace)
+    )
+
+
+def test_scalar_step_client_and_total_calls_within_budget() -> None:
+    counts = callcount.measure_scalar(steps=30)
+    assert len(counts.client_steps) == 30
+    assert counts.client <= CLIENT_BUDGET_SCALAR, (
+        f"a scalar CartPole step costs the client {counts.client} Python calls, over the budget of "
+        f"{CLIENT_BUDGET_SCALAR}; see `python benchmarks/count_calls.py --trace`:\n" + "\n".join(counts.client_trace)
+    )
+    assert counts.total <= TOTAL_BUDGET_SCALAR, (
+        f"a scalar CartPole step costs {counts.total} Python calls (client {counts.client} + server "
+        f"{counts.server}), over the budget of {TOTAL_BUDGET_SCALAR}"
+    )
+
+
+def test_vector_step_client_and_total_calls_within_budget() -> None:
+    counts = callcount.measure_vector(steps=30)
+    assert len(counts.client_steps) == 30
+    assert counts.client <= CLIENT_BUDGET_VECTOR, (
+        f"a 16-lane vector CartPole step costs the client {counts.client} Python calls, over the budget of "
+        f"{CLIENT_BUDGET_VECTOR}; see `python benchmarks/count_calls.py --trace`:\n" + "\n".join(counts.client_trace)
+    )
+    assert counts.total <= TOTAL_BUDGET_VECTOR, (
+        f"a 16-lane vector CartPole step costs {counts.total} Python calls (client {counts.client} + server "
+        f"{counts.server}), over the budget of {TOTAL_BUDGET_VECTOR}"
     )
 
 

@@ -21,9 +21,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._bridge import NUMPY, PLAIN, Bridge
+from .._bridge import NUMPY, PLAIN, Bridge, _identity
 from .._build import resolve_declared_edition
 from .._contract import EnvContract
+from .._dtypes import np_dtype
 from .._ids import uuid7 as new_episode_id
 from .._plan import value_plan
 from ..errors import (
@@ -97,11 +98,8 @@ class _RemoteEnvBase:
         self._num_envs = n
         self._autoreset = contract.autoreset_mode if self._vector else "Disabled"
         obs, act = contract.observation_space, contract.action_space
-        obs_plan = value_plan(obs, lanes=self._lanes, bridge=self._bridge)
-        self._obs_join = obs_plan.join
-        self._obs_decode = obs_plan.decode
-        self._act_pack = value_plan(act, lanes=self._lanes, bridge=self._bridge).pack
-        self._n_obs_segments = obs_plan.segment_count
+        self._tms = int(self._request_timeout * 1000) if self._request_timeout else 0  # Step.timeout_ms
+        self._bind_plans(obs, act)
         self._episode_ids: list[str] = [""] * n
         self._over = np.zeros(n, dtype=bool)  # lanes whose episode ended and was not restarted
         self._push: dict[int, str] = {}
@@ -111,6 +109,34 @@ class _RemoteEnvBase:
         self._act_space: Any = None
         self._metadata: Mapping[str, Any] | None = None
         self._step_pending = False  # step_async sent a step whose reply step_wait has not read
+        # INFO-3 on the step road: the runtime keys go straight into info unless a subclass
+        # routes them elsewhere (``_inject`` overridden) or the env uses the same key
+        self._own_inject = type(self)._inject is _RemoteEnvBase._inject
+
+    def _bind_plans(self, obs: SpaceSpec, act: SpaceSpec) -> None:
+        """Resolve once what every step uses: the value plans' stages and shortcuts (issue 24)."""
+        bridge = self._bridge
+        obs_plan = value_plan(obs, lanes=self._lanes, bridge=bridge)
+        self._obs_join = obs_plan.join
+        self._obs_decode = obs_plan.decode
+        self._obs_identity = obs_plan.decode is _identity  # decoding changes nothing (numpy)
+        k = self._n_obs_segments = obs_plan.segment_count
+        self._step_segments = k + 3 if self._vector else k  # the vector reply adds three lane arrays
+        # one array leaf at the root (not bool, whose bytes are checked): the reply's segment
+        # is viewed as the observation directly, after the join's own checks, inline
+        self._obs_view: tuple[np.dtype[Any], tuple[int, ...], int] | None = None
+        if obs_plan.leaf == "segment" and obs.kind in ("box", "multi_binary", "multi_discrete") and obs.dtype != "bool":
+            dt = np_dtype(obs.dtype)
+            shape = tuple(obs._shape) if self._lanes is None else (self._lanes, *obs._shape)
+            nbytes = dt.itemsize
+            for d in shape:
+                nbytes *= d
+            self._obs_view = (dt, shape, nbytes)
+        act_plan = value_plan(act, lanes=self._lanes, bridge=bridge)
+        self._act_encode = act_plan.encode
+        self._act_to_host = None if bridge.host_values else bridge.encode
+        self._act_leaf = act_plan.leaf  # "segment" / "scalar": the split is known, else None
+        self._act_split = act_plan.split
 
     def _check_arity(self, contract: EnvContract, url: str) -> None:
         n = contract.num_envs
@@ -197,9 +223,6 @@ class _RemoteEnvBase:
 
     # -- requests ------------------------------------------------------------------------------
 
-    def _timeout_ms(self) -> int:
-        return int(self._request_timeout * 1000) if self._request_timeout else 0
-
     def _reset(
         self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
     ) -> tuple[Any, dict[str, Any]]:
@@ -218,7 +241,7 @@ class _RemoteEnvBase:
             options=opts,
             episode_ids=ids,
             env_indices=env_indices,
-            timeout_ms=self._timeout_ms(),
+            timeout_ms=self._tms,
             seed_int=seed_int,
         )
         self._session.send(req, timeout=self._request_timeout)
@@ -280,18 +303,57 @@ class _RemoteEnvBase:
         """
         return self._step_recv()
 
-    def _step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        self._step_send(action)
-        return self._step_recv()
+    def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Apply one action (a batch, one per lane, on a vector client).
+
+        Returns ``(obs, reward, terminated, truncated, info)`` (batched on a vector
+        client). The same as ``step_async(action)`` then ``step_wait()``, on one straight
+        road (issue 24): everything that does not change per step was resolved at connect.
+
+        Raises:
+            AlreadyPendingCallError: a ``step_async`` is in flight (call ``step_wait()``).
+            ValueError / TypeError: the action does not fit the action space (nothing is sent).
+            RequestTimeout: no reply within ``request_timeout_seconds`` (the client stays usable).
+            ConnectionLost / SessionClosed: the env is gone, or this client was closed.
+            EnvironmentException: the env's step raised.
+        """
+        if self._step_pending:
+            raise AlreadyPendingCallError(
+                f"step() while a step is in flight on '{self._address}': call step_wait() first"
+            )
+        to_host = self._act_to_host
+        value = self._act_encode(action if to_host is None else to_host(action))
+        leaf = self._act_leaf
+        if leaf == "segment":
+            scalars, segments = [], [value]
+        elif leaf == "scalar":
+            scalars, segments = [value], []
+        else:
+            scalars, segments = self._act_split(value)
+        push = self._push
+        if push:
+            self._push = {}
+        reply, frame = self._session.call(
+            m.Step(action=scalars, episode_ids=push, timeout_ms=self._tms), segments, timeout=self._request_timeout
+        )
+        return self._step_result(reply, frame)
 
     def _step_send(self, action: Any) -> None:
         if self._step_pending:
             raise AlreadyPendingCallError(
                 f"step_async() while a step is in flight on '{self._address}': call step_wait() first"
             )
-        scalars, segments = self._act_pack(action)
+        to_host = self._act_to_host  # as in step(): the value plan's stages, resolved at connect
+        value = self._act_encode(action if to_host is None else to_host(action))
+        leaf = self._act_leaf
+        if leaf == "segment":
+            scalars, segments = [], [value]
+        elif leaf == "scalar":
+            scalars, segments = [value], []
+        else:
+            scalars, segments = self._act_split(value)
         push, self._push = self._push, {}
-        req = m.Step(action=scalars, episode_ids=push, timeout_ms=self._timeout_ms())
+        req = m.Step(action=scalars, episode_ids=push, timeout_ms=self._tms)
         self._session.send(req, segments, timeout=self._request_timeout)
         self._step_pending = True
 
@@ -300,44 +362,74 @@ class _RemoteEnvBase:
             raise NoAsyncCallError(f"step_wait() on '{self._address}' with no step in flight: call step_async(action) first")
         self._step_pending = False
         reply, frame = self._session.receive(timeout=self._request_timeout)
+        return self._step_result(reply, frame)
+
+    def _step_result(self, reply: Any, frame: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """A step reply as ``step`` returns it; the episode bookkeeping (INFO-1..3, AR-9)."""
         try:  # a reply that does not decode ends the session (STYLE: an error freezes the state)
             segs = frame.segments
-            k = self._n_obs_segments
-            canonical = self._obs_join(reply.obs, segs[:k] if self._vector else segs)
+            view = self._obs_view
+            if (
+                view is not None
+                and len(segs) == self._step_segments
+                and not reply.obs
+                and segs[0].nbytes == view[2]
+            ):  # one array leaf: the join's checks, inline
+                canonical = segs[0].view(view[0]).reshape(view[1])
+            else:
+                k = self._n_obs_segments
+                canonical = self._obs_join(reply.obs, segs[:k] if self._vector else segs)
             self._last_obs = canonical
             info = dict(reply.info) if reply.info else {}
             self._last_completed = reply.completed
             if self._vector:
+                k = self._n_obs_segments
                 if len(segs) != k + 3:
                     raise ProtocolException("the env's step reply carries no reward/termination lanes")
                 n = self._num_envs
-                rewards = _lane_array(segs[k], _F8, n)
-                term8 = _lane_array(segs[k + 1], _U8, n)
-                trunc8 = _lane_array(segs[k + 2], _U8, n)
-                terminated = term8 != 0  # any nonzero byte is "set"
-                truncated = trunc8 != 0
+                raw_r, raw_t, raw_u = segs[k], segs[k + 1], segs[k + 2]
+                if raw_r.nbytes != 8 * n or raw_t.nbytes != n or raw_u.nbytes != n:
+                    for raw, dt in ((raw_r, _F8), (raw_t, _U8), (raw_u, _U8)):
+                        _lane_array(raw, dt, n)  # raises, naming the lane array that is off
+                rewards = raw_r.view(_F8)
+                terminated = raw_t.view(_U8) != 0  # any nonzero byte is "set"
+                truncated = raw_u.view(_U8) != 0
                 done = terminated | truncated
                 ended = done.nonzero()[0].tolist()
-                self._inject(info, "episode_ids", list(self._episode_ids))
                 # INFO-2: each episode once; a lane left done (DISABLED) is not recounted
-                self._inject(info, "completed_episodes", int(np.count_nonzero(done & ~self._over)) if ended else 0)
-                if ended and self._autoreset == "Disabled":
-                    self._over |= done
-                if ended and self._autoreset != "Disabled":  # AR-9: roll ids for the next step
-                    for i in ended:
-                        eid = new_episode_id()
-                        self._episode_ids[i] = eid
-                        self._push[i] = eid
+                completed = len((done & ~self._over).nonzero()[0]) if ended else 0
+                if self._own_inject and "episode_ids" not in info and "completed_episodes" not in info:
+                    info["episode_ids"] = list(self._episode_ids)
+                    info["completed_episodes"] = completed
+                else:
+                    self._inject(info, "episode_ids", list(self._episode_ids))
+                    self._inject(info, "completed_episodes", completed)
+                if ended:
+                    if self._autoreset == "Disabled":
+                        self._over |= done
+                    else:  # AR-9: roll ids for the next step
+                        for i in ended:
+                            eid = new_episode_id()
+                            self._episode_ids[i] = eid
+                            self._push[i] = eid
                 if self._bridge is NUMPY:
                     return canonical, rewards, terminated, truncated, info
                 rewards, terminated, truncated = self._bridge.decode_lanes(rewards, terminated, truncated)
                 return self._obs_decode(canonical), rewards, terminated, truncated, info
-            self._inject(info, "episode_ids", list(self._episode_ids))
-            ended_now = bool(reply.terminated or reply.truncated)
-            self._inject(info, "completed_episodes", int(ended_now and not self._over[0]))  # DEC-5, once
+            terminated, truncated = reply.terminated, reply.truncated
+            ended_now = bool(terminated or truncated)
+            completed = int(ended_now and not self._over[0])  # DEC-5, once
+            if self._own_inject and "episode_ids" not in info and "completed_episodes" not in info:
+                info["episode_ids"] = list(self._episode_ids)
+                info["completed_episodes"] = completed
+            else:
+                self._inject(info, "episode_ids", list(self._episode_ids))
+                self._inject(info, "completed_episodes", completed)
             if ended_now:
                 self._over[0] = True
-            return self._obs_decode(canonical), reply.reward, reply.terminated, reply.truncated, info
+            if self._obs_identity:
+                return canonical, reply.reward, terminated, truncated, info
+            return self._obs_decode(canonical), reply.reward, terminated, truncated, info
         except ProtocolException as exc:
             self._session.fail(exc)
             raise
@@ -361,7 +453,7 @@ class _RemoteEnvBase:
         """Render a frame (uint8 HxW, HxWx3 or HxWx4), or ``None`` when the env has none."""
         self._check_idle("render")
         reply, frame = self._session.request(
-            m.Render(env_index=env_index, timeout_ms=self._timeout_ms()), timeout=self._request_timeout
+            m.Render(env_index=env_index, timeout_ms=self._tms), timeout=self._request_timeout
         )
         if reply.format != "raw" or not frame.segments:
             return None  # RND-4: an unknown format is no frame
@@ -438,10 +530,6 @@ class RemoteEnv(_RemoteEnvBase):
             raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
         return self._reset([] if seed is None else [int(seed)], options, [])
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """Apply one action: ``(obs, reward, terminated, truncated, info)``."""
-        return self._step(action)
-
 
 class RemoteVectorEnv(_RemoteEnvBase):
     """Connect to a vector (or lane) endpoint and preserve RLMesh-native values.
@@ -515,10 +603,6 @@ class RemoteVectorEnv(_RemoteEnvBase):
             if len(seeds) != count:
                 raise ValueError(f"expected {count} seeds (one per lane), got {len(seeds)}")
         return self._reset(seeds, options, indices, seed_int=seed_int)
-
-    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        """Step all lanes: ``(obs, rewards, terminations, truncations, info)``, batched."""
-        return self._step(actions)
 
 
 #: ``[multi_class]``: ``rlmesh.client._multi`` registers the maker of the many-endpoint

@@ -67,8 +67,8 @@ class FrameworkEnvClient(_RemoteEnvBase):
             obs = self._move(obs)
         return obs, info
 
-    def _step_recv(self) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        obs, reward, terminated, truncated, info = super()._step_recv()
+    def _step_result(self, reply: Any, frame: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = super()._step_result(reply, frame)
         if self._place is not None:
             if self._vector:  # one call for the whole step (jax: one device_put)
                 obs, reward, terminated, truncated = self._move((obs, reward, terminated, truncated))

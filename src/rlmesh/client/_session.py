@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 from .._termtext import term_safe
 from ..errors import (
@@ -28,6 +28,7 @@ from ..errors import (
 )
 from ..transport import Address, Connection, dial, shm
 from ..transport.connection import busy_poll_default
+from ..transport.stream import _advance
 from ..wire import frames, handshake, messages as m
 from ..wire.session import CLIENT, Session
 
@@ -190,7 +191,8 @@ class ClientSession:
         Pair it with exactly one :meth:`receive` (issue 26: a trainer sends to many
         endpoints, then gathers). Same errors as :meth:`request` for the sending part.
         """
-        self._ensure_open()
+        if self._closed_reason is not None:
+            raise SessionClosed(self._closed_reason)
         if self._pending_attach is not None:
             self._finish_attach(timeout)
         if self._attach_after > 0 and msg.KIND not in _ENDINGS:  # a session about to end stays put
@@ -202,12 +204,65 @@ class ClientSession:
                     self._attach(timeout)  # rings pay only while polled
         self._send_request(msg, segments, timeout)
 
+    def call(
+        self, msg: Any, segments: list[Any] | tuple[Any, ...] = (), *, timeout: float | None = None
+    ) -> tuple[Any, frames.Frame]:
+        """:meth:`request` on one straight road: the env step's path (issue 24).
+
+        Same contract and errors as :meth:`request`. When nothing is special about this
+        request (the session is open, no move into shared-memory rings is due or under
+        way) it encodes, writes, reads and decodes in one frame of Python, with the
+        socket calls inline; otherwise it is :meth:`send` then :meth:`receive`.
+        """
+        if self._closed_reason is not None or self._pending_attach is not None or self._attach_after > 0:
+            self.send(msg, segments, timeout=timeout)
+            return self.receive(timeout=timeout)
+        buffers = self.protocol.send(msg, segments)  # illegal now: raises, nothing is sent
+        conn = self.conn
+        if timeout != conn._timeout:
+            conn.settimeout(timeout)
+        if conn.shm is None and len(buffers) == 1:  # one small frame on the socket: as ``post`` does
+            one = buffers[0]
+            try:
+                sent = conn.sock.send(one)
+            except OSError as exc:
+                self._send_failed(exc, timeout)
+            if type(one) is not bytes or sent != len(one):
+                self._transmit(buffers, timeout, sent)
+            elif conn.busy_poll:
+                conn._sent_at = time.perf_counter()
+        else:
+            self._transmit(buffers, timeout)
+        receive = self.protocol.receive
+        deadline = None
+        if timeout:
+            deadline = conn.deadline = time.monotonic() + timeout
+        try:
+            frame = conn._recv_socket() if conn.shm is None else conn.recv_frame()
+            assert frame is not None  # blocking socket
+            reply = receive(frame)
+            while reply is None:  # a stale reply to a timed-out request (SES-3)
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError("timed out")
+                frame = conn.recv_frame()
+                assert frame is not None
+                reply = receive(frame)
+        except (TimeoutError, ConnectionLost, ProtocolException) as exc:
+            self._reply_failed(exc, timeout)
+        finally:
+            conn.deadline = None
+        self._timed_out = False
+        if isinstance(reply, m.Error):
+            self._raise_error(reply)
+        return reply, frame
+
     def receive(self, *, timeout: float | None = None) -> tuple[Any, frames.Frame]:
         """The second half of :meth:`request`: the reply to the request :meth:`send` sent.
 
         ``timeout`` counts from this call. Same errors as :meth:`request`.
         """
-        self._ensure_open()
+        if self._closed_reason is not None:
+            raise SessionClosed(self._closed_reason)
         reply, frame = self._await_reply(timeout)
         if isinstance(reply, m.Error):
             self._raise_error(reply)
@@ -275,9 +330,14 @@ class ClientSession:
     def _send_request(self, msg: Any, segments: list[Any] | tuple[Any, ...], timeout: float | None = None) -> None:
         buffers = self.protocol.send(msg, segments)  # illegal now: raises, nothing is sent
         conn = self.conn
-        conn.settimeout(timeout)
+        if timeout != conn._timeout:  # a syscall: only when it changes
+            conn.settimeout(timeout)
+        self._transmit(buffers, timeout)
+
+    def _transmit(self, buffers: list[Any], timeout: float | None, sent: int = 0) -> None:
+        """Send a frame's ``buffers`` (the first ``sent`` bytes already went out)."""
         try:
-            conn.send(buffers)
+            self.conn.send(_advance(buffers, sent) if sent else buffers)
         except TimeoutError:
             self._end("the connection broke: a request could not be sent before the timeout")
             raise RequestTimeout(
@@ -290,6 +350,20 @@ class ClientSession:
             self._end("the connection broke while a request was being sent")
             raise
 
+    def _send_failed(self, exc: OSError, timeout: float | None) -> NoReturn:
+        """The socket refused a frame :meth:`call` wrote directly: word it as :meth:`_transmit` does."""
+        if isinstance(exc, TimeoutError):
+            self._end("the connection broke: a request could not be sent before the timeout")
+            raise RequestTimeout(
+                f"{self.peer} call timed out after {timeout or 0:.3f}s while sending", timeout_seconds=timeout
+            ) from None
+        if isinstance(exc, (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)):
+            lost = ConnectionLost(f"the peer closed the connection ({exc.strerror or exc})")
+        else:
+            lost = ConnectionLost(f"sending failed: {exc}")
+        self._end(f"connection closed: {lost}")
+        raise lost from exc
+
     def _await_reply(self, timeout: float | None) -> tuple[Any, frames.Frame]:
         """The reply to the request in flight; replies to older (timed-out) ones are discarded.
 
@@ -298,7 +372,8 @@ class ClientSession:
         """
         conn = self.conn
         receive = self.protocol.receive
-        conn.settimeout(timeout)
+        if timeout != conn._timeout:
+            conn.settimeout(timeout)
         deadline = None if not timeout else time.monotonic() + timeout
         conn.deadline = deadline
         try:
@@ -310,21 +385,25 @@ class ClientSession:
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError("timed out")
-        except TimeoutError:
-            self._timed_out = True
-            raise RequestTimeout(
-                f"{self.peer} call timed out after {timeout or 0:.3f}s", timeout_seconds=timeout
-            ) from None
-        except ConnectionLost as exc:
-            self._end(f"connection closed: {exc}")
-            raise
-        except ProtocolException as exc:
-            self._end(f"connection closed after a protocol error: {exc}")
-            raise
+        except (TimeoutError, ConnectionLost, ProtocolException) as exc:
+            self._reply_failed(exc, timeout)
         finally:
             conn.deadline = None
         self._timed_out = False
         return reply, frame
+
+    def _reply_failed(self, exc: BaseException, timeout: float | None) -> NoReturn:
+        """A reply could not be read: a timeout leaves the session usable, the rest end it."""
+        if isinstance(exc, TimeoutError):
+            self._timed_out = True
+            raise RequestTimeout(
+                f"{self.peer} call timed out after {timeout or 0:.3f}s", timeout_seconds=timeout
+            ) from None
+        if isinstance(exc, ConnectionLost):
+            self._end(f"connection closed: {exc}")
+        else:
+            self._end(f"connection closed after a protocol error: {exc}")
+        raise exc
 
     def _raise_error(self, err: m.Error) -> None:
         code = CODE_NAMES.get(err.code, "UNSPECIFIED")
