@@ -276,8 +276,13 @@ class RemoteEnv(gymnasium.Env):
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Apply one action: ``(obs, reward, terminated, truncated, info)``."""
-        self.step_async(action)
-        return self.step_wait()
+        shared = self._shared
+        if shared is not None and shared.refs > 1 and shared.owner is not self and shared.owner is not None:
+            raise _shared_step_error(str(self._client.address))  # issue 29: never step another handle's episode
+        client = self._client  # the client's straight step road (issue 24), not step_async + step_wait
+        client.runtime = {}
+        obs, reward, terminated, truncated, info = client.step(action)
+        return obs, reward, terminated, truncated, _filtered(info, client.runtime if self._episode_info else None)
 
     def step_async(self, action: Any) -> None:
         """Send one step and return at once; :meth:`step_wait` returns its result (see
