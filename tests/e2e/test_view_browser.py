@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -217,7 +218,7 @@ async def _probe_small_camera(ws_url: str, page_url: str) -> dict[str, Any]:
         deadline = time.monotonic() + BOUND
         got: dict[str, Any] = {}
         while time.monotonic() < deadline:
-            got = await evaluate(
+            got = await evaluate(  # None until the page has loaded (the expression throws)
                 "({scale: window.rlmeshMainScale || 0,"
                 " w: document.getElementById('main').getBoundingClientRect().width,"
                 " h: document.getElementById('main').getBoundingClientRect().height,"
@@ -225,7 +226,7 @@ async def _probe_small_camera(ws_url: str, page_url: str) -> dict[str, Any]:
                 " legend: [...document.querySelectorAll('#action .legend text')].map(t => t.textContent),"
                 " axes: document.querySelectorAll('#action .axes line, #reward .axes line').length,"
                 " rewardLegend: [...document.querySelectorAll('#reward .legend text')].map(t => t.textContent)})"
-            )
+            ) or {}
             if got.get("scale") and got.get("legend"):
                 break
             await asyncio.sleep(0.2)
@@ -265,13 +266,14 @@ def test_a_small_camera_fills_the_panel_by_whole_pixels_and_the_plots_have_axes_
             assert browser.poll() is None, "chromium exited"
             time.sleep(0.1)
         devtools_port = int(active.read_text().split()[0])
-        import urllib.request
-
         targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{devtools_port}/json/list", timeout=BOUND).read())
         page = next(t for t in targets if t.get("type") == "page")
         got = asyncio.run(_probe_small_camera(page["webSocketDebuggerUrl"], f"http://127.0.0.1:{port}/"))
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/control?op=quit", timeout=BOUND).read()
     finally:
+        try:  # always end the run: a run left going would keep a thread in this process for the tests after
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/control?op=quit", timeout=BOUND).read()
+        except OSError:
+            pass
         os.killpg(browser.pid, signal.SIGTERM)
         try:
             browser.wait(timeout=10)
