@@ -456,6 +456,10 @@ class ServeLoop:
 
     # -- endings --------------------------------------------------------------------------
 
+    def _in_session(self, peer: _Peer) -> bool:
+        """Whether ``peer`` holds a session here (its replies may queue up to the session backlog)."""
+        return peer is self._active
+
     def _send(self, peer: _Peer, msg: Any, rid: int, segments: list[Any] | tuple[Any, ...] = ()) -> None:
         """Queue ``msg`` as the answer to the peer's request in flight (``rid``, for the record)."""
         if peer.conn.closed:
@@ -478,7 +482,7 @@ class ServeLoop:
             self._end_active(peer)
             return
         conn = peer.conn
-        limit = SESSION_BACKLOG_BYTES if peer is self._active else STRANGER_BACKLOG_BYTES
+        limit = SESSION_BACKLOG_BYTES if self._in_session(peer) else STRANGER_BACKLOG_BYTES
         try:
             queued = conn.backlog
             if not conn.post(buffers, limit):

@@ -33,16 +33,13 @@ from collections.abc import Callable
 from typing import Any
 
 from .._build import PROTOCOL_GENERATION
-from ..errors import ConnectionLost, ProtocolException
+from ..errors import ProtocolException
 from ..transport.reactor import overdue
 from ..wire import frames, handshake, messages as m
-from ..wire.session import FrameTooLarge
 from ._driver import RequestFailed
 from ._loop import (
     _OPS,
     HANDSHAKE_DEADLINE_SECONDS,
-    SESSION_BACKLOG_BYTES,
-    STRANGER_BACKLOG_BYTES,
     ServeLoop,
     _describe,
     _Peer,
@@ -341,32 +338,5 @@ class ModelSessionsLoop(ServeLoop):
             self._end_service(svc)
         super()._drop(peer)
 
-    def _send(self, peer: _Peer, msg: Any, rid: int, segments: list[Any] | tuple[Any, ...] = ()) -> None:
-        if peer.conn.closed:
-            return
-        try:
-            buffers = peer.session.send(msg, segments)
-        except FrameTooLarge as exc:
-            self._oversized(peer, msg, rid, exc.nbytes)
-            return
-        except Exception as exc:
-            if isinstance(msg, m.Error):
-                self._end_active(peer)
-                return
-            failure = RequestFailed("INTERNAL", f"the reply could not be encoded: {_describe(exc)}", recoverable=False)
-            self._send(peer, failure.to_message(), rid)
-            self._end_active(peer)
-            return
-        conn = peer.conn
-        limit = SESSION_BACKLOG_BYTES if peer in self._sessions else STRANGER_BACKLOG_BYTES
-        try:
-            queued = conn.backlog
-            if not conn.post(buffers, limit):
-                log.info("a client stopped reading its replies; dropping its connection")
-                self._drop(peer)
-                return
-        except ConnectionLost:
-            self._drop(peer)
-            return
-        if conn.backlog and not queued:
-            self._sel.want_write(conn.sock, True)
+    def _in_session(self, peer: _Peer) -> bool:
+        return peer in self._sessions
