@@ -279,10 +279,8 @@ class RemoteEnv(gymnasium.Env):
         shared = self._shared
         if shared is not None and shared.refs > 1 and shared.owner is not self and shared.owner is not None:
             raise _shared_step_error(str(self._client.address))  # issue 29: never step another handle's episode
-        client = self._client  # the client's straight step road (issue 24), not step_async + step_wait
-        client.runtime = {}
-        obs, reward, terminated, truncated, info = client.step(action)
-        return obs, reward, terminated, truncated, _filtered(info, client.runtime if self._episode_info else None)
+        self._client.runtime = {}
+        return self._result(*self._client.step(action))  # the client's straight step road (issue 24)
 
     def step_async(self, action: Any) -> None:
         """Send one step and return at once; :meth:`step_wait` returns its result (see
@@ -294,10 +292,13 @@ class RemoteEnv(gymnasium.Env):
 
     def step_wait(self) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """The result of the step :meth:`step_async` sent (``NoAsyncCallError`` if none)."""
-        client = self._client
-        client.runtime = {}
-        obs, reward, terminated, truncated, info = client.step_wait()
-        return obs, reward, terminated, truncated, _filtered(info, client.runtime if self._episode_info else None)
+        self._client.runtime = {}
+        return self._result(*self._client.step_wait())
+
+    def _result(
+        self, obs: Any, reward: SupportsFloat, terminated: bool, truncated: bool, info: dict[str, Any]
+    ) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        return obs, reward, terminated, truncated, _filtered(info, self._client.runtime if self._episode_info else None)
 
     def render(self) -> Any:
         """The served env's frame (an ``HxWx3`` uint8 array for ``rgb_array``), or ``None``."""
@@ -406,18 +407,9 @@ class RemoteVectorEnv(VectorEnv):
         """Reset every lane (``seed + i`` seeds lane ``i``), or the lanes of ``options["reset_mask"]``."""
         if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
             super().reset(seed=int(seed))
-        opts = dict(options) if options else None
-        indices: list[int] | None = None
-        if opts is not None and "reset_mask" in opts:
-            mask = np.asarray(opts.pop("reset_mask"), dtype=bool).reshape(-1)
-            if mask.shape != (self.num_envs,):
-                raise ValueError(f"reset_mask must be {self.num_envs} booleans, got shape {mask.shape}")
-            indices = mask.nonzero()[0].tolist()
-            opts = opts or None
-            if len(indices) == self.num_envs:
-                indices = None
-            elif not indices:
-                raise ValueError("reset_mask selects no lane")
+        opts, indices = _reset_mask(options, self.num_envs)
+        if indices is not None and len(indices) == self.num_envs:
+            indices = None
         if indices is not None and isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
             seed = [int(seed) + i for i in indices]
         elif indices is not None and seed is not None and len(seed) == self.num_envs:  # type: ignore[arg-type]
@@ -428,8 +420,8 @@ class RemoteVectorEnv(VectorEnv):
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every lane: batched ``(obs, rewards, terminations, truncations, info)``."""
-        self._client.step_async(actions)
-        return self.step_wait()
+        self._client.runtime = {}
+        return self._batched(*self._client.step(actions))  # the client's straight step road
 
     def step_async(self, actions: Any) -> None:
         """Send one step of every lane and return at once; :meth:`step_wait` returns its result."""
@@ -438,7 +430,11 @@ class RemoteVectorEnv(VectorEnv):
     def step_wait(self) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """The result of the step :meth:`step_async` sent (``NoAsyncCallError`` if none)."""
         self._client.runtime = {}
-        obs, rewards, terminations, truncations, info = self._client.step_wait()
+        return self._batched(*self._client.step_wait())
+
+    def _batched(
+        self, obs: Any, rewards: Any, terminations: Any, truncations: Any, info: dict[str, Any]
+    ) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         terminations = np.array(terminations, dtype=bool)
         truncations = np.array(truncations, dtype=bool)
         done = terminations | truncations
@@ -595,16 +591,7 @@ class _ManyEndpoints(RemoteVectorEnv):
         """Reset every lane (``seed + i`` seeds lane ``i``), or the lanes of ``options["reset_mask"]``."""
         if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
             VectorEnv.reset(self, seed=int(seed))
-        opts = dict(options) if options else None
-        indices: list[int] | None = None
-        if opts is not None and "reset_mask" in opts:
-            mask = np.asarray(opts.pop("reset_mask"), dtype=bool).reshape(-1)
-            if mask.shape != (self.num_envs,):
-                raise ValueError(f"reset_mask must be {self.num_envs} booleans, got shape {mask.shape}")
-            indices = mask.nonzero()[0].tolist()
-            opts = opts or None
-            if not indices:
-                raise ValueError("reset_mask selects no lane")
+        opts, indices = _reset_mask(options, self.num_envs)
         obs, info, runtime = self._fan.reset(seed, opts, indices)
         return obs, self._runtime_info(info, runtime, reset=True)
 
@@ -653,6 +640,20 @@ class _ManyEndpoints(RemoteVectorEnv):
             if not reset:
                 info["completed_episodes"] = runtime["completed_episodes"]
         return info
+
+
+def _reset_mask(options: dict[str, Any] | None, num_envs: int) -> tuple[dict[str, Any] | None, list[int] | None]:
+    """``options`` without its ``reset_mask``, and the lanes the mask selects (``None``: no mask)."""
+    opts = dict(options) if options else None
+    if opts is None or "reset_mask" not in opts:
+        return opts, None
+    mask = np.asarray(opts.pop("reset_mask"), dtype=bool).reshape(-1)
+    if mask.shape != (num_envs,):
+        raise ValueError(f"reset_mask must be {num_envs} booleans, got shape {mask.shape}")
+    indices = mask.nonzero()[0].tolist()
+    if not indices:
+        raise ValueError("reset_mask selects no lane")
+    return opts or None, indices
 
 
 def _arrayify(info: Mapping[str, Any], n: int, obs_space: gymnasium.Space[Any]) -> dict[str, Any]:

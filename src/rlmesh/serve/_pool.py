@@ -68,7 +68,14 @@ from ..wire import frames, handshake, messages as m
 from ._command import _close_all, _gym_autoreset, load_env_target
 from ._driver import RequestFailed
 from ._framework import resolve_framework
-from ._loop import HANDSHAKE_DEADLINE_SECONDS, MAX_PENDING, STRANGER_BACKLOG_BYTES, ServeLoop, _Peer
+from ._loop import (
+    HANDSHAKE_DEADLINE_SECONDS,
+    MAX_PENDING,
+    STRANGER_BACKLOG_BYTES,
+    ServeLoop,
+    _accepted_at,
+    _Peer,
+)
 from ._options import ServeOptions
 from ._server import EnvServer, _env_service
 
@@ -496,10 +503,6 @@ class _Worker:
         self.state = "starting"  # starting -> ready -> serving -> gone
         self.waiting: tuple[_Peer, frames.Frame] | None = None  # a client whose Hello waits for this worker
         self.started_at = time.monotonic()
-
-
-def _accepted_at(peer: _Peer) -> float:
-    return peer.accepted_at
 
 
 class SessionSupervisor:
