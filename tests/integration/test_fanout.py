@@ -279,3 +279,18 @@ def test_one_slow_endpoint_does_not_hold_back_the_others_requests(serve):
         envs.step(np.array([1, 0]))  # only the first endpoint is slow
     # the fast endpoint got its request (and answered) while the slow one was still stepping
     assert log.index(("fast", "end")) < log.index(("slow", "end"))
+
+
+def test_a_fan_out_client_waits_for_replies_without_spinning(serve, monkeypatch):
+    # Busy polling on one endpoint's reply would take a core the other endpoints' servers
+    # need; a single-endpoint client keeps its polling.
+    monkeypatch.setenv("RLMESH_BUSY_POLL_US", "1000")
+    monkeypatch.setattr("rlmesh.transport.busypoll._usable_cpus", lambda: 8)
+    addresses = cartpoles(serve, (1, 2))
+    with rnp.RemoteVectorEnv(addresses) as envs:
+        assert [part.client._session.conn.busy_poll for part in envs._fan.parts] == [0.0, 0.0]
+        envs.reset(seed=0)
+        envs.reconnect(0)
+        assert envs._fan.parts[0].client._session.conn.busy_poll == 0.0
+    with rnp.RemoteEnv(cartpoles(serve, (1,))[0]) as one:
+        assert one._session.conn.busy_poll > 0

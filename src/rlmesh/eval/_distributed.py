@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .. import adapters
@@ -46,6 +46,8 @@ __all__ = ["run_distributed"]
 STARTUP_TIMEOUT_SECONDS = 600.0
 #: Poll period of the driver loop (it also bounds how late Ctrl-C is noticed).
 POLL_SECONDS = 0.2
+#: Episodes handed to one worker at a time: the one it runs and the next, queued.
+PIPELINE_DEPTH = 2
 
 
 def _refuse_step_hooks(hooks: Any) -> None:
@@ -141,7 +143,7 @@ class _Driver:
         self.journal = journal
         self.journal_path = journal_path
         self.pending: deque[tuple[int, int | None, int]] = deque(t for t in plan if t[0] not in done)
-        self.inflight: dict[int, tuple[int, int | None, int]] = {}
+        self.inflight: dict[int, deque[tuple[int, int | None, int]]] = {}  # per worker, in order
         self.ready: set[int] = set()
         self.started_at: dict[int, float] = {}
         self.labels: dict[int, str] = {}
@@ -171,19 +173,40 @@ class _Driver:
         self.backend.spawn(slot, label)
 
     def _work_left(self) -> bool:
-        return bool(self.pending) or bool(self.inflight)
+        return bool(self.pending) or any(self.inflight.values())
 
     def _dispatch(self) -> None:
-        for slot in sorted(self.ready):
-            if not self.pending:
-                return
-            if slot in self.inflight:
-                continue
-            task = self.pending.popleft()
-            if self.backend.submit(slot, task):
-                self.inflight[slot] = task
-            else:
-                self.pending.appendleft(task)
+        """Keep every ready worker busy: one episode running and, while the queue is longer
+        than the crowd, one more queued behind it, so a worker never waits for the
+        driver's round trip between two episodes (the tail is not queued: an idle worker
+        takes it)."""
+        ready = sorted(self.ready)
+        for depth in range(PIPELINE_DEPTH):
+            for slot in ready:
+                if not self.pending or (depth and len(self.pending) <= len(ready)):
+                    return
+                queue = self.inflight.setdefault(slot, deque())
+                if len(queue) > depth:
+                    continue
+                task = self.pending.popleft()
+                if self.backend.submit(slot, task):
+                    queue.append(task)
+                else:
+                    self.pending.appendleft(task)
+
+    def _take(self, slot: int, index: int) -> tuple[int, int | None, int] | None:
+        """Remove and return the episode ``index`` handed to worker ``slot`` (None: stale)."""
+        queue = self.inflight.get(slot)
+        for task in queue or ():
+            if task[0] == index:
+                assert queue is not None
+                queue.remove(task)
+                return task
+        return None
+
+    def _inflight(self) -> Iterator[tuple[int, int | None, int]]:
+        for queue in self.inflight.values():
+            yield from queue
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -198,10 +221,10 @@ class _Driver:
                 self.plain_hooks.on_run_start(DriverContext(info.get("contract")))
 
     def _on_done(self, slot: int, outcome: Outcome) -> None:
-        task = self.inflight.pop(slot, None)
         result = outcome.result
         index = result.index
-        if task is None or task[0] != index or index in self.results:
+        task = self._take(slot, index)
+        if task is None or index in self.results:
             return  # a stale report (an episode already finished elsewhere)
         self.results[index] = result
         if self.journal is not None and not outcome.journaled:
@@ -233,7 +256,7 @@ class _Driver:
             self.absorbed += 1
 
     def _on_failed(self, slot: int, index: int, error: BaseException) -> None:
-        self.inflight.pop(slot, None)
+        self._take(slot, index)
         if self.failure is None or index < self.failure[0]:
             self.failure = (index, error)
             self.pending = deque(t for t in self.pending if t[0] < index)
@@ -241,7 +264,9 @@ class _Driver:
     def _on_lost(self, slot: int, reason: str) -> None:
         self.ready.discard(slot)
         self.started_at.pop(slot, None)
-        task = self.inflight.pop(slot, None)
+        queue = self.inflight.pop(slot, None) or deque()
+        task = queue.popleft() if queue else None  # the episode it was running; the rest never started
+        self.pending.extendleft(reversed(queue))
         label = self.labels.get(slot, f"w{slot}")
         if task is not None and self.failure is not None and task[0] > self.failure[0]:
             task = None  # the run ends before this episode (an earlier one raised): not needed
@@ -303,7 +328,7 @@ class _Driver:
     def _finished(self) -> bool:
         if self.failure is not None:
             k = self.failure[0]
-            return not self.pending and all(t[0] > k for t in self.inflight.values())
+            return not self.pending and all(t[0] > k for t in self._inflight())
         return not self._work_left()
 
     # -- the run --------------------------------------------------------------------------------

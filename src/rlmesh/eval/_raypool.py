@@ -162,9 +162,9 @@ class RayBackend:
             ready = list({id(r): r for r in [*ready, *more]}.values())
         events: list[tuple[Any, ...]] = []
         for ref in ready:
-            slot = self.refs.pop(ref)
-            if slot in self.dead:
-                continue
+            slot = self.refs.pop(ref, None)
+            if slot is None or slot in self.dead:
+                continue  # dropped with its worker, lost earlier in this batch
             try:
                 kind, *rest = ray.get(ref)
             except ray.exceptions.RayTaskError as exc:  # the call itself failed to run
