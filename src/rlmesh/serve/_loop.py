@@ -33,6 +33,7 @@ from typing import Any, Protocol
 from .._build import PROTOCOL_GENERATION, validate_edition
 from ..errors import CODE_NUMBERS, ConnectionLost, ProtocolException
 from ..transport import shm
+from ..transport.busypoll import FAN_OUT_CAPABILITY
 from ..transport.connection import Connection, busy_poll_default
 from ..transport.reactor import Poller, Waker, accept_ready, overdue
 from ..wire import frames, handshake, messages as m
@@ -126,6 +127,7 @@ class ServeLoop:
         self._last_activity = time.monotonic()
         self.on_request: Callable[[], None] | None = None
         self._busy_poll = busy_poll_default()
+        self.fan_out_peer = False  # the active client steps several endpoints at once (no spinning for it)
         #: The service's straight road for ``Step`` (issue 24): ``step(msg, segments) ->
         #: (reply, segments)``, resolved once; ``None`` sends steps through ``handle``.
         self._step: Callable[[Any, list[Any]], tuple[Any, list[Any]]] | None = getattr(service, "step", None)
@@ -438,7 +440,9 @@ class ServeLoop:
         svc.begin_session()
         self._active = peer
         peer.conn.limits = self.limits
-        peer.conn.busy_poll = self._busy_poll
+        # a fanning-out client gathers many endpoints' replies: no spinning for it (HS-8 hint)
+        self.fan_out_peer = hello.capabilities.get(FAN_OUT_CAPABILITY) == "true"
+        peer.conn.busy_poll = 0.0 if self.fan_out_peer else self._busy_poll
         self._send(peer, answer, rid)  # Welcome: the session is READY
 
     def _shutdown_request(self, peer: _Peer, msg: m.Shutdown, rid: int) -> None:

@@ -421,7 +421,7 @@ def _watch_activity(loop: _SessionLoop, board: Any, slot: int) -> None:
         if now >= next_check[0]:
             next_check[0] = now + ACTIVE_SECONDS
             busy = sum(1 for t in board[:] if now - t < ACTIVE_SECONDS)
-            conn.busy_poll = cap if 2 * busy <= cpus else 0.0
+            conn.busy_poll = cap if 2 * busy <= cpus and not loop.fan_out_peer else 0.0
 
     loop.on_request = on_request
 

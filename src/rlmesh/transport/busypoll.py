@@ -24,12 +24,17 @@ import os
 import socket
 import threading
 
-__all__ = ["BusyPolling", "busy_poll_default"]
+__all__ = ["FAN_OUT_CAPABILITY", "BusyPolling", "busy_poll_default"]
 
 _BUSY_POLL_DEFAULT_US = 1000  # covers a trainer thinking between steps and a few-lane step (issue 12)
 PROBE_EVERY = 8  # while polling is off, one read in this many polls anyway (it may be a sleeping pair) ...
 PROBE_EVERY_MAX = 1024  # ... and each probe that catches nothing doubles the gap, up to this
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+#: ``Hello.capabilities`` key a client sets to ``"true"`` when it steps several endpoints at
+#: once (sends to all, then gathers): its server then waits for requests without spinning,
+#: since a round takes as long as its slowest endpoint and endpoints spinning on a few
+#: cores take the CPU the others need. Advisory (HS-8): a server may ignore it.
+FAN_OUT_CAPABILITY = "rlmesh.client.fan_out.v1"
 yield_cpu = getattr(os, "sched_yield", lambda: None)  # polling gives way to any other runnable task
 
 

@@ -49,8 +49,10 @@ def peer_info(component: str) -> m.PeerInfo:
     )
 
 
-def make_hello(component: str, declared: str | None, *, service: str = "env") -> m.Hello:
-    """The Hello a client sends: our generation and the editions we offer (DEC-1)."""
+def make_hello(
+    component: str, declared: str | None, *, service: str = "env", capabilities: dict[str, str] | None = None
+) -> m.Hello:
+    """The Hello a client sends: our generation, the editions we offer (DEC-1), advisory capabilities (HS-8)."""
     editions, preferred = offer_for(declared)
     return m.Hello(
         generation=PROTOCOL_GENERATION,
@@ -58,6 +60,7 @@ def make_hello(component: str, declared: str | None, *, service: str = "env") ->
         editions=editions,
         preferred=preferred,
         service=service,
+        capabilities=dict(capabilities or {}),
     )
 
 

@@ -117,7 +117,7 @@ def test_session_workers_busy_poll_only_while_the_busy_sessions_fit_the_cores(mo
     monkeypatch.setattr(_pool, "busy_poll_default", lambda: 0.001)
     monkeypatch.setattr(_pool, "_usable_cpus", lambda: 4.0)
     conn = SimpleNamespace(busy_poll=0.001)
-    loop = SimpleNamespace(_client=SimpleNamespace(conn=conn), on_request=None)
+    loop = SimpleNamespace(_client=SimpleNamespace(conn=conn), on_request=None, fan_out_peer=False)
     board = [0.0, 0.0, 0.0, 0.0]
     _pool._watch_activity(loop, board, 0)
     loop.on_request()  # this session alone is busy: 2 x 1 <= 4 cores
@@ -132,3 +132,7 @@ def test_session_workers_busy_poll_only_while_the_busy_sessions_fit_the_cores(mo
     _pool._watch_activity(loop, board, 0)
     loop.on_request()
     assert conn.busy_poll == 0.001
+    loop.fan_out_peer = True  # a client gathering many endpoints asked for no spinning
+    _pool._watch_activity(loop, board, 0)
+    loop.on_request()
+    assert conn.busy_poll == 0.0
