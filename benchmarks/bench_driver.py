@@ -54,10 +54,11 @@ class Trivial:
 
 def driver_loop(env: Any, lanes: int | None, actions: list[Any]) -> Any:
     """``fn(i)`` stepping a fresh driver over ``env`` with ``actions[i % 2]``."""
-    driver = Driver(driven_env(env))
+    driven = driven_env(env)
+    driver = Driver(driven)
     driver.begin_session()
     driver.reset(m.Reset(seeds=[0] * (lanes or 1)))
-    pack = value_plan(driver.view.act_space, lanes=lanes).pack
+    pack = value_plan(driven.act_space, lanes=lanes).pack
     requests = []
     for action in actions:
         scalars, segments = pack(action)
