@@ -51,7 +51,7 @@ LAYERS: dict[str, float] = {
     "rlmesh._metadata": 3.0,
     "rlmesh._contract": 3.0,
     "rlmesh.specs": 3.1,
-    "rlmesh._envview": 3.1,
+    "rlmesh._envkit": 3.1,  # what an env is, how its results read, the shared checks (below serve/ and eval/)
     # 4 models: Model, contexts, routes (LocalRoute), sentinels, the warning stack level
     "rlmesh.models": 4.0,
     # 5 clients

@@ -21,7 +21,7 @@ from ._model import Concat, Image, State, Text
 from ._model_spec import ModelSpec
 from ._resolve import _as_model_spec, resolve_internal
 from ._roles import ENV_METADATA_KEY, identity
-from ._space_view import to_view
+from ._space_outline import outline_of
 from ._tags import ImageTag, ObservationRoles, Split, StateTag, TextTag, iter_leaves
 
 __all__ = [
@@ -50,8 +50,8 @@ def validate_env_tags(tags: EnvTags | Mapping[str, Any], observation_space: Any,
     """
     doc = tags.to_dict() if isinstance(tags, EnvTags) else tags
     parsed = env_tags_from_dict(doc, strict=True)
-    joined = join(parsed.observation, parsed.action, to_view(observation_space, "observation_space"),
-                  to_view(action_space, "action_space"))  # fmt: skip
+    joined = join(parsed.observation, parsed.action, outline_of(observation_space, "observation_space"),
+                  outline_of(action_space, "action_space"))  # fmt: skip
     return list(joined.advisories)
 
 

@@ -19,7 +19,7 @@ from ._roles import (
     fmt_pair,
     is_sanctioned,
 )
-from ._space_view import SpaceView
+from ._space_outline import SpaceOutline
 from ._tags import ImageTag, Split, StateTag, TextTag, UnknownLeaf
 
 __all__ = [
@@ -141,8 +141,8 @@ class Joined:
     obs_root_kind: str = "dict"
 
 
-def _mismatch(path: Path, expected: str, view: SpaceView) -> Exception:
-    return fail("invalid_tag", f'observation "{render_path(path)}" is tagged as {expected} but the space is {view.describe()}')
+def _mismatch(path: Path, expected: str, outline: SpaceOutline) -> Exception:
+    return fail("invalid_tag", f'observation "{render_path(path)}" is tagged as {expected} but the space is {outline.describe()}')
 
 
 def reconcile(key: str, space: tuple[float, float] | None, tag: tuple[float, float] | None) -> tuple[float, float] | None:
@@ -201,12 +201,12 @@ class _Join:
                 "dim_mismatch", f'"{key}" declares role "{role}", which is {law}-D by convention, but its width is {width}'
             )
 
-    def walk(self, node: Any, view: SpaceView, path: Path) -> None:
+    def walk(self, node: Any, outline: SpaceOutline, path: Path) -> None:
         if isinstance(node, Mapping):
-            if view.kind != "dict":
-                raise _mismatch(path, "a Dict space", view)
+            if outline.kind != "dict":
+                raise _mismatch(path, "a Dict space", outline)
             for key in sorted(node):
-                child = view.child(key)
+                child = outline.child(key)
                 if child is None:
                     raise fail(
                         "invalid_tag",
@@ -214,36 +214,36 @@ class _Join:
                     )
                 self.walk(node[key], child, (*path, key))
         elif isinstance(node, tuple):
-            if view.kind != "tuple":
-                raise _mismatch(path, "a Tuple space", view)
-            if len(node) != len(view.children):
+            if outline.kind != "tuple":
+                raise _mismatch(path, "a Tuple space", outline)
+            if len(node) != len(outline.children):
                 raise fail(
                     "invalid_tag",
-                    f'observation tuple at "{render_path(path)}" declares {len(node)} item(s) but the space has {len(view.children)}',
+                    f'observation tuple at "{render_path(path)}" declares {len(node)} item(s) but the space has {len(outline.children)}',
                 )
             for i, child_node in enumerate(node):
-                self.walk(child_node, view.children[i], (*path, i))
+                self.walk(child_node, outline.children[i], (*path, i))
         elif isinstance(node, ImageTag):
-            self.image(node, view, path)
+            self.image(node, outline, path)
         elif isinstance(node, StateTag):
-            self.state(node, view, path)
+            self.state(node, outline, path)
         elif isinstance(node, TextTag):
-            if view.kind != "text":
-                raise _mismatch(path, "a text space", view)
+            if outline.kind != "text":
+                raise _mismatch(path, "a text space", outline)
             self.role_checks(node.role, path)
             self.out.texts.append(TextFeature(path, node.role))
         elif isinstance(node, Split):
-            self.split(node, view, path)
+            self.split(node, outline, path)
         elif isinstance(node, UnknownLeaf):
             self.out.unknowns.append(UnknownFeature(path, node.role, node.kind))
         else:  # pragma: no cover - trees are validated on construction
             raise fail("invalid_tag", f'observation "{render_path(path)}": not a tag: {node!r}')
 
-    def image(self, tag: ImageTag, view: SpaceView, path: Path) -> None:
-        if view.kind != "box" or len(view.shape) != 3:
-            raise _mismatch(path, "an image (3-D Box)", view)
+    def image(self, tag: ImageTag, outline: SpaceOutline, path: Path) -> None:
+        if outline.kind != "box" or len(outline.shape) != 3:
+            raise _mismatch(path, "an image (3-D Box)", outline)
         self.role_checks(tag.role, path)
-        s = view.shape
+        s = outline.shape
         h, w, c = (s[0], s[1], s[2]) if tag.layout == "hwc" else (s[1], s[2], s[0])
         other = "chw" if tag.layout == "hwc" else "hwc"
         other_c = s[0] if tag.layout == "hwc" else s[2]
@@ -254,15 +254,15 @@ class _Join:
                 f'{other} -- declare layout="{other}" if so',
             ))  # fmt: skip
         self.out.images.append(
-            ImageFeature(path, tag.role, tag.part, tag.layout, tag.upside_down, h, w, c, view.uniform_range(), view.dtype, s)
+            ImageFeature(path, tag.role, tag.part, tag.layout, tag.upside_down, h, w, c, outline.uniform_range(), outline.dtype, s)
         )
 
-    def state(self, tag: StateTag, view: SpaceView, path: Path) -> None:
-        if not view.numeric:
-            raise _mismatch(path, "a numeric state", view)
+    def state(self, tag: StateTag, outline: SpaceOutline, path: Path) -> None:
+        if not outline.numeric:
+            raise _mismatch(path, "a numeric state", outline)
         self.role_checks(tag.role, path)
         p = render_path(path)
-        width = view.width
+        width = outline.width
         encs = _accept_set(tag.encoding)
         native = _native(encs, f'state "{p}"')
         if native is not None and ROTATION_DIMS[native] != width:
@@ -273,18 +273,18 @@ class _Join:
         self.law(tag.role, width, p)
         if tag.labels is not None and len(tag.labels) != width:
             raise fail("dim_mismatch", f'state "{p}" declares {len(tag.labels)} labels but the space width is {width}')
-        rng = reconcile(p, view.uniform_range(), tag.range)
+        rng = reconcile(p, outline.uniform_range(), tag.range)
         self.out.states.append(
             StateFeature(path, tag.role, tag.part, tag.provenance, tag.frame, tag.labels, encs, native, width, None, rng)
         )
 
-    def split(self, tag: Split, view: SpaceView, path: Path) -> None:
-        if not view.numeric:
-            raise _mismatch(path, "a numeric state", view)
+    def split(self, tag: Split, outline: SpaceOutline, path: Path) -> None:
+        if not outline.numeric:
+            raise _mismatch(path, "a numeric state", outline)
         p = render_path(path)
         total = sum(int(f.dim or 0) for f in tag.fields)
-        if total != view.width:
-            raise fail("dim_mismatch", f'state layout for "{p}" sums to {total} dims but the space width is {view.width}')
+        if total != outline.width:
+            raise fail("dim_mismatch", f'state layout for "{p}" sums to {total} dims but the space width is {outline.width}')
         off = 0
         for f in tag.fields:
             dim = int(f.dim or 0)
@@ -299,19 +299,19 @@ class _Join:
                         f"but its dim is {dim}",
                     )
                 self.law(f.role, dim, p)
-                rng = reconcile(f"{p}[{off}:{off + dim}]", view.slice_range(off, off + dim), f.range)
+                rng = reconcile(f"{p}[{off}:{off + dim}]", outline.slice_range(off, off + dim), f.range)
                 self.out.states.append(
                     StateFeature(path, f.role, f.part, f.provenance, f.frame, f.labels, encs, native, dim, off, rng)
                 )
             off += dim
 
-    def action(self, action: Action, view: SpaceView) -> None:
-        if view.kind != "box":
-            raise fail("invalid_tag", f"the action space must be a flat Box but it is {view.describe()}")
+    def action(self, action: Action, outline: SpaceOutline) -> None:
+        if outline.kind != "box":
+            raise fail("invalid_tag", f"the action space must be a flat Box but it is {outline.describe()}")
         total = sum(int(a.dim or 0) for a in action.components)
-        if total != view.width:
-            raise fail("dim_mismatch", f"action component dims sum to {total} but the action space width is {view.width}")
-        self.out.action_width = view.width
+        if total != outline.width:
+            raise fail("dim_mismatch", f"action component dims sum to {total} but the action space width is {outline.width}")
+        self.out.action_width = outline.width
         self.out.action_clip = action.clip
         off = 0
         for i, a in enumerate(action.components):
@@ -333,21 +333,21 @@ class _Join:
                         f'action component "{a.role}" declares encoding {enc} ({ROTATION_DIMS[enc]} dims) but its dim is {dim}',
                     )
                 self.law(a.role, dim, a.role)
-                rng = reconcile(a.role, view.slice_range(off, off + dim), a.range)
+                rng = reconcile(a.role, outline.slice_range(off, off + dim), a.range)
             else:
                 rng = None
             self.out.actuators.append(EnvActuator(i, a, off, enc, rng))
             off += dim
 
 
-def join(observation: Any, action: Action, obs_view: SpaceView, act_view: SpaceView) -> Joined:
+def join(observation: Any, action: Action, obs_outline: SpaceOutline, act_outline: SpaceOutline) -> Joined:
     """Join an env tag tree and action layout with their spaces (ADP-56..66).
 
     Raises:
         AdapterResolutionError: a tag disagrees with its space.
     """
     j = _Join()
-    j.out.obs_root_kind = obs_view.kind
-    j.walk(observation, obs_view, ())
-    j.action(action, act_view)
+    j.out.obs_root_kind = obs_outline.kind
+    j.walk(observation, obs_outline, ())
+    j.action(action, act_outline)
     return j.out

@@ -32,7 +32,7 @@ from ._model_spec import ModelSpec, model_spec_from_dict
 from ._plans import ImagePlan, Plan, Resolved, StatePlan, TextPlan
 from ._resolve_action import model_layout, plan_action
 from ._resolve_obs import ObsPlanner
-from ._space_view import to_view
+from ._space_outline import outline_of
 from ._tags import Split, UnknownLeaf, iter_leaves
 
 __all__ = ["resolve", "resolve_internal"]
@@ -184,9 +184,9 @@ def resolve_internal(
             _check_inverse(enc)
     custom_fns = _customs(spec, trust_entrypoints)
     _taint(tags, spec)
-    obs_view = to_view(observation_space, "observation_space")
-    act_view = to_view(action_space, "action_space")
-    joined: Joined = join(tags.observation, tags.action, obs_view, act_view)
+    obs_outline = outline_of(observation_space, "observation_space")
+    act_outline = outline_of(action_space, "action_space")
+    joined: Joined = join(tags.observation, tags.action, obs_outline, act_outline)
     slices, labels, _ = model_layout(spec.output)
     planner = ObsPlanner(joined, slices, labels)
     plans: list[Plan] = []
@@ -218,7 +218,7 @@ def resolve_internal(
                 f'env feature "{render_path(u.path)}" (role "{u.role or "<none>"}"): unrecognized kind "{u.kind}"; '
                 "ignored (no model input requires it)",
             ))  # fmt: skip
-    root_dict = obs_view.kind == "dict"
+    root_dict = obs_outline.kind == "dict"
     return Resolved(
         plans=plans,
         action=action,

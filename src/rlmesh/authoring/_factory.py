@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from .. import _keys
-from .._envview import Lanes, autoreset_name
+from .._envkit.classify import Lanes, autoreset_name
 from ..adapters import EnvTags, tag
 from ..errors import DependencyMissing
 from ._params import ParamError, ParamSpec

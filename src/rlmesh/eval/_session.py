@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .. import adapters, view as view_pkg
-from .._envview import Checks, env_failure, local_checks, local_scalar_step, normalize_reset
+from .._envkit.checks import Checks, env_failure, local_checks, local_scalar_step
+from .._envkit.results import normalize_reset
 from ..models._route import ENV_TAGS_KEY, LocalRoute, new_episode_id
 from ..models._warn import user_stacklevel
 from ..tensor import Tensor

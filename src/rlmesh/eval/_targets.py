@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._contract import EnvContract
-from .._envview import declared_autoreset, is_vector_env, spec_id, vector_lanes
+from .._envkit.classify import declared_autoreset, is_vector_env, spec_id, vector_lanes
 from ..authoring import EnvFactory, build_env
 from ..client._numpy import RemoteEnv, RemoteVectorEnv
 from ..spaces._gym import as_spec

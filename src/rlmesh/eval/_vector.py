@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._envview import (
-    env_failure,
+from .._envkit.checks import env_failure
+from .._envkit.results import (
     lane_final_info,
     lane_info,
     next_step_violation,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import numpy as _numpy
-from .._envview import Lanes
+from .._envkit.classify import Lanes
 from ..authoring import EnvFactory, build_env
 from ..errors import WorkflowEditionWarning
 from ..serve import EnvServer, ServeOptions

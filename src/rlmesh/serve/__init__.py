@@ -1,6 +1,6 @@
 """Serving: ``EnvServer``, ``ModelServer``, ``serve_env``, readiness, and ``python -m rlmesh.serve`` (``main``)."""
 
-from .._envview import Lanes as Lanes
+from .._envkit.classify import Lanes as Lanes
 from ..transport.probe import Health as Health, ping as ping, wait_ready as wait_ready
 from ._cli import startup_marks as startup_marks
 from ._main import main as main, serve_env as serve_env

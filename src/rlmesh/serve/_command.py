@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._build import EDITION_BASE, resolve_declared_edition
-from .._envview import Lanes, autoreset_name
+from .._envkit.classify import Lanes, autoreset_name
 from .._termtext import term_safe
 from ..authoring import EnvFactory, build_env
 from ..errors import WorkflowEditionWarning

@@ -1,4 +1,4 @@
-"""The env driver: runs requests against an :class:`EnvView` and keeps episode books.
+"""The env driver: runs requests against a :class:`~rlmesh.serve._driven.DrivenEnv` and keeps episode books.
 
 One driver per server; per-session state (lane states, the interrupted-episode
 buffer, conformance-warning dedup) is reset by :meth:`Driver.begin_session`
@@ -20,19 +20,14 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import np_dtype
-from .._envview import (
-    Checks,
-    EnvView,
-    failure_text,
-    lane_final_info,
-    next_step_violation,
-    path_text,
-)
+from .._envkit.checks import Checks, failure_text, path_text
+from .._envkit.results import lane_final_info, next_step_violation
 from .._ids import uuid7 as new_episode_id
 from .._plan import ValuePlan, value_plan
 from ..errors import CODE_NUMBERS, EnvironmentException, ProtocolException, is_recoverable_exception
 from ..wire import messages as m
 from ..wire.meta import normalize
+from ._driven import DrivenEnv
 
 __all__ = ["Driver", "RequestFailed"]
 
@@ -65,7 +60,7 @@ class RequestFailed(Exception):
 
     @classmethod
     def of(cls, exc: EnvironmentException) -> RequestFailed:
-        """A check of the one env view (:class:`rlmesh._envview.Checks`) refused a value."""
+        """A shared env check (:class:`rlmesh._envkit.checks.Checks`) refused a value."""
         return cls(exc.code, exc.message, op=exc.op, recoverable=exc.recoverable)
 
 
@@ -165,22 +160,22 @@ class _Books:
 
 
 class Driver:
-    """Executes Reset/Step/Render against one env view and keeps the episode books."""
+    """Executes Reset/Step/Render against one driven env and keeps the episode books."""
 
-    def __init__(self, view: EnvView) -> None:
-        self.view = view
-        self.lanes = view.lanes
-        n = view.num_envs
-        self.obs_plan = value_plan(view.obs_space, lanes=self.lanes)
-        self.act_plan = value_plan(view.act_space, lanes=self.lanes)
+    def __init__(self, env: DrivenEnv) -> None:
+        self.env = env
+        self.lanes = env.lanes
+        n = env.num_envs
+        self.obs_plan = value_plan(env.obs_space, lanes=self.lanes)
+        self.act_plan = value_plan(env.act_space, lanes=self.lanes)
         #: SRV-60 / CNF-4: the same checks, policy and words as an in-process session's.
-        self.checks = Checks(view.obs_space, view.act_space, self.lanes)
+        self.checks = Checks(env.obs_space, env.act_space, self.lanes)
         self.policy = self.checks.policy
         # Resolved once for the step path (issue 24): the action's one root leaf, if any,
         # read straight off the frame; the observation's split when it is one segment.
         self._action_in = self.checks.action_in
         self._obs_fast = self.checks.observation_fast
-        self._act_leaf, self._act_dtype, self._act_shape, self._act_nbytes = _direct_leaf(view.act_space, self.lanes)
+        self._act_leaf, self._act_dtype, self._act_shape, self._act_nbytes = _direct_leaf(env.act_space, self.lanes)
         self._obs_leaf = _SEGMENT if self.obs_plan.leaf == "segment" else None
         self._books = _Books(n)
         self._interrupted: deque[m.EpisodeRecord] = deque()
@@ -210,10 +205,10 @@ class Driver:
 
     def reset(self, req: m.Reset) -> tuple[m.ResetReply, list[Any]]:
         started = time.perf_counter_ns()
-        n = self.view.num_envs
+        n = self.env.num_envs
         indices = list(req.env_indices)
         if indices:
-            if not self.view.supports_partial_reset:
+            if not self.env.supports_partial_reset:
                 raise RequestFailed(
                     "UNSUPPORTED", "this endpoint does not support partial reset (env_indices)", op="reset"
                 )
@@ -225,7 +220,7 @@ class Driver:
         if req.episode_ids and len(req.episode_ids) != count:
             raise RequestFailed("INVALID_ACTION", f"expected {count} episode ids, got {len(req.episode_ids)}", op="reset")
         try:
-            obs, info = self.view.reset(list(req.seeds), req.options, indices, seed_int=req.seed_int)
+            obs, info = self.env.reset(list(req.seeds), req.options, indices, seed_int=req.seed_int)
         except Exception as exc:
             raise _env_failure("reset", exc) from None
         canonical = self._encode_obs(obs, "reset", partial=len(indices) if indices else None)
@@ -273,7 +268,7 @@ class Driver:
                 if 0 <= i < len(lanes):
                     lanes[i].episode_id = eid
         try:
-            obs, reward, terminated, truncated, info = self.view.step(action)
+            obs, reward, terminated, truncated, info = self.env.step(action)
         except Exception as exc:
             raise _env_failure("step", exc) from None
         canonical = None
@@ -338,7 +333,7 @@ class Driver:
     def render(self, req: m.Render) -> tuple[m.RenderReply, list[Any]]:
         if not self._has_reset:
             raise _reset_needed("render")
-        n = self.view.num_envs
+        n = self.env.num_envs
         if self.lanes is None and req.env_index != 0:
             raise RequestFailed(
                 "INVALID_ACTION", f"single-env render only supports env_index 0, got {req.env_index}", op="render"
@@ -346,7 +341,7 @@ class Driver:
         if not 0 <= req.env_index < n:
             raise RequestFailed("INVALID_ACTION", f"env_index must be in [0, {n}), got {req.env_index}", op="render")
         try:
-            frame = self.view.render(req.env_index)
+            frame = self.env.render(req.env_index)
         except Exception as exc:
             raise _env_failure("render", exc) from None
         image = frame_to_hwc_uint8(frame)
@@ -374,7 +369,7 @@ class Driver:
 
     def _partial(self, k: int) -> ValuePlan:
         """The observation plan of a batch of ``k`` lanes (partial reset replies)."""
-        return value_plan(self.view.obs_space, lanes=k)
+        return value_plan(self.env.obs_space, lanes=k)
 
     def _encode_obs(self, obs: Any, op: str, partial: int | None = None) -> Any:
         try:
@@ -414,7 +409,7 @@ class Driver:
         done = terminated | truncated
         waiting = books.waiting
         if waiting:
-            if self.view.autoreset == "NextStep":  # AR-6: validated before any state changes
+            if self.env.autoreset == "NextStep":  # AR-6: validated before any state changes
                 for i in waiting:
                     if state[i] == PENDING and (done[i] or reward[i] != 0):
                         raise RequestFailed(
@@ -437,7 +432,7 @@ class Driver:
         books = self._books
         state = books.state
         lanes = books.lanes
-        mode = self.view.autoreset
+        mode = self.env.autoreset
         now = time.time_ns()
         for i in [i for i in books.waiting if state[i] == PENDING]:  # the autoreset obs starts an episode (AR-5)
             books.start(i, lanes[i].episode_id or new_episode_id(), None, now)
@@ -499,7 +494,7 @@ def _final_info_scalar(info: dict[str, Any]) -> Any:
 
 
 def _final_info_lane(info: dict[str, Any], i: int, n: int) -> Any:
-    """AR-7: lane ``i``'s final info (:func:`rlmesh._envview.lane_final_info`), normalized."""
+    """AR-7: lane ``i``'s final info (:func:`rlmesh._envkit.results.lane_final_info`), normalized."""
     try:
         out = lane_final_info(info, i, n)
         return normalize(out) if out else None

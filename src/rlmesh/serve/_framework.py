@@ -1,7 +1,8 @@
 """``EnvServer(framework="torch"|"jax", device=...)``: the env speaks its framework (SRV-30..34).
 
 The driver works on canonical numpy trees. A framework env is reached through a
-thin proxy (:class:`BridgedEnv`) that the view calls instead of the env:
+thin proxy (:class:`BridgedEnv`) that the driven env (``serve/_driven.py``) calls
+instead of the env:
 
 - actions: the driver's canonical action (arrays that are views of the fresh
   receive buffer) is decoded by the bridge -- torch tensors sharing that memory,
@@ -9,13 +10,13 @@ thin proxy (:class:`BridgedEnv`) that the view calls instead of the env:
   (``[N, ...]`` per leaf, batched Discrete as an int tensor);
 - results: framework leaves in observations, rewards, flags and infos become host
   numpy arrays (a CPU tensor's own memory, no copy; an accelerator tensor is
-  copied to the host once) before the view normalizes them.
+  copied to the host once) before the driven env normalizes them.
 
 An observation may hold host (numpy) arrays too; the first leaf of each such
 foreign type warns once, because the env probably meant to return its
 framework's arrays. ``render`` frames may be framework tensors as well.
 
-The view inspected the real env at construction (spaces, metadata, vector
+The driven env inspected the real env at construction (spaces, metadata, vector
 shape); the proxy only intercepts ``reset``/``step``/``render``/``close`` and
 forwards every other attribute.
 """
@@ -28,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from .._bridge import Bridge, _is_jax, _is_torch, resolve_bridge
-from .._envview import EnvView, LanesView, OneLaneView
 from .._plan import value_plan
+from ._driven import DrivenEnv, DrivenLanes, DrivenOneLane
 
-__all__ = ["BridgedEnv", "bridge_view", "resolve_framework"]
+__all__ = ["BridgedEnv", "bridge_env", "resolve_framework"]
 
 log = logging.getLogger("rlmesh.serve")
 
@@ -68,15 +69,15 @@ def resolve_framework(framework: Any, device: Any) -> tuple[Bridge | None, Any]:
     return bridge, bridge.resolve_device(device) if device is not None else None
 
 
-def bridge_view(view: EnvView, bridge: Bridge, device: Any) -> None:
-    """Route ``view``'s env calls through :class:`BridgedEnv` (in place)."""
-    if isinstance(view, LanesView):
-        for lane in view.lanes_:
+def bridge_env(driven: DrivenEnv, bridge: Bridge, device: Any) -> None:
+    """Route ``driven``'s env calls through :class:`BridgedEnv` (in place)."""
+    if isinstance(driven, DrivenLanes):
+        for lane in driven.lanes_:
             lane.env = BridgedEnv(lane.env, bridge, device, lane.act_space, None)
         return
-    lanes = 1 if isinstance(view, OneLaneView) else view.lanes  # a 1-lane vector env takes [1, ...]
-    env = view.env  # type: ignore[attr-defined]
-    view.env = BridgedEnv(env, bridge, device, view.act_space, lanes)  # type: ignore[attr-defined]
+    lanes = 1 if isinstance(driven, DrivenOneLane) else driven.lanes  # a 1-lane vector env takes [1, ...]
+    env = driven.env  # type: ignore[attr-defined]
+    driven.env = BridgedEnv(env, bridge, device, driven.act_space, lanes)  # type: ignore[attr-defined]
 
 
 class BridgedEnv:
@@ -115,7 +116,7 @@ class BridgedEnv:
     def step(self, action: Any) -> Any:
         result = self._env.step(None if action is None else self._action(action))
         if not isinstance(result, tuple) or len(result) not in (4, 5):
-            return result  # the view reports the malformed result
+            return result  # the driven env reports the malformed result
         encode = self._bridge.encode
         return (self._obs(result[0]), *[encode(x) for x in result[1:]])
 

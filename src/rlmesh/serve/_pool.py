@@ -56,7 +56,7 @@ from typing import Any
 
 from .._build import PROTOCOL_GENERATION, resolve_declared_edition
 from .._contract import EnvContract
-from .._envview import Lanes, autoreset_name
+from .._envkit.classify import Lanes, autoreset_name
 from ..authoring import EnvFactory
 from ..authoring._factory import build_env
 from ..errors import CODE_NUMBERS, BindFailed, ConnectionLost, ProtocolException

@@ -11,14 +11,15 @@ from typing import Any
 from .. import adapters
 from .._build import EDITION_BASE, resolve_declared_edition
 from .._contract import EnvContract
-from .._envview import is_vector_env, view_of
+from .._envkit.classify import is_vector_env
 from .._keys import ENV_BRANCH_KEY, ENV_TAGS_KEY
 from ..errors import BindFailed
 from ..transport import listen, resolve_address
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
+from ._driven import driven_env
 from ._driver import Driver, RequestFailed
-from ._framework import bridge_view, resolve_framework
+from ._framework import bridge_env, resolve_framework
 from ._lifecycle import ServerBase
 from ._loop import ServeLoop
 from ._options import ServeOptions
@@ -155,7 +156,7 @@ class EnvServer(ServerBase):
             raise TypeError(f"options must be a ServeOptions, got {type(options).__name__}")
         self._options = options or ServeOptions()
         addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
-        service, view = _env_service(env, self._options, tags, bridge, dev)
+        service, driven = _env_service(env, self._options, tags, bridge, dev)
         self._contract = service.env_contract
         try:
             listener, bound = listen(addr)
@@ -164,7 +165,7 @@ class EnvServer(ServerBase):
             raise BindFailed(f"failed to bind {what}: {exc}") from exc
         self._address = bound.url
         self._init_lifecycle(
-            ServeLoop(listener, service, self._options), view.close, close_env_on_shutdown, bound.path or None
+            ServeLoop(listener, service, self._options), driven.close, close_env_on_shutdown, bound.path or None
         )
 
     # -- read-only surface ----------------------------------------------------------------
@@ -180,7 +181,7 @@ class EnvServer(ServerBase):
 
 
 def _env_service(env: Any, options: ServeOptions, tags: Any, bridge: Any, dev: Any) -> tuple[_EnvService, Any]:
-    """Check and wrap an env (or lanes) for the serve loop: ``(service, view)``.
+    """Check and wrap an env (or lanes) for the serve loop: ``(service, driven env)``.
 
     Shared by :class:`EnvServer` and a multi-session endpoint's session workers.
     """
@@ -189,26 +190,26 @@ def _env_service(env: Any, options: ServeOptions, tags: Any, bridge: Any, dev: A
         _check_space_depth(e)
         _stamp_tags(e, tags)
         _check_branch(e)
-    view = view_of(env)
+    driven = driven_env(env)
     if bridge is not None:  # SRV-30: the env takes and returns its framework's arrays
-        bridge_view(view, bridge, dev)
+        bridge_env(driven, bridge, dev)
     declared = resolve_declared_edition(
         served=options.workflow_edition,
         warn=not all(_is_gymnasium_own(e) for e in envs),
         who="this EnvServer",
         hint=f'EnvServer(..., options=rlmesh.ServeOptions(workflow_edition="{EDITION_BASE}"))',
     )
-    metadata = _contract_metadata(view.metadata)
+    metadata = _contract_metadata(driven.metadata)
     contract = EnvContract(
-        view.env_id,
-        view.obs_space,
-        view.act_space,
-        render_mode=view.render_mode,
-        num_envs=view.num_envs,
+        driven.env_id,
+        driven.obs_space,
+        driven.act_space,
+        render_mode=driven.render_mode,
+        num_envs=driven.num_envs,
         metadata=metadata,
-        autoreset_mode=view.autoreset if view.lanes is not None else "Disabled",
+        autoreset_mode=driven.autoreset if driven.lanes is not None else "Disabled",
     )
-    return _EnvService(Driver(view), contract, declared), view
+    return _EnvService(Driver(driven), contract, declared), driven
 
 
 def _space_depth(space: Any) -> int:

@@ -7,19 +7,15 @@ import types
 import numpy as np
 import pytest
 
-from rlmesh._envview import (
-    Checks,
-    declared_autoreset,
-    is_vector_env,
+from rlmesh._envkit.checks import Checks, local_checks, local_scalar_step
+from rlmesh._envkit.classify import declared_autoreset, is_vector_env, vector_lanes
+from rlmesh._envkit.results import (
     lane_final_info,
     lane_info,
-    local_checks,
-    local_scalar_step,
     next_step_violation,
     normalize_reset,
     normalize_step,
     read_vector_step,
-    vector_lanes,
 )
 from rlmesh._keys import CONFORMANCE_WARNING_KEY
 from rlmesh.errors import EnvironmentException, InvalidAction
@@ -91,7 +87,7 @@ def test_vector_detection_and_autoreset_are_one_rule() -> None:
 
 def test_the_env_id_rule_is_the_servers() -> None:
     """SRV-11: a non-empty str ``spec.id``, else ``UnknownEnv-v1`` (an empty or non-str id too)."""
-    from rlmesh._envview import spec_id
+    from rlmesh._envkit.classify import spec_id
 
     assert spec_id(types.SimpleNamespace(id="CartPole-v1")) == "CartPole-v1"
     assert spec_id(types.SimpleNamespace(id="")) == "UnknownEnv-v1"

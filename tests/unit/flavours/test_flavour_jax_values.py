@@ -146,9 +146,10 @@ def test_devices_resolve_or_fail_with_a_ValueError_that_says_why() -> None:
 def test_client_leaves_are_the_same_with_and_without_jax_fast_put(fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """The receive-buffer path (jax's own put, probed once) and its public fallback agree on values and dtypes."""
     from rlmesh import _bridge
+    from rlmesh._bridge import _jax_probe
 
     if not fast:
-        monkeypatch.setattr(_bridge, "_fast_put", False)
+        monkeypatch.setattr(_jax_probe, "_fast_put", False)
     buf = aligned_empty(64).view(np.float32)[:8].reshape(2, 4)
     buf[:] = np.arange(8, dtype=np.float32).reshape(2, 4)
     out = _bridge.jax_wrap_fresh(buf)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-from rlmesh._envview import view_of
 from rlmesh.authoring import EnvFactory, build_env
 from rlmesh.serve import Lanes
 from rlmesh.serve._cli import load_env_target
+from rlmesh.serve._driven import driven_env
 
 
 class CartPoleFactory(EnvFactory):
@@ -18,9 +18,9 @@ class CartPoleFactory(EnvFactory):
 
 def test_factory_lanes_autoreset_next_step_by_default_and_as_asked() -> None:
     _, lanes = build_env(CartPoleFactory(), num_envs=2)
-    assert isinstance(lanes, Lanes) and view_of(lanes).autoreset == "NextStep"
+    assert isinstance(lanes, Lanes) and driven_env(lanes).autoreset == "NextStep"
     _, lanes = build_env(CartPoleFactory(), num_envs=2, autoreset="disabled")
-    assert view_of(lanes).autoreset == "Disabled"
+    assert driven_env(lanes).autoreset == "Disabled"
 
 
 def test_factory_vector_fan_out_takes_the_autoreset_mode() -> None:
@@ -32,9 +32,9 @@ def test_factory_vector_fan_out_takes_the_autoreset_mode() -> None:
 @pytest.mark.parametrize(("mode", "wire"), [(None, "NextStep"), ("disabled", "Disabled"), ("same-step", "SameStep")])
 def test_the_cli_loader_builds_lanes_with_the_requested_mode(mode: str | None, wire: str) -> None:
     env, _ = load_env_target("CartPole-v1", num_envs=2, autoreset=mode)
-    assert view_of(env).autoreset == wire
+    assert driven_env(env).autoreset == wire
     env, _ = load_env_target("CartPole-v1", num_envs=2, vectorization_mode="sync", autoreset=mode)
-    assert view_of(env).autoreset == wire
+    assert driven_env(env).autoreset == wire
     env.close()
 
 

@@ -8,8 +8,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlmesh._envview import LanesView, autoreset_name, view_of
+from rlmesh._envkit.classify import autoreset_name
 from rlmesh.serve import Lanes
+from rlmesh.serve._driven import DrivenLanes, driven_env
 
 
 class Countdown(gym.Env):  # type: ignore[type-arg]
@@ -35,13 +36,13 @@ class Countdown(gym.Env):  # type: ignore[type-arg]
 
 
 def test_a_plain_list_of_lanes_autoresets_next_step_and_says_so_in_metadata() -> None:
-    view = view_of([Countdown(2), Countdown(3)])
-    assert isinstance(view, LanesView)
+    view = driven_env([Countdown(2), Countdown(3)])
+    assert isinstance(view, DrivenLanes)
     assert view.autoreset == "NextStep" and view.metadata["autoreset_mode"] == "NextStep"
 
 
 def test_next_step_lanes_reset_on_the_step_after_they_end_with_reward_zero() -> None:
-    view = view_of([Countdown(1), Countdown(3)])
+    view = driven_env([Countdown(1), Countdown(3)])
     view.reset([], None, [])
     _, rew, term, _, _ = view.step(np.array([0, 0]))
     assert term.tolist() == [True, False] and rew.tolist() == [1.0, 1.0]
@@ -55,7 +56,7 @@ def test_next_step_lanes_reset_on_the_step_after_they_end_with_reward_zero() -> 
 
 def test_same_step_lanes_reset_at_once_and_carry_the_terminal_obs() -> None:
     lanes = [Countdown(1), Countdown(2)]
-    view = view_of(Lanes(lanes, autoreset="same-step"))
+    view = driven_env(Lanes(lanes, autoreset="same-step"))
     assert view.autoreset == "SameStep"
     view.reset([], None, [])
     obs, rew, term, _, info = view.step(np.array([0, 0]))
@@ -68,7 +69,7 @@ def test_same_step_lanes_reset_at_once_and_carry_the_terminal_obs() -> None:
 
 def test_disabled_lanes_stay_done_until_reset() -> None:
     lanes = [Countdown(1), Countdown(3)]
-    view = view_of(Lanes(lanes, autoreset="disabled"))
+    view = driven_env(Lanes(lanes, autoreset="disabled"))
     view.reset([], None, [])
     view.step(np.array([0, 0]))
     _, _, term, _, _ = view.step(np.array([0, 0]))
@@ -77,7 +78,7 @@ def test_disabled_lanes_stay_done_until_reset() -> None:
 
 def test_a_partial_reset_clears_a_pending_autoreset() -> None:
     lanes = [Countdown(1), Countdown(3)]
-    view = view_of(lanes)
+    view = driven_env(lanes)
     view.reset([], None, [])
     view.step(np.array([0, 0]))
     view.reset([], None, [0])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from rlmesh._envview import view_of
+from rlmesh.serve._driven import driven_env
 from rlmesh.serve._driver import Driver, RequestFailed
 from rlmesh.wire import messages as m
 
@@ -51,7 +51,7 @@ class Scripted:
 
 
 def drive(mode: str, steps: int) -> list[m.EpisodeRecord]:
-    d = Driver(view_of(Scripted(mode)))
+    d = Driver(driven_env(Scripted(mode)))
     d.begin_session()
     d.reset(m.Reset(episode_ids=["a0", "b0"]))
     out: list[m.EpisodeRecord] = []
@@ -80,7 +80,7 @@ def test_disabled_lanes_stay_done_and_stop_counting() -> None:
 
 
 def test_ending_a_session_truncates_the_episodes_in_flight() -> None:
-    d = Driver(view_of(Scripted("NextStep", (50, 50))))
+    d = Driver(driven_env(Scripted("NextStep", (50, 50))))
     d.begin_session()
     d.reset(m.Reset(episode_ids=["a", "b"]))
     d.step(m.Step(action=[]), [np.zeros(2, np.int64).view(np.uint8)])
@@ -90,7 +90,7 @@ def test_ending_a_session_truncates_the_episodes_in_flight() -> None:
 
 def test_an_autoreset_step_that_reports_done_breaks_the_next_step_contract() -> None:
     env = Scripted("NextStep", (1, 5))
-    d = Driver(view_of(env))
+    d = Driver(driven_env(env))
     d.begin_session()
     d.reset(m.Reset(episode_ids=["a", "b"]))
     seg = [np.zeros(2, np.int64).view(np.uint8)]
@@ -103,7 +103,7 @@ def test_an_autoreset_step_that_reports_done_breaks_the_next_step_contract() -> 
 
 def test_a_lane_reset_after_idling_counts_only_its_new_episode() -> None:
     env = Scripted("Disabled", (2, 50))
-    d = Driver(view_of(env))
+    d = Driver(driven_env(env))
     d.begin_session()
     d.reset(m.Reset(episode_ids=["a", "b"]))
     seg = [np.zeros(2, np.int64).view(np.uint8)]

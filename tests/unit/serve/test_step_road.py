@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from rlmesh._envview import view_of
+from rlmesh.serve._driven import driven_env
 from rlmesh.serve._driver import Driver, RequestFailed
 from rlmesh.wire import messages as m
 
@@ -50,7 +50,7 @@ class DiscreteEnv(BoxEnv):
 
 
 def _driver(env: Any) -> Driver:
-    d = Driver(view_of(env))
+    d = Driver(driven_env(env))
     d.begin_session()
     d.reset(m.Reset())
     return d
@@ -165,7 +165,7 @@ def test_off_checks_no_range(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_vector_discrete_action_out_of_range_is_invalid() -> None:
-    env = view_of([DiscreteEnv(), DiscreteEnv()])
+    env = driven_env([DiscreteEnv(), DiscreteEnv()])
     d = Driver(env)
     d.begin_session()
     d.reset(m.Reset())

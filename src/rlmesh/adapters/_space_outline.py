@@ -1,10 +1,10 @@
-"""Project any space description onto one small "space view" (ADP-55).
+"""Project any space description onto one small outline: the spec's "space view" (ADP-55).
 
 Accepted inputs: Gymnasium spaces, :class:`rlmesh.spaces.SpaceSpec`, objects
-whose ``.spec`` is a ``SpaceSpec`` (rlmesh space wrappers), plain view dicts
-(the JSON shape the conformance vectors use, §18.2) and views themselves.
+whose ``.spec`` is a ``SpaceSpec`` (rlmesh space wrappers), plain space view dicts
+(the JSON shape the conformance vectors use, §18.2) and outlines themselves.
 
->>> v = to_view({"kind": "box", "dtype": "float32", "shape": [3], "low": [-1.0], "high": [1.0]})
+>>> v = outline_of({"kind": "box", "dtype": "float32", "shape": [3], "low": [-1.0], "high": [1.0]})
 >>> v.kind, v.shape, v.width, v.uniform_range()
 ('box', (3,), 3, (-1.0, 1.0))
 """
@@ -21,14 +21,14 @@ import numpy as np
 from ..spaces import SpaceSpec
 from ._check import fail
 
-__all__ = ["SpaceView", "to_view"]
+__all__ = ["SpaceOutline", "outline_of"]
 
 _KINDS = ("box", "discrete", "multi_binary", "multi_discrete", "text", "dict", "tuple", "unspecified")
 _NUMERIC = ("box", "discrete", "multi_binary", "multi_discrete")
 
 
 @dataclass(frozen=True, eq=False)
-class SpaceView:
+class SpaceOutline:
     """The facts the join reads from a space."""
 
     kind: str
@@ -37,7 +37,7 @@ class SpaceView:
     low: np.ndarray[Any, Any] | None = None
     high: np.ndarray[Any, Any] | None = None
     keys: tuple[str, ...] = ()
-    children: tuple[SpaceView, ...] = ()
+    children: tuple[SpaceOutline, ...] = ()
 
     @property
     def width(self) -> int:
@@ -48,7 +48,7 @@ class SpaceView:
     def numeric(self) -> bool:
         return self.kind in _NUMERIC
 
-    def child(self, key: str | int) -> SpaceView | None:
+    def child(self, key: str | int) -> SpaceOutline | None:
         if self.kind == "dict" and isinstance(key, str):
             return self.children[self.keys.index(key)] if key in self.keys else None
         if self.kind == "tuple" and isinstance(key, int) and 0 <= key < len(self.children):
@@ -101,7 +101,7 @@ def _bounds(low: Any, high: Any) -> tuple[Any, Any]:
     return lo, hi
 
 
-def _from_view_dict(d: Mapping[str, Any], where: str) -> SpaceView:
+def _from_dict(d: Mapping[str, Any], where: str) -> SpaceOutline:
     kind = d.get("kind")
     if kind not in _KINDS:
         raise fail("invalid_tag", f"{where}: unknown space kind {kind!r}; expected one of {list(_KINDS)}")
@@ -111,31 +111,31 @@ def _from_view_dict(d: Mapping[str, Any], where: str) -> SpaceView:
         children = tuple(d.get("children", ()))
         if len(keys) != len(children):
             raise fail("invalid_tag", f"{where}: dict view keys and children must be parallel")
-        return SpaceView("dict", (), dtype, keys=tuple(str(k) for k in keys),
-                         children=tuple(to_view(c, f"{where}.{k}") for k, c in zip(keys, children, strict=True)))  # fmt: skip
+        return SpaceOutline("dict", (), dtype, keys=tuple(str(k) for k in keys),
+                         children=tuple(outline_of(c, f"{where}.{k}") for k, c in zip(keys, children, strict=True)))  # fmt: skip
     if kind == "tuple":
         children = tuple(d.get("children", ()))
-        return SpaceView("tuple", (), dtype, children=tuple(to_view(c, f"{where}[{i}]") for i, c in enumerate(children)))
+        return SpaceOutline("tuple", (), dtype, children=tuple(outline_of(c, f"{where}[{i}]") for i, c in enumerate(children)))
     shape = tuple(int(x) for x in d.get("shape", ()) or ())
     lo, hi = _bounds(d.get("low"), d.get("high"))
-    return SpaceView(kind, shape, dtype, lo, hi)
+    return SpaceOutline(kind, shape, dtype, lo, hi)
 
 
-def _from_spec(spec: Any, where: str) -> SpaceView:
+def _from_spec(spec: Any, where: str) -> SpaceOutline:
     kind = spec.kind
     if kind == "dict":
         items = spec._children()
-        return SpaceView("dict", (), spec.dtype, keys=tuple(str(k) for k, _ in items),
+        return SpaceOutline("dict", (), spec.dtype, keys=tuple(str(k) for k, _ in items),
                          children=tuple(_from_spec(c, f"{where}.{k}") for k, c in items))  # fmt: skip
     if kind == "tuple":
-        return SpaceView("tuple", (), spec.dtype, children=tuple(_from_spec(c, f"{where}[{i}]") for i, c in spec._children()))
+        return SpaceOutline("tuple", (), spec.dtype, children=tuple(_from_spec(c, f"{where}[{i}]") for i, c in spec._children()))
     lo = hi = None
     if kind == "box":
         lo, hi = _bounds(*spec._bounds_arrays())
-    return SpaceView(kind, tuple(spec.shape), spec.dtype, lo, hi)
+    return SpaceOutline(kind, tuple(spec.shape), spec.dtype, lo, hi)
 
 
-def _from_gymnasium(space: Any, where: str) -> SpaceView | None:
+def _from_gymnasium(space: Any, where: str) -> SpaceOutline | None:
     name = type(space).__name__
     mod = type(space).__module__
     if not (mod.startswith("gymnasium") or mod.startswith("gym.")):
@@ -143,37 +143,37 @@ def _from_gymnasium(space: Any, where: str) -> SpaceView | None:
     dtype = np.dtype(space.dtype).name if getattr(space, "dtype", None) is not None else "unspecified"
     if name == "Dict":
         keys = tuple(space.spaces.keys())
-        return SpaceView("dict", (), "unspecified", keys=tuple(str(k) for k in keys),
-                         children=tuple(to_view(space.spaces[k], f"{where}.{k}") for k in keys))  # fmt: skip
+        return SpaceOutline("dict", (), "unspecified", keys=tuple(str(k) for k in keys),
+                         children=tuple(outline_of(space.spaces[k], f"{where}.{k}") for k in keys))  # fmt: skip
     if name == "Tuple":
-        return SpaceView("tuple", (), "unspecified", children=tuple(to_view(c, f"{where}[{i}]") for i, c in enumerate(space.spaces)))
+        return SpaceOutline("tuple", (), "unspecified", children=tuple(outline_of(c, f"{where}[{i}]") for i, c in enumerate(space.spaces)))
     if name == "Box":
         lo, hi = _bounds(space.low, space.high)
-        return SpaceView("box", tuple(space.shape), dtype, lo, hi)
+        return SpaceOutline("box", tuple(space.shape), dtype, lo, hi)
     if name == "Discrete":
-        return SpaceView("discrete", (), dtype)
+        return SpaceOutline("discrete", (), dtype)
     if name == "MultiBinary":
-        return SpaceView("multi_binary", tuple(space.shape), dtype)
+        return SpaceOutline("multi_binary", tuple(space.shape), dtype)
     if name == "MultiDiscrete":
-        return SpaceView("multi_discrete", tuple(space.shape), dtype)
+        return SpaceOutline("multi_discrete", tuple(space.shape), dtype)
     if name == "Text":
-        return SpaceView("text", (), "unspecified")
-    return SpaceView("unspecified")
+        return SpaceOutline("text", (), "unspecified")
+    return SpaceOutline("unspecified")
 
 
-def to_view(space: Any, where: str = "space") -> SpaceView:
-    """Normalize a space-like object to a :class:`SpaceView` (ADP-55).
+def outline_of(space: Any, where: str = "space") -> SpaceOutline:
+    """Normalize a space-like object to a :class:`SpaceOutline` (ADP-55).
 
     Raises:
         AdapterResolutionError: the object is not a recognizable space.
     """
-    if isinstance(space, SpaceView):
+    if isinstance(space, SpaceOutline):
         return space
-    view = _from_gymnasium(space, where)  # before Mapping: a gymnasium Dict is a Mapping
-    if view is not None:
-        return view
+    outline = _from_gymnasium(space, where)  # before Mapping: a gymnasium Dict is a Mapping
+    if outline is not None:
+        return outline
     if isinstance(space, Mapping):
-        return _from_view_dict(space, where)
+        return _from_dict(space, where)
     if isinstance(space, SpaceSpec):
         return _from_spec(space, where)
     spec = getattr(space, "spec", None)
