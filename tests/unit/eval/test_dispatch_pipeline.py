@@ -7,8 +7,6 @@ and what counts as retried.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rlmesh.eval._distributed import PIPELINE_DEPTH, _Driver
 from rlmesh.eval._job import Outcome
 from rlmesh.eval._results import EpisodeResult
