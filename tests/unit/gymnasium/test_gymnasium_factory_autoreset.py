@@ -8,7 +8,7 @@ import pytest
 from rlmesh._envview import view_of
 from rlmesh.authoring import EnvFactory, build_env
 from rlmesh.serve import Lanes
-from rlmesh.serve._cli import load_env_target
+from rlmesh.serve._command import load_env_target
 
 
 class CartPoleFactory(EnvFactory):
