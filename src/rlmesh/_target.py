@@ -69,21 +69,24 @@ def importable(spec: str, *, cwd: bool = False) -> str:
     return f"{path.stem}:{attr}"
 
 
-def load_target(spec: str, *, cwd: bool = False) -> Any:
+def load_target(spec: str, *, cwd: bool = False, missing: type[Exception] = AttributeError) -> Any:
     """Import a ``module:attr`` or ``path/to/file.py:attr`` target and return the attribute.
 
     Args:
         spec: The target string.
         cwd: Make the current directory importable first (the command lines do, as
             ``python -m`` does; library callers leave ``sys.path`` to their user).
+        missing: The error raised when the module has no such attribute (``describe``
+            documents ``ImportError``).
 
     Raises:
         ValueError: ``spec`` has neither form (no colon, an empty module or attribute).
         FileNotFoundError: a ``.py`` path that names no file.
         ModuleNotFoundError: Python's own, unchanged: ``exc.name`` is the module that is
             missing (the target's, or one its module imports).
-        AttributeError: the module has no such attribute; the message names the module
-            and the target (``cannot import 'mak' from 'pkg.envs' (target 'pkg.envs:mak')``).
+        AttributeError: (or ``missing``) the module has no such attribute; the message
+            names the module and the target
+            (``cannot import 'mak' from 'pkg.envs' (target 'pkg.envs:mak')``).
     """
     split_target(spec)
     module_name, _, attr = importable(spec, cwd=cwd).partition(":")
@@ -94,7 +97,5 @@ def load_target(spec: str, *, cwd: bool = False) -> Any:
             obj = getattr(obj, part)
         except AttributeError:
             where = ".".join([module_name, *parts[:i]])
-            raise AttributeError(
-                f"cannot import {part!r} from {where!r} (target {spec!r})", name=part, obj=obj
-            ) from None
+            raise missing(f"cannot import {part!r} from {where!r} (target {spec!r})") from None
     return obj

@@ -113,3 +113,14 @@ def test_serve_resolves_a_miss_to_a_gymnasium_id_and_a_file_target_to_its_object
     assert _resolve("no_such_module_lt_xyz:Env-v0") is None
     assert _resolve("os:Env-v0") is None
     assert _resolve("sub/lt_file.py:make")() == "made"
+
+
+def test_describe_loads_through_it_and_keeps_ImportError_for_a_missing_attribute(target_dir: Path) -> None:
+    from rlmesh.authoring._gather import load_entrypoint
+
+    sys.path.insert(0, str(target_dir))
+    assert load_entrypoint("lt_mod:Outer.Inner.value") == 7
+    with pytest.raises(ImportError, match=r"^cannot import 'mak' from 'lt_mod' \(target 'lt_mod:mak'\)$"):
+        load_entrypoint("lt_mod:mak")
+    with pytest.raises(ValueError, match="expected a target of the form"):
+        load_entrypoint("lt_mod")
