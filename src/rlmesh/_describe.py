@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import sys
 
+from ._cli.describe import module_main as describe_module_main
 from .authoring._check import (
     CheckReport as CheckReport,
     check_labels as check_labels,
     check_target as check_target,
 )
-from .authoring._cli import describe_module_main
 
 __all__ = ["CheckReport", "check_labels", "check_target", "describe_module_main"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import rlmesh
-from rlmesh.eval._cli import eval_main
+from rlmesh._cli.eval import main as eval_main
 from rlmesh.models import NumpyModel
 from rlmesh.serve import ModelServer
 

@@ -589,7 +589,7 @@ def test_a_process_of_another_uid_cannot_make_the_server_map_a_ring_file(serve_p
 def test_the_ready_file_never_follows_a_symlink(short_tmp):
     """Defect 8: a symlink planted at the ready-file name (or at the old predictable temp
     name) is never written through; the ready file is replaced atomically."""
-    from rlmesh.serve._command import _write_ready_file
+    from rlmesh._cli._serving import write_ready_file as _write_ready_file
 
     victim = short_tmp / "victim"
     victim.write_text("precious\n")
@@ -728,7 +728,7 @@ def test_a_step_or_render_before_the_sessions_first_reset_is_refused_and_recover
 
 
 def test_the_cli_binds_loopback_by_default_and_RLMESH_ADDRESS_still_wins(monkeypatch):
-    from rlmesh.serve._cli import build_parser
+    from rlmesh._cli.serve import build_parser
 
     monkeypatch.delenv("RLMESH_ADDRESS", raising=False)
     monkeypatch.delenv("RLMESH_PORT", raising=False)

@@ -160,7 +160,7 @@ def test_a_peers_error_message_is_escaped_in_the_exception_the_client_raises() -
 def test_the_serve_commands_error_line_is_escaped(capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from rlmesh.serve._command import run_command
+    from rlmesh._cli._serving import run_command
 
     def body() -> int:
         raise RuntimeError(f"env failed: {HOSTILE}")

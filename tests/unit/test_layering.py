@@ -36,6 +36,7 @@ LAYERS: dict[str, float] = {
     "rlmesh._keys": 1.0,
     "rlmesh._ids": 1.0,
     "rlmesh._termtext": 1.0,  # term_safe: peer text made harmless for a terminal (issue 28)
+    "rlmesh._target": 1.0,  # load_target: the one module:attr / file.py:attr loader (issue 23)
     "rlmesh._build": 1.1,  # editions and versions; wire's handshake reads them
     "rlmesh.tensor": 1.1,
     "rlmesh.types": 1.2,
@@ -73,7 +74,7 @@ LAYERS: dict[str, float] = {
     "rlmesh.params": 8.0,
     "rlmesh._describe": 8.0,
     "rlmesh.cli": 8.0,
-    "rlmesh.view._cli": 8.0,  # `rlmesh view-test` drives a session
+    "rlmesh._cli": 8.0,  # every command line: one module per command, one dispatcher (issue 23)
     "rlmesh.ray": 8.0,  # env fleets on Ray: actors serving envs; the flavour clients drive them
     "rlmesh": 8.0,  # the root package: it only re-exports
 }
@@ -106,6 +107,7 @@ ALLOWED: list[Lazy] = [
     Lazy("rlmesh.models._base", "ModelBase.describe", "rlmesh.authoring", "porch Model.describe"),
     Lazy("rlmesh.client._model", "RemoteModel.session", "rlmesh.eval._api", "porch RemoteModel.session"),
     Lazy("rlmesh.client._model", "RemoteModel.run", "rlmesh.eval._api", "porch RemoteModel.run"),
+    Lazy("rlmesh.serve._main", "main", "rlmesh._cli.serve_module", "porch rlmesh.serve.main: `python -m rlmesh.serve`'s parser lives with the other command lines (issue 23)"),
     Lazy("rlmesh.serve._server", "EnvServer.__new__", "rlmesh.serve._pool", "EnvServer(target, sessions=N) is a SessionsEnvServer, a subclass defined in serve._pool (issue 25)"),
     Lazy("rlmesh.ray._vector", "_flavour_class", "rlmesh.gymnasium", "optional dependency: a fleet's Gymnasium vector env needs gymnasium; it loads when asked for"),
 ]

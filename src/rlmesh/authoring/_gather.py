@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .._target import load_target
 from ._canonical import json_value
 from ._params import ParamSpec
 from ._resolve import resolve_params, signature_tier
@@ -25,26 +25,13 @@ __all__ = [
 
 
 def load_entrypoint(entrypoint: str) -> Any:
-    """Import ``"package.module:Attr[.Sub]"`` and return the attribute.
+    """Import ``"package.module:Attr[.Sub]"`` (or ``"path/to/file.py:Attr"``) and return the attribute.
 
     Raises:
         ValueError: the string is not of the form ``module:Attr``.
         ImportError: the module or attribute cannot be imported.
     """
-    module, sep, path = entrypoint.partition(":")
-    if not sep or not module or not path or any(not p for p in path.split(".")):
-        raise ValueError(
-            f"expected an entrypoint of the form 'package.module:Attr' (e.g. "
-            f"'my_envs.factory:MyFactory'), got {entrypoint!r}"
-        )
-    obj: Any = importlib.import_module(module)
-    for i, part in enumerate(path.split(".")):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            where = ".".join([module, *path.split(".")[:i]])
-            raise ImportError(f"cannot import {part!r} from {where!r} (entrypoint {entrypoint!r})") from None
-    return obj
+    return load_target(entrypoint, missing=ImportError)
 
 
 def is_bare_callable(obj: Any) -> bool:

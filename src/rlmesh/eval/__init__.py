@@ -2,13 +2,12 @@
 
 ``run`` pumps whole episodes and returns a :class:`RunResult`; ``session``
 returns a :class:`Session` you drive by hand with ``reset`` / ``predict`` /
-``step``. ``eval_main`` implements the ``rlmesh eval`` command.
+``step``. The ``rlmesh eval`` command is :mod:`rlmesh._cli.eval`.
 """
 
 from ..models._context import PredictContext as PredictContext, predict_seed as predict_seed
 from ..models._sentinels import NO_ADAPTER as NO_ADAPTER, RANDOM_SAMPLE as RANDOM_SAMPLE
 from ._api import run as run, session as session
-from ._cli import eval_main as eval_main
 from ._hooks import RunContext as RunContext, RunHooks as RunHooks, StepEvent as StepEvent
 from ._results import (
     EpisodeResult as EpisodeResult,

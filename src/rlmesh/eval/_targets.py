@@ -158,7 +158,7 @@ class EnvConn:
         is_vector: Whether the env speaks the batched vector API.
         remote: Whether ``env`` is a client (it negotiated a workflow edition).
         step: ``env.step``. A session reads and checks a local scalar env's step as a
-            served endpoint does (``rlmesh._envview.local_scalar_step``).
+            served endpoint does (``rlmesh._envkit.checks.local_scalar_step``).
         per_lane_reset: Whether lanes can be reset individually (gymnasium ``reset_mask``).
     """
 

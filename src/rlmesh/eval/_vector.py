@@ -19,7 +19,7 @@ Resets, by what the env allows -- one loop each, reading top to bottom:
 - **SameStep autoreset** (:func:`_drive_same_step`): the observation returned with
   ``done`` already starts the next episode.
 
-Env results are read through the one env view (``rlmesh._envview``): the same
+Env results are read through ``rlmesh._envkit`` (classify, results, checks): the same
 normalisation, lane-info slicing and final-info rule as the server's driver, and
 for an in-process env the same checks of actions, observations and info under
 the same ``RLMESH_VALIDATION_POLICY`` (SRV-60, CNF-4: ``Session._checks``).

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..serve import EnvServer
-from ..serve._cli import load_env_target
+from ..serve._command import load_env_target
 from ..serve._pool import EnvRecipe, SessionsEnvServer
 
 __all__ = ["main"]

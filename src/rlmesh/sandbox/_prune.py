@@ -1,4 +1,4 @@
-"""``rlmesh sandbox prune``: remove the sandbox caches this tool made, and nothing else.
+"""Remove the sandbox caches this tool made, and nothing else (``rlmesh sandbox prune``, :mod:`rlmesh._cli.sandbox`).
 
 What counts as ours:
 
@@ -16,12 +16,9 @@ as "not created by rlmesh" and left alone.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +26,7 @@ from ._docker import LABEL, DockerCLI
 from ._errors import SandboxError
 from ._venv import READY_MARKER, cache_dir
 
-__all__ = ["PruneReport", "main", "prune"]
+__all__ = ["PruneReport", "prune"]
 
 _TMP = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)$")
 _LOCK = re.compile(r"^\.(?P<name>.+)\.lock$")
@@ -177,32 +174,3 @@ def prune(*, dry_run: bool = False, venvs: bool = True, docker: bool = True, cli
     if docker:
         _prune_docker(report, dry_run, cli or DockerCLI())
     return report
-
-
-def main(argv: Sequence[str]) -> int:
-    """``rlmesh sandbox prune [--dry-run] [--venvs-only | --docker-only]``."""
-    p = argparse.ArgumentParser(prog="rlmesh sandbox", description="Manage sandbox caches.")
-    sub = p.add_subparsers(dest="command", required=True)
-    pr = sub.add_parser(
-        "prune",
-        help="remove cached sandbox venvs, images and stopped containers rlmesh made",
-        description="Remove the sandbox venvs (in $RLMESH_SANDBOX_CACHE), Docker images and stopped "
-        "containers rlmesh created. Anything it did not create is left alone.",
-    )
-    pr.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
-    only = pr.add_mutually_exclusive_group()
-    only.add_argument("--venvs-only", action="store_true", help="leave Docker alone")
-    only.add_argument("--docker-only", action="store_true", help="leave the venv cache alone")
-    args = p.parse_args(list(argv))
-    report = prune(dry_run=args.dry_run, venvs=not args.docker_only, docker=not args.venvs_only)
-    verb = "would remove" if args.dry_run else "removed"
-    for item in report.removed:
-        print(f"{verb}: {item}")
-    for item in report.kept:
-        print(f"kept: {item}")
-    for item in report.foreign:
-        print(f"not created by rlmesh, left alone: {item}")
-    for item in report.errors:
-        print(f"error: {item}", file=sys.stderr)
-    print(f"{verb} {len(report.removed)} item(s), {report.freed_bytes / 2**20:.1f} MiB of venvs")
-    return 1 if report.errors else 0

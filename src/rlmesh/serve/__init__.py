@@ -2,7 +2,7 @@
 
 from .._envkit.classify import Lanes as Lanes
 from ..transport.probe import Health as Health, ping as ping, wait_ready as wait_ready
-from ._cli import startup_marks as startup_marks
+from ._command import startup_marks as startup_marks
 from ._main import main as main, serve_env as serve_env
 from ._model import ModelServer as ModelServer
 from ._options import ServeOptions as ServeOptions

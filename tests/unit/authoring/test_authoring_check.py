@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from rlmesh._cli.describe import module_main as describe_module_main
 from rlmesh._describe import CheckReport, check_labels, check_target
 from rlmesh.authoring import describe_json
-from rlmesh.authoring._cli import describe_module_main
 
 
 def labels_for(doc: Any, **extra: str) -> dict[str, str]:

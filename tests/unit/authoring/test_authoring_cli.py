@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from rlmesh._cli.describe import main as describe_main, module_main as describe_module_main
 from rlmesh.authoring import describe_json
-from rlmesh.authoring._cli import describe_main, describe_module_main
 
 HERE = Path(__file__).parent
 TARGET = "authoring_targets:TinyFactory"
@@ -94,7 +94,7 @@ def test_python_m_rlmesh_describe_imports_nothing_beyond_the_target() -> None:
     """A subprocess: describing a numpy-only factory must not import gymnasium (or torch/jax)."""
     script = (
         "import sys\n"
-        "from rlmesh.authoring._cli import describe_module_main\n"
+        "from rlmesh._cli.describe import module_main as describe_module_main\n"
         f"code = describe_module_main([{TARGET!r}])\n"
         "heavy = sorted(m for m in ('gymnasium', 'torch', 'jax', 'rich', 'PIL') if m in sys.modules)\n"
         "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rlmesh._cli.describe import main as describe_main
 from rlmesh.authoring import build_env, describe
-from rlmesh.authoring._cli import describe_main
 from rlmesh.params import ParamError
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "factory"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlmesh.eval._cli import eval_main, parse_seeds, resolve_env_arg
+from rlmesh._cli.eval import main as eval_main, parse_seeds, resolve_env_arg
 
 
 def test_random_model_on_a_gymnasium_id_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -76,7 +76,7 @@ def test_addresses_are_passed_through_undialed(address: str) -> None:
 def test_rich_progress_and_table_render_to_the_given_stream() -> None:
     import io
 
-    from rlmesh.eval._cli import _print_results, _Progress
+    from rlmesh._cli._eval_report import Progress as _Progress, print_results as _print_results
     from rlmesh.eval._results import EpisodeResult, RunResult
 
     out = io.StringIO()
@@ -194,7 +194,7 @@ def test_an_env_exception_is_not_blamed_on_the_policy(tmp_path: Path, monkeypatc
 
 def test_view_on_a_gymnasium_id_builds_it_with_rgb_array(monkeypatch: pytest.MonkeyPatch) -> None:
     """``--view`` needs frames: a Gymnasium id is made with render_mode="rgb_array" unless told otherwise."""
-    import rlmesh.eval._cli as cli
+    import rlmesh._cli.eval as cli
     from rlmesh.eval._results import RunResult
 
     seen: dict[str, object] = {}

@@ -7,9 +7,9 @@ import pickle
 
 import pytest
 
+from rlmesh._cli.serve import build_parser
+from rlmesh._cli.serve_model import main as serve_model_main
 from rlmesh.serve import ServeOptions
-from rlmesh.serve._cli import build_parser
-from rlmesh.serve._model_cli import main as serve_model_main
 from rlmesh.serve._pool import EnvRecipe, _check_target, check_sessions
 from rlmesh.wire import messages as m
 
@@ -93,7 +93,7 @@ def test_the_serve_command_takes_sessions_and_prewarm():
 
 
 def test_prewarm_beyond_sessions_is_a_usage_error(capsys):
-    from rlmesh.serve._cli import main
+    from rlmesh._cli.serve import main
 
     with pytest.raises(SystemExit) as exc:
         main(["CartPole-v1", "--sessions", "2", "--prewarm", "3"])

@@ -179,7 +179,7 @@ def test_quit_from_the_viewer_returns_the_finished_episodes(viewers: list[Viewer
 def test_rlmesh_eval_view_renders_a_gymnasium_id(viewers: list[Viewer]) -> None:
     """``rlmesh eval random SOME-ID --view http``: the id is made with rgb_array and the viewer reads its frames."""
     gym = pytest.importorskip("gymnasium")
-    from rlmesh.eval._cli import eval_main
+    from rlmesh._cli.eval import main as eval_main
 
     renders: list[str | None] = []
 

@@ -13,9 +13,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._target import load_target
 from ..models import ModelBase, NumpyModel
-from ._command import (
-    _load_attr,
+from ..serve._model import ModelServer
+from ._serving import (
     announce,
     binding_of,
     default_address,
@@ -24,7 +25,6 @@ from ._command import (
     run_command,
     serve_until_stopped,
 )
-from ._model import ModelServer
 
 __all__ = ["load_model_target", "main"]
 
@@ -38,7 +38,7 @@ def load_model_target(target: str, binding: dict[str, Any] | None = None) -> Any
     """
     if ":" not in target:
         raise ValueError(f"model TARGET must be module:attr, got {target!r}")
-    obj = _load_attr(target)
+    obj = load_target(target)
     binding = dict(binding or {})
     if isinstance(obj, type) and issubclass(obj, ModelBase):
         if binding and obj.load is ModelBase.load:

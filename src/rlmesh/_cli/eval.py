@@ -16,28 +16,21 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
-import itertools
 import json
-import os
 import re
 import sys
-import time
 import traceback
-from typing import Any, TextIO
+from typing import Any
 
+from .._target import importable, load_target
 from .._termtext import term_safe
-from ..client._model import RemoteModel
+from ..client import RemoteModel
 from ..errors import DependencyMissing
-from ..models._sentinels import RANDOM_SAMPLE
-from ..spaces import space_from_spec
-from ._api import run
-from ._hooks import RunHooks, StepEvent
-from ._results import EpisodeResult, RunResult
-from ._view import normalize_view
-from ._workers import Workers
+from ..eval import RANDOM_SAMPLE, Workers, run
+from ..eval._view import normalize_view
+from ._eval_report import Progress, json_result, policy_error, print_results
 
-__all__ = ["eval_main", "parse_seeds", "resolve_env_arg", "resolve_model_arg"]
+__all__ = ["main", "parse_seeds", "resolve_env_arg", "resolve_model_arg"]
 
 _ADDRESS = re.compile(r"^(tcp://|unix://|[\w.\-]+:\d+$|\d+$|\[[0-9a-fA-F:]+\]:\d+$)")
 _ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -68,33 +61,6 @@ def parse_seeds(tokens: list[str] | None) -> list[int] | None:
     return out
 
 
-def _file_target(spec: str) -> str:
-    """``path/to/file.py:attr`` -> ``file:attr`` with the file's directory importable (as ``describe``)."""
-    module, sep, attr = spec.rpartition(":")
-    if not (sep and module.endswith(".py")):
-        return spec
-    from pathlib import Path
-
-    path = Path(module).resolve()
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {module}")
-    if str(path.parent) not in sys.path:
-        sys.path.insert(0, str(path.parent))
-    return f"{path.stem}:{attr}"
-
-
-def _import_attr(spec: str) -> Any:
-    """Import ``module:attr`` (resolved from the current directory first) or ``path/file.py:attr``."""
-    spec = _file_target(spec)
-    module_name, _, attr = spec.partition(":")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    obj: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def resolve_model_arg(spec: str) -> Any:
     """``random`` -> ``RANDOM_SAMPLE``; an address -> a ``RemoteModel`` (a served model);
     ``module:attr`` or ``path/file.py:attr`` -> the imported object."""
@@ -102,12 +68,12 @@ def resolve_model_arg(spec: str) -> Any:
         return RANDOM_SAMPLE
     if _ADDRESS.match(spec):
         return RemoteModel(spec)
-    if not (_ENTRYPOINT.match(spec) or _ENTRYPOINT.match(_file_target(spec))):
+    if not (_ENTRYPOINT.match(spec) or _ENTRYPOINT.match(importable(spec))):
         raise ValueError(
             "MODEL must be 'random', a served model's address (host:port, unix:///path), 'module:attr' "
             f"(e.g. mypkg.policy:model) or 'path/to/file.py:attr', got {spec!r}"
         )
-    return _import_attr(spec)
+    return load_target(spec, cwd=True)
 
 
 def resolve_env_arg(spec: str, env_kwargs: dict[str, Any] | None = None) -> tuple[Any, bool]:
@@ -128,7 +94,7 @@ def resolve_env_arg(spec: str, env_kwargs: dict[str, Any] | None = None) -> tupl
             )
         return spec, False
     if _ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py"):
-        obj = _import_attr(spec)
+        obj = load_target(spec, cwd=True)
         if callable(obj) and not isinstance(obj, type) and not hasattr(obj, "reset") and not hasattr(obj, "make"):
             return obj(**kwargs), True
         if kwargs:
@@ -166,208 +132,7 @@ def _worker_env_arg(spec: str) -> Any:
     in each worker, not here)."""
     if _ADDRESS.match(spec) or not (_ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py")):
         return spec
-    return _import_attr(spec)
-
-
-class _Progress(RunHooks):
-    """Live progress: rich when stdout is a TTY, else one plain line per episode."""
-
-    def __init__(self, total: int, out: TextIO, *, rich_ok: bool, quiet: bool = False) -> None:
-        self.total = total
-        self.out = out
-        self.quiet = quiet  # no output: only the observation layout is kept (for a policy's error)
-        self.layout: str | None = None
-        if quiet:
-            rich_ok = False
-        self.steps = 0
-        self.episodes = 0
-        self.successes = 0
-        self.signals = 0  # episodes that reported a task outcome
-        self.t0 = time.perf_counter()
-        self._bar: Any = None
-        self._task: Any = None
-        if rich_ok:
-            try:
-                from rich.console import Console
-                from rich.progress import (
-                    BarColumn,
-                    MofNCompleteColumn,
-                    Progress,
-                    TextColumn,
-                    TimeElapsedColumn,
-                    TimeRemainingColumn,
-                )
-            except ImportError:
-                rich_ok = False
-            else:
-                self._bar = Progress(
-                    TextColumn("[bold]episodes"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TextColumn("{task.fields[sps]:>8.0f} steps/s"),
-                    TextColumn("success {task.fields[rate]}"),
-                    TimeElapsedColumn(),
-                    TextColumn("ETA"),
-                    TimeRemainingColumn(),
-                    console=Console(file=out),
-                    transient=False,
-                )
-                self._task = self._bar.add_task("eval", total=total, sps=0.0, rate="-")
-
-    def _rate(self) -> str:
-        if not self.episodes:
-            return "-"
-        if not self.signals:
-            return "n/a (no success signal)"
-        return f"{self.successes / self.episodes:.0%}"
-
-    def _sps(self) -> float:
-        dt = time.perf_counter() - self.t0
-        return self.steps / dt if dt > 0 else 0.0
-
-    def _eta(self) -> str:
-        """Time left at the mean episode time so far (the total is known: episodes or seeds)."""
-        left = self.total - self.episodes
-        if left <= 0 or not self.episodes:
-            return "0s" if left <= 0 else "-"
-        secs = (time.perf_counter() - self.t0) / self.episodes * left
-        return f"{secs:.0f}s" if secs < 120 else f"{secs / 60:.1f}min"
-
-    def on_run_start(self, context: Any) -> None:
-        self.t0 = time.perf_counter()
-        self.layout = _observation_layout(context)
-        if self._bar is not None:
-            self._bar.start()
-
-    def on_step(self, event: StepEvent) -> None:
-        self.steps += 1
-        if self._bar is not None and self.steps % 256 == 0:
-            self._bar.update(self._task, sps=self._sps())
-
-    def on_episode_end(self, result: EpisodeResult) -> None:
-        self.episodes += 1
-        self.successes += int(result.succeeded)
-        self.signals += int(result.success is not None)
-        if self.quiet:
-            return
-        if self._bar is not None:
-            self._bar.update(self._task, completed=self.episodes, sps=self._sps(), rate=self._rate())
-        else:
-            print(  # "#" is EpisodeResult.index, as in the table and the JSON
-                f"episode #{result.index} ({self.episodes}/{self.total}): seed={result.seed} "
-                f"steps={result.steps} reward={result.reward:.3f} success={result.success} | "
-                f"{self._sps():.0f} steps/s, success rate {self._rate()}, ETA {self._eta()}",
-                file=self.out,
-                flush=True,
-            )
-
-    def on_run_end(self, result: RunResult) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
-def _fmt(x: float | None, digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
-def _table_rows(result: RunResult) -> list[list[str]]:
-    return [
-        [
-            str(e.index), str(e.seed), str(e.steps), _fmt(e.reward), str(e.terminated),
-            str(e.truncated), str(e.success), _fmt(e.duration_s), _fmt(e.predict_ms), _fmt(e.step_ms),
-        ]
-        for e in result.episodes
-    ]
-
-
-_HEADERS = ["#", "seed", "steps", "reward", "terminated", "truncated", "success", "seconds", "predict ms", "step ms"]
-
-
-def has_success_signal(result: RunResult) -> bool:
-    """Whether any episode reported a task outcome (``info['is_success']`` and friends)."""
-    return any(e.success is not None for e in result.episodes)
-
-
-def terminated_rate(result: RunResult) -> float:
-    n = result.num_episodes
-    return sum(1 for e in result.episodes if e.terminated) / n if n else 0.0
-
-
-def _print_results(result: RunResult, out: TextIO, *, rich_ok: bool, rate: float) -> None:
-    if has_success_signal(result) or not result.episodes:
-        outcome = f"success rate {rate:.1%}"
-    else:  # the seed's `terminated` fallback would call a random CartPole policy 100 % successful
-        outcome = (
-            f"success rate: no success signal (the env reports no info['is_success']); "
-            f"terminated {terminated_rate(result):.1%}"
-        )
-    summary = (
-        f"{result.num_episodes} episodes, {result.total_steps} steps, mean reward "
-        f"{result.mean_reward:.3f}, {outcome}"
-    )
-    if rich_ok:
-        try:
-            from rich.console import Console
-            from rich.table import Table
-        except ImportError:
-            rich_ok = False
-        else:
-            table = Table(title="rlmesh eval", caption=summary)
-            for h in _HEADERS:
-                table.add_column(h, justify="left" if h in ("terminated", "truncated", "success") else "right")
-            for row in _table_rows(result):
-                table.add_row(*row)
-            Console(file=out).print(table)
-            return
-    rows = [_HEADERS, *_table_rows(result)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADERS))]
-    for r in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)), file=out)
-    print(summary, file=out)
-
-
-def _json_result(result: RunResult) -> dict[str, Any]:
-    """``RunResult.to_dict()`` as it is (``success_rate`` is the API's value, the
-    ``terminated`` fallback included), plus ``success_signal``: whether any episode
-    reported a task outcome (when false, ``success_rate`` is the terminated rate)."""
-    doc = result.to_dict()
-    doc["success_signal"] = has_success_signal(result)
-    return doc
-
-
-def _observation_layout(context: Any) -> str | None:
-    """The env's observation space as a short string (``Box(-inf, inf, (4,), float32)``), or None."""
-    try:
-        return repr(space_from_spec(context.contract.observation_space))
-    except Exception:
-        return None
-
-
-def _policy_error(exc: BaseException, model_spec: str, layout: str | None) -> str | None:
-    """A one-line report when ``exc`` was raised inside the user's policy, else None.
-
-    The policy's code is the first frame outside rlmesh whose caller is rlmesh's model
-    layer (``rlmesh/models``): an env's own exception is called from elsewhere.
-    """
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../rlmesh
-    models = os.path.join(pkg, "models") + os.sep
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = None
-    for prev, frame in itertools.pairwise(frames):
-        if not os.path.abspath(frame.filename).startswith(pkg + os.sep):
-            if os.path.abspath(prev.filename).startswith(models):
-                where = frame
-            break
-    if where is None:
-        return None
-    notes = [n for n in getattr(exc, "__notes__", ()) if "model input" in n]
-    parts = [f"the policy {model_spec!r} raised {type(exc).__name__}: {exc}"]
-    parts.append(f"(at {os.path.basename(where.filename)}:{where.lineno} in {where.name})")
-    if notes:
-        parts.append(f"on its {notes[0]}")
-    if layout:
-        parts.append(f"(the env's observation_space: {layout})")
-    return " ".join(parts) + "; --verbose prints the traceback"
+    return load_target(spec, cwd=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -421,7 +186,7 @@ def _distributed_args(args: argparse.Namespace) -> tuple[Any, Any]:
     return workers, args.journal
 
 
-def eval_main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rlmesh eval``; returns the process exit code."""
     out = sys.stdout
     parser = _parser()
@@ -431,7 +196,7 @@ def eval_main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     tty = bool(getattr(out, "isatty", lambda: False)())
-    progress: _Progress | None = None
+    progress: Progress | None = None
     try:
         model = resolve_model_arg(args.model)
         workers, journal = _distributed_args(args)
@@ -450,7 +215,7 @@ def eval_main(argv: list[str] | None = None) -> int:
         on_terminal = view is not None and view.backend in ("terminal", "both")
         quiet = args.no_progress or on_terminal
         # with --workers the run draws its own live line (done/total, rate, ETA, workers alive)
-        progress = None if workers is not None else _Progress(total, out, rich_ok=tty, quiet=quiet)
+        progress = None if workers is not None else Progress(total, out, rich_ok=tty, quiet=quiet)
         extra: dict[str, Any] = {} if workers is None else {"workers": workers, "journal": journal}
         result = run(
             model,
@@ -471,9 +236,9 @@ def eval_main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             rate = result.success_rate
-        _print_results(result, out, rich_ok=tty, rate=rate)
+        print_results(result, out, rich_ok=tty, rate=rate)
         if args.json_path:
-            doc = {"model": args.model, "env": args.env, "result": _json_result(result)}
+            doc = {"model": args.model, "env": args.env, "result": json_result(result)}
             with open(args.json_path, "w", encoding="utf-8") as fh:
                 json.dump(doc, fh, indent=2)
                 fh.write("\n")
@@ -486,7 +251,7 @@ def eval_main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         else:
             layout = progress.layout if progress is not None else None
-            line = _policy_error(exc, args.model, layout)
+            line = policy_error(exc, args.model, layout)
             print(line or f"{type(exc).__name__}: {term_safe(exc, newlines=True)}", file=sys.stderr)
         return 1
 

@@ -11,9 +11,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from ._records import ResultSet
+from ..recorder import ResultSet
 
-__all__ = ["export_main"]
+__all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def export_main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``rlmesh export``; returns the process exit code."""
     try:
         args = _parser().parse_args(None if argv is None else list(argv))

@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..eval._view import View
-from ._open import open_viewer
-from ._sources import FrameSource
-from ._synthetic import demo_frame
+from ..eval import View
+from ..view import FrameSource, open_viewer
+from ..view._synthetic import demo_frame
 
 __all__ = ["main"]
 
@@ -28,6 +27,7 @@ class _Context:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``rlmesh view-test``; returns the exit code (2 on bad --fps/--frames)."""
     p = argparse.ArgumentParser(
         prog="rlmesh view-test",
         description="Show a synthetic moving scene with the live viewer (terminal by default).",

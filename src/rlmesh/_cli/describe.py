@@ -1,4 +1,4 @@
-"""``rlmesh describe`` and ``python -m rlmesh._describe`` (AUTH-22, DELTA-54/55).
+"""``rlmesh describe`` (:func:`main`) and ``python -m rlmesh._describe`` (:func:`module_main`) (AUTH-22, DELTA-54/55).
 
 Both import nothing beyond the target's own module (no Gymnasium unless the
 target imports it), print the canonical envelope, and send whatever the
@@ -17,11 +17,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._target import importable
 from .._termtext import term_safe
-from ._check import CheckReport, check_labels, check_target
-from ._describe import describe_json
+from ..authoring._check import CheckReport, check_labels, check_target
+from ..authoring._describe import describe_json
 
-__all__ = ["describe_main", "describe_module_main"]
+__all__ = ["main", "module_main"]
 
 _LABEL = "dev.rlmesh.describe"
 
@@ -48,26 +49,10 @@ def _stdout_to_stderr() -> Iterator[None]:
             os.close(saved)
 
 
-def _normalize_target(target: str) -> str:
-    """Accept ``module:Attr`` and ``path/to/file.py:Attr``; make the cwd importable."""
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-    module, sep, attr = target.rpartition(":")
-    if sep and module.endswith(".py"):
-        path = Path(module).resolve()
-        if not path.is_file():
-            raise FileNotFoundError(f"no such file: {module}")
-        if str(path.parent) not in sys.path:
-            sys.path.insert(0, str(path.parent))
-        return f"{path.stem}:{attr}"
-    return target
-
-
 def _envelope(target: str, *, kind: str | None, generated_at: str | None, build_env: bool) -> str:
     with _stdout_to_stderr():
         return describe_json(
-            _normalize_target(target), kind=kind, generated_at=generated_at, build_env=build_env
+            importable(target, cwd=True), kind=kind, generated_at=generated_at, build_env=build_env
         )
 
 
@@ -151,7 +136,7 @@ def _run(fn: Any, verbose: bool) -> int:
     return 0
 
 
-def describe_main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``rlmesh describe TARGET [--json] [--label] [--kind env|model] [--generated-at TS]``.
 
     Prints a readable summary by default, the canonical envelope with
@@ -195,7 +180,7 @@ def _label_note() -> None:
         )
 
 
-def describe_module_main(argv: Sequence[str] | None = None) -> int:
+def module_main(argv: Sequence[str] | None = None) -> int:
     """``python -m rlmesh._describe`` (AUTH-22, DELTA-54).
 
     Exactly one mode: ``TARGET`` (kind detected), ``--env T``, ``--model T``
@@ -278,7 +263,7 @@ def _run_check(mode: str, target: str, *, as_json: bool, verbose: bool) -> int:
             report = check_labels(labels)
         else:
             with _stdout_to_stderr():
-                report = check_target(_normalize_target(target))
+                report = check_target(importable(target, cwd=True))
     except Exception as exc:
         if verbose:
             traceback.print_exc()

@@ -1,7 +1,7 @@
 """``rlmesh serve``: serve an env target from the command line (positional TARGET = env).
 
 ``python -m rlmesh.serve`` follows the reference grammar instead (positional = model,
-``--env`` = env); see :mod:`rlmesh.serve._main`.
+``--env`` = env); see :mod:`rlmesh._cli.serve_module`.
 
 TARGET is a Gymnasium id (``CartPole-v1``) or ``module:attr`` naming an env, an
 env class or factory callable, or an :class:`rlmesh.EnvFactory` (CLI-1..5,
@@ -16,29 +16,29 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ._command import (
+from ..serve._command import (
     _RESERVED_KWARGS,
     _close_all,
-    _edition_notice,
-    _is_model_target,
-    _mark,
-    _startup_text,
+    load_env_target,
+    mark_startup,
+    startup_text,
+)
+from ..serve._pool import EnvRecipe, SessionsEnvServer
+from ..serve._server import EnvServer
+from ._serving import (
     announce,
     binding_of,
     default_address,
-    load_env_target as load_env_target,
+    edition_notice,
+    is_model_target,
     options_of,
     ready_fd_arg,
     run_command,
     serve_until_stopped,
-    startup_marks as startup_marks,
-    write_ready_fd as write_ready_fd,
 )
-from ._model_cli import main as serve_model
-from ._pool import EnvRecipe, SessionsEnvServer
-from ._server import EnvServer
+from .serve_model import main as serve_model
 
-__all__ = ["build_parser", "load_env_target", "main", "startup_marks", "write_ready_fd"]
+__all__ = ["build_parser", "main"]
 
 
 def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
@@ -139,13 +139,13 @@ def _nonnegative_int(text: str) -> int:
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> int:
     """Entry point; returns the exit code (0 stopped, 1 error, 130 Ctrl-C)."""
-    _mark("imports")
+    mark_startup("imports")
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     target = args.target or args.env_target
     if not target or (args.target and args.env_target):
         parser.error("give exactly one TARGET (or --env TARGET)")
-    if args.target and _is_model_target(args.target, args.package):  # MOD-33: a positional model
+    if args.target and is_model_target(args.target, args.package):  # MOD-33: a positional model
         passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--"]
         return serve_model(passthrough, prog=prog)
     def body() -> int:
@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
             if key in kwargs:
                 parser.error(f"{key!r} is a serving option; use --{key.replace('_', '-')}")
         options = options_of(args)
-        _edition_notice(args, target)
+        edition_notice(args, target)
         if args.sessions != 1 or args.prewarm:
             return _serve_sessions(args, target, kwargs, options)
         env, factory = load_env_target(
@@ -165,14 +165,14 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
             packages=args.package,
             autoreset=args.autoreset,
         )
-        _mark("env")
+        mark_startup("env")
         try:
             server = EnvServer(env, args.address, options=options, framework=args.framework, device=args.device)
         except BaseException:
             _close_all(env)
             raise
-        _mark("listen")
-        announce(args, "env", server.address, _startup_text())
+        mark_startup("listen")
+        announce(args, "env", server.address, startup_text())
         try:
             return serve_until_stopped(server)
         finally:
@@ -198,6 +198,6 @@ def _serve_sessions(args: argparse.Namespace, target: str, kwargs: dict[str, obj
         options=options,  # type: ignore[arg-type]
     )
     server = SessionsEnvServer(None, args.address, sessions=args.sessions, prewarm=args.prewarm, recipe=recipe)
-    _mark("listen")
-    announce(args, "env", server.address, f" ({args.sessions} sessions){_startup_text()}")
+    mark_startup("listen")
+    announce(args, "env", server.address, f" ({args.sessions} sessions){startup_text()}")
     return serve_until_stopped(server)

@@ -1,0 +1,217 @@
+"""What ``rlmesh eval`` prints: the live progress line, the results table, the JSON
+document and the one-line report of a policy's own exception.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import traceback
+from typing import Any, TextIO
+
+from ..eval import EpisodeResult, RunHooks, RunResult, StepEvent
+from ..spaces import space_from_spec
+
+__all__ = ["Progress", "json_result", "policy_error", "print_results"]
+
+
+class Progress(RunHooks):
+    """Live progress: rich when stdout is a TTY, else one plain line per episode."""
+
+    def __init__(self, total: int, out: TextIO, *, rich_ok: bool, quiet: bool = False) -> None:
+        self.total = total
+        self.out = out
+        self.quiet = quiet  # no output: only the observation layout is kept (for a policy's error)
+        self.layout: str | None = None
+        if quiet:
+            rich_ok = False
+        self.steps = 0
+        self.episodes = 0
+        self.successes = 0
+        self.signals = 0  # episodes that reported a task outcome
+        self.t0 = time.perf_counter()
+        self._bar: Any = None
+        self._task: Any = None
+        if rich_ok:
+            try:
+                from rich.console import Console
+                from rich.progress import (
+                    BarColumn,
+                    MofNCompleteColumn,
+                    Progress,
+                    TextColumn,
+                    TimeElapsedColumn,
+                    TimeRemainingColumn,
+                )
+            except ImportError:
+                rich_ok = False
+            else:
+                self._bar = Progress(
+                    TextColumn("[bold]episodes"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TextColumn("{task.fields[sps]:>8.0f} steps/s"),
+                    TextColumn("success {task.fields[rate]}"),
+                    TimeElapsedColumn(),
+                    TextColumn("ETA"),
+                    TimeRemainingColumn(),
+                    console=Console(file=out),
+                    transient=False,
+                )
+                self._task = self._bar.add_task("eval", total=total, sps=0.0, rate="-")
+
+    def _rate(self) -> str:
+        if not self.episodes:
+            return "-"
+        if not self.signals:
+            return "n/a (no success signal)"
+        return f"{self.successes / self.episodes:.0%}"
+
+    def _sps(self) -> float:
+        dt = time.perf_counter() - self.t0
+        return self.steps / dt if dt > 0 else 0.0
+
+    def _eta(self) -> str:
+        """Time left at the mean episode time so far (the total is known: episodes or seeds)."""
+        left = self.total - self.episodes
+        if left <= 0 or not self.episodes:
+            return "0s" if left <= 0 else "-"
+        secs = (time.perf_counter() - self.t0) / self.episodes * left
+        return f"{secs:.0f}s" if secs < 120 else f"{secs / 60:.1f}min"
+
+    def on_run_start(self, context: Any) -> None:
+        self.t0 = time.perf_counter()
+        self.layout = _observation_layout(context)
+        if self._bar is not None:
+            self._bar.start()
+
+    def on_step(self, event: StepEvent) -> None:
+        self.steps += 1
+        if self._bar is not None and self.steps % 256 == 0:
+            self._bar.update(self._task, sps=self._sps())
+
+    def on_episode_end(self, result: EpisodeResult) -> None:
+        self.episodes += 1
+        self.successes += int(result.succeeded)
+        self.signals += int(result.success is not None)
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.episodes, sps=self._sps(), rate=self._rate())
+        else:
+            print(  # "#" is EpisodeResult.index, as in the table and the JSON
+                f"episode #{result.index} ({self.episodes}/{self.total}): seed={result.seed} "
+                f"steps={result.steps} reward={result.reward:.3f} success={result.success} | "
+                f"{self._sps():.0f} steps/s, success rate {self._rate()}, ETA {self._eta()}",
+                file=self.out,
+                flush=True,
+            )
+
+    def on_run_end(self, result: RunResult) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _table_rows(result: RunResult) -> list[list[str]]:
+    return [
+        [
+            str(e.index), str(e.seed), str(e.steps), _fmt(e.reward), str(e.terminated),
+            str(e.truncated), str(e.success), _fmt(e.duration_s), _fmt(e.predict_ms), _fmt(e.step_ms),
+        ]
+        for e in result.episodes
+    ]
+
+
+_HEADERS = ["#", "seed", "steps", "reward", "terminated", "truncated", "success", "seconds", "predict ms", "step ms"]
+
+
+def has_success_signal(result: RunResult) -> bool:
+    """Whether any episode reported a task outcome (``info['is_success']`` and friends)."""
+    return any(e.success is not None for e in result.episodes)
+
+
+def terminated_rate(result: RunResult) -> float:
+    n = result.num_episodes
+    return sum(1 for e in result.episodes if e.terminated) / n if n else 0.0
+
+
+def print_results(result: RunResult, out: TextIO, *, rich_ok: bool, rate: float) -> None:
+    if has_success_signal(result) or not result.episodes:
+        outcome = f"success rate {rate:.1%}"
+    else:  # the seed's `terminated` fallback would call a random CartPole policy 100 % successful
+        outcome = (
+            f"success rate: no success signal (the env reports no info['is_success']); "
+            f"terminated {terminated_rate(result):.1%}"
+        )
+    summary = (
+        f"{result.num_episodes} episodes, {result.total_steps} steps, mean reward "
+        f"{result.mean_reward:.3f}, {outcome}"
+    )
+    if rich_ok:
+        try:
+            from rich.console import Console
+            from rich.table import Table
+        except ImportError:
+            rich_ok = False
+        else:
+            table = Table(title="rlmesh eval", caption=summary)
+            for h in _HEADERS:
+                table.add_column(h, justify="left" if h in ("terminated", "truncated", "success") else "right")
+            for row in _table_rows(result):
+                table.add_row(*row)
+            Console(file=out).print(table)
+            return
+    rows = [_HEADERS, *_table_rows(result)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADERS))]
+    for r in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)), file=out)
+    print(summary, file=out)
+
+
+def json_result(result: RunResult) -> dict[str, Any]:
+    """``RunResult.to_dict()`` as it is (``success_rate`` is the API's value, the
+    ``terminated`` fallback included), plus ``success_signal``: whether any episode
+    reported a task outcome (when false, ``success_rate`` is the terminated rate)."""
+    doc = result.to_dict()
+    doc["success_signal"] = has_success_signal(result)
+    return doc
+
+
+def _observation_layout(context: Any) -> str | None:
+    """The env's observation space as a short string (``Box(-inf, inf, (4,), float32)``), or None."""
+    try:
+        return repr(space_from_spec(context.contract.observation_space))
+    except Exception:
+        return None
+
+
+def policy_error(exc: BaseException, model_spec: str, layout: str | None) -> str | None:
+    """A one-line report when ``exc`` was raised inside the user's policy, else None.
+
+    The policy's code is the first frame outside rlmesh whose caller is rlmesh's model
+    layer (``rlmesh/models``): an env's own exception is called from elsewhere.
+    """
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../rlmesh
+    models = os.path.join(pkg, "models") + os.sep
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = None
+    for prev, frame in itertools.pairwise(frames):
+        if not os.path.abspath(frame.filename).startswith(pkg + os.sep):
+            if os.path.abspath(prev.filename).startswith(models):
+                where = frame
+            break
+    if where is None:
+        return None
+    notes = [n for n in getattr(exc, "__notes__", ()) if "model input" in n]
+    parts = [f"the policy {model_spec!r} raised {type(exc).__name__}: {exc}"]
+    parts.append(f"(at {os.path.basename(where.filename)}:{where.lineno} in {where.name})")
+    if notes:
+        parts.append(f"on its {notes[0]}")
+    if layout:
+        parts.append(f"(the env's observation_space: {layout})")
+    return " ".join(parts) + "; --verbose prints the traceback"

@@ -1,0 +1,227 @@
+"""What the three serve commands share: flags' types and defaults, the binding, the ready
+announcement and the exit codes (``rlmesh serve``, ``rlmesh serve-model``,
+``python -m rlmesh.serve``).
+
+The serving itself (targets, envs, servers, the startup marks) lives in :mod:`rlmesh.serve`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._build import EDITION_BASE, resolve_declared_edition
+from .._termtext import term_safe
+from ..errors import WorkflowEditionWarning
+from ..models import ModelBase
+from ..serve._command import _resolve, import_packages
+from ..serve._options import ServeOptions
+
+__all__ = [
+    "announce",
+    "binding_of",
+    "default_address",
+    "edition_notice",
+    "exposed",
+    "is_model_target",
+    "options_of",
+    "ready_fd_arg",
+    "run_command",
+    "serve_until_stopped",
+    "write_ready_fd",
+    "write_ready_file",
+]
+
+
+def write_ready_fd(fd: int, address: str) -> None:
+    """RDY-3: write ``<address>\\n`` to ``fd`` completely, then close it."""
+    data = f"{address}\n".encode()
+    try:
+        while data:
+            n = os.write(fd, data)
+            data = data[n:]
+    finally:
+        os.close(fd)
+
+
+def ready_fd_arg(text: str) -> int:
+    """``--ready-fd`` (argparse ``type=``): a descriptor the caller opened for the purpose.
+
+    The fd is written and then closed, so stdin, stdout and stderr (0, 1, 2) are refused
+    as a usage error: closing stdout would take the server's own output with it (issue 28).
+    A descriptor that is not open is refused too.
+    """
+    try:
+        fd = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an open file descriptor number >= 3, got {text!r}") from None
+    if fd in (0, 1, 2):
+        raise argparse.ArgumentTypeError(
+            f"{fd} is the server's own {('stdin', 'stdout', 'stderr')[fd]}, which --ready-fd would close; "
+            "pass a descriptor opened for the purpose (3 or above), or use --ready-file PATH "
+            "(the address is also printed on the 'RLMesh serving' line)"
+        )
+    if fd < 0:
+        raise argparse.ArgumentTypeError(f"must be an open file descriptor number >= 3, got {fd}")
+    try:
+        os.fstat(fd)
+    except OSError:
+        raise argparse.ArgumentTypeError(f"file descriptor {fd} is not open in this process") from None
+    return fd
+
+
+def write_ready_file(path: str, address: str) -> None:
+    """Write ``<address>\\n`` atomically: a fresh temp file in the same directory, then rename.
+
+    The temp file is created with ``O_EXCL | O_NOFOLLOW`` under an unpredictable name, so a
+    symlink planted at a predictable name is never followed; the rename replaces ``path``
+    itself (a symlink there is replaced, not written through). Readers never see a partial file.
+    """
+    import secrets
+
+    directory = os.path.dirname(os.path.abspath(path))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(16):  # bounded: a name clash on 64 random bits is a fluke
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o644)
+            break
+        except FileExistsError:
+            continue
+    else:  # pragma: no cover
+        raise FileExistsError(f"could not create a temporary file next to {path}")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{address}\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def default_address() -> str:
+    """``$RLMESH_ADDRESS``, else ``127.0.0.1:$RLMESH_PORT`` (50051): loopback unless told otherwise."""
+    return os.environ.get("RLMESH_ADDRESS") or f"127.0.0.1:{os.environ.get('RLMESH_PORT', '50051')}"
+
+
+def exposed(address: str) -> bool:
+    """Whether a bound address (``tcp://host:port`` / ``unix:///path``) is reachable from other hosts."""
+    import ipaddress
+
+    if address.startswith("unix:"):
+        return False
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]").split("%")[0]
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host != "localhost"
+
+
+def serve_until_stopped(server: Any) -> int:
+    """Serve in the foreground; on the way out print one "stopped" line.
+
+    Returns the exit status: 130 after Ctrl-C, 0 after SIGTERM, a remote shutdown or the
+    idle timeout.
+    """
+    server.serve()
+    reason = server.stop_reason or "stopped"
+    print(f"RLMesh server stopped ({reason})", flush=True)
+    return 130 if reason == "interrupted" else 0
+
+
+def is_model_target(target: str, packages: Sequence[str]) -> bool:
+    """Whether ``module:attr`` names an rlmesh Model class or instance."""
+    try:
+        import_packages(packages)
+        obj = _resolve(target)
+    except Exception:
+        return False
+    return isinstance(obj, ModelBase) or (isinstance(obj, type) and issubclass(obj, ModelBase))
+
+
+def binding_of(args: argparse.Namespace) -> dict[str, Any]:
+    """``--kwargs-json`` (a JSON object) updated with every ``--param KEY=VALUE``."""
+    binding: dict[str, Any] = {}
+    if args.kwargs_json:
+        loaded = json.loads(args.kwargs_json)
+        if not isinstance(loaded, dict):
+            raise ValueError("--kwargs-json must be a JSON object")
+        binding.update(loaded)
+    binding.update(_parse_params(args.param))
+    return binding
+
+
+def options_of(args: argparse.Namespace) -> Any:
+    return ServeOptions(
+        allow_remote_shutdown=args.allow_remote_shutdown,
+        idle_timeout_seconds=args.idle_timeout,
+        workflow_edition=args.workflow_edition,
+    )
+
+
+def announce(args: argparse.Namespace, what: str, address: str, suffix: str = "") -> None:
+    """RDY-3: the bound address on ``--ready-fd`` / ``--ready-file``, then the status line."""
+    if args.ready_fd is not None:
+        write_ready_fd(args.ready_fd, address)
+    if args.ready_file:
+        write_ready_file(args.ready_file, address)
+    if exposed(address):
+        suffix += (
+            " - WARNING: this endpoint has no authentication and is reachable from other hosts; "
+            "anyone who can reach it can drive it (bind 127.0.0.1 or a unix socket to keep it local)"
+        )
+    print(f"RLMesh serving {what} on {address}{suffix}", flush=True)
+
+
+def run_command(args: argparse.Namespace, body: Callable[[], int]) -> int:
+    """Exit codes shared by the serve commands: 0 stopped, 130 Ctrl-C, 1 error (one line)."""
+    try:
+        return int(body())
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if args.verbose:
+            traceback.print_exc()
+        print(f"Error: {type(exc).__name__}: {term_safe(exc, newlines=True)}", file=sys.stderr)
+        return 1
+
+
+def _parse_params(items: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--param takes KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(raw)  # numbers, booleans, lists ...
+        except ValueError:
+            out[key] = raw  # a bare string
+    return out
+
+
+def edition_notice(args: argparse.Namespace, target: str) -> None:
+    """DELTA-8 from the command line: warn only where the user can act, naming the flag.
+
+    A Gymnasium id (``CartPole-v1``) is not the user's code: nothing to pin there, so
+    no warning. A ``module:attr`` target is told about ``--workflow-edition``.
+    """
+    if args.workflow_edition:
+        return
+    if _resolve(target) is None:  # a Gymnasium id: the user cannot act on the env
+        resolve_declared_edition(warn=False)
+        warnings.filterwarnings("ignore", category=WorkflowEditionWarning)
+        return
+    resolve_declared_edition(
+        warn=True,
+        who=f"the served env {target}",
+        hint=f"--workflow-edition {EDITION_BASE}, a `workflow_edition = \"{EDITION_BASE}\"` attribute on its class",
+    )
