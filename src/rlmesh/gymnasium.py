@@ -37,6 +37,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rlmesh import _keys, numpy as _rnp
+from rlmesh._autoreset import Autoreset
 from rlmesh.client._fanout import FanOut
 from rlmesh.errors import EndpointBusy
 from rlmesh.spaces._gym import to_gymnasium_space
@@ -49,7 +50,11 @@ log = logging.getLogger("rlmesh.gymnasium")
 #: The id registered with Gymnasium on import: ``gymnasium.make(REMOTE_ID, address=...)``.
 REMOTE_ID = "rlmesh/Remote-v0"
 _WARNING_KEY = _keys.CONFORMANCE_WARNING_KEY
-_MODES = {"NextStep": AutoresetMode.NEXT_STEP, "SameStep": AutoresetMode.SAME_STEP, "Disabled": AutoresetMode.DISABLED}
+_MODES = {
+    Autoreset.NEXT_STEP.value: AutoresetMode.NEXT_STEP,
+    Autoreset.SAME_STEP.value: AutoresetMode.SAME_STEP,
+    Autoreset.DISABLED.value: AutoresetMode.DISABLED,
+}
 
 
 def _pickle_error(cls: type) -> TypeError:

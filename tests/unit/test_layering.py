@@ -41,6 +41,7 @@ LAYERS: dict[str, float] = {
     "rlmesh._dtypes": 1.0,
     "rlmesh._keys": 1.0,
     "rlmesh._ids": 1.0,
+    "rlmesh._autoreset": 1.0,  # the autoreset modes, one str enum (issue 23)
     "rlmesh._termtext": 1.0,  # term_safe: peer text made harmless for a terminal (issue 28)
     "rlmesh._build": 1.1,  # editions and versions; wire's handshake reads them
     "rlmesh.tensor": 1.1,
