@@ -607,6 +607,29 @@ def private_imports() -> list[tuple[str, int, str, str]]:
                     and not target.endswith("." + alias.name)  # a module, not a name in one
                 ):
                     out.append((module, n.lineno, alias.name, target))
+    return out + _private_module_attributes()
+
+
+def _private_module_attributes() -> list[tuple[str, int, str, str]]:
+    """``(module, line, name, source)``: ``mod._name`` where ``mod`` is another package's module
+    bound by an import (``from ..eval import _api`` then ``_api._make_session``)."""
+    out = []
+    for module, tree in _trees().items():
+        _, is_package = modules()[module]
+        bound: dict[str, str] = {}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Import):
+                bound.update((a.asname, a.name) for a in n.names if a.asname and a.name in modules())
+            elif isinstance(n, ast.ImportFrom):
+                for alias in n.names:
+                    target = _targets(ast.ImportFrom(module=n.module, names=[alias], level=n.level), module, is_package)[0]
+                    if target in modules() and target.endswith("." + alias.name):
+                        bound[alias.asname or alias.name] = target
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and _private(n.attr):
+                source = bound.get(n.value.id)
+                if source and package_of(source) != package_of(module) and f"{source}.{n.attr}" not in modules():
+                    out.append((module, n.lineno, n.attr, source))
     return out
 
 
@@ -640,3 +663,16 @@ def test_the_private_scan_sees_a_reach() -> None:
         del _trees()["rlmesh.eval._probe_plant"]
     assert [(line, name) for _, line, name, _ in found] == [(2, "_pending"), (3, "_pending")]
     assert "rlmesh.models" in _private_owners()["_pending"]
+
+
+def test_the_private_import_scan_sees_both_forms() -> None:
+    """``from rlmesh.eval._api import _make_session`` and ``_api._make_session`` from serve are found."""
+    plant = ast.parse("from rlmesh.eval._api import _make_session\nfrom rlmesh.eval import _api\n_api._make_session\n")
+    _trees()["rlmesh.serve._probe_plant"] = plant
+    modules()["rlmesh.serve._probe_plant"] = (PKG / "serve" / "_probe_plant.py", False)
+    try:
+        found = [(line, name, source) for m, line, name, source in private_imports() if m == "rlmesh.serve._probe_plant"]
+    finally:
+        del _trees()["rlmesh.serve._probe_plant"]
+        del modules()["rlmesh.serve._probe_plant"]
+    assert found == [(1, "_make_session", "rlmesh.eval._api"), (3, "_make_session", "rlmesh.eval._api")]
