@@ -476,7 +476,7 @@ PRIVATE_ALLOWED: list[Reach] = [
     *_reaches(("rlmesh.serve._main", "rlmesh.serve._model", "rlmesh.serve._model_cli"), "_spec", "a served model's declared spec (ModelBase._spec), read duck-typed"),
     Reach("rlmesh.serve._model", "_fire_episode_end", "the model endpoint fires the model's episode-end corner as Model.run does"),
     Reach("rlmesh.serve._model", "_supports_device", "the model endpoint asks a framework model whether it takes device="),
-    Reach("rlmesh.view._http", "_server", "duck-typed: the HTTP viewer's own aiohttp runner attribute (EnvActor also names one _server)"),
+    Reach("rlmesh.view._http", "_server", "aiohttp TCPSite._server (third-party; EnvActor._server shares the name): the bound port of port 0"),
 ]
 
 #: Allowed private names imported from another package (module, name).

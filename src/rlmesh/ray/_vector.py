@@ -241,7 +241,7 @@ def _gymnasium_class() -> type:
     if not _GYM_CLASS:
         vector = importlib.import_module("gymnasium.vector")
 
-        class GymnasiumFleetVectorEnv(FleetVectorEnv, vector.VectorEnv):  # type: ignore[name-defined]
+        class GymnasiumFleetVectorEnv(FleetVectorEnv, vector.VectorEnv):  # type: ignore[name-defined,misc]
             """A fleet's vector env as a real ``gymnasium.vector.VectorEnv``."""
 
             def close(self, **kwargs: Any) -> None:
