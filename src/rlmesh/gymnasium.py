@@ -705,7 +705,7 @@ _register()
 # -- sandboxes --------------------------------------------------------------------------------
 
 from rlmesh.sandbox import SandboxBuild, SandboxRuntime  # noqa: E402
-from rlmesh.sandbox._env import _SandboxMixin  # noqa: E402
+from rlmesh.sandbox._env import SandboxMixin  # noqa: E402
 
 __all__ += ["SandboxEnv", "SandboxVectorEnv"]
 
@@ -719,7 +719,7 @@ def _sandbox_spec(env: Any, kwargs: dict[str, Any]) -> EnvSpec | None:
     return spec
 
 
-class SandboxEnv(_SandboxMixin, RemoteEnv):
+class SandboxEnv(SandboxMixin, RemoteEnv):
     """An env in its own dependency stack as a real :class:`gymnasium.Env` (SB3 takes it as is).
 
     Builds (or reuses) the sandbox for ``source`` exactly as :class:`rlmesh.SandboxEnv` does
@@ -791,10 +791,10 @@ class SandboxEnv(_SandboxMixin, RemoteEnv):
             pass
 
     def __repr__(self) -> str:
-        return _SandboxMixin.__repr__(self)
+        return SandboxMixin.__repr__(self)
 
 
-class SandboxVectorEnv(_SandboxMixin, RemoteVectorEnv):
+class SandboxVectorEnv(SandboxMixin, RemoteVectorEnv):
     """``num_envs`` lanes of an env in ONE sandbox as a real :class:`gymnasium.vector.VectorEnv`.
 
     ``vectorization_mode=None`` serves ``num_envs`` independent ``make()`` lanes (NEXT_STEP
@@ -858,7 +858,7 @@ class SandboxVectorEnv(_SandboxMixin, RemoteVectorEnv):
 
     def close(self, **kwargs: Any) -> None:
         """Detach, then stop and remove the sandbox. Idempotent."""
-        _SandboxMixin.close(self)
+        SandboxMixin.close(self)
 
     def __del__(self) -> None:
         try:
@@ -867,5 +867,5 @@ class SandboxVectorEnv(_SandboxMixin, RemoteVectorEnv):
             pass
 
     def __repr__(self) -> str:
-        return _SandboxMixin.__repr__(self)
+        return SandboxMixin.__repr__(self)
 

@@ -378,7 +378,7 @@ def _check_branches(cls: type[EnvFactory]) -> None:
 # -- building ---------------------------------------------------------------------------------
 
 
-def _framework_name(bridge: Any) -> str | None:
+def framework_name(bridge: Any) -> str | None:
     if bridge is None or isinstance(bridge, str):
         return bridge
     name = getattr(bridge, "name", None)

@@ -26,7 +26,7 @@ _VECTOR_PARAMS = ("num_envs", "vectorization_mode")
 _T = TypeVar("_T")
 
 
-class _SandboxMixin:
+class SandboxMixin:
     """What the sandbox adds to a remote client: ownership of the server, crash reports, close."""
 
     _handle: Any = None
@@ -148,7 +148,7 @@ class _SandboxMixin:
         )
 
 
-class ScalarSandbox(_SandboxMixin):
+class ScalarSandbox(SandboxMixin):
     """Build an env image (or venv) and own the server behind a single-env client (SBX-20).
 
     Args:
@@ -198,7 +198,7 @@ class ScalarSandbox(_SandboxMixin):
         return out
 
 
-class VectorSandbox(_SandboxMixin):
+class VectorSandbox(SandboxMixin):
     """Build an env image (or venv) and own ``num_envs`` lanes in ONE sandbox (SBX-21, DELTA-26).
 
     ``vectorization_mode=None`` serves ``num_envs`` independent ``make()`` lanes; ``"sync"`` /

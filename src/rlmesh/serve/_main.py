@@ -26,7 +26,7 @@ from typing import Any
 
 from .._build import resolve_declared_edition
 from ..authoring import EnvFactory
-from ..authoring._factory import _framework_name, build_env
+from ..authoring._factory import build_env, framework_name
 from ._command import (
     _exposed,
     _mark,
@@ -137,7 +137,7 @@ def _serve_env(
     )
     cls: Any = (env_source if isinstance(env_source, type) else type(env_source)) if is_factory else None
     pinned = cls._bridge if cls is not None else None
-    fw = framework if framework is not None else _framework_name(pinned)
+    fw = framework if framework is not None else framework_name(pinned)
     if vectorization_mode is not None and fw in _DEVICE_FRAMEWORKS:
         raise NotImplementedError(
             f"framework={fw!r} cannot be served through a Gymnasium vector env "
