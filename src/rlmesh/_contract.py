@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from ._autoreset import Autoreset
 from .spaces._spec import SpaceSpec, value_nbytes
 from .wire.frames import default_limits
 
@@ -13,7 +14,7 @@ __all__ = ["AUTORESET_MODES", "MAX_LANES", "UNKNOWN_ENV_ID", "EnvContract", "che
 
 UNKNOWN_ENV_ID = "UnknownEnv-v1"  # SRV-11
 #: Wire names of the autoreset modes (AR-1/AR-2).
-AUTORESET_MODES = ("NextStep", "SameStep", "Disabled")
+AUTORESET_MODES = tuple(mode.value for mode in Autoreset)
 
 #: Most lanes a contract read from a peer (``num_envs``) or a model ``Bind`` may declare.
 #: Large GPU simulators run a few thousand lanes; a served model builds one route per lane,
@@ -80,7 +81,7 @@ class EnvContract:
         render_mode: str | None = None,
         num_envs: int = 1,
         metadata: Mapping[str, Any] | None = None,
-        autoreset_mode: str = "Disabled",
+        autoreset_mode: str = Autoreset.DISABLED.value,
     ) -> None:
         if autoreset_mode not in AUTORESET_MODES:
             raise ValueError(f"autoreset_mode must be one of {AUTORESET_MODES}, got {autoreset_mode!r}")
@@ -171,7 +172,7 @@ class EnvContract:
                 render_mode=render_mode,
                 num_envs=num_envs,
                 metadata=md,
-                autoreset_mode=d.get("autoreset_mode", "Disabled"),
+                autoreset_mode=d.get("autoreset_mode", Autoreset.DISABLED.value),
             )
         except KeyError as exc:
             raise ValueError(f"env contract is missing {exc}") from None

@@ -1,12 +1,20 @@
-"""Identifiers: UUIDv7 strings for episodes and connections (AR-3, CLT-7)."""
+"""Identifiers: episode ids and connection ids, minted in one place.
+
+- :func:`new_episode_id`: a runtime episode id, a UUIDv7 string (AR-3): what the client
+  mints per lane on reset and what the serve driver mints for an autoreset lane.
+- :func:`new_local_episode_id`: a local-session episode id, ``uuid4().hex`` (32 hex
+  digits, no dashes; DELTA-31): ``Model.session(local_env)`` and the local eval loop.
+- :func:`uuid7`: the UUIDv7 itself (also a connection's id, CLT-7).
+"""
 
 from __future__ import annotations
 
 import os
 import random
 import time
+import uuid
 
-__all__ = ["uuid7"]
+__all__ = ["new_episode_id", "new_local_episode_id", "uuid7"]
 
 # Ids need uniqueness, not secrecy: a PRNG seeded from the OS once per process avoids
 # a getrandom() syscall per id (ids are minted on the step path when lanes autoreset).
@@ -30,3 +38,13 @@ def uuid7() -> str:
     ms = time.time_ns() // 1_000_000
     h = "%032x" % ((ms & 0xFFFFFFFFFFFF) << 80 | (_rng.getrandbits(80) & _RAND_MASK) | _FIXED)
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def new_episode_id() -> str:
+    """A runtime episode id: a UUIDv7 string (AR-3), minted by the client/driver side, never the env."""
+    return uuid7()
+
+
+def new_local_episode_id() -> str:
+    """A local-session episode id: ``uuid4().hex`` (DELTA-31: 32 hex digits, no dashes)."""
+    return uuid.uuid4().hex

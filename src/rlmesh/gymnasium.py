@@ -37,6 +37,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rlmesh import _keys, numpy as _rnp
+from rlmesh._autoreset import Autoreset
 from rlmesh.client._fanout import FanOut
 from rlmesh.errors import EndpointBusy
 from rlmesh.spaces._gym import to_gymnasium_space
@@ -49,7 +50,11 @@ log = logging.getLogger("rlmesh.gymnasium")
 #: The id registered with Gymnasium on import: ``gymnasium.make(REMOTE_ID, address=...)``.
 REMOTE_ID = "rlmesh/Remote-v0"
 _WARNING_KEY = _keys.CONFORMANCE_WARNING_KEY
-_MODES = {"NextStep": AutoresetMode.NEXT_STEP, "SameStep": AutoresetMode.SAME_STEP, "Disabled": AutoresetMode.DISABLED}
+_MODES = {
+    Autoreset.NEXT_STEP.value: AutoresetMode.NEXT_STEP,
+    Autoreset.SAME_STEP.value: AutoresetMode.SAME_STEP,
+    Autoreset.DISABLED.value: AutoresetMode.DISABLED,
+}
 
 
 def _pickle_error(cls: type) -> TypeError:
@@ -700,7 +705,7 @@ _register()
 # -- sandboxes --------------------------------------------------------------------------------
 
 from rlmesh.sandbox import SandboxBuild, SandboxRuntime  # noqa: E402
-from rlmesh.sandbox._env import _SandboxMixin  # noqa: E402
+from rlmesh.sandbox._env import SandboxMixin  # noqa: E402
 
 __all__ += ["SandboxEnv", "SandboxVectorEnv"]
 
@@ -714,7 +719,7 @@ def _sandbox_spec(env: Any, kwargs: dict[str, Any]) -> EnvSpec | None:
     return spec
 
 
-class SandboxEnv(_SandboxMixin, RemoteEnv):
+class SandboxEnv(SandboxMixin, RemoteEnv):
     """An env in its own dependency stack as a real :class:`gymnasium.Env` (SB3 takes it as is).
 
     Builds (or reuses) the sandbox for ``source`` exactly as :class:`rlmesh.SandboxEnv` does
@@ -786,10 +791,10 @@ class SandboxEnv(_SandboxMixin, RemoteEnv):
             pass
 
     def __repr__(self) -> str:
-        return _SandboxMixin.__repr__(self)
+        return SandboxMixin.__repr__(self)
 
 
-class SandboxVectorEnv(_SandboxMixin, RemoteVectorEnv):
+class SandboxVectorEnv(SandboxMixin, RemoteVectorEnv):
     """``num_envs`` lanes of an env in ONE sandbox as a real :class:`gymnasium.vector.VectorEnv`.
 
     ``vectorization_mode=None`` serves ``num_envs`` independent ``make()`` lanes (NEXT_STEP
@@ -853,7 +858,7 @@ class SandboxVectorEnv(_SandboxMixin, RemoteVectorEnv):
 
     def close(self, **kwargs: Any) -> None:
         """Detach, then stop and remove the sandbox. Idempotent."""
-        _SandboxMixin.close(self)
+        SandboxMixin.close(self)
 
     def __del__(self) -> None:
         try:
@@ -862,5 +867,5 @@ class SandboxVectorEnv(_SandboxMixin, RemoteVectorEnv):
             pass
 
     def __repr__(self) -> str:
-        return _SandboxMixin.__repr__(self)
+        return SandboxMixin.__repr__(self)
 

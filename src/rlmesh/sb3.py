@@ -39,6 +39,7 @@ except ImportError as _exc:  # pragma: no cover - exercised without the extra
         'rlmesh.sb3 needs Stable-Baselines3: pip install stable-baselines3 (the "sb3" extra of rlmesh-py)', name="stable_baselines3"
     ) from _exc
 
+from ._autoreset import Autoreset
 from .client._fanout import FanOut
 from .client._lanes import lane_of
 from .spaces._gym import to_gymnasium_space
@@ -79,8 +80,8 @@ class RemoteVecEnv(VecEnv):
             workflow_edition=workflow_edition,
         )
         if all(p.scalar for p in fan.parts):
-            fan.mode = "SameStep"  # scalar endpoints are reset here, in SB3's way
-        elif fan.mode == "NextStep":
+            fan.mode = Autoreset.SAME_STEP.value  # scalar endpoints are reset here, in SB3's way
+        elif fan.mode == Autoreset.NEXT_STEP:
             odd = next(p for p in fan.parts if not p.scalar)
             fan.close()
             raise ValueError(
@@ -130,7 +131,7 @@ class RemoteVecEnv(VecEnv):
         lanes = [lane_of(info, i, n) for i in range(n)]
         infos: list[dict[str, Any]] = []
         ended = dones.nonzero()[0].tolist()
-        if ended and fan.mode == "Disabled":  # reset the ended lanes here, where they own
+        if ended and fan.mode == Autoreset.DISABLED:  # reset the ended lanes here, where they own
             terminal = [_row(obs, i) for i in ended]
             obs, reset_info, _ = fan.reset(None, None, ended)
             for j, i in enumerate(ended):

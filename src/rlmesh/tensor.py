@@ -205,7 +205,8 @@ class Tensor:
 
     def numpy(self) -> np.ndarray[Any, Any]:
         """A writable numpy copy (same as ``rlmesh.numpy.asarray``)."""
-        return self._a.copy()
+        out: np.ndarray[Any, Any] = self._a.copy()
+        return out
 
     def tolist(self) -> Any:
         return self._a.tolist()
@@ -219,7 +220,8 @@ class Tensor:
                 raise ValueError("a dtype conversion needs a copy, but copy=False was requested")
             return a.astype(dtype)
         if copy:
-            return a.copy()
+            out: np.ndarray[Any, Any] = a.copy()
+            return out
         return a
 
     @property
@@ -310,7 +312,7 @@ class Tensor:
 
 def _aligned_copy(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     storage = aligned_empty(a.nbytes)
-    out = storage.view(a.dtype).reshape(a.shape)
+    out: np.ndarray[Any, Any] = storage.view(a.dtype).reshape(a.shape)
     out[...] = a
     return out
 

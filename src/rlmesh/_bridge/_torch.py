@@ -135,7 +135,8 @@ def _torch_to_numpy(x: Any) -> np.ndarray[Any, Any]:
         x = x.cpu()
     if not x.is_contiguous():
         x = x.contiguous()
-    return x.numpy()
+    out: np.ndarray[Any, Any] = x.numpy()
+    return out
 
 
 def torch_as_tensor(t: Any, *, copy: bool = False) -> Any:

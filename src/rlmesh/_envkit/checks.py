@@ -173,7 +173,8 @@ class Checks:
         if not info:
             return None
         try:
-            return normalize(info)
+            out: dict[str, Any] = normalize(info)
+            return out
         except TypeError as exc:
             raise EnvironmentException(f"{op} failed: info: {exc}", code="INTERNAL", op=op, recoverable=False) from None
 

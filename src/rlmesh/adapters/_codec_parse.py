@@ -11,7 +11,7 @@ splits, fields, parts, custom encodings) are strict in both doors.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import AdapterResolutionError
 from ._action import Action, Actuator, CustomEncoding, Rotation
@@ -204,7 +204,10 @@ def _encoding_field(o: _Obj, *, allow_list: bool, allow_custom: bool) -> Any:
     raise fail("invalid_tag", f"{o.where}: encoding must be a name or a list of names, got {_json_type(v)}")
 
 
-def build(cls: Any, where: str, *args: Any, **kwargs: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def build(cls: Callable[..., _T], where: str, *args: Any, **kwargs: Any) -> _T:
     """``cls(*args, **kwargs)``; a ``ValueError``/``TypeError`` becomes ``invalid_tag`` at ``where``."""
     try:
         return cls(*args, **kwargs)
@@ -214,7 +217,7 @@ def build(cls: Any, where: str, *args: Any, **kwargs: Any) -> Any:
         raise fail("invalid_tag", f"{where}: {exc}") from None
 
 
-def _taint(obj: Any, names: tuple[str, ...]) -> Any:
+def _taint(obj: _T, names: tuple[str, ...]) -> _T:
     if names:
         object.__setattr__(obj, _TAINT, names)
     return obj
@@ -298,6 +301,7 @@ def _env_leaf_from_dict(raw: Mapping[str, Any], where: str, strict: bool) -> Any
     kind = raw["type"]
     o = _Obj(raw, where)
     o.get("type")
+    leaf: Any
     if kind == "image":
         leaf = build(ImageTag, where, _str_field(o, "role", required=True), o.get("layout", "hwc"),
                      _bool(o, "upside_down"), part=_str_field(o, "part"))  # fmt: skip
@@ -400,6 +404,7 @@ def _model_leaf_from_dict(raw: Mapping[str, Any], where: str, strict: bool) -> A
     kind = raw["type"]
     o = _Obj(raw, where)
     o.get("type")
+    leaf: Any
     if kind == "image":
         stack = o.get("stack", 1)
         if isinstance(stack, bool) or not isinstance(stack, int) or not 1 <= stack <= 64:

@@ -203,7 +203,8 @@ class Resizer:
         finally:
             if own:
                 self._lock.release()
-        return out.astype(np.uint8).reshape(self.out_shape)
+        resized: np.ndarray[Any, Any] = out.astype(np.uint8).reshape(self.out_shape)
+        return resized
 
     def _bilinear(self, flat: Any, own: bool) -> Any:
         # top = P[r0,c0](1-tc) + P[r0,c1]tc; out = top(1-tr) + bottom tr, in float64 (ADP-124)

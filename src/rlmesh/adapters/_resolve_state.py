@@ -136,8 +136,9 @@ def _find(pl: ObsPlanner, s: State, p: str) -> StateFeature | None:
         for want in provs:
             for f in found:
                 if f.provenance == want:
-                    return f
-    feat = found[0]
+                    pinned: StateFeature = f
+                    return pinned
+    feat: StateFeature = found[0]
     if provs and feat.provenance is not None and feat.provenance not in provs:
         raise fail(
             "invalid_tag",

@@ -212,8 +212,9 @@ def describe(
         >>> d["kind"], d["env_spec"]["error_type"], d["params"]["signature_tier"][0]["name"]
         ('env', 'RuntimeError', 'size')
     """
-    return json.loads(
+    doc: dict[str, Any] = json.loads(
         describe_json(
             obj, kind=kind, generated_at=generated_at, build_env=build_env, include_runtime=include_runtime
         )
     )
+    return doc

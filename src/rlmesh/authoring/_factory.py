@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from .. import _keys
+from .._autoreset import Autoreset
 from .._envkit.classify import Lanes, autoreset_name
 from ..adapters import EnvTags, tag
 from ..errors import DependencyMissing
@@ -377,7 +378,7 @@ def _check_branches(cls: type[EnvFactory]) -> None:
 # -- building ---------------------------------------------------------------------------------
 
 
-def _framework_name(bridge: Any) -> str | None:
+def framework_name(bridge: Any) -> str | None:
     if bridge is None or isinstance(bridge, str):
         return bridge
     name = getattr(bridge, "name", None)
@@ -453,4 +454,4 @@ def build_env(
         for e in envs:
             _close_quietly(e)
         raise
-    return instance, envs[0] if num_envs == 1 else Lanes(envs, mode or "NextStep")
+    return instance, envs[0] if num_envs == 1 else Lanes(envs, mode or Autoreset.NEXT_STEP)

@@ -77,7 +77,8 @@ def method_target(cls: type, name: str) -> Callable[..., Any] | None:
     try:
         sig = inspect.signature(attr)
     except (TypeError, ValueError):
-        return attr
+        plain: Callable[..., Any] = attr
+        return plain
     params = list(sig.parameters.values())
     if params and params[0].kind in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
         params = params[1:]

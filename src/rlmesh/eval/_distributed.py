@@ -106,7 +106,7 @@ def merge_telemetry(rows: Sequence[TelemetryRow]) -> tuple[TelemetryRow, ...]:
             continue
 
         def mean(attr: str, rs: list[TelemetryRow] = rs, n: int = n) -> float:
-            return sum(getattr(r, attr) * r.count for r in rs) / n
+            return float(sum(getattr(r, attr) * r.count for r in rs) / n)
 
         out.append(TelemetryRow(op, component, metric, unit, n, mean("avg"), mean("p50"), mean("p95"), max(r.p99 for r in rs)))
     return tuple(out)

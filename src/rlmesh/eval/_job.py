@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._autoreset import Autoreset
 from ..client._model import RemoteModel
 from ..models._base import ModelBase
 from ..models._sentinels import RANDOM_SAMPLE
@@ -419,7 +420,7 @@ def _portable_contract(contract: Any) -> Any:
             render_mode=getattr(contract, "render_mode", None),
             num_envs=int(getattr(contract, "num_envs", 1)),
             metadata=dict(metadata) if metadata is not None else None,
-            autoreset_mode=str(getattr(contract, "autoreset_mode", "Disabled")),
+            autoreset_mode=str(getattr(contract, "autoreset_mode", Autoreset.DISABLED.value)),
         )
         pickle.dumps(copy)
         return copy

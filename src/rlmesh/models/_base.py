@@ -293,7 +293,8 @@ class ModelBase(Generic[ObsT, ActT]):
         fn = self._corner("predict")
         if fn is None:
             raise NotImplementedError(f"{type(self).__name__} defines no predict()")
-        return fn(observation, None)
+        action: ActT = fn(observation, None)
+        return action
 
     def predict_chunk(self, observation: ObsT, execution_horizon: int = 1) -> Any:
         """Map one observation to an ``[H, ...]`` chunk of actions (MOD-12)."""

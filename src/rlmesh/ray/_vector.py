@@ -101,12 +101,14 @@ class FleetVectorEnv:
         if self._lost is not None:
             self._reconnect()
         try:
-            return self._inner.reset(**kwargs)
+            out: tuple[Any, dict[str, Any]] = self._inner.reset(**kwargs)
+            return out
         except ConnectionError as exc:
             self._lost = self._lost_error(exc)
         self._reconnect()
         try:
-            return self._inner.reset(**kwargs)
+            out = self._inner.reset(**kwargs)
+            return out
         except ConnectionError as exc:
             raise self._lost_error(exc) from exc
 
@@ -239,7 +241,7 @@ def _gymnasium_class() -> type:
     if not _GYM_CLASS:
         vector = importlib.import_module("gymnasium.vector")
 
-        class GymnasiumFleetVectorEnv(FleetVectorEnv, vector.VectorEnv):  # type: ignore[name-defined]
+        class GymnasiumFleetVectorEnv(FleetVectorEnv, vector.VectorEnv):  # type: ignore[name-defined,misc]
             """A fleet's vector env as a real ``gymnasium.vector.VectorEnv``."""
 
             def close(self, **kwargs: Any) -> None:

@@ -156,7 +156,8 @@ def write_bundle(
         if fh is None:
             return None
         with fh:
-            return fh.read().decode("utf-8", "replace")
+            text: str = fh.read().decode("utf-8", "replace")
+            return text
 
     if extra:
         document = {**document, **extra}

@@ -328,7 +328,7 @@ class ResultSet:
             from datetime import datetime, timezone
 
             recorded_at = datetime.now(timezone.utc).isoformat()
-        return json_safe(
+        doc: dict[str, Any] = json_safe(
             {
                 "schema": SCHEMA,
                 "resultSetId": self.result_set_id,
@@ -336,6 +336,7 @@ class ResultSet:
                 "workloads": [w.to_dict() for w in self.workloads],
             }
         )
+        return doc
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ResultSet:

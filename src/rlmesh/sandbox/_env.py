@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ..client._env import RemoteEnv, RemoteVectorEnv
 from ..errors import ConnectionLost, SessionClosed
@@ -23,8 +23,10 @@ __all__ = ["SandboxEnv", "SandboxVectorEnv", "ScalarSandbox", "VectorSandbox"]
 
 _VECTOR_PARAMS = ("num_envs", "vectorization_mode")
 
+_T = TypeVar("_T")
 
-class _SandboxMixin:
+
+class SandboxMixin:
     """What the sandbox adds to a remote client: ownership of the server, crash reports, close."""
 
     _handle: Any = None
@@ -97,7 +99,7 @@ class _SandboxMixin:
             return None
         return SandboxCrashed(f"the sandboxed env server died ({handle.describe()}): {exc}; last log lines:\n{handle.logs_tail(20)}")
 
-    def _guarded(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _guarded(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         try:
             return fn(*args, **kwargs)
         except ConnectionLost as exc:
@@ -146,7 +148,7 @@ class _SandboxMixin:
         )
 
 
-class ScalarSandbox(_SandboxMixin):
+class ScalarSandbox(SandboxMixin):
     """Build an env image (or venv) and own the server behind a single-env client (SBX-20).
 
     Args:
@@ -192,10 +194,11 @@ class ScalarSandbox(_SandboxMixin):
 
     def reset(self, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Start an episode (see :meth:`rlmesh.RemoteEnv.reset`); a dead server raises ``SandboxCrashed``."""
-        return self._guarded(super().reset, seed=seed, options=options)  # type: ignore[misc]
+        out: tuple[Any, dict[str, Any]] = self._guarded(super().reset, seed=seed, options=options)  # type: ignore[misc]
+        return out
 
 
-class VectorSandbox(_SandboxMixin):
+class VectorSandbox(SandboxMixin):
     """Build an env image (or venv) and own ``num_envs`` lanes in ONE sandbox (SBX-21, DELTA-26).
 
     ``vectorization_mode=None`` serves ``num_envs`` independent ``make()`` lanes; ``"sync"`` /
@@ -240,7 +243,8 @@ class VectorSandbox(_SandboxMixin):
         env_indices: Sequence[int] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Reset all lanes or ``env_indices`` (see :meth:`rlmesh.RemoteVectorEnv.reset`)."""
-        return self._guarded(super().reset, seed=seed, options=options, env_indices=env_indices)  # type: ignore[misc]
+        out: tuple[Any, dict[str, Any]] = self._guarded(super().reset, seed=seed, options=options, env_indices=env_indices)  # type: ignore[misc]
+        return out
 
 
 class SandboxEnv(ScalarSandbox, RemoteEnv):

@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._autoreset import Autoreset
 from .._envkit.classify import Lanes, autoreset_name
 from .._target import load_target, split_target
 from ..authoring import EnvFactory, build_env
@@ -124,7 +125,7 @@ def load_env_target(
     if vectorization_mode not in (None, "sync", "async"):
         raise ValueError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
     mode = None if autoreset is None else autoreset_name(autoreset)
-    if mode is not None and num_envs == 1 and mode != "Disabled":
+    if mode is not None and num_envs == 1 and mode != Autoreset.DISABLED:
         raise ValueError("--autoreset applies to several lanes (--num-envs N > 1); a single env never autoresets")
     obj = _resolve(target)
     if isinstance(obj, EnvFactory) or (isinstance(obj, type) and issubclass(obj, EnvFactory)):
@@ -139,7 +140,7 @@ def load_env_target(
         if num_envs == 1:
             return gym.make(target, **kwargs), None
         if vectorization_mode is None:
-            return Lanes([gym.make(target, **kwargs) for _ in range(num_envs)], mode or "NextStep"), None
+            return Lanes([gym.make(target, **kwargs) for _ in range(num_envs)], mode or Autoreset.NEXT_STEP), None
         return gym.make_vec(
             target, num_envs=num_envs, vectorization_mode=vectorization_mode, vector_kwargs=vector_kwargs, **kwargs
         ), None
@@ -152,7 +153,7 @@ def load_env_target(
     if num_envs == 1:
         return obj(**kwargs), None
     if vectorization_mode is None:
-        return Lanes([obj(**kwargs) for _ in range(num_envs)], mode or "NextStep"), None
+        return Lanes([obj(**kwargs) for _ in range(num_envs)], mode or Autoreset.NEXT_STEP), None
     import gymnasium as gym
 
     thunks = [lambda: obj(**kwargs) for _ in range(num_envs)]

@@ -22,7 +22,7 @@ from typing import Any
 
 from .._build import resolve_declared_edition
 from ..authoring import EnvFactory
-from ..authoring._factory import _framework_name, build_env
+from ..authoring._factory import build_env, framework_name
 from ._options import ServeOptions
 from ._pool import EnvRecipe, _build_plain, serve_sessions
 from ._server import EnvServer
@@ -121,7 +121,7 @@ def _serve_env(
     )
     cls: Any = (env_source if isinstance(env_source, type) else type(env_source)) if is_factory else None
     pinned = cls._bridge if cls is not None else None
-    fw = framework if framework is not None else _framework_name(pinned)
+    fw = framework if framework is not None else framework_name(pinned)
     if vectorization_mode is not None and fw in _DEVICE_FRAMEWORKS:
         raise NotImplementedError(
             f"framework={fw!r} cannot be served through a Gymnasium vector env "

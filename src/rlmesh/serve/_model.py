@@ -95,7 +95,8 @@ class _ModelService:
         handler = self._handlers.get(msg.KIND)
         if handler is None:
             raise RequestFailed("UNSUPPORTED", f"a model endpoint does not answer {type(msg).__name__}")
-        return handler(msg, frame)
+        reply: tuple[Any, list[Any]] = handler(msg, frame)
+        return reply
 
     def _begin_episode(self, msg: m.BeginEpisode, frame: frames.Frame) -> tuple[Any, list[Any]]:
         route = self._route(msg.lane)

@@ -54,6 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._autoreset import Autoreset
 from .._build import PROTOCOL_GENERATION, resolve_declared_edition
 from .._contract import EnvContract
 from .._envkit.classify import Lanes, autoreset_name
@@ -237,7 +238,7 @@ def _build_plain(
         return source(**kwargs)
     mode = None if autoreset is None else autoreset_name(autoreset)
     if vectorization_mode is None:
-        return Lanes([source(**kwargs) for _ in range(num_envs)], mode or "NextStep")  # like gymnasium.make_vec
+        return Lanes([source(**kwargs) for _ in range(num_envs)], mode or Autoreset.NEXT_STEP)  # like gymnasium.make_vec
     import gymnasium as gym
 
     thunks = [lambda: source(**kwargs) for _ in range(num_envs)]

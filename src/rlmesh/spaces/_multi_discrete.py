@@ -50,5 +50,7 @@ class MultiDiscrete(Space):
         """The per-element offsets in the form of :attr:`nvec` (zeros when none were given)."""
         d = self._spec._d
         if "start" in d:
-            return copy.deepcopy(d["start"])
-        return np.zeros(self._spec._shape, dtype=np.int64).tolist()
+            offsets: list[Any] = copy.deepcopy(d["start"])
+            return offsets
+        zeros: list[Any] = np.zeros(self._spec._shape, dtype=np.int64).tolist()
+        return zeros

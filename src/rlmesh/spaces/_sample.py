@@ -139,7 +139,7 @@ def _discrete(spec: SpaceSpec) -> Sampler:
     top = n - 1  # fits uint64 for every valid spec, even int64 spans of 2**64
 
     def sample(rng: np.random.Generator) -> int:
-        return start + int(rng.integers(0, top, dtype=np.uint64, endpoint=True))
+        return int(start) + int(rng.integers(0, top, dtype=np.uint64, endpoint=True))
 
     return sample
 
@@ -243,7 +243,7 @@ def check_seed(seed: Any) -> int:
             seed = int(seed)
         else:
             raise TypeError(f"seed must be a non-negative int or None, got {seed!r}")
-    seed = int(seed)
-    if seed < 0:
-        raise ValueError(f"seed must be a non-negative int or None, got {seed}")
-    return seed
+    checked = int(seed)
+    if checked < 0:
+        raise ValueError(f"seed must be a non-negative int or None, got {checked}")
+    return checked

@@ -556,7 +556,7 @@ class SpaceSpec:
             return True
         if self._kind != other._kind or self._shape != other._shape or self._dtype != other._dtype:
             return False
-        return self._key() == other._key()
+        return bool(self._key() == other._key())
 
     def __hash__(self) -> int:
         if self._hash is None:

@@ -85,7 +85,8 @@ def _c_vdot() -> Callable[[Any, Any], Any]:
         except ImportError:
             continue
         if callable(fn):
-            return fn
+            c_vdot: Callable[[Any, Any], Any] = fn
+            return c_vdot
     return np.vdot  # pragma: no cover
 
 
@@ -448,7 +449,8 @@ def _as_mapping(v: Any, path: str) -> Mapping[str, Any]:
         return v
     asdict = getattr(v, "_asdict", None)  # namedtuples (VAL-13)
     if callable(asdict):
-        return asdict()
+        fields: Mapping[str, Any] = asdict()
+        return fields
     raise TypeError(f"{path}: Dict value must be a mapping, got {_describe(v)}")
 
 

@@ -606,7 +606,7 @@ def _cross_site(request: Any) -> bool:
     if origin and origin != "null":
         from urllib.parse import urlsplit
 
-        return urlsplit(origin).netloc != request.headers.get("Host", "")
+        return bool(urlsplit(origin).netloc != request.headers.get("Host", ""))
     return False
 
 

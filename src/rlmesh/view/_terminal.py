@@ -127,7 +127,8 @@ def inline_image(png: bytes, protocol: str, cols: int, rows: int, *, image_id: i
 def _resize(frame: np.ndarray[Any, Any], ph: int, pw: int) -> np.ndarray[Any, Any]:
     ys = (np.arange(ph) * frame.shape[0] // ph).clip(0, frame.shape[0] - 1)
     xs = (np.arange(pw) * frame.shape[1] // pw).clip(0, frame.shape[1] - 1)
-    return frame[ys[:, None], xs[None, :]]
+    out: np.ndarray[Any, Any] = frame[ys[:, None], xs[None, :]]
+    return out
 
 
 def parse_keys(data: bytes) -> list[str]:

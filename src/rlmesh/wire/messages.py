@@ -381,7 +381,7 @@ _ENV_MESSAGES: tuple[type[_Base], ...] = (
     PredictReply,
 )
 
-#: kind byte -> Struct type. Model-service messages register here too (model_messages.py).
+#: kind byte -> Struct type (the env and the model service messages above, one table).
 KINDS: dict[int, type[Any]] = {}
 _DECODERS: dict[int, msgspec.msgpack.Decoder[Any]] = {}
 _ENCODER = msgspec.msgpack.Encoder(enc_hook=enc_hook)

@@ -5,7 +5,7 @@ A connection is a session (DESIGN "Wire protocol")::
     AWAIT_HELLO --Hello/Welcome--> READY --Close/CloseReply--> CLOSED
          |  \\--Hello/Busy|Incompatible--> CLOSED
          |--Ping/Pong, Shutdown/ShutdownReply (stay)
-    READY --Reset|Step|Render|Configure|Ping|Shutdown (+ model requests)--> READY
+    READY --Reset|Step|Render|Configure|Attach|Ping|Shutdown (+ model requests)--> READY
     any   --protocol error / fatal env error--> BROKEN
 
 Every request gets exactly one reply of the kinds :data:`REPLIES` lists, or an
@@ -17,7 +17,8 @@ table: ``send`` checks that a message is legal now, assigns (client) or echoes
 (server) its request id and encodes it; ``receive`` decodes a frame, checks it,
 discards stale replies (client) and advances the state. The client session and the
 serve loop hold one each; neither consults the table itself, so a server cannot
-accept what a client cannot send.
+accept what a client cannot send. docs/protocol.md's state table is generated from
+:data:`LEGAL`, :data:`REPLIES` and :data:`TRANSITIONS` (``tools/gen_protocol_table.py``).
 """
 
 from __future__ import annotations
