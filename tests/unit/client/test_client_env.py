@@ -199,13 +199,13 @@ def test_step_async_and_step_wait_are_step_in_two_halves(net: Network) -> None:
     env.reset(seed=2)
     local.reset(seed=2)
     env.step_async(1)
-    with pytest.raises(AlreadyPendingCallError, match="call step_wait\\(\\) first"):
+    with pytest.raises(AlreadyPendingCallError, match=r"call step_wait\(\) first"):
         env.step_async(0)
     with pytest.raises(AlreadyPendingCallError):
         env.step(0)
-    with pytest.raises(AlreadyPendingCallError, match="reset\\(\\) while a step is in flight"):
+    with pytest.raises(AlreadyPendingCallError, match=r"reset\(\) while a step is in flight"):
         env.reset()
-    with pytest.raises(AlreadyPendingCallError, match="render\\(\\) while a step is in flight"):
+    with pytest.raises(AlreadyPendingCallError, match=r"render\(\) while a step is in flight"):
         env.render()
     obs, *_ = env.step_wait()
     np.testing.assert_array_equal(obs, local.step(1)[0])
@@ -267,7 +267,7 @@ def test_a_request_timeout_is_the_clients_and_the_next_request_reads_its_own_rep
     env = rnp.RemoteEnv(ENV, request_timeout_seconds=0.5)
     env.reset(seed=4)
     ep.then(silence(late=True))
-    with pytest.raises(RequestTimeout, match="timed out after 0.500s"):
+    with pytest.raises(RequestTimeout, match=r"timed out after 0.500s"):
         env.step(0)
     obs, _ = env.reset(seed=4)
     np.testing.assert_array_equal(obs, gym.make("CartPole-v1").reset(seed=4)[0])
@@ -292,7 +292,7 @@ def test_shutdown_asks_the_endpoint_to_stop(net: Network) -> None:
 
 
 def test_connect_failures_are_worded_for_an_env(net: Network) -> None:
-    with pytest.raises(ConnectionError, match="could not connect to an env at 'tcp://nowhere.test:1'"):
+    with pytest.raises(ConnectionError, match=r"could not connect to an env at 'tcp://nowhere.test:1'"):
         rnp.RemoteEnv("tcp://nowhere.test:1")
     with pytest.raises(ValueError, match="connect_timeout_seconds"):
         rnp.RemoteEnv(ENV, connect_timeout_seconds=-1)
@@ -320,10 +320,10 @@ def test_a_contract_the_client_cannot_read_is_an_incompatible_peer(net: Network)
 
 def test_the_client_kind_must_match_the_endpoint(net: Network) -> None:
     net.serve_env(gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync"))
-    with pytest.raises(ValueError, match="serves 2 environments. Use RemoteVectorEnv instead"):
+    with pytest.raises(ValueError, match=r"serves 2 environments. Use RemoteVectorEnv instead"):
         rnp.RemoteEnv(ENV)
     net.serve_env(gym.make("CartPole-v1"), "tcp://one.test:1")
-    with pytest.raises(ValueError, match="serves a single environment \\(num_envs=1\\). Use RemoteEnv instead"):
+    with pytest.raises(ValueError, match=r"serves a single environment \(num_envs=1\). Use RemoteEnv instead"):
         rnp.RemoteVectorEnv("tcp://one.test:1")
 
 
@@ -383,7 +383,7 @@ def test_an_int_seed_seeds_lane_i_with_seed_plus_i_and_a_list_seeds_each_lane(ne
         np.testing.assert_array_equal(obs[lane], single.reset(seed=seed)[0])
     obs, _ = env.reset(seed=20)
     np.testing.assert_array_equal(obs[2], single.reset(seed=22)[0])
-    with pytest.raises(ValueError, match="expected 3 seeds \\(one per lane\\), got 2"):
+    with pytest.raises(ValueError, match=r"expected 3 seeds \(one per lane\), got 2"):
         env.reset(seed=[1, 2])
     env.close()
 
@@ -391,7 +391,7 @@ def test_an_int_seed_seeds_lane_i_with_seed_plus_i_and_a_list_seeds_each_lane(ne
 def test_a_partial_reset_returns_the_full_batch(net: Network) -> None:
     net.serve_env([gym.make("CartPole-v1") for _ in range(3)])
     env = rnp.RemoteVectorEnv(ENV)
-    with pytest.raises(EnvironmentException, match="needs a full reset\\(\\) first"):
+    with pytest.raises(EnvironmentException, match=r"needs a full reset\(\) first"):
         env.reset(env_indices=[1])
     before, info = env.reset(seed=0)
     ids = list(info["episode_ids"])
