@@ -47,10 +47,11 @@ class WouldBlockForever(AssertionError):
 class MemorySocket:
     """The client's end of an in-memory stream (the socket methods a ``Connection`` calls)."""
 
-    family = socket.AF_UNSPEC  # neither TCP nor Unix: no socket options, never a local peer for rings
-
-    def __init__(self, server: ScriptedServer) -> None:
+    def __init__(self, server: ScriptedServer, family: int = socket.AF_UNSPEC) -> None:
         self.server = server
+        # AF_UNSPEC: neither TCP nor Unix, so no socket options and never a same-host peer
+        # (no shared-memory rings); AF_UNIX: a same-host peer that may offer rings
+        self.family = family
         self._timeout: float | None = None
         self.closed = False
 
@@ -63,16 +64,13 @@ class MemorySocket:
         self._timeout = value
 
     def send(self, data: Any, flags: int = 0) -> int:
-        raw = _bytes(data)
-        self._check_writable()
-        self.server.feed(raw)
-        return len(raw)
+        return self._take(_bytes(data))
 
     def sendmsg(self, buffers: Any) -> int:
-        raw = b"".join(_bytes(b) for b in buffers)
-        self._check_writable()
-        self.server.feed(raw)
-        return len(raw)
+        return self._take(b"".join(_bytes(b) for b in buffers))
+
+    def setsockopt(self, *args: Any) -> None:
+        pass
 
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
         if self.closed:
@@ -102,11 +100,19 @@ class MemorySocket:
         self.closed = True
         self.server.client_closed()
 
-    def _check_writable(self) -> None:
+    def _take(self, raw: bytes) -> int:
+        """What the kernel does with a send: all of it, or the first ``take`` bytes."""
+        server = self.server
         if self.closed:
             raise OSError(9, "Bad file descriptor")
-        if self.server.hung_up:
+        if server.hung_up:
             raise BrokenPipeError(32, "Broken pipe")
+        if server.send_error is not None:
+            raise server.send_error
+        if server.take:
+            raw = raw[: server.take]
+        server.feed(raw)
+        return len(raw)
 
 
 def _bytes(buf: Any) -> bytes:
@@ -126,11 +132,14 @@ class Endpoint:
         requests: Every request message the endpoint decoded, in order.
     """
 
-    def __init__(self, service: Any, address: str, *, capabilities: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, service: Any, address: str, *, capabilities: dict[str, str] | None = None, family: int = socket.AF_UNSPEC
+    ) -> None:
         self.service = service
         self.address = address
         self.capabilities = capabilities or {}
-        self.script: deque[Action] = deque()
+        self.family = family
+        self.script: deque[Any] = deque()
         self.requests: list[Any] = []
         self.active: ScriptedServer | None = None
         self.connections: list[ScriptedServer] = []
@@ -140,11 +149,16 @@ class Endpoint:
     def accept(self) -> MemorySocket:
         server = ScriptedServer(self)
         self.connections.append(server)
-        return MemorySocket(server)
+        return MemorySocket(server, self.family)
 
     def then(self, *actions: Action) -> Endpoint:
         """Queue ``actions`` for the next request frames."""
         self.script.extend(actions)
+        return self
+
+    def on(self, request: type, action: Action) -> Endpoint:
+        """Queue ``action`` for the next request of this class; others before it get answers."""
+        self.script.append((request, action))
         return self
 
 
@@ -158,6 +172,8 @@ class ScriptedServer:
         self.outbox = bytearray()
         self.hung_up = False
         self.chunk = 0  # >0: hand the client at most this many bytes per read
+        self.take = 0  # >0: take at most this many bytes per send (a partial write)
+        self.send_error: BaseException | None = None  # what the next sends raise
         self.held: list[bytes] = []  # replies kept back (silence): sent late, before the next answer
 
     # -- bytes in ------------------------------------------------------------------------
@@ -176,7 +192,15 @@ class ScriptedServer:
             if frame.kind == 0x7F:  # a shared-memory doorbell (never here: no rings)
                 continue
             script = self.endpoint.script
-            if script:
+            head = script[0] if script else None
+            if isinstance(head, tuple):  # (request class, action): for that kind of request only
+                kind, act = head
+                if frame.kind == kind.KIND:
+                    script.popleft()
+                    act(self, frame)
+                else:
+                    self.answer(frame)
+            elif head is not None:
                 script.popleft()(self, frame)
             else:
                 self.answer(frame)

@@ -449,3 +449,49 @@ def test_the_rlmesh_vector_flavour_decodes_lanes_to_tensors(net: Network) -> Non
     assert np.asarray(rewards).tolist() == [1.0, 1.0]
     assert not np.asarray(terms).any() and not np.asarray(truncs).any()
     env.close()
+
+
+class Arm(gym.Env[Any, Any]):
+    """A Dict action (two leaves) and a Tuple observation (a box and a discrete leaf)."""
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Tuple((spaces.Box(-5.0, 5.0, (2,), np.float32), spaces.Discrete(4)))
+        self.action_space = spaces.Dict({"move": spaces.Box(-1.0, 1.0, (2,), np.float32), "grip": spaces.Discrete(2)})
+        self.pos = np.zeros(2, np.float32)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        self.pos = np.full(2, float(seed or 0), np.float32)
+        return (self.pos.copy(), 0), {}
+
+    def step(self, action: Any) -> Any:
+        self.pos = self.pos + np.asarray(action["move"], np.float32)
+        return (self.pos.copy(), int(action["grip"]) + 1), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("road", ["step", "async"])
+def test_a_dict_action_and_a_tuple_observation_travel(net: Network, road: str) -> None:
+    net.serve_env(Arm())
+    env = rnp.RemoteEnv(ENV)
+    obs, _ = env.reset(seed=1)
+    np.testing.assert_array_equal(obs[0], [1.0, 1.0])
+    action = {"move": np.array([0.5, -0.5], np.float32), "grip": 1}
+    if road == "step":
+        obs, *_ = env.step(action)
+    else:
+        env.step_async(action)
+        obs, *_ = env.step_wait()
+    np.testing.assert_array_equal(obs[0], [1.5, 0.5])
+    assert obs[1] == 2
+    env.close()
+
+
+def test_a_partial_reset_of_tree_observations_keeps_the_other_lanes(net: Network) -> None:
+    net.serve_env([Arm(), Arm(), Arm()])
+    env = rnp.RemoteVectorEnv(ENV)
+    env.reset(seed=[1, 2, 3])
+    moved, *_ = env.step({"move": np.ones((3, 2), np.float32), "grip": np.array([0, 1, 0])})
+    obs, _ = env.reset(seed=[9], env_indices=[2])
+    np.testing.assert_array_equal(obs[0], [[2.0, 2.0], [3.0, 3.0], [9.0, 9.0]])
+    np.testing.assert_array_equal(obs[1], [moved[1][0], moved[1][1], 0])
+    env.close()

@@ -408,3 +408,126 @@ def _image_env() -> Any:
 
     return Camera()
 
+
+
+# -- the socket underneath ---------------------------------------------------------------------
+
+
+class Interrupted(BaseException):
+    """Stands in for KeyboardInterrupt arriving mid-handshake."""
+
+
+def test_an_interrupt_during_the_handshake_still_closes_the_connection(net: Network) -> None:
+    def interrupt(server: Any, frame: Any) -> None:
+        raise Interrupted
+
+    _cartpole(net).then(interrupt)
+    conn = net.connect(ENV)
+    with pytest.raises(Interrupted):
+        ClientSession(
+            conn, service="env", component="t", declared=None, connect_timeout=1.0, request_timeout=1.0, noun="an env"
+        )
+    assert conn.closed
+
+
+@pytest.mark.parametrize("road", ["request", "call"])
+def test_a_socket_that_takes_a_few_bytes_at_a_time_still_gets_whole_frames(net: Network, road: str) -> None:
+    ep = net.serve_env(_image_env(), ENV)
+    session = open_session(net)
+    ep.connections[0].take = 7
+    _, frame = session.request(m.Reset(seeds=[0]))
+    reply_, frame = getattr(session, road)(m.Step(action=[1]))
+    assert isinstance(reply_, m.StepReply) and frame.segments[0].nbytes == 32 * 32 * 3
+    session.close()
+
+
+@pytest.mark.parametrize("road", ["request", "call"])
+def test_a_send_that_times_out_ends_the_session(net: Network, road: str) -> None:
+    ep = _cartpole(net)
+    session = open_session(net)
+    session.request(m.Reset(seeds=[0]))
+    ep.connections[0].send_error = TimeoutError("timed out")
+    with pytest.raises(RequestTimeout, match=r"call timed out after 0.300s while sending"):
+        getattr(session, road)(m.Step(action=[0]), timeout=0.3)
+    assert session.closed
+    with pytest.raises(SessionClosed, match="a request could not be sent before the timeout"):
+        session.receive()
+
+
+@pytest.mark.parametrize("road", ["request", "call"])
+def test_a_send_the_socket_refuses_is_a_lost_connection(net: Network, road: str) -> None:
+    ep = _cartpole(net)
+    session = open_session(net)
+    session.request(m.Reset(seeds=[0]))
+    ep.connections[0].send_error = OSError(5, "Input/output error")
+    with pytest.raises(ConnectionLost, match="sending failed"):
+        getattr(session, road)(m.Step(action=[0]))
+    assert session.closed
+
+
+def test_an_interrupt_while_sending_ends_the_session(net: Network) -> None:
+    ep = _cartpole(net)
+    session = open_session(net)
+    ep.connections[0].send_error = Interrupted()
+    with pytest.raises(Interrupted):
+        session.request(m.Reset(seeds=[0]))
+    with pytest.raises(SessionClosed, match="the connection broke while a request was being sent"):
+        session.request(m.Ping())
+
+
+# -- shared-memory rings (same host) -----------------------------------------------------------
+
+
+def _ring_offer(net: Network, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A same-host endpoint offering rings, and a client that busy-polls (rings pay only then)."""
+    import socket
+
+    from rlmesh.transport import shm
+
+    if not shm.shm_supported():
+        pytest.skip("no shared memory on this platform")
+    monkeypatch.setenv("RLMESH_BUSY_POLL_US", "1000")
+    monkeypatch.setattr("rlmesh.transport.busypoll._usable_cpus", lambda: 2)
+    monkeypatch.setattr("rlmesh.transport.busypoll.threading.active_count", lambda: 1)  # no other thread
+    caps = {shm.OFFER_KEY: "1", shm.TOKEN_KEY: "secret"}
+    return net.serve_env(gym.make("CartPole-v1"), ENV, capabilities=caps, family=socket.AF_UNIX)
+
+
+def test_rings_are_offered_after_a_probe_and_a_declined_offer_leaves_the_session_on_its_socket(
+    net: Network, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ep = _ring_offer(net, monkeypatch)
+    session = open_session(net, request_timeout=None)
+    local = gym.make("CartPole-v1")
+    _, frame = session.request(m.Reset(seeds=[1]))
+    np.testing.assert_array_equal(_obs(frame), local.reset(seed=1)[0])
+    for action in (0, 1, 1, 0):
+        _, frame = session.call(m.Step(action=[action]))
+        np.testing.assert_array_equal(_obs(frame), local.step(action)[0])
+    kinds = [type(r).__name__ for r in ep.requests]
+    assert kinds == ["Hello", "Reset", "Step", "Attach", "Step", "Step", "Step"]  # asked once, before the third request
+    session.close()
+
+
+def test_an_error_answering_the_ring_offer_reaches_the_caller(net: Network, monkeypatch: pytest.MonkeyPatch) -> None:
+    ep = _ring_offer(net, monkeypatch)
+    session = open_session(net, request_timeout=None)
+    session.request(m.Reset(seeds=[1]))
+    session.request(m.Step(action=[0]))
+    ep.on(m.Attach, error("UNSUPPORTED", "no rings here"))
+    with pytest.raises(EnvironmentException, match="no rings here"):
+        session.request(m.Step(action=[0]))
+    step, _ = session.request(m.Step(action=[0]))  # still on the socket, still usable
+    assert step.reward == 1.0
+    session.close()
+
+
+def test_a_peer_lost_while_answering_the_ring_offer_ends_the_session(net: Network, monkeypatch: pytest.MonkeyPatch) -> None:
+    ep = _ring_offer(net, monkeypatch)
+    session = open_session(net, request_timeout=None)
+    session.request(m.Reset(seeds=[1]))
+    session.request(m.Step(action=[0]))
+    ep.on(m.Attach, hang_up())
+    with pytest.raises(ConnectionLost):
+        session.request(m.Step(action=[0]))
+    assert session.closed
