@@ -243,10 +243,6 @@ class ClientSession:
     def closed(self) -> bool:
         return self._closed_reason is not None
 
-    def _ensure_open(self) -> None:
-        if self._closed_reason is not None:
-            raise SessionClosed(self._closed_reason)
-
     def request(
         self, msg: Any, segments: list[Any] | tuple[Any, ...] = (), *, timeout: float | None = None
     ) -> tuple[Any, frames.Frame]:
