@@ -1,10 +1,10 @@
 """A client session: handshake, then strictly one reply per request.
 
-Shared by every client class (env and model clients). :meth:`ClientSession.connect`
-dials; the session itself takes the open connection (so tests can hand it an in-memory
-one, ``tests/unit/client``). It owns the connection and its :class:`rlmesh.wire.session.Session` (which checks every
-request and reply against the state table, assigns request ids and discards stale
-replies after a timeout, SES-3), words connect/handshake failures (CLT-3),
+Shared by every client class (env and model clients); :meth:`ClientSession.connect`
+dials and the session takes the open connection (so ``tests/unit/client`` can hand it
+an in-memory one). It owns the connection and its :class:`rlmesh.wire.session.Session`
+(which checks every request and reply against the state table, assigns request ids and
+discards stale replies after a timeout, SES-3), words connect/handshake failures (CLT-3),
 applies timeouts (CLT-5), maps ``Error`` frames to exceptions through one table (ERR-4), and
 turns a fatal error or a lost peer into "this session is over" (DELTA-19).
 """
