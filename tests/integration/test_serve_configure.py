@@ -31,7 +31,7 @@ def _server(service: str) -> Any:
 
 
 def _session(server: Any, service: str) -> ClientSession:
-    return ClientSession(
+    return ClientSession.connect(
         resolve_address(server.address, bind=False),
         service=service,
         component="test",

@@ -70,7 +70,7 @@ class _RemoteEnvBase:
         addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=False)
         declared = resolve_declared_edition(workflow_edition)
         self._env_id = new_episode_id()  # this connection's UUIDv7 (CLT-7)
-        self._session = ClientSession(
+        self._session = ClientSession.connect(
             addr,
             service="env",
             component="rlmesh-env",

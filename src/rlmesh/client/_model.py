@@ -190,7 +190,7 @@ class RemoteModel:
 
     def _dial(self, declared: str | None) -> ClientSession:
         """Connect to the model endpoint (the session words its failures for a model)."""
-        return ClientSession(
+        return ClientSession.connect(
             self._addr,
             service="model",
             component="rlmesh-runtime",

@@ -1,9 +1,10 @@
-"""A client session: dial, handshake, then strictly one reply per request.
+"""A client session: handshake, then strictly one reply per request.
 
-Shared by every client class (env clients now, model clients later). It owns the
-connection and its :class:`rlmesh.wire.session.Session` (which checks every
-request and reply against the state table, assigns request ids and discards stale
-replies after a timeout, SES-3), words connect/handshake failures (CLT-3),
+Shared by every client class (env and model clients); :meth:`ClientSession.connect`
+dials and the session takes the open connection (so ``tests/unit/client`` can hand it
+an in-memory one). It owns the connection and its :class:`rlmesh.wire.session.Session`
+(which checks every request and reply against the state table, assigns request ids and
+discards stale replies after a timeout, SES-3), words connect/handshake failures (CLT-3),
 applies timeouts (CLT-5), maps ``Error`` frames to exceptions through one table (ERR-4), and
 turns a fatal error or a lost peer into "this session is over" (DELTA-19).
 """
@@ -56,24 +57,59 @@ def check_timeout(name: str, value: float | None) -> float | None:
     return float(value) or None
 
 
+def _dial(address: Address, service: str, noun: str, ct: float, budget: float) -> Connection:
+    """Dial ``address`` within ``budget`` seconds: a connection on the pre-handshake limits."""
+    url = address.url
+    server = "ModelServer" if service == "model" else "EnvServer"
+    peer = "remote model" if service == "model" else "remote environment"
+    try:
+        sock = dial(address, budget)
+    except TimeoutError:
+        raise RequestTimeout(
+            f"{peer} connect timed out after {ct:.3f}s (dialing {url}); is the {server} running and reachable?",
+            timeout_seconds=ct,
+        ) from None
+    except OSError as exc:
+        raise ConnectFailed(f"could not connect to {noun} at '{url}'; is the {server} running? ({exc})") from exc
+    return Connection(sock, frames.PRE_HANDSHAKE_LIMITS)
+
+
 class ClientSession:
     """One connection to an endpoint, from Hello to close.
 
+    The constructor takes a connection that is already open and says Hello over it;
+    :meth:`connect` dials an address first (and retries a busy endpoint when asked), so
+    every client dials through it, and a test can hand the session an in-memory
+    connection instead (``tests/unit/client``).
+
+    The connection is a :class:`rlmesh.transport.Connection`: a framed stream over a
+    connected socket (anything with the stream socket methods the connection calls:
+    ``send``, ``sendmsg``, ``recv_into``, ``settimeout``/``gettimeout``, ``close``,
+    ``family``). The session owns it from here on: it is closed when the handshake fails
+    and when the session ends.
+
     Args:
-        address: Where to dial.
+        conn: The open connection, still on the pre-handshake frame limits.
         service: ``"env"`` or ``"model"``; the server refuses the wrong one.
         declared: The workflow edition this side declares (or ``None`` to float).
-        connect_timeout: Bound on dial + handshake (``None`` = 10 s).
+        connect_timeout: Bound on dial + handshake (``None`` = 10 s); errors quote it.
         request_timeout: Bound on each request (``None`` = forever).
         noun: How errors name the peer (``"an env"``).
-        wait_for_slot: On ``Busy`` (every session of the endpoint taken), retry until a
-            session frees up or ``connect_timeout`` passes, instead of raising
-            ``EndpointBusy`` at once.
+        address: Where ``conn`` goes (errors name it).
+        handshake_timeout: Bound on the Hello round trip (``None``: ``connect_timeout``).
+        limits: Frame limits once the handshake is done (``None``:
+            :func:`rlmesh.wire.frames.default_limits`).
+
+    Raises:
+        EndpointBusy: every session of the endpoint is taken (the connection is closed).
+        HandshakeError: the endpoint refused this client as incompatible.
+        ConnectFailed: the handshake failed (a lost peer, garbage, an ``Error`` reply).
+        RequestTimeout: no answer to Hello within ``handshake_timeout``.
     """
 
     def __init__(
         self,
-        address: Address,
+        conn: Connection,
         *,
         service: str,
         component: str,
@@ -81,9 +117,12 @@ class ClientSession:
         connect_timeout: float | None,
         request_timeout: float | None,
         noun: str,
-        wait_for_slot: bool = False,
+        address: Address | None = None,
+        handshake_timeout: float | None = None,
+        limits: frames.FrameLimits | None = None,
     ) -> None:
         self.address = address
+        self.conn = conn
         self.request_timeout = request_timeout
         self.noun = noun
         # messages name what is at the other end: "remote environment" / "remote model"
@@ -97,56 +136,95 @@ class ClientSession:
         self._pending_attach: tuple[int, str, Any] | None = None
         self._shm_token = ""
         ct = DEFAULT_CONNECT_TIMEOUT_SECONDS if connect_timeout is None else connect_timeout
-        limits = frames.default_limits()  # RLMESH_MAX_FRAME_BYTES, checked before dialing
-        deadline = time.monotonic() + ct
-        pause = _SLOT_POLL_FIRST_SECONDS
-        while True:
-            sock, reply = self._handshake(address, service, component, declared, ct, max(deadline - time.monotonic(), 0.001))
-            if not isinstance(reply, m.Busy):
-                break
-            self.conn.close()
-            left = deadline - time.monotonic()
-            if not wait_for_slot or left <= 0:
-                waited = f" (waited {ct:.3f}s for a free session)" if wait_for_slot else ""
-                raise EndpointBusy(f"{noun} at '{address.url}' is busy: {term_safe(reply.message)}{waited}")
-            time.sleep(min(pause, left))  # issue 25: wait for a free session within the connect timeout
-            pause = min(pause * 2, _SLOT_POLL_MAX_SECONDS)
-        url = address.url
+        if limits is None:
+            limits = frames.default_limits()  # RLMESH_MAX_FRAME_BYTES
+        reply = self._handshake(service, component, declared, ct, ct if handshake_timeout is None else handshake_timeout)
+        url = self._url
+        if isinstance(reply, m.Busy):
+            conn.close()
+            raise EndpointBusy(f"{noun} at '{url}' is busy: {term_safe(reply.message)}")
         if isinstance(reply, m.Incompatible):
-            self.conn.close()
+            conn.close()
             raise HandshakeError(f"handshake failed: {term_safe(reply.message)}")
         if isinstance(reply, m.Error):
-            self.conn.close()
+            conn.close()
             raise ConnectFailed(
                 f"connected to {noun} at '{url}', but the handshake failed ({term_safe(reply.message)})"
             )
         self.welcome: m.Welcome = reply
-        self.conn.limits = limits
-        self.conn.busy_poll = busy_poll_default()
-        token = shm.offered_token(reply.capabilities, sock)
+        conn.limits = limits
+        conn.busy_poll = busy_poll_default()
+        token = shm.offered_token(reply.capabilities, conn.sock)
         if token:
             self._attach_after = ATTACH_AFTER_REQUESTS
             self._shm_token = token
 
-    def _handshake(
-        self, address: Address, service: str, component: str, declared: str | None, ct: float, budget: float
-    ) -> tuple[Any, Any]:
-        """Dial and say Hello within ``budget`` seconds: ``(socket, reply)`` (``self.conn`` is set)."""
-        url = address.url
-        noun, server = self.noun, ("ModelServer" if service == "model" else "EnvServer")
-        self.protocol = Session(CLIENT)
+    @classmethod
+    def connect(
+        cls,
+        address: Address,
+        *,
+        service: str,
+        component: str,
+        declared: str | None,
+        connect_timeout: float | None,
+        request_timeout: float | None,
+        noun: str,
+        wait_for_slot: bool = False,
+    ) -> ClientSession:
+        """Dial ``address`` and handshake: an open session (CLT-3, CLT-5).
+
+        Args:
+            address: Where to dial.
+            wait_for_slot: On ``Busy`` (every session of the endpoint taken), retry until a
+                session frees up or ``connect_timeout`` passes, instead of raising
+                ``EndpointBusy`` at once.
+            service, component, declared, connect_timeout, request_timeout, noun: As for
+                the constructor.
+
+        Raises:
+            ConnectFailed: nothing accepts connections there, or the handshake failed.
+            RequestTimeout: dial + handshake took longer than ``connect_timeout``.
+            EndpointBusy / HandshakeError: as for the constructor.
+        """
+        ct = DEFAULT_CONNECT_TIMEOUT_SECONDS if connect_timeout is None else connect_timeout
+        limits = frames.default_limits()  # RLMESH_MAX_FRAME_BYTES, checked before dialing
+        deadline = time.monotonic() + ct
+        pause = _SLOT_POLL_FIRST_SECONDS
+        while True:
+            budget = max(deadline - time.monotonic(), 0.001)
+            conn = _dial(address, service, noun, ct, budget)
+            try:
+                return cls(
+                    conn,
+                    service=service,
+                    component=component,
+                    declared=declared,
+                    connect_timeout=ct,
+                    request_timeout=request_timeout,
+                    noun=noun,
+                    address=address,
+                    handshake_timeout=budget,
+                    limits=limits,
+                )
+            except EndpointBusy as exc:
+                left = deadline - time.monotonic()
+                if not wait_for_slot:
+                    raise
+                if left <= 0:
+                    raise EndpointBusy(f"{exc} (waited {ct:.3f}s for a free session)") from None
+            time.sleep(min(pause, left))  # issue 25: wait for a free session within the connect timeout
+            pause = min(pause * 2, _SLOT_POLL_MAX_SECONDS)
+
+    @property
+    def _url(self) -> str:
+        return self.address.url if self.address is not None else "an open connection"
+
+    def _handshake(self, service: str, component: str, declared: str | None, ct: float, budget: float) -> Any:
+        """Say Hello within ``budget`` seconds and return the reply (the connection closes on failure)."""
+        url = self._url
         try:
-            sock = dial(address, budget)
-        except TimeoutError:
-            raise RequestTimeout(
-                f"{self.peer} connect timed out after {ct:.3f}s (dialing {url}); is the {server} running and reachable?",
-                timeout_seconds=ct,
-            ) from None
-        except OSError as exc:
-            raise ConnectFailed(f"could not connect to {noun} at '{url}'; is the {server} running? ({exc})") from exc
-        self.conn = Connection(sock, frames.PRE_HANDSHAKE_LIMITS)
-        try:
-            reply = self._exchange(handshake.make_hello(component, declared, service=service), timeout=budget)
+            return self._exchange(handshake.make_hello(component, declared, service=service), timeout=budget)
         except RequestTimeout:
             self.conn.close()
             raise RequestTimeout(
@@ -154,21 +232,16 @@ class ClientSession:
             ) from None
         except (ConnectionLost, ProtocolException) as exc:
             self.conn.close()
-            raise ConnectFailed(f"connected to {noun} at '{url}', but the handshake failed ({exc})") from exc
+            raise ConnectFailed(f"connected to {self.noun} at '{url}', but the handshake failed ({exc})") from exc
         except BaseException:
             self.conn.close()
             raise
-        return sock, reply
 
     # -- requests -------------------------------------------------------------------------
 
     @property
     def closed(self) -> bool:
         return self._closed_reason is not None
-
-    def _ensure_open(self) -> None:
-        if self._closed_reason is not None:
-            raise SessionClosed(self._closed_reason)
 
     def request(
         self, msg: Any, segments: list[Any] | tuple[Any, ...] = (), *, timeout: float | None = None

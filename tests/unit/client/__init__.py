@@ -1,0 +1,1 @@
+"""Client unit tests: the clients against scripted in-memory servers (``_memory``)."""
