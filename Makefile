@@ -35,7 +35,7 @@ test: $(VENV)/.test-stamp
 
 # The inner loop: unit tests only (no servers in subprocesses, no Docker, browser or Ray).
 test-fast: $(VENV)/.test-stamp
-	$(PY) -m pytest -q -x tests/unit -m "not slow and not e2e and not ray"
+	HYPOTHESIS_PROFILE=fast $(PY) -m pytest -q -x tests/unit -m "not slow and not e2e and not ray"
 
 # Ray tests (env fleets, distributed evaluation) run in a network namespace whose only
 # interface is lo: Ray then advertises 127.0.0.1 and no test can reach another address.
