@@ -303,7 +303,7 @@ def test_recipes_build_from_ids_factories_builders_and_callables() -> None:
     env, factory, tags = _pool.EnvRecipe(None, builder=_builder, tags="t").build()
     assert env.length == 9 and factory is None and tags == "t"
     lanes, _f, _t = _pool.EnvRecipe(ScriptedEnv, num_envs=2).build()
-    assert lanes.num_envs == 2 if hasattr(lanes, "num_envs") else len(lanes) == 2
+    assert len(lanes) == 2 and lanes.autoreset_mode == "NextStep"
     venv, _f, _t = _pool.EnvRecipe(ScriptedEnv, num_envs=2, vectorization_mode="sync", autoreset="same-step").build()
     assert isinstance(venv, gym.vector.SyncVectorEnv)
     venv.close()
