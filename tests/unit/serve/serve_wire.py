@@ -156,8 +156,8 @@ def obs_of(segments: list[Any]) -> list[float]:
     return np.frombuffer(bytes(memoryview(segments[0]).cast("B")), np.float32).tolist()
 
 
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
+@pytest.fixture(name="short_dir")
+def short_dir_fixture() -> Iterator[Path]:
     """A short private directory for unix socket paths (they must stay under ~100 bytes)."""
     path = Path(tempfile.mkdtemp(prefix="rlm-u-"))
     try:
@@ -166,8 +166,8 @@ def short_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.fixture
-def started(short_dir: Path) -> Iterator[Callable[..., Any]]:
+@pytest.fixture(name="started")
+def started_fixture(short_dir: Path) -> Iterator[Callable[..., Any]]:
     """``started(cls, obj, **kwargs)``: ``cls(obj, unix address, **kwargs).start()``, shut down after the test."""
     servers: list[Any] = []
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 from gymnasium import spaces
-from serve_wire import ScriptedEnv, Wire, obs_of, short_dir, started  # noqa: F401  (fixtures)
+from serve_wire import ScriptedEnv, Wire, obs_of, short_dir_fixture, started_fixture  # noqa: F401  (fixtures)
 
 from conftest import require
 from rlmesh.serve import EnvServer

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from serve_wire import ScriptedEnv, Wire, short_dir, started  # noqa: F401  (fixtures)
+from serve_wire import ScriptedEnv, Wire, short_dir_fixture, started_fixture  # noqa: F401  (fixtures)
 
 from rlmesh.errors import CODE_NUMBERS
 from rlmesh.numpy import Model
@@ -145,7 +145,7 @@ def test_a_client_that_vanishes_mid_episode_still_ends_the_episode_for_the_model
 def test_model_server_construction_errors(short_dir: Any) -> None:
     with pytest.raises(ValueError, match="sessions must be an int >= 1"):
         ModelServer(Sign(), f"unix://{short_dir}/m.sock", sessions=0)
-    with pytest.raises(TypeError, match="serves rlmesh.Model instances"):
+    with pytest.raises(TypeError, match=r"serves rlmesh\.Model instances"):
         ModelServer(object(), f"unix://{short_dir}/m.sock")
     model = Sign()
     model.device = "cuda:0"  # type: ignore[misc]

@@ -16,13 +16,12 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from serve_wire import ScriptedEnv, Wire, short_dir  # noqa: F401  (fixture)
+from serve_wire import ScriptedEnv, Wire, short_dir_fixture  # noqa: F401  (fixtures)
 
 from rlmesh.authoring import EnvFactory
 from rlmesh.errors import BindFailed
 from rlmesh.numpy import Model
-from rlmesh.serve import ServeOptions, main, serve_env
-from rlmesh.serve import EnvServer, _command
+from rlmesh.serve import EnvServer, ServeOptions, _command, main, serve_env
 from rlmesh.wire import messages as m
 
 pytestmark = pytest.mark.timeout(60)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from serve_wire import ScriptedEnv, Wire, frame_bytes, obs_of, short_dir, started  # noqa: F401  (fixtures)
+from serve_wire import ScriptedEnv, Wire, frame_bytes, obs_of, short_dir_fixture, started_fixture  # noqa: F401  (fixtures)
 
 from rlmesh.errors import CODE_NUMBERS
 from rlmesh.serve import EnvServer, ServeOptions

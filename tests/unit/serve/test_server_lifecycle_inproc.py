@@ -19,12 +19,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from serve_wire import ScriptedEnv, Wire, short_dir, started  # noqa: F401  (fixtures)
+from serve_wire import ScriptedEnv, Wire, short_dir_fixture, started_fixture  # noqa: F401  (fixtures)
 
 from rlmesh._keys import ENV_BRANCH_KEY
 from rlmesh.errors import BindFailed
-from rlmesh.serve import EnvServer, ServeOptions
-from rlmesh.serve import _lifecycle, _terminate
+from rlmesh.serve import EnvServer, ServeOptions, _lifecycle, _terminate
 from rlmesh.serve._server import MAX_SPACE_DEPTH
 from rlmesh.wire import messages as m
 

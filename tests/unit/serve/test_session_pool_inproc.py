@@ -18,12 +18,11 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from serve_wire import ScriptedEnv, Wire, short_dir, started  # noqa: F401  (fixtures)
+from serve_wire import ScriptedEnv, Wire, short_dir_fixture, started_fixture  # noqa: F401  (fixtures)
 
 from rlmesh.authoring import EnvFactory
 from rlmesh.errors import CODE_NUMBERS
-from rlmesh.serve import EnvServer, ServeOptions, ping
-from rlmesh.serve import _pool
+from rlmesh.serve import EnvServer, ServeOptions, _pool, ping
 from rlmesh.wire import messages as m
 
 pytestmark = pytest.mark.timeout(60)
@@ -68,10 +67,10 @@ class ThreadWorker:
 
 
 class ThreadContext:
-    def Process(self, target: Any, args: tuple[Any, ...], name: str = "", daemon: bool = False) -> ThreadWorker:  # noqa: N802
+    def Process(self, target: Any, args: tuple[Any, ...], name: str = "", daemon: bool = False) -> ThreadWorker:
         return ThreadWorker(target, args, name, daemon)
 
-    def RawArray(self, typecode: str, size: int) -> list[float]:  # noqa: N802
+    def RawArray(self, typecode: str, size: int) -> list[float]:
         return [0.0] * size
 
 
@@ -161,7 +160,7 @@ def test_prewarm_builds_an_env_before_any_client_and_publishes_the_contract(shor
     Counted.built.clear()
     server = EnvServer(Counted, f"unix://{short_dir}/p.sock", sessions=2, prewarm=1)
     with pytest.raises(RuntimeError, match="connect a client first, or serve with prewarm"):
-        server.env_contract
+        _ = server.env_contract
     server.start()
     try:
         _until(lambda: server._supervisor.contract is not None, "the prewarmed worker")
@@ -178,12 +177,11 @@ def test_prewarm_builds_an_env_before_any_client_and_publishes_the_contract(shor
 
 def test_an_env_that_fails_to_build_is_an_error_for_that_client_only(started: Any, caplog: pytest.LogCaptureFixture) -> None:
     server = started(EnvServer, Unbuildable, sessions=2)
-    with caplog.at_level(logging.ERROR, logger="rlmesh.serve"):
-        with Wire(server.address) as client:
-            err = client.hello()
-            assert isinstance(err, m.Error) and CODES[err.code] == "INTERNAL"
-            assert "the env could not be built: RuntimeError: no GPU here" in err.message
-            assert client.closed_by_server()
+    with caplog.at_level(logging.ERROR, logger="rlmesh.serve"), Wire(server.address) as client:
+        err = client.hello()
+        assert isinstance(err, m.Error) and CODES[err.code] == "INTERNAL"
+        assert "the env could not be built: RuntimeError: no GPU here" in err.message
+        assert client.closed_by_server()
     assert "could not build the env" in caplog.text and "no GPU here" in caplog.text
     assert ping(server.address).state == "ready"
 
