@@ -179,3 +179,13 @@ def started_fixture(short_dir: Path) -> Iterator[Callable[..., Any]]:
     yield _start
     for server in servers:
         server.shutdown()
+
+
+@pytest.fixture(name="no_threads_left", autouse=True)
+def no_threads_left_fixture() -> Iterator[None]:
+    """Every thread a test starts ends with it: later tests' busy polling needs a single-threaded process."""
+    before = set(threading.enumerate())
+    yield
+    for thread in set(threading.enumerate()) - before:
+        thread.join(TIMEOUT_SECONDS)
+        assert not thread.is_alive(), f"thread {thread.name!r} outlived the test"

@@ -8,7 +8,14 @@ from typing import Any
 import numpy as np
 import pytest
 from gymnasium import spaces
-from serve_wire import ScriptedEnv, Wire, obs_of, short_dir_fixture, started_fixture  # noqa: F401  (fixtures)
+from serve_wire import (  # noqa: F401  (fixtures)
+    ScriptedEnv,
+    Wire,
+    no_threads_left_fixture,
+    obs_of,
+    short_dir_fixture,
+    started_fixture,
+)
 
 from conftest import require
 from rlmesh.serve import EnvServer

@@ -11,7 +11,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from serve_wire import ScriptedEnv, Wire, short_dir_fixture, started_fixture  # noqa: F401  (fixtures)
+from serve_wire import (  # noqa: F401  (fixtures)
+    ScriptedEnv,
+    Wire,
+    no_threads_left_fixture,
+    short_dir_fixture,
+    started_fixture,
+)
 
 from rlmesh.errors import CODE_NUMBERS
 from rlmesh.numpy import Model

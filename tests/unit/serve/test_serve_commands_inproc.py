@@ -16,7 +16,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from serve_wire import ScriptedEnv, Wire, short_dir_fixture  # noqa: F401  (fixtures)
+from serve_wire import ScriptedEnv, Wire, no_threads_left_fixture, short_dir_fixture  # noqa: F401  (fixtures)
 
 from rlmesh.authoring import EnvFactory
 from rlmesh.errors import BindFailed

@@ -11,7 +11,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from serve_wire import ScriptedEnv, Wire, frame_bytes, obs_of, short_dir_fixture, started_fixture  # noqa: F401  (fixtures)
+from serve_wire import (  # noqa: F401  (fixtures)
+    ScriptedEnv,
+    Wire,
+    frame_bytes,
+    no_threads_left_fixture,
+    obs_of,
+    short_dir_fixture,
+    started_fixture,
+)
 
 from rlmesh.errors import CODE_NUMBERS
 from rlmesh.serve import EnvServer, ServeOptions

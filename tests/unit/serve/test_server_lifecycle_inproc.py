@@ -19,7 +19,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from serve_wire import ScriptedEnv, Wire, short_dir_fixture, started_fixture  # noqa: F401  (fixtures)
+from serve_wire import (  # noqa: F401  (fixtures)
+    ScriptedEnv,
+    Wire,
+    no_threads_left_fixture,
+    short_dir_fixture,
+    started_fixture,
+)
 
 from rlmesh._keys import ENV_BRANCH_KEY
 from rlmesh.errors import BindFailed
@@ -208,13 +214,18 @@ def _watch(monkeypatch: pytest.MonkeyPatch, budget: float, done: threading.Event
 
 
 def test_a_second_SIGTERM_exits_at_once_with_status_143(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    watch, calls = _watch(monkeypatch, 60.0, threading.Event())
-    watch.on_sigterm()
-    watch.on_sigterm()
-    assert calls == ["stop", "abandon", ("exit", _terminate.EXIT_TERMINATED)]
-    assert _terminate.EXIT_TERMINATED == 143
-    assert "terminated: a second SIGTERM" in capfd.readouterr().err
-    watch.disarm()
+    done = threading.Event()
+    watch, calls = _watch(monkeypatch, 60.0, done)
+    try:
+        watch.on_sigterm()
+        watch.on_sigterm()
+        assert calls == ["stop", "abandon", ("exit", _terminate.EXIT_TERMINATED)]
+        assert _terminate.EXIT_TERMINATED == 143
+        assert "terminated: a second SIGTERM" in capfd.readouterr().err
+    finally:
+        watch.disarm()
+        done.set()  # the deadline thread returns: no thread outlives the test (busy polling needs one)
+    _no_deadline_thread()
 
 
 def test_SIGTERM_exits_when_the_call_in_flight_outlives_the_budget(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
@@ -226,6 +237,7 @@ def test_SIGTERM_exits_when_the_call_in_flight_outlives_the_budget(monkeypatch: 
         threading.Event().wait(0.01)
     assert calls == ["stop", "abandon", ("exit", 143)]
     assert "did not return within 0.0s of SIGTERM" in capfd.readouterr().err
+    _no_deadline_thread()
 
 
 def test_SIGTERM_does_not_exit_once_serving_ended(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -236,6 +248,14 @@ def test_SIGTERM_does_not_exit_once_serving_ended(monkeypatch: pytest.MonkeyPatc
     watch.on_sigterm()  # serving already ended: nothing to abandon
     threading.Event().wait(0.05)
     assert calls == ["stop"]
+    _no_deadline_thread()
+
+
+def _no_deadline_thread() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "rlmesh-sigterm-deadline":
+            thread.join(5.0)
+            assert not thread.is_alive()
 
 
 # -- construction errors ------------------------------------------------------------------------
