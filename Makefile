@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check --quiet
 
-.PHONY: demo wheel test test-fast test-ray lint typecheck bench bench-peer clean rust-test
+.PHONY: demo wheel test test-fast test-ray lint typecheck bench bench-peer clean rust-test coverage
 
 $(VENV)/.demo-stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,12 @@ test: $(VENV)/.test-stamp
 
 # The inner loop: unit tests only (no servers in subprocesses, no Docker, browser or Ray).
 test-fast: $(VENV)/.test-stamp
-	$(PY) -m pytest -q -x tests/unit -m "not slow and not e2e and not ray"
+	HYPOTHESIS_PROFILE=fast $(PY) -m pytest -q -x tests/unit -m "not slow and not e2e and not ray"
+
+# Line coverage per rlmesh subpackage: unit + integration tests (no Ray, no e2e), measured in
+# this process only (docs/testing.md). `python tools/coverage_report.py --modules serve` details one.
+coverage: $(VENV)/.test-stamp
+	$(PY) tools/coverage_report.py --run
 
 # Ray tests (env fleets, distributed evaluation) run in a network namespace whose only
 # interface is lo: Ray then advertises 127.0.0.1 and no test can reach another address.

@@ -31,7 +31,24 @@ from hypothesis import settings as _hypothesis_settings
 
 # CI runs the property tests derandomized (reproducible); locally they explore new inputs.
 _hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+#: ``HYPOTHESIS_PROFILE=fast`` (``make test-fast``): every property test draws at most this many
+#: examples, whatever its own ``@settings`` ask; ``make test`` runs each test's own count.
+FAST_MAX_EXAMPLES = 10
+_hypothesis_settings.register_profile("fast", max_examples=FAST_MAX_EXAMPLES, deadline=None)
 _hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under the ``fast`` Hypothesis profile, cap each property test's own ``max_examples``."""
+    if os.environ.get("HYPOTHESIS_PROFILE") != "fast":
+        return
+    for item in items:
+        test = getattr(item, "obj", None)
+        test = getattr(test, "__func__", test)  # a method's function carries the settings
+        own = getattr(test, "_hypothesis_internal_use_settings", None)
+        if own is not None and own.max_examples > FAST_MAX_EXAMPLES:
+            test._hypothesis_internal_use_settings = _hypothesis_settings(own, max_examples=FAST_MAX_EXAMPLES)
+
 
 REQUIRE_ALL = os.environ.get("RLMESH_REQUIRE_ALL", "") not in ("", "0")
 

@@ -22,6 +22,8 @@ import rlmesh.numpy as rnp
 from conftest import SERVER_START_SECONDS, child_env, stop_process, wait_for_ready_file
 from rlmesh.serve import EnvServer, ModelServer
 
+pytestmark = pytest.mark.slow  # child processes or video encoding
+
 # -- CNF2-A3: vector reset seeds reach the env in the caller's form -----------------------
 
 

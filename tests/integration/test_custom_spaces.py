@@ -27,7 +27,7 @@ import rlmesh.numpy as rnp
 from rlmesh.errors import UnsupportedSpace
 from rlmesh.spaces import Box, Text, from_gymnasium_space
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 HERE = Path(__file__).resolve().parent
 

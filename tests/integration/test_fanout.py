@@ -20,7 +20,7 @@ import rlmesh.numpy as rnp
 from conftest import child_env, require, stop_process, wait_for_ready_file
 from rlmesh.errors import EndpointLost, NoAsyncCallError
 
-pytestmark = [pytest.mark.timeout(180), pytest.mark.filterwarnings("ignore::UserWarning")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.filterwarnings("ignore::UserWarning")]
 
 MODES = {AutoresetMode.NEXT_STEP: "next-step", AutoresetMode.SAME_STEP: "same-step", AutoresetMode.DISABLED: "disabled"}
 

@@ -24,7 +24,7 @@ from rlmesh.errors import (
 from rlmesh.transport import shm
 from rlmesh.transport.connection import busy_poll_default
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.filterwarnings("ignore::UserWarning")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.filterwarnings("ignore::UserWarning")]
 
 FLAVOURS = ["rlmesh", "numpy", "torch", "jax", "gymnasium"]
 

@@ -20,7 +20,7 @@ import rlmesh.spaces as rs
 from conftest import require
 from rlmesh.serve import ModelServer
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 N = 3
 
 

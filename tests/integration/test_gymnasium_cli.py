@@ -6,7 +6,7 @@ import pytest
 
 from conftest import child_env
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 
 def _stderr_of(serve_process, short_tmp, target: str) -> str:

@@ -12,7 +12,7 @@ import pytest
 from conftest import require
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 
 def run(*args: str) -> str:

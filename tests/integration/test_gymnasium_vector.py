@@ -11,7 +11,7 @@ import rlmesh
 import rlmesh.gymnasium as rg
 import rlmesh.numpy as rnp
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.filterwarnings("ignore::UserWarning")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.filterwarnings("ignore::UserWarning")]
 
 
 def lanes(n: int = 4, **kw):

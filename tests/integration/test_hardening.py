@@ -39,7 +39,7 @@ from rlmesh.transport.address import parse_connect_address
 from rlmesh.wire import handshake, messages as m
 from rlmesh.wire.frames import encode_frame
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 # A msgpack value nested `depth` arrays deep: the attack of defect 1.
 def bomb(depth: int) -> bytes:

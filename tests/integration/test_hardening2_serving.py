@@ -32,7 +32,7 @@ from rlmesh.transport import Connection
 from rlmesh.transport.address import parse_connect_address
 from rlmesh.wire import handshake, messages as m
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 BOUND = 60.0  # seconds any single wait may take before the test fails
 

@@ -26,6 +26,8 @@ import rlmesh.recorder as recorder
 from conftest import require
 from rlmesh.recorder import Recorder, ResultSet
 
+pytestmark = pytest.mark.slow  # child processes or video encoding
+
 HERE = Path(__file__).resolve().parent
 ENVS = HERE.parent / "unit" / "recorder"
 

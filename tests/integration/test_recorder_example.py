@@ -13,7 +13,7 @@ import pytest
 from conftest import require
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 def test_record_eval_example_writes_a_bundle_with_videos_steps_and_index(tmp_path: Path) -> None:

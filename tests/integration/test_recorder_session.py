@@ -23,6 +23,8 @@ from conftest import require
 from rlmesh.models import NumpyModel
 from rlmesh.recorder import Recorder
 
+pytestmark = pytest.mark.slow  # child processes or video encoding
+
 H, W = 64, 80
 
 

@@ -16,7 +16,7 @@ import pytest
 import rlmesh.numpy as rnp
 from rlmesh.errors import ConnectionLost, SessionClosed
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 
 @pytest.mark.parametrize("transport", ["tcp", "unix"])

@@ -24,7 +24,7 @@ from rlmesh import cli
 from rlmesh.errors import ConnectFailed, EndpointBusy, RequestTimeout, SessionClosed
 from rlmesh.serve import Health, ping, wait_ready
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 
 def wait_until_ready(address: str, budget_seconds: float = 10.0) -> Health:

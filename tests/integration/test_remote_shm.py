@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(
     not shm.shm_supported() or not busy_poll_default(),
     reason="shared-memory rings need x86-64 Linux and busy polling (two or more CPUs)",
 )
+pytestmark = [pytest.mark.slow, pytestmark]  # child processes
 
 
 def _ring_files() -> set[str]:

@@ -12,7 +12,7 @@ import pytest
 import rlmesh.numpy as rnp
 from rlmesh import cli
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 
 def test_num_envs_serves_independent_NEXT_STEP_lanes_by_default(serve_process):

@@ -36,6 +36,7 @@ from rlmesh.wire.frames import MAGIC, PREFIX, VERSION
 from rlmesh.wire.values import ValueCodec
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.timeout(180),
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>"),
 ]

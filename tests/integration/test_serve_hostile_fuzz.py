@@ -26,7 +26,7 @@ from rlmesh.transport.address import parse_connect_address
 from rlmesh.wire import handshake, messages as m
 from rlmesh.wire.frames import MAGIC, PREFIX, VERSION
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 CASES = 240
 BATCH = 40

@@ -22,7 +22,7 @@ import rlmesh.numpy as rnp
 from conftest import child_env, stop_process
 from rlmesh.numpy import RemoteEnv
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 
 def drive_one_episode(env: RemoteEnv, seed: int) -> tuple[float, dict[str, object]]:

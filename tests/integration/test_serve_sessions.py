@@ -36,7 +36,7 @@ from rlmesh.serve import ServeOptions, ping
 from rlmesh.transport import Connection
 from rlmesh.wire import messages as m
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 @pytest.fixture

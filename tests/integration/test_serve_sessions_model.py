@@ -18,7 +18,7 @@ from rlmesh.errors import EndpointBusy
 from rlmesh.numpy import Model
 from rlmesh.serve import ModelServer, ping
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 class BatchedLean(Model):

@@ -18,7 +18,7 @@ from rlmesh.errors import EndpointBusy, ModelError
 from rlmesh.serve import ModelServer, wait_ready
 
 HERE = Path(__file__).resolve().parent
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 
 @pytest.fixture

@@ -10,8 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import require
 from rlmesh.view._synthetic import demo_frame
+
+pytestmark = pytest.mark.slow  # child processes
 
 
 def free_port() -> int:

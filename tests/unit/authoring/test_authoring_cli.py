@@ -90,6 +90,7 @@ def test_module_cli_env_and_model_modes_print_the_canonical_json(capfd: pytest.C
     assert json.loads(capfd.readouterr().out)["corners"] == ["predict"]
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_python_m_rlmesh_describe_imports_nothing_beyond_the_target() -> None:
     """A subprocess: describing a numpy-only factory must not import gymnasium (or torch/jax)."""
     script = (
@@ -109,6 +110,7 @@ def test_python_m_rlmesh_describe_imports_nothing_beyond_the_target() -> None:
     assert doc["kind"] == "env" and doc["target"]["entrypoint"] == TARGET
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_python_m_rlmesh__describe_runs_as_a_module() -> None:
     proc = subprocess.run([sys.executable, "-m", "rlmesh._describe", "--env", TARGET, "--generated-at",
                            "2026-06-01T00:00:00Z"], cwd=HERE, capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -118,6 +120,7 @@ def test_python_m_rlmesh__describe_runs_as_a_module() -> None:
     assert "TinyFactory.make printed this" in proc.stderr
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_importing_rlmesh_authoring_does_not_load_the_describe_machinery_AUTH_12() -> None:
     script = (
         "import sys, rlmesh.authoring as a\n"

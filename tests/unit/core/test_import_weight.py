@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # fresh interpreters: kept out of make test-fast
+
 #: Optional dependencies (extras) that ``import rlmesh`` must not load.
 OPTIONAL = ("aiohttp", "av", "simplejpeg", "PIL", "docker", "torch", "jax", "jaxlib", "gymnasium")
 

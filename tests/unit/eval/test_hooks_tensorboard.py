@@ -92,6 +92,7 @@ def test_bad_arguments_are_refused(tmp_path: Path) -> None:
         TensorBoard(tmp_path, prefix="")
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_rlmesh_hooks_loads_on_first_use_and_tensorboard_only_when_constructed() -> None:
     import subprocess
     import sys

@@ -9,6 +9,8 @@ import pytest
 
 import rlmesh
 
+pytestmark = pytest.mark.slow  # fresh interpreters: kept out of make test-fast
+
 # api-surface A.3/A.4: each flavour also carries its sandboxed clients and the sandbox re-exports
 SANDBOX_NAMES = {"SandboxBuild", "SandboxEnv", "SandboxInfo", "SandboxModel", "SandboxRuntime", "SandboxVectorEnv"}
 TORCH_NAMES = {

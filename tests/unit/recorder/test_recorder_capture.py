@@ -24,6 +24,8 @@ import rlmesh
 from conftest import require
 from rlmesh.recorder import Recorder, ResultSet, merge
 
+pytestmark = pytest.mark.slow  # video encoding: kept out of make test-fast
+
 #: A lossy AV1/H.264 encode of these smooth frames at the default quality stays above this.
 PSNR_FLOOR_DB = 30.0
 

@@ -36,6 +36,8 @@ from rlmesh.errors import ConnectionLost
 from rlmesh.eval._hooks import StepEvent
 from rlmesh.recorder import Recorder, ResultSet, merge
 
+pytestmark = pytest.mark.slow  # video encoding: kept out of make test-fast
+
 
 def _av() -> None:
     require("av", "video recording")

@@ -21,6 +21,8 @@ import rlmesh
 from conftest import require
 from rlmesh.recorder import Recorder, ResultSet
 
+pytestmark = pytest.mark.slow  # video encoding: kept out of make test-fast
+
 
 @pytest.fixture(autouse=True)
 def _deps() -> Any:

@@ -35,6 +35,8 @@ from rlmesh.sandbox._plan import make_plan
 from rlmesh.sandbox._progress import Progress
 from rlmesh.sandbox._source import Source
 
+pytestmark = pytest.mark.slow  # sandbox (a fake docker CLI per call): kept out of make test-fast
+
 CID = "c0ffee" * 10 + "abcd"
 DOWN = "Cannot connect to the Docker daemon at unix:///nope.sock. Is the docker daemon running?\n"
 

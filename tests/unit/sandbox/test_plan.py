@@ -15,6 +15,8 @@ from rlmesh.sandbox._plan import DEFAULT_BASE_IMAGE, make_plan, sanitize_slug
 from rlmesh.sandbox._source import Source
 from rlmesh.sandbox._wheel import build_wheel
 
+pytestmark = pytest.mark.slow  # sandbox (image plans and wheel builds): kept out of make test-fast
+
 GYM = Source("gym://CartPole-v1", "gym", "CartPole-v1")
 
 

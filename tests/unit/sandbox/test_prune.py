@@ -17,6 +17,8 @@ from rlmesh.sandbox._docker import DockerCLI
 from rlmesh.sandbox._prune import prune
 from rlmesh.sandbox._venv import READY_MARKER
 
+pytestmark = pytest.mark.slow  # sandbox (child processes): kept out of make test-fast
+
 
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -19,6 +19,8 @@ import pytest
 
 from rlmesh.sandbox import _venv
 
+pytestmark = pytest.mark.slow  # sandbox (keeper and server processes): kept out of make test-fast
+
 
 def _gone(pid: int) -> bool:
     try:

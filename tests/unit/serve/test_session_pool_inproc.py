@@ -1,0 +1,326 @@
+"""``EnvServer(target, sessions=N)`` in process: the supervisor's books with session workers on threads.
+
+The supervisor is the real one; only its process context is swapped for one whose
+"processes" run the real worker entry (``_worker_main``) on a thread of this process,
+over the same ``SOCK_SEQPACKET`` control channel and ``SCM_RIGHTS`` hand-over. A worker
+"exits" when that function returns (status 0) or raises (status 1). What a real child
+process adds (fork, the forkserver's preload, signals, SIGKILL) is covered by
+``tests/integration/test_serve_sessions.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import signal
+import threading
+from typing import Any
+
+import gymnasium as gym
+import pytest
+from serve_wire import (  # noqa: F401  (fixtures)
+    ScriptedEnv,
+    Wire,
+    no_threads_left_fixture,
+    short_dir_fixture,
+    started_fixture,
+)
+
+from rlmesh.authoring import EnvFactory
+from rlmesh.errors import CODE_NUMBERS
+from rlmesh.serve import EnvServer, ServeOptions, _pool, ping
+from rlmesh.wire import messages as m
+
+pytestmark = pytest.mark.timeout(60)
+
+CODES = {v: k for k, v in CODE_NUMBERS.items()}
+_PIDS = itertools.count(900_000)
+
+
+class ThreadWorker:
+    """Stands in for a worker process: ``_worker_main`` on a thread, with its own copy of the control socket."""
+
+    def __init__(self, target: Any, args: tuple[Any, ...], name: str = "", daemon: bool = False) -> None:
+        ctrl, *rest = args
+        self._target = target
+        self._args = (ctrl.dup(), *rest)  # the supervisor closes its copy of the child end, as after a fork
+        self.pid: int | None = None
+        self.exitcode: int | None = None
+        self._thread = threading.Thread(target=self._run, name="rlmesh-test-worker", daemon=True)
+
+    def start(self) -> None:
+        self.pid = next(_PIDS)
+        self._thread.start()
+
+    def _run(self) -> None:
+        ctrl = self._args[0]
+        try:
+            self._target(*self._args)
+            self.exitcode = 0
+        except BaseException:
+            self.exitcode = 1
+        finally:
+            ctrl.close()  # what the process's exit does
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def kill(self) -> None:  # pragma: no cover - the workers here always stop in time
+        pass
+
+
+class ThreadContext:
+    def Process(self, target: Any, args: tuple[Any, ...], name: str = "", daemon: bool = False) -> ThreadWorker:
+        return ThreadWorker(target, args, name, daemon)
+
+    def RawArray(self, typecode: str, size: int) -> list[float]:
+        return [0.0] * size
+
+
+@pytest.fixture(autouse=True)
+def thread_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_pool.SessionSupervisor, "_context", lambda self: ThreadContext())
+    real = signal.signal
+
+    def main_thread_only(signum: int, handler: Any) -> Any:  # a worker thread cannot install handlers
+        if threading.current_thread() is threading.main_thread():
+            return real(signum, handler)
+        return signal.SIG_DFL
+
+    monkeypatch.setattr(signal, "signal", main_thread_only)
+
+
+class Counted(ScriptedEnv):
+    """A ScriptedEnv that counts the instances built (one per session)."""
+
+    built: list[Counted] = []
+
+    def __init__(self) -> None:
+        super().__init__(length=2)
+        Counted.built.append(self)
+
+
+class Unbuildable(ScriptedEnv):
+    def __init__(self) -> None:
+        raise RuntimeError("no GPU here")
+
+
+class Crashing(ScriptedEnv):
+    """``step`` ends the worker itself (as a crash would end its process)."""
+
+    def step(self, action: Any) -> Any:
+        raise SystemExit(3)
+
+
+def _until(predicate: Any, what: str) -> None:
+    for _ in range(1000):
+        if predicate():
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _session(server: Any) -> Wire:
+    client = Wire(server.address)
+    welcome = client.hello()
+    assert isinstance(welcome, m.Welcome), welcome
+    return client
+
+
+def test_each_session_gets_its_own_fresh_env_and_the_limit_is_enforced(started: Any) -> None:
+    Counted.built.clear()
+    server = started(EnvServer, Counted, sessions=2)
+    assert isinstance(server, _pool.SessionsEnvServer) and server.sessions == 2
+    assert ping(server.address).state == "ready"
+    a, b = _session(server), _session(server)
+    try:
+        assert server.sessions_in_use == 2
+        health = ping(server.address)
+        assert (health.state, health.sessions_in_use, health.session_limit) == ("busy", 2, 2)
+        with Wire(server.address) as third:
+            busy = third.hello()
+            assert isinstance(busy, m.Busy) and "all 2 sessions of this endpoint are in use" in busy.message
+        a.request(m.Reset(episode_ids=["a"]))
+        b.request(m.Reset(episode_ids=["b"]))
+        assert a.request(m.Step(action=[1])).reward == 1.0
+        done = a.request(m.Step(action=[1]))
+        assert [r.episode_id for r in done.completed] == ["a"]
+        b.request(m.Step(action=[0]))
+        assert [r.episode_id for r in b.request(m.Close()).final_episodes] == ["b"]
+        _until(lambda: server.sessions_in_use == 1, "b's worker to end")
+        with _session(server) as c:  # b's slot serves a new env
+            assert CODES[c.request(m.Step(action=[1])).code] == "NOT_READY"
+    finally:
+        a.close()
+        b.close()
+    _until(lambda: all(e.closed == 1 for e in Counted.built), "every env to close")
+    assert len(Counted.built) == 3
+    assert [e.actions for e in Counted.built] == [[1, 1], [0], []]
+    assert server.env_contract.num_envs == 1 and server.spec == server.env_contract
+
+
+def test_prewarm_builds_an_env_before_any_client_and_publishes_the_contract(short_dir: Any) -> None:
+    Counted.built.clear()
+    server = EnvServer(Counted, f"unix://{short_dir}/p.sock", sessions=2, prewarm=1)
+    with pytest.raises(RuntimeError, match="connect a client first, or serve with prewarm"):
+        _ = server.env_contract
+    server.start()
+    try:
+        _until(lambda: server._supervisor.contract is not None, "the prewarmed worker")
+        assert server.env_contract.action_space.kind == "discrete" and len(Counted.built) == 1
+        with _session(server) as client:
+            client.request(m.Reset())
+            assert client.request(m.Step(action=[1])).reward == 1.0
+            assert len(Counted.built) >= 1
+    finally:
+        server.shutdown()
+    assert server.stop_reason == "shutdown"
+    _until(lambda: all(e.closed == 1 for e in Counted.built), "every env to close")
+
+
+def test_an_env_that_fails_to_build_is_an_error_for_that_client_only(started: Any, caplog: pytest.LogCaptureFixture) -> None:
+    server = started(EnvServer, Unbuildable, sessions=2)
+    with caplog.at_level(logging.ERROR, logger="rlmesh.serve"), Wire(server.address) as client:
+        err = client.hello()
+        assert isinstance(err, m.Error) and CODES[err.code] == "INTERNAL"
+        assert "the env could not be built: RuntimeError: no GPU here" in err.message
+        assert client.closed_by_server()
+    assert "could not build the env" in caplog.text and "no GPU here" in caplog.text
+    assert ping(server.address).state == "ready"
+
+
+def test_a_worker_that_dies_ends_only_its_session(started: Any, caplog: pytest.LogCaptureFixture) -> None:
+    Counted.built.clear()
+    server = started(EnvServer, Crashing, sessions=2)
+    with caplog.at_level(logging.WARNING, logger="rlmesh.serve"):
+        with _session(server) as client:
+            client.request(m.Reset())
+            client.send(m.Step(action=[1]))
+            assert client.closed_by_server()
+        _until(lambda: server._supervisor.crashes == 1, "the supervisor to see the crash")
+    assert "exited with status 1" in caplog.text
+    _until(lambda: server.sessions_in_use == 0, "the slot to free")
+    with _session(server) as again:
+        again.request(m.Reset())
+
+
+def test_a_session_may_shut_the_whole_endpoint_down_when_allowed(started: Any) -> None:
+    Counted.built.clear()
+    options = ServeOptions(allow_remote_shutdown=True)
+    server = started(EnvServer, Counted, sessions=2, options=options)
+    other = _session(server)
+    try:
+        with _session(server) as client:
+            reply = client.request(m.Shutdown(reason="maintenance"))
+            assert reply.accepted and reply.message == "shutdown accepted: maintenance"
+        assert server.wait(10.0)
+        assert server.stop_reason == "remote shutdown: maintenance"
+        assert other.closed_by_server()  # every worker was asked to stop
+    finally:
+        other.close()
+    _until(lambda: all(e.closed == 1 for e in Counted.built), "every env to close")
+
+
+def test_a_session_asking_for_shutdown_is_refused_by_default(started: Any) -> None:
+    server = started(EnvServer, Counted, sessions=2)
+    with _session(server) as client:
+        reply = client.request(m.Shutdown(reason="x"))
+        assert not reply.accepted and "disabled" in reply.message
+        client.request(m.Reset())
+    assert not server.wait(0.05)
+
+
+def test_the_supervisor_answers_shutdown_and_protocol_errors_before_any_session(started: Any) -> None:
+    server = started(EnvServer, Counted, sessions=2)
+    with Wire(server.address) as client:
+        reply = client.request(m.Shutdown())
+        assert not reply.accepted and "disabled" in reply.message
+    with Wire(server.address) as rude:
+        rude.send_bytes(b"\x00" * 64)
+        assert rude.closed_by_server()
+    allowed = started(EnvServer, Counted, sessions=2, options=ServeOptions(allow_remote_shutdown=True))
+    with Wire(allowed.address) as client:
+        reply = client.request(m.Shutdown(reason="bye"))
+        assert reply.accepted and reply.message == "shutdown accepted: bye"
+    assert allowed.wait(10.0) and allowed.stop_reason == "remote shutdown: bye"
+
+
+def test_an_idle_multi_session_endpoint_stops_after_its_idle_timeout(started: Any) -> None:
+    server = started(EnvServer, Counted, sessions=2, options=ServeOptions(idle_timeout_seconds=0.1))
+    assert server.wait(10.0) and server.stop_reason == "idle timeout"
+
+
+def test_shutdown_stops_the_sessions_in_flight_and_closes_their_envs(started: Any) -> None:
+    Counted.built.clear()
+    server = started(EnvServer, Counted, sessions=2)
+    client = _session(server)
+    try:
+        client.request(m.Reset())
+        server.shutdown()
+        assert client.closed_by_server()
+    finally:
+        client.close()
+    assert Counted.built[0].closed == 1
+
+
+# -- construction and recipes ---------------------------------------------------------------------
+
+
+def test_a_live_env_or_a_local_callable_cannot_serve_many_sessions(short_dir: Any) -> None:
+    with pytest.raises(TypeError, match="a live ScriptedEnv instance"):
+        EnvServer(ScriptedEnv(), f"unix://{short_dir}/x.sock", sessions=2)
+    with pytest.raises(TypeError, match="options must be a ServeOptions"):
+        EnvServer(Counted, f"unix://{short_dir}/x.sock", sessions=2, options=3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="prewarm=3 exceeds sessions=2"):
+        EnvServer(Counted, f"unix://{short_dir}/x.sock", sessions=2, prewarm=3)
+    from rlmesh.errors import BindFailed
+
+    with pytest.raises(BindFailed, match="failed to bind unix socket"):
+        EnvServer(Counted, f"unix://{short_dir}/no/such/dir.sock", sessions=2)
+
+
+def test_the_start_method_can_be_chosen_and_a_bad_one_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLMESH_SESSION_START_METHOD", "spawn")
+    assert _pool._start_method() == "spawn"
+    monkeypatch.setenv("RLMESH_SESSION_START_METHOD", "teleport")
+    with pytest.raises(ValueError, match="'teleport' is not a start method here"):
+        _pool._start_method()
+
+
+class Factory(EnvFactory):
+    def make(self) -> Any:
+        return ScriptedEnv()
+
+
+def _builder() -> tuple[Any, Any]:
+    return ScriptedEnv(length=9), None
+
+
+def test_recipes_build_from_ids_factories_builders_and_callables() -> None:
+    env, factory, _tags = _pool.EnvRecipe("CartPole-v1").build()
+    assert env.spec.id == "CartPole-v1" and factory is None
+    env, factory, _tags = _pool.EnvRecipe(Factory).build()
+    assert isinstance(env, ScriptedEnv) and isinstance(factory, Factory)
+    env, factory, tags = _pool.EnvRecipe(None, builder=_builder, tags="t").build()
+    assert env.length == 9 and factory is None and tags == "t"
+    lanes, _f, _t = _pool.EnvRecipe(ScriptedEnv, num_envs=2).build()
+    assert len(lanes) == 2 and lanes.autoreset_mode == "NextStep"
+    venv, _f, _t = _pool.EnvRecipe(ScriptedEnv, num_envs=2, vectorization_mode="sync", autoreset="same-step").build()
+    assert isinstance(venv, gym.vector.SyncVectorEnv)
+    venv.close()
+    assert _pool._build_plain("CartPole-v1", {}, num_envs=1, vectorization_mode=None).spec.id == "CartPole-v1"
+    live = ScriptedEnv()
+    assert _pool._build_plain(live, {}, num_envs=1, vectorization_mode=None) is live
+    with pytest.raises(ValueError, match="is a live env; it takes no make kwargs"):
+        _pool._build_plain(live, {"x": 1}, num_envs=1, vectorization_mode=None)
+    with pytest.raises(TypeError, match="env_source must be"):
+        _pool._build_plain(3, {}, num_envs=1, vectorization_mode=None)
+
+
+def test_the_declared_edition_is_resolved_once_in_the_supervisor() -> None:
+    options = ServeOptions(idle_timeout_seconds=2.0, allow_remote_shutdown=True)
+    resolved = _pool._declared_once(options)
+    assert resolved.idle_timeout_seconds == 2.0 and resolved.allow_remote_shutdown
