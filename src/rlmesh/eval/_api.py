@@ -22,12 +22,12 @@ from ..models._numpy import NumpyModel
 from ..models._route import LocalRoute, RandomRoute
 from ..models._sentinels import RANDOM_SAMPLE
 from ..models._warn import user_stacklevel as _user_stacklevel
+from ..view._config import View, normalize_view
 from ._distributed import run_distributed
 from ._hooks import RunHooks
 from ._results import RunResult
 from ._session import Session
 from ._targets import classify_target
-from ._view import View, normalize_view
 from ._workers import Workers, normalize_workers
 
 __all__ = ["MAX_EXECUTION_HORIZON", "run", "served_session", "session"]
