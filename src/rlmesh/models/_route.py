@@ -22,7 +22,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -222,6 +222,7 @@ def box_caster(space: Any) -> Callable[[Any], Any] | None:
 # -- routes ----------------------------------------------------------------------------------
 
 
+@runtime_checkable
 class Route(Protocol):
     """How a session turns env observations into env-ready actions (local, served or random).
 
@@ -374,10 +375,12 @@ class ServedRoute:
 
 
 def as_route(route: Any) -> Route:
-    """``route`` in the :class:`Route` shape: local and random routes are; a served one is wrapped once."""
-    if isinstance(route, (LocalRoute, RandomRoute, ServedRoute)):
-        return route
-    return ServedRoute(route)
+    """``route`` in the :class:`Route` shape, as is when it has every member of the protocol.
+
+    The client's ``RemoteRoute`` (one model lane per env lane: ``predict_lane``) is
+    wrapped once in a :class:`ServedRoute`.
+    """
+    return route if isinstance(route, Route) else ServedRoute(route)
 
 
 def has_tensor_leaf(tree: Any) -> bool:
