@@ -127,13 +127,14 @@ def play_episode(
     assert env is not None
     env_step = env.step  # checked as a server checks it when the env is local (SRV-60, CNF-4)
     read = context.read
+    observing = bool(observers)  # no observers: not one observer call per step
     events = observers.wants_events
     t0 = perf()
     obs, info = drive.begin(seed, trial, warn=False)
     episode = drive.episode
     ep_start = episode.start
     t_reset.append(ep_start - t0)
-    if observers:
+    if observing:
         observers.on_episode_start(i, seed, 0, obs, count)
     steps = 0
     reward = 0.0
@@ -157,7 +158,7 @@ def play_episode(
         t_pred.append(t1 - t0)
         last_info = info
         skip = False
-        if observers:
+        if observing:
             event = None
             if events:
                 te, tr = bool(te), bool(tr)

@@ -188,6 +188,8 @@ class _VectorRun:
         self.count = count
         self.seed_list = seed_list
         self.observers = observers
+        self.observing = bool(observers)  # no observers: not one observer call per lane-step
+        self.events = observers.wants_events
         self.trial_base = trial_index_base  # None: the env resets lanes, episodes carry no trial index
         self.cap = max_episode_steps if max_episode_steps is not None else BUILTIN_STEP_BOUND
         self.route = drive.route
@@ -221,7 +223,7 @@ class _VectorRun:
         seed = lanes.seed[lane]
         books = lanes.books[lane] = Episode(new_episode_id(), seed, lanes.trial[lane])
         self.route.begin_episode(books.id, seed, lane)
-        if self.observers and lanes.ep[lane] != UNSCORED:
+        if self.observing and lanes.ep[lane] != UNSCORED:
             self.observers.on_episode_start(lanes.ep[lane], seed, lane, self.obs, self.count)
 
     def finish(self, lane: int, terminated: bool, truncated: bool, info: Mapping[str, Any]) -> None:
@@ -236,7 +238,7 @@ class _VectorRun:
         books.terminated, books.truncated = terminated, truncated
         result = books.result(k, info)
         self.done.append(result)
-        if self.observers:
+        if self.observing:
             self.observers.on_episode_end(result, lane)
 
     def start(self) -> None:
@@ -266,7 +268,7 @@ class _VectorRun:
         self.t_pred.append(t1 - t0)
         self.t_step.append(t2 - t1)
         per_obs = None
-        if self.observers.wants_events:
+        if self.events:
             per_obs = _NP.tree_unstack(to_numpy_tree(obs) if self.env.canonical else obs, self.n)
         self.obs = obs2
         return rew, term, trunc, info, per_obs, t1 - t0, t2 - t1
@@ -287,8 +289,7 @@ class _VectorRun:
         books.step_s += step_s
         capped = books.steps >= self.cap and not te and not tr
         asked = False
-        observers = self.observers
-        if observers and lanes.ep[lane] != UNSCORED:
+        if self.observing and lanes.ep[lane] != UNSCORED:
             event = None
             if per_obs is not None:
                 event = StepEvent(
@@ -297,7 +298,7 @@ class _VectorRun:
                     tr or capped, lane_info(info, lane, self.n), pred_s * 1e3,
                     step_s * 1e3, functools.partial(self.read, per_obs[lane]),
                 )
-            asked = observers.on_step(
+            asked = self.observers.on_step(
                 DriveStep(lane, event, self.obs, books.steps, books.reward, r, self.last_action, pred_s * 1e3, step_s * 1e3, True)
             )
         return te or tr or capped, asked
