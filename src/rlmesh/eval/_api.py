@@ -26,7 +26,7 @@ from ..view._config import View, normalize_view
 from ._distributed import run_distributed
 from ._hooks import RunHooks
 from ._results import RunResult
-from ._session import Session
+from ._session import Session, new_session
 from ._targets import classify_target
 from ._workers import Workers, normalize_workers
 
@@ -98,14 +98,13 @@ def _make_session(
         execution_horizon=horizon,
         prefetch_lead=prefetch_lead,
     )
-    return Session._new(
+    return new_session(
         route,
         env,
         kind,
         close_env=close_env,
         workflow_edition=edition,
         owned_model=model if owns_model else None,
-        prefetch_lead=prefetch_lead,
         view=view_cfg,
     )
 
@@ -115,7 +114,7 @@ def _random_session(env: Any, *, close_env: bool, execution_horizon: int, view: 
     view_cfg = _check_view(view)
     edition = _check_edition(workflow_edition)
     kind = classify_target(env)
-    return Session._new(RandomRoute(), env, kind, close_env=close_env, workflow_edition=edition, view=view_cfg)
+    return new_session(RandomRoute(), env, kind, close_env=close_env, workflow_edition=edition, view=view_cfg)
 
 
 @overload
@@ -353,4 +352,4 @@ def served_session(
         raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
     view_cfg = _check_view(view)
     route = RemoteRoute(model, execution_horizon=execution_horizon, workflow_edition=workflow_edition)
-    return Session._new(route, env, kind, close_env=close_env, workflow_edition=workflow_edition, view=view_cfg)
+    return new_session(route, env, kind, close_env=close_env, workflow_edition=workflow_edition, view=view_cfg)

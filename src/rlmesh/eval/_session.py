@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ._hooks import RunHooks
     from ._results import RunResult
 
-__all__ = ["Session"]
+__all__ = ["Session", "new_session"]
 
 ObsT = TypeVar("ObsT")
 ActT = TypeVar("ActT")
@@ -282,6 +282,22 @@ class Session(Generic[ObsT, ActT]):
         state = "closed" if drive.closed else ("connected" if drive.env is not None else "unconnected")
         model = getattr(drive.route, "model", drive.route)
         return f"<Session model={model!r} env={type(drive.target).__name__} {state}>"
+
+
+def new_session(
+    route: Any,
+    target: Any,
+    kind: str,
+    *,
+    close_env: bool,
+    workflow_edition: str | None,
+    owned_model: Any = None,
+    view: Any = None,
+) -> Session[Any, Any]:
+    """A session binding ``route`` to the classified env ``target`` (nothing is opened yet, EVAL-10)."""
+    return Session._new(
+        route, target, kind, close_env=close_env, workflow_edition=workflow_edition, owned_model=owned_model, view=view
+    )
 
 
 def _render_target(context: Any) -> Any:
