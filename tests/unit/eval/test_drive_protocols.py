@@ -346,3 +346,36 @@ def test_a_local_env_side_checks_and_a_session_reads_through_it() -> None:
         assert r == 1.0 and not (te or tr)
     finally:
         sess.close()
+
+
+def test_an_address_serving_lanes_is_dialled_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handshake's contract picks the client (RemoteEnv or RemoteVectorEnv): one dial, not two."""
+    import rlmesh.client._env as client_env
+    from rlmesh.client._numpy import RemoteEnv, RemoteVectorEnv
+    from rlmesh.eval._targets import open_target
+
+    dials: list[Any] = []
+    real = client_env.ClientSession
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        dials.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(client_env, "ClientSession", counting)
+    lanes = rlmesh.serve.Lanes([gym.make("CartPole-v1") for _ in range(2)])
+    with rlmesh.EnvServer(lanes, "127.0.0.1:0").start() as server:
+        conn = open_target(server.address, "address")
+        try:
+            assert type(conn.env) is RemoteVectorEnv and conn.is_vector and conn.num_envs == 2
+            assert len(dials) == 1
+            obs, _ = conn.env.reset(seed=0)
+            assert obs.shape == (2, 4)
+        finally:
+            conn.close(close_env=False)
+    with rlmesh.EnvServer(gym.make("CartPole-v1"), "127.0.0.1:0").start() as server:
+        conn = open_target(server.address, "address")
+        try:
+            assert type(conn.env) is RemoteEnv and not conn.is_vector
+            assert len(dials) == 2
+        finally:
+            conn.close(close_env=False)
