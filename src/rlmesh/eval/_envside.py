@@ -73,6 +73,12 @@ class EnvSide:
         return self.num_envs if self.is_vector else 1
 
     @property
+    def flavour(self) -> str:
+        """The values the env side returns: ``"numpy"`` (a remote env: the numpy client's
+        canonical trees) or ``"env"`` (a local env's own values, checked)."""
+        return "numpy" if self.remote else "env"
+
+    @property
     def action_space(self) -> Any:
         return self.conn.action_space
 
@@ -101,12 +107,7 @@ class EnvSide:
             ret = env.reset(seed=seed)
         else:
             ret = env.reset()
-        obs, info = normalize_reset(ret)
-        checks = self.checks
-        if checks is not None:  # as a server checks a reset (SRV-60, INFO-4)
-            obs = checks.observation(obs, "reset")
-            info = checks.local_info(info, "reset")
-        return obs, info
+        return self._read_reset(ret)
 
     # -- a vector env ------------------------------------------------------------------------
 
@@ -114,7 +115,7 @@ class EnvSide:
         """The first full reset of every lane; the batched observation."""
         env = self._env
         ret = env.reset(seed=list(seeds)) if any(s is not None for s in seeds) else env.reset()
-        return self._read_reset(ret)
+        return self._read_reset(ret)[0]  # a run does not surface a vector env's reset info
 
     def reset_lanes(self, how: str, which: Sequence[int], seeds: Sequence[int | None]) -> Any:
         """Reset only ``which`` lanes (``seeds`` has one entry per lane); the full batched observation.
@@ -132,17 +133,19 @@ class EnvSide:
         else:
             chosen = [seeds[i] for i in which]
             ret = env.reset(seed=chosen if any(s is not None for s in chosen) else None, env_indices=list(which))
-        return self._read_reset(ret)
+        return self._read_reset(ret)[0]
 
-    def _read_reset(self, ret: Any) -> Any:
+    def _read_reset(self, ret: Any) -> tuple[Any, dict[str, Any]]:
+        """A reset's result read (and checked) as a server reads it (SRV-60, INFO-4).
+
+        Warnings raised by the checks ride in the reset's info, as in a served reset reply.
+        """
         obs, info = normalize_reset(ret)
         checks = self.checks
         if checks is not None:
             obs = checks.observation(obs, "reset")
-            # Warnings raised by this reset ride in the reset's info, as in a served reset
-            # reply; a run does not surface a vector env's reset info either way.
-            checks.local_info(info, "reset")
-        return obs
+            info = checks.local_info(info, "reset")
+        return obs, info
 
     def step_lanes(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every lane: ``(obs, reward, terminated, truncated, info)`` with a lane axis, checked."""
