@@ -34,9 +34,14 @@ def _session_privates() -> set[str]:
                     name = item.name if isinstance(item, ast.FunctionDef) else getattr(item.target, "id", "")
                     if name.startswith("_") and not name.startswith("__"):
                         out.add(name)
-                elif isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name) and item.value.id == "self":
-                    if item.attr.startswith("_") and not item.attr.startswith("__"):
-                        out.add(item.attr)
+                elif (
+                    isinstance(item, ast.Attribute)
+                    and isinstance(item.value, ast.Name)
+                    and item.value.id == "self"
+                    and item.attr.startswith("_")
+                    and not item.attr.startswith("__")
+                ):
+                    out.add(item.attr)
     return out
 
 
