@@ -442,8 +442,7 @@ _SPEC_CODEC = (
 )
 _TENSOR = "Tensor's backing array: the value bridges and checks read it without a copy (hot path, issue 24)"
 
-#: Allowed cross-package private attribute uses (module, attr). "being removed by <engineer>":
-#: another issue-23 branch deletes the use; the lead prunes the entry at merge.
+#: Allowed cross-package private attribute uses (module, attr), each with its reason.
 PRIVATE_ALLOWED: list[Reach] = [
     *_reaches(("rlmesh._bridge._base", "rlmesh._bridge._jax", "rlmesh._bridge._torch", "rlmesh.spaces._values"), "_a", _TENSOR),
     Reach("rlmesh._bridge._base", "_wrap", "Tensor._wrap adopts an array without a copy (the bridges' fast path)"),
@@ -457,15 +456,12 @@ PRIVATE_ALLOWED: list[Reach] = [
     Reach("rlmesh.adapters._space_outline", "_bounds_arrays", _SPEC_CODEC),
     *_reaches(("rlmesh.client._env", "rlmesh.serve._driver", "rlmesh.wire.values"), "_shape", _SPEC_CODEC),
     Reach("rlmesh.view._sources", "_details", _SPEC_CODEC + " (duck-typed: the viewer also draws Gymnasium spaces)"),
-    Reach("rlmesh.client._session", "_timeout", "being removed by clientseam (the session takes a connection)"),
-    Reach("rlmesh.client._session", "_sent_at", "being removed by clientseam (the session takes a connection)"),
-    Reach("rlmesh.client._session", "_recv_socket", "being removed by clientseam (the session takes a connection)"),
-    Reach("rlmesh.eval._api", "_corners", "being removed by drive (the route binds the model)"),
-    Reach("rlmesh.eval._api", "_supports_device", "being removed by drive (the route binds the model)"),
+    Reach("rlmesh.client._session", "_timeout", "the client's straight step road sets the stream's timeout only when it changed (issue 24: one Python frame per step)"),
+    Reach("rlmesh.client._session", "_sent_at", "the straight step road stamps the busy-poll clock itself (issue 24)"),
+    Reach("rlmesh.client._session", "_recv_socket", "the straight step road reads the reply frame without the ring adapter's extra hop (issue 24)"),
+    Reach("rlmesh.eval._api", "_corners", "rlmesh.run reads a model's implemented predict corners (ModelBase's, duck-typed) to route it"),
+    Reach("rlmesh.eval._api", "_supports_device", "rlmesh.run asks a framework model whether it takes device= (duck-typed)"),
     Reach("rlmesh.sandbox._model", "_new", "Session._new is the session's internal constructor; a sandboxed model builds its session like Model.session"),
-    Reach("rlmesh.view._sources", "_connect", "left for drive: the viewer reaches into the session's connection until it is an observer"),
-    Reach("rlmesh.view._sources", "_conn", "left for drive: the viewer reaches into the session's connection until it is an observer"),
-    Reach("rlmesh.recorder._capture", "_conn", "left for drive: the recorder reaches into the session's connection until it is an observer"),
     Reach("rlmesh.eval._job", "_sandbox_info", "a job reads a sandboxed env's build info when there is one (duck-typed getattr)"),
     *_reaches(("rlmesh._cli.serve_module", "rlmesh.serve._model", "rlmesh._cli.serve_model"), "_spec", "a served model's declared spec (ModelBase._spec), read duck-typed"),
     Reach("rlmesh.serve._model", "_fire_episode_end", "the model endpoint fires the model's episode-end corner as Model.run does"),
@@ -475,13 +471,13 @@ PRIVATE_ALLOWED: list[Reach] = [
 
 #: Allowed private names imported from another package (module, name).
 PRIVATE_IMPORTS_ALLOWED: list[Reach] = [
-    Reach("rlmesh.client._env", "_identity", "being removed by split (_bridge becomes a package)"),
-    Reach("rlmesh.serve._framework", "_is_jax", "being removed by split (_bridge becomes a package)"),
-    Reach("rlmesh.serve._framework", "_is_torch", "being removed by split (_bridge becomes a package)"),
-    Reach("rlmesh.client._session", "_advance", "being removed by clientseam (the session takes a connection)"),
+    Reach("rlmesh.client._env", "_identity", "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values"),
+    Reach("rlmesh.serve._framework", "_is_jax", "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values"),
+    Reach("rlmesh.serve._framework", "_is_torch", "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values"),
+    Reach("rlmesh.client._session", "_advance", "the straight step road advances the wire session's state in its own frame (issue 24)"),
     Reach("rlmesh.models._base", "_make_session", "porch Model.session builds the session in eval (the in-function import above)"),
     Reach("rlmesh.sandbox._model", "_check_view", "a sandboxed model validates view= exactly like Model.run"),
-    Reach("rlmesh.ray._actor", "_resolve", "an env actor resolves a serve target like `rlmesh serve`; left for cli (its one load_target replaces the module:attr loaders)"),
+    Reach("rlmesh.ray._actor", "_resolve", "an env actor resolves a serve target exactly like `rlmesh serve` does"),
     Reach("rlmesh.serve._pool", "_usable_cpus", "the session pool sizes itself with busy-polling's CPU count"),
     Reach("rlmesh.transport.stream", "_TABLES", "the stream's header parse shares the frame tables"),
     Reach("rlmesh.transport.stream", "_table", "the stream's header parse shares the frame tables"),

@@ -25,7 +25,7 @@ from .._bridge import NUMPY, PLAIN, Bridge, _identity
 from .._build import resolve_declared_edition
 from .._contract import EnvContract
 from .._dtypes import np_dtype
-from .._ids import uuid7 as new_episode_id
+from .._ids import new_episode_id, uuid7
 from .._plan import value_plan
 from ..errors import (
     AlreadyPendingCallError,
@@ -69,7 +69,7 @@ class _RemoteEnvBase:
         self._bridge.ensure_available()  # CLT-3: before dialing
         addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=False)
         declared = resolve_declared_edition(workflow_edition)
-        self._env_id = new_episode_id()  # this connection's UUIDv7 (CLT-7)
+        self._env_id = uuid7()  # this connection's UUIDv7 (CLT-7)
         self._session = ClientSession.connect(
             addr,
             service="env",

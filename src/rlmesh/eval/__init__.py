@@ -7,6 +7,7 @@ returns a :class:`Session` you drive by hand with ``reset`` / ``predict`` /
 
 from ..models._context import PredictContext as PredictContext, predict_seed as predict_seed
 from ..models._sentinels import NO_ADAPTER as NO_ADAPTER, RANDOM_SAMPLE as RANDOM_SAMPLE
+from ..view._config import View as View
 from ._api import run as run, session as session
 from ._hooks import RunContext as RunContext, RunHooks as RunHooks, StepEvent as StepEvent
 from ._results import (
@@ -16,7 +17,6 @@ from ._results import (
 )
 from ._session import Session as Session
 from ._trial import ENV_RESET_OPTIONS_KEY as ENV_RESET_OPTIONS_KEY, trial_index as trial_index
-from ._view import View as View
 from ._workers import (
     EpisodeRetry as EpisodeRetry,
     WorkerLost as WorkerLost,

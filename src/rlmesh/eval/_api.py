@@ -22,12 +22,12 @@ from ..models._numpy import NumpyModel
 from ..models._route import LocalRoute, RandomRoute
 from ..models._sentinels import RANDOM_SAMPLE
 from ..models._warn import user_stacklevel as _user_stacklevel
+from ..view._config import View, normalize_view
 from ._distributed import run_distributed
 from ._hooks import RunHooks
 from ._results import RunResult
-from ._session import Session
+from ._session import Session, new_session
 from ._targets import classify_target
-from ._view import View, normalize_view
 from ._workers import Workers, normalize_workers
 
 __all__ = ["MAX_EXECUTION_HORIZON", "run", "served_session", "session"]
@@ -98,14 +98,13 @@ def _make_session(
         execution_horizon=horizon,
         prefetch_lead=prefetch_lead,
     )
-    return Session._new(
+    return new_session(
         route,
         env,
         kind,
         close_env=close_env,
         workflow_edition=edition,
         owned_model=model if owns_model else None,
-        prefetch_lead=prefetch_lead,
         view=view_cfg,
     )
 
@@ -115,7 +114,7 @@ def _random_session(env: Any, *, close_env: bool, execution_horizon: int, view: 
     view_cfg = _check_view(view)
     edition = _check_edition(workflow_edition)
     kind = classify_target(env)
-    return Session._new(RandomRoute(), env, kind, close_env=close_env, workflow_edition=edition, view=view_cfg)
+    return new_session(RandomRoute(), env, kind, close_env=close_env, workflow_edition=edition, view=view_cfg)
 
 
 @overload
@@ -216,7 +215,8 @@ def _dispatch(model: Any, env: Any, *, prefetch_lead: int = 0, **kw: Any) -> Ses
                 f"prefetch_lead={prefetch_lead} drives the native runtime loop; a served model's "
                 "forwards run on its server -- pass prefetch_lead=0"
             )
-        return served(env, **kw)
+        session: Session[Any, Any] = served(env, **kw)
+        return session
     if callable(model) or callable(getattr(model, "predict", None)):
         wrapped: NumpyModel[Any, Any] = NumpyModel(model)
         return _make_session(
@@ -353,4 +353,4 @@ def served_session(
         raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
     view_cfg = _check_view(view)
     route = RemoteRoute(model, execution_horizon=execution_horizon, workflow_edition=workflow_edition)
-    return Session._new(route, env, kind, close_env=close_env, workflow_edition=workflow_edition, view=view_cfg)
+    return new_session(route, env, kind, close_env=close_env, workflow_edition=workflow_edition, view=view_cfg)

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from ._results import EpisodeResult, RunResult
 
 if TYPE_CHECKING:
-    from ._hooks import RunHooks
-    from ._session import Session
+    from ._drive import Drive
+    from ._observers import Observer
 
 __all__ = ["BUILTIN_STEP_BOUND", "episode_budget", "finish_run", "validate_caps"]
 
@@ -87,10 +87,10 @@ def validate_caps(
 
 
 def finish_run(
-    sess: Session[Any, Any],
+    drive: Drive,
     episodes: list[EpisodeResult],
     telemetry: Any,
-    hooks: RunHooks | None,
+    observers: Observer | None,
     error: BaseException | None,
 ) -> RunResult:
     """End the open episode, fire ``on_run_end`` once and re-raise the first error (EVAL-27).
@@ -101,21 +101,13 @@ def finish_run(
     if error is not None and getattr(error, "rlmesh_quit", False):
         error = None
     try:
-        sess._end_open_episode()
+        drive.end_open_episode()
     except BaseException as exc:
         error = error or exc
-    advisories: tuple[Any, ...] = ()
-    adapter = getattr(sess._route, "adapter", None)
-    if adapter is not None:
-        adv = getattr(adapter, "advisories", ())
+    result = RunResult(tuple(episodes), telemetry, drive.route.advisories())
+    if observers:
         try:
-            advisories = tuple(adv() if callable(adv) else adv)
-        except Exception:
-            advisories = ()
-    result = RunResult(tuple(episodes), telemetry, advisories)
-    if hooks is not None:
-        try:
-            hooks.on_run_end(result)
+            observers.on_run_end(result)
         except BaseException as exc:
             error = error or exc
     if error is not None:

@@ -269,18 +269,25 @@ def _takes_kw(fn: Any, name: str) -> bool:
         return False
 
 
+class _DialedEnv(RemoteEnv):
+    """Dials an address once and becomes the client its handshake's contract asks for.
+
+    A single-env endpoint stays a :class:`RemoteEnv`; an endpoint serving lanes
+    (``num_envs > 1``) becomes a :class:`RemoteVectorEnv` before the client binds its
+    value plans -- decided from the contract the handshake published, not by dialing
+    again after reading an error message.
+    """
+
+    def _check_arity(self, contract: EnvContract, url: str) -> None:
+        self.__class__ = RemoteVectorEnv if contract.num_envs > 1 else RemoteEnv  # type: ignore[assignment]
+
+
 def _dial(address: str, *, workflow_edition: str | None) -> tuple[Any, Any]:
-    """Dial ``address`` with the numpy clients; return ``(client, contract)`` (EVAL-6)."""
+    """Dial ``address`` once with the numpy clients; return ``(client, contract)`` (EVAL-6)."""
     kwargs: dict[str, Any] = {}
     if workflow_edition is not None:
         kwargs["workflow_edition"] = workflow_edition
-    client: Any
-    try:
-        client = RemoteEnv(address, **kwargs)
-    except ValueError as exc:  # the endpoint serves lanes: RemoteEnv refuses it at handshake
-        if "RemoteVectorEnv" not in str(exc):
-            raise
-        client = RemoteVectorEnv(address, **kwargs)
+    client: Any = _DialedEnv(address, **kwargs)
     return client, client.env_contract
 
 

@@ -19,10 +19,11 @@ Resets, by what the env allows -- one loop each, reading top to bottom:
 - **SameStep autoreset** (:func:`_drive_same_step`): the observation returned with
   ``done`` already starts the next episode.
 
-Env results are read through ``rlmesh._envkit`` (classify, results, checks): the same
-normalisation, lane-info slicing and final-info rule as the server's driver, and
-for an in-process env the same checks of actions, observations and info under
-the same ``RLMESH_VALIDATION_POLICY`` (SRV-60, CNF-4: ``Session._checks``).
+Env results come from the env side (:class:`~rlmesh.eval._envside.EnvSide`): the
+same normalisation, lane-info slicing and final-info rule as the server's driver,
+and for an in-process env the same checks of actions, observations and info under
+the same ``RLMESH_VALIDATION_POLICY`` (SRV-60, CNF-4). Actions come from the route's
+``predict_lanes``; hooks and the viewer are the run's observer list.
 
 The budget counts *started* episodes, so the result holds exactly ``count``
 episodes, in order of completion; lanes rolled past the budget run unscored and
@@ -33,32 +34,23 @@ from __future__ import annotations
 
 import functools
 import time
-from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from .._envkit.checks import env_failure
-from .._envkit.results import (
-    lane_final_info,
-    lane_info,
-    next_step_violation,
-    normalize_reset,
-    read_vector_step,
-)
+from .._envkit.results import lane_final_info, lane_info, next_step_violation
+from .._ids import new_local_episode_id
 from ..errors import EnvironmentException, Unsupported
-from ..models._route import LocalRoute, new_episode_id
 from ..models._values import get_bridge, to_numpy_tree
-from ..tensor import Tensor
 from ._budget import BUILTIN_STEP_BOUND, finish_run
-from ._hooks import RunHooks, StepEvent
-from ._results import EpisodeResult, RunResult, aggregate_telemetry, success_from_info
+from ._episode import Episode
+from ._hooks import StepEvent
+from ._observers import DriveStep, ObserverList
+from ._results import EpisodeResult, RunResult, aggregate_telemetry
 from ._stats import Timings
 
 if TYPE_CHECKING:
-    from ._session import Session
-    from ._targets import EnvConn
+    from ._drive import Drive
+    from ._hooks import RunContext
 
 __all__ = ["lane_info", "run_vector"]
 
@@ -69,25 +61,20 @@ UNSCORED = -1  # the episode index of a lane running past the budget (DELTA-39)
 
 
 class _Lanes:
-    """Per-lane episode state (parallel lists; the lane count is small).
+    """Per-lane state (parallel lists; the lane count is small).
 
     ``ep[i]`` is the lane's episode index in the budget, :data:`UNSCORED` while it
-    runs an episode past the budget; ``rolling[i]`` marks a NextStep lane whose
-    next step is the env's autoreset of it.
+    runs an episode past the budget; ``books[i]`` its episode's books;
+    ``rolling[i]`` marks a NextStep lane whose next step is the env's autoreset of
+    it; ``last_action[i]`` the action the lane was last given.
     """
 
     def __init__(self, n: int) -> None:
         self.ep = [UNSCORED] * n
         self.seed: list[int | None] = [None] * n
         self.trial: list[int | None] = [None] * n
-        self.eid = [""] * n
-        self.steps = [0] * n
-        self.reward = [0.0] * n
-        self.pred_s = [0.0] * n
-        self.step_s = [0.0] * n
-        self.start = [0.0] * n
+        self.books = [Episode() for _ in range(n)]
         self.rolling = [False] * n
-        self.queue: list[deque[Any]] = [deque() for _ in range(n)]
         self.last_action: list[Any] = [None] * n
 
 
@@ -128,14 +115,14 @@ def _refuse_unowned(
 
 
 def run_vector(
-    sess: Session[Any, Any],
-    conn: EnvConn,
+    drive: Drive,
+    context: RunContext,
     *,
     count: int,
     seed_list: list[int],
     max_episode_steps: int | None,
     max_episode_seconds: float | None,
-    hooks: RunHooks | None,
+    observers: ObserverList,
     trial_index_base: int,
 ) -> RunResult:
     """Drive all lanes of a vector env until ``count`` scored episodes completed.
@@ -144,15 +131,16 @@ def run_vector(
     by NextStep (:func:`_drive_next_step`) or SameStep (:func:`_drive_same_step`)
     autoreset -- and runs that mode's loop.
     """
-    n = conn.num_envs
-    how = conn.per_lane_reset
+    env = drive.connect()
+    n = env.num_envs
+    how = env.per_lane_reset
     capped = max_episode_steps is not None or max_episode_seconds is not None
     needs_owned = (len(seed_list) > n and count > n) or capped or bool(trial_index_base)
-    if not how and needs_owned and getattr(conn, "autoreset_indices", False):
+    if not how and needs_owned and env.autoreset_indices:
         how = "indices"  # a served lanes or Gymnasium vector endpoint resets single lanes (AR-10); refused below if not
     refuse = functools.partial(
         _refuse_unowned,
-        conn.autoreset_mode,
+        env.autoreset,
         n,
         count=count,
         seed_list=seed_list,
@@ -161,15 +149,15 @@ def run_vector(
     )
     if not how:
         refuse()
-    run = _VectorRun(sess, conn, count, seed_list, hooks, trial_index_base if how else None, max_episode_steps)
+    run = _VectorRun(drive, context, count, seed_list, observers, trial_index_base if how else None, max_episode_steps)
     try:
-        if hooks is not None:
-            hooks.on_run_start(sess)
+        if observers:
+            observers.on_run_start(context)
         run.start()
         if how:
             secs = None if max_episode_seconds is None else float(max_episode_seconds)
             _drive_owned(run, how, secs, refuse)
-        elif conn.autoreset_mode == "SameStep":
+        elif env.autoreset == "SameStep":
             _drive_same_step(run)
         else:
             _drive_next_step(run)
@@ -183,26 +171,28 @@ class _VectorRun:
 
     def __init__(
         self,
-        sess: Session[Any, Any],
-        conn: EnvConn,
+        drive: Drive,
+        context: RunContext,
         count: int,
         seed_list: list[int],
-        hooks: RunHooks | None,
+        observers: ObserverList,
         trial_index_base: int | None,
         max_episode_steps: int | None,
     ) -> None:
-        self.sess = sess
-        self.conn = conn
-        self.env = conn.env
-        self.n = n = conn.num_envs
+        self.drive = drive
+        self.read = context.read
+        env = drive.env
+        assert env is not None
+        self.env = env
+        self.n = n = env.num_envs
         self.count = count
         self.seed_list = seed_list
-        self.hooks = hooks
+        self.observers = observers
+        self.observing = bool(observers)  # no observers: not one observer call per lane-step
+        self.events = observers.wants_events
         self.trial_base = trial_index_base  # None: the env resets lanes, episodes carry no trial index
         self.cap = max_episode_steps if max_episode_steps is not None else BUILTIN_STEP_BOUND
-        self.route = route = sess._route
-        self.local = isinstance(route, LocalRoute)
-        self.served = hasattr(route, "predict_lane")  # a RemoteModel route: one model lane per env lane
+        self.route = drive.route
         self.lanes = _Lanes(n)
         self.done: list[EpisodeResult] = []
         self.t_step, self.t_pred = Timings(), Timings()  # bounded memory (issue 28)
@@ -210,8 +200,6 @@ class _VectorRun:
         self.error: BaseException | None = None
         self.obs: Any = None
         self.last_action: Any = None  # the batch the last step sent (the viewer plots its watched lane)
-        self.view = sess._attach_view()  # the live viewer (VIEW-6): fed once per vector step, every lane
-        self.checks = sess._checks  # an in-process env's checks (SRV-60, CNF-4); None when remote or "off"
 
     @property
     def finished(self) -> bool:
@@ -230,77 +218,35 @@ class _VectorRun:
             lanes.ep[lane], lanes.seed[lane], lanes.trial[lane] = UNSCORED, None, None
 
     def begin(self, lane: int) -> None:
-        """The lane's episode starts now: fresh books, model episode hooks, ``on_episode_start``."""
-        lanes, route = self.lanes, self.route
-        eid = new_episode_id()
-        lanes.eid[lane] = eid
-        lanes.steps[lane] = 0
-        lanes.reward[lane] = 0.0
-        lanes.pred_s[lane] = lanes.step_s[lane] = 0.0
-        lanes.queue[lane].clear()
-        lanes.start[lane] = time.perf_counter()
-        if self.local:
-            if route.any_ctx:
-                route.store.begin(eid, lanes.seed[lane])
-            adapter = route.adapters[lane]
-            if adapter is not None:
-                adapter.reset()
-        elif self.served:
-            route.begin_episode(eid, lanes.seed[lane], lane)
-        if self.hooks is not None and lanes.ep[lane] != UNSCORED:
-            self.hooks.on_episode_start(episode=lanes.ep[lane], seed=lanes.seed[lane])
-        view = self.view
-        if view is not None and lane == view.selected_lane and lanes.ep[lane] != UNSCORED:
-            view.begin_episode(lanes.ep[lane], lanes.seed[lane], self.count, self.obs)
+        """The lane's episode starts now: fresh books, the route's episode, ``on_episode_start``."""
+        lanes = self.lanes
+        seed = lanes.seed[lane]
+        books = lanes.books[lane] = Episode(new_local_episode_id(), seed, lanes.trial[lane])
+        self.route.begin_episode(books.id, seed, lane)
+        if self.observing and lanes.ep[lane] != UNSCORED:
+            self.observers.on_episode_start(lanes.ep[lane], seed, lane, self.obs, self.count)
 
     def finish(self, lane: int, terminated: bool, truncated: bool, info: Mapping[str, Any]) -> None:
-        """The lane's episode ended: end the model episode; score it when it is in the budget."""
-        lanes = self.lanes
-        if (self.local or self.served) and lanes.eid[lane]:
-            eid, lanes.eid[lane] = lanes.eid[lane], ""
-            if self.served:
-                self.route.end_episode(eid, lane)
-            else:
-                self.route.end_episode(eid)
-        k = lanes.ep[lane]
+        """The lane's episode ended: end the route's episode; score it when it is in the budget."""
+        books = self.lanes.books[lane]
+        if books.id:
+            eid, books.id = books.id, ""
+            self.route.end_episode(eid, lane)
+        k = self.lanes.ep[lane]
         if k == UNSCORED:
             return
-        steps = lanes.steps[lane]
-        result = EpisodeResult(
-            k,
-            lanes.seed[lane],
-            steps,
-            lanes.reward[lane],
-            terminated,
-            truncated if (terminated or truncated) else True,
-            success_from_info(info),
-            time.perf_counter() - lanes.start[lane],
-            lanes.pred_s[lane] * 1e3 / steps if steps else 0.0,
-            lanes.step_s[lane] * 1e3 / steps if steps else 0.0,
-            lanes.trial[lane],
-        )
+        books.terminated, books.truncated = terminated, truncated
+        result = books.result(k, info)
         self.done.append(result)
-        if self.view is not None:
-            self.view.end_episode(result)
-        if self.hooks is not None:
-            self.hooks.on_episode_end(result)
+        if self.observing:
+            self.observers.on_episode_end(result, lane)
 
     def start(self) -> None:
         """The first full reset: every lane gets an episode of the budget."""
         n = self.n
         for lane in range(n):
             self.assign(lane)
-        seeds0 = [self.lanes.seed[i] for i in range(n)]
-        ret = self.env.reset(seed=seeds0) if any(s is not None for s in seeds0) else self.env.reset()
-        self.obs, info = normalize_reset(ret)
-        checks = self.checks
-        if checks is not None:
-            self.obs = checks.observation(self.obs, "reset")
-            # Warnings raised by this reset ride in the reset's info, as in a served reset
-            # reply; a run does not surface a vector env's reset info either way.
-            checks.local_info(info, "reset")
-        if self.local and self.conn.remote:
-            self.route.env_plain = not isinstance(self.obs, np.ndarray) and _has_plain(self.obs)
+        self.obs = self.env.reset_all([self.lanes.seed[i] for i in range(n)])
         for lane in range(n):
             self.begin(lane)
 
@@ -308,91 +254,66 @@ class _VectorRun:
         """Predict and step all lanes; returns ``(reward, terminated, truncated, info, per_lane_obs, pred_s, step_s)``.
 
         ``per_lane_obs`` (for ``on_step``) is the observation the actions were
-        chosen from, split by lane, when hooks are installed. ``self.obs`` becomes
-        the env's new observation.
+        chosen from, split by lane, when an observer wants step events. ``self.obs``
+        becomes the env's new observation.
         """
-        n, perf = self.n, time.perf_counter
+        perf = time.perf_counter
         obs = self.obs
         t0 = perf()
-        action = _predict(self.route, self.local, self.conn, obs, self.lanes, n)
+        action = self.route.predict_lanes(obs, self.lanes.rolling, self.lanes.last_action)
         t1 = perf()
-        checks = self.checks
-        if checks is not None:
-            checks.action(action)  # the env gets the batch as the model gave it once it passes
-        result = self.env.step(action)
-        self.last_action = action
-        try:
-            obs2, rew, term, trunc, info = read_vector_step(result, n)
-        except Exception as exc:  # as the server's driver words a result it cannot read
-            raise env_failure("step", exc) from None
-        if checks is not None:
-            obs2 = checks.observation(obs2, "step")
-            info = checks.local_info(info, "step")
+        obs2, rew, term, trunc, info = self.env.step_lanes(action)
         t2 = perf()
+        self.last_action = action
         self.t_pred.append(t1 - t0)
         self.t_step.append(t2 - t1)
         per_obs = None
-        if self.hooks is not None:
-            obs_np = obs if not (self.local and self.route.env_plain) else to_numpy_tree(obs)
-            per_obs = _NP.tree_unstack(obs_np, n)
+        if self.events:
+            per_obs = _NP.tree_unstack(to_numpy_tree(obs) if self.env.canonical else obs, self.n)
         self.obs = obs2
-        return (
-            rew,
-            term,
-            trunc,
-            info,
-            per_obs,
-            t1 - t0,
-            t2 - t1,
-        )
+        return rew, term, trunc, info, per_obs, t1 - t0, t2 - t1
 
     def advance(
         self, lane: int, r: float, te: bool, tr: bool, info: dict[str, Any], per_obs: Any, pred_s: float, step_s: float
-    ) -> bool:
-        """Book one step of a running lane (and ``on_step``); whether its episode ended or hit the cap."""
+    ) -> tuple[bool, bool]:
+        """Book one step of a running lane (and ``on_step``).
+
+        Returns ``(ended, end_asked)``: whether its episode ended or hit the cap, and
+        whether an observer asked to end it (the viewer's "end episode").
+        """
         lanes = self.lanes
-        lanes.steps[lane] += 1
-        lanes.reward[lane] += r
-        lanes.pred_s[lane] += pred_s
-        lanes.step_s[lane] += step_s
-        capped = lanes.steps[lane] >= self.cap and not te and not tr
-        hooks = self.hooks
-        if per_obs is not None and hooks is not None and lanes.ep[lane] != UNSCORED:
-            hooks.on_step(
-                StepEvent(
-                    lanes.ep[lane], lanes.seed[lane], lanes.steps[lane] - 1,
+        books = lanes.books[lane]
+        books.steps += 1
+        books.reward += r
+        books.pred_s += pred_s
+        books.step_s += step_s
+        capped = books.steps >= self.cap and not te and not tr
+        asked = False
+        if self.observing and lanes.ep[lane] != UNSCORED:
+            event = None
+            if per_obs is not None:
+                event = StepEvent(
+                    lanes.ep[lane], lanes.seed[lane], books.steps - 1,
                     per_obs[lane], lanes.last_action[lane], r, te,
                     tr or capped, lane_info(info, lane, self.n), pred_s * 1e3,
-                    step_s * 1e3, functools.partial(self.sess.read, per_obs[lane]),
+                    step_s * 1e3, functools.partial(self.read, per_obs[lane]),
                 )
+            asked = self.observers.on_step(
+                DriveStep(lane, event, self.obs, books.steps, books.reward, r, self.last_action, pred_s * 1e3, step_s * 1e3, True)
             )
-        return te or tr or capped
-
-    def feed_view(self, rew: Any, pred_s: float, step_s: float) -> int | None:
-        """Feed the live viewer once per vector step; the watched lane when the viewer asked to end its episode."""
-        view = self.view
-        if view is None:
-            return None
-        f = view.selected_lane if view.selected_lane < self.n else 0
-        lanes = self.lanes
-        action = _lane_action(self.last_action, f)  # the watched lane's action, for the page's action plot
-        skip = view.step(self.obs, lanes.steps[f], lanes.reward[f], float(rew[f]), pred_s * 1e3, step_s * 1e3, action)
-        return f if skip and lanes.ep[f] != UNSCORED else None
+        return te or tr or capped, asked
 
     def close(self) -> RunResult:
-        """End every in-flight lane episode (the model's hook), then the run's result."""
+        """End every in-flight lane episode (the route's), then the run's result."""
         lanes, route = self.lanes, self.route
-        if self.local or self.served:
-            for lane in range(self.n):
-                if lanes.eid[lane]:
-                    try:
-                        if self.served:
-                            route.end_episode(lanes.eid[lane], lane)
-                        else:
-                            route.end_episode(lanes.eid[lane])
-                    except BaseException as exc:
-                        self.error = self.error or exc
-                    lanes.eid[lane] = ""
+        for lane in range(self.n):
+            books = lanes.books[lane]
+            if books.id:
+                try:
+                    route.end_episode(books.id, lane)
+                except BaseException as exc:
+                    self.error = self.error or exc
+                books.id = ""
         telemetry = aggregate_telemetry(
             [
                 (("env.step", "env", "rpc.total", "ms"), self.t_step),
@@ -400,22 +321,7 @@ class _VectorRun:
             ],
             1e3,
         )
-        return finish_run(self.sess, self.done, telemetry, self.hooks, self.error)
-
-
-def _lane_action(action: Any, lane: int) -> Any:
-    """Lane ``lane`` of a batched action tree (numpy leaves), or None when it cannot be cut."""
-    if action is None:
-        return None
-    try:
-        tree = to_numpy_tree(action)
-        if isinstance(tree, Mapping):
-            return {k: np.asarray(v)[lane] for k, v in tree.items()}
-        if isinstance(tree, tuple):
-            return tuple(np.asarray(v)[lane] for v in tree)
-        return np.asarray(tree)[lane]
-    except Exception:
-        return None
+        return finish_run(self.drive, self.done, telemetry, self.observers, self.error)
 
 
 def _drive_owned(run: _VectorRun, how: str, max_secs: float | None, refuse: Any) -> None:
@@ -426,7 +332,7 @@ def _drive_owned(run: _VectorRun, how: str, max_secs: float | None, refuse: Any)
             now = time.perf_counter()
             expired = [
                 lane for lane in range(n)
-                if lanes.ep[lane] != UNSCORED and now - lanes.start[lane] >= max_secs
+                if lanes.ep[lane] != UNSCORED and now - lanes.books[lane].start >= max_secs
             ]
             for lane in expired:
                 run.finish(lane, False, True, {})
@@ -438,13 +344,13 @@ def _drive_owned(run: _VectorRun, how: str, max_secs: float | None, refuse: Any)
         ended: list[int] = []
         for lane in range(n):
             te, tr = bool(term[lane]), bool(trunc[lane])
-            if run.advance(lane, float(rew[lane]), te, tr, info, per_obs, pred_s, step_s):
+            end, asked = run.advance(lane, float(rew[lane]), te, tr, info, per_obs, pred_s, step_s)
+            if end:
                 run.finish(lane, te, True if not te else tr, lane_final_info(info, lane, n))
                 ended.append(lane)
-        watched = run.feed_view(rew, pred_s, step_s)
-        if watched is not None and watched not in ended:
-            run.finish(watched, False, True, {})  # the viewer's "end episode" on the watched lane
-            ended.append(watched)
+            elif asked:
+                run.finish(lane, False, True, {})  # an observer's "end episode" (the viewer's watched lane)
+                ended.append(lane)
         if ended and not run.finished:
             _reset_lanes(run, how, ended, refuse)
 
@@ -454,7 +360,8 @@ def _drive_next_step(run: _VectorRun) -> None:
 
     The env ignores that lane's action; the observation it returns starts the lane's
     next episode. An env that pays reward or reports done on that step breaks its
-    contract: the run fails the way a served endpoint does (``[INTERNAL]``).
+    contract: the run fails the way a served endpoint does (``[INTERNAL]``). The env
+    owns resets: an observer's "end episode" cannot end a lane here.
     """
     lanes, n = run.lanes, run.n
     while not run.finished:
@@ -470,37 +377,26 @@ def _drive_next_step(run: _VectorRun) -> None:
                 run.begin(lane)
                 continue
             te, tr = bool(term[lane]), bool(trunc[lane])
-            if run.advance(lane, float(rew[lane]), te, tr, info, per_obs, pred_s, step_s):
+            if run.advance(lane, float(rew[lane]), te, tr, info, per_obs, pred_s, step_s)[0]:
                 run.finish(lane, te, True if not te else tr, lane_final_info(info, lane, n))
                 lanes.rolling[lane] = True
-        run.feed_view(rew, pred_s, step_s)  # the env owns resets: a viewer's "skip" cannot end a lane here
 
 
 def _drive_same_step(run: _VectorRun) -> None:
     """SameStep autoreset: the observation returned with ``done`` already starts the lane's next episode.
 
-    The ended episode's info rides in ``info["final_info"]``.
+    The ended episode's info rides in ``info["final_info"]``. The env owns resets: an
+    observer's "end episode" cannot end a lane here.
     """
     n = run.n
     while not run.finished:
         rew, term, trunc, info, per_obs, pred_s, step_s = run.step()
         for lane in range(n):
             te, tr = bool(term[lane]), bool(trunc[lane])
-            if run.advance(lane, float(rew[lane]), te, tr, info, per_obs, pred_s, step_s):
+            if run.advance(lane, float(rew[lane]), te, tr, info, per_obs, pred_s, step_s)[0]:
                 run.finish(lane, te, tr, lane_final_info(info, lane, n))
                 run.assign(lane)
                 run.begin(lane)
-        run.feed_view(rew, pred_s, step_s)  # the env owns resets: a viewer's "skip" cannot end a lane here
-
-
-def _has_plain(tree: Any) -> bool:
-    if isinstance(tree, Tensor):
-        return True
-    if isinstance(tree, Mapping):
-        return any(_has_plain(v) for v in tree.values())
-    if isinstance(tree, (list, tuple)):
-        return any(_has_plain(v) for v in tree)
-    return False
 
 
 def _reset_lanes(run: _VectorRun, how: str, which: list[int], refuse: Any) -> None:
@@ -508,107 +404,12 @@ def _reset_lanes(run: _VectorRun, how: str, which: list[int], refuse: Any) -> No
 
     ``refuse()`` raises the autoresetting-env refusal when the endpoint answers that it
     cannot reset single lanes (a served NEXT_STEP Gymnasium vector env)."""
-    lanes, n, env = run.lanes, run.n, run.env
     for lane in which:
         run.assign(lane)
     try:
-        if how == "mask":
-            mask = np.zeros(n, dtype=np.bool_)
-            mask[which] = True
-            seeds = [lanes.seed[i] if mask[i] else None for i in range(n)]
-            ret = env.reset(seed=seeds, options={"reset_mask": mask})
-        else:
-            seeds = [lanes.seed[i] for i in which]
-            ret = env.reset(seed=seeds if any(s is not None for s in seeds) else None, env_indices=which)
+        run.obs = run.env.reset_lanes(how, which, run.lanes.seed)
     except Unsupported:  # e.g. rlmesh.gymnasium on a served NEXT_STEP Gymnasium vector env
         refuse()
         raise
-    run.obs, info = normalize_reset(ret)
-    checks = run.checks
-    if checks is not None:
-        run.obs = checks.observation(run.obs, "reset")
-        checks.local_info(info, "reset")
     for lane in which:
         run.begin(lane)
-
-
-def _predict(route: Any, local: bool, conn: EnvConn, obs: Any, lanes: _Lanes, n: int) -> Any:
-    """One batched env action for all lanes (EVAL-61..63, MOD-35)."""
-    if hasattr(route, "predict_lane"):  # a served model: one request per lane that needs an action
-        per_obs = _NP.tree_unstack(to_numpy_tree(obs), n)
-        for lane in range(n):
-            if not lanes.rolling[lane]:
-                lanes.last_action[lane] = route.predict_lane(per_obs[lane], lane)
-            elif lanes.last_action[lane] is None:
-                lanes.last_action[lane] = conn.single_action_space.sample()
-        return _NP.tree_stack(lanes.last_action)
-    if not local:  # RANDOM_SAMPLE: one sample of the per-lane action space per lane
-        space = conn.single_action_space
-        for lane in range(n):
-            lanes.last_action[lane] = space.sample()
-        return _NP.tree_stack(lanes.last_action)
-    cs = route.corners
-    bridge = route.bridge
-    h = route.horizon
-    need = [i for i in range(n) if not lanes.rolling[i] and not lanes.queue[i]]
-    chunked = h > 1
-    batched = (cs.predict_chunk_batch if chunked else None) or (None if chunked and cs.predict_chunk else cs.predict_batch)
-    per_lane_actions: list[Any] = [None] * n
-    if batched is None and not chunked and route.spec_less:
-        # Spec-less predict-only route: the whole batch goes to predict (DELTA-49).
-        x = obs if route.identity_decode and not route.env_plain else bridge.decode(to_numpy_tree(obs))
-        ctx = route.store.next("") if route.wants_ctx else None
-        out = cs.predict(x, ctx)
-        try:
-            lanes_out = bridge.tree_unstack(out, n)
-        except (ValueError, TypeError):
-            raise TypeError(
-                f"predict received a batch of {n} observations from a vector env and must return "
-                f"{n} actions (a leading lane axis); define predict_batch for batched inference, "
-                "or serve the env as lanes"
-            ) from None
-        for lane in range(n):
-            lanes.last_action[lane] = lanes_out[lane]
-        return bridge.encode(out) if not route.identity_decode else out
-    obs_np = to_numpy_tree(obs) if route.env_plain else obs
-    if need:
-        inputs: list[Any] = []
-        if batched is not None and len(need) == n and route.spec_less and route.identity_decode:
-            inputs_batch = obs_np  # fast path: the env's batch is the model's batch (EVAL-63)
-        else:
-            per_obs = _NP.tree_unstack(obs_np, n)
-            inputs = [route.model_input(per_obs[i], i) for i in need]
-            inputs_batch = bridge.tree_stack(inputs) if batched is not None else None
-        if batched is not None:
-            ctxs = [route.store.next(lanes.eid[i]) for i in need] if route.cs_wants(chunked, True) else None
-            out = batched(inputs_batch, h, ctxs) if chunked else batched(inputs_batch, ctxs)
-            outs = bridge.tree_unstack(out, len(need))
-        else:
-            outs = []
-            for j, i in enumerate(need):
-                ctx = route.store.next(lanes.eid[i]) if route.cs_wants(chunked, False) else None
-                fn = cs.predict_chunk if chunked else cs.predict
-                outs.append(fn(inputs[j], h, ctx) if chunked else fn(inputs[j], ctx))
-        for j, i in enumerate(need):
-            if chunked:
-                frames = route.chunk_frames(outs[j])
-                lanes.queue[i].extend(frames[1:])
-                per_lane_actions[i] = route.env_action(frames[0], i)
-            else:
-                per_lane_actions[i] = route.env_action(outs[j], i)
-    replay_obs: list[Any] | None = None
-    for i in range(n):
-        if per_lane_actions[i] is None:
-            if lanes.queue[i] and not lanes.rolling[i]:
-                adapter = route.adapters[i]
-                if adapter is not None:  # DELTA-69: keep frame windows consecutive
-                    if replay_obs is None:
-                        replay_obs = _NP.tree_unstack(obs_np, n)
-                    adapter.observe(replay_obs[i])
-                per_lane_actions[i] = route.env_action(lanes.queue[i].popleft(), i)
-            else:  # a rolling lane: the env ignores its action
-                per_lane_actions[i] = lanes.last_action[i]
-                if per_lane_actions[i] is None:
-                    per_lane_actions[i] = conn.single_action_space.sample()
-        lanes.last_action[i] = per_lane_actions[i]
-    return _NP.tree_stack(per_lane_actions)

@@ -5,20 +5,23 @@ instruction placements, effective horizon) and then called every step. The local
 route applies, in order: the adapter's observation transform, the model bridge,
 the instruction, the corner (with its context if declared), then -- per frame of
 a chunk -- the bridge back, the adapter's action transform and the cast to the
-env's Box dtype/shape (DELTA-48). ``RandomRoute`` samples the action space.
-Served models (``RemoteModel``) will add a third route with the same methods.
+env's Box dtype/shape (DELTA-48). ``RandomRoute`` samples the action space, and
+``ServedRoute`` asks a model server (it adapts the client's ``RemoteRoute``).
+
+Every route speaks the one :class:`Route` protocol, so the drive (``rlmesh.eval``)
+never tells them apart: bind once, begin/end episodes per lane, predict one
+observation or all lanes of a batch, a read-only chunk position, close.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import uuid
 import warnings
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -32,18 +35,24 @@ from ..tensor import Tensor
 from ._base import ModelBase
 from ._context import EpisodeStore
 from ._sentinels import NO_ADAPTER
-from ._values import split_chunk, to_numpy_tree
+from ._values import get_bridge, split_chunk, to_numpy_tree
 from ._warn import user_stacklevel
 
-__all__ = ["ENV_TAGS_KEY", "LocalRoute", "RandomRoute", "input_signature", "resolve_adapter"]
+__all__ = [
+    "ENV_TAGS_KEY",
+    "LocalRoute",
+    "RandomRoute",
+    "Route",
+    "ServedRoute",
+    "as_route",
+    "input_signature",
+    "resolve_adapter",
+]
+
+_NP = get_bridge("numpy")
 
 #: Where env adapter tags live in contract metadata (ADP-136).
 ENV_TAGS_KEY = _keys.ENV_TAGS_KEY
-
-
-def new_episode_id() -> str:
-    """A fresh local episode id: ``uuid4().hex`` (DELTA-31)."""
-    return uuid.uuid4().hex
 
 
 def resolve_adapter(spec: Any, contract: Any, *, trust_entrypoints: bool) -> Any:
@@ -207,37 +216,176 @@ def box_caster(space: Any) -> Callable[[Any], Any] | None:
 # -- routes ----------------------------------------------------------------------------------
 
 
+@runtime_checkable
+class Route(Protocol):
+    """How a session turns env observations into env-ready actions (local, served or random).
+
+    ``bind`` once against the opened env side (its ``contract``, ``action_space``,
+    ``single_action_space`` and whether its observations are already canonical);
+    then per lane ``begin_episode`` / ``end_episode``; ``predict`` for one
+    observation (a single env) or ``predict_lanes`` for a whole batch (a vector env:
+    ``rolling[i]`` marks a lane whose action the env ignores this step; the route
+    writes each lane's action into ``last_action`` and returns the batched action).
+    ``chunk_pos`` / ``chunk_len`` are read only (the viewer's HUD).
+    """
+
+    @property
+    def horizon(self) -> int:
+        """Env steps one forward covers (the effective execution horizon)."""
+        ...
+
+    @property
+    def spec_less(self) -> bool:
+        """Whether the model sees the raw env values (no adapter)."""
+        ...
+
+    def bind(self, env: Any, *, lanes: int = 1) -> None: ...
+
+    def begin_episode(self, episode_id: str, seed: int | None, lane: int = 0) -> None: ...
+
+    def end_episode(self, episode_id: str, lane: int = 0) -> None: ...
+
+    def predict(self, observation: Any) -> Any: ...
+
+    def predict_lanes(self, observation: Any, rolling: Sequence[bool], last_action: list[Any]) -> Any: ...
+
+    @property
+    def chunk_pos(self) -> int:
+        """1-based position in the chunk being replayed (0: none; the viewer's HUD reads it)."""
+        ...
+
+    @property
+    def chunk_len(self) -> int:
+        """Frames of the chunk being replayed (0: none)."""
+        ...
+
+    def advisories(self) -> tuple[Any, ...]: ...
+
+    def close(self) -> None: ...
+
+
+def _sample_lanes(space: Any, n: int, last_action: list[Any], rolling: Sequence[bool] | None) -> Any:
+    """Fill ``last_action`` with a sample for every lane (or only the rolling lanes still without one)."""
+    for lane in range(n):
+        if rolling is None or (rolling[lane] and last_action[lane] is None):
+            last_action[lane] = space.sample()
+    return _NP.tree_stack(last_action)
+
+
 class RandomRoute:
     """``RANDOM_SAMPLE``: every predict samples the env's action space (MOD-29)."""
 
     horizon = 1
     spec_less = True
+    chunk_pos = 0
+    chunk_len = 0
 
     def __init__(self) -> None:
         self._sample: Callable[[], Any] | None = None
         self._space: Any = None
+        self._single: Any = None
+        self._vector = False
 
-    def bind(self, conn: Any) -> None:
-        space = conn.action_space
+    def bind(self, env: Any, *, lanes: int = 1) -> None:
+        space = env.action_space
         if space is None or not callable(getattr(space, "sample", None)):
             raise TypeError("RANDOM_SAMPLE needs an env whose action_space has sample()")
         self._space = space
         self._sample = space.sample
+        self._vector = bool(getattr(env, "is_vector", False))
+        self._single = getattr(env, "single_action_space", space) if self._vector else space
 
-    def begin_episode(self, episode_id: str, seed: int | None) -> None:
-        # A seeded episode samples reproducibly: the action space is seeded with it too.
-        if seed is not None and callable(getattr(self._space, "seed", None)):
+    def begin_episode(self, episode_id: str, seed: int | None, lane: int = 0) -> None:
+        # A seeded episode samples reproducibly: the action space is seeded with it too
+        # (a vector env's lanes sample the per-lane space unseeded).
+        if not self._vector and seed is not None and callable(getattr(self._space, "seed", None)):
             self._space.seed(seed)
 
-    def end_episode(self, episode_id: str) -> None:
+    def end_episode(self, episode_id: str, lane: int = 0) -> None:
         pass
 
     def predict(self, observation: Any) -> Any:
         assert self._sample is not None
         return self._sample()
 
+    def predict_lanes(self, observation: Any, rolling: Sequence[bool], last_action: list[Any]) -> Any:
+        """One sample of the per-lane action space per lane."""
+        return _sample_lanes(self._single, len(last_action), last_action, None)
+
+    def advisories(self) -> tuple[Any, ...]:
+        return ()
+
     def close(self) -> None:
         pass
+
+
+class ServedRoute:
+    """A served model's route (``client.RemoteRoute``: one model lane per env lane) in the :class:`Route` shape."""
+
+    chunk_pos = 0
+    chunk_len = 0
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model = inner  # what a Session's repr names
+        self._single: Any = None
+
+    @property
+    def horizon(self) -> int:
+        return int(self.inner.horizon)
+
+    @property
+    def spec_less(self) -> bool:
+        return bool(self.inner.spec_less)
+
+    def bind(self, env: Any, *, lanes: int = 1) -> None:
+        self._single = getattr(env, "single_action_space", None)
+        self.inner.bind(env, lanes=lanes)
+
+    def begin_episode(self, episode_id: str, seed: int | None, lane: int = 0) -> None:
+        self.inner.begin_episode(episode_id, seed, lane)
+
+    def end_episode(self, episode_id: str, lane: int = 0) -> None:
+        self.inner.end_episode(episode_id, lane)
+
+    def predict(self, observation: Any) -> Any:
+        return self.inner.predict(observation)
+
+    def predict_lanes(self, observation: Any, rolling: Sequence[bool], last_action: list[Any]) -> Any:
+        """One request per lane that needs an action; a rolling lane repeats its last one."""
+        n = len(last_action)
+        per_obs = _NP.tree_unstack(to_numpy_tree(observation), n)
+        predict_lane = self.inner.predict_lane
+        for lane in range(n):
+            if not rolling[lane]:
+                last_action[lane] = predict_lane(per_obs[lane], lane)
+        return _sample_lanes(self._single, n, last_action, rolling)
+
+    def advisories(self) -> tuple[Any, ...]:
+        return ()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def as_route(route: Any) -> Route:
+    """``route`` in the :class:`Route` shape, as is when it has every member of the protocol.
+
+    The client's ``RemoteRoute`` (one model lane per env lane: ``predict_lane``) is
+    wrapped once in a :class:`ServedRoute`.
+    """
+    return route if isinstance(route, Route) else ServedRoute(route)
+
+
+def has_tensor_leaf(tree: Any) -> bool:
+    """Whether a value tree holds a :class:`~rlmesh.Tensor` leaf (a dtype numpy cannot hold)."""
+    if isinstance(tree, Tensor):
+        return True
+    if isinstance(tree, Mapping):
+        return any(has_tensor_leaf(v) for v in tree.values())
+    if isinstance(tree, (list, tuple)):
+        return any(has_tensor_leaf(v) for v in tree)
+    return False
 
 
 #: MOD-37 drift tolerance: ``max(noise_floor * 8, 1e-6)``.
@@ -379,7 +527,10 @@ class LocalRoute:
         self.bridge = model._bridge
         self.horizon = execution_horizon if cs.has_chunk else 1
         self.store = EpisodeStore()
-        self.queue: deque[Any] = deque()
+        self.queue: deque[Any] = deque()  # lane 0's replay queue (a single env's)
+        self.queues: list[deque[Any]] = [self.queue]
+        self.lane_episode: list[str] = [""]
+        self.single_action_space: Any = None
         self.adapter: Any = None
         self.spec_less = True
         self.placements: list[tuple[tuple[Any, ...], bool]] = []
@@ -390,6 +541,10 @@ class LocalRoute:
         self.chunk_len = 0
         self._warned_short = False
         self.env_plain = False
+        #: The env's observations are canonical already (a remote env): they may carry
+        #: Tensor leaves, looked for on the first observation of an episode.
+        self.env_canonical = False
+        self._probe_plain = False
         self.identity_decode = self.bridge.name == "numpy"
         #: The env observation as its space's canonical tree (what a served model receives),
         #: so every path hands the model the same values (issue 10 item 3); None: no space.
@@ -397,10 +552,31 @@ class LocalRoute:
 
     # -- binding -------------------------------------------------------------------------
 
+    def advisories(self) -> tuple[Any, ...]:
+        """The adapter's advisories (``()`` without an adapter or when they cannot be read)."""
+        adapter = self.adapter
+        if adapter is None:
+            return ()
+        adv = getattr(adapter, "advisories", ())
+        try:
+            return tuple(adv() if callable(adv) else adv)
+        except Exception:
+            return ()
+
     def bind(self, conn: Any, *, lanes: int = 1) -> None:
-        """Resolve the adapter(s) and fix the per-step pipeline (EVAL-10)."""
+        """Resolve the adapter(s) and fix the per-step pipeline (EVAL-10).
+
+        ``conn`` is the opened env side (or a server's bound contract): its
+        ``contract``, and ``canonical`` -- an env side whose observations already
+        are canonical trees (a remote env decodes them from the wire) is not
+        canonicalised a second time.
+        """
         model = self.model
-        self.canonical = observation_plan(getattr(conn.contract, "observation_space", None))
+        self.env_canonical = bool(getattr(conn, "canonical", False))
+        self.canonical = None if self.env_canonical else observation_plan(getattr(conn.contract, "observation_space", None))
+        self.single_action_space = getattr(conn, "single_action_space", None)
+        self.queues = [self.queue] + [deque() for _ in range(lanes - 1)]
+        self.lane_episode = [""] * lanes
         self.adapter = resolve_adapter(model._spec, conn.contract, trust_entrypoints=self.trust)
         self.adapters = [self.adapter] + [
             resolve_adapter(model._spec, conn.contract, trust_entrypoints=self.trust)
@@ -447,18 +623,22 @@ class LocalRoute:
 
     # -- episodes ------------------------------------------------------------------------
 
-    def begin_episode(self, episode_id: str, seed: int | None) -> None:
-        self.episode_id = episode_id
-        self._discard_prefetch()  # DELTA-40: a chunk prefetched across an episode boundary is thrown away
-        self.queue.clear()  # EVAL-50: no replay bleed across episodes
-        self.chunk_pos = self.chunk_len = 0
+    def begin_episode(self, episode_id: str, seed: int | None, lane: int = 0) -> None:
+        """Lane ``lane`` starts an episode: no replay bleed, fresh frame windows, a context entry."""
+        if lane == 0:
+            self.episode_id = episode_id
+            self._discard_prefetch()  # DELTA-40: a chunk prefetched across an episode boundary is thrown away
+            self.chunk_pos = self.chunk_len = 0
+            self._probe_plain = self.env_canonical
+        self.lane_episode[lane] = episode_id
+        self.queues[lane].clear()  # EVAL-50: no replay bleed across episodes
         if self.any_ctx:
             self.store.begin(episode_id, seed)
-        for adapter in self.adapters:
-            if adapter is not None:
-                adapter.reset()
+        adapter = self.adapters[lane]
+        if adapter is not None:
+            adapter.reset()
 
-    def end_episode(self, episode_id: str) -> None:
+    def end_episode(self, episode_id: str, lane: int = 0) -> None:
         """The end edge: drop the context entry, then the model's hook (DELTA-30)."""
         self.store.end(episode_id)
         self.model._fire_episode_end(episode_id)
@@ -469,7 +649,8 @@ class LocalRoute:
         if pool is not None:
             pool.shutdown(wait=True)
         self.store.clear()
-        self.queue.clear()
+        for queue in self.queues:
+            queue.clear()
 
     # -- asynchronous prefetch (DELTA-40) --------------------------------------------------
 
@@ -550,6 +731,9 @@ class LocalRoute:
 
     def predict(self, observation: Any) -> Any:
         """One env observation -> one env-ready action, replaying queued chunk frames first."""
+        if self._probe_plain:  # a remote env's first observation of the episode
+            self._probe_plain = False
+            self.env_plain = has_tensor_leaf(observation)
         if self.queue:
             self.chunk_pos += 1
             if self.prefetch_lead and self._pending is None and len(self.queue) <= self.prefetch_lead:
@@ -575,3 +759,84 @@ class LocalRoute:
             self.chunk_pos, self.chunk_len = 1, len(frames)
             out = frames[0]
         return self.env_action(out)
+
+    def predict_lanes(self, observation: Any, rolling: Sequence[bool], last_action: list[Any]) -> Any:
+        """One batched env action for all lanes (EVAL-61..63, MOD-35).
+
+        Lanes that need a model forward this step (not rolling, nothing queued) are
+        fused into one call of the batched corner when the model has one (EVAL-69),
+        else the model is called per lane; a lane with queued chunk frames replays
+        the next one; a rolling lane repeats its last action (the env ignores it).
+        """
+        n = len(last_action)
+        if self._probe_plain:
+            self._probe_plain = False
+            self.env_plain = has_tensor_leaf(observation)
+        cs = self.corners
+        bridge = self.bridge
+        h = self.horizon
+        queues = self.queues
+        need = [i for i in range(n) if not rolling[i] and not queues[i]]
+        chunked = h > 1
+        batched = (cs.predict_chunk_batch if chunked else None) or (None if chunked and cs.predict_chunk else cs.predict_batch)
+        per_lane_actions: list[Any] = [None] * n
+        if batched is None and not chunked and self.spec_less:
+            # Spec-less predict-only route: the whole batch goes to predict (DELTA-49).
+            x = observation if self.identity_decode and not self.env_plain else bridge.decode(to_numpy_tree(observation))
+            ctx = self.store.next("") if self.wants_ctx else None
+            out = cs.predict(x, ctx)  # type: ignore[misc]
+            try:
+                lanes_out = bridge.tree_unstack(out, n)
+            except (ValueError, TypeError):
+                raise TypeError(
+                    f"predict received a batch of {n} observations from a vector env and must return "
+                    f"{n} actions (a leading lane axis); define predict_batch for batched inference, "
+                    "or serve the env as lanes"
+                ) from None
+            for lane in range(n):
+                last_action[lane] = lanes_out[lane]
+            return bridge.encode(out) if not self.identity_decode else out
+        obs_np = to_numpy_tree(observation) if self.env_plain else observation
+        if need:
+            inputs: list[Any] = []
+            if batched is not None and len(need) == n and self.spec_less and self.identity_decode:
+                inputs_batch = obs_np  # fast path: the env's batch is the model's batch (EVAL-63)
+            else:
+                per_obs = _NP.tree_unstack(obs_np, n)
+                inputs = [self.model_input(per_obs[i], i) for i in need]
+                inputs_batch = bridge.tree_stack(inputs) if batched is not None else None
+            eids = self.lane_episode
+            if batched is not None:
+                ctxs = [self.store.next(eids[i]) for i in need] if self.cs_wants(chunked, True) else None
+                fused: Any = batched
+                out = fused(inputs_batch, h, ctxs) if chunked else fused(inputs_batch, ctxs)
+                outs = bridge.tree_unstack(out, len(need))
+            else:
+                outs = []
+                for j, i in enumerate(need):
+                    ctx = self.store.next(eids[i]) if self.cs_wants(chunked, False) else None
+                    fn: Any = cs.predict_chunk if chunked else cs.predict
+                    outs.append(fn(inputs[j], h, ctx) if chunked else fn(inputs[j], ctx))
+            for j, i in enumerate(need):
+                if chunked:
+                    frames = self.chunk_frames(outs[j])
+                    queues[i].extend(frames[1:])
+                    per_lane_actions[i] = self.env_action(frames[0], i)
+                else:
+                    per_lane_actions[i] = self.env_action(outs[j], i)
+        replay_obs: list[Any] | None = None
+        for i in range(n):
+            if per_lane_actions[i] is None:
+                if queues[i] and not rolling[i]:
+                    adapter = self.adapters[i]
+                    if adapter is not None:  # DELTA-69: keep frame windows consecutive
+                        if replay_obs is None:
+                            replay_obs = _NP.tree_unstack(obs_np, n)
+                        adapter.observe(replay_obs[i])
+                    per_lane_actions[i] = self.env_action(queues[i].popleft(), i)
+                else:  # a rolling lane: the env ignores its action
+                    per_lane_actions[i] = last_action[i]
+                    if per_lane_actions[i] is None:
+                        per_lane_actions[i] = self.single_action_space.sample()
+            last_action[i] = per_lane_actions[i]
+        return _NP.tree_stack(per_lane_actions)

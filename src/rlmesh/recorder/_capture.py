@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .._metadata import sanitize_metadata
 from ..adapters import Image
 from ..eval._hooks import RunHooks
-from ..view._sources import discover_sources, normalize_frame, render_thunk
+from ..view._sources import context_env, discover_sources, normalize_frame, render_thunk
 from ._encode import VideoWriter
 from ._lerobot import observation_state
 from ._reader import open_inside, sniff_video
@@ -145,7 +145,7 @@ def _resolve_cameras(context: Any, cameras: Sequence[str] | None) -> list[_Camer
         if name in by_label:  # "render" is a declared role named render if any, else render()
             out.append(_source_camera(by_label[name], label=name))
         elif name in ("render", "render()"):
-            env = getattr(getattr(context, "_conn", None), "env", None)
+            env = context_env(context)
             thunk = render_thunk(env)
             if thunk is None:
                 out.append(_Camera(name, _no_render, explicit_role=True))

@@ -22,7 +22,7 @@ import numpy as np
 from .._dtypes import np_dtype
 from .._envkit.checks import Checks, failure_text, path_text
 from .._envkit.results import lane_final_info, next_step_violation
-from .._ids import uuid7 as new_episode_id
+from .._ids import new_episode_id
 from .._plan import ValuePlan, value_plan
 from ..errors import CODE_NUMBERS, EnvironmentException, ProtocolException, is_recoverable_exception
 from ..wire import messages as m

@@ -290,5 +290,6 @@ def _contract_metadata(metadata: Any) -> dict[str, Any] | None:
     mode = md.get("autoreset_mode")
     if mode is not None and hasattr(mode, "value"):
         md["autoreset_mode"] = mode.value
-    return normalize(md)
+    out: dict[str, Any] = normalize(md)
+    return out
 

@@ -64,11 +64,13 @@ from ..adapters import Image, observation_roles
 
 __all__ = [
     "FrameSource",
+    "context_env",
     "discover_sources",
     "has_rgb_render",
     "image_leaves",
     "lane_slice",
     "normalize_frame",
+    "register_render_target",
     "render_thunk",
     "select_index",
     "source_labels",
@@ -287,14 +289,27 @@ def _declared_image_roles(contract: Any) -> tuple[str, ...]:
         return ()
 
 
-def _context_env(context: Any) -> Any:
-    conn = getattr(context, "_conn", None)
-    if conn is None and hasattr(context, "_connect"):
+#: How to find the env behind a run's context (the drive registers one for its sessions):
+#: the viewer asks these instead of reaching into the context.
+_RENDER_TARGETS: list[Callable[[Any], Any]] = []
+
+
+def register_render_target(resolver: Callable[[Any], Any]) -> None:
+    """Register ``resolver(context) -> env | None``: the object whose ``render()`` shows ``context``'s env."""
+    if resolver not in _RENDER_TARGETS:
+        _RENDER_TARGETS.append(resolver)
+
+
+def context_env(context: Any) -> Any:
+    """The env whose ``render()`` shows a run's ``context`` (a session), or ``None``."""
+    for resolve in _RENDER_TARGETS:
         try:
-            conn = context._connect()
+            env = resolve(context)
         except Exception:
-            conn = None
-    return getattr(conn, "env", None)
+            env = None
+        if env is not None:
+            return env
+    return None
 
 
 def _num_envs(context: Any) -> int:
@@ -319,7 +334,7 @@ def discover_sources(context: Any, *, env: Any = None, leaves: bool = True) -> t
     vector = _num_envs(context) > 1
     out: list[FrameSource] = []
     if has_rgb_render(render_mode):
-        thunk = render_thunk(env if env is not None else _context_env(context))
+        thunk = render_thunk(env if env is not None else context_env(context))
         if thunk is not None:
             label = source_labels(roles, render_mode)[0]
             render_fn = thunk
