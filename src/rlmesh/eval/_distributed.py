@@ -490,11 +490,13 @@ class _Driver:
         try:
             if backend is None:
                 return
-            for slot in list(self.started_at):  # still starting: nothing to finish, stop them now
-                backend.kill(slot)
             if self.pool is None:
+                for slot in list(self.started_at):  # still starting: nothing to finish, stop them now
+                    backend.kill(slot)
                 backend.close(force=force)
                 return
+            # a pool's worker still setting up is released like the others (once set up), so
+            # the pool keeps its n workers warm
             try:
                 slots = range(self.n)
                 if self.tainted:  # the workers' state is unknown: stop them; the pool replaces them
