@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_distributed import Walk, cart_policy, children, driver_env, key, procs_alive, read_ints, sign_policy
+from test_distributed import (
+    Walk,
+    cart_policy,
+    children,
+    driver_env,
+    key,
+    procs_alive,
+    read_ints,
+    sign_policy,
+)
 
 import rlmesh
 from conftest import require
