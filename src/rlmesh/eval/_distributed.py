@@ -18,6 +18,12 @@ Outcomes, and what the driver does:
   gets a fresh worker;
 - *a worker could not set up* (env or model failed to build): the run fails with that error;
 - ``KeyboardInterrupt`` (Ctrl-C): every worker is stopped, ``on_run_end`` fires, it propagates.
+
+With ``workers=Workers(...)`` the run starts its workers and stops them at the end. With a
+:class:`WorkerPool` (``Workers(...).start()``) the workers outlive the run: the run hands
+them its job, and at the end they release the run's env and model (workers still
+running an episode the run no longer needs, or all of the run's after Ctrl-C, are stopped
+instead and replaced when the next run starts).
 """
 
 from __future__ import annotations

@@ -10,8 +10,12 @@ episode that worker held.
 
 Start method: ``forkserver`` where available (Linux, macOS), preloading rlmesh, so a
 worker starts in milliseconds without inheriting the driver's threads or sockets;
-``spawn`` elsewhere. The fork server (and multiprocessing's resource tracker) this run started are
-stopped when the run ends.
+``spawn`` elsewhere. The fork server (and multiprocessing's resource tracker) this run (or
+:class:`~rlmesh.eval.WorkerPool`) started are stopped when the run ends (the pool is closed).
+
+A worker starts without a job: the driver sends each run's job, the worker builds that
+run's env and model (closing the previous run's), runs episodes, and on ``release``
+closes them again and waits for the next job (a pool's worker lives across runs).
 
 Worker life: it ignores SIGINT (Ctrl-C in a terminal reaches the whole process group;
 the driver decides), turns SIGTERM into ``SystemExit`` so its env and model are closed,

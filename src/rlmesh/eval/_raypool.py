@@ -2,8 +2,9 @@
 
 The run uses the Ray this process already initialized, connects to ``Workers(address=...)``
 (``"auto"`` or an address), or starts a local Ray and shuts it down when the run ends.
-Every actor gets the pickled job once (``ray.put``), builds its env and model in
-``setup`` and runs one episode per ``run`` call; actors are created with
+Every run puts its pickled job once (``ray.put``); each actor gets it in ``setup``, builds
+its env and model (closing a previous run's), runs one episode per ``run`` call and, in a
+:class:`~rlmesh.eval.WorkerPool`, closes them on ``release`` and waits for the next run; actors are created with
 ``max_restarts=0`` so a lost actor (killed process, removed node) surfaces as a
 ``RayActorError`` on its pending call, which the driver turns into a retry elsewhere.
 Each actor asks for ``resources`` (``{"CPU": 1, "GPU": 0.5, "my_res": 1}``); by default an
