@@ -62,6 +62,11 @@ def broken_env() -> Walk:
     raise ValueError("this env cannot be built (on purpose)")
 
 
+def suicide_env() -> Walk:
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")
+
+
 def pool_of(n: int, **kw: Any) -> rlmesh.WorkerPool:
     return rlmesh.Workers(n=n, backend="processes", progress=False, **kw).start()
 
@@ -232,3 +237,38 @@ def test_a_pool_left_open_is_closed_when_the_interpreter_exits(tmp_path: Path) -
     workers = read_ints(pids)
     assert len(workers) == 2
     assert wait_gone(workers) == []
+
+
+def test_a_run_smaller_than_the_pool_uses_part_of_it_and_fails_cleanly_when_its_workers_are_lost(tmp_path: Path) -> None:
+    with pool_of(3, max_retries=1) as pool:
+        small = rlmesh.run(sign_policy, Walk, seeds=[7], workers=pool)
+        assert [w.worker for w in small.workers] == ["w0"] and small.num_episodes == 1
+        with pytest.raises(rlmesh.eval.WorkerLost, match="every worker was lost"):
+            rlmesh.run(sign_policy, suicide_env, seeds=[7], workers=pool)  # the two idle workers do not keep it waiting
+        after = rlmesh.run(sign_policy, Walk, seeds=[7, 8, 9], workers=pool)
+        assert key(after) == key(rlmesh.run(sign_policy, Walk(), seeds=[7, 8, 9]))
+
+
+def test_a_pool_runs_one_run_at_a_time(tmp_path: Path) -> None:
+    import threading
+
+    built = tmp_path / "built"
+    errors: list[BaseException] = []
+    with pool_of(1) as pool:
+
+        def slow() -> None:
+            try:
+                rlmesh.run(sign_policy, functools.partial(Walk, pids=str(built), sleep_s=0.05), seeds=list(range(4)), workers=pool)
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        thread = threading.Thread(target=slow)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not built.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(RuntimeError, match="is running another run"):
+            rlmesh.run(sign_policy, Walk, seeds=[1], workers=pool)
+        thread.join(60)
+        assert not thread.is_alive() and errors == []
+        assert rlmesh.run(sign_policy, Walk, seeds=[1], workers=pool).num_episodes == 1

@@ -288,6 +288,12 @@ class _Driver:
             self.backend.spawn(slot, label)
         self.backend.assign(slot, label)
 
+    def _alive(self) -> int:
+        """Live workers of this run (a pool may hold more than the run uses)."""
+        if self.pool is None:
+            return int(self.backend.alive())
+        return int(self.backend.alive(range(self.n)))
+
     def _work_left(self) -> bool:
         return bool(self.pending) or any(self.inflight.values())
 
@@ -359,7 +365,7 @@ class _Driver:
         if self.plain_hooks is not None and (self.failure is None or index < self.failure[0]):
             self.plain_hooks.on_episode_start(episode=index, seed=result.seed)
             self.plain_hooks.on_episode_end(result)
-        self.progress.update(episode=result, alive=self.backend.alive())
+        self.progress.update(episode=result, alive=self._alive())
 
     def _absorb(self) -> None:
         """Feed the worker-hooks products to the driver side in episode order."""
@@ -409,7 +415,7 @@ class _Driver:
         if self._work_left() and self.spawns_left > 0:
             self.spawns_left -= 1
             self._spawn(slot)
-        elif self._work_left() and not self.ready and self.backend.alive() == 0:
+        elif self._work_left() and not self.ready and self._alive() == 0:
             raise WorkerLost(f"every worker was lost and no replacement is left ({reason})")
 
     def _handle(self, event: tuple[Any, ...]) -> None:
@@ -483,7 +489,7 @@ class _Driver:
                     self._dispatch()
                     self.tainted = False
                     self._check_startup()
-                    self.progress.update(alive=self.backend.alive())
+                    self.progress.update(alive=self._alive())
         except BaseException as exc:
             error = exc
             if not isinstance(exc, Exception):

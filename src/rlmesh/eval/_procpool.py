@@ -30,6 +30,7 @@ import multiprocessing.connection
 import signal
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,8 +222,10 @@ class ProcessBackend:
         proc = self.procs.get(slot)
         return proc is not None and not proc.dead and _send(proc.conn, task)
 
-    def alive(self) -> int:
-        return sum(1 for p in self.procs.values() if not p.dead)
+    def alive(self, slots: Iterable[int] | None = None) -> int:
+        """Live workers (of ``slots`` only, when given)."""
+        wanted = set(self.procs) if slots is None else set(slots)
+        return sum(1 for slot, p in self.procs.items() if not p.dead and slot in wanted)
 
     def poll(self, timeout: float) -> list[tuple[Any, ...]]:
         """Wait up to ``timeout`` seconds; return ``(kind, slot, ...)`` events."""

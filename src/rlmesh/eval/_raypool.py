@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import DependencyMissing
@@ -151,8 +152,10 @@ class RayBackend:
         self.refs[self.actors[slot].run.remote(*task)] = slot
         return True
 
-    def alive(self) -> int:
-        return sum(1 for slot in self.actors if slot not in self.dead)
+    def alive(self, slots: Iterable[int] | None = None) -> int:
+        """Live actors (of ``slots`` only, when given)."""
+        wanted = set(self.actors) if slots is None else set(slots)
+        return sum(1 for slot in self.actors if slot not in self.dead and slot in wanted)
 
     def poll(self, timeout: float) -> list[tuple[Any, ...]]:
         if not self.refs:
