@@ -47,7 +47,14 @@ from ._procpool import ProcessBackend
 from ._progress import RunProgress
 from ._raypool import RayBackend, import_ray
 from ._results import EpisodeResult, RunResult, TelemetryRow
-from ._workers import EpisodeRetry, WorkerLost, Workers, WorkerStats, default_processes
+from ._workers import (
+    EpisodeRetry,
+    WorkerLost,
+    Workers,
+    WorkerStats,
+    default_processes,
+    register_pool_type,
+)
 
 __all__ = ["WorkerPool", "run_distributed"]
 
@@ -557,6 +564,9 @@ class _Driver:
         if error is not None:
             raise error
         return result
+
+
+register_pool_type(WorkerPool)
 
 
 def run_distributed(

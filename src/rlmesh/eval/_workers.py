@@ -26,6 +26,15 @@ __all__ = ["BACKENDS", "EpisodeRetry", "WorkerLost", "WorkerTiming", "Workers", 
 #: The backends a distributed run can use.
 BACKENDS = ("processes", "ray")
 
+#: :class:`~rlmesh.eval.WorkerPool`, registered by the driver module (which imports this one).
+_POOL_TYPE: Any = None
+
+
+def register_pool_type(pool_type: type) -> None:
+    """Called once by ``rlmesh.eval._distributed``: the class :meth:`Workers.start` returns."""
+    global _POOL_TYPE
+    _POOL_TYPE = pool_type
+
 
 class WorkerLost(RLMeshException, ConnectionError):
     """Workers died and an episode could not be finished within ``max_retries`` re-runs.
@@ -121,9 +130,10 @@ class Workers:
             TimeoutError: a worker did not start in time (Ray: resources unavailable).
             RuntimeError: a worker died while starting.
         """
-        from ._distributed import WorkerPool  # the driver imports this module
-
-        return WorkerPool(self)
+        if _POOL_TYPE is None:  # pragma: no cover - rlmesh.eval always imports the driver
+            raise RuntimeError("rlmesh.eval._distributed is not loaded: import rlmesh first")
+        pool: WorkerPool = _POOL_TYPE(self)
+        return pool
 
     def resolved_backend(self) -> str:
         """The backend this run uses (``backend=None`` resolved as documented)."""
@@ -149,9 +159,7 @@ def normalize_workers(workers: Any) -> Workers | WorkerPool | None:
         return None
     if isinstance(workers, Workers):
         return workers
-    from ._distributed import WorkerPool  # the driver imports this module
-
-    if isinstance(workers, WorkerPool):
+    if _POOL_TYPE is not None and isinstance(workers, _POOL_TYPE):
         if workers.closed:
             raise ValueError(f"workers={workers!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()")
         return workers
