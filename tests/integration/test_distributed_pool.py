@@ -34,19 +34,6 @@ from conftest import require
 gym = require("gymnasium")
 
 
-class ClosingWalk(Walk):
-    """A :class:`Walk` that appends its pid to ``closed`` when it is closed."""
-
-    def __init__(self, *, closed: str = "", **kw: Any) -> None:
-        super().__init__(**kw)
-        self.closed = closed
-
-    def close(self) -> None:
-        if self.closed:
-            with open(self.closed, "a") as fh:
-                fh.write(f"{os.getpid()}\n")
-
-
 class BarrierWalk(Walk):
     """A :class:`Walk` whose construction waits until ``n`` envs wrote their pid to ``pids``
     (bounded): every worker of the run takes part, however slowly the others set up."""
@@ -60,6 +47,19 @@ class BarrierWalk(Walk):
 
 def broken_env() -> Walk:
     raise ValueError("this env cannot be built (on purpose)")
+
+
+class ClosingWalk(BarrierWalk):
+    """A :class:`BarrierWalk` that appends its pid to ``closed`` when it is closed."""
+
+    def __init__(self, *, closed: str = "", **kw: Any) -> None:
+        super().__init__(**kw)
+        self.closed = closed
+
+    def close(self) -> None:
+        if self.closed:
+            with open(self.closed, "a") as fh:
+                fh.write(f"{os.getpid()}\n")
 
 
 def suicide_env() -> Walk:
@@ -123,11 +123,12 @@ def test_two_runs_on_one_pool_equal_one_process_and_reuse_the_same_workers(tmp_p
 
 def test_between_runs_the_workers_hold_no_env(tmp_path: Path) -> None:
     built, closed = tmp_path / "built", tmp_path / "closed"
-    env = functools.partial(ClosingWalk, pids=str(built), closed=str(closed), sleep_s=0.01)
+    env = functools.partial(ClosingWalk, n=2, pids=str(built), closed=str(closed))
     with pool_of(2) as pool:
         rlmesh.run(sign_policy, env, seeds=list(range(6)), workers=pool)
         assert sorted(read_ints(closed)) == sorted(read_ints(built))  # every env built was closed
         assert len(read_ints(built)) == 2
+        env = functools.partial(ClosingWalk, n=4, pids=str(built), closed=str(closed))
         rlmesh.run(sign_policy, env, seeds=list(range(6)), workers=pool)
         assert len(read_ints(built)) == 4 and sorted(read_ints(closed)) == sorted(read_ints(built))
 

@@ -117,6 +117,9 @@ def test_two_runs_on_a_ray_pool_equal_one_process_on_the_same_actors(ray_local: 
     pool = rlmesh.Workers(n=2, backend="ray", progress=False).start()
     try:
         assert pool.backend == "ray" and pool.n == 2 and pool.startup_seconds > 0
+        deadline = time.monotonic() + 30
+        while ray_local.available_resources().get("CPU", 0) > 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert ray_local.available_resources().get("CPU", 0) == 0  # both actors hold their CPU share
         first = rlmesh.run(cart_policy, "CartPole-v1", seeds=seeds, workers=pool)
         second = rlmesh.run(cart_policy, "CartPole-v1", seeds=seeds, workers=pool)
