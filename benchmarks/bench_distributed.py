@@ -11,7 +11,9 @@ Scenarios (each reported as the median and range of interleaved pairs, single fi
    balances for 500 steps. Goal: >= 1.6x on 2 cores.
 4. ``--ray``: scenario 1 on Ray actors (run it in a loopback-only network namespace,
    e.g. ``unshare -n sh -c 'ip link set lo up; python benchmarks/bench_distributed.py --ray'``);
-   the start-up of a local Ray is timed and reported on its own, outside the pairs.
+   the start-up of a local Ray is timed and reported on its own, outside the pairs. Twice:
+   actors started by every run (``workers=Workers(...)``, actor start-up included), then
+   on a warm pool (``workers=Workers(...).start()``) whose start-up is reported on its own.
 
 Timings include starting the workers (processes backend) every run; on a shared 2-core
 machine only same-run ratios mean anything.
@@ -163,6 +165,16 @@ def ray_scenario(args: Args) -> None:
             f"(range {min(actors):.2f}-{max(actors):.2f}; each is a new process that imports ray, then rlmesh)"
         )
         sleep_scenario(args, workers, f"{args.workers} Ray actors, actor start-up included")
+        t0 = time.perf_counter()
+        pool = rlmesh.Workers(n=args.workers, backend="ray", progress=False).start()
+        print(
+            f"[ray] warm pool of {args.workers} actors: start-up {pool.startup_seconds:.2f}s "
+            f"(rlmesh.Workers(...).start(), {time.perf_counter() - t0:.2f}s wall; once, outside the pairs below)"
+        )
+        try:
+            sleep_scenario(args, pool, f"warm pool of {args.workers} Ray actors, start-up excluded")
+        finally:
+            pool.close()
     finally:
         ray.shutdown()
 

@@ -19,7 +19,7 @@ from conftest import REQUIRE_ALL
 SPEC = Path(__file__).resolve().parents[3] / "shared" / "spec" / "api-surface.md"
 
 #: rlmesh's own public names beyond the reference's (DESIGN.md "Decisions").
-ROOT_ADDITIONS = {"SandboxInfo", "Workers"}
+ROOT_ADDITIONS = {"SandboxInfo", "Workers", "WorkerPool"}
 
 _CLASSES = ["EnvFactory", "Model", "RemoteEnv", "RemoteModel", "RemoteVectorEnv", "SandboxEnv", "SandboxVectorEnv",
             "SandboxBuild", "SandboxInfo", "SandboxModel", "SandboxRuntime"]  # fmt: skip

@@ -9,6 +9,7 @@ from ..models._context import PredictContext as PredictContext, predict_seed as 
 from ..models._sentinels import NO_ADAPTER as NO_ADAPTER, RANDOM_SAMPLE as RANDOM_SAMPLE
 from ..view._config import View as View
 from ._api import run as run, session as session
+from ._distributed import WorkerPool as WorkerPool
 from ._hooks import RunContext as RunContext, RunHooks as RunHooks, StepEvent as StepEvent
 from ._results import (
     EpisodeResult as EpisodeResult,
@@ -39,6 +40,7 @@ __all__ = [
     "TelemetryRow",
     "View",
     "WorkerLost",
+    "WorkerPool",
     "WorkerTiming",
     "Workers",
     "predict_seed",

@@ -23,7 +23,7 @@ from ..models._route import LocalRoute, RandomRoute
 from ..models._sentinels import RANDOM_SAMPLE
 from ..models._warn import user_stacklevel as _user_stacklevel
 from ..view._config import View, normalize_view
-from ._distributed import run_distributed
+from ._distributed import WorkerPool, run_distributed
 from ._hooks import RunHooks
 from ._results import RunResult
 from ._session import Session, new_session
@@ -246,7 +246,7 @@ def run(
     workflow_edition: str | None = None,
     trial_index_base: int = 0,
     prefetch_lead: int = 0,
-    workers: int | Workers | None = None,
+    workers: int | Workers | WorkerPool | None = None,
     journal: str | os.PathLike[str] | None = None,
 ) -> RunResult:
     """Drive ``model`` against ``env`` to completion and return a :class:`RunResult` (EVAL-1).

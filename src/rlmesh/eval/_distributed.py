@@ -18,12 +18,21 @@ Outcomes, and what the driver does:
   gets a fresh worker;
 - *a worker could not set up* (env or model failed to build): the run fails with that error;
 - ``KeyboardInterrupt`` (Ctrl-C): every worker is stopped, ``on_run_end`` fires, it propagates.
+
+With ``workers=Workers(...)`` the run starts its workers and stops them at the end. With a
+:class:`WorkerPool` (``Workers(...).start()``) the workers outlive the run: the run hands
+them its job, and at the end they release the run's env and model (workers still
+running an episode the run no longer needs, or all of the run's after Ctrl-C, are stopped
+instead and replaced when the next run starts).
 """
 
 from __future__ import annotations
 
+import atexit
+import threading
 import time
 import warnings
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -33,14 +42,21 @@ from ._budget import episode_budget, validate_caps
 from ._dhooks import driver_side_for
 from ._hooks import RunHooks
 from ._job import EnvRecipe, Job, Outcome, describe_target, dumps, env_recipe, model_recipe
-from ._journal import Journal, JournalSpec
+from ._journal import Journal
 from ._procpool import ProcessBackend
 from ._progress import RunProgress
 from ._raypool import RayBackend, import_ray
 from ._results import EpisodeResult, RunResult, TelemetryRow
-from ._workers import EpisodeRetry, WorkerLost, Workers, WorkerStats, default_processes
+from ._workers import (
+    EpisodeRetry,
+    WorkerLost,
+    Workers,
+    WorkerStats,
+    default_processes,
+    register_pool_type,
+)
 
-__all__ = ["run_distributed"]
+__all__ = ["WorkerPool", "run_distributed"]
 
 #: How long a worker may take to build its env and model before the run gives up on it.
 STARTUP_TIMEOUT_SECONDS = 600.0
@@ -48,6 +64,8 @@ STARTUP_TIMEOUT_SECONDS = 600.0
 POLL_SECONDS = 0.2
 #: Episodes handed to one worker at a time: the one it runs and the next, queued.
 PIPELINE_DEPTH = 2
+#: Seconds a pool's workers get to close a finished run's env and model before they are stopped.
+STOP_GRACE_SECONDS = 5.0
 
 
 def _refuse_step_hooks(hooks: Any) -> None:
@@ -112,10 +130,109 @@ def merge_telemetry(rows: Sequence[TelemetryRow]) -> tuple[TelemetryRow, ...]:
     return tuple(out)
 
 
-def _make_backend(cfg: Workers, job_bytes: bytes, journal_path: str | None, n: int) -> Any:
+def _make_backend(cfg: Workers, n: int) -> Any:
     if cfg.resolved_backend() == "ray":
-        return RayBackend(job_bytes, cfg, expected=n, journal_path=journal_path)
-    return ProcessBackend(job_bytes, JournalSpec(journal_path) if journal_path is not None else None)
+        return RayBackend(cfg, expected=n)
+    return ProcessBackend()
+
+
+def _close_backend(backend: Any) -> None:
+    """A pool's finalizer (``close()``, garbage collection, interpreter exit): stop every worker."""
+    try:
+        backend.close(force=False)
+    except Exception:
+        pass
+
+
+class WorkerPool:
+    """Warm workers reused by many runs: ``pool = rlmesh.Workers(n=8, backend="ray").start()``.
+
+    Pass it as ``workers=pool`` to ``rlmesh.run`` / ``Model.run`` / ``RemoteModel.run`` /
+    ``SandboxModel.run`` as often as you like: the worker processes (or Ray actors) are
+    started once, here, and each run only ships its job to them. Between runs the
+    workers hold no env and no model: each run's workers build the run's env and model
+    when it starts and close them when it ends.
+
+    - A worker lost during a run is replaced (as without a pool, within ``max_retries``);
+      a worker that died between runs is replaced when the next run starts.
+    - An episode that raises ends the run as without a pool; the workers still running
+      episodes the run no longer needs are stopped (their state is unknown) and
+      replaced at the next run, the others are reused.
+    - Ctrl-C (or any error not reported by a worker) stops every worker of that run, as
+      without a pool; the pool stays usable and starts fresh workers for the next run.
+    - One run at a time: a second run on a pool that is running one is refused.
+
+    Use it as a context manager, or call :meth:`close`; a pool still open when the
+    interpreter exits (or that is garbage-collected) is closed then, so no worker
+    outlives the driver. A pool on Ray shuts down the local Ray it started on close; a
+    Ray this process had already initialized (or ``address=``) is left running.
+
+    Attributes:
+        workers: The :class:`Workers` configuration it was started with.
+        n: Its number of workers (``Workers.n``, or the resolved default).
+        backend: ``"processes"`` or ``"ray"``.
+        startup_seconds: Wall time :meth:`Workers.start` took: starting Ray if needed,
+            then every worker process or actor until it answered.
+    """
+
+    def __init__(self, workers: Workers) -> None:
+        if not isinstance(workers, Workers):
+            raise TypeError(f"WorkerPool takes a rlmesh.Workers(...), got {type(workers).__name__}")
+        self.workers = workers
+        self.backend = workers.resolved_backend()
+        self._lock = threading.Lock()
+        t0 = time.perf_counter()
+        n = workers.n
+        if self.backend == "ray":
+            self._backend: Any = RayBackend(workers)  # starts (and then owns) a local Ray if none is running
+            n = n if n is not None else _ray_cpus()
+            self._backend.expected = n
+        else:
+            self._backend = ProcessBackend()
+            n = n if n is not None else default_processes()
+        self.n: int = n
+        self._finalizer = weakref.finalize(self, _close_backend, self._backend)
+        # before multiprocessing's own exit hook, which would wait for our workers forever
+        atexit.register(self._finalizer)
+        try:
+            for slot in range(n):
+                self._backend.spawn(slot, f"w{slot}")
+            self._backend.wait_started(list(range(n)), STARTUP_TIMEOUT_SECONDS)
+        except BaseException:
+            self.close()
+            raise
+        self.startup_seconds: float = time.perf_counter() - t0
+
+    @property
+    def closed(self) -> bool:
+        """``True`` once :meth:`close` ran."""
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        """Stop every worker (and a local Ray the pool started). Idempotent."""
+        self._finalizer()
+        atexit.unregister(self._finalizer)
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<WorkerPool {self.backend} n={self.n} {state}>"
+
+    def _lease(self) -> Any:
+        """The backend, for one run (released by :meth:`_unlease`)."""
+        if self.closed:
+            raise ValueError(f"workers={self!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()")
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError(f"workers={self!r} is running another run: a pool runs one run at a time")
+        return self._backend
+
+    def _unlease(self) -> None:
+        self._lock.release()
 
 
 class _Driver:
@@ -130,7 +247,9 @@ class _Driver:
         hooks: Any,
         journal: Journal | None,
         journal_path: str | None,
+        pool: WorkerPool | None = None,
     ) -> None:
+        self.pool = pool
         self.cfg = cfg
         self.plan = plan
         self.results: dict[int, EpisodeResult] = dict(done)
@@ -158,6 +277,8 @@ class _Driver:
         self.spawns_left = n * max(1, cfg.max_retries)
         self.run_started = False
         self.backend: Any = None
+        self.inherited: set[int] = set()  # pool slots whose worker was alive before this run
+        self.tainted = False  # the driver was interrupted mid-call: the workers' state is unknown
         self.progress = RunProgress(len(plan), n, enabled=cfg.progress)
         for index in sorted(done):
             self.progress.update(resumed=done[index])
@@ -170,7 +291,15 @@ class _Driver:
         label = f"w{slot}" if gen == 0 else f"w{slot}.{gen}"
         self.labels[slot] = label
         self.started_at[slot] = time.monotonic()
-        self.backend.spawn(slot, label)
+        if not self.backend.has_worker(slot):
+            self.backend.spawn(slot, label)
+        self.backend.assign(slot, label)
+
+    def _alive(self) -> int:
+        """Live workers of this run (a pool may hold more than the run uses)."""
+        if self.pool is None:
+            return int(self.backend.alive())
+        return int(self.backend.alive(range(self.n)))
 
     def _work_left(self) -> bool:
         return bool(self.pending) or any(self.inflight.values())
@@ -212,6 +341,7 @@ class _Driver:
 
     def _on_ready(self, slot: int, info: dict[str, Any]) -> None:
         self.ready.add(slot)
+        self.inherited.discard(slot)
         self.started_at.pop(slot, None)
         label = self.labels[slot]
         self.stats[label] = WorkerStats(label, str(info.get("host", "")), int(info.get("pid", 0)), str(info.get("node", "")))
@@ -242,7 +372,7 @@ class _Driver:
         if self.plain_hooks is not None and (self.failure is None or index < self.failure[0]):
             self.plain_hooks.on_episode_start(episode=index, seed=result.seed)
             self.plain_hooks.on_episode_end(result)
-        self.progress.update(episode=result, alive=self.backend.alive())
+        self.progress.update(episode=result, alive=self._alive())
 
     def _absorb(self) -> None:
         """Feed the worker-hooks products to the driver side in episode order."""
@@ -268,6 +398,12 @@ class _Driver:
         task = queue.popleft() if queue else None  # the episode it was running; the rest never started
         self.pending.extendleft(reversed(queue))
         label = self.labels.get(slot, f"w{slot}")
+        if slot in self.inherited:  # a pool worker that died between runs: replaced, not a retry
+            self.inherited.discard(slot)
+            self.started_at[slot] = time.monotonic()
+            self.backend.spawn(slot, label)
+            self.backend.assign(slot, label)
+            return
         if task is not None and self.failure is not None and task[0] > self.failure[0]:
             task = None  # the run ends before this episode (an earlier one raised): not needed
         if task is not None:
@@ -286,7 +422,7 @@ class _Driver:
         if self._work_left() and self.spawns_left > 0:
             self.spawns_left -= 1
             self._spawn(slot)
-        elif self._work_left() and not self.ready and self.backend.alive() == 0:
+        elif self._work_left() and not self.ready and self._alive() == 0:
             raise WorkerLost(f"every worker was lost and no replacement is left ({reason})")
 
     def _handle(self, event: tuple[Any, ...]) -> None:
@@ -337,30 +473,66 @@ class _Driver:
         error: BaseException | None = None
         try:
             if self._work_left():
-                self.backend = _make_backend(self.cfg, dumps(self.job, "run"), self.journal_path, self.n)
+                job_bytes = dumps(self.job, "run")
+                if self.pool is None:
+                    self.backend = _make_backend(self.cfg, self.n)
+                else:
+                    self.backend = self.pool._lease()
+                    self.inherited = {slot for slot in range(self.n) if self.backend.has_worker(slot)}
+                self.backend.set_job(job_bytes, self.journal_path)
+                for slot in range(self.n):  # start every missing worker first, then hand out the job
+                    if not self.backend.has_worker(slot):
+                        self.backend.spawn(slot, f"w{slot}")
                 for slot in range(self.n):
                     self._spawn(slot)
                 self.progress.update(alive=0)
                 while not self._finished():
+                    self.tainted = True  # until the backend call returns
                     events = self.backend.poll(POLL_SECONDS)
+                    self.tainted = False
                     for event in events:
                         self._handle(event)
+                    self.tainted = True
                     self._dispatch()
+                    self.tainted = False
                     self._check_startup()
-                    self.progress.update(alive=self.backend.alive())
+                    self.progress.update(alive=self._alive())
         except BaseException as exc:
             error = exc
+            if not isinstance(exc, Exception):
+                self.tainted = True  # Ctrl-C (or an exit) may have cut a call short anywhere
         self._stop(force=error is not None or self.failure is not None)
         return self._finish(error)
 
     def _stop(self, *, force: bool) -> None:
         backend, self.backend = self.backend, None
         try:
-            if backend is not None:
+            if backend is None:
+                return
+            if self.pool is None:
                 for slot in list(self.started_at):  # still starting: nothing to finish, stop them now
                     backend.kill(slot)
                 backend.close(force=force)
+                return
+            # a pool's worker still setting up is released like the others (once set up), so
+            # the pool keeps its n workers warm
+            try:
+                slots = range(self.n)
+                if self.tainted:  # the workers' state is unknown: stop them; the pool replaces them
+                    for slot in slots:
+                        backend.kill(slot)
+                    return
+                for slot in slots:  # still running an episode the run no longer needs
+                    if self.inflight.get(slot):
+                        backend.kill(slot)
+                backend.release([slot for slot in slots if backend.has_worker(slot)], STOP_GRACE_SECONDS)
+            except BaseException:
+                for slot in range(self.n):
+                    backend.kill(slot)
+                raise
         finally:
+            if self.pool is not None and backend is not None:
+                self.pool._unlease()
             self.progress.close()
 
     def _finish(self, error: BaseException | None) -> RunResult:
@@ -394,11 +566,14 @@ class _Driver:
         return result
 
 
+register_pool_type(WorkerPool)
+
+
 def run_distributed(
     open_session: Callable[..., Any],
     model: Any,
     env: Any,
-    workers: Workers,
+    workers: Workers | WorkerPool,
     *,
     seeds: Sequence[int] | None,
     max_episodes: int | None,
@@ -429,7 +604,12 @@ def run_distributed(
             raise TypeError(f"hooks must be a rlmesh.RunHooks, got {type(hooks).__name__}")
         if driver_side_for(hooks) is None:
             _refuse_step_hooks(hooks)
-    recipes, limit = env_recipe(env, workers.n)
+    pool: WorkerPool | None = None
+    if isinstance(workers, WorkerPool):
+        pool, workers = workers, workers.workers
+        if pool.closed:
+            raise ValueError(f"workers={pool!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()")
+    recipes, limit = env_recipe(env, pool.n if pool is not None else workers.n)
     mrecipe = model_recipe(model)
     side = driver_side_for(hooks) if hooks is not None else None
     job = Job(
@@ -472,7 +652,7 @@ def run_distributed(
             )
         done = {i: r for i, r in journal_obj.done().items() if i < count}
     left = count - len(done)
-    n = workers.n
+    n = pool.n if pool is not None else workers.n
     if n is None:
         if limit is not None:
             n = limit
@@ -490,6 +670,7 @@ def run_distributed(
         hooks=hooks,
         journal=journal_obj,
         journal_path=journal_path,
+        pool=pool,
     )
     return driver.run()
 

@@ -43,7 +43,7 @@ from ..models._sentinels import RANDOM_SAMPLE
 from ._results import EpisodeResult
 from ._targets import LocalContract, classify_target
 
-__all__ = ["EnvRecipe", "Job", "ModelRecipe", "WorkerCore", "dumps", "env_recipe", "model_recipe"]
+__all__ = ["EnvRecipe", "Job", "ModelRecipe", "WorkerCore", "WorkerHost", "dumps", "env_recipe", "model_recipe"]
 
 _ADDRESS = re.compile(r"^(tcp://|unix://|[\w.\-]+:\d+$|\d+$|\[[0-9a-fA-F:]+\]:\d+$)")
 
@@ -337,14 +337,7 @@ class WorkerCore:
         self.where = f"worker {label} (pid {os.getpid()})"
 
     def info(self) -> dict[str, Any]:
-        node = ""
-        try:
-            ray = sys.modules.get("ray")
-            if ray is not None and ray.is_initialized():
-                node = str(ray.get_runtime_context().get_node_id())
-        except Exception:
-            node = ""
-        return {"host": socket.gethostname(), "pid": os.getpid(), "node": node}
+        return worker_info()
 
     def setup(self) -> dict[str, Any]:
         """Build the env and the model, open the session (connects now: errors surface here)."""
@@ -387,7 +380,8 @@ class WorkerCore:
             journaled = True
         return Outcome(episode, tuple(res.telemetry), payload, journaled)
 
-    def close(self) -> None:
+    def close(self, *, keep_journal: bool = False) -> None:
+        """Close the session, the hooks and what setup built (and the journal unless ``keep_journal``)."""
         errors: list[BaseException] = []
         for thing in (self.hooks_side, self.session, *reversed(self.owned)):
             if thing is None:
@@ -398,10 +392,83 @@ class WorkerCore:
                 errors.append(exc)
         self.session = self.hooks_side = None
         self.owned = []
-        if self.journal is not None:
+        if self.journal is not None and not keep_journal:
             self.journal.close()
+            self.journal = None
         if errors:
             raise errors[0]
+
+
+def worker_info() -> dict[str, Any]:
+    """Where this worker runs: host name, pid and Ray node id (``""`` outside Ray)."""
+    node = ""
+    try:
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            node = str(ray.get_runtime_context().get_node_id())
+    except Exception:
+        node = ""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "node": node}
+
+
+class WorkerHost:
+    """One worker process across runs (both backends): the current run's :class:`WorkerCore`, or none.
+
+    ``setup`` drops the previous run's env and model and builds the new run's; ``run``
+    runs one episode (rebuilding first after an episode that raised: the env may be
+    unusable); ``release`` drops the env, the model and the journal, so a worker of a
+    :class:`~rlmesh.eval.WorkerPool` holds nothing between runs.
+    """
+
+    def __init__(self) -> None:
+        self.core: WorkerCore | None = None
+        self.broken = False
+
+    def setup(self, job_bytes: bytes, slot: int, label: str, open_journal: Callable[[], Any] | None) -> tuple[Any, ...]:
+        """``("ready", info)`` or ``("setup_failed", error)`` (the worker stays usable either way)."""
+        self.release()
+        journal = None
+        try:
+            journal = open_journal() if open_journal is not None else None
+            self.core = WorkerCore(job_bytes, slot, label, journal)
+        except Exception as exc:
+            if journal is not None:
+                try:
+                    journal.close()
+                except Exception:
+                    pass
+            return ("setup_failed", portable_error(exc, f"worker {label} setting up"))
+        try:
+            return ("ready", self.core.setup())
+        except Exception as exc:
+            self.release()
+            return ("setup_failed", portable_error(exc, f"worker {label} setting up"))
+
+    def run(self, index: int, seed: int | None, trial: int) -> tuple[Any, ...]:
+        """``("done", outcome)`` or ``("failed", index, error)``; a failed rebuild raises (the worker is lost)."""
+        core = self.core
+        if core is None:
+            return ("failed", index, RuntimeError(f"worker (pid {os.getpid()}) was handed episode {index} before a job"))
+        if self.broken:  # the env may be unusable after an error: rebuild it, as a new run would
+            core.close(keep_journal=True)
+            core.setup()
+            self.broken = False
+        try:
+            return ("done", core.run(index, seed, trial))
+        except Exception as exc:
+            self.broken = True
+            return ("failed", index, portable_error(exc, core.where))
+
+    def release(self) -> tuple[Any, ...]:
+        """Drop the current run's env, model, hooks and journal (errors closing them are swallowed)."""
+        core, self.core = self.core, None
+        self.broken = False
+        if core is not None:
+            try:
+                core.close()
+            except Exception:
+                pass
+        return ("released",)
 
 
 def _portable_contract(contract: Any) -> Any:

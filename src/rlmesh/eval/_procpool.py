@@ -10,8 +10,12 @@ episode that worker held.
 
 Start method: ``forkserver`` where available (Linux, macOS), preloading rlmesh, so a
 worker starts in milliseconds without inheriting the driver's threads or sockets;
-``spawn`` elsewhere. The fork server (and multiprocessing's resource tracker) this run started are
-stopped when the run ends.
+``spawn`` elsewhere. The fork server (and multiprocessing's resource tracker) this run (or
+:class:`~rlmesh.eval.WorkerPool`) started are stopped when the run ends (the pool is closed).
+
+A worker starts without a job: the driver sends each run's job, the worker builds that
+run's env and model (closing the previous run's), runs episodes, and on ``release``
+closes them again and waits for the next job (a pool's worker lives across runs).
 
 Worker life: it ignores SIGINT (Ctrl-C in a terminal reaches the whole process group;
 the driver decides), turns SIGTERM into ``SystemExit`` so its env and model are closed,
@@ -26,15 +30,19 @@ import multiprocessing.connection
 import signal
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ._job import WorkerCore, portable_error
+from ._job import WorkerHost, worker_info
+from ._journal import JournalSpec
 
 __all__ = ["ProcessBackend", "describe_exit"]
 
 #: Seconds a finishing worker gets to close its env and exit before SIGTERM, then SIGKILL.
 STOP_GRACE_SECONDS = 5.0
+#: Poll period while waiting for workers to release their run.
+POLL = 0.2
 
 
 def describe_exit(code: int | None) -> str:
@@ -62,21 +70,19 @@ def _send(conn: Any, message: Any) -> bool:
     return True
 
 
-def process_main(conn: Any, job_bytes: bytes, slot: int, label: str, journal: Any) -> None:
-    """A worker process: set up, then run one episode per message until told to stop."""
+def process_main(conn: Any, slot: int, label: str) -> None:
+    """A worker process: say hello, then serve messages until told to stop.
+
+    Messages: ``("job", job_bytes, slot, label, journal)`` (set up for a run: the previous
+    run's env and model are closed first), ``(index, seed, trial)`` (run one episode),
+    ``("release",)`` (close the run's env and model, stay alive), ``None`` (exit).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    core: WorkerCore | None = None
+    host = WorkerHost()
     try:
-        try:
-            core = WorkerCore(job_bytes, slot, label, journal.open() if journal is not None else None)
-            info = core.setup()
-        except Exception as exc:
-            _send(conn, ("setup_failed", portable_error(exc, f"worker {label} setting up")))
+        if not _send(conn, ("hello", worker_info())):
             return
-        if not _send(conn, ("ready", info)):
-            return
-        broken = False
         while True:
             try:
                 message = conn.recv()
@@ -84,26 +90,17 @@ def process_main(conn: Any, job_bytes: bytes, slot: int, label: str, journal: An
                 return  # the driver is gone
             if message is None:
                 return
-            index, seed, trial = message
-            if broken:  # the env may be unusable after an error: rebuild, as a new run would
-                core.close()
-                core.setup()
-                broken = False
-            try:
-                outcome = core.run(index, seed, trial)
-            except Exception as exc:
-                broken = True
-                if not _send(conn, ("failed", index, portable_error(exc, core.where))):
-                    return
-                continue
-            if not _send(conn, ("done", outcome)):
+            if message[0] == "job":
+                _, job_bytes, slot, label, journal = message
+                reply = host.setup(job_bytes, slot, label, journal.open if journal is not None else None)
+            elif message[0] == "release":
+                reply = host.release()
+            else:
+                reply = host.run(*message)
+            if not _send(conn, reply):
                 return
     finally:
-        if core is not None:
-            try:
-                core.close()
-            except Exception:
-                pass
+        host.release()
         try:
             conn.close()
         except Exception:
@@ -160,28 +157,42 @@ class _Proc:
     conn: Any
     label: str
     dead: bool = False
+    info: dict[str, Any] | None = None  # its hello: host, pid
 
 
 class ProcessBackend:
-    """Driver side of the processes backend (events are tuples; see ``_distributed``)."""
+    """Driver side of the processes backend (events are tuples; see ``_distributed``).
+
+    ``spawn`` starts a worker process (it holds no job yet); ``set_job`` names the run's
+    job and ``assign`` sends it to a slot's worker, which answers ``ready`` or
+    ``setup_failed``; ``release`` makes workers drop their run; ``close`` stops them all.
+    A one-off run does spawn, assign, run, close; a :class:`~rlmesh.eval.WorkerPool` keeps
+    one backend and does set_job, assign, run, release per run.
+    """
 
     name = "processes"
 
-    def __init__(self, job_bytes: bytes, journal: Any) -> None:
-        self.job_bytes = job_bytes
-        self.journal = journal
+    def __init__(self) -> None:
+        self.job_bytes: bytes | None = None
+        self.journal: Any = None
         self.ctx = _context()
         self.procs: dict[int, _Proc] = {}
         self._dying: list[_Proc] = []
         # multiprocessing keeps its fork server and resource tracker for the life of the
-        # interpreter; the ones this run started are stopped with it (nothing left running).
+        # interpreter; the ones this backend started are stopped with it (nothing left running).
         self._owned_helpers = [h for h in _helpers() if not _running(h)]
 
+    def set_job(self, job_bytes: bytes, journal_path: str | None) -> None:
+        self.job_bytes = job_bytes
+        self.journal = JournalSpec(journal_path) if journal_path is not None else None
+
     def spawn(self, slot: int, label: str) -> None:
+        """Start a worker process in ``slot`` (replacing a dead one)."""
+        self._reap()
         parent, child = self.ctx.Pipe(duplex=True)
         process = self.ctx.Process(
             target=process_main,
-            args=(child, self.job_bytes, slot, label, self.journal),
+            args=(child, slot, label),
             name=f"rlmesh-worker-{label}",
             daemon=False,  # a worker may start processes of its own (sandboxes, a video encoder)
         )
@@ -189,12 +200,32 @@ class ProcessBackend:
         child.close()
         self.procs[slot] = _Proc(process, parent, label)
 
+    def has_worker(self, slot: int) -> bool:
+        """A live worker process sits in ``slot`` (a dead one found here is marked so)."""
+        p = self.procs.get(slot)
+        if p is None or p.dead:
+            return False
+        if not p.process.is_alive():
+            self.kill(slot)
+            return False
+        return True
+
+    def assign(self, slot: int, label: str) -> bool:
+        """Send the run's job to the worker in ``slot`` (it answers ``ready`` or ``setup_failed``)."""
+        proc = self.procs.get(slot)
+        if proc is None or proc.dead:
+            return False
+        proc.label = label
+        return _send(proc.conn, ("job", self.job_bytes, slot, label, self.journal))
+
     def submit(self, slot: int, task: tuple[int, int | None, int]) -> bool:
         proc = self.procs.get(slot)
         return proc is not None and not proc.dead and _send(proc.conn, task)
 
-    def alive(self) -> int:
-        return sum(1 for p in self.procs.values() if not p.dead)
+    def alive(self, slots: Iterable[int] | None = None) -> int:
+        """Live workers (of ``slots`` only, when given)."""
+        wanted = set(self.procs) if slots is None else set(slots)
+        return sum(1 for slot, p in self.procs.items() if not p.dead and slot in wanted)
 
     def poll(self, timeout: float) -> list[tuple[Any, ...]]:
         """Wait up to ``timeout`` seconds; return ``(kind, slot, ...)`` events."""
@@ -218,6 +249,9 @@ class ProcessBackend:
             try:
                 while p.conn.poll(0):
                     kind, *rest = p.conn.recv()
+                    if kind == "hello":
+                        p.info = rest[0]
+                        continue
                     events.append((kind, slot, *rest))
             except (EOFError, OSError):
                 exited.add(slot)
@@ -235,6 +269,43 @@ class ProcessBackend:
             events.append(("lost", slot, f"worker {p.label} (pid {p.process.pid}) {describe_exit(p.process.exitcode)}"))
         return events
 
+    def wait_started(self, slots: list[int], timeout: float) -> None:
+        """Block until every worker in ``slots`` said hello.
+
+        Raises:
+            TimeoutError: one did not within ``timeout`` seconds.
+            RuntimeError: one died while starting.
+        """
+        deadline = time.monotonic() + timeout
+        waiting = set(slots)
+        while True:
+            waiting = {s for s in waiting if self.procs[s].info is None}
+            if not waiting:
+                return
+            for event in self.poll(min(0.2, max(0.0, deadline - time.monotonic()))):
+                if event[0] == "lost":
+                    raise RuntimeError(f"a pool worker could not start: {event[2]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(waiting)} pool worker(s) did not start within {timeout:.0f}s")
+
+    def release(self, slots: list[int], grace: float) -> None:
+        """Have the workers in ``slots`` close their run's env and model; one that does not
+        answer within ``grace`` seconds is stopped (a pool replaces it at its next run)."""
+        waiting = {s for s in slots if self.submit_message(s, ("release",))}
+        deadline = time.monotonic() + grace
+        try:
+            while waiting and time.monotonic() < deadline:
+                for event in self.poll(min(POLL, max(0.0, deadline - time.monotonic()))):
+                    if event[0] in ("released", "lost"):
+                        waiting.discard(event[1])
+        finally:
+            for slot in waiting:
+                self.kill(slot)
+
+    def submit_message(self, slot: int, message: Any) -> bool:
+        proc = self.procs.get(slot)
+        return proc is not None and not proc.dead and _send(proc.conn, message)
+
     def kill(self, slot: int) -> None:
         """Stop one worker now (it is lost or no longer needed)."""
         p = self.procs.get(slot)
@@ -243,7 +314,14 @@ class ProcessBackend:
         p.dead = True
         if p.process.is_alive():
             p.process.terminate()  # SIGTERM: it closes what it built and exits; close() reaps it
+        try:
+            p.conn.close()
+        except Exception:
+            pass
         self._dying.append(p)
+
+    def _reap(self) -> None:
+        self._dying = [p for p in self._dying if p.process.is_alive()]
 
     def close(self, *, force: bool) -> None:
         """Stop every worker: politely (finish, close envs) unless ``force``; none is left running."""

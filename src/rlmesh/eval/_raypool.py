@@ -2,8 +2,9 @@
 
 The run uses the Ray this process already initialized, connects to ``Workers(address=...)``
 (``"auto"`` or an address), or starts a local Ray and shuts it down when the run ends.
-Every actor gets the pickled job once (``ray.put``), builds its env and model in
-``setup`` and runs one episode per ``run`` call; actors are created with
+Every run puts its pickled job once (``ray.put``); each actor gets it in ``setup``, builds
+its env and model (closing a previous run's), runs one episode per ``run`` call and, in a
+:class:`~rlmesh.eval.WorkerPool`, closes them on ``release`` and waits for the next run; actors are created with
 ``max_restarts=0`` so a lost actor (killed process, removed node) surfaces as a
 ``RayActorError`` on its pending call, which the driver turns into a retry elsewhere.
 Each actor asks for ``resources`` (``{"CPU": 1, "GPU": 0.5, "my_res": 1}``); by default an
@@ -15,10 +16,11 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import DependencyMissing
-from ._job import WorkerCore, portable_error
+from ._job import WorkerHost, worker_info
 from ._journal import JournalSpec
 from ._workers import Workers
 
@@ -42,43 +44,32 @@ def import_ray() -> Any:
 
 
 class RayWorker:
-    """The actor body (wrapped with ``ray.remote`` by :class:`RayBackend`)."""
+    """The actor body (wrapped with ``ray.remote`` by :class:`RayBackend`): one :class:`WorkerHost`."""
 
-    def __init__(self, job_bytes: bytes, slot: int, label: str, journal: tuple[str, str] | None = None) -> None:
+    def __init__(self) -> None:
         # Nothing that can fail here: an error in an actor's constructor reads as a lost
         # actor; setup() reports it as the error it is.
-        self.args = (job_bytes, slot, label, journal)
-        self.label = label
-        self.core: Any = None
-        self.broken = False
+        self.host = WorkerHost()
 
-    def setup(self) -> tuple[Any, ...]:
-        job_bytes, slot, label, journal = self.args
-        try:
-            # On the driver's host the actor journals its own episodes (as process workers
-            # do); elsewhere the driver records what it reports.
-            opened = None
-            if journal is not None and journal[1] == socket.gethostname() and os.path.exists(journal[0]):
-                opened = JournalSpec(journal[0]).open()
-            self.core = WorkerCore(job_bytes, slot, label, opened)
-            return ("ready", self.core.setup())
-        except Exception as exc:
-            return ("setup_failed", portable_error(exc, f"worker {label} setting up"))
+    def hello(self) -> dict[str, Any]:
+        return worker_info()
+
+    def setup(self, job_bytes: bytes, slot: int, label: str, journal: tuple[str, str] | None = None) -> tuple[Any, ...]:
+        opener = None
+        # On the driver's host the actor journals its own episodes (as process workers
+        # do); elsewhere the driver records what it reports.
+        if journal is not None and journal[1] == socket.gethostname() and os.path.exists(journal[0]):
+            opener = JournalSpec(journal[0]).open
+        return self.host.setup(job_bytes, slot, label, opener)
 
     def run(self, index: int, seed: int | None, trial: int) -> tuple[Any, ...]:
-        if self.broken:  # the env may be unusable after an error: rebuild it
-            self.core.close()
-            self.core.setup()
-            self.broken = False
-        try:
-            return ("done", self.core.run(index, seed, trial))
-        except Exception as exc:
-            self.broken = True
-            return ("failed", index, portable_error(exc, self.core.where))
+        return self.host.run(index, seed, trial)
+
+    def release(self) -> tuple[Any, ...]:
+        return self.host.release()
 
     def close(self) -> None:
-        if self.core is not None:
-            self.core.close()
+        self.host.release()
 
 
 _ACTOR: Any = None
@@ -102,23 +93,27 @@ def ray_start(address: str | None) -> tuple[bool, float]:
 
 
 class RayBackend:
-    """Driver side of the Ray backend (same events as the processes backend)."""
+    """Driver side of the Ray backend (same events and methods as the processes backend)."""
 
     name = "ray"
 
-    def __init__(self, job_bytes: bytes, cfg: Workers, expected: int = 1, journal_path: str | None = None) -> None:
+    def __init__(self, cfg: Workers, expected: int = 1) -> None:
         ray = import_ray()
         self.ray = ray
         self.cfg = cfg
         self.expected = expected
-        self.journal = (journal_path, socket.gethostname()) if journal_path is not None else None
+        self.journal: tuple[str, str] | None = None
         self.owns_ray, self.startup_seconds = ray_start(cfg.address)
-        self.job_ref = ray.put(job_bytes)
+        self.job_ref: Any = None
         self.actors: dict[int, Any] = {}
         self.labels: dict[int, str] = {}
         self.nodes: dict[int, str] = {}
         self.dead: set[int] = set()
         self.refs: dict[Any, int] = {}
+
+    def set_job(self, job_bytes: bytes, journal_path: str | None) -> None:
+        self.job_ref = self.ray.put(job_bytes)
+        self.journal = (journal_path, socket.gethostname()) if journal_path is not None else None
 
     def _options(self) -> dict[str, Any]:
         res = dict(self.cfg.resources) if self.cfg.resources is not None else None
@@ -135,11 +130,21 @@ class RayBackend:
         return opts
 
     def spawn(self, slot: int, label: str) -> None:
-        actor = _actor_class().options(**self._options()).remote(self.job_ref, slot, label, self.journal)
-        self.actors[slot] = actor
+        """Create an actor in ``slot`` (replacing a dead one); it holds no job yet."""
+        self.actors[slot] = _actor_class().options(**self._options()).remote()
         self.labels[slot] = label
+        self.nodes.pop(slot, None)
         self.dead.discard(slot)
-        self.refs[actor.setup.remote()] = slot
+
+    def has_worker(self, slot: int) -> bool:
+        return slot in self.actors and slot not in self.dead
+
+    def assign(self, slot: int, label: str) -> bool:
+        if not self.has_worker(slot):
+            return False
+        self.labels[slot] = label
+        self.refs[self.actors[slot].setup.remote(self.job_ref, slot, label, self.journal)] = slot
+        return True
 
     def submit(self, slot: int, task: tuple[int, int | None, int]) -> bool:
         if slot in self.dead or slot not in self.actors:
@@ -147,8 +152,10 @@ class RayBackend:
         self.refs[self.actors[slot].run.remote(*task)] = slot
         return True
 
-    def alive(self) -> int:
-        return sum(1 for slot in self.actors if slot not in self.dead)
+    def alive(self, slots: Iterable[int] | None = None) -> int:
+        """Live actors (of ``slots`` only, when given)."""
+        wanted = set(self.actors) if slots is None else set(slots)
+        return sum(1 for slot in self.actors if slot not in self.dead and slot in wanted)
 
     def poll(self, timeout: float) -> list[tuple[Any, ...]]:
         if not self.refs:
@@ -171,16 +178,61 @@ class RayBackend:
                 events.append(("setup_failed", slot, exc.as_instanceof_cause()))
                 continue
             except ray.exceptions.RayError as exc:  # the actor is gone (killed, node lost, ...)
-                self._mark_dead(slot)
-                text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                node = self.nodes.get(slot, "")
-                where = f" on node {node[:12]}" if node else ""
-                events.append(("lost", slot, f"worker {self.labels[slot]}{where} lost: {type(exc).__name__}: {text}"))
+                events.append(("lost", slot, self._lost(slot, exc)))
                 continue
             if kind == "ready":
                 self.nodes[slot] = str(rest[0].get("node", ""))
             events.append((kind, slot, *rest))
         return events
+
+    def _lost(self, slot: int, exc: BaseException) -> str:
+        self._mark_dead(slot)
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        node = self.nodes.get(slot, "")
+        where = f" on node {node[:12]}" if node else ""
+        return f"worker {self.labels[slot]}{where} lost: {type(exc).__name__}: {text}"
+
+    def wait_started(self, slots: list[int], timeout: float) -> None:
+        """Block until every actor in ``slots`` runs (its process is up and has imported rlmesh).
+
+        Raises:
+            TimeoutError: not within ``timeout`` seconds (are the requested resources available?).
+            RuntimeError: an actor died while starting.
+        """
+        ray = self.ray
+        refs = [self.actors[s].hello.remote() for s in slots]
+        ready, rest = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        if rest:
+            raise TimeoutError(
+                f"{len(rest)} of {len(refs)} Ray actor(s) did not start within {timeout:.0f}s "
+                "(are the requested resources available in the cluster?)"
+            )
+        try:
+            ray.get(ready)
+        except ray.exceptions.RayError as exc:
+            raise RuntimeError(f"a pool worker could not start: {type(exc).__name__}: {exc}") from exc
+
+    def release(self, slots: list[int], grace: float) -> None:
+        """Have the actors in ``slots`` close their run's env and model; one that does not
+        answer within ``grace`` seconds is killed (a pool replaces it at its next run)."""
+        ray = self.ray
+        for ref, s in list(self.refs.items()):
+            if s in slots:
+                del self.refs[ref]
+        calls = {self.actors[s].release.remote(): s for s in slots if self.has_worker(s)}
+        waiting = set(calls.values())
+        try:
+            if calls:
+                ready, _ = ray.wait(list(calls), num_returns=len(calls), timeout=grace)
+                for ref in ready:
+                    try:
+                        ray.get(ref)
+                    except ray.exceptions.RayError as exc:
+                        self._lost(calls[ref], exc)
+                    waiting.discard(calls[ref])
+        finally:
+            for slot in waiting:
+                self._mark_dead(slot)
 
     def _mark_dead(self, slot: int) -> None:
         self.dead.add(slot)

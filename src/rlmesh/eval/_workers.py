@@ -1,8 +1,9 @@
 """``rlmesh.Workers``: how a distributed run spreads its episodes, and what it reports back.
 
 ``workers=`` on ``rlmesh.run`` / ``Model.run`` / ``RemoteModel.run`` / ``SandboxModel.run``
-takes ``None`` (one process, the single drive loop, unchanged), an int ``N`` or a
-:class:`Workers`. The result of a distributed run is an ordinary
+takes ``None`` (one process, the single drive loop, unchanged), an int ``N``, a
+:class:`Workers` (workers started for the run and stopped after it) or a warm
+:class:`~rlmesh.eval.WorkerPool` from :meth:`Workers.start` (reused by many runs). The result of a distributed run is an ordinary
 :class:`~rlmesh.RunResult` whose extra fields say which worker ran what
 (:class:`WorkerTiming`) and which episodes had to be run again (:class:`EpisodeRetry`).
 """
@@ -13,14 +14,26 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RLMeshException
+
+if TYPE_CHECKING:
+    from ._distributed import WorkerPool
 
 __all__ = ["BACKENDS", "EpisodeRetry", "WorkerLost", "WorkerTiming", "Workers", "normalize_workers"]
 
 #: The backends a distributed run can use.
 BACKENDS = ("processes", "ray")
+
+#: :class:`~rlmesh.eval.WorkerPool`, registered by the driver module (which imports this one).
+_POOL_TYPE: Any = None
+
+
+def register_pool_type(pool_type: type) -> None:
+    """Called once by ``rlmesh.eval._distributed``: the class :meth:`Workers.start` returns."""
+    global _POOL_TYPE
+    _POOL_TYPE = pool_type
 
 
 class WorkerLost(RLMeshException, ConnectionError):
@@ -101,6 +114,27 @@ class Workers:
                 "(use backend='ray')"
             )
 
+    def start(self) -> WorkerPool:
+        """Start the workers now and keep them warm for many runs: a :class:`~rlmesh.eval.WorkerPool`.
+
+        ``workers=pool`` then reuses them on every run instead of starting ``n`` new
+        processes or actors each time (see docs/distributed.md, "A warm pool")::
+
+            with rlmesh.Workers(n=8, backend="ray").start() as pool:
+                for task in tasks:
+                    results[task] = rlmesh.run(policy, task, seeds=range(50), workers=pool)
+
+        Blocks until every worker is up (``pool.startup_seconds`` says how long that took).
+
+        Raises:
+            TimeoutError: a worker did not start in time (Ray: resources unavailable).
+            RuntimeError: a worker died while starting.
+        """
+        if _POOL_TYPE is None:  # pragma: no cover - rlmesh.eval always imports the driver
+            raise RuntimeError("rlmesh.eval._distributed is not loaded: import rlmesh first")
+        pool: WorkerPool = _POOL_TYPE(self)
+        return pool
+
     def resolved_backend(self) -> str:
         """The backend this run uses (``backend=None`` resolved as documented)."""
         if self.backend is not None:
@@ -113,18 +147,28 @@ class Workers:
         return "processes"
 
 
-def normalize_workers(workers: Any) -> Workers | None:
-    """``None`` -> ``None``; an int -> ``Workers(n=int)``; a :class:`Workers` as is.
+def normalize_workers(workers: Any) -> Workers | WorkerPool | None:
+    """``None`` -> ``None``; an int -> ``Workers(n=int)``; a :class:`Workers` or a started
+    :class:`~rlmesh.eval.WorkerPool` as is.
 
     Raises:
         TypeError: anything else.
+        ValueError: a pool that was closed.
     """
     if workers is None:
         return None
     if isinstance(workers, Workers):
         return workers
+    if _POOL_TYPE is not None and isinstance(workers, _POOL_TYPE):
+        if workers.closed:
+            raise ValueError(f"workers={workers!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()")
+        pool: WorkerPool = workers
+        return pool
     if isinstance(workers, bool) or not isinstance(workers, int):
-        raise TypeError(f"workers= takes None, an int or rlmesh.Workers(...), got {type(workers).__name__}")
+        raise TypeError(
+            f"workers= takes None, an int or rlmesh.Workers(...) (or a pool from rlmesh.Workers(...).start()), "
+            f"got {type(workers).__name__}"
+        )
     return Workers(n=workers)
 
 
