@@ -286,11 +286,17 @@ def test_a_fan_out_client_waits_for_replies_without_spinning(serve, monkeypatch)
     # need; a single-endpoint client keeps its polling.
     monkeypatch.setenv("RLMESH_BUSY_POLL_US", "1000")
     monkeypatch.setattr("rlmesh.transport.busypoll._usable_cpus", lambda: 8)
-    addresses = cartpoles(serve, (1, 2))
+    servers = [serve(gym.make("CartPole-v1")), serve(rlmesh.serve.Lanes([gym.make("CartPole-v1") for _ in range(2)]))]
+    addresses = [s.address for s in servers]
     with rnp.RemoteVectorEnv(addresses) as envs:
         assert [part.client._session.conn.busy_poll for part in envs._fan.parts] == [0.0, 0.0]
+        # each server was told (Hello capability rlmesh.client.fan_out.v1) and does not spin either
+        assert [s._life.loop.fan_out_peer for s in servers] == [True, True]
         envs.reset(seed=0)
         envs.reconnect(0)
         assert envs._fan.parts[0].client._session.conn.busy_poll == 0.0
-    with rnp.RemoteEnv(cartpoles(serve, (1,))[0]) as one:
+    lone = serve(gym.make("CartPole-v1"))
+    with rnp.RemoteEnv(lone.address) as one:
         assert one._session.conn.busy_poll > 0
+        one.reset(seed=0)
+        assert lone._life.loop.fan_out_peer is False

@@ -50,6 +50,8 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 class _RemoteEnvBase:
     _bridge: ClassVar[Bridge] = PLAIN
     _vector: ClassVar[bool] = False
+    #: Advisory ``Hello.capabilities`` this kind of client sends (HS-8).
+    _hello_capabilities: ClassVar[dict[str, str]] = {}
 
     def __init__(
         self,
@@ -79,6 +81,7 @@ class _RemoteEnvBase:
             request_timeout=self._request_timeout,
             noun="an env",
             wait_for_slot=bool(wait_for_slot),
+            capabilities=self._hello_capabilities,
         )
         welcome = self._session.welcome
         try:

@@ -40,6 +40,7 @@ import numpy as np
 from .._bridge import NUMPY, Bridge
 from .._contract import EnvContract
 from ..errors import AlreadyPendingCallError, EndpointLost, NoAsyncCallError, SessionClosed
+from ..transport.busypoll import FAN_OUT_CAPABILITY
 from ._env import _RemoteEnvBase
 from ._lanes import batch1, concat, lane_infos, lane_seeds, merge, take
 
@@ -72,6 +73,8 @@ class _EndpointClient(_RemoteEnvBase):
     """A NumPy client for a scalar or a vector endpoint; runtime keys go to ``runtime``."""
 
     _bridge: ClassVar[Bridge] = NUMPY
+    # tells its server this client gathers many endpoints: the server then does not spin
+    _hello_capabilities: ClassVar[dict[str, str]] = {FAN_OUT_CAPABILITY: "true"}
     runtime: dict[str, Any]
 
     def _check_arity(self, contract: EnvContract, url: str) -> None:

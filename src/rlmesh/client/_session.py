@@ -120,6 +120,7 @@ class ClientSession:
         address: Address | None = None,
         handshake_timeout: float | None = None,
         limits: frames.FrameLimits | None = None,
+        capabilities: dict[str, str] | None = None,
     ) -> None:
         self.address = address
         self.conn = conn
@@ -138,7 +139,9 @@ class ClientSession:
         ct = DEFAULT_CONNECT_TIMEOUT_SECONDS if connect_timeout is None else connect_timeout
         if limits is None:
             limits = frames.default_limits()  # RLMESH_MAX_FRAME_BYTES
-        reply = self._handshake(service, component, declared, ct, ct if handshake_timeout is None else handshake_timeout)
+        reply = self._handshake(
+            service, component, declared, ct, ct if handshake_timeout is None else handshake_timeout, capabilities
+        )
         url = self._url
         if isinstance(reply, m.Busy):
             conn.close()
@@ -171,6 +174,7 @@ class ClientSession:
         request_timeout: float | None,
         noun: str,
         wait_for_slot: bool = False,
+        capabilities: dict[str, str] | None = None,
     ) -> ClientSession:
         """Dial ``address`` and handshake: an open session (CLT-3, CLT-5).
 
@@ -206,6 +210,7 @@ class ClientSession:
                     address=address,
                     handshake_timeout=budget,
                     limits=limits,
+                    capabilities=capabilities,
                 )
             except EndpointBusy as exc:
                 left = deadline - time.monotonic()
@@ -220,11 +225,14 @@ class ClientSession:
     def _url(self) -> str:
         return self.address.url if self.address is not None else "an open connection"
 
-    def _handshake(self, service: str, component: str, declared: str | None, ct: float, budget: float) -> Any:
+    def _handshake(
+        self, service: str, component: str, declared: str | None, ct: float, budget: float, capabilities: dict[str, str] | None
+    ) -> Any:
         """Say Hello within ``budget`` seconds and return the reply (the connection closes on failure)."""
         url = self._url
+        hello = handshake.make_hello(component, declared, service=service, capabilities=capabilities)
         try:
-            return self._exchange(handshake.make_hello(component, declared, service=service), timeout=budget)
+            return self._exchange(hello, timeout=budget)
         except RequestTimeout:
             self.conn.close()
             raise RequestTimeout(
