@@ -86,7 +86,7 @@ def fan_out_vs_step(
 
         def in_turn(i: int) -> None:  # the same clients, each request waiting for its reply
             for part in many._fan.parts:
-                if part.client._step(i & 1)[2]:
+                if part.client.step(i & 1)[2]:
                     part.client._reset([], None, [])
 
         singles, rounds = _floor.time_pairs(one, round_, steps, reps)

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .._autoreset import Autoreset
 from .._bridge import NUMPY, PLAIN, Bridge, _identity
 from .._build import resolve_declared_edition
 from .._contract import EnvContract
@@ -408,7 +409,7 @@ class _RemoteEnvBase:
                     self._inject(info, "episode_ids", list(self._episode_ids))
                     self._inject(info, "completed_episodes", completed)
                 if ended:
-                    if self._autoreset == "Disabled":
+                    if self._autoreset == Autoreset.DISABLED:
                         self._over |= done
                     else:  # AR-9: roll ids for the next step
                         for i in ended:

@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .._autoreset import Autoreset
 from .._bridge import NUMPY, Bridge
 from .._contract import EnvContract
 from ..errors import AlreadyPendingCallError, EndpointLost, NoAsyncCallError, SessionClosed
@@ -221,7 +222,7 @@ class FanOut:
         self._pending = True
         for part, local in zip(self._parts, slices):
             try:
-                if part.scalar and part.needs_reset and self.mode == "NextStep":
+                if part.scalar and part.needs_reset and self.mode == Autoreset.NEXT_STEP:
                     part.sent = ("autoreset", part.client._reset_send([], None, []))
                 else:
                     part.client._step_send(local)
@@ -243,7 +244,7 @@ class FanOut:
         terms = np.zeros(n, dtype=bool)
         truncs = np.zeros(n, dtype=bool)
         per_lane: list[dict[str, Any] | None] = [None] * n
-        same_step = self.mode == "SameStep"
+        same_step = self.mode == Autoreset.SAME_STEP
         again: list[_Part] = []
         for part in self._parts:
             sent, part.sent = part.sent, None
@@ -270,7 +271,7 @@ class FanOut:
                     again.append(part)
                     part.obs = batch1(obs)
                     continue
-                if done and self.mode == "NextStep":
+                if done and self.mode == Autoreset.NEXT_STEP:
                     part.needs_reset = True
                 part.obs = batch1(obs)
                 per_lane[part.offset] = info

@@ -19,6 +19,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+from .._autoreset import Autoreset
 from .._contract import EnvContract
 from .._envkit.classify import declared_autoreset, is_vector_env, spec_id, vector_lanes
 from ..authoring import EnvFactory, build_env
@@ -199,7 +200,7 @@ class EnvConn:
             if _is_gymnasium_vector(env):
                 self.per_lane_reset = "mask"
             elif _takes_kw(env.reset, "env_indices"):
-                if self.autoreset_mode == "Disabled":
+                if self.autoreset_mode == Autoreset.DISABLED:
                     self.per_lane_reset = "indices"
                 elif remote:
                     self.autoreset_indices = True

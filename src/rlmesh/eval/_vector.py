@@ -37,6 +37,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .._autoreset import Autoreset
 from .._envkit.results import lane_final_info, lane_info, next_step_violation
 from .._ids import new_local_episode_id
 from ..errors import EnvironmentException, Unsupported
@@ -92,7 +93,7 @@ def _refuse_unowned(
     trial_index_base: int,
 ) -> None:
     """The checks for an env that resets its own lanes (up front, or when a lane reset is refused)."""
-    if mode == "Disabled":
+    if mode == Autoreset.DISABLED:
         _refuse(
             f"the env reports num_envs={n} with autoreset disabled and cannot reset single "
             "lanes; use a gymnasium VectorEnv (reset_mask) or an autoresetting env"
@@ -157,7 +158,7 @@ def run_vector(
         if how:
             secs = None if max_episode_seconds is None else float(max_episode_seconds)
             _drive_owned(run, how, secs, refuse)
-        elif env.autoreset == "SameStep":
+        elif env.autoreset == Autoreset.SAME_STEP:
             _drive_same_step(run)
         else:
             _drive_next_step(run)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._autoreset import Autoreset
 from .._envkit.classify import (
     autoreset_mode_of,
     autoreset_name,
@@ -154,7 +155,7 @@ class DrivenVector(DrivenEnv):
         self._options_ok = reset_takes_options(env)
         # AR-10: a Gymnasium VectorEnv resets chosen lanes (options["reset_mask"]) in every
         # autoreset mode, as an in-process session resets them; a duck-typed NEXT_STEP env cannot.
-        self.supports_partial_reset = self.autoreset != "NextStep" or subset_resets(env)
+        self.supports_partial_reset = self.autoreset != Autoreset.NEXT_STEP or subset_resets(env)
 
     def reset(
         self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
@@ -278,16 +279,16 @@ class DrivenLanes(DrivenEnv):
         final_obs: list[Any] | None = None
         reset_infos: list[Any] | None = None
         for i, lane in enumerate(self.lanes_):
-            if mode == "NextStep" and pending[i]:  # the autoreset step: reward 0, not done (AR-6)
+            if mode == Autoreset.NEXT_STEP and pending[i]:  # the autoreset step: reward 0, not done (AR-6)
                 obs[i], infos[i] = lane.reset([], None, [])
                 pending[i] = False
                 continue
             a = None if action is None else action[i] if split is None else split(action, i)
             obs[i], rewards[i], terminated[i], truncated[i], infos[i] = lane.step(a)
             if terminated[i] or truncated[i]:
-                if mode == "NextStep":
+                if mode == Autoreset.NEXT_STEP:
                     pending[i] = True
-                elif mode == "SameStep":
+                elif mode == Autoreset.SAME_STEP:
                     if final_obs is None:
                         final_obs, reset_infos = [None] * n, [None] * n
                     final_obs[i] = obs[i]
@@ -324,7 +325,7 @@ class DrivenOneLane(DrivenScalar):
         self.act_space = as_spec(act, "single_action_space")
         md = getattr(env, "metadata", None)
         if md is not None and declared_autoreset(md, ""):
-            if autoreset_mode_of(md) == "SameStep":
+            if autoreset_mode_of(md) == Autoreset.SAME_STEP:
                 raise ValueError(
                     "a 1-lane vector env with SAME_STEP autoreset cannot be served as a scalar env; "
                     "construct it with NEXT_STEP or DISABLED autoreset"

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._autoreset import Autoreset
 from .._dtypes import np_dtype
 from .._envkit.checks import Checks, failure_text, path_text
 from .._envkit.results import lane_final_info, next_step_violation
@@ -409,7 +410,7 @@ class Driver:
         done = terminated | truncated
         waiting = books.waiting
         if waiting:
-            if self.env.autoreset == "NextStep":  # AR-6: validated before any state changes
+            if self.env.autoreset == Autoreset.NEXT_STEP:  # AR-6: validated before any state changes
                 for i in waiting:
                     if state[i] == PENDING and (done[i] or reward[i] != 0):
                         raise RequestFailed(
@@ -441,9 +442,9 @@ class Driver:
             if state[i] != ACTIVE:
                 continue
             completed.append(books.record(i, bool(terminated[i]), bool(truncated[i]), _final_info_lane(info, i, len(state)), now))
-            if mode == "NextStep":
+            if mode == Autoreset.NEXT_STEP:
                 books.park(i, PENDING)
-            elif mode == "SameStep":
+            elif mode == Autoreset.SAME_STEP:
                 books.start(i, "", None, now)  # the client pushes the new id with the next step
                 lanes[i].start_step = books.clock  # counted from the next step
             else:
