@@ -26,6 +26,7 @@ wheel: $(VENV)/.demo-stamp
 
 test: $(VENV)/.test-stamp
 	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m ruff format --check src tests benchmarks examples tools
 	$(PY) -m mypy
 	$(PY) -m pytest -q --doctest-modules src/rlmesh -W error::DeprecationWarning \
 	  -W "ignore:rlmesh.__build__ is deprecated:DeprecationWarning"  # pytest's collector reads every attribute
@@ -60,6 +61,7 @@ rust-test:
 
 lint: $(VENV)/.test-stamp
 	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m ruff format --check src tests benchmarks examples tools
 
 typecheck: $(VENV)/.test-stamp
 	$(PY) -m mypy

@@ -203,4 +203,6 @@ if __name__ == "__main__":
         )
         steps_us, rounds_us = fan_out(2000)
         one, fo = statistics.median(steps_us), statistics.median(rounds_us)
-        print(f"raw-socket floor, fanned out: step {one:.1f} us, round {fo:.1f} us, round / step = {fo / one:.2f}x")
+        print(
+            f"raw-socket floor, fanned out: step {one:.1f} us, round {fo:.1f} us, round / step = {fo / one:.2f}x"
+        )

@@ -25,7 +25,12 @@ _LINE = re.compile(r"^(?P<name>.+?)\s{2,}(?P<value>[\d,]+(?:\.\d+)?)\s+(?P<unit>
 def run(tree: str, script: list[str]) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
     out = subprocess.run(
-        [sys.executable, str(HERE / script[0]), *script[1:]], env=env, capture_output=True, text=True, timeout=900, check=True
+        [sys.executable, str(HERE / script[0]), *script[1:]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=True,
     ).stdout
     values: dict[str, float] = {}
     for line in out.splitlines():
@@ -36,7 +41,9 @@ def run(tree: str, script: list[str]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--a", required=True, help="tree A's src directory")
     p.add_argument("--b", required=True, help="tree B's src directory")
     p.add_argument("--pairs", type=int, default=5)

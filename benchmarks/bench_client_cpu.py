@@ -68,7 +68,9 @@ def _vector(address: str, n: int) -> tuple[float, float, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--reps", type=int, default=3)
     args = p.parse_args(argv)

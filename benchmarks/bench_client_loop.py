@@ -101,17 +101,24 @@ def _run(client: Any, action: Any, n: int, reps: int) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--steps", type=int, default=20000)
     p.add_argument("--reps", type=int, default=5)
     args = p.parse_args(argv)
     os.environ["RLMESH_BUSY_POLL_US"] = "0"
     with served("CartPole-v1", "tcp") as address, rn.RemoteEnv(address) as env:
         env.reset(seed=0)
-        report("client-only scalar CartPole step", _run(env, lambda i: i & 1, args.steps, args.reps))
+        report(
+            "client-only scalar CartPole step", _run(env, lambda i: i & 1, args.steps, args.reps)
+        )
     with served("envs:cartpole_lanes", "tcp") as address, rn.RemoteVectorEnv(address) as venv:
         venv.reset(seed=0)
-        report("client-only 16-lane vector step", _run(venv, lambda i: ACTIONS[i & 1], args.steps, args.reps))
+        report(
+            "client-only 16-lane vector step",
+            _run(venv, lambda i: ACTIONS[i & 1], args.steps, args.reps),
+        )
 
 
 if __name__ == "__main__":

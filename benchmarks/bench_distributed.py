@@ -86,7 +86,9 @@ class Args:
     """Also run the sleep-env scenario on a local Ray (inside `unshare -n`)."""
 
 
-def _pairs(a: Callable[[], Any], b: Callable[[], Any], pairs: int) -> tuple[list[float], list[float]]:
+def _pairs(
+    a: Callable[[], Any], b: Callable[[], Any], pairs: int
+) -> tuple[list[float], list[float]]:
     ta, tb = [], []
     for _ in range(pairs):
         for fn, out in ((a, ta), (b, tb)):
@@ -109,7 +111,9 @@ def sleep_scenario(args: Args, workers: Any, label: str) -> None:
     single = lambda: rlmesh.run(zero_policy, sleep_env(), seeds=seeds)  # noqa: E731
     many = lambda: rlmesh.run(zero_policy, sleep_env, seeds=seeds, workers=workers)  # noqa: E731
     ta, tb = _pairs(single, many, args.pairs)
-    print(f"[sleep env, {args.episodes} episodes x 20 steps x 5 ms, {label}] {_ratio(ta, tb)} (goal >= 6x)")
+    print(
+        f"[sleep env, {args.episodes} episodes x 20 steps x 5 ms, {label}] {_ratio(ta, tb)} (goal >= 6x)"
+    )
 
 
 def dispatch_scenario(args: Args) -> None:
@@ -142,7 +146,9 @@ def cartpole_scenario(args: Args) -> None:
     many = lambda: rlmesh.run(balance, "CartPole-v1", seeds=seeds, workers=2)  # noqa: E731
     steps = single().total_steps
     ta, tb = _pairs(single, many, args.pairs)
-    print(f"[CPU-bound CartPole, {len(seeds)} episodes, {steps} steps, 2 workers] {_ratio(ta, tb)} (goal >= 1.6x)")
+    print(
+        f"[CPU-bound CartPole, {len(seeds)} episodes, {steps} steps, 2 workers] {_ratio(ta, tb)} (goal >= 1.6x)"
+    )
 
 
 def ray_scenario(args: Args) -> None:
@@ -156,7 +162,9 @@ def ray_scenario(args: Args) -> None:
         print(f"[ray] local Ray start-up {startup:.2f}s (ray.init; outside the pairs below)")
         workers = rlmesh.Workers(n=args.workers, backend="ray")
         actors = []
-        for _ in range(3):  # a run of one one-step episode per actor: creating the actors is all it does
+        for _ in range(
+            3
+        ):  # a run of one one-step episode per actor: creating the actors is all it does
             t0 = time.perf_counter()
             rlmesh.run(zero_policy, one_step_env, seeds=list(range(args.workers)), workers=workers)
             actors.append(time.perf_counter() - t0)
@@ -190,7 +198,11 @@ def main() -> None:
     args = Args(pairs=max(5, ns.pairs), episodes=ns.episodes, workers=ns.workers, ray=ns.ray)
     print(f"cores: {len(os.sched_getaffinity(0))}, pairs: {args.pairs}")
     if ns.only in (None, "sleep"):
-        sleep_scenario(args, rlmesh.Workers(n=args.workers, backend="processes", progress=False), f"{args.workers} processes")
+        sleep_scenario(
+            args,
+            rlmesh.Workers(n=args.workers, backend="processes", progress=False),
+            f"{args.workers} processes",
+        )
     if ns.only in (None, "dispatch"):
         dispatch_scenario(args)
     if ns.only in (None, "cartpole"):

@@ -32,7 +32,9 @@ class Float32ImageEnv(gym.Env[np.ndarray, int]):
         self.action_space = gym.spaces.Discrete(2)
         self._obs = np.full(SHAPE, 0.5, np.float32)
 
-    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: Any = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         return self._obs, {}
 

@@ -50,7 +50,9 @@ def make_sleepy() -> gym.Env:  # type: ignore[type-arg]
 
 def _summary(label: str, values: list[float]) -> float:
     med = statistics.median(values)
-    print(f"  {label:40s} {med:9.1f} us  (min {min(values):.1f}, max {max(values):.1f}, {len(values)} pairs)")
+    print(
+        f"  {label:40s} {med:9.1f} us  (min {min(values):.1f}, max {max(values):.1f}, {len(values)} pairs)"
+    )
     return med
 
 
@@ -98,8 +100,15 @@ def fan_out_vs_step(
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=2_000, help="calls per timing, CartPole (default: 2000)")
-    p.add_argument("--slow-steps", type=int, default=300, help="calls per timing, 2 ms endpoints (default: 300)")
+    p.add_argument(
+        "--steps", type=int, default=2_000, help="calls per timing, CartPole (default: 2000)"
+    )
+    p.add_argument(
+        "--slow-steps",
+        type=int,
+        default=300,
+        help="calls per timing, 2 ms endpoints (default: 300)",
+    )
     p.add_argument("--reps", type=int, default=7, help="interleaved pairs, >= 5 (default: 7)")
     args = p.parse_args()
     reps = max(5, args.reps)
@@ -112,7 +121,9 @@ def main() -> None:
     med, lo, hi = _ratios(rounds, singles)
     print(f"  round / step = {med:.2f}x (range {lo:.2f}-{hi:.2f}; goal <= 3x)")
     _summary("4 endpoints one after another: one round", turns)
-    print(f"  sequential round / fanned-out round = {statistics.median(turns) / statistics.median(rounds):.2f}x")
+    print(
+        f"  sequential round / fanned-out round = {statistics.median(turns) / statistics.median(rounds):.2f}x"
+    )
     fsingles, frounds = _floor.fan_out(args.steps, reps)
     _summary("raw-socket floor: step", fsingles)
     _summary("raw-socket floor: round fanned out", frounds)

@@ -62,11 +62,15 @@ def timed(make: Any, train: Any, steps: int) -> tuple[float, Any]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=8192, help="env steps per training run (default: 8192)")
+    p.add_argument(
+        "--steps", type=int, default=8192, help="env steps per training run (default: 8192)"
+    )
     p.add_argument("--reps", type=int, default=5, help="interleaved pairs (default: 5)")
     p.add_argument("--actors", type=int, default=4, help="fleet actors (default: 4)")
     p.add_argument("--lanes", type=int, default=1, help="lanes per actor (default: 1)")
-    p.add_argument("--allow-network", action="store_true", help="start Ray even with interfaces besides lo")
+    p.add_argument(
+        "--allow-network", action="store_true", help="start Ray even with interfaces besides lo"
+    )
     args = p.parse_args()
     if not loopback_only() and not args.allow_network:
         names = [name for _, name in socket.if_nameindex()]
@@ -92,13 +96,21 @@ def main() -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     num_envs = args.actors * args.lanes
     t0 = time.perf_counter()
-    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(
+        address="local",
+        _node_ip_address="127.0.0.1",
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+    )
     print(f"Ray start-up: ray.init() {time.perf_counter() - t0:.2f}s")
     try:
         t0 = time.perf_counter()
         with rlmesh.ray.EnvFleet("CartPole-v1", args.actors, lanes=args.lanes) as fleet:
-            print(f"Ray start-up: EnvFleet of {args.actors} actors x {args.lanes} lanes serving in "
-                  f"{time.perf_counter() - t0:.2f}s")
+            print(
+                f"Ray start-up: EnvFleet of {args.actors} actors x {args.lanes} lanes serving in "
+                f"{time.perf_counter() - t0:.2f}s"
+            )
 
             def fleet_envs() -> Any:
                 return fleet.vector_env("gymnasium")
@@ -117,7 +129,9 @@ def main() -> None:
                     return rlmesh.gymnasium.RemoteVectorEnv(address)
 
                 arms = {"fleet": fleet_envs, "served": served_envs, "make_vec": local_envs}
-                for make in arms.values():  # warm up: torch imports parts of itself on the first backward pass
+                for make in (
+                    arms.values()
+                ):  # warm up: torch imports parts of itself on the first backward pass
                     timed(make, train, 1024)
                 label = f"CleanRL PPO {args.steps} steps, {num_envs} lanes"
                 times: dict[str, list[float]] = {name: [] for name in arms}
@@ -130,14 +144,20 @@ def main() -> None:
                         times[name].append(seconds)
                     same = outs["fleet"] == outs["make_vec"] == outs["served"]
                     f, s_, m = (times[k][-1] for k in names)
-                    print(f"{label}: fleet {f:.2f}s, served {s_:.2f}s, make_vec {m:.2f}s; "
-                          f"fleet/make_vec {f / m:.2f}x; same result: {same}")
+                    print(
+                        f"{label}: fleet {f:.2f}s, served {s_:.2f}s, make_vec {m:.2f}s; "
+                        f"fleet/make_vec {f / m:.2f}x; same result: {same}"
+                    )
                 for a, b in (("fleet", "make_vec"), ("served", "make_vec"), ("fleet", "served")):
                     ratios = [x / y for x, y in zip(times[a], times[b])]
                     print(
                         f"{label}: {a}/{b} median ratio {statistics.median(ratios):.2f}x over {args.reps} reps "
                         f"(range {min(ratios):.2f}-{max(ratios):.2f}x)"
-                        + (f" [fleet: {args.actors} actors x {args.lanes} lanes]" if a == "fleet" else "")
+                        + (
+                            f" [fleet: {args.actors} actors x {args.lanes} lanes]"
+                            if a == "fleet"
+                            else ""
+                        )
                     )
     finally:
         ray.shutdown()

@@ -68,10 +68,14 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     os.environ["RLMESH_BUSY_POLL_US"] = "0"
     with served("CartPole-v1", "tcp") as address:
-        report("server CPU per scalar CartPole step", [_scalar(address, address.pid, args.steps) for _ in range(args.reps)])
+        report(
+            "server CPU per scalar CartPole step",
+            [_scalar(address, address.pid, args.steps) for _ in range(args.reps)],
+        )
     with served("envs:cartpole_lanes", "tcp") as address:
         report(
-            "server CPU per 16-lane vector step", [_vector(address, address.pid, args.steps // 3) for _ in range(args.reps)]
+            "server CPU per 16-lane vector step",
+            [_vector(address, address.pid, args.steps // 3) for _ in range(args.reps)],
         )
 
 

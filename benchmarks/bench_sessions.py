@@ -131,7 +131,10 @@ def idle(steps: int, pairs: int) -> dict[str, float]:
 
     single: list[float] = []
     multi: list[float] = []
-    with served("CartPole-v1", "tcp") as one, served("CartPole-v1", "tcp", "--sessions", "4", "--prewarm", "4") as many:
+    with (
+        served("CartPole-v1", "tcp") as one,
+        served("CartPole-v1", "tcp", "--sessions", "4", "--prewarm", "4") as many,
+    ):
         idlers = [rn.RemoteEnv(many) for _ in range(3)]
         for e in idlers:
             e.reset(seed=1)
@@ -162,17 +165,22 @@ def start(pairs: int) -> dict[str, float]:
     cold: list[float] = []
     warm: list[float] = []
     spawned: list[float] = []
-    os.environ["RLMESH_SESSION_START_METHOD"] = "spawn"  # the third endpoint: a fresh interpreter per worker
+    os.environ["RLMESH_SESSION_START_METHOD"] = (
+        "spawn"  # the third endpoint: a fresh interpreter per worker
+    )
     try:
         spawning_cm = served("CartPole-v1", "tcp", "--sessions", "2")
         spawning = spawning_cm.__enter__()
     finally:
         del os.environ["RLMESH_SESSION_START_METHOD"]
     try:
-        with served("CartPole-v1", "tcp", "--sessions", "2") as on_demand, served(
-            "CartPole-v1", "tcp", "--sessions", "2", "--prewarm", "1"
-        ) as pooled:
-            connect_ms(on_demand)  # the forkserver's own start (once per endpoint) is not a session's cost
+        with (
+            served("CartPole-v1", "tcp", "--sessions", "2") as on_demand,
+            served("CartPole-v1", "tcp", "--sessions", "2", "--prewarm", "1") as pooled,
+        ):
+            connect_ms(
+                on_demand
+            )  # the forkserver's own start (once per endpoint) is not a session's cost
             connect_ms(pooled)
             for _ in range(pairs):
                 cold.append(connect_ms(on_demand))
@@ -189,9 +197,10 @@ def start(pairs: int) -> dict[str, float]:
 def model(pool: Any, seconds: float, pairs: int) -> dict[str, float]:
     fused: list[float] = []
     in_turn: list[float] = []
-    with served("bench_sessions:SlowBatched", "tcp", "--sessions", "8") as fusing, served(
-        "bench_sessions:SlowBatched", "tcp", "--sessions", "8", "--no-fuse"
-    ) as turning:
+    with (
+        served("bench_sessions:SlowBatched", "tcp", "--sessions", "8") as fusing,
+        served("bench_sessions:SlowBatched", "tcp", "--sessions", "8", "--no-fuse") as turning,
+    ):
         for _ in range(pairs):
             fused.append(_aggregate(pool, _model_client, fusing, 8, seconds))
             in_turn.append(_aggregate(pool, _model_client, turning, 8, seconds))
@@ -202,10 +211,18 @@ def model(pool: Any, seconds: float, pairs: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", default="all", choices=("all", "aggregate", "idle", "start", "model"))
-    p.add_argument("--steps", type=int, default=3000, help="steps per measurement of the idle-sessions loop")
-    p.add_argument("--seconds", type=float, default=1.5, help="measurement window of the throughput scenarios")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--scenario", default="all", choices=("all", "aggregate", "idle", "start", "model")
+    )
+    p.add_argument(
+        "--steps", type=int, default=3000, help="steps per measurement of the idle-sessions loop"
+    )
+    p.add_argument(
+        "--seconds", type=float, default=1.5, help="measurement window of the throughput scenarios"
+    )
     p.add_argument("--pairs", type=int, default=5, help="interleaved pairs (>= 5)")
     args = p.parse_args(argv)
     out: dict[str, dict[str, float]] = {}

@@ -27,14 +27,21 @@ def _trace(side: str, names: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, int]]:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--trace", action="store_true", help="list the calls of one step")
     args = p.parse_args(argv)
     out = {}
-    for name, measure in (("scalar CartPole", callcount.measure_scalar), ("16-lane vector CartPole", callcount.measure_vector)):
+    for name, measure in (
+        ("scalar CartPole", callcount.measure_scalar),
+        ("16-lane vector CartPole", callcount.measure_vector),
+    ):
         c = measure(args.steps)
-        print(f"{name:26s} client {c.client:4d}  server {c.server:4d}  total {c.total:4d}  (+ env {c.env})")
+        print(
+            f"{name:26s} client {c.client:4d}  server {c.server:4d}  total {c.total:4d}  (+ env {c.env})"
+        )
         if args.trace:
             _trace("client", c.client_trace)
             _trace("server", c.server_trace)

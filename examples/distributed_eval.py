@@ -73,13 +73,17 @@ def main() -> None:
     p.add_argument("--ray-address", default=None)
     p.add_argument("--workers", type=int, default=4)
     ns = p.parse_args()
-    args = Args(ns.out_dir or tempfile.mkdtemp(prefix="rlmesh-dist-"), ns.ray, ns.ray_address, ns.workers)
+    args = Args(
+        ns.out_dir or tempfile.mkdtemp(prefix="rlmesh-dist-"), ns.ray, ns.ray_address, ns.workers
+    )
     seeds = list(range(64))
 
     t0 = time.perf_counter()
     single = rlmesh.run(policy, SlowReach(), seeds=seeds)
     t_single = time.perf_counter() - t0
-    print(f"workers=None: {single.num_episodes} episodes, success {single.success_rate:.0%}, {t_single:.1f}s")
+    print(
+        f"workers=None: {single.num_episodes} episodes, success {single.success_rate:.0%}, {t_single:.1f}s"
+    )
 
     workers = rlmesh.Workers(
         n=args.workers,
@@ -91,14 +95,20 @@ def main() -> None:
     # SlowReach (the class) is shipped: each worker builds its own env; the policy is pickled.
     many = rlmesh.run(policy, SlowReach, seeds=seeds, workers=workers, journal=journal)
     t_many = time.perf_counter() - t0
-    print(f"workers={args.workers} ({workers.resolved_backend()}): {many.num_episodes} episodes, "
-          f"success {many.success_rate:.0%}, {t_many:.1f}s")
+    print(
+        f"workers={args.workers} ({workers.resolved_backend()}): {many.num_episodes} episodes, "
+        f"success {many.success_rate:.0%}, {t_many:.1f}s"
+    )
     for w in many.workers:
-        print(f"  {w.worker}: {w.episodes} episodes on {w.host} (pid {w.pid}), env {w.env_ms:.0f} ms, model {w.model_ms:.0f} ms")
+        print(
+            f"  {w.worker}: {w.episodes} episodes on {w.host} (pid {w.pid}), env {w.env_ms:.0f} ms, model {w.model_ms:.0f} ms"
+        )
     same = [(e.seed, e.steps, e.reward, e.success) for e in single.episodes] == [
         (e.seed, e.steps, e.reward, e.success) for e in many.episodes
     ]
-    print(f"same episodes as one process: {same}; journal: {journal} (run again: nothing left to run)")
+    print(
+        f"same episodes as one process: {same}; journal: {journal} (run again: nothing left to run)"
+    )
 
 
 if __name__ == "__main__":

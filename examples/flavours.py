@@ -36,7 +36,9 @@ class Reach:
         self.pending = torch.zeros(LANES, dtype=torch.bool)  # lanes that autoreset on this step
         return self.pos.clone(), {}
 
-    def step(self, action: torch.Tensor) -> Any:  # an int64 tensor [LANES], thanks to framework="torch"
+    def step(
+        self, action: torch.Tensor
+    ) -> Any:  # an int64 tensor [LANES], thanks to framework="torch"
         self.pos += (action.float() * 2 - 1).unsqueeze(1) * 0.5
         self.t += 1
         reward = -self.pos.abs().squeeze(1)
@@ -65,11 +67,15 @@ class Greedy(rt.Model):
 def main() -> None:
     # declaring the protocol edition this code was written for keeps WorkflowEditionWarning away
     options = rlmesh.ServeOptions(workflow_edition=rlmesh.current_workflow_edition())
-    with rlmesh.EnvServer(Reach(), "127.0.0.1:0", framework="torch", options=options).start() as server:
+    with rlmesh.EnvServer(
+        Reach(), "127.0.0.1:0", framework="torch", options=options
+    ).start() as server:
         with rj.RemoteVectorEnv(server.address, device="cpu") as envs:
             obs, info = envs.reset(seed=1)
             obs, rewards, terminated, truncated, info = envs.step(jnp.zeros(LANES, jnp.int32))
-            print(f"jax client: obs {type(obs).__name__}{tuple(obs.shape)}, rewards {rewards.dtype}")
+            print(
+                f"jax client: obs {type(obs).__name__}{tuple(obs.shape)}, rewards {rewards.dtype}"
+            )
         result = rlmesh.run(Greedy(), server.address, max_episodes=8, seeds=list(range(LANES)))
         print(f"torch model: {result.num_episodes} episodes, mean reward {result.mean_reward:.2f}")
 

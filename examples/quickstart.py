@@ -40,7 +40,17 @@ def start_server(env_id: str, ready_file: Path) -> tuple[subprocess.Popen[bytes]
     wait until it answers a ping. Returns the process and the address.
     """
     env = {**os.environ, "RLMESH_WORKFLOW_EDITION": os.environ.get("RLMESH_WORKFLOW_EDITION", "")}
-    cmd = [sys.executable, "-m", "rlmesh.cli", "serve", env_id, "--address", "127.0.0.1:0", "--ready-file", str(ready_file)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlmesh.cli",
+        "serve",
+        env_id,
+        "--address",
+        "127.0.0.1:0",
+        "--ready-file",
+        str(ready_file),
+    ]
     proc = subprocess.Popen(cmd, env=env)
     try:
         deadline = time.monotonic() + 60
@@ -99,7 +109,10 @@ def evaluate(address: str, episodes: int) -> None:
         "--episodes",
         str(episodes),
     ]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
     subprocess.run(cmd, check=True, env=env)
     print(
         "(CartPole reports no task outcome, so `rlmesh eval` shows no success rate; an episode that "

@@ -79,7 +79,9 @@ class Reach(gym.Env[Any, Any]):
 def policy(obs: dict[str, Any]) -> np.ndarray:
     """Head for the goal at 80 % of the top speed."""
     direction = obs["goal"] - obs["pos"]
-    return np.clip(0.04 * direction / (np.linalg.norm(direction) + 1e-6), -0.05, 0.05).astype(np.float32)
+    return np.clip(0.04 * direction / (np.linalg.norm(direction) + 1e-6), -0.05, 0.05).astype(
+        np.float32
+    )
 
 
 def main(out: Path) -> None:
@@ -89,11 +91,15 @@ def main(out: Path) -> None:
         with rlmesh.Recorder(fps=20) as rec:
             # cameras discovered: render() first, then the image-like "camera" observation
             hooks = rec.capture(model="head-to-goal", env="Reach-v0", config={"speed": 0.04})
-            result = rlmesh.run(Model(policy, spec=rlmesh.NO_ADAPTER), server.address, seeds=range(4), hooks=hooks)
+            result = rlmesh.run(
+                Model(policy, spec=rlmesh.NO_ADAPTER), server.address, seeds=range(4), hooks=hooks
+            )
             bundle = rec.export(out)
     finally:
         server.shutdown()
-    print(f"{result.num_episodes} episodes, success rate {result.success_rate:.2f}, mean reward {result.mean_reward:.2f}")
+    print(
+        f"{result.num_episodes} episodes, success rate {result.success_rate:.2f}, mean reward {result.mean_reward:.2f}"
+    )
     print(f"bundle: {bundle}  (open {bundle / 'index.html'})")
 
 

@@ -55,7 +55,9 @@ class StepCounts:
 class _ServerProfile:
     """The serve thread's profiler: segments between loop wake-ups, env calls apart."""
 
-    def __init__(self, poll_code: CodeType, step_codes: set[CodeType], env_codes: set[CodeType]) -> None:
+    def __init__(
+        self, poll_code: CodeType, step_codes: set[CodeType], env_codes: set[CodeType]
+    ) -> None:
         self.poll_code = poll_code
         self.step_codes = step_codes  # the server's step entry (marks a segment as a step)
         self.env_codes = env_codes  # the env's own step: calls under it are the env's
@@ -242,4 +244,6 @@ def measure_scalar(steps: int = 40) -> StepCounts:
 
 
 def measure_vector(steps: int = 40, lanes: int = 16) -> StepCounts:
-    return count_steps(lambda: vector_cartpole(lanes), vector_actions(lanes), steps=steps, vector=True)
+    return count_steps(
+        lambda: vector_cartpole(lanes), vector_actions(lanes), steps=steps, vector=True
+    )

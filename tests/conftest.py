@@ -47,7 +47,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         test = getattr(test, "__func__", test)  # a method's function carries the settings
         own = getattr(test, "_hypothesis_internal_use_settings", None)
         if own is not None and own.max_examples > FAST_MAX_EXAMPLES:
-            test._hypothesis_internal_use_settings = _hypothesis_settings(own, max_examples=FAST_MAX_EXAMPLES)
+            test._hypothesis_internal_use_settings = _hypothesis_settings(
+                own, max_examples=FAST_MAX_EXAMPLES
+            )
 
 
 REQUIRE_ALL = os.environ.get("RLMESH_REQUIRE_ALL", "") not in ("", "0")
@@ -115,7 +117,9 @@ def ray_local() -> Iterator[Any]:
     """A local Ray (2 CPUs) for one test module; shut down after it."""
     ray = require_ray()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(address="local", num_cpus=2, **_RAY_INIT)  # never join another test's cluster (/tmp/ray)
+    ray.init(
+        address="local", num_cpus=2, **_RAY_INIT
+    )  # never join another test's cluster (/tmp/ray)
     try:
         yield ray
     finally:
@@ -238,10 +242,23 @@ def serve_process(short_tmp: Path) -> Iterator[Callable[..., tuple[subprocess.Po
         ready = short_tmp / f"ready{n}"
         # The `rlmesh serve` grammar (positional env target); `python -m rlmesh.serve` takes a model
         # positionally and an env with --env (CNF2-A9).
-        cmd = [sys.executable, "-m", "rlmesh.cli", "serve", target, "--address", address, "--ready-file", str(ready), *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "rlmesh.cli",
+            "serve",
+            target,
+            "--address",
+            address,
+            "--ready-file",
+            str(ready),
+            *args,
+        ]
         # stderr goes to a file, never a pipe: a chatty child must not block on a full pipe
         with open(short_tmp / f"proc{n}.err", "wb") as err:
-            proc = subprocess.Popen(cmd, env=env or child_env(), stdout=subprocess.DEVNULL, stderr=err)
+            proc = subprocess.Popen(
+                cmd, env=env or child_env(), stdout=subprocess.DEVNULL, stderr=err
+            )
         procs.append(proc)
         try:
             return proc, wait_for_ready_file(proc, ready, SERVER_START_SECONDS)

@@ -45,13 +45,17 @@ def assert_canonical_equal(got: Any, want: Any, path: str = "$") -> None:
         assert list(got) == want, f"{path}: {got!r} != {want!r}"
     elif isinstance(want, np.ndarray):
         assert isinstance(got, np.ndarray), f"{path}: {type(got).__name__}"
-        assert got.dtype == want.dtype and got.shape == want.shape, f"{path}: {got.dtype}{got.shape} != {want.dtype}{want.shape}"
+        assert got.dtype == want.dtype and got.shape == want.shape, (
+            f"{path}: {got.dtype}{got.shape} != {want.dtype}{want.shape}"
+        )
         assert got.tobytes() == want.tobytes(), f"{path}: {got!r} != {want!r}"
     else:
         assert type(got) is type(want) and got == want, f"{path}: {got!r} != {want!r}"
 
 
-def assert_leaves(tree: Any, spec: SpaceSpec, lanes: int | None, is_array: Callable[[Any], bool], path: str = "$") -> None:
+def assert_leaves(
+    tree: Any, spec: SpaceSpec, lanes: int | None, is_array: Callable[[Any], bool], path: str = "$"
+) -> None:
     """BKD-1: array leaves (and batched Discrete) are framework arrays; the rest stays Python."""
     kind = spec.kind
     if kind in ("box", "multi_binary", "multi_discrete"):
@@ -62,7 +66,9 @@ def assert_leaves(tree: Any, spec: SpaceSpec, lanes: int | None, is_array: Calla
         if lanes is None:
             assert type(tree) is int, f"{path}: {type(tree).__name__}"
         else:
-            assert is_array(tree) and tuple(tree.shape) == (lanes,), f"{path}: {type(tree).__name__}"
+            assert is_array(tree) and tuple(tree.shape) == (lanes,), (
+                f"{path}: {type(tree).__name__}"
+            )
     elif kind == "text":
         if lanes is None:
             assert type(tree) is str, f"{path}: {type(tree).__name__}"

@@ -55,9 +55,15 @@ def demo_wheel(dest: Path) -> Path:
     }
 
     def digest(data: bytes) -> str:
-        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        return (
+            "sha256="
+            + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        )
 
-    record = "".join(f"{n},{digest(d)},{len(d)}\n" for n, d in files.items()) + "sbxdemo-7.3.1.dist-info/RECORD,,\n"
+    record = (
+        "".join(f"{n},{digest(d)},{len(d)}\n" for n, d in files.items())
+        + "sbxdemo-7.3.1.dist-info/RECORD,,\n"
+    )
     files["sbxdemo-7.3.1.dist-info/RECORD"] = record.encode()
     path = dest / "sbxdemo-7.3.1-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as zf:

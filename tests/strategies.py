@@ -216,7 +216,11 @@ def _md_values(spec: SpaceSpec, shape: tuple[int, ...]) -> st.SearchStrategy[Any
 
 def _text_values(spec: SpaceSpec) -> st.SearchStrategy[str]:
     d = spec._d
-    alphabet = st.sampled_from(sorted(set(d["charset"]))) if d["charset"] else st.characters(blacklist_categories=("Cs",))
+    alphabet = (
+        st.sampled_from(sorted(set(d["charset"])))
+        if d["charset"]
+        else st.characters(blacklist_categories=("Cs",))
+    )
     return st.text(alphabet=alphabet, min_size=d["min_length"], max_size=d["max_length"])
 
 
@@ -271,5 +275,9 @@ def gym_exact(spec: SpaceSpec) -> bool:
         return not (spec.dtype not in FLOAT_DTYPES and spec._d["bounds_kind"] == "unbounded")
     if kind == "text":
         charset = spec._d["charset"]
-        return charset != "" and frozenset(charset) != _ALNUM and charset == "".join(sorted(set(charset)))
+        return (
+            charset != ""
+            and frozenset(charset) != _ALNUM
+            and charset == "".join(sorted(set(charset)))
+        )
     return all(gym_exact(c) for _, c in spec._children())

@@ -27,7 +27,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "src" / "rlmesh"
 DATA = ROOT / ".coverage"
-DEFAULT_PYTEST_ARGS = ["tests/unit", "tests/integration", "-m", "not ray and not e2e", "-q", "-p", "no:cacheprovider"]
+DEFAULT_PYTEST_ARGS = [
+    "tests/unit",
+    "tests/integration",
+    "-m",
+    "not ray and not e2e",
+    "-q",
+    "-p",
+    "no:cacheprovider",
+]
 
 
 def _coverage() -> object:
@@ -42,7 +50,16 @@ def run(pytest_args: list[str]) -> int:
     """``coverage run -m pytest ARGS`` from the repository root; returns pytest's status."""
     _coverage()
     env = dict(os.environ, COVERAGE_FILE=str(DATA))
-    cmd = [sys.executable, "-m", "coverage", "run", f"--source={SOURCE}", "-m", "pytest", *pytest_args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "coverage",
+        "run",
+        f"--source={SOURCE}",
+        "-m",
+        "pytest",
+        *pytest_args,
+    ]
     print("+", " ".join(cmd), flush=True)
     return subprocess.call(cmd, cwd=ROOT, env=env)
 
@@ -74,7 +91,9 @@ def report(modules: str | None = None) -> list[tuple[str, int, int]]:
         totals[key][1] += len(missing)
     rows = [(k, s, m) for k, (s, m) in sorted(totals.items())]
     width = max([len(k) for k, _, _ in rows] + [7])
-    print(f"{'package' if modules is None else 'module':<{width}}  {'stmts':>6}  {'miss':>6}  {'cover':>6}")
+    print(
+        f"{'package' if modules is None else 'module':<{width}}  {'stmts':>6}  {'miss':>6}  {'cover':>6}"
+    )
     for key, stmts, miss in rows:
         print(f"{key:<{width}}  {stmts:>6}  {miss:>6}  {_pct(stmts, miss):>6}")
     all_stmts = sum(s for _, s, _ in rows)
@@ -90,7 +109,9 @@ def _pct(stmts: int, miss: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", action="store_true", help="measure first (pytest under coverage)")
-    parser.add_argument("--modules", metavar="PACKAGE", help="one row per module of this subpackage")
+    parser.add_argument(
+        "--modules", metavar="PACKAGE", help="one row per module of this subpackage"
+    )
     args, pytest_args = parser.parse_known_args(argv)
     if pytest_args[:1] == ["--"]:
         pytest_args = pytest_args[1:]

@@ -40,10 +40,14 @@ def render_table() -> str:
                 nxt = s.TRANSITIONS.get((state, request, reply))
                 by_next.setdefault("stays" if nxt is None else f"`{nxt.name}`", []).append(reply)
             for then, replies in by_next.items():
-                rows.append(f"| `{state.name}` | {_name(request)} | {', '.join(_name(r) for r in replies)} | {then} |")
+                rows.append(
+                    f"| `{state.name}` | {_name(request)} | {', '.join(_name(r) for r in replies)} | {then} |"
+                )
     error = _name(m.Error.KIND)
     rows.append(f"| any | any | {error} with `recoverable=true` | stays |")
-    rows.append(f"| any | any | {error} with `recoverable=false`, or a protocol error | `{s.BROKEN.name}` |")
+    rows.append(
+        f"| any | any | {error} with `recoverable=false`, or a protocol error | `{s.BROKEN.name}` |"
+    )
     return "\n".join(rows) + "\n"
 
 
@@ -61,7 +65,7 @@ def updated(text: str) -> str:
     """``text`` with the generated block replaced by :func:`render_table`."""
     old = current(text)
     start = text.index(BEGIN) + len(BEGIN) + 1
-    return text[:start] + render_table() + text[start + len(old):]
+    return text[:start] + render_table() + text[start + len(old) :]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -83,7 +83,9 @@ class ReachEnv(gym.Env):  # type: ignore[misc]
             "goal": "reach the red cube",
         }
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         self.cube = self.np_random.uniform(-0.4, 0.4, size=2)
         self.ee = np.array([0.0, 0.0, 0.3])

@@ -1,6 +1,6 @@
 """Serve the tagged ReachEnv over TCP and evaluate the spec'd policy against it: no glue code.
 
-    python examples/adapters/run.py
+python examples/adapters/run.py
 """
 
 from __future__ import annotations
@@ -23,9 +23,22 @@ from policy import SPEC, predict  # noqa: E402
 
 
 def serve_in_background(ready: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
     env.setdefault("RLMESH_WORKFLOW_EDITION", "")
-    cmd = [sys.executable, "-m", "rlmesh.cli", "serve", "reach_env:make_env", "--address", "127.0.0.1:0", "--ready-file", str(ready)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlmesh.cli",
+        "serve",
+        "reach_env:make_env",
+        "--address",
+        "127.0.0.1:0",
+        "--ready-file",
+        str(ready),
+    ]
     return subprocess.Popen(cmd, env=env)
 
 
@@ -48,7 +61,9 @@ def main() -> None:
 
             result = Model(predict, spec=SPEC).run(address, seeds=[0, 1, 2, 3, 4])
             for ep in result.episodes:
-                print(f"episode {ep.index}: steps={ep.steps} reward={ep.reward:.2f} success={ep.success}")
+                print(
+                    f"episode {ep.index}: steps={ep.steps} reward={ep.reward:.2f} success={ep.success}"
+                )
             print(f"success rate {result.success_rate:.0%} over {result.num_episodes} episodes")
         finally:
             server.terminate()

@@ -82,8 +82,16 @@ class PointReachFactory(EnvFactory):
     @classmethod
     def enumerate_variants(cls) -> list[Variant]:
         return [
-            Variant("easy/center", {"difficulty": "easy", "goal": (0.0, 0.0)}, name="Easy: reach the center"),
-            Variant("hard/corner", {"difficulty": "hard", "goal": (0.8, 0.8)}, name="Hard: reach the corner"),
+            Variant(
+                "easy/center",
+                {"difficulty": "easy", "goal": (0.0, 0.0)},
+                name="Easy: reach the center",
+            ),
+            Variant(
+                "hard/corner",
+                {"difficulty": "hard", "goal": (0.8, 0.8)},
+                name="Hard: reach the corner",
+            ),
         ]
 
     def make(
@@ -104,7 +112,9 @@ def main() -> None:
     if args.command == "describe":
         print(rlmesh.authoring.describe_json(PointReachFactory))
         return
-    kwargs = {k: v for k, v in (("difficulty", args.difficulty), ("goal", args.goal)) if v is not None}
+    kwargs = {
+        k: v for k, v in (("difficulty", args.difficulty), ("goal", args.goal)) if v is not None
+    }
     PointReachFactory().serve(args.address, **kwargs)
 
 

@@ -35,8 +35,12 @@ def layer(i: int, o: int, std: float = float(np.sqrt(2))) -> nn.Linear:
 class Agent(nn.Module):
     def __init__(self, obs_dim: int, n_actions: int) -> None:
         super().__init__()
-        self.critic = nn.Sequential(layer(obs_dim, 64), nn.Tanh(), layer(64, 64), nn.Tanh(), layer(64, 1, 1.0))
-        self.actor = nn.Sequential(layer(obs_dim, 64), nn.Tanh(), layer(64, 64), nn.Tanh(), layer(64, n_actions, 0.01))
+        self.critic = nn.Sequential(
+            layer(obs_dim, 64), nn.Tanh(), layer(64, 64), nn.Tanh(), layer(64, 1, 1.0)
+        )
+        self.actor = nn.Sequential(
+            layer(obs_dim, 64), nn.Tanh(), layer(64, 64), nn.Tanh(), layer(64, n_actions, 0.01)
+        )
 
     def value(self, x: torch.Tensor) -> torch.Tensor:
         return self.critic(x)
@@ -48,7 +52,9 @@ class Agent(nn.Module):
         return action, dist.log_prob(action), dist.entropy(), self.critic(x)
 
 
-def train(envs: gym.vector.VectorEnv, total_timesteps: int, seed: int = 1, num_steps: int = 128) -> list[float]:
+def train(
+    envs: gym.vector.VectorEnv, total_timesteps: int, seed: int = 1, num_steps: int = 128
+) -> list[float]:
     """PPO (CleanRL's defaults for CartPole); returns the finished episodes' returns."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -80,7 +86,10 @@ def train(envs: gym.vector.VectorEnv, total_timesteps: int, seed: int = 1, num_s
             returns_seen += ep_return[done].tolist()
             ep_return[done] = 0.0
             rew_b[step] = torch.tensor(reward, dtype=torch.float32)
-            next_obs, next_done = torch.tensor(obs, dtype=torch.float32), torch.tensor(done, dtype=torch.float32)
+            next_obs, next_done = (
+                torch.tensor(obs, dtype=torch.float32),
+                torch.tensor(done, dtype=torch.float32),
+            )
         with torch.no_grad():  # GAE
             adv = torch.zeros_like(rew_b)
             last = torch.zeros(n)
@@ -105,7 +114,9 @@ def train(envs: gym.vector.VectorEnv, total_timesteps: int, seed: int = 1, num_s
                 a = b_adv[mb]
                 a = (a - a.mean()) / (a.std() + 1e-8)
                 w = valid[mb]
-                pg = (torch.max(-a * ratio, -a * ratio.clamp(1 - clip, 1 + clip)) * w).sum() / w.sum()
+                pg = (
+                    torch.max(-a * ratio, -a * ratio.clamp(1 - clip, 1 + clip)) * w
+                ).sum() / w.sum()
                 v_loss = 0.5 * (((value.flatten() - b_ret[mb]) ** 2) * w).sum() / w.sum()
                 loss = pg - 0.01 * (entropy * w).sum() / w.sum() + 0.5 * v_loss
                 optimizer.zero_grad()
@@ -117,15 +128,28 @@ def train(envs: gym.vector.VectorEnv, total_timesteps: int, seed: int = 1, num_s
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--address", help="a served vector CartPole (default: serve 4 lanes in this process)")
-    p.add_argument("--local", action="store_true", help="train on gymnasium.make_vec instead (comparison)")
-    p.add_argument("--num-envs", type=int, default=4, help="lanes when serving in-process or --local (default: 4)")
-    p.add_argument("--total-timesteps", type=int, default=50_000, help="environment steps (default: 50000)")
+    p.add_argument(
+        "--address", help="a served vector CartPole (default: serve 4 lanes in this process)"
+    )
+    p.add_argument(
+        "--local", action="store_true", help="train on gymnasium.make_vec instead (comparison)"
+    )
+    p.add_argument(
+        "--num-envs",
+        type=int,
+        default=4,
+        help="lanes when serving in-process or --local (default: 4)",
+    )
+    p.add_argument(
+        "--total-timesteps", type=int, default=50_000, help="environment steps (default: 50000)"
+    )
     p.add_argument("--seed", type=int, default=1, help="seed for the env and torch (default: 1)")
     args = p.parse_args()
     server = None
     if args.local:
-        envs: gym.vector.VectorEnv = gym.make_vec("CartPole-v1", num_envs=args.num_envs, vectorization_mode="sync")
+        envs: gym.vector.VectorEnv = gym.make_vec(
+            "CartPole-v1", num_envs=args.num_envs, vectorization_mode="sync"
+        )
     else:
         address = args.address
         if address is None:
@@ -141,8 +165,10 @@ def main() -> None:
         if server is not None:
             server.shutdown()
     last = returns[-20:] or [0.0]
-    print(f"{len(returns)} episodes, mean return of the last {len(last)}: {np.mean(last):.1f} "
-          f"({time.perf_counter() - t0:.1f}s)")
+    print(
+        f"{len(returns)} episodes, mean return of the last {len(last)}: {np.mean(last):.1f} "
+        f"({time.perf_counter() - t0:.1f}s)"
+    )
 
 
 if __name__ == "__main__":

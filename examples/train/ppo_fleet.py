@@ -37,12 +37,20 @@ import rlmesh.ray
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--actors", type=int, default=4, help="Ray actors, one endpoint each (default: 4)")
+    p.add_argument(
+        "--actors", type=int, default=4, help="Ray actors, one endpoint each (default: 4)"
+    )
     p.add_argument("--lanes", type=int, default=1, help="CartPole lanes per actor (default: 1)")
-    p.add_argument("--total-timesteps", type=int, default=20_000, help="environment steps (default: 20000)")
+    p.add_argument(
+        "--total-timesteps", type=int, default=20_000, help="environment steps (default: 20000)"
+    )
     p.add_argument("--seed", type=int, default=1, help="seed for the envs and torch (default: 1)")
-    p.add_argument("--ray-address", help="join this Ray cluster (default: start a local Ray on 127.0.0.1)")
-    p.add_argument("--local", action="store_true", help="train on gymnasium.make_vec instead (comparison)")
+    p.add_argument(
+        "--ray-address", help="join this Ray cluster (default: start a local Ray on 127.0.0.1)"
+    )
+    p.add_argument(
+        "--local", action="store_true", help="train on gymnasium.make_vec instead (comparison)"
+    )
     args = p.parse_args()
     num_envs = args.actors * args.lanes
     if args.local:
@@ -62,13 +70,20 @@ def main() -> None:
     if args.ray_address:
         ray.init(address=args.ray_address, log_to_driver=False)
     else:
-        ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
+        ray.init(
+            address="local",
+            _node_ip_address="127.0.0.1",
+            include_dashboard=False,
+            log_to_driver=False,
+        )
     t_ray = time.perf_counter() - t0
     try:
         t0 = time.perf_counter()
         with rlmesh.ray.EnvFleet("CartPole-v1", args.actors, lanes=args.lanes) as fleet:
-            print(f"Ray up in {t_ray:.1f}s; {args.actors} actors serving in {time.perf_counter() - t0:.1f}s at "
-                  f"{', '.join(fleet.addresses)}")
+            print(
+                f"Ray up in {t_ray:.1f}s; {args.actors} actors serving in {time.perf_counter() - t0:.1f}s at "
+                f"{', '.join(fleet.addresses)}"
+            )
             envs = fleet.vector_env("gymnasium")
             t0 = time.perf_counter()
             try:
@@ -82,7 +97,9 @@ def main() -> None:
 
 def report(returns: list[float], seconds: float) -> None:
     last = returns[-20:] or [0.0]
-    print(f"{len(returns)} episodes, mean return of the last {len(last)}: {np.mean(last):.1f} ({seconds:.1f}s)")
+    print(
+        f"{len(returns)} episodes, mean return of the last {len(last)}: {np.mean(last):.1f} ({seconds:.1f}s)"
+    )
 
 
 if __name__ == "__main__":

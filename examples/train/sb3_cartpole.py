@@ -25,8 +25,12 @@ import rlmesh.gymnasium
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--address", help="a served CartPole (default: serve one in this process)")
-    p.add_argument("--local", action="store_true", help="train on gymnasium.make instead (comparison)")
-    p.add_argument("--total-timesteps", type=int, default=20_000, help="environment steps (default: 20000)")
+    p.add_argument(
+        "--local", action="store_true", help="train on gymnasium.make instead (comparison)"
+    )
+    p.add_argument(
+        "--total-timesteps", type=int, default=20_000, help="environment steps (default: 20000)"
+    )
     p.add_argument("--seed", type=int, default=1, help="seed (default: 1)")
     args = p.parse_args()
     server = None
@@ -47,8 +51,10 @@ def main() -> None:
         env.close()
         if server is not None:
             server.shutdown()
-    print(f"trained {args.total_timesteps} steps in {time.perf_counter() - t0:.1f}s; "
-          f"mean return {mean:.1f} +/- {std:.1f}")
+    print(
+        f"trained {args.total_timesteps} steps in {time.perf_counter() - t0:.1f}s; "
+        f"mean return {mean:.1f} +/- {std:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -30,7 +30,17 @@ from rlmesh.sb3 import RemoteVecEnv
 def start_endpoint(workdir: Path, i: int) -> tuple[subprocess.Popen[bytes], str]:
     """``rlmesh serve CartPole-v1`` in a child process; returns it and its bound address."""
     ready = workdir / f"ready{i}"
-    cmd = [sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", "127.0.0.1:0", "--ready-file", str(ready)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlmesh.cli",
+        "serve",
+        "CartPole-v1",
+        "--address",
+        "127.0.0.1:0",
+        "--ready-file",
+        str(ready),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not ready.exists():  # bounded: the server writes its address once it listens
@@ -43,9 +53,15 @@ def start_endpoint(workdir: Path, i: int) -> tuple[subprocess.Popen[bytes], str]
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--endpoints", type=int, default=4, help="CartPole servers to start (default: 4)")
-    p.add_argument("--address", action="append", help="train on these endpoints instead (repeatable)")
-    p.add_argument("--total-timesteps", type=int, default=30_000, help="environment steps (default: 30000)")
+    p.add_argument(
+        "--endpoints", type=int, default=4, help="CartPole servers to start (default: 4)"
+    )
+    p.add_argument(
+        "--address", action="append", help="train on these endpoints instead (repeatable)"
+    )
+    p.add_argument(
+        "--total-timesteps", type=int, default=30_000, help="environment steps (default: 30000)"
+    )
     p.add_argument("--seed", type=int, default=1, help="seed (default: 1)")
     args = p.parse_args()
     procs: list[subprocess.Popen[bytes]] = []
@@ -61,14 +77,25 @@ def main() -> None:
         stack.callback(env.close)
         t0 = time.perf_counter()
         model = PPO(
-            "MlpPolicy", env, n_steps=256, batch_size=256, n_epochs=10, learning_rate=1e-3,
-            gamma=0.98, gae_lambda=0.8, seed=args.seed, device="cpu", verbose=0,
+            "MlpPolicy",
+            env,
+            n_steps=256,
+            batch_size=256,
+            n_epochs=10,
+            learning_rate=1e-3,
+            gamma=0.98,
+            gae_lambda=0.8,
+            seed=args.seed,
+            device="cpu",
+            verbose=0,
         )
         model.learn(total_timesteps=args.total_timesteps)
         seconds = time.perf_counter() - t0
         mean, std = evaluate_policy(model, gym.make("CartPole-v1"), n_eval_episodes=10)
-        print(f"trained {args.total_timesteps} steps on {len(addresses)} endpoints in {seconds:.1f}s; "
-              f"mean return {mean:.1f} +/- {std:.1f} (a random policy scores ~22)")
+        print(
+            f"trained {args.total_timesteps} steps on {len(addresses)} endpoints in {seconds:.1f}s; "
+            f"mean return {mean:.1f} +/- {std:.1f} (a random policy scores ~22)"
+        )
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:

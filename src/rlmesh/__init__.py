@@ -143,7 +143,13 @@ _LAZY = ("describe", "describe_json", "__build__")
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("numpy", "torch", "jax", "gymnasium", "hooks"):  # load on first use: `rlmesh.numpy.RemoteEnv`
+    if name in (
+        "numpy",
+        "torch",
+        "jax",
+        "gymnasium",
+        "hooks",
+    ):  # load on first use: `rlmesh.numpy.RemoteEnv`
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

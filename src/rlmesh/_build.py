@@ -107,7 +107,7 @@ def validate_edition(value: str) -> str:
         return v
     raise ValueError(
         f'runtime cannot drive workflow edition "{value}"; this build implements '
-        f'[{", ".join(chr(34) + e + chr(34) for e in SUPPORTED_EDITIONS)}]'
+        f"[{', '.join(chr(34) + e + chr(34) for e in SUPPORTED_EDITIONS)}]"
     )
 
 
@@ -230,7 +230,7 @@ def resolve_declared_edition(
     if warn and not _warned:
         _warned = True
         how = hint or (
-            f"workflow_edition=\"{EDITION_BASE}\" (ServeOptions, or a class attribute on your "
+            f'workflow_edition="{EDITION_BASE}" (ServeOptions, or a class attribute on your '
             f"EnvFactory/Model), --workflow-edition {EDITION_BASE} on the command line"
         )
         warnings.warn(

@@ -10,7 +10,14 @@ from ._autoreset import Autoreset
 from .spaces._spec import SpaceSpec, value_nbytes
 from .wire.frames import default_limits
 
-__all__ = ["AUTORESET_MODES", "MAX_LANES", "UNKNOWN_ENV_ID", "EnvContract", "check_bound_size", "max_bound_bytes"]
+__all__ = [
+    "AUTORESET_MODES",
+    "MAX_LANES",
+    "UNKNOWN_ENV_ID",
+    "EnvContract",
+    "check_bound_size",
+    "max_bound_bytes",
+]
 
 UNKNOWN_ENV_ID = "UnknownEnv-v1"  # SRV-11
 #: Wire names of the autoreset modes (AR-1/AR-2).
@@ -31,7 +38,9 @@ def max_bound_bytes() -> int:
     return max(1 << 30, 4 * default_limits().max_frame_bytes)
 
 
-def check_bound_size(observation_space: SpaceSpec, action_space: SpaceSpec, lanes: int, what: str) -> None:
+def check_bound_size(
+    observation_space: SpaceSpec, action_space: SpaceSpec, lanes: int, what: str
+) -> None:
     """Refuse a peer's declaration whose lanes or bytes are over the limits (issue 28).
 
     Raises:
@@ -39,7 +48,9 @@ def check_bound_size(observation_space: SpaceSpec, action_space: SpaceSpec, lane
             action over :func:`max_bound_bytes`; the message names the limit.
     """
     if lanes > MAX_LANES:
-        raise ValueError(f"{what} declares {lanes} lanes, over the limit of {MAX_LANES} lanes (MAX_LANES)")
+        raise ValueError(
+            f"{what} declares {lanes} lanes, over the limit of {MAX_LANES} lanes (MAX_LANES)"
+        )
     total = (value_nbytes(observation_space) + value_nbytes(action_space)) * lanes
     limit = max_bound_bytes()
     if total > limit:
@@ -84,7 +95,9 @@ class EnvContract:
         autoreset_mode: str = Autoreset.DISABLED.value,
     ) -> None:
         if autoreset_mode not in AUTORESET_MODES:
-            raise ValueError(f"autoreset_mode must be one of {AUTORESET_MODES}, got {autoreset_mode!r}")
+            raise ValueError(
+                f"autoreset_mode must be one of {AUTORESET_MODES}, got {autoreset_mode!r}"
+            )
         self._id = id
         self._observation_space = observation_space
         self._action_space = action_space
@@ -155,15 +168,22 @@ class EnvContract:
             if not isinstance(num_envs, int) or num_envs < 1:
                 raise ValueError(f"num_envs must be a positive int, got {num_envs!r}")
             if num_envs > MAX_LANES:  # before any space is built
-                raise ValueError(f"the contract declares {num_envs} lanes, over the limit of {MAX_LANES} lanes (MAX_LANES)")
+                raise ValueError(
+                    f"the contract declares {num_envs} lanes, over the limit of {MAX_LANES} lanes (MAX_LANES)"
+                )
             md = d.get("metadata")
             if md is not None and not isinstance(md, Mapping):
                 raise ValueError("contract metadata must be a mapping or None")
             ident = d.get("id") or UNKNOWN_ENV_ID
             render_mode = d.get("render_mode")
-            if not isinstance(ident, str) or (render_mode is not None and not isinstance(render_mode, str)):
+            if not isinstance(ident, str) or (
+                render_mode is not None and not isinstance(render_mode, str)
+            ):
                 raise ValueError("contract id and render_mode must be strings")
-            obs, act = SpaceSpec._from_dict(d["observation_space"]), SpaceSpec._from_dict(d["action_space"])
+            obs, act = (
+                SpaceSpec._from_dict(d["observation_space"]),
+                SpaceSpec._from_dict(d["action_space"]),
+            )
             check_bound_size(obs, act, num_envs, "the contract")
             return cls(
                 ident,

@@ -46,7 +46,9 @@ FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
 # little-endian host these are the native dtypes, so buffers export plain struct
 # formats ("d", not "<d") and no byte swapping ever happens.
 _NP: dict[str, np.dtype[Any]] = {
-    name: np.dtype(name) if sys.byteorder == "little" or name == "bool" else np.dtype(name).newbyteorder("<")
+    name: np.dtype(name)
+    if sys.byteorder == "little" or name == "bool"
+    else np.dtype(name).newbyteorder("<")
     for name in DTYPE_NAMES
 }
 _BUILTINS: dict[Any, str] = {float: "float64", int: "int64", bool: "bool"}

@@ -50,7 +50,10 @@ def _mapping(m: Mapping[Any, Any], path: str, active: set[int]) -> dict[str, Any
         raise ValueError(f"metadata contains a reference cycle at {path or '<root>'}")
     active.add(id(m))
     try:
-        return {str(k) if not isinstance(k, str) else k: _value(v, _join(path, str(k)), active) for k, v in m.items()}
+        return {
+            str(k) if not isinstance(k, str) else k: _value(v, _join(path, str(k)), active)
+            for k, v in m.items()
+        }
     finally:
         active.discard(id(m))
 

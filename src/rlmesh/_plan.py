@@ -99,13 +99,17 @@ class ValuePlan:
         def pack(value: Any) -> tuple[list[Any], list[Any]]:
             return split(encode(to_host(value)))
 
-        def pack_host(value: Any) -> tuple[list[Any], list[Any]]:  # plain/numpy: encode is the identity
+        def pack_host(
+            value: Any,
+        ) -> tuple[list[Any], list[Any]]:  # plain/numpy: encode is the identity
             return split(encode(value))
 
         def unpack(scalars: list[Any], segments: list[Any]) -> Any:
             return decode(join(scalars, segments))
 
-        self.pack: Callable[[Any], tuple[list[Any], list[Any]]] = pack_host if bridge.host_values else pack
+        self.pack: Callable[[Any], tuple[list[Any], list[Any]]] = (
+            pack_host if bridge.host_values else pack
+        )
         self.unpack: Callable[[list[Any], list[Any]], Any] = unpack
 
     @property
@@ -120,7 +124,9 @@ class ValuePlan:
         return f"<ValuePlan {self.spec!r}{lanes}, bridge={self.bridge.name!r}>"
 
 
-def value_plan(spec: SpaceSpec, *, lanes: int | None = None, bridge: str | Bridge | None = None) -> ValuePlan:
+def value_plan(
+    spec: SpaceSpec, *, lanes: int | None = None, bridge: str | Bridge | None = None
+) -> ValuePlan:
     """The value plan of ``spec`` for ``lanes`` and ``bridge`` (default numpy), cached on ``spec``.
 
     Raises:

@@ -20,8 +20,17 @@ def _escape(cp: int) -> str:
 # C0 controls but the tab, DEL, C1 controls (0x9b is a one-byte CSI, 0x9d a one-byte OSC), and the
 # invisible characters that reorder or break lines: bidi marks, embeddings, overrides and
 # isolates, the line and paragraph separators.
-_UNSAFE = [*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0), 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A),
-           0x2028, 0x2029]
+_UNSAFE = [
+    *range(0x00, 0x09),
+    *range(0x0A, 0x20),
+    *range(0x7F, 0xA0),
+    0x200E,
+    0x200F,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+    0x2028,
+    0x2029,
+]
 _TABLE = {cp: _escape(cp) for cp in _UNSAFE}
 _TABLE_LINES = {k: v for k, v in _TABLE.items() if k != 0x0A}
 

@@ -279,7 +279,9 @@ class EndpointLost(RLMeshException, ConnectionError):
         lanes: The lanes it served (a ``range`` of global lane indices).
     """
 
-    def __init__(self, message: str, *, address: str = "", index: int = -1, lanes: range = range(0)) -> None:
+    def __init__(
+        self, message: str, *, address: str = "", index: int = -1, lanes: range = range(0)
+    ) -> None:
         super().__init__(message)
         self.address = address
         self.index = index

@@ -147,11 +147,15 @@ def _shared_step_error(address: str) -> EndpointBusy:
     )
 
 
-def _spec_of(client: Any, *, vector: bool = False, kwargs: Mapping[str, Any] | None = None) -> EnvSpec | None:
+def _spec_of(
+    client: Any, *, vector: bool = False, kwargs: Mapping[str, Any] | None = None
+) -> EnvSpec | None:
     """A Gymnasium ``EnvSpec`` for the served env: its id and, where published, ``max_episode_steps``."""
     md = client.metadata
     steps = md.get("max_episode_steps") if isinstance(md, Mapping) else None
-    steps = int(steps) if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else None
+    steps = (
+        int(steps) if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else None
+    )
     try:
         return EnvSpec(
             id=client.env_contract.id,
@@ -181,13 +185,18 @@ def _as_space_value(space: gymnasium.Space[Any], value: Any) -> Any:
     if value is None:
         return None
     if isinstance(space, gs.Dict) and isinstance(value, Mapping):
-        return {k: _as_space_value(sub, value[k]) if k in value else None for k, sub in space.spaces.items()}
+        return {
+            k: _as_space_value(sub, value[k]) if k in value else None
+            for k, sub in space.spaces.items()
+        }
     if isinstance(space, gs.Tuple) and isinstance(value, (list, tuple)):
         return tuple(_as_space_value(sub, v) for sub, v in zip(space.spaces, value))
     if isinstance(space, gs.Text):
         return value
     if isinstance(space, gs.Discrete):
-        return np.asarray(value, dtype=space.dtype).reshape(())[()] if np.ndim(value) == 0 else value
+        return (
+            np.asarray(value, dtype=space.dtype).reshape(())[()] if np.ndim(value) == 0 else value
+        )
     dtype = getattr(space, "dtype", None)
     return np.asarray(value, dtype=dtype)
 
@@ -253,7 +262,9 @@ class RemoteEnv(gymnasium.Env):
         self.observation_space = to_gymnasium_space(self._client.observation_space_spec)
         self.action_space = to_gymnasium_space(self._client.action_space_spec)
         self.metadata = dict(self._client.metadata)
-        self.metadata["render_modes"] = [served] if served else []  # the served mode is the only one
+        self.metadata["render_modes"] = (
+            [served] if served else []
+        )  # the served mode is the only one
         self.render_mode = served
         self.spec = _spec_of(self._client, kwargs={"address": self._client.address})
 
@@ -282,17 +293,33 @@ class RemoteEnv(gymnasium.Env):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Apply one action: ``(obs, reward, terminated, truncated, info)``."""
         shared = self._shared
-        if shared is not None and shared.refs > 1 and shared.owner is not self and shared.owner is not None:
-            raise _shared_step_error(str(self._client.address))  # issue 29: never step another handle's episode
+        if (
+            shared is not None
+            and shared.refs > 1
+            and shared.owner is not self
+            and shared.owner is not None
+        ):
+            raise _shared_step_error(
+                str(self._client.address)
+            )  # issue 29: never step another handle's episode
         self._client.runtime = {}
-        return self._result(*self._client.step(action))  # the client's straight step road (issue 24)
+        return self._result(
+            *self._client.step(action)
+        )  # the client's straight step road (issue 24)
 
     def step_async(self, action: Any) -> None:
         """Send one step and return at once; :meth:`step_wait` returns its result (see
         :meth:`rlmesh.numpy.RemoteEnv.step_async`)."""
         shared = self._shared
-        if shared is not None and shared.refs > 1 and shared.owner is not self and shared.owner is not None:
-            raise _shared_step_error(str(self._client.address))  # issue 29: never step another handle's episode
+        if (
+            shared is not None
+            and shared.refs > 1
+            and shared.owner is not self
+            and shared.owner is not None
+        ):
+            raise _shared_step_error(
+                str(self._client.address)
+            )  # issue 29: never step another handle's episode
         self._client.step_async(action)
 
     def step_wait(self) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -301,9 +328,20 @@ class RemoteEnv(gymnasium.Env):
         return self._result(*self._client.step_wait())
 
     def _result(
-        self, obs: Any, reward: SupportsFloat, terminated: bool, truncated: bool, info: dict[str, Any]
+        self,
+        obs: Any,
+        reward: SupportsFloat,
+        terminated: bool,
+        truncated: bool,
+        info: dict[str, Any],
     ) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        return obs, reward, terminated, truncated, _filtered(info, self._client.runtime if self._episode_info else None)
+        return (
+            obs,
+            reward,
+            terminated,
+            truncated,
+            _filtered(info, self._client.runtime if self._episode_info else None),
+        )
 
     def render(self) -> Any:
         """The served env's frame (an ``HxWx3`` uint8 array for ``rgb_array``), or ``None``."""
@@ -407,7 +445,10 @@ class RemoteVectorEnv(VectorEnv):
         return self._client
 
     def reset(
-        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Reset every lane (``seed + i`` seeds lane ``i``), or the lanes of ``options["reset_mask"]``."""
         if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
@@ -415,7 +456,11 @@ class RemoteVectorEnv(VectorEnv):
         opts, indices = _reset_mask(options, self.num_envs)
         if indices is not None and len(indices) == self.num_envs:
             indices = None
-        if indices is not None and isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        if (
+            indices is not None
+            and isinstance(seed, (int, np.integer))
+            and not isinstance(seed, bool)
+        ):
             seed = [int(seed) + i for i in indices]
         elif indices is not None and seed is not None and len(seed) == self.num_envs:  # type: ignore[arg-type]
             seed = [seed[i] for i in indices]  # type: ignore[index]  # Gymnasium's per-lane list
@@ -443,7 +488,13 @@ class RemoteVectorEnv(VectorEnv):
         terminations = np.array(terminations, dtype=bool)
         truncations = np.array(truncations, dtype=bool)
         done = terminations | truncations
-        return obs, np.array(rewards, dtype=np.float64), terminations, truncations, self._vector_info(info, obs, done)
+        return (
+            obs,
+            np.array(rewards, dtype=np.float64),
+            terminations,
+            truncations,
+            self._vector_info(info, obs, done),
+        )
 
     def render(self) -> tuple[Any, ...] | None:
         """One frame per lane (a tuple, like ``SyncVectorEnv``), or ``None`` when nothing renders."""
@@ -492,11 +543,22 @@ class RemoteVectorEnv(VectorEnv):
             for i, lane in enumerate(lanes):
                 own = dict(lane) if isinstance(lane, Mapping) else {}
                 if same_step and done[i]:
-                    ended = final_obs[i] if isinstance(final_obs, list) and i < len(final_obs) else None
-                    out = self._add_info(
-                        out, {"final_obs": _as_space_value(self.single_observation_space, ended), "final_info": own}, i
+                    ended = (
+                        final_obs[i] if isinstance(final_obs, list) and i < len(final_obs) else None
                     )
-                    nxt = reset_infos[i] if isinstance(reset_infos, list) and i < len(reset_infos) else None
+                    out = self._add_info(
+                        out,
+                        {
+                            "final_obs": _as_space_value(self.single_observation_space, ended),
+                            "final_info": own,
+                        },
+                        i,
+                    )
+                    nxt = (
+                        reset_infos[i]
+                        if isinstance(reset_infos, list) and i < len(reset_infos)
+                        else None
+                    )
                     own = dict(nxt) if isinstance(nxt, Mapping) else {}
                 if own:
                     out = self._add_info(out, own, i)
@@ -556,7 +618,9 @@ class _ManyEndpoints(RemoteVectorEnv):
         first = self._fan.parts[0].client
         if num_envs is not None and num_envs != self._fan.num_envs:
             self._fan.close()
-            raise ValueError(f"the endpoints {self._fan.addresses} serve {self._fan.num_envs} lanes in all, not {num_envs}")
+            raise ValueError(
+                f"the endpoints {self._fan.addresses} serve {self._fan.num_envs} lanes in all, not {num_envs}"
+            )
         self._episode_info = bool(episode_info)
         self.num_envs = self._fan.num_envs
         self.single_observation_space = to_gymnasium_space(first.observation_space_spec)
@@ -567,7 +631,9 @@ class _ManyEndpoints(RemoteVectorEnv):
         self.metadata = dict(first.metadata)
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self.render_mode = first.render_mode
-        self.metadata["render_modes"] = [self.render_mode] if self.render_mode else []  # as RemoteVectorEnv
+        self.metadata["render_modes"] = (
+            [self.render_mode] if self.render_mode else []
+        )  # as RemoteVectorEnv
         self.spec = _spec_of(first, vector=True, kwargs={"address": self._fan.addresses})
 
     @property
@@ -591,7 +657,10 @@ class _ManyEndpoints(RemoteVectorEnv):
         return self._fan
 
     def reset(
-        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Reset every lane (``seed + i`` seeds lane ``i``), or the lanes of ``options["reset_mask"]``."""
         if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
@@ -625,7 +694,11 @@ class _ManyEndpoints(RemoteVectorEnv):
         frames = []
         for part in self._fan.parts:
             client = part.client
-            frames.extend([client.render()] if part.scalar else [client.render(env_index=i) for i in range(part.n)])
+            frames.extend(
+                [client.render()]
+                if part.scalar
+                else [client.render(env_index=i) for i in range(part.n)]
+            )
         return tuple(frames)
 
     def close_extras(self, **kwargs: Any) -> None:
@@ -637,7 +710,9 @@ class _ManyEndpoints(RemoteVectorEnv):
     def __repr__(self) -> str:
         return f"<RemoteVectorEnv addresses={getattr(self, 'addresses', '?')} num_envs={getattr(self, 'num_envs', '?')}>"
 
-    def _runtime_info(self, info: dict[str, Any], runtime: dict[str, Any], *, reset: bool) -> dict[str, Any]:
+    def _runtime_info(
+        self, info: dict[str, Any], runtime: dict[str, Any], *, reset: bool
+    ) -> dict[str, Any]:
         if self._episode_info:
             n = self.num_envs
             info["episode_ids"] = np.array(runtime["episode_ids"], dtype=object)
@@ -647,7 +722,9 @@ class _ManyEndpoints(RemoteVectorEnv):
         return info
 
 
-def _reset_mask(options: dict[str, Any] | None, num_envs: int) -> tuple[dict[str, Any] | None, list[int] | None]:
+def _reset_mask(
+    options: dict[str, Any] | None, num_envs: int
+) -> tuple[dict[str, Any] | None, list[int] | None]:
     """``options`` without its ``reset_mask``, and the lanes the mask selects (``None``: no mask)."""
     opts = dict(options) if options else None
     if opts is None or "reset_mask" not in opts:
@@ -753,8 +830,12 @@ class SandboxEnv(SandboxMixin, RemoteEnv):
     ) -> None:
         for key in ("num_envs", "vectorization_mode"):
             if key in params:
-                raise TypeError(f"SandboxEnv is single-env only; use SandboxVectorEnv(source, num_envs=...) ({key}= given)")
-        make_params = dict(params) if render_mode is None else {**params, "render_mode": render_mode}
+                raise TypeError(
+                    f"SandboxEnv is single-env only; use SandboxVectorEnv(source, num_envs=...) ({key}= given)"
+                )
+        make_params = (
+            dict(params) if render_mode is None else {**params, "render_mode": render_mode}
+        )
         self._episode_info_option = bool(episode_info)
         self._attach(
             source,
@@ -766,17 +847,32 @@ class SandboxEnv(SandboxMixin, RemoteEnv):
             connect_timeout_seconds=connect_timeout_seconds,
             params=make_params,
         )
-        options = {k: v for k, v in (("build", build), ("runtime", runtime), ("backend", backend)) if v is not None}
+        options = {
+            k: v
+            for k, v in (("build", build), ("runtime", runtime), ("backend", backend))
+            if v is not None
+        }
         self.spec = _sandbox_spec(
-            self, {"source": source, "connect_timeout_seconds": connect_timeout_seconds, **options, **params}
+            self,
+            {
+                "source": source,
+                "connect_timeout_seconds": connect_timeout_seconds,
+                **options,
+                **params,
+            },
         )
 
     def _connect_remote(self, address: str, connect_timeout_seconds: float) -> None:
         RemoteEnv.__init__(
-            self, address, connect_timeout_seconds=connect_timeout_seconds, episode_info=self._episode_info_option
+            self,
+            address,
+            connect_timeout_seconds=connect_timeout_seconds,
+            episode_info=self._episode_info_option,
         )
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         """Start an episode in the sandbox (see :meth:`RemoteEnv.reset`)."""
         return self._guarded(RemoteEnv.reset, self, seed=seed, options=options)
 
@@ -819,10 +915,16 @@ class SandboxVectorEnv(SandboxMixin, RemoteVectorEnv):
         if isinstance(num_envs, bool) or not isinstance(num_envs, int):
             raise TypeError(f"num_envs must be an int, got {type(num_envs).__name__}")
         if num_envs < 2:
-            raise ValueError(f"SandboxVectorEnv needs num_envs >= 2, got {num_envs}; use SandboxEnv for one env")
+            raise ValueError(
+                f"SandboxVectorEnv needs num_envs >= 2, got {num_envs}; use SandboxEnv for one env"
+            )
         if vectorization_mode not in (None, "sync", "async"):
-            raise ValueError(f"vectorization_mode must be None, 'sync' or 'async', got {vectorization_mode!r}")
-        make_params = dict(params) if render_mode is None else {**params, "render_mode": render_mode}
+            raise ValueError(
+                f"vectorization_mode must be None, 'sync' or 'async', got {vectorization_mode!r}"
+            )
+        make_params = (
+            dict(params) if render_mode is None else {**params, "render_mode": render_mode}
+        )
         self._episode_info_option = bool(episode_info)
         self._attach(
             source,
@@ -834,20 +936,36 @@ class SandboxVectorEnv(SandboxMixin, RemoteVectorEnv):
             connect_timeout_seconds=connect_timeout_seconds,
             params=make_params,
         )
-        options = {k: v for k, v in (("build", build), ("runtime", runtime), ("backend", backend)) if v is not None}
+        options = {
+            k: v
+            for k, v in (("build", build), ("runtime", runtime), ("backend", backend))
+            if v is not None
+        }
         self.spec = _sandbox_spec(
             self,
-            {"source": source, "num_envs": num_envs, "vectorization_mode": vectorization_mode,
-             "connect_timeout_seconds": connect_timeout_seconds, **options, **params},
+            {
+                "source": source,
+                "num_envs": num_envs,
+                "vectorization_mode": vectorization_mode,
+                "connect_timeout_seconds": connect_timeout_seconds,
+                **options,
+                **params,
+            },
         )
 
     def _connect_remote(self, address: str, connect_timeout_seconds: float) -> None:
         RemoteVectorEnv.__init__(
-            self, address, connect_timeout_seconds=connect_timeout_seconds, episode_info=self._episode_info_option
+            self,
+            address,
+            connect_timeout_seconds=connect_timeout_seconds,
+            episode_info=self._episode_info_option,
         )
 
     def reset(
-        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Reset every lane (see :meth:`RemoteVectorEnv.reset`)."""
         return self._guarded(RemoteVectorEnv.reset, self, seed=seed, options=options)
@@ -868,4 +986,3 @@ class SandboxVectorEnv(SandboxMixin, RemoteVectorEnv):
 
     def __repr__(self) -> str:
         return SandboxMixin.__repr__(self)
-

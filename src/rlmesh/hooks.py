@@ -54,7 +54,9 @@ class TensorBoard(RunHooks):
         ValueError: an empty ``logdir`` or ``prefix``.
     """
 
-    def __init__(self, logdir: str | os.PathLike[str], *, prefix: str = "episode", flush_secs: float = 10.0) -> None:
+    def __init__(
+        self, logdir: str | os.PathLike[str], *, prefix: str = "episode", flush_secs: float = 10.0
+    ) -> None:
         if not str(logdir):
             raise ValueError("TensorBoard logdir must be a directory path, got ''")
         if not prefix or not isinstance(prefix, str):
@@ -78,7 +80,9 @@ class TensorBoard(RunHooks):
         self._succeeded = 0
 
     def _scalars(self, step: int, values: dict[str, float]) -> None:
-        summary = self._summary(value=[self._summary.Value(tag=t, simple_value=float(v)) for t, v in values.items()])
+        summary = self._summary(
+            value=[self._summary.Value(tag=t, simple_value=float(v)) for t, v in values.items()]
+        )
         self._writer.add_event(self._event(wall_time=time.time(), step=step, summary=summary))
 
     # -- RunHooks ------------------------------------------------------------------------------
@@ -106,7 +110,9 @@ class TensorBoard(RunHooks):
         if self._writer is None:
             return
         if result.episodes:
-            rate = sum(1 for e in result.episodes if e.succeeded) / result.num_episodes  # RunResult.success_rate, no warning
+            rate = (
+                sum(1 for e in result.episodes if e.succeeded) / result.num_episodes
+            )  # RunResult.success_rate, no warning
             self._scalars(
                 max(self.episodes - 1, 0),
                 {
@@ -134,7 +140,9 @@ class TensorBoard(RunHooks):
     def __enter__(self) -> TensorBoard:
         return self
 
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def __repr__(self) -> str:

@@ -36,7 +36,8 @@ try:
     from stable_baselines3.common.vec_env import VecEnv
 except ImportError as _exc:  # pragma: no cover - exercised without the extra
     raise DependencyMissing(
-        'rlmesh.sb3 needs Stable-Baselines3: pip install stable-baselines3 (the "sb3" extra of rlmesh-py)', name="stable_baselines3"
+        'rlmesh.sb3 needs Stable-Baselines3: pip install stable-baselines3 (the "sb3" extra of rlmesh-py)',
+        name="stable_baselines3",
     ) from _exc
 
 from ._autoreset import Autoreset
@@ -122,7 +123,9 @@ class RemoteVecEnv(VecEnv):
         """Send every endpoint its lanes' actions (the split stepping's first half)."""
         self._fan.step_async(actions)
 
-    def step_wait(self) -> tuple[Any, np.ndarray[Any, Any], np.ndarray[Any, Any], list[dict[str, Any]]]:
+    def step_wait(
+        self,
+    ) -> tuple[Any, np.ndarray[Any, Any], np.ndarray[Any, Any], list[dict[str, Any]]]:
         """Gather the replies: ``(obs, rewards, dones, infos)`` in SB3's conventions."""
         fan = self._fan
         obs, rewards, terms, truncs, info, _ = fan.step_wait()
@@ -135,7 +138,11 @@ class RemoteVecEnv(VecEnv):
             terminal = [_row(obs, i) for i in ended]
             obs, reset_info, _ = fan.reset(None, None, ended)
             for j, i in enumerate(ended):
-                lanes[i] = {"final_obs": terminal[j], "final_info": lanes[i], **lane_of(reset_info, i, n)}
+                lanes[i] = {
+                    "final_obs": terminal[j],
+                    "final_info": lanes[i],
+                    **lane_of(reset_info, i, n),
+                }
         for i, lane in enumerate(lanes):
             if dones[i]:
                 final = lane.pop("final_info", {}) or {}
@@ -144,7 +151,9 @@ class RemoteVecEnv(VecEnv):
                 self.reset_infos[i] = lane
             else:
                 out = lane
-            out["TimeLimit.truncated"] = bool(truncs[i] and not terms[i])  # as DummyVecEnv, every step
+            out["TimeLimit.truncated"] = bool(
+                truncs[i] and not terms[i]
+            )  # as DummyVecEnv, every step
             infos.append(out)
         return obs, rewards.astype(np.float32), dones, infos
 
@@ -165,12 +174,18 @@ class RemoteVecEnv(VecEnv):
             return [[self._render_mode] if self._render_mode else []] * n
         if attr_name == "spec":
             return [None] * n
-        raise AttributeError(f"a remote env exposes no attribute {attr_name!r} (it lives in another process)")
+        raise AttributeError(
+            f"a remote env exposes no attribute {attr_name!r} (it lives in another process)"
+        )
 
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
-        raise AttributeError(f"cannot set {attr_name!r} on a remote env; configure it where the env is served")
+        raise AttributeError(
+            f"cannot set {attr_name!r} on a remote env; configure it where the env is served"
+        )
 
-    def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any) -> list[Any]:
+    def env_method(
+        self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any
+    ) -> list[Any]:
         """Only ``render`` (one frame per lane) reaches a remote env."""
         if method_name != "render":
             raise AttributeError(f"a remote env has no method {method_name!r} callable from here")
@@ -179,7 +194,11 @@ class RemoteVecEnv(VecEnv):
         for part in self._fan.parts:
             for g in part.lanes:
                 if g in lanes:
-                    frames.append(part.client.render() if part.scalar else part.client.render(env_index=g - part.offset))
+                    frames.append(
+                        part.client.render()
+                        if part.scalar
+                        else part.client.render(env_index=g - part.offset)
+                    )
         return frames
 
     def get_images(self) -> Sequence[np.ndarray[Any, Any] | None]:

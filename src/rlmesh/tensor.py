@@ -133,7 +133,9 @@ class Tensor:
         except BufferError as exc:  # numpy's word for "not a CPU buffer it can read"
             raise ValueError(f"Tensor.from_dlpack imports only CPU data: {exc}") from None
         except (AttributeError, RuntimeError, ValueError) as exc:
-            raise TypeError(f"Tensor.from_dlpack could not import {type(obj).__name__}: {exc}") from None
+            raise TypeError(
+                f"Tensor.from_dlpack could not import {type(obj).__name__}: {exc}"
+            ) from None
         name = dtype_name(arr.dtype)
         return cls._wrap(_aligned_copy(np.asarray(arr, dtype=np_dtype(name))))
 
@@ -244,7 +246,9 @@ class Tensor:
         if stream is not None:
             raise BufferError("rlmesh.Tensor lives on the CPU; stream must be None")
         if dl_device is not None and tuple(dl_device) != (1, 0):
-            raise BufferError(f"rlmesh.Tensor can only export to the CPU device (1, 0), got {dl_device}")
+            raise BufferError(
+                f"rlmesh.Tensor can only export to the CPU device (1, 0), got {dl_device}"
+            )
         src = _aligned_copy(self._a) if copy else self._a
         if copy:
             src.flags.writeable = True
@@ -263,15 +267,19 @@ class Tensor:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Tensor):
             return NotImplemented
-        return self._a.dtype == other._a.dtype and self._a.shape == other._a.shape and bool(
-            np.array_equal(self._a, other._a)
+        return (
+            self._a.dtype == other._a.dtype
+            and self._a.shape == other._a.shape
+            and bool(np.array_equal(self._a, other._a))
         )
 
     __hash__ = None  # type: ignore[assignment]
 
     def _scalar(self) -> Any:
         if self._a.size != 1:
-            raise TypeError(f"only one-element tensors convert to Python scalars, got shape {self.shape}")
+            raise TypeError(
+                f"only one-element tensors convert to Python scalars, got shape {self.shape}"
+            )
         return self._a.reshape(()).item()
 
     def __float__(self) -> float:

@@ -27,7 +27,9 @@ from rlmesh.adapters import AdapterResolutionError, EnvTags, ModelSpec, resolve
 _REPO = Path(__file__).resolve().parents[2]
 _SHARED = _REPO.parent / "shared" / "conformance" / "adapters-v1" / "cases"
 _VENDORED = Path(__file__).resolve().parent / "adapters-v1" / "cases"
-CASES_DIR = Path(os.environ.get("RLMESH_ADAPTER_CASES") or (_SHARED if _SHARED.is_dir() else _VENDORED))
+CASES_DIR = Path(
+    os.environ.get("RLMESH_ADAPTER_CASES") or (_SHARED if _SHARED.is_dir() else _VENDORED)
+)
 CASES = sorted(CASES_DIR.glob("*.json"))
 
 
@@ -36,7 +38,9 @@ def space_from_view(view: dict[str, Any]) -> Any:
     gym = pytest.importorskip("gymnasium")
     kind = view["kind"]
     if kind == "dict":
-        return gym.spaces.Dict({k: space_from_view(c) for k, c in zip(view["keys"], view["children"])})
+        return gym.spaces.Dict(
+            {k: space_from_view(c) for k, c in zip(view["keys"], view["children"])}
+        )
     if kind == "tuple":
         return gym.spaces.Tuple([space_from_view(c) for c in view["children"]])
     if kind == "text":
@@ -75,14 +79,22 @@ def assert_matches(actual: Any, expected: dict[str, Any], atol: float, where: st
     kind = expected["kind"]
     if kind == "array":
         arr = np.asarray(actual)
-        assert str(arr.dtype) == expected["dtype"], f"{where}: dtype {arr.dtype} != {expected['dtype']}"
-        assert list(arr.shape) == list(expected["shape"]), f"{where}: shape {arr.shape} != {expected['shape']}"
+        assert str(arr.dtype) == expected["dtype"], (
+            f"{where}: dtype {arr.dtype} != {expected['dtype']}"
+        )
+        assert list(arr.shape) == list(expected["shape"]), (
+            f"{where}: shape {arr.shape} != {expected['shape']}"
+        )
         want = np.asarray(expected["data"], dtype=np.float64).reshape(expected["shape"])
         diff = np.abs(arr.astype(np.float64) - want)
-        assert diff.size == 0 or diff.max() <= atol, f"{where}: max |diff| {diff.max()} > {atol}\n{arr!r}"
+        assert diff.size == 0 or diff.max() <= atol, (
+            f"{where}: max |diff| {diff.max()} > {atol}\n{arr!r}"
+        )
     elif kind == "list":
         assert isinstance(actual, list), f"{where}: expected a list, got {type(actual).__name__}"
-        assert len(actual) == len(expected["data"]), f"{where}: length {len(actual)} != {len(expected['data'])}"
+        assert len(actual) == len(expected["data"]), (
+            f"{where}: length {len(actual)} != {len(expected['data'])}"
+        )
         for i, (a, e) in enumerate(zip(actual, expected["data"])):
             if isinstance(e, dict):
                 assert_matches(a, e, atol, f"{where}[{i}]")
@@ -94,7 +106,9 @@ def assert_matches(actual: Any, expected: dict[str, Any], atol: float, where: st
         assert actual == expected["data"], f"{where}: {actual!r} != {expected['data']!r}"
     elif kind == "map":
         assert isinstance(actual, dict), f"{where}: expected a dict, got {type(actual).__name__}"
-        assert set(actual) == set(expected["data"]), f"{where}: keys {sorted(actual)} != {sorted(expected['data'])}"
+        assert set(actual) == set(expected["data"]), (
+            f"{where}: keys {sorted(actual)} != {sorted(expected['data'])}"
+        )
         for k, e in expected["data"].items():
             assert_matches(actual[k], e, atol, f"{where}.{k}")
     else:

@@ -34,8 +34,17 @@ pytestmark = pytest.mark.e2e
 BASE_IMAGE = "rlmesh/base:bookworm-py"
 
 
-def _docker(*args: str, timeout: float = 120.0, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check, stdin=subprocess.DEVNULL)
+def _docker(
+    *args: str, timeout: float = 120.0, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["docker", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=check,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +52,12 @@ def docker_ready() -> str:
     """A reachable daemon and a base image; returns the base image name."""
     require_tool("docker", "the Docker CLI runs the sandbox containers")
     try:
-        ok = _docker("version", "--format", "{{.Server.Version}}", timeout=15.0, check=False).returncode == 0
+        ok = (
+            _docker(
+                "version", "--format", "{{.Server.Version}}", timeout=15.0, check=False
+            ).returncode
+            == 0
+        )
     except subprocess.TimeoutExpired:
         ok = False
     if not ok:
@@ -69,7 +83,9 @@ def _env(monkeypatch: pytest.MonkeyPatch, docker_ready: str) -> None:
 
 def _ours() -> list[str]:
     """Containers (any state) labelled as owned by this process."""
-    out = _docker("ps", "-aq", "--no-trunc", "--filter", f"label=rlmesh.sandbox.owner-pid={os.getpid()}").stdout
+    out = _docker(
+        "ps", "-aq", "--no-trunc", "--filter", f"label=rlmesh.sandbox.owner-pid={os.getpid()}"
+    ).stdout
     return out.split()
 
 
@@ -89,7 +105,9 @@ def sandbox_image(docker_ready: str) -> Iterator[str]:
     os.environ["RLMESH_SANDBOX_BASE_IMAGE"] = docker_ready
     try:
         with rlmesh.numpy.SandboxEnv("gym://CartPole-v1", backend="docker") as env:
-            tag = _docker("inspect", "--format", "{{.Config.Image}}", env.sandbox.container_id).stdout.strip()
+            tag = _docker(
+                "inspect", "--format", "{{.Config.Image}}", env.sandbox.container_id
+            ).stdout.strip()
     finally:
         os.environ.pop("RLMESH_SANDBOX_BASE_IMAGE", None)
     yield tag
@@ -104,7 +122,11 @@ def test_SBX7_SBX20_build_from_gym_and_run_an_episode(sandbox_image: str) -> Non
     assert sandbox_image.startswith("rlmesh-sandbox-cartpole-v1:")
     with rlmesh.numpy.SandboxEnv("gym://CartPole-v1", backend="docker") as env:
         info = env.sandbox
-        assert (info.requested_source, info.resolved_source, info.backend) == ("gym://CartPole-v1", "gym://CartPole-v1", "docker")
+        assert (info.requested_source, info.resolved_source, info.backend) == (
+            "gym://CartPole-v1",
+            "gym://CartPole-v1",
+            "docker",
+        )
         assert info.address.startswith("tcp://127.0.0.1:") and env.address == info.address
         assert _ours() == [info.container_id]
         assert env.env_contract.id == "CartPole-v1"
@@ -126,14 +148,18 @@ def test_SBX13_the_container_runs_hardened_and_labelled(sandbox_image: str) -> N
     bindings = host["PortBindings"]["50051/tcp"]
     assert bindings[0]["HostIp"] == "127.0.0.1"
     labels = meta["Config"]["Labels"]
-    assert labels["rlmesh.sandbox"] == "1" and labels["rlmesh.sandbox.owner-pid"] == str(os.getpid())
+    assert labels["rlmesh.sandbox"] == "1" and labels["rlmesh.sandbox.owner-pid"] == str(
+        os.getpid()
+    )
     assert host.get("AutoRemove") is False
     assert meta["Name"].startswith("/rlmesh-sandbox-cartpole-v1-")
 
 
 def test_SBX7_runtime_params_reuse_the_image(sandbox_image: str) -> None:
     with rlmesh.numpy.SandboxEnv("gym://CartPole-v1", max_episode_steps=7) as env:
-        image = _docker("inspect", "--format", "{{.Config.Image}}", env.sandbox.container_id).stdout.strip()
+        image = _docker(
+            "inspect", "--format", "{{.Config.Image}}", env.sandbox.container_id
+        ).stdout.strip()
         steps, truncated = _episode(env, seed=1)
         assert steps <= 7
     assert image == sandbox_image  # make kwargs are not hash inputs: no rebuild
@@ -145,7 +171,9 @@ def test_SBX21_vector_lanes_live_in_one_container(sandbox_image: str) -> None:
         obs, info = env.reset(seed=5)
         assert obs.shape == (3, 4) and len(info["episode_ids"]) == 3
         for _ in range(20):
-            obs, rewards, terms, truncs, info = env.step(env.action_space.sample() if False else [0, 1, 0])
+            obs, rewards, terms, truncs, info = env.step(
+                env.action_space.sample() if False else [0, 1, 0]
+            )
             assert rewards.shape == (3,)
             done = [i for i in range(3) if terms[i] or truncs[i]]
             if done and env.autoreset_mode == "Disabled":
@@ -160,7 +188,9 @@ def test_SBX21_gymnasium_vector_mode_in_the_container(sandbox_image: str) -> Non
         env.step([0, 1])
 
 
-def test_SBX17_SBX18_a_failing_make_reports_the_log_tail_and_leaves_no_container(sandbox_image: str) -> None:
+def test_SBX17_SBX18_a_failing_make_reports_the_log_tail_and_leaves_no_container(
+    sandbox_image: str,
+) -> None:
     with pytest.raises(SandboxStartError, match="exited before becoming ready") as info:
         rlmesh.SandboxEnv("gym://CartPole-v1", no_such_kwarg=1)
     assert "no_such_kwarg" in str(info.value)  # the container's own traceback
@@ -182,18 +212,30 @@ def test_crashed_server_is_reported_with_its_last_log_lines(sandbox_image: str) 
     assert _ours() == []
 
 
-def test_SBX15_containers_of_another_host_or_unknown_provenance_are_never_reaped(sandbox_image: str, docker_ready: str) -> None:
+def test_SBX15_containers_of_another_host_or_unknown_provenance_are_never_reaped(
+    sandbox_image: str, docker_ready: str
+) -> None:
     """Issue 28 item 15: a shared daemon's other host (same init pid namespace id, dead-looking pid) is spared."""
     ns = os.readlink("/proc/self/ns/pid")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     labels = [
-        ["--label", "rlmesh.sandbox=1", "--label", f"rlmesh.sandbox.owner-pid={dead.pid}",
-         "--label", f"rlmesh.sandbox.owner-pid-ns={ns}", "--label", "rlmesh.sandbox.owner-boot-id=another-host"],
+        [
+            "--label",
+            "rlmesh.sandbox=1",
+            "--label",
+            f"rlmesh.sandbox.owner-pid={dead.pid}",
+            "--label",
+            f"rlmesh.sandbox.owner-pid-ns={ns}",
+            "--label",
+            "rlmesh.sandbox.owner-boot-id=another-host",
+        ],
         ["--label", "rlmesh.sandbox=1"],  # no owner labels at all
     ]
     ids = [
-        _docker("create", *extra, "--entrypoint", "python", sandbox_image, "-c", "pass").stdout.strip()
+        _docker(
+            "create", *extra, "--entrypoint", "python", sandbox_image, "-c", "pass"
+        ).stdout.strip()
         for extra in labels
     ]
     try:
@@ -215,36 +257,68 @@ def test_SBX15_orphans_of_a_dead_owner_are_reaped(sandbox_image: str, docker_rea
         os._exit(0)  # no close(): the container is orphaned
         """
     )
-    child_env = {**os.environ, "RLMESH_SANDBOX_BASE_IMAGE": docker_ready, "RLMESH_SANDBOX_BACKEND": "docker", "RLMESH_SANDBOX_PROGRESS": "0"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=child_env, check=True)
+    child_env = {
+        **os.environ,
+        "RLMESH_SANDBOX_BASE_IMAGE": docker_ready,
+        "RLMESH_SANDBOX_BACKEND": "docker",
+        "RLMESH_SANDBOX_PROGRESS": "0",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env,
+        check=True,
+    )
     orphan = out.stdout.strip().splitlines()[-1]
     assert _docker("ps", "-q", "--no-trunc", "--filter", f"id={orphan}").stdout.strip() == orphan
     with rlmesh.SandboxEnv("gym://CartPole-v1"):  # every start reaps first
         assert _docker("ps", "-aq", "--no-trunc", "--filter", f"id={orphan}").stdout.strip() == ""
 
 
-def test_SBX9_a_local_wheel_the_host_lacks_is_injected_into_the_image(sandbox_image: str, tmp_path: Path) -> None:
+def test_SBX9_a_local_wheel_the_host_lacks_is_injected_into_the_image(
+    sandbox_image: str, tmp_path: Path
+) -> None:
     build = SandboxBuild(packages=[str(demo_wheel(tmp_path))], imports=["sbxdemo"])
-    with rlmesh.numpy.SandboxEnv("gym://SbxDemo-v0", build=build, level=4, connect_timeout_seconds=60) as env:
-        image = _docker("inspect", "--format", "{{.Config.Image}}", env.sandbox.container_id).stdout.strip()
+    with rlmesh.numpy.SandboxEnv(
+        "gym://SbxDemo-v0", build=build, level=4, connect_timeout_seconds=60
+    ) as env:
+        image = _docker(
+            "inspect", "--format", "{{.Config.Image}}", env.sandbox.container_id
+        ).stdout.strip()
         obs, info = env.reset(seed=0)
         assert info["sbxdemo"] == "7.3.1" and obs.tolist() == pytest.approx([7.31, 4.0])
     assert _ours() == []
     _docker("rmi", image, check=False)
 
 
-def test_SBX10_hf_source_builds_from_a_pinned_commit(sandbox_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_SBX10_hf_source_builds_from_a_pinned_commit(
+    sandbox_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     git = require_tool("git")
     repo = tmp_path / "hub" / "acme" / "cart"
     repo.mkdir(parents=True)
-    (repo / "env.py").write_text("import gymnasium as gym\n\ndef make_env(**kw):\n    return {'classic': gym.make('CartPole-v1', **kw)}\n")
-    for args in (["init", "-q"], ["add", "env.py"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "env"]):
+    (repo / "env.py").write_text(
+        "import gymnasium as gym\n\ndef make_env(**kw):\n    return {'classic': gym.make('CartPole-v1', **kw)}\n"
+    )
+    for args in (
+        ["init", "-q"],
+        ["add", "env.py"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "env"],
+    ):
         subprocess.run([git, "-C", str(repo), *args], check=True, capture_output=True)
-    sha = subprocess.run([git, "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    sha = subprocess.run(
+        [git, "-C", str(repo), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     monkeypatch.setenv("RLMESH_SANDBOX_HF_ENDPOINT", str(tmp_path / "hub"))
     build = SandboxBuild(trust_remote_code=True)
-    with rlmesh.numpy.SandboxEnv(f"hf://acme/cart@{sha}", build=build, max_episode_steps=3, connect_timeout_seconds=60) as env:
-        image = _docker("inspect", "--format", "{{.Config.Image}}", env.sandbox.container_id).stdout.strip()
+    with rlmesh.numpy.SandboxEnv(
+        f"hf://acme/cart@{sha}", build=build, max_episode_steps=3, connect_timeout_seconds=60
+    ) as env:
+        image = _docker(
+            "inspect", "--format", "{{.Config.Image}}", env.sandbox.container_id
+        ).stdout.strip()
         assert image.startswith("rlmesh-sandbox-acme-cart:")
         steps, _ = _episode(env)
         assert steps <= 3  # the sole suite was auto-selected and make_env got the kwargs
@@ -254,7 +328,9 @@ def test_SBX10_hf_source_builds_from_a_pinned_commit(sandbox_image: str, tmp_pat
 # -- BYO images (SBX-14, SBX-25) -----------------------------------------------------------------
 
 
-def _byo(tmp_path: Path, base: str, tag: str, cmd: list[str], files: dict[str, str] | None = None) -> str:
+def _byo(
+    tmp_path: Path, base: str, tag: str, cmd: list[str], files: dict[str, str] | None = None
+) -> str:
     ctx = tmp_path / tag.replace(":", "_").replace("/", "_")
     ctx.mkdir()
     lines = [f"FROM {base}", "ENTRYPOINT []", "WORKDIR /app"]
@@ -263,13 +339,28 @@ def _byo(tmp_path: Path, base: str, tag: str, cmd: list[str], files: dict[str, s
         lines.append(f"COPY {name} /app/{name}")
     lines.append(f"CMD {json.dumps(cmd)}")
     (ctx / "Dockerfile").write_text("\n".join(lines) + "\n")
-    _docker("build", "-q", "--force-rm", "--label", "rlmesh.sandbox.test=1", "-t", tag, str(ctx), timeout=600)
+    _docker(
+        "build",
+        "-q",
+        "--force-rm",
+        "--label",
+        "rlmesh.sandbox.test=1",
+        "-t",
+        tag,
+        str(ctx),
+        timeout=600,
+    )
     return tag
 
 
 @pytest.fixture(scope="module")
 def byo_env_image(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tag = _byo(tmp_path_factory.mktemp("byo"), sandbox_image, "rlmesh-test-byo-env:1", ["python3", "-m", "rlmesh.serve", "--env", "CartPole-v1"])
+    tag = _byo(
+        tmp_path_factory.mktemp("byo"),
+        sandbox_image,
+        "rlmesh-test-byo-env:1",
+        ["python3", "-m", "rlmesh.serve", "--env", "CartPole-v1"],
+    )
     yield tag
     _docker("rmi", "-f", tag, check=False)
 
@@ -283,14 +374,19 @@ def test_SBX25_a_byo_env_image_serving_on_RLMESH_ADDRESS(byo_env_image: str) -> 
 
 
 def test_SBX14_a_byo_vector_image_gets_RLMESH_NUM_ENVS(byo_env_image: str) -> None:
-    with rlmesh.numpy.SandboxVectorEnv(byo_env_image, 2) as env:  # bare image-shaped name: local image
+    with rlmesh.numpy.SandboxVectorEnv(
+        byo_env_image, 2
+    ) as env:  # bare image-shaped name: local image
         assert env.num_envs == 2
         obs, _ = env.reset(seed=0)
         assert obs.shape == (2, 4)
 
 
 def test_SBX1_build_options_on_a_prebuilt_image_warn(byo_env_image: str) -> None:
-    with pytest.warns(UserWarning, match="imports"), rlmesh.SandboxEnv(f"docker://{byo_env_image}", build=SandboxBuild(imports=["x"])):
+    with (
+        pytest.warns(UserWarning, match="imports"),
+        rlmesh.SandboxEnv(f"docker://{byo_env_image}", build=SandboxBuild(imports=["x"])),
+    ):
         pass
 
 
@@ -306,7 +402,13 @@ ModelServer(Model(lambda obs: action), os.environ.get("RLMESH_ADDRESS", "0.0.0.0
 
 @pytest.fixture(scope="module")
 def byo_model_image(sandbox_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tag = _byo(tmp_path_factory.mktemp("byom"), sandbox_image, "rlmesh-test-byo-model:1", ["python3", "/app/policy.py"], {"policy.py": POLICY})
+    tag = _byo(
+        tmp_path_factory.mktemp("byom"),
+        sandbox_image,
+        "rlmesh-test-byo-model:1",
+        ["python3", "/app/policy.py"],
+        {"policy.py": POLICY},
+    )
     yield tag
     _docker("rmi", "-f", tag, check=False)
 
@@ -339,7 +441,9 @@ def test_SBX23_a_served_SandboxModel_outlives_its_sessions(byo_model_image: str)
 # -- no Docker ---------------------------------------------------------------------------------
 
 
-def test_docker_cli_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_docker_cli_missing_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("RLMESH_DOCKER", str(tmp_path / "docker"))
     with pytest.raises(DockerUnavailable, match="not on PATH"):
         rlmesh.SandboxEnv("gym://CartPole-v1", backend="docker")

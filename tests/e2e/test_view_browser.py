@@ -36,9 +36,17 @@ pytestmark = pytest.mark.e2e
 BOUND = 90.0
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--window-size=1280,860",
-    "--remote-debugging-port=0", "--remote-allow-origins=*",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1280,860",
+    "--remote-debugging-port=0",
+    "--remote-allow-origins=*",
 ]
 
 
@@ -99,7 +107,9 @@ class Arm:
 
 def policy(obs: Any) -> Any:
     direction = obs[2:] - obs[:2]
-    return np.clip(direction * 1.5 + np.random.default_rng().normal(0, 0.6, 2), -1, 1).astype(np.float32)
+    return np.clip(direction * 1.5 + np.random.default_rng().normal(0, 0.6, 2), -1, 1).astype(
+        np.float32
+    )
 
 
 async def _cdp(ws_url: str, page_url: str) -> tuple[str, str, bytes]:
@@ -118,7 +128,9 @@ async def _cdp(ws_url: str, page_url: str) -> tuple[str, str, bytes]:
                     return msg.get("result", {})
 
         async def evaluate(expr: str) -> Any:
-            return (await call("Runtime.evaluate", expression=expr, returnByValue=True))["result"].get("value")
+            return (await call("Runtime.evaluate", expression=expr, returnByValue=True))[
+                "result"
+            ].get("value")
 
         await call("Page.enable")
         await call("Page.navigate", url=page_url)
@@ -140,7 +152,11 @@ async def _cdp(ws_url: str, page_url: str) -> tuple[str, str, bytes]:
 def test_headless_chromium_shows_the_picture_and_the_hud() -> None:
     require("aiohttp")
     pil = require("PIL.Image")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or require_tool("chromium", "the browser test")
+    chromium = (
+        shutil.which("chromium")
+        or shutil.which("chromium-browser")
+        or require_tool("chromium", "the browser test")
+    )
     port = free_port()
     profile = tempfile.mkdtemp(prefix="rlmesh-chromium-")
     result: dict[str, Any] = {}
@@ -148,7 +164,12 @@ def test_headless_chromium_shows_the_picture_and_the_hud() -> None:
     def run() -> None:
         try:
             # long enough for any browser start-up; the test quits it from the page's route
-            result["run"] = rlmesh.run(Model(policy), Arm(), seeds=list(range(5000)), view=rlmesh.View("http", port=port, fps=20))
+            result["run"] = rlmesh.run(
+                Model(policy),
+                Arm(),
+                seeds=list(range(5000)),
+                view=rlmesh.View("http", port=port, fps=20),
+            )
         except BaseException as exc:
             result["error"] = exc
 
@@ -156,7 +177,9 @@ def test_headless_chromium_shows_the_picture_and_the_hud() -> None:
     runner.start()
     browser = subprocess.Popen(
         [chromium, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         active = Path(profile) / "DevToolsActivePort"
@@ -167,9 +190,15 @@ def test_headless_chromium_shows_the_picture_and_the_hud() -> None:
         devtools_port = int(active.read_text().split()[0])
         import urllib.request
 
-        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{devtools_port}/json/list", timeout=BOUND).read())
+        targets = json.loads(
+            urllib.request.urlopen(
+                f"http://127.0.0.1:{devtools_port}/json/list", timeout=BOUND
+            ).read()
+        )
         page = next(t for t in targets if t.get("type") == "page")
-        hud, rate, png = asyncio.run(_cdp(page["webSocketDebuggerUrl"], f"http://127.0.0.1:{port}/"))
+        hud, rate, png = asyncio.run(
+            _cdp(page["webSocketDebuggerUrl"], f"http://127.0.0.1:{port}/")
+        )
         urllib.request.urlopen(f"http://127.0.0.1:{port}/control?op=quit", timeout=BOUND).read()
     finally:
         os.killpg(browser.pid, signal.SIGTERM)
@@ -180,7 +209,9 @@ def test_headless_chromium_shows_the_picture_and_the_hud() -> None:
         shutil.rmtree(profile, ignore_errors=True)
         runner.join(BOUND)
     assert not runner.is_alive()
-    assert result.get("error") is None and "run" in result  # the quit above ends the run with its RunResult
+    assert (
+        result.get("error") is None and "run" in result
+    )  # the quit above ends the run with its RunResult
     assert "step " in hud and "model " in hud and "steps/s" in hud and "480x360" in hud
     assert "ep " in hud and "seed " in hud
     assert "episodes" in rate or "%" in rate
@@ -191,7 +222,9 @@ def test_headless_chromium_shows_the_picture_and_the_hud() -> None:
     assert stage.std() > 20
     yellow = (stage[:, :, 0] > 200) & (stage[:, :, 1] > 150) & (stage[:, :, 2] < 100)
     assert yellow.sum() > 20  # the gripper made it to the page
-    if os.environ.get("RLMESH_UPDATE_SCREENSHOTS") == "1":  # refresh docs/viewer-browser.png on request only
+    if (
+        os.environ.get("RLMESH_UPDATE_SCREENSHOTS") == "1"
+    ):  # refresh docs/viewer-browser.png on request only
         (DOCS / "viewer-browser.png").write_bytes(png)  # (a test run leaves the checkout clean)
 
 
@@ -211,31 +244,42 @@ async def _probe_small_camera(ws_url: str, page_url: str) -> dict[str, Any]:
                     return msg.get("result", {})
 
         async def evaluate(expr: str) -> Any:
-            return (await call("Runtime.evaluate", expression=expr, returnByValue=True))["result"].get("value")
+            return (await call("Runtime.evaluate", expression=expr, returnByValue=True))[
+                "result"
+            ].get("value")
 
         await call("Page.enable")
         await call("Page.navigate", url=page_url)
         deadline = time.monotonic() + BOUND
         got: dict[str, Any] = {}
         while time.monotonic() < deadline:
-            got = await evaluate(  # None until the page has loaded (the expression throws)
-                "({scale: window.rlmeshMainScale || 0,"
-                " w: document.getElementById('main').getBoundingClientRect().width,"
-                " h: document.getElementById('main').getBoundingClientRect().height,"
-                " rendering: document.getElementById('main').style.imageRendering,"
-                " legend: [...document.querySelectorAll('#action .legend text')].map(t => t.textContent),"
-                " axes: document.querySelectorAll('#action .axes line, #reward .axes line').length,"
-                " rewardLegend: [...document.querySelectorAll('#reward .legend text')].map(t => t.textContent)})"
-            ) or {}
+            got = (
+                await evaluate(  # None until the page has loaded (the expression throws)
+                    "({scale: window.rlmeshMainScale || 0,"
+                    " w: document.getElementById('main').getBoundingClientRect().width,"
+                    " h: document.getElementById('main').getBoundingClientRect().height,"
+                    " rendering: document.getElementById('main').style.imageRendering,"
+                    " legend: [...document.querySelectorAll('#action .legend text')].map(t => t.textContent),"
+                    " axes: document.querySelectorAll('#action .axes line, #reward .axes line').length,"
+                    " rewardLegend: [...document.querySelectorAll('#reward .legend text')].map(t => t.textContent)})"
+                )
+                or {}
+            )
             if got.get("scale") and got.get("legend"):
                 break
             await asyncio.sleep(0.2)
         return got
 
 
-def test_a_small_camera_fills_the_panel_by_whole_pixels_and_the_plots_have_axes_and_legends() -> None:
+def test_a_small_camera_fills_the_panel_by_whole_pixels_and_the_plots_have_axes_and_legends() -> (
+    None
+):
     require("aiohttp")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or require_tool("chromium", "the browser test")
+    chromium = (
+        shutil.which("chromium")
+        or shutil.which("chromium-browser")
+        or require_tool("chromium", "the browser test")
+    )
     from rlmesh.view._synthetic import CounterEnv
 
     port = free_port()
@@ -257,7 +301,9 @@ def test_a_small_camera_fills_the_panel_by_whole_pixels_and_the_plots_have_axes_
     runner.start()
     browser = subprocess.Popen(
         [chromium, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         active = Path(profile) / "DevToolsActivePort"
@@ -266,9 +312,15 @@ def test_a_small_camera_fills_the_panel_by_whole_pixels_and_the_plots_have_axes_
             assert browser.poll() is None, "chromium exited"
             time.sleep(0.1)
         devtools_port = int(active.read_text().split()[0])
-        targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{devtools_port}/json/list", timeout=BOUND).read())
+        targets = json.loads(
+            urllib.request.urlopen(
+                f"http://127.0.0.1:{devtools_port}/json/list", timeout=BOUND
+            ).read()
+        )
         page = next(t for t in targets if t.get("type") == "page")
-        got = asyncio.run(_probe_small_camera(page["webSocketDebuggerUrl"], f"http://127.0.0.1:{port}/"))
+        got = asyncio.run(
+            _probe_small_camera(page["webSocketDebuggerUrl"], f"http://127.0.0.1:{port}/")
+        )
     finally:
         try:  # always end the run: a run left going would keep a thread in this process for the tests after
             urllib.request.urlopen(f"http://127.0.0.1:{port}/control?op=quit", timeout=BOUND).read()

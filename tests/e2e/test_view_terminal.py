@@ -54,7 +54,9 @@ def tmux(tmp_path: Path) -> Iterator[Callable[..., str]]:
     sock = f"rlmesh-view-{uuid.uuid4().hex[:8]}"
 
     def call(*args: str) -> str:
-        return subprocess.run([exe, "-L", sock, *args], capture_output=True, text=True, timeout=BOUND, check=False).stdout
+        return subprocess.run(
+            [exe, "-L", sock, *args], capture_output=True, text=True, timeout=BOUND, check=False
+        ).stdout
 
     try:
         yield call
@@ -62,7 +64,9 @@ def tmux(tmp_path: Path) -> Iterator[Callable[..., str]]:
         call("kill-server")  # our private server only (its own socket name)
 
 
-def _wait_for(tmux: Callable[..., str], pred: Callable[[str], bool], *, escapes: bool = False) -> str:
+def _wait_for(
+    tmux: Callable[..., str], pred: Callable[[str], bool], *, escapes: bool = False
+) -> str:
     deadline = time.monotonic() + BOUND
     screen = ""
     while time.monotonic() < deadline:
@@ -73,12 +77,26 @@ def _wait_for(tmux: Callable[..., str], pred: Callable[[str], bool], *, escapes:
     raise AssertionError(f"the pane never showed what was expected; last screen:\n{screen}")
 
 
-def test_terminal_viewer_draws_reacts_to_keys_and_restores_the_terminal(tmux: Callable[..., str], tmp_path: Path) -> None:
+def test_terminal_viewer_draws_reacts_to_keys_and_restores_the_terminal(
+    tmux: Callable[..., str], tmp_path: Path
+) -> None:
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TERM": "xterm-256color"}
     cmd = f"{sys.executable} {script}"
-    tmux("new-session", "-d", "-s", "view", "-x", "100", "-y", "30", "-e", f"PYTHONPATH={env['PYTHONPATH']}", cmd)
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        "view",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "-e",
+        f"PYTHONPATH={env['PYTHONPATH']}",
+        cmd,
+    )
     screen = _wait_for(tmux, lambda s: s.count("▀") > 500 and "step" in s)
     # the picture (half-blocks), the source row with the selected one bracketed, the hint, the HUD
     assert "[render]" in screen and "cam0" in screen and "cam1" in screen

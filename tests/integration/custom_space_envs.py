@@ -53,7 +53,11 @@ class GridEnv(gym.Env):  # type: ignore[type-arg]
 
     def __init__(self, mission_space: gym.spaces.Space | None = None) -> None:  # type: ignore[type-arg]
         self.observation_space = gym.spaces.Dict(
-            {"image": Pixels(), "direction": gym.spaces.Discrete(4), "mission": mission_space or MissionText()}
+            {
+                "image": Pixels(),
+                "direction": gym.spaces.Discrete(4),
+                "mission": mission_space or MissionText(),
+            }
         )
         self.action_space = gym.spaces.Discrete(3)
         self.t = 0

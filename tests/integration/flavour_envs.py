@@ -23,7 +23,13 @@ class TorchDoubler:
 
         if not isinstance(action, torch.Tensor):
             raise TypeError(f"expected a torch.Tensor action, got {type(action).__name__}")
-        return action * 2, torch.tensor(1.0), torch.tensor(False), False, {"device": action.device.type}
+        return (
+            action * 2,
+            torch.tensor(1.0),
+            torch.tensor(False),
+            False,
+            {"device": action.device.type},
+        )
 
     def close(self) -> None:
         pass

@@ -31,9 +31,15 @@ class DictRenderEnv(gym.Env):  # type: ignore[type-arg]
 
     def _obs(self) -> dict[str, Any]:
         grid = (np.abs(self.pos) > 0.5).astype(np.int8)
-        return {"pos": self.pos.copy(), "mode": int(self.t % 3), "grid": np.concatenate([grid, grid])}
+        return {
+            "pos": self.pos.copy(),
+            "mode": int(self.t % 3),
+            "grid": np.concatenate([grid, grid]),
+        }
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         self.t = 0
         self.pos = self.np_random.uniform(-0.5, 0.5, 2).astype(np.float32)
@@ -41,7 +47,9 @@ class DictRenderEnv(gym.Env):  # type: ignore[type-arg]
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         self.t += 1
-        self.pos = np.clip(self.pos + 0.1 * np.asarray(action, np.float32), -1.0, 1.0).astype(np.float32)
+        self.pos = np.clip(self.pos + 0.1 * np.asarray(action, np.float32), -1.0, 1.0).astype(
+            np.float32
+        )
         reward = float(-np.abs(self.pos).sum())
         return self._obs(), reward, self.t >= 5, False, {"t": self.t}
 

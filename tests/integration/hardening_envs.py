@@ -20,7 +20,9 @@ class DelayEnv(gym.Env):  # type: ignore[type-arg]
         self.calls: list[str] = []
         self.t = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         self.calls.append("reset")
         self.t = 0
         if options and options.get("sleep"):
@@ -60,7 +62,9 @@ class HangEnv(gym.Env):  # type: ignore[type-arg]
         with open(self.path, "a") as f:
             f.write(text + "\n")
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         return np.zeros(4, np.float32), {}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:

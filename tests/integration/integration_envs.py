@@ -49,7 +49,9 @@ class EchoEnv:
         self.closed = 0
         self._record = record
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         if not self._record:
             self.resets.clear()
         self.resets.append((seed, options))
@@ -81,7 +83,9 @@ class CountdownEnv(gym.Env):  # type: ignore[type-arg]
         self.resets: list[int | None] = []
         self.closed = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         self.resets.append(seed)
         self.t = 0
@@ -105,7 +109,9 @@ class FlakyEnv:
         self.steps = 0
         self.closed = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         self.steps = 0
         return np.zeros(2, np.float32), {}
 
@@ -136,7 +142,9 @@ class BlockingEnv:
         self.finished = threading.Event()
         self.closed = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         self.count = 0
         return np.array([0], np.int64), {}
 
@@ -163,7 +171,9 @@ class RenderEnv:
         self.action_space = gym.spaces.Discrete(2)
         self.frame = frame
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         return np.zeros(1, np.float32), {}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
@@ -206,7 +216,9 @@ class BigObsEnv(gym.Env):  # type: ignore[type-arg]
         self.action_space = gym.spaces.Discrete(2)
         self.t = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         self.t = 0
         return np.full((1200, 1000), 7, np.uint8), {}

@@ -33,7 +33,9 @@ class SessionEnv(gym.Env):  # type: ignore[type-arg]
         self.release = release
         self.state = np.zeros(3, np.float32)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         self.state = self.np_random.uniform(-1, 1, 3).astype(np.float32)
         return self.state.copy(), {"pid": os.getpid()}
@@ -63,7 +65,6 @@ def make_session_env(marker: str = "", release: str = "") -> SessionEnv:
 def make_broken() -> SessionEnv:
     """``sessions_envs:make_broken``: an env whose build always fails."""
     raise RuntimeError("no simulator license on this host")
-
 
 
 class SessionFactory(rlmesh.EnvFactory):

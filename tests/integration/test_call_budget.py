@@ -29,7 +29,8 @@ def test_scalar_step_server_calls_within_budget() -> None:
     assert len(counts.server_steps) >= 30
     assert counts.server <= SERVER_BUDGET_SCALAR, (
         f"a scalar CartPole step costs the server {counts.server} Python calls, over the budget of "
-        f"{SERVER_BUDGET_SCALAR}; see `python benchmarks/count_calls.py --trace`:\n" + "\n".join(counts.server_trace)
+        f"{SERVER_BUDGET_SCALAR}; see `python benchmarks/count_calls.py --trace`:\n"
+        + "\n".join(counts.server_trace)
     )
 
 
@@ -39,7 +40,8 @@ def test_vector_step_server_calls_within_budget() -> None:
     assert len(counts.server_steps) >= 30
     assert counts.server <= SERVER_BUDGET_VECTOR, (
         f"a 16-lane vector CartPole step costs the server {counts.server} Python calls, over the budget of "
-        f"{SERVER_BUDGET_VECTOR}; see `python benchmarks/count_calls.py --trace`:\n" + "\n".join(counts.server_trace)
+        f"{SERVER_BUDGET_VECTOR}; see `python benchmarks/count_calls.py --trace`:\n"
+        + "\n".join(counts.server_trace)
     )
 
 
@@ -48,7 +50,8 @@ def test_scalar_step_client_and_total_calls_within_budget() -> None:
     assert len(counts.client_steps) == 30
     assert counts.client <= CLIENT_BUDGET_SCALAR, (
         f"a scalar CartPole step costs the client {counts.client} Python calls, over the budget of "
-        f"{CLIENT_BUDGET_SCALAR}; see `python benchmarks/count_calls.py --trace`:\n" + "\n".join(counts.client_trace)
+        f"{CLIENT_BUDGET_SCALAR}; see `python benchmarks/count_calls.py --trace`:\n"
+        + "\n".join(counts.client_trace)
     )
     assert counts.total <= TOTAL_BUDGET_SCALAR, (
         f"a scalar CartPole step costs {counts.total} Python calls (client {counts.client} + server "
@@ -61,7 +64,8 @@ def test_vector_step_client_and_total_calls_within_budget() -> None:
     assert len(counts.client_steps) == 30
     assert counts.client <= CLIENT_BUDGET_VECTOR, (
         f"a 16-lane vector CartPole step costs the client {counts.client} Python calls, over the budget of "
-        f"{CLIENT_BUDGET_VECTOR}; see `python benchmarks/count_calls.py --trace`:\n" + "\n".join(counts.client_trace)
+        f"{CLIENT_BUDGET_VECTOR}; see `python benchmarks/count_calls.py --trace`:\n"
+        + "\n".join(counts.client_trace)
     )
     assert counts.total <= TOTAL_BUDGET_VECTOR, (
         f"a 16-lane vector CartPole step costs {counts.total} Python calls (client {counts.client} + server "

@@ -32,7 +32,10 @@ def test_an_unreachable_model_endpoint_is_not_called_an_env_server() -> None:
         model.run(gym.make("CartPole-v1"), max_episodes=1)
     text = str(info.value)
     assert isinstance(info.value, ConnectionError)
-    assert f"could not connect to a model at 'tcp://127.0.0.1:{port}'; is the ModelServer running?" in text
+    assert (
+        f"could not connect to a model at 'tcp://127.0.0.1:{port}'; is the ModelServer running?"
+        in text
+    )
     assert "EnvServer" not in text and "environment" not in text
 
 

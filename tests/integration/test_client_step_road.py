@@ -56,7 +56,9 @@ def _on_the_road(client: Any) -> None:
     for _ in range(4):
         client.step(0)
     session = client._session
-    assert session._attach_after <= 0 and session._pending_attach is None and session.conn.shm is None
+    assert (
+        session._attach_after <= 0 and session._pending_attach is None and session.conn.shm is None
+    )
 
 
 def _flaky(client: Any, mode: str) -> FlakySocket:
@@ -123,7 +125,9 @@ class ShadowingEnv(gym.Env):  # type: ignore[type-arg]
     observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         return np.zeros(2, np.float32), {}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
@@ -132,7 +136,10 @@ class ShadowingEnv(gym.Env):  # type: ignore[type-arg]
 
 def test_an_env_info_key_shadows_the_runtime_key_on_the_straight_road(serve, caplog):
     server = serve(ShadowingEnv())
-    with rnp.RemoteEnv(server.address) as client, caplog.at_level(logging.WARNING, logger="rlmesh.client"):
+    with (
+        rnp.RemoteEnv(server.address) as client,
+        caplog.at_level(logging.WARNING, logger="rlmesh.client"),
+    ):
         client.reset()
         for _ in range(2):
             _obs, _r, terminated, _t, info = client.step(0)
@@ -140,4 +147,10 @@ def test_an_env_info_key_shadows_the_runtime_key_on_the_straight_road(serve, cap
             assert info["completed_episodes"] == "mine"  # the env's own key wins (INFO-3)
             assert len(info["episode_ids"]) == 1  # the other runtime key is still there
             client.reset()
-    assert sum("completed_episodes" in r.getMessage() and "shadows" in r.getMessage() for r in caplog.records) == 1
+    assert (
+        sum(
+            "completed_episodes" in r.getMessage() and "shadows" in r.getMessage()
+            for r in caplog.records
+        )
+        == 1
+    )

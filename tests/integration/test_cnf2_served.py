@@ -46,7 +46,9 @@ class SeedRecordingVectorEnv(gym.vector.SyncVectorEnv):
     [([7, 8, 9], [7, 8, 9]), ([9, 3, 5], [9, 3, 5]), (7, 7)],
     ids=["consecutive-list", "list", "int"],
 )
-def test_cnf2_a3_vector_reset_seed_reaches_the_env_as_given(serve, given: Any, expected: Any) -> None:
+def test_cnf2_a3_vector_reset_seed_reaches_the_env_as_given(
+    serve, given: Any, expected: Any
+) -> None:
     env = SeedRecordingVectorEnv(3)
     server = serve(env)
     with rnp.RemoteVectorEnv(server.address) as client:
@@ -69,7 +71,9 @@ class ContractOnly:
     env_contract = None
 
 
-@pytest.mark.parametrize("env", [object(), ContractOnly(), "127.0.0.1:1"], ids=["object", "contract-only", "address"])
+@pytest.mark.parametrize(
+    "env", [object(), ContractOnly(), "127.0.0.1:1"], ids=["object", "contract-only", "address"]
+)
 def test_cnf2_a5_instruction_is_refused_before_the_env_is_looked_at(env: Any) -> None:
     handle = rlmesh.RemoteModel("127.0.0.1:1")  # never dialed
     with pytest.raises(ValueError, match="instruction= is not supported"):
@@ -84,7 +88,11 @@ def test_cnf2_a5_instruction_is_refused_before_the_env_is_looked_at(env: Any) ->
 @pytest.mark.parametrize("env", [object(), ContractOnly()], ids=["object", "contract-only"])
 def test_cnf2_a5_trust_entrypoints_is_refused_for_served_models(env: Any, trust: bool) -> None:
     handle = rlmesh.RemoteModel("127.0.0.1:1")
-    for call in (handle.session, lambda e, **kw: rlmesh.session(handle, e, **kw), lambda e, **kw: rlmesh.run(handle, e, **kw)):
+    for call in (
+        handle.session,
+        lambda e, **kw: rlmesh.session(handle, e, **kw),
+        lambda e, **kw: rlmesh.run(handle, e, **kw),
+    ):
         with pytest.raises(ValueError, match="trust_entrypoints= applies to local models"):
             call(env, trust_entrypoints=trust)
 
@@ -103,7 +111,9 @@ def test_cnf2_a5_trust_entrypoints_never_travels_in_bind(monkeypatch: pytest.Mon
     monkeypatch.setattr(client_model.RemoteRoute, "_request", spy)
     server = ModelServer(Zero(), "127.0.0.1:0").start()
     try:
-        rlmesh.RemoteModel(server.address).run(gym.make("CartPole-v1"), max_episodes=1, max_episode_steps=2)
+        rlmesh.RemoteModel(server.address).run(
+            gym.make("CartPole-v1"), max_episodes=1, max_episode_steps=2
+        )
     finally:
         server.shutdown()
     binds = [msg for msg in sent if isinstance(msg, m.Bind)]
@@ -112,7 +122,11 @@ def test_cnf2_a5_trust_entrypoints_never_travels_in_bind(monkeypatch: pytest.Mon
 
 def test_cnf2_a6_a_bad_env_for_a_served_model_names_env_contract() -> None:
     handle = rlmesh.RemoteModel("127.0.0.1:1")
-    for call in (handle.session, lambda e: rlmesh.session(handle, e), lambda e: rlmesh.run(handle, e)):
+    for call in (
+        handle.session,
+        lambda e: rlmesh.session(handle, e),
+        lambda e: rlmesh.run(handle, e),
+    ):
         with pytest.raises(TypeError, match="env_contract"):
             call(object())
 
@@ -123,7 +137,12 @@ def test_cnf2_a6_an_env_client_exposing_env_contract_is_accepted(serve) -> None:
     try:
         with rnp.RemoteEnv(env_server.address) as client:
             assert client.env_contract is not None
-            result = rlmesh.run(rlmesh.RemoteModel(model_server.address), client, max_episodes=1, max_episode_steps=3)
+            result = rlmesh.run(
+                rlmesh.RemoteModel(model_server.address),
+                client,
+                max_episodes=1,
+                max_episode_steps=3,
+            )
         assert result.episodes[0].steps == 3
     finally:
         model_server.shutdown()
@@ -190,7 +209,9 @@ def test_cnf2_a7_numpy_remote_model_is_public_and_drives_a_specd_model(serve) ->
     policy = StackPolicy()
     model_server = ModelServer(policy, "127.0.0.1:0").start()
     try:
-        with rlmesh.session(rnp.RemoteModel(model_server.address), rnp.RemoteEnv(env_server.address)) as sess:
+        with rlmesh.session(
+            rnp.RemoteModel(model_server.address), rnp.RemoteEnv(env_server.address)
+        ) as sess:
             sess.run(max_episodes=1)
     finally:
         model_server.shutdown()
@@ -233,12 +254,20 @@ def test_cnf2_a8_serve_env_is_public_with_positional_only_source_and_address() -
     params = list(sig.parameters.values())
     assert [p.name for p in params[:2]] == ["env_source", "address"]
     assert all(p.kind is inspect.Parameter.POSITIONAL_ONLY for p in params[:2])
-    assert [p.name for p in params[2:7]] == ["num_envs", "vectorization_mode", "framework", "device", "workflow_edition"]
+    assert [p.name for p in params[2:7]] == [
+        "num_envs",
+        "vectorization_mode",
+        "framework",
+        "device",
+        "workflow_edition",
+    ]
     assert params[-1].kind is inspect.Parameter.VAR_KEYWORD
     assert "serve_env" in rlmesh.serve.__all__ and "main" in rlmesh.serve.__all__
 
 
-def test_cnf2_a8_make_parameters_named_address_and_env_source_pass_through(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cnf2_a8_make_parameters_named_address_and_env_source_pass_through(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     seen: dict[str, Any] = {}
 
     class Stop(Exception):
@@ -253,7 +282,9 @@ def test_cnf2_a8_make_parameters_named_address_and_env_source_pass_through(monke
         seen["make"] = (address, env_source)
         return TaggedEnv()
 
-    monkeypatch.setattr("rlmesh.serve._main.EnvServer", FakeServer)  # the name serve_env builds with
+    monkeypatch.setattr(
+        "rlmesh.serve._main.EnvServer", FakeServer
+    )  # the name serve_env builds with
     with pytest.raises(Stop):
         rlmesh.serve.serve_env(make, "127.0.0.1:0", address="make-addr", env_source="make-src")
     assert seen["make"] == ("make-addr", "make-src") and seen["address"] == "127.0.0.1:0"
@@ -296,7 +327,9 @@ def test_cnf2_a8_env_factory_serve_forwards_to_serve_env(monkeypatch: pytest.Mon
         ["--env", "CartPole-v1", "--kwargs-json", '{"device": "cpu"}'],
     ],
 )
-def test_cnf2_a9_b8_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_cnf2_a9_b8_usage_errors_exit_2(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as info:
         rlmesh.serve.main(argv)
     assert info.value.code == 2
@@ -320,28 +353,52 @@ def test_cnf2_a9_bad_num_envs_variable_is_a_usage_error(monkeypatch: pytest.Monk
     assert info.value.code == 2
 
 
-def _spawn(short_tmp: Path, name: str, *args: str, **extra_env: str) -> tuple[subprocess.Popen[bytes], str]:
+def _spawn(
+    short_tmp: Path, name: str, *args: str, **extra_env: str
+) -> tuple[subprocess.Popen[bytes], str]:
     ready = short_tmp / f"{name}.ready"
-    cmd = [sys.executable, "-m", "rlmesh.serve", *args, "--address", "127.0.0.1:0", "--ready-file", str(ready)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlmesh.serve",
+        *args,
+        "--address",
+        "127.0.0.1:0",
+        "--ready-file",
+        str(ready),
+    ]
     with open(short_tmp / f"{name}.err", "wb") as err, open(short_tmp / f"{name}.out", "wb") as out:
         proc = subprocess.Popen(cmd, env=child_env(**extra_env), stdout=out, stderr=err)
     try:
         return proc, wait_for_ready_file(proc, ready, SERVER_START_SECONDS)
     except RuntimeError as exc:
         stop_process(proc)
-        raise RuntimeError(f"{exc}: {(short_tmp / f'{name}.err').read_text(errors='replace')[-2000:]}") from None
+        raise RuntimeError(
+            f"{exc}: {(short_tmp / f'{name}.err').read_text(errors='replace')[-2000:]}"
+        ) from None
 
 
-def test_cnf2_a9_python_m_rlmesh_serve_serves_a_positional_model_and_an_env_with_dash_dash_env(short_tmp: Path) -> None:
+def test_cnf2_a9_python_m_rlmesh_serve_serves_a_positional_model_and_an_env_with_dash_dash_env(
+    short_tmp: Path,
+) -> None:
     model_proc, model_addr = _spawn(short_tmp, "model", "served_models:zero")
-    env_proc, env_addr = _spawn(short_tmp, "env", "--env", "integration_envs:make_countdown", "--kwargs-json", '{"length": 2}')
+    env_proc, env_addr = _spawn(
+        short_tmp,
+        "env",
+        "--env",
+        "integration_envs:make_countdown",
+        "--kwargs-json",
+        '{"length": 2}',
+    )
     try:
         result = rlmesh.run(rlmesh.RemoteModel(model_addr), env_addr, max_episodes=1)
         assert result.episodes[0].steps == 2  # the countdown env served with its binding
     finally:
         stop_process(model_proc)
         stop_process(env_proc)
-    assert "RLMesh serving model on 127.0.0.1:0" in (short_tmp / "model.out").read_text()  # as requested
+    assert (
+        "RLMesh serving model on 127.0.0.1:0" in (short_tmp / "model.out").read_text()
+    )  # as requested
     assert f"RLMesh serving env on {env_addr}" in (short_tmp / "env.out").read_text()  # as bound
 
 
@@ -373,7 +430,9 @@ def test_mod_37_a_served_stateful_model_fails_a_multi_lane_bind() -> None:
     try:
         envs = gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1") for _ in range(2)])
         with pytest.raises(rlmesh.errors.ModelError, match="hidden state"):
-            rlmesh.run(rlmesh.RemoteModel(server.address), envs, max_episodes=2, execution_horizon=2)
+            rlmesh.run(
+                rlmesh.RemoteModel(server.address), envs, max_episodes=2, execution_horizon=2
+            )
         one = rlmesh.run(rlmesh.RemoteModel(server.address), gym.make("Pendulum-v1"), max_episodes=1,
                          max_episode_steps=4, execution_horizon=2)  # fmt: skip
         assert one.episodes[0].steps == 4  # a single lane is fine

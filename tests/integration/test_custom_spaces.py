@@ -36,7 +36,7 @@ def test_subclasses_of_known_spaces_convert_as_their_base() -> None:
     env = GridEnv(MissionText())
     space = from_gymnasium_space(env.observation_space)
     assert isinstance(space["mission"], Text) and isinstance(space["image"], Box)
-    assert repr(space["mission"]) == "Text(1, 18, charset=\" abcdefghijklmnopqrstuvwxyz\")"
+    assert repr(space["mission"]) == 'Text(1, 18, charset=" abcdefghijklmnopqrstuvwxyz")'
 
 
 def test_a_served_text_subclass_reaches_the_numpy_client_as_text(serve: Any) -> None:
@@ -68,7 +68,11 @@ def test_in_process_a_text_subclass_runs_and_the_policy_gets_the_string() -> Non
         return 1
 
     result = rlmesh.run(rnp.Model(policy), GridEnv(MissionText()), seeds=[0, 1])
-    assert result.total_steps == 6 and seen[0] == "get the red key" and seen[-1] == "open the blue door"
+    assert (
+        result.total_steps == 6
+        and seen[0] == "get the red key"
+        and seen[-1] == "open the blue door"
+    )
 
 
 def _refused(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
@@ -99,7 +103,9 @@ def test_in_process_an_unknown_space_runs_as_it_is() -> None:
     env = GridEnv(MissionSpace())
     result = rlmesh.run(rnp.Model(policy), env, seeds=[2])
     assert result.total_steps == 3 and seen == ["go to the goal"] * 3
-    assert rlmesh.run(rlmesh.RANDOM_SAMPLE, GridEnv(MissionSpace()), max_episodes=1).total_steps == 3
+    assert (
+        rlmesh.run(rlmesh.RANDOM_SAMPLE, GridEnv(MissionSpace()), max_episodes=1).total_steps == 3
+    )
 
 
 def test_the_documented_workaround_serves_it(serve: Any) -> None:
@@ -109,7 +115,9 @@ def test_the_documented_workaround_serves_it(serve: Any) -> None:
         def __init__(self, env: gym.Env) -> None:  # type: ignore[type-arg]
             super().__init__(env)
             spaces = dict(env.observation_space.spaces)  # type: ignore[attr-defined]
-            spaces["mission"] = gym.spaces.Text(64, min_length=0, charset="abcdefghijklmnopqrstuvwxyz ")
+            spaces["mission"] = gym.spaces.Text(
+                64, min_length=0, charset="abcdefghijklmnopqrstuvwxyz "
+            )
             self.observation_space = gym.spaces.Dict(spaces)
 
         def observation(self, observation: Any) -> Any:

@@ -24,7 +24,7 @@ from rlmesh.sandbox import SandboxBuild, SandboxStartError
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 SOURCE = textwrap.dedent(
-    '''
+    """
     import gymnasium as gym
     import numpy as np
 
@@ -55,7 +55,7 @@ SOURCE = textwrap.dedent(
 
 
     gym.register("SbxMission-v0", entry_point="sbxmission:Grid")
-    '''
+    """
 )
 
 
@@ -67,9 +67,15 @@ def _wheel(dest: Path) -> Path:
     }
 
     def digest(data: bytes) -> str:
-        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        return (
+            "sha256="
+            + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        )
 
-    record = "".join(f"{n},{digest(d)},{len(d)}\n" for n, d in files.items()) + "sbxmission-0.1.dist-info/RECORD,,\n"
+    record = (
+        "".join(f"{n},{digest(d)},{len(d)}\n" for n, d in files.items())
+        + "sbxmission-0.1.dist-info/RECORD,,\n"
+    )
     files["sbxmission-0.1.dist-info/RECORD"] = record.encode()
     path = dest / "sbxmission-0.1-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as zf:
@@ -95,7 +101,12 @@ def cache(tmp_path: Path) -> Iterator[Path]:
 def test_a_sandboxed_custom_space_is_refused_with_the_space_named(cache: Path) -> None:
     build = SandboxBuild(packages=[str(_wheel(cache))], imports=["sbxmission"])
     with pytest.raises(SandboxStartError) as info:
-        rlmesh.SandboxEnv("gym://SbxMission-v0", backend="venv", build=build, connect_timeout_seconds=300)
+        rlmesh.SandboxEnv(
+            "gym://SbxMission-v0", backend="venv", build=build, connect_timeout_seconds=300
+        )
     text = str(info.value)
-    assert "UnsupportedSpace: Unsupported space type: MissionSpace at observation_space['mission']" in text
+    assert (
+        "UnsupportedSpace: Unsupported space type: MissionSpace at observation_space['mission']"
+        in text
+    )
     assert "gymnasium.ObservationWrapper" in text

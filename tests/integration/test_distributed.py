@@ -95,7 +95,13 @@ class Walk:
         if (terminated or truncated) and self.side:
             with open(self.side, "a") as fh:
                 fh.write(f"{self.seed}\n")
-        return np.array([self.pos, float(self.t)]), self.pos, terminated, truncated, {"is_success": self.pos > 0}
+        return (
+            np.array([self.pos, float(self.t)]),
+            self.pos,
+            terminated,
+            truncated,
+            {"is_success": self.pos > 0},
+        )
 
     def render(self) -> Any:
         frame = np.zeros((32, 48, 3), np.uint8)
@@ -128,7 +134,10 @@ def cart_policy(obs: Any) -> int:
 
 def key(result: rlmesh.RunResult) -> list[tuple[Any, ...]]:
     """What must match a single-process run: everything but the timings."""
-    return [(e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.success, e.trial) for e in result.episodes]
+    return [
+        (e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.success, e.trial)
+        for e in result.episodes
+    ]
 
 
 def procs_alive(pids: list[int]) -> list[int]:
@@ -146,7 +155,9 @@ def procs_alive(pids: list[int]) -> list[int]:
 def driver_env() -> dict[str, str]:
     """A child driver's environment: this module (and conftest) importable."""
     env = child_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env["PYTHONPATH"]])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1]), env["PYTHONPATH"]]
+    )
     return env
 
 
@@ -181,7 +192,11 @@ def test_CartPole_with_workers_equals_one_process() -> None:
     assert all(w.host and w.pid != os.getpid() for w in many.workers)
     assert all(w.env_ms > 0 and w.model_ms > 0 for w in many.workers if w.episodes)
     doc = many.to_dict()
-    assert doc["num_episodes"] == 20 and len(doc["workers"]) == len(many.workers) and doc["retries"] == []
+    assert (
+        doc["num_episodes"] == 20
+        and len(doc["workers"]) == len(many.workers)
+        and doc["retries"] == []
+    )
     assert "workers" not in one.to_dict()  # a single-process result's dict is unchanged
     assert children() == []  # no worker (and no fork server) is left running
 
@@ -190,7 +205,12 @@ def test_factory_env_with_params_equals_one_process_via_Model_run() -> None:
     seeds = [5, 3, 11, 7, 2, 13, 1]
     model = NpModel(sign_policy)
     one = model.run(WalkFactory(drift=0.3), seeds=seeds, trial_index_base=10)
-    many = model.run(WalkFactory(drift=0.3), seeds=seeds, trial_index_base=10, workers=rlmesh.Workers(n=2, backend="processes"))
+    many = model.run(
+        WalkFactory(drift=0.3),
+        seeds=seeds,
+        trial_index_base=10,
+        workers=rlmesh.Workers(n=2, backend="processes"),
+    )
     assert key(many) == key(one)
     assert [e.trial for e in many.episodes] == list(range(10, 17))
     other = model.run(WalkFactory(drift=-0.3), seeds=seeds, workers=2)
@@ -203,7 +223,9 @@ def test_env_callable_and_model_factory_are_built_in_each_worker(tmp_path: Path)
     pids = tmp_path / "pids"
     seeds = list(range(6))
     one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
-    make_env = functools.partial(Walk, pids=str(pids), sleep_s=0.01)  # slow enough that both workers start
+    make_env = functools.partial(
+        Walk, pids=str(pids), sleep_s=0.01
+    )  # slow enough that both workers start
     make_model = functools.partial(NpModel, sign_policy)  # a zero-argument factory
     many = rlmesh.run(make_model, make_env, seeds=seeds, workers=2)
     assert key(many) == key(one)
@@ -224,8 +246,12 @@ def test_a_list_of_addresses_gives_each_worker_one(serve: Any) -> None:
     assert key(many) == key(one)
     assert {w.episodes > 0 for w in many.workers} == {True} and len(many.workers) == 2
     if shm_before or os.path.isdir("/dev/shm"):
-        assert set(os.listdir("/dev/shm")) - shm_before == set()  # no shared-memory file left behind
-    auto = rlmesh.run(sign_policy, [s.address for s in servers], seeds=seeds, workers=rlmesh.Workers())
+        assert (
+            set(os.listdir("/dev/shm")) - shm_before == set()
+        )  # no shared-memory file left behind
+    auto = rlmesh.run(
+        sign_policy, [s.address for s in servers], seeds=seeds, workers=rlmesh.Workers()
+    )
     assert key(auto) == key(one) and len(auto.workers) == 2  # n=None: one worker per address
     with pytest.raises(ValueError, match=r"workers=3 but the env list has 2 address\(es\)"):
         rlmesh.run(sign_policy, [s.address for s in servers], seeds=seeds, workers=3)
@@ -254,8 +280,12 @@ def test_a_worker_killed_mid_episode_is_retried_elsewhere(tmp_path: Path) -> Non
 def test_an_episode_lost_more_than_max_retries_fails_the_run(tmp_path: Path) -> None:
     import functools
 
-    env = functools.partial(Walk, kill_seed=2, kill_marker=str(tmp_path / "nope" / "never"))  # cannot write: kills every time
-    with pytest.raises(WorkerLost, match=r"episode 2 \(seed 2\) was lost 2 times, more than max_retries=1") as info:
+    env = functools.partial(
+        Walk, kill_seed=2, kill_marker=str(tmp_path / "nope" / "never")
+    )  # cannot write: kills every time
+    with pytest.raises(
+        WorkerLost, match=r"episode 2 \(seed 2\) was lost 2 times, more than max_retries=1"
+    ) as info:
         rlmesh.run(sign_policy, env, seeds=[0, 1, 2], workers=rlmesh.Workers(n=2, max_retries=1))
     assert len(info.value.reasons) == 2
 
@@ -300,13 +330,20 @@ def test_ctrl_c_on_the_driver_stops_every_worker(tmp_path: Path) -> None:
             raise SystemExit(130)
         """
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], env=driver_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env=driver_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while len(read_ints(pids)) < 3 and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
         workers = read_ints(pids)
-        assert len(workers) == 3, proc.stderr.read().decode() if proc.poll() is not None else "workers did not start"
+        assert len(workers) == 3, (
+            proc.stderr.read().decode() if proc.poll() is not None else "workers did not start"
+        )
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
@@ -336,7 +373,9 @@ def test_a_killed_driver_resumes_from_its_journal_and_runs_every_seed_once(tmp_p
         rlmesh.run(t.sign_policy, env, seeds={seeds!r}, workers=3, journal={str(journal)!r})
         """
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], env=driver_env(), stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], env=driver_env(), stderr=subprocess.PIPE
+    )
     try:
         deadline = time.monotonic() + 120
         done = 0
@@ -350,7 +389,9 @@ def test_a_killed_driver_resumes_from_its_journal_and_runs_every_seed_once(tmp_p
             if done >= len(seeds) // 2:
                 break
             time.sleep(0.02)
-        assert proc.poll() is None, f"the driver ended before it was killed: {proc.stderr.read().decode()[-2000:]}"
+        assert proc.poll() is None, (
+            f"the driver ended before it was killed: {proc.stderr.read().decode()[-2000:]}"
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -380,7 +421,9 @@ def test_a_finished_journal_runs_nothing_again(tmp_path: Path) -> None:
     again = rlmesh.run(sign_policy, env, seeds=[1, 2, 3], workers=2, journal=tmp_path / "j.db")
     assert key(again) == key(first)
     assert sorted(read_ints(side)) == [1, 2, 3]
-    with pytest.raises(ValueError, match="journal= records the episodes of a distributed run; pass workers=1"):
+    with pytest.raises(
+        ValueError, match="journal= records the episodes of a distributed run; pass workers=1"
+    ):
         rlmesh.run(sign_policy, Walk(), seeds=[1], journal=tmp_path / "k.db")
 
 
@@ -431,7 +474,10 @@ def test_an_unpicklable_model_is_refused_naming_it() -> None:
         def __repr__(self) -> str:
             return "Locked(policy)"
 
-    with pytest.raises(TypeError, match=r"ships the model to every worker .* but Locked\(policy\) .* cannot be pickled"):
+    with pytest.raises(
+        TypeError,
+        match=r"ships the model to every worker .* but Locked\(policy\) .* cannot be pickled",
+    ):
         rlmesh.run(Locked(), Walk, seeds=[1], workers=2)
 
 
@@ -477,7 +523,14 @@ def test_a_recorder_capture_bundles_every_episode_of_every_worker(tmp_path: Path
 
     def shape(w: dict[str, Any]) -> list[Any]:
         return [
-            (e["index"], e["seed"], e["steps"], e["reward"], [(m["camera"], m["path"], m["frameCount"]) for m in e["media"]], e.get("stepLog"))
+            (
+                e["index"],
+                e["seed"],
+                e["steps"],
+                e["reward"],
+                [(m["camera"], m["path"], m["frameCount"]) for m in e["media"]],
+                e.get("stepLog"),
+            )
             for e in w["episodes"]
         ]
 
@@ -490,20 +543,33 @@ def test_a_recorder_capture_bundles_every_episode_of_every_worker(tmp_path: Path
 # -- the command line --------------------------------------------------------------------------------------
 
 
-def test_rlmesh_eval_workers_runs_in_worker_processes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_rlmesh_eval_workers_runs_in_worker_processes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
     from rlmesh.eval import eval_main
 
     out = tmp_path / "run.json"
-    argv = ["test_distributed:sign_policy", "test_distributed:Walk", "--seeds", "0..5", "--workers", "2", "--json", str(out)]
+    argv = [
+        "test_distributed:sign_policy",
+        "test_distributed:Walk",
+        "--seeds",
+        "0..5",
+        "--workers",
+        "2",
+        "--json",
+        str(out),
+    ]
     assert eval_main([*argv, "--journal", str(tmp_path / "j.db"), "--no-progress"]) == 0
     doc = json.loads(out.read_text())["result"]
     assert [e["seed"] for e in doc["episodes"]] == list(range(6))
     assert sum(w["episodes"] for w in doc["workers"]) == 6
     one = rlmesh.run(sign_policy, Walk(), seeds=list(range(6)))
     assert [e["reward"] for e in doc["episodes"]] == [e.reward for e in one.episodes]
-    assert eval_main(["test_distributed:sign_policy", "test_distributed:Walk", "--ray", "auto"]) == 1
+    assert (
+        eval_main(["test_distributed:sign_policy", "test_distributed:Walk", "--ray", "auto"]) == 1
+    )
     assert "--ray and --journal need --workers N" in capsys.readouterr().err
 
 
@@ -518,9 +584,15 @@ def test_the_progress_line_shows_counts_rate_eta_wilson_interval_and_workers() -
     out = io.StringIO()
     progress = RunProgress(10, 4, enabled=True, out=out)
     for success in (True, True, False, True):
-        progress.update(episode=rlmesh.EpisodeResult(0, 0, 5, 1.0, True, False, success=success), alive=3)
+        progress.update(
+            episode=rlmesh.EpisodeResult(0, 0, 5, 1.0, True, False, success=success), alive=3
+        )
     line = progress.line()
-    assert line.startswith("episodes 4/10 | ") and " ep/s | ETA " in line and line.endswith("| workers 3/4")
+    assert (
+        line.startswith("episodes 4/10 | ")
+        and " ep/s | ETA " in line
+        and line.endswith("| workers 3/4")
+    )
     lo, hi = wilson_interval(3, 4)
     assert f"success 75% (95% CI {lo:.0%}-{hi:.0%})" in line
     assert (round(lo, 3), round(hi, 3)) == (0.301, 0.954)
@@ -533,8 +605,17 @@ def test_the_distributed_example_runs_without_ray(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "RLMESH_WORKFLOW_EDITION": ""}
     out = subprocess.run(
-        [sys.executable, str(root / "examples" / "distributed_eval.py"), str(tmp_path), "--workers", "3"],
-        env=env, capture_output=True, text=True, timeout=170,
+        [
+            sys.executable,
+            str(root / "examples" / "distributed_eval.py"),
+            str(tmp_path),
+            "--workers",
+            "3",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=170,
     )
     assert out.returncode == 0, out.stderr
     assert "workers=3 (processes): 64 episodes" in out.stdout
@@ -546,7 +627,9 @@ def test_the_distributed_example_runs_without_ray(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_each_worker_starts_its_own_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+def test_each_worker_starts_its_own_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     import functools
 
     monkeypatch.setenv("RLMESH_SANDBOX_CACHE", str(tmp_path / "cache"))
@@ -558,9 +641,13 @@ def test_each_worker_starts_its_own_sandbox(tmp_path: Path, monkeypatch: pytest.
     make = functools.partial(rlmesh.SandboxEnv, "gym://CartPole-v1", backend="venv")
     many = rlmesh.run(cart_policy, make, seeds=seeds, workers=2)
     assert key(many) == key(one)
-    assert capfd.readouterr().err.count("resolved 'gym://CartPole-v1'") == 2  # one sandbox per worker
+    assert (
+        capfd.readouterr().err.count("resolved 'gym://CartPole-v1'") == 2
+    )  # one sandbox per worker
     assert children() == []  # and both are gone
-    with pytest.raises(ValueError, match=r"functools\.partial\(rlmesh\.SandboxEnv, 'gym://CartPole-v1', \.\.\.\)"):
+    with pytest.raises(
+        ValueError, match=r"functools\.partial\(rlmesh\.SandboxEnv, 'gym://CartPole-v1', \.\.\.\)"
+    ):
         rlmesh.run(cart_policy, "gym://CartPole-v1", seeds=seeds, workers=2)
 
 

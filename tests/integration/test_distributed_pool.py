@@ -118,7 +118,9 @@ def test_two_runs_on_one_pool_equal_one_process_and_reuse_the_same_workers(tmp_p
         third = rlmesh.numpy.Model(cart_policy).run("CartPole-v1", seeds=seeds[:4], workers=pool)
         assert key(third) == key(one)[:4] and pids_of(third) <= pids_of(second)
     assert pool.closed
-    assert wait_gone(started) == [] and children() == []  # close() stopped every worker and the fork server
+    assert (
+        wait_gone(started) == [] and children() == []
+    )  # close() stopped every worker and the fork server
 
 
 def test_between_runs_the_workers_hold_no_env(tmp_path: Path) -> None:
@@ -137,12 +139,22 @@ def test_a_worker_killed_between_runs_is_replaced(tmp_path: Path) -> None:
     seeds = list(range(24))
     one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
     with pool_of(3) as pool:
-        first = rlmesh.run(sign_policy, functools.partial(BarrierWalk, n=3, pids=str(tmp_path / "1")), seeds=seeds, workers=pool)
+        first = rlmesh.run(
+            sign_policy,
+            functools.partial(BarrierWalk, n=3, pids=str(tmp_path / "1")),
+            seeds=seeds,
+            workers=pool,
+        )
         assert len(pids_of(first)) == 3
         victim = sorted(pids_of(first))[1]
         os.kill(victim, signal.SIGKILL)
         assert wait_gone([victim]) == []
-        second = rlmesh.run(sign_policy, functools.partial(BarrierWalk, n=3, pids=str(tmp_path / "2")), seeds=seeds, workers=pool)
+        second = rlmesh.run(
+            sign_policy,
+            functools.partial(BarrierWalk, n=3, pids=str(tmp_path / "2")),
+            seeds=seeds,
+            workers=pool,
+        )
         assert key(second) == key(one)
         assert second.retries == ()  # a replacement before the run is not a retry
         assert len(pids_of(second)) == 3 and victim not in pids_of(second)
@@ -160,8 +172,15 @@ def test_a_worker_lost_during_a_run_is_retried_and_replaced_in_the_pool(tmp_path
         assert marker.exists() and key(first) == key(one)
         assert [(r.index, r.seed) for r in first.retries] == [(4, 4)]
         killed = int(marker.read_text())
-        second = rlmesh.run(sign_policy, functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "2")), seeds=seeds, workers=pool)
-        assert key(second) == key(one) and len(pids_of(second)) == 2 and killed not in pids_of(second)
+        second = rlmesh.run(
+            sign_policy,
+            functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "2")),
+            seeds=seeds,
+            workers=pool,
+        )
+        assert (
+            key(second) == key(one) and len(pids_of(second)) == 2 and killed not in pids_of(second)
+        )
 
 
 def test_an_env_error_in_one_run_does_not_poison_the_next(tmp_path: Path) -> None:
@@ -169,12 +188,29 @@ def test_an_env_error_in_one_run_does_not_poison_the_next(tmp_path: Path) -> Non
     one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
     with pool_of(2) as pool:
         with pytest.raises(RuntimeError, match="simulator exploded on seed 3"):
-            rlmesh.run(sign_policy, functools.partial(Walk, raise_seed=3, sleep_s=0.01), seeds=seeds, workers=pool)
-        second = rlmesh.run(sign_policy, functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "2")), seeds=seeds, workers=pool)
+            rlmesh.run(
+                sign_policy,
+                functools.partial(Walk, raise_seed=3, sleep_s=0.01),
+                seeds=seeds,
+                workers=pool,
+            )
+        second = rlmesh.run(
+            sign_policy,
+            functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "2")),
+            seeds=seeds,
+            workers=pool,
+        )
         assert key(second) == key(one) and len(pids_of(second)) == 2
-        with pytest.raises(ValueError, match="cannot be built"):  # a run whose workers cannot set up
+        with pytest.raises(
+            ValueError, match="cannot be built"
+        ):  # a run whose workers cannot set up
             rlmesh.run(sign_policy, broken_env, seeds=seeds, workers=pool)
-        third = rlmesh.run(sign_policy, functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "3")), seeds=seeds, workers=pool)
+        third = rlmesh.run(
+            sign_policy,
+            functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "3")),
+            seeds=seeds,
+            workers=pool,
+        )
         assert key(third) == key(one) and pids_of(third) == pids_of(second)
 
 
@@ -188,8 +224,19 @@ def test_ctrl_c_in_a_run_leaves_the_pool_usable(tmp_path: Path) -> None:
     one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
     with pool_of(2) as pool:
         with pytest.raises(KeyboardInterrupt):
-            rlmesh.run(sign_policy, functools.partial(Walk, sleep_s=0.02), seeds=seeds, hooks=Interrupt(), workers=pool)
-        again = rlmesh.run(sign_policy, functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "2")), seeds=seeds, workers=pool)
+            rlmesh.run(
+                sign_policy,
+                functools.partial(Walk, sleep_s=0.02),
+                seeds=seeds,
+                hooks=Interrupt(),
+                workers=pool,
+            )
+        again = rlmesh.run(
+            sign_policy,
+            functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "2")),
+            seeds=seeds,
+            workers=pool,
+        )
         assert key(again) == key(one) and len(pids_of(again)) == 2
 
 
@@ -200,10 +247,16 @@ def test_journal_works_with_a_pool(tmp_path: Path) -> None:
     env = functools.partial(Walk, side=str(side))
     with pool_of(2) as pool:
         first = rlmesh.run(sign_policy, env, seeds=seeds, workers=pool, journal=journal)
-        again = rlmesh.run(sign_policy, env, seeds=seeds, workers=pool, journal=journal)  # the lock is free again
-        other = rlmesh.run(sign_policy, env, seeds=seeds, workers=pool, journal=tmp_path / "other.journal")
+        again = rlmesh.run(
+            sign_policy, env, seeds=seeds, workers=pool, journal=journal
+        )  # the lock is free again
+        other = rlmesh.run(
+            sign_policy, env, seeds=seeds, workers=pool, journal=tmp_path / "other.journal"
+        )
     assert key(first) == key(one) and key(again) == key(one) and key(other) == key(one)
-    assert {s: read_ints(side).count(s) for s in seeds} == {s: 2 for s in seeds}  # `again` ran nothing
+    assert {s: read_ints(side).count(s) for s in seeds} == {
+        s: 2 for s in seeds
+    }  # `again` ran nothing
 
 
 def test_a_closed_pool_is_refused_and_close_is_idempotent() -> None:
@@ -232,7 +285,9 @@ def test_a_pool_left_open_is_closed_when_the_interpreter_exits(tmp_path: Path) -
     )
     script_path = tmp_path / "driver.py"
     script_path.write_text(script)
-    proc = subprocess.run([sys.executable, str(script_path)], env=driver_env(), capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(script_path)], env=driver_env(), capture_output=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     assert b"done" in proc.stdout
     workers = read_ints(pids)
@@ -240,12 +295,16 @@ def test_a_pool_left_open_is_closed_when_the_interpreter_exits(tmp_path: Path) -
     assert wait_gone(workers) == []
 
 
-def test_a_run_smaller_than_the_pool_uses_part_of_it_and_fails_cleanly_when_its_workers_are_lost(tmp_path: Path) -> None:
+def test_a_run_smaller_than_the_pool_uses_part_of_it_and_fails_cleanly_when_its_workers_are_lost(
+    tmp_path: Path,
+) -> None:
     with pool_of(3, max_retries=1) as pool:
         small = rlmesh.run(sign_policy, Walk, seeds=[7], workers=pool)
         assert [w.worker for w in small.workers] == ["w0"] and small.num_episodes == 1
         with pytest.raises(rlmesh.eval.WorkerLost, match="every worker was lost"):
-            rlmesh.run(sign_policy, suicide_env, seeds=[7], workers=pool)  # the two idle workers do not keep it waiting
+            rlmesh.run(
+                sign_policy, suicide_env, seeds=[7], workers=pool
+            )  # the two idle workers do not keep it waiting
         after = rlmesh.run(sign_policy, Walk, seeds=[7, 8, 9], workers=pool)
         assert key(after) == key(rlmesh.run(sign_policy, Walk(), seeds=[7, 8, 9]))
 
@@ -259,7 +318,12 @@ def test_a_pool_runs_one_run_at_a_time(tmp_path: Path) -> None:
 
         def slow() -> None:
             try:
-                rlmesh.run(sign_policy, functools.partial(Walk, pids=str(built), sleep_s=0.05), seeds=list(range(4)), workers=pool)
+                rlmesh.run(
+                    sign_policy,
+                    functools.partial(Walk, pids=str(built), sleep_s=0.05),
+                    seeds=list(range(4)),
+                    workers=pool,
+                )
             except BaseException as exc:  # pragma: no cover - reported below
                 errors.append(exc)
 

@@ -15,18 +15,27 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
-USER_ENV = '''
+USER_ENV = """
 import gymnasium as gym
 class Mine(gym.Env):
     observation_space = gym.spaces.Discrete(3)
     action_space = gym.spaces.Discrete(2)
-'''
+"""
 
 
 def _stderr(code: str, cwd: Path) -> str:
     env = {k: v for k, v in os.environ.items() if k != "RLMESH_WORKFLOW_EDITION"}
-    script = "import warnings; warnings.simplefilter('always')\nimport rlmesh, gymnasium as gym\n" + code
-    out = subprocess.run([sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=100)
+    script = (
+        "import warnings; warnings.simplefilter('always')\nimport rlmesh, gymnasium as gym\n" + code
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
     assert out.returncode == 0, out.stderr
     return out.stderr
 

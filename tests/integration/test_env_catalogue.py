@@ -55,7 +55,13 @@ class Countdown(gym.Env[np.ndarray, int]):
         self.left -= 1
         done = self.left <= 0
         info = {"is_success": True} if done else {}
-        return np.array([self.left], dtype=np.float32), 1.0 + int(action), done, False, self._info(info)
+        return (
+            np.array([self.left], dtype=np.float32),
+            1.0 + int(action),
+            done,
+            False,
+            self._info(info),
+        )
 
 
 class LegacyCountdown(Countdown):
@@ -77,7 +83,9 @@ class DuckVector:
     observation_space = OBS
     action_space = ACT
 
-    def __init__(self, n: int = 2, length: int = 3, *, metadata: Any = None, bad_autoreset: bool = False) -> None:
+    def __init__(
+        self, n: int = 2, length: int = 3, *, metadata: Any = None, bad_autoreset: bool = False
+    ) -> None:
         self.num_envs = n
         self.length = length
         self.metadata = {} if metadata is None else metadata
@@ -93,7 +101,9 @@ class DuckVector:
         self.pending[:] = False
         return self._obs(), {}
 
-    def step(self, action: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(
+        self, action: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         n = self.num_envs
         reward = np.zeros(n)
         term = np.zeros(n, dtype=bool)
@@ -142,12 +152,20 @@ CATALOGUE: dict[str, Case] = {
     "scalar-read-only-info": Case(lambda: Countdown(read_only_info=True), {"seeds": [4, 5]}),
     "scalar-legacy-4-tuple": Case(lambda: LegacyCountdown(), {"seeds": [4, 5]}),
     "vector-next-step": Case(lambda: sync_vector(AutoresetMode.NEXT_STEP), {"max_episodes": 5}),
-    "vector-next-step-seeded": Case(lambda: sync_vector(AutoresetMode.NEXT_STEP), {"seeds": [7, 8]}),
+    "vector-next-step-seeded": Case(
+        lambda: sync_vector(AutoresetMode.NEXT_STEP), {"seeds": [7, 8]}
+    ),
     "vector-same-step": Case(lambda: sync_vector(AutoresetMode.SAME_STEP), {"max_episodes": 5}),
-    "vector-disabled": Case(lambda: sync_vector(AutoresetMode.DISABLED), {"seeds": [1, 2, 3, 4, 5]}),
-    "vector-one-lane": Case(lambda: sync_vector(AutoresetMode.NEXT_STEP, lanes=1), {"seeds": [1, 2, 3]}),
+    "vector-disabled": Case(
+        lambda: sync_vector(AutoresetMode.DISABLED), {"seeds": [1, 2, 3, 4, 5]}
+    ),
+    "vector-one-lane": Case(
+        lambda: sync_vector(AutoresetMode.NEXT_STEP, lanes=1), {"seeds": [1, 2, 3]}
+    ),
     "duck-vector-one-lane": Case(lambda: DuckVector(n=1), {"max_episodes": 3}),
-    "vector-read-only-info": Case(lambda: sync_vector(AutoresetMode.SAME_STEP, True), {"max_episodes": 4}),
+    "vector-read-only-info": Case(
+        lambda: sync_vector(AutoresetMode.SAME_STEP, True), {"max_episodes": 4}
+    ),
     "duck-vector": Case(lambda: DuckVector(), {"max_episodes": 5}),
     "duck-vector-next-step-declared": Case(
         lambda: DuckVector(metadata={"autoreset_mode": "NextStep"}, length=2), {"max_episodes": 4}
@@ -173,7 +191,8 @@ def _with_metadata(env: Any, metadata: dict[str, Any]) -> Any:
 
 def outcome(result: Any) -> list[tuple[Any, ...]]:
     return [
-        (e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.success) for e in result.episodes
+        (e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.success)
+        for e in result.episodes
     ]
 
 
@@ -191,7 +210,9 @@ def run_served(case: Case, serve: Callable[..., Any]) -> Any:
 
 
 @pytest.mark.parametrize("name", sorted(CATALOGUE))
-def test_each_env_drives_the_same_in_process_and_served(name: str, serve: Callable[..., Any]) -> None:
+def test_each_env_drives_the_same_in_process_and_served(
+    name: str, serve: Callable[..., Any]
+) -> None:
     """Issue 10 "Done when" #1 (SRV-3, AR-1, AR-6, AR-7, ENVCALL-2/3): same RunResult or same error type."""
     case = CATALOGUE[name]
     if case.error is not None:
@@ -228,8 +249,12 @@ def test_an_unknown_autoreset_mode_is_refused_with_the_same_message_both_ways() 
     assert str(local.value) == str(served.value)
 
 
-@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=["next-step", "same-step"])
-def test_more_seeds_than_lanes_on_an_autoresetting_gymnasium_vector_env(mode: AutoresetMode, serve: Callable[..., Any]) -> None:
+@pytest.mark.parametrize(
+    "mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=["next-step", "same-step"]
+)
+def test_more_seeds_than_lanes_on_an_autoresetting_gymnasium_vector_env(
+    mode: AutoresetMode, serve: Callable[..., Any]
+) -> None:
     """AR-10: a Gymnasium VectorEnv resets chosen lanes (``reset_mask``) in every autoreset mode, served too.
 
     So five seeds over two NEXT_STEP/SAME_STEP lanes run five seeded episodes both ways
@@ -239,7 +264,9 @@ def test_more_seeds_than_lanes_on_an_autoresetting_gymnasium_vector_env(mode: Au
     local = run_in_process(case)
     assert outcome(local) == outcome(run_served(case, serve))
     by_index = sorted(local.episodes, key=lambda e: e.index)
-    assert [(e.seed, e.steps, e.terminated) for e in by_index] == [(s, 3 + s % 3, True) for s in [1, 2, 3, 4, 5]]
+    assert [(e.seed, e.steps, e.terminated) for e in by_index] == [
+        (s, 3 + s % 3, True) for s in [1, 2, 3, 4, 5]
+    ]
 
 
 def test_more_seeds_than_lanes_on_a_duck_typed_next_step_vector_env_is_refused_the_same_way(
@@ -268,7 +295,9 @@ class Probe(gym.Env[np.ndarray, np.ndarray]):
     observation_space = OBS
     action_space = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
 
-    def __init__(self, obs: Any = None, reward: Any = 1.0, terminated: Any = None, step_obs: Any = None) -> None:
+    def __init__(
+        self, obs: Any = None, reward: Any = 1.0, terminated: Any = None, step_obs: Any = None
+    ) -> None:
         self.obs = GOOD_OBS if obs is None else obs
         self.step_obs = self.obs if step_obs is None else step_obs
         self.reward = reward
@@ -344,27 +373,66 @@ class Check:
 
 OK_ACTION = np.array([0.5], dtype=np.float32)
 CHECKS: dict[str, Check] = {
-    "obs-out-of-range": Check(lambda: Probe(np.array([150.0], np.float32)), OK_ACTION, EnvironmentException, None),  # warns at reset
+    "obs-out-of-range": Check(
+        lambda: Probe(np.array([150.0], np.float32)), OK_ACTION, EnvironmentException, None
+    ),  # warns at reset
     "obs-out-of-range-on-step": Check(
-        lambda: Probe(step_obs=np.array([-1.0], np.float32)), OK_ACTION, EnvironmentException, None, step_warns=True
+        lambda: Probe(step_obs=np.array([-1.0], np.float32)),
+        OK_ACTION,
+        EnvironmentException,
+        None,
+        step_warns=True,
     ),
-    "obs-wrong-shape": Check(lambda: Probe(np.zeros(2, np.float32)), OK_ACTION, EnvironmentException, EnvironmentException, True),
-    "obs-nan": Check(lambda: Probe(np.array([np.nan], np.float32)), OK_ACTION, EnvironmentException, EnvironmentException, True),
-    "obs-not-an-array": Check(lambda: Probe("five"), OK_ACTION, EnvironmentException, EnvironmentException, True),
+    "obs-wrong-shape": Check(
+        lambda: Probe(np.zeros(2, np.float32)),
+        OK_ACTION,
+        EnvironmentException,
+        EnvironmentException,
+        True,
+    ),
+    "obs-nan": Check(
+        lambda: Probe(np.array([np.nan], np.float32)),
+        OK_ACTION,
+        EnvironmentException,
+        EnvironmentException,
+        True,
+    ),
+    "obs-not-an-array": Check(
+        lambda: Probe("five"), OK_ACTION, EnvironmentException, EnvironmentException, True
+    ),
     "obs-float64-is-coerced": Check(lambda: Probe(np.array([5.0])), OK_ACTION, None, None),
-    "reward-not-a-number": Check(lambda: Probe(reward="one"), OK_ACTION, EnvironmentException, EnvironmentException),
-    "reward-none": Check(lambda: Probe(reward=None), OK_ACTION, EnvironmentException, EnvironmentException),
-    "reward-two-values": Check(lambda: Probe(reward=np.ones(2)), OK_ACTION, EnvironmentException, EnvironmentException),
-    "terminated-two-flags": Check(
-        lambda: Probe(terminated=np.array([True, False])), OK_ACTION, EnvironmentException, EnvironmentException
+    "reward-not-a-number": Check(
+        lambda: Probe(reward="one"), OK_ACTION, EnvironmentException, EnvironmentException
     ),
-    "action-out-of-range": Check(lambda: Probe(), np.array([2.0], np.float32), InvalidAction, None, step_warns=True),
-    "action-wrong-shape": Check(lambda: Probe(), np.zeros(2, np.float32), ValueError, ValueError, True),
+    "reward-none": Check(
+        lambda: Probe(reward=None), OK_ACTION, EnvironmentException, EnvironmentException
+    ),
+    "reward-two-values": Check(
+        lambda: Probe(reward=np.ones(2)), OK_ACTION, EnvironmentException, EnvironmentException
+    ),
+    "terminated-two-flags": Check(
+        lambda: Probe(terminated=np.array([True, False])),
+        OK_ACTION,
+        EnvironmentException,
+        EnvironmentException,
+    ),
+    "action-out-of-range": Check(
+        lambda: Probe(), np.array([2.0], np.float32), InvalidAction, None, step_warns=True
+    ),
+    "action-wrong-shape": Check(
+        lambda: Probe(), np.zeros(2, np.float32), ValueError, ValueError, True
+    ),
     "action-scalar-for-a-box": Check(lambda: Probe(), 0.5, ValueError, ValueError, True),
-    "action-nan": Check(lambda: Probe(), np.array([np.nan], np.float32), ValueError, ValueError, True),
+    "action-nan": Check(
+        lambda: Probe(), np.array([np.nan], np.float32), ValueError, ValueError, True
+    ),
     "action-discrete-out-of-range": Check(lambda: Countdown(), 7, ValueError, ValueError, True),
-    "vector-obs-out-of-range": Check(lambda: DuckLanes(obs_high=500.0), 1, EnvironmentException, None),  # at reset
-    "vector-rewards-wrong-length": Check(lambda: DuckLanes(rewards=3), 1, EnvironmentException, EnvironmentException),
+    "vector-obs-out-of-range": Check(
+        lambda: DuckLanes(obs_high=500.0), 1, EnvironmentException, None
+    ),  # at reset
+    "vector-rewards-wrong-length": Check(
+        lambda: DuckLanes(rewards=3), 1, EnvironmentException, EnvironmentException
+    ),
 }
 
 
@@ -416,7 +484,9 @@ def test_each_check_gives_the_same_outcome_in_process_and_served(
         assert local_error is None, local_error
         assert served_error is not None
         return
-    expected = check.strict if policy == "strict" else check.warn  # "off": range deviations go unchecked
+    expected = (
+        check.strict if policy == "strict" else check.warn
+    )  # "off": range deviations go unchecked
     if expected is None:
         assert local_error is None, local_error
         assert served_error is None, served_error
@@ -443,7 +513,10 @@ def test_manual_sessions_see_the_same_warnings_in_reset_and_step_info(
     """INFO-4: a reset observation and an action out of range warn once per (kind, path) per session, both ways."""
     monkeypatch.setenv("RLMESH_VALIDATION_POLICY", "warn" if policy == "strict" else policy)
     seen = []
-    for target in (Probe(np.array([150.0], np.float32)), serve(Probe(np.array([150.0], np.float32))).address):
+    for target in (
+        Probe(np.array([150.0], np.float32)),
+        serve(Probe(np.array([150.0], np.float32))).address,
+    ):
         with rlmesh.session(Act(np.array([2.0], np.float32)), target) as sess:
             _, info = sess.reset(seed=1)
             infos = [info] + [sess.step(np.array([2.0], np.float32))[4] for _ in range(2)]
@@ -453,13 +526,27 @@ def test_manual_sessions_see_the_same_warnings_in_reset_and_step_info(
         assert seen[0] == [None, None, None]
     else:
         assert seen[0] == [
-            [{"kind": "observation", "path": "$", "detail": "Box value at element 0 out of bounds: above high bound"}],
-            [{"kind": "action", "path": "$", "detail": "Box value at element 0 out of bounds: above high bound"}],
+            [
+                {
+                    "kind": "observation",
+                    "path": "$",
+                    "detail": "Box value at element 0 out of bounds: above high bound",
+                }
+            ],
+            [
+                {
+                    "kind": "action",
+                    "path": "$",
+                    "detail": "Box value at element 0 out of bounds: above high bound",
+                }
+            ],
             None,
         ]
 
 
-def test_a_model_sees_the_observation_in_the_space_dtype_both_ways(serve: Callable[..., Any]) -> None:
+def test_a_model_sees_the_observation_in_the_space_dtype_both_ways(
+    serve: Callable[..., Any],
+) -> None:
     """SRV-61: a float64 observation from a float32 Box reaches the model as float32, in-process as served."""
     dtypes: list[list[str]] = []
     for target in (Probe(np.array([5.0])), serve(Probe(np.array([5.0]))).address):

@@ -34,7 +34,9 @@ class BatchBalance(NumpyModel):
 
 
 def outcome(result: rlmesh.eval.RunResult) -> list[tuple[Any, ...]]:
-    return [(e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated) for e in result.episodes]
+    return [
+        (e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated) for e in result.episodes
+    ]
 
 
 @pytest.fixture(params=["tcp", "unix"])
@@ -82,7 +84,12 @@ def test_a_served_env_gives_the_same_episodes_as_the_local_one(
 def test_runs_on_an_address_release_the_endpoint_each_time(cartpole_server: Any) -> None:
     # EVAL-9: a dialed connection is closed, so the single session slot frees up
     for _ in range(3):
-        assert ev.run(ev.RANDOM_SAMPLE, cartpole_server.address, seeds=[0], max_episode_steps=3).total_steps == 3
+        assert (
+            ev.run(
+                ev.RANDOM_SAMPLE, cartpole_server.address, seeds=[0], max_episode_steps=3
+            ).total_steps
+            == 3
+        )
 
 
 def test_a_remote_session_reports_the_negotiated_edition_and_contract(cartpole_server: Any) -> None:
@@ -130,7 +137,11 @@ def test_a_served_autoresetting_vector_env_counts_episodes_exactly() -> None:
         capped = ev.run(BatchBalance(), server.address, max_episodes=4, max_episode_steps=3)
         assert [(e.steps, e.truncated) for e in capped.episodes] == [(3, True)] * 4
         seeded = ev.run(BatchBalance(), server.address, seeds=SEEDS)
-        local = ev.run(BatchBalance(), gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(2)]), seeds=SEEDS)
+        local = ev.run(
+            BatchBalance(),
+            gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(2)]),
+            seeds=SEEDS,
+        )
         assert [(e.seed, e.steps, e.reward) for e in seeded.episodes] == [
             (e.seed, e.steps, e.reward) for e in local.episodes
         ]

@@ -16,7 +16,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 def run(args: list[str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """Run an example as a user would: nothing silences the edition warning, and none shows."""
     env = {k: v for k, v in os.environ.items() if k != "RLMESH_WORKFLOW_EDITION"}
-    out = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=150)
+    out = subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=150
+    )
     assert "WorkflowEditionWarning" not in out.stderr, out.stderr  # the examples declare theirs
     return out
 
@@ -37,7 +39,10 @@ def test_adapters_example_pairs_a_spec_d_policy_with_a_tagged_env_without_glue()
 
 
 def test_factory_example_describes_without_serving() -> None:
-    out = run(["-m", "rlmesh.cli", "describe", "point_reach:PointReachFactory"], cwd=ROOT / "examples" / "factory")
+    out = run(
+        ["-m", "rlmesh.cli", "describe", "point_reach:PointReachFactory"],
+        cwd=ROOT / "examples" / "factory",
+    )
     assert out.returncode == 0, out.stderr
     assert "variant easy/center" in out.stdout and "variant hard/corner" in out.stdout
 
@@ -51,14 +56,32 @@ def test_factory_example_serves_from_its_folder_with_a_param(tmp_path: Path) -> 
     ready = tmp_path / "addr"
     env = {**os.environ, "RLMESH_WORKFLOW_EDITION": ""}
     cmd = [
-        sys.executable, "-m", "rlmesh.cli", "serve", "point_reach:PointReachFactory", "--address", "127.0.0.1:0",
-        "--param", "difficulty=hard", "--ready-file", str(ready), "--allow-remote-shutdown",
+        sys.executable,
+        "-m",
+        "rlmesh.cli",
+        "serve",
+        "point_reach:PointReachFactory",
+        "--address",
+        "127.0.0.1:0",
+        "--param",
+        "difficulty=hard",
+        "--ready-file",
+        str(ready),
+        "--allow-remote-shutdown",
     ]
-    proc = subprocess.Popen(cmd, cwd=ROOT / "examples" / "factory", env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT / "examples" / "factory",
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while not ready.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else b""
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                proc.stderr.read() if proc.stderr else b""
+            )
             time.sleep(0.05)
         client = rn.RemoteEnv(ready.read_text().strip())
         assert client.metadata["rlmesh.params.v1.binding"]["binding"] == {"difficulty": "hard"}

@@ -29,9 +29,13 @@ class ReachFactory(EnvFactory):
         return ReachEnv(max_steps=max_steps)
 
 
-def test_a_factory_served_over_tcp_stamps_its_tags_into_the_contract(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_a_factory_served_over_tcp_stamps_its_tags_into_the_contract(
+    monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     monkeypatch.setenv("RLMESH_ALLOW_REMOTE_SHUTDOWN", "1")
-    thread = threading.Thread(target=ReachFactory().serve, args=("127.0.0.1:0",), kwargs={"max_steps": 5}, daemon=True)
+    thread = threading.Thread(
+        target=ReachFactory().serve, args=("127.0.0.1:0",), kwargs={"max_steps": 5}, daemon=True
+    )
     thread.start()
     address = ""
     deadline = time.monotonic() + 30
@@ -57,7 +61,9 @@ def test_cli_factory_params_are_validated_before_make() -> None:
 
     with pytest.raises(ParamError, match="dificulty"):
         load_env_target("point_reach:PointReachFactory", kwargs={"dificulty": "hard"})
-    env, factory = load_env_target("point_reach:PointReachFactory", kwargs={"difficulty": "hard"}, num_envs=2)
+    env, factory = load_env_target(
+        "point_reach:PointReachFactory", kwargs={"difficulty": "hard"}, num_envs=2
+    )
     assert isinstance(env, list) and len(env) == 2  # lanes (DELTA-23)
     factory.close()
 
@@ -76,7 +82,10 @@ def test_tags_on_a_vector_env_are_published_and_checked_per_lane_at_resolve() ->
     with rlmesh.EnvServer(venv, "127.0.0.1:0", tags=tags).start() as server:
         client = rlmesh.numpy.RemoteVectorEnv(server.address)
         assert adapt.EnvTags.from_metadata(client.metadata) == tags
-        spec = adapt.ModelSpec(input=adapt.State(adapt.JOINT_POS), output=adapt.Action(adapt.Actuator(adapt.ACTION_JOINT_VEL, dim=1)))
+        spec = adapt.ModelSpec(
+            input=adapt.State(adapt.JOINT_POS),
+            output=adapt.Action(adapt.Actuator(adapt.ACTION_JOINT_VEL, dim=1)),
+        )
         adapter = adapt.resolve_from_contract(client.env_contract, spec)
         assert "<root>[0:3]" in adapter.describe()  # the per-lane Box(3) split resolved
         client.close()

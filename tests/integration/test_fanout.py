@@ -20,16 +20,32 @@ import rlmesh.numpy as rnp
 from conftest import child_env, require, stop_process, wait_for_ready_file
 from rlmesh.errors import EndpointLost, NoAsyncCallError
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.filterwarnings("ignore::UserWarning")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(180),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+]
 
-MODES = {AutoresetMode.NEXT_STEP: "next-step", AutoresetMode.SAME_STEP: "same-step", AutoresetMode.DISABLED: "disabled"}
+MODES = {
+    AutoresetMode.NEXT_STEP: "next-step",
+    AutoresetMode.SAME_STEP: "same-step",
+    AutoresetMode.DISABLED: "disabled",
+}
 
 
-def cartpoles(serve: Any, counts: tuple[int, ...], mode: AutoresetMode = AutoresetMode.NEXT_STEP) -> list[str]:
+def cartpoles(
+    serve: Any, counts: tuple[int, ...], mode: AutoresetMode = AutoresetMode.NEXT_STEP
+) -> list[str]:
     """One endpoint per count: a scalar CartPole for 1, else a lane endpoint of that many lanes."""
     out = []
     for n in counts:
-        env = gym.make("CartPole-v1") if n == 1 else rlmesh.serve.Lanes([gym.make("CartPole-v1") for _ in range(n)], autoreset=MODES[mode])
+        env = (
+            gym.make("CartPole-v1")
+            if n == 1
+            else rlmesh.serve.Lanes(
+                [gym.make("CartPole-v1") for _ in range(n)], autoreset=MODES[mode]
+            )
+        )
         out.append(serve(env).address)
     return out
 
@@ -51,16 +67,25 @@ def same_info(mine: dict[str, Any], theirs: dict[str, Any]) -> None:
             assert np.array_equal(mine[key], value), key
 
 
-@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=["next-step", "same-step"])
+@pytest.mark.parametrize(
+    "mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP], ids=["next-step", "same-step"]
+)
 @pytest.mark.parametrize("flavour", ["gymnasium", "numpy"])
 def test_mixed_endpoints_match_a_local_make_vec_step_for_step(serve, flavour, mode):
     addresses = cartpoles(serve, (1, 2, 3), mode)
-    local = gym.make_vec("CartPole-v1", num_envs=6, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode})
+    local = gym.make_vec(
+        "CartPole-v1", num_envs=6, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode}
+    )
     remote = (rg if flavour == "gymnasium" else rnp).RemoteVectorEnv(addresses)
-    assert remote.num_envs == 6 and remote.addresses == [f"tcp://{a}" if "://" not in a else a for a in addresses]
+    assert remote.num_envs == 6 and remote.addresses == [
+        f"tcp://{a}" if "://" not in a else a for a in addresses
+    ]
     if flavour == "gymnasium":
         assert isinstance(remote, rg.RemoteVectorEnv) and isinstance(remote, gym.vector.VectorEnv)
-        assert remote.observation_space == local.observation_space and remote.action_space == local.action_space
+        assert (
+            remote.observation_space == local.observation_space
+            and remote.action_space == local.action_space
+        )
         assert remote.metadata["autoreset_mode"] is mode
     else:
         assert isinstance(remote, rnp.RemoteVectorEnv) and remote.autoreset_mode == mode.value
@@ -126,7 +151,9 @@ def test_every_flavour_batches_values_as_for_one_endpoint(serve):
 
 def test_info_is_merged_with_gymnasiums_key_masks(serve):
     addresses = [serve(CountdownEnv(2)).address, serve([CountdownEnv(3), CountdownEnv(3)]).address]
-    local = gym.vector.SyncVectorEnv([lambda: CountdownEnv(2), lambda: CountdownEnv(3), lambda: CountdownEnv(3)])
+    local = gym.vector.SyncVectorEnv(
+        [lambda: CountdownEnv(2), lambda: CountdownEnv(3), lambda: CountdownEnv(3)]
+    )
     with rg.RemoteVectorEnv(addresses) as remote:
         r, lr = remote.reset(seed=4), local.reset(seed=4)
         same_info(r[1], lr[1])
@@ -138,17 +165,23 @@ def test_info_is_merged_with_gymnasiums_key_masks(serve):
             same_info(r[4], lr[4])
 
 
-@pytest.mark.parametrize("mode", [AutoresetMode.DISABLED, AutoresetMode.SAME_STEP], ids=["disabled", "same-step"])
+@pytest.mark.parametrize(
+    "mode", [AutoresetMode.DISABLED, AutoresetMode.SAME_STEP], ids=["disabled", "same-step"]
+)
 def test_a_partial_reset_goes_to_the_endpoints_owning_those_lanes(serve, mode):
     addresses = cartpoles(serve, (1, 3, 2), mode)
-    local = gym.make_vec("CartPole-v1", num_envs=6, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode})
+    local = gym.make_vec(
+        "CartPole-v1", num_envs=6, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode}
+    )
     with rg.RemoteVectorEnv(addresses) as remote:
         remote.reset(seed=1)
         local.reset(seed=1)
         for _ in range(3):
             before, *_ = remote.step(np.ones(6, int))
             local.step(np.ones(6, int))
-        mask = np.array([True, False, True, False, True, True])  # the scalar, one lane of the 3, the whole 2-lane
+        mask = np.array(
+            [True, False, True, False, True, True]
+        )  # the scalar, one lane of the 3, the whole 2-lane
         obs, info = remote.reset(seed=50, options={"reset_mask": mask})
         lobs, linfo = local.reset(seed=50, options={"reset_mask": mask})
         assert np.array_equal(obs, lobs)
@@ -160,7 +193,10 @@ def test_a_partial_reset_goes_to_the_endpoints_owning_those_lanes(serve, mode):
         remote.reset(seed=1)
         local.reset(seed=1)
         obs, info = remote.reset(seed=[8, 9], env_indices=[0, 2])
-        lobs, _ = local.reset(seed=[8, None, 9, None, None, None], options={"reset_mask": mask & np.array([1, 0, 1, 0, 0, 0], dtype=bool)})
+        lobs, _ = local.reset(
+            seed=[8, None, 9, None, None, None],
+            options={"reset_mask": mask & np.array([1, 0, 1, 0, 0, 0], dtype=bool)},
+        )
         assert np.array_equal(obs, lobs) and len(info["episode_ids"]) == 6
 
 
@@ -180,8 +216,21 @@ def test_endpoints_that_disagree_are_refused_naming_the_odd_one(serve):
 
 def _spawn_at(address: str, ready_dir: Any, *args: str) -> tuple[subprocess.Popen[bytes], str]:
     ready = ready_dir / "again.ready"
-    cmd = [sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", address, "--ready-file", str(ready), *args]
-    proc = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlmesh.cli",
+        "serve",
+        "CartPole-v1",
+        "--address",
+        address,
+        "--ready-file",
+        str(ready),
+        *args,
+    ]
+    proc = subprocess.Popen(
+        cmd, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     return proc, wait_for_ready_file(proc, ready, 60)
 
 
@@ -236,14 +285,20 @@ def test_after_a_lost_endpoint_close_closes_every_endpoint(serve_process, serve)
     assert caught.value.index == 1 and caught.value.lanes == range(2, 3)
     envs.close()
     assert envs.closed
-    with pytest.raises(rlmesh.errors.SessionClosed, match="closed"):  # you closed it: not EndpointLost
+    with pytest.raises(
+        rlmesh.errors.SessionClosed, match="closed"
+    ):  # you closed it: not EndpointLost
         envs.step(np.zeros(3, int))
     with rnp.RemoteVectorEnv(other) as again:  # the healthy endpoint's session was released
         again.reset(seed=0)
 
 
 def test_a_timeout_on_one_endpoint_is_raised_after_the_others_replied_and_all_stay_usable(serve):
-    addresses = [serve(SlowEnv(0.6)).address, serve([SlowEnv(0.6), SlowEnv(0.6)]).address, serve(SlowEnv(0.6)).address]
+    addresses = [
+        serve(SlowEnv(0.6)).address,
+        serve([SlowEnv(0.6), SlowEnv(0.6)]).address,
+        serve(SlowEnv(0.6)).address,
+    ]
     envs = rnp.RemoteVectorEnv(addresses, request_timeout_seconds=0.3)
     envs.reset(seed=0)
     with pytest.raises(rlmesh.errors.RequestTimeout):
@@ -286,7 +341,10 @@ def test_a_fan_out_client_waits_for_replies_without_spinning(serve, monkeypatch)
     # need; a single-endpoint client keeps its polling.
     monkeypatch.setenv("RLMESH_BUSY_POLL_US", "1000")
     monkeypatch.setattr("rlmesh.transport.busypoll._usable_cpus", lambda: 8)
-    servers = [serve(gym.make("CartPole-v1")), serve(rlmesh.serve.Lanes([gym.make("CartPole-v1") for _ in range(2)]))]
+    servers = [
+        serve(gym.make("CartPole-v1")),
+        serve(rlmesh.serve.Lanes([gym.make("CartPole-v1") for _ in range(2)])),
+    ]
     addresses = [s.address for s in servers]
     with rnp.RemoteVectorEnv(addresses) as envs:
         assert [part.client._session.conn.busy_poll for part in envs._fan.parts] == [0.0, 0.0]

@@ -28,7 +28,9 @@ def test_RemoteVecEnv_follows_sb3s_same_step_conventions(serve):
     env = RemoteVecEnv(addresses)
     local = DummyVecEnv([lambda: gym.make("CartPole-v1") for _ in range(4)])
     assert isinstance(env, VecEnv) and env.num_envs == 4
-    assert env.observation_space == local.observation_space and env.action_space == local.action_space
+    assert (
+        env.observation_space == local.observation_space and env.action_space == local.action_space
+    )
     env.seed(21)
     local.seed(21)
     assert np.array_equal(env.reset(), local.reset())
@@ -48,7 +50,9 @@ def test_RemoteVecEnv_follows_sb3s_same_step_conventions(serve):
                 assert np.array_equal(mine["terminal_observation"], theirs["terminal_observation"])
                 assert mine["TimeLimit.truncated"] == theirs["TimeLimit.truncated"]
     assert dones_seen >= 8
-    assert env.get_attr("render_mode") == [None] * 4 and env.env_is_wrapped(gym.Wrapper) == [False] * 4
+    assert (
+        env.get_attr("render_mode") == [None] * 4 and env.env_is_wrapped(gym.Wrapper) == [False] * 4
+    )
     env.close()
 
 
@@ -59,7 +63,9 @@ def test_RemoteVecEnv_refuses_a_next_step_vector_endpoint(serve):
     address = serve(rlmesh.serve.Lanes([gym.make("CartPole-v1") for _ in range(2)])).address
     with pytest.raises(ValueError, match="same-step"):
         RemoteVecEnv([address])
-    disabled = serve(rlmesh.serve.Lanes([gym.make("CartPole-v1") for _ in range(2)], autoreset="disabled")).address
+    disabled = serve(
+        rlmesh.serve.Lanes([gym.make("CartPole-v1") for _ in range(2)], autoreset="disabled")
+    ).address
     env = RemoteVecEnv([disabled])  # DISABLED lanes are reset here
     env.reset()
     ended = 0
@@ -86,8 +92,17 @@ def test_PPO_learns_CartPole_on_four_endpoints(serve_process):
     addresses = [serve_process("CartPole-v1")[1] for _ in range(4)]
     env = VecMonitor(RemoteVecEnv(addresses))
     model = PPO(
-        "MlpPolicy", env, n_steps=256, batch_size=256, n_epochs=10, learning_rate=1e-3,
-        gamma=0.98, gae_lambda=0.8, seed=1, device="cpu", verbose=0,
+        "MlpPolicy",
+        env,
+        n_steps=256,
+        batch_size=256,
+        n_epochs=10,
+        learning_rate=1e-3,
+        gamma=0.98,
+        gae_lambda=0.8,
+        seed=1,
+        device="cpu",
+        verbose=0,
     )
     model.learn(total_timesteps=25_000)
     env.close()
@@ -101,7 +116,10 @@ def test_the_many_endpoints_example_trains_briefly_and_cleans_up():
     script = Path(__file__).resolve().parents[2] / "examples" / "train" / "sb3_many_endpoints.py"
     out = subprocess.run(
         [sys.executable, str(script), "--endpoints", "2", "--total-timesteps", "512"],
-        env=child_env(), capture_output=True, text=True, timeout=240,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "trained 512 steps on 2 endpoints" in out.stdout

@@ -24,7 +24,11 @@ from rlmesh.errors import (
 from rlmesh.transport import shm
 from rlmesh.transport.connection import busy_poll_default
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.filterwarnings("ignore::UserWarning")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(120),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+]
 
 FLAVOURS = ["rlmesh", "numpy", "torch", "jax", "gymnasium"]
 
@@ -38,7 +42,9 @@ class SlowEnv(gym.Env):  # type: ignore[type-arg]
         self.action_space = gym.spaces.Discrete(2)
         self.t = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         self.t = 0
         return np.array([0], dtype=np.int64), {}
@@ -82,8 +88,16 @@ def served(serve: Any, vector: bool, **kw: Any) -> Any:
 @pytest.mark.parametrize("vector", [False, True], ids=["scalar", "vector"])
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_step_async_then_step_wait_returns_what_step_returns(serve, flavour, vector):
-    a = client(flavour, serve(gym.make_vec("CartPole-v1", 3) if vector else gym.make("CartPole-v1")).address, vector=vector)
-    b = client(flavour, serve(gym.make_vec("CartPole-v1", 3) if vector else gym.make("CartPole-v1")).address, vector=vector)
+    a = client(
+        flavour,
+        serve(gym.make_vec("CartPole-v1", 3) if vector else gym.make("CartPole-v1")).address,
+        vector=vector,
+    )
+    b = client(
+        flavour,
+        serve(gym.make_vec("CartPole-v1", 3) if vector else gym.make("CartPole-v1")).address,
+        vector=vector,
+    )
     oa, _ = a.reset(seed=5)
     ob, _ = b.reset(seed=5)
     for i in range(30):
@@ -121,8 +135,15 @@ def test_out_of_order_split_calls_raise_typed_errors_and_the_step_survives(serve
 
 @pytest.mark.parametrize("vector", [False, True], ids=["scalar", "vector"])
 @pytest.mark.parametrize("flavour", FLAVOURS)
-def test_a_step_wait_timeout_is_a_RequestTimeout_and_the_session_stays_usable(serve, flavour, vector):
-    env = client(flavour, served(serve, vector, delay=0.6).address, vector=vector, request_timeout_seconds=0.15)
+def test_a_step_wait_timeout_is_a_RequestTimeout_and_the_session_stays_usable(
+    serve, flavour, vector
+):
+    env = client(
+        flavour,
+        served(serve, vector, delay=0.6).address,
+        vector=vector,
+        request_timeout_seconds=0.15,
+    )
     env.reset(seed=0)
     env.step_async(actions(vector, 1))  # the env takes 0.6 s per lane
     with pytest.raises(RequestTimeout) as caught:
@@ -133,12 +154,16 @@ def test_a_step_wait_timeout_is_a_RequestTimeout_and_the_session_stays_usable(se
     threading.Event().wait(0.6 * (3 if vector else 1) + 0.3)  # let the late reply arrive
     env.step_async(actions(vector, 0))
     obs = env.step_wait()[0]
-    assert host(obs).reshape(-1).tolist() == [2] * (3 if vector else 1)  # the late step ran; its reply was dropped
+    assert host(obs).reshape(-1).tolist() == [2] * (
+        3 if vector else 1
+    )  # the late step ran; its reply was dropped
     env.close()
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
-def test_a_server_killed_during_step_wait_raises_ConnectionLost_as_step_does(serve_process, flavour):
+def test_a_server_killed_during_step_wait_raises_ConnectionLost_as_step_does(
+    serve_process, flavour
+):
     proc, address = serve_process("integration_envs:make_sleepy")
     env = client(flavour, address, vector=False)
     env.reset(seed=0)
@@ -159,7 +184,11 @@ def test_a_server_killed_during_step_wait_raises_ConnectionLost_as_step_does(ser
 @pytest.mark.parametrize("vector", [False, True], ids=["scalar", "vector"])
 def test_split_stepping_works_through_shared_memory_rings(serve_process, vector):
     _proc, address = serve_process("CartPole-v1", *(["--num-envs", "3"] if vector else []))
-    local = gym.make_vec("CartPole-v1", 3, vectorization_mode="sync") if vector else gym.make("CartPole-v1")
+    local = (
+        gym.make_vec("CartPole-v1", 3, vectorization_mode="sync")
+        if vector
+        else gym.make("CartPole-v1")
+    )
     with client("numpy", address, vector=vector) as env:
         obs, _ = env.reset(seed=2)
         lobs, _ = local.reset(seed=2)

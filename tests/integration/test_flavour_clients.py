@@ -87,9 +87,13 @@ def echo_servers() -> Iterator[dict[str, Any]]:
     servers["vector"].shutdown()
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
-def test_every_space_kind_round_trips_through_the_scalar_client(flavour: Flavour, echo_servers: dict[str, Any], data: st.DataObject) -> None:
+def test_every_space_kind_round_trips_through_the_scalar_client(
+    flavour: Flavour, echo_servers: dict[str, Any], data: st.DataObject
+) -> None:
     """Seed 001/BKD-1: actions as framework values in, framework observations out, exactly."""
     spec = EVERY_KIND.spec
     canonical = data.draw(values_for(spec))
@@ -104,9 +108,13 @@ def test_every_space_kind_round_trips_through_the_scalar_client(flavour: Flavour
         assert_canonical_equal(compile_encoder(spec)(host(obs)), canonical)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
-def test_every_space_kind_round_trips_through_the_vector_client(flavour: Flavour, echo_servers: dict[str, Any], data: st.DataObject) -> None:
+def test_every_space_kind_round_trips_through_the_vector_client(
+    flavour: Flavour, echo_servers: dict[str, Any], data: st.DataObject
+) -> None:
     """Seed 001: batched leaves are [N, ...] framework arrays; rewards/flags are lane arrays."""
     spec = EVERY_KIND.spec
     canonical = data.draw(values_for(spec, LANES))
@@ -124,7 +132,9 @@ def test_every_space_kind_round_trips_through_the_vector_client(flavour: Flavour
         assert info["completed_episodes"] == 0 and len(info["episode_ids"]) == LANES
 
 
-def test_actions_may_be_framework_arrays_numpy_arrays_or_python_values(flavour: Flavour, serve: Any) -> None:
+def test_actions_may_be_framework_arrays_numpy_arrays_or_python_values(
+    flavour: Flavour, serve: Any
+) -> None:
     """VAL-10/13/15: every accepted action form reaches the env as the same numpy value."""
     space = rs.Dict({"v": rs.Box(-5.0, 5.0, (2,)), "d": rs.Discrete(4)})
     env = EchoEnv(space)
@@ -144,7 +154,11 @@ def test_actions_may_be_framework_arrays_numpy_arrays_or_python_values(flavour: 
     server = serve(lanes)
     with flavour.mod.RemoteVectorEnv(server.address) as envs:
         envs.reset()
-        fw_batch = flavour.fw.tensor([1, 2, 3]) if flavour.name == "torch" else flavour.fw.numpy.asarray([1, 2, 3])
+        fw_batch = (
+            flavour.fw.tensor([1, 2, 3])
+            if flavour.name == "torch"
+            else flavour.fw.numpy.asarray([1, 2, 3])
+        )
         for batch in (fw_batch, np.array([1, 2, 3]), [1, 2, 3]):
             obs, *_ = envs.step(batch)
             assert [e.actions[-1] for e in lanes] == [1, 2, 3] and host(obs).tolist() == [1, 2, 3]
@@ -152,7 +166,9 @@ def test_actions_may_be_framework_arrays_numpy_arrays_or_python_values(flavour: 
             envs.step([1, 2])
 
 
-def test_observations_are_decoded_from_the_receive_buffer_without_a_copy(flavour: Flavour, serve: Any) -> None:
+def test_observations_are_decoded_from_the_receive_buffer_without_a_copy(
+    flavour: Flavour, serve: Any
+) -> None:
     """DLPack/from_numpy sharing checked by pointer: the value is built on the reply's own buffer.
 
     torch shares every leaf (and the tensor is writable: the buffer is fresh per reply,
@@ -173,7 +189,9 @@ def test_observations_are_decoded_from_the_receive_buffer_without_a_copy(flavour
             assert int(obs2[0, 0, 0]) == 8 and host(obs).tolist() == first.tolist()
 
 
-def test_device_cpu_explicit_and_an_absent_device_is_a_ValueError_before_dialing(flavour: Flavour, serve: Any) -> None:
+def test_device_cpu_explicit_and_an_absent_device_is_a_ValueError_before_dialing(
+    flavour: Flavour, serve: Any
+) -> None:
     """device= on clients: "cpu" works on scalar and vector clients; a missing accelerator is a clear ValueError."""
     server = serve(EchoEnv(rs.Box(-1.0, 1.0, (3,))))
     with flavour.mod.RemoteEnv(server.address, device="cpu") as client:
@@ -183,14 +201,18 @@ def test_device_cpu_explicit_and_an_absent_device_is_a_ValueError_before_dialing
         if flavour.name == "torch":
             assert client.device == flavour.fw.device("cpu") and obs.device.type == "cpu"
         else:
-            assert client.device == flavour.fw.devices("cpu")[0] and obs.devices() == {client.device}
+            assert client.device == flavour.fw.devices("cpu")[0] and obs.devices() == {
+                client.device
+            }
     lanes = serve([EchoEnv(rs.Box(-1.0, 1.0, (3,))) for _ in range(LANES)])
     with flavour.mod.RemoteVectorEnv(lanes.address, device="cpu") as envs:
         envs.reset()
         obs, rewards, terminated, truncated, _ = envs.step(np.zeros((LANES, 3), np.float32))
         assert all(flavour.is_array(x) for x in (obs, rewards, terminated, truncated))
-    has_cuda = flavour.fw.cuda.is_available() if flavour.name == "torch" else any(
-        d.platform == "gpu" for d in flavour.fw.devices()
+    has_cuda = (
+        flavour.fw.cuda.is_available()
+        if flavour.name == "torch"
+        else any(d.platform == "gpu" for d in flavour.fw.devices())
     )
     if not has_cuda:
         with pytest.raises(ValueError, match="not available"):
@@ -204,12 +226,21 @@ def test_a_torch_device_receives_every_value_of_a_vector_step_as_one_batch(serve
     require("torch")
     import rlmesh.torch as rt
 
-    lanes = serve([EchoEnv(rs.Dict({"x": rs.Box(-1.0, 1.0, (2,)), "n": rs.Discrete(3)})) for _ in range(LANES)])
+    lanes = serve(
+        [
+            EchoEnv(rs.Dict({"x": rs.Box(-1.0, 1.0, (2,)), "n": rs.Discrete(3)}))
+            for _ in range(LANES)
+        ]
+    )
     with rt.RemoteVectorEnv(lanes.address, device="meta") as envs:
         obs, _ = envs.reset()
         assert obs["x"].device.type == "meta" and obs["n"].device.type == "meta"
-        obs, rewards, terminated, truncated, _ = envs.step({"x": np.zeros((LANES, 2)), "n": [0, 1, 2]})
-        assert {t.device.type for t in (obs["x"], obs["n"], rewards, terminated, truncated)} == {"meta"}
+        obs, rewards, terminated, truncated, _ = envs.step(
+            {"x": np.zeros((LANES, 2)), "n": [0, 1, 2]}
+        )
+        assert {t.device.type for t in (obs["x"], obs["n"], rewards, terminated, truncated)} == {
+            "meta"
+        }
     single = serve(EchoEnv(rs.Box(-1.0, 1.0, (2,))))
     with rt.RemoteEnv(single.address, device="meta") as env:
         obs, _ = env.reset()
@@ -237,18 +268,32 @@ def test_the_jax_vector_client_has_every_seed_001_keyword_property_and_method(se
     require("jax")
     params = inspect.signature(rj.RemoteVectorEnv).parameters
     assert list(params)[:9] == [
-        "address", "host", "port", "path", "transport", "connect_timeout_seconds",
-        "request_timeout_seconds", "workflow_edition", "device",
+        "address",
+        "host",
+        "port",
+        "path",
+        "transport",
+        "connect_timeout_seconds",
+        "request_timeout_seconds",
+        "workflow_edition",
+        "device",
     ]
     lanes = serve([EchoEnv(rs.Discrete(3)) for _ in range(LANES)])
     port = int(lanes.address.rsplit(":", 1)[1])
-    with rj.RemoteVectorEnv(host="127.0.0.1", port=port, connect_timeout_seconds=5, request_timeout_seconds=30) as envs:
+    with rj.RemoteVectorEnv(
+        host="127.0.0.1", port=port, connect_timeout_seconds=5, request_timeout_seconds=30
+    ) as envs:
         assert envs.address == lanes.address and envs.num_envs == LANES
-        assert envs.single_observation_space.spec == envs.observation_space.spec == rs.Discrete(3).spec
+        assert (
+            envs.single_observation_space.spec == envs.observation_space.spec == rs.Discrete(3).spec
+        )
         assert envs.single_action_space.spec == envs.action_space.spec == rs.Discrete(3).spec
         assert len(envs.env_id) == 36 and envs.selected_workflow_edition
         assert envs.env_contract.num_envs == LANES and envs.render_mode is None
-        assert isinstance(envs.metadata, Mapping) and envs.observation_space_spec == rs.Discrete(3).spec
+        assert (
+            isinstance(envs.metadata, Mapping)
+            and envs.observation_space_spec == rs.Discrete(3).spec
+        )
         assert envs.action_space_spec == rs.Discrete(3).spec
         observations, infos = envs.reset(seed=42)
         assert len(infos["episode_ids"]) == LANES and observations.shape == (LANES,)

@@ -62,7 +62,9 @@ class FrameworkEnv:
         self.actions: list[Any] = []
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
-        return {"x": self.fw.array([0.0, 0.0], "float32"), "d": self.fw.array(0, "int64")}, {"start": self.fw.array([1.0])}
+        return {"x": self.fw.array([0.0, 0.0], "float32"), "d": self.fw.array(0, "int64")}, {
+            "start": self.fw.array([1.0])
+        }
 
     def step(self, action: Any) -> Any:
         assert self.fw.is_array(action["v"]), type(action["v"])
@@ -101,7 +103,9 @@ class FrameworkVectorEnv:
         pass
 
 
-def test_a_served_framework_env_receives_framework_actions_and_returns_framework_values(fw: FW, serve: Any) -> None:
+def test_a_served_framework_env_receives_framework_actions_and_returns_framework_values(
+    fw: FW, serve: Any
+) -> None:
     """SRV-30/31/33: actions arrive as the env's framework arrays on its device; its arrays (obs, reward,
     flags, info) travel back to a numpy client and to a client of the same flavour."""
     env = FrameworkEnv(fw)
@@ -109,12 +113,16 @@ def test_a_served_framework_env_receives_framework_actions_and_returns_framework
     with rn.RemoteEnv(server.address) as client:
         obs, info = client.reset()
         assert obs["x"].tolist() == [0.0, 0.0] and obs["d"] == 0 and info["start"].tolist() == [1.0]
-        obs, reward, terminated, truncated, info = client.step({"v": np.array([0.5, -0.25]), "d": 2})
+        obs, reward, terminated, truncated, info = client.step(
+            {"v": np.array([0.5, -0.25]), "d": 2}
+        )
         assert obs["x"].tolist() == [1.0, -0.5] and obs["d"] == 2
         assert (reward, terminated, truncated) == (0.25, False, False)
         assert info["norm"].tolist() == [1.0, 2.0]
     got = env.actions[-1]
-    assert fw.is_array(got["v"]) and fw.device_of(got["v"]) == "cpu" and got["d"] == 2  # Discrete stays an int
+    assert (
+        fw.is_array(got["v"]) and fw.device_of(got["v"]) == "cpu" and got["d"] == 2
+    )  # Discrete stays an int
     with fw.flavour.RemoteEnv(server.address) as client:
         client.reset()
         obs, *_ = client.step({"v": fw.array([0.5, 0.5], "float32"), "d": 1})
@@ -131,14 +139,18 @@ def test_a_served_framework_vector_env_receives_fused_batches(fw: FW, serve: Any
     server = serve(env, framework=fw.name)
     with fw.flavour.RemoteVectorEnv(server.address) as envs:
         envs.reset(seed=0)
-        obs, rewards, terminated, truncated, info = envs.step({"v": np.full((N, 2), 0.5), "d": [0, 1, 3]})
+        obs, rewards, terminated, truncated, info = envs.step(
+            {"v": np.full((N, 2), 0.5), "d": [0, 1, 3]}
+        )
         assert np.asarray(obs).tolist() == [[1.5, 1.5]] * N
         assert np.asarray(rewards).tolist() == [0.0, 1.0, 2.0] and not np.asarray(terminated).any()
     got = env.actions[-1]
     assert tuple(got["v"].shape) == (N, 2) and np.asarray(got["d"]).tolist() == [0, 1, 3]
 
 
-def test_lanes_of_framework_envs_each_receive_their_own_framework_action(fw: FW, serve: Any) -> None:
+def test_lanes_of_framework_envs_each_receive_their_own_framework_action(
+    fw: FW, serve: Any
+) -> None:
     """A list of scalar framework envs served as lanes: every lane gets its slice as a framework array."""
     envs = [FrameworkEnv(fw) for _ in range(N)]
     server = serve(envs, framework=fw.name)
@@ -168,14 +180,20 @@ def test_a_torch_env_served_on_a_device_receives_its_actions_there(serve: Any) -
 
 
 def test_serving_on_an_absent_device_is_a_ValueError_at_construction(fw: FW) -> None:
-    has_gpu = fw.mod.cuda.is_available() if fw.name == "torch" else any(d.platform == "gpu" for d in fw.mod.devices())
+    has_gpu = (
+        fw.mod.cuda.is_available()
+        if fw.name == "torch"
+        else any(d.platform == "gpu" for d in fw.mod.devices())
+    )
     if has_gpu:
         pytest.skip("this machine has a GPU")
     with pytest.raises(ValueError, match="not available"):
         rlmesh.EnvServer(FrameworkEnv(fw), "127.0.0.1:0", framework=fw.name, device="cuda:0")
 
 
-def test_a_host_array_in_a_framework_env_observation_warns_once_per_type(serve: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_host_array_in_a_framework_env_observation_warns_once_per_type(
+    serve: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     """SRV-33: a foreign (non-framework) array leaf is sent as is, with one warning per type."""
     fw = FW("torch")
 
@@ -184,7 +202,10 @@ def test_a_host_array_in_a_framework_env_observation_warns_once_per_type(serve: 
             return {"x": np.zeros(2, np.float32), "d": 1}, 0.0, False, False, {}
 
     server = serve(Mixed(fw), framework="torch")
-    with caplog.at_level(logging.WARNING, logger="rlmesh.serve"), rn.RemoteEnv(server.address) as client:
+    with (
+        caplog.at_level(logging.WARNING, logger="rlmesh.serve"),
+        rn.RemoteEnv(server.address) as client,
+    ):
         client.reset()
         for _ in range(3):
             obs, *_ = client.step({"v": [0.0, 0.0], "d": 0})
@@ -260,7 +281,13 @@ def test_a_local_framework_model_runs_against_a_served_framework_env(fw: FW) -> 
 
         def step(self, action: Any) -> Any:
             self.t += 1
-            return fw.array([0.0, 0.0, 1.0 - self.t, 0.0], "float32"), fw.array(1.0), self.t >= 4, False, {}
+            return (
+                fw.array([0.0, 0.0, 1.0 - self.t, 0.0], "float32"),
+                fw.array(1.0),
+                self.t >= 4,
+                False,
+                {},
+            )
 
         def close(self) -> None:
             pass
@@ -271,10 +298,14 @@ def test_a_local_framework_model_runs_against_a_served_framework_env(fw: FW) -> 
     assert all(fw.is_array(o) for o in seen)
 
 
-def test_the_serve_command_line_serves_a_torch_env_with_framework_and_device(serve_process: Any) -> None:
+def test_the_serve_command_line_serves_a_torch_env_with_framework_and_device(
+    serve_process: Any,
+) -> None:
     """``python -m rlmesh.serve target --framework torch --device cpu`` (SRV-30/32 on the CLI)."""
     require("torch")
-    _, address = serve_process("flavour_envs:make_torch_doubler", "--framework", "torch", "--device", "cpu")
+    _, address = serve_process(
+        "flavour_envs:make_torch_doubler", "--framework", "torch", "--device", "cpu"
+    )
     with rn.RemoteEnv(address) as client:
         client.reset()
         obs, reward, terminated, _, info = client.step(np.array([0.25, -0.5], np.float32))
@@ -282,7 +313,9 @@ def test_the_serve_command_line_serves_a_torch_env_with_framework_and_device(ser
         assert info["device"] == "cpu"
 
 
-def test_a_served_torch_env_renders_tensor_frames_and_an_env_without_render_has_none(serve: Any) -> None:
+def test_a_served_torch_env_renders_tensor_frames_and_an_env_without_render_has_none(
+    serve: Any,
+) -> None:
     """SRV-33/RND: a render frame may be a tensor; no render() means no frame, not an error."""
     fw = FW("torch")
 
@@ -311,9 +344,16 @@ def test_the_flavours_example_runs_end_to_end() -> None:
     require("torch")
     require("jax")
     root = Path(__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if k != "RLMESH_WORKFLOW_EDITION"}  # as a user runs it
+    env = {
+        k: v for k, v in os.environ.items() if k != "RLMESH_WORKFLOW_EDITION"
+    }  # as a user runs it
     out = subprocess.run(
-        [sys.executable, "examples/flavours.py"], cwd=root, env=env, capture_output=True, text=True, timeout=150
+        [sys.executable, "examples/flavours.py"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,
     )
     assert out.returncode == 0, out.stderr
     assert "WorkflowEditionWarning" not in out.stderr  # the example declares its edition

@@ -19,7 +19,9 @@ def test_check_env_passes_on_a_remote_cartpole(serve):
     server = serve(gym.make("CartPole-v1"))
     with rg.RemoteEnv(server.address) as env:
         assert isinstance(env, gym.Env) and env.unwrapped is env
-        assert isinstance(env.observation_space, gym.spaces.Box) and isinstance(env.action_space, gym.spaces.Discrete)
+        assert isinstance(env.observation_space, gym.spaces.Box) and isinstance(
+            env.action_space, gym.spaces.Discrete
+        )
         assert env.spec is not None and env.spec.id == "CartPole-v1"
         assert env.spec.max_episode_steps == 500  # the server knows gym.make's TimeLimit
         check_env(env)
@@ -52,13 +54,17 @@ def test_the_standard_wrappers_stack_on_a_remote_env(serve):
     server = serve(DictRenderEnv())
     env = rg.RemoteEnv(server.address)
     wrapped = gym.wrappers.NormalizeObservation(
-        gym.wrappers.FlattenObservation(gym.wrappers.RecordEpisodeStatistics(gym.wrappers.TimeLimit(env, 3)))
+        gym.wrappers.FlattenObservation(
+            gym.wrappers.RecordEpisodeStatistics(gym.wrappers.TimeLimit(env, 3))
+        )
     )
     obs, _ = wrapped.reset(seed=0)
     assert obs.shape == (2 + 3 + 4,)
     for _ in range(3):
         obs, _, terminated, truncated, info = wrapped.step(wrapped.action_space.sample())
-    assert truncated and not terminated and info["episode"]["l"] == 3  # TimeLimit cut the 5-step episode
+    assert (
+        truncated and not terminated and info["episode"]["l"] == 3
+    )  # TimeLimit cut the 5-step episode
     wrapped.close()
     assert env.client.closed
 
@@ -70,7 +76,9 @@ def test_gymnasium_make_builds_the_remote_env_with_the_usual_wrappers(serve):
     env.reset(seed=0)
     steps, done = 0, False
     while not done:
-        _, _, terminated, truncated, info = env.step(0)  # always push left: ends well before 20 or at 20
+        _, _, terminated, truncated, info = env.step(
+            0
+        )  # always push left: ends well before 20 or at 20
         steps += 1
         done = terminated or truncated
     assert info["episode"]["l"] == steps <= 20
@@ -98,7 +106,10 @@ def test_a_remote_cartpole_reproduces_a_local_one_step_for_step(serve):
 
 def test_a_remote_env_cannot_be_pickled_and_says_what_to_do(serve):
     server = serve(gym.make("CartPole-v1"))
-    with rg.RemoteEnv(server.address) as env, pytest.raises(TypeError, match="pass the address and reconnect"):
+    with (
+        rg.RemoteEnv(server.address) as env,
+        pytest.raises(TypeError, match="pass the address and reconnect"),
+    ):
         pickle.dumps(env)
 
 
@@ -114,7 +125,10 @@ def test_every_client_flavour_refuses_pickling_with_a_clear_type_error(serve, fl
 
     server = serve(gym.make("CartPole-v1"))
     cls = importlib.import_module(flavour).RemoteEnv
-    with cls(server.address) as env, pytest.raises(TypeError, match="live connection cannot be pickled"):
+    with (
+        cls(server.address) as env,
+        pytest.raises(TypeError, match="live connection cannot be pickled"),
+    ):
         pickle.dumps(env)
 
 

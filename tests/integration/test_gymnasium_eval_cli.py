@@ -27,11 +27,18 @@ def make_env():
 """
 
 
-def test_without_a_success_signal_the_table_and_json_say_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_a_success_signal_the_table_and_json_say_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "r.json"
-    assert eval_main(["random", "CartPole-v1", "--seeds", "0..2", "--no-progress", "--json", str(out)]) == 0
+    assert (
+        eval_main(["random", "CartPole-v1", "--seeds", "0..2", "--no-progress", "--json", str(out)])
+        == 0
+    )
     text = capsys.readouterr().out
-    assert "no success signal" in text and "terminated 100.0%" in text  # random CartPole always falls
+    assert (
+        "no success signal" in text and "terminated 100.0%" in text
+    )  # random CartPole always falls
     assert "success rate 100" not in text
     doc = json.loads(out.read_text())["result"]
     # the JSON is to_dict(): the API's success_rate (the terminated fallback), flagged as such
@@ -46,8 +53,9 @@ def test_the_python_api_keeps_the_seeds_fallback_and_warning() -> None:
         assert result.success_rate == 1.0
 
 
-def test_path_to_file_targets_work_for_model_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_path_to_file_targets_work_for_model_and_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "pkgdir").mkdir()
     (tmp_path / "pkgdir" / "gym_eval_file_targets.py").write_text(textwrap.dedent(TARGETS))
     elsewhere = tmp_path / "elsewhere"
@@ -59,12 +67,16 @@ def test_path_to_file_targets_work_for_model_and_env(tmp_path: Path, monkeypatch
     sys.modules.pop("gym_eval_file_targets", None)
 
 
-def test_module_attr_resolves_from_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_module_attr_resolves_from_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "gym_eval_cwd_targets.py").write_text(textwrap.dedent(TARGETS))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
-    assert eval_main(["gym_eval_cwd_targets:model", "CartPole-v1", "--episodes", "1", "--no-progress"]) == 0
+    assert (
+        eval_main(["gym_eval_cwd_targets:model", "CartPole-v1", "--episodes", "1", "--no-progress"])
+        == 0
+    )
     assert "1 episodes" in capsys.readouterr().out
     sys.modules.pop("gym_eval_cwd_targets", None)
 
@@ -97,7 +109,9 @@ def test_a_default_next_step_lanes_endpoint_still_takes_per_episode_seeds_and_ca
         remote = rlmesh.run(_BatchBalance(), server.address, seeds=seeds, max_episode_steps=30)
     finally:
         server.shutdown()
-    local = rlmesh.run(NumpyModel(_balance), gym.make("CartPole-v1"), seeds=seeds, max_episode_steps=30)
+    local = rlmesh.run(
+        NumpyModel(_balance), gym.make("CartPole-v1"), seeds=seeds, max_episode_steps=30
+    )
     assert sorted((e.seed, e.steps, e.truncated) for e in remote.episodes) == sorted(
         (e.seed, e.steps, e.truncated) for e in local.episodes
     )
@@ -112,7 +126,9 @@ def test_a_served_next_step_gymnasium_vector_env_resets_lanes_for_seeds_and_caps
 
     server = rlmesh.EnvServer(make(), "127.0.0.1:0").start()
     try:
-        served = rlmesh.run(_BatchBalance(), server.address, seeds=[1, 2, 3, 4], max_episode_steps=30)
+        served = rlmesh.run(
+            _BatchBalance(), server.address, seeds=[1, 2, 3, 4], max_episode_steps=30
+        )
     finally:
         server.shutdown()
     local = rlmesh.run(_BatchBalance(), make(), seeds=[1, 2, 3, 4], max_episode_steps=30)
@@ -134,5 +150,9 @@ def test_eval_drives_a_gymnasium_remote_vector_env_with_reset_masks() -> None:
             remote = rlmesh.run(_BatchBalance(), envs, seeds=seeds, max_episode_steps=30)
     finally:
         server.shutdown()
-    local = rlmesh.run(NumpyModel(_balance), gym.make("CartPole-v1"), seeds=seeds, max_episode_steps=30)
-    assert sorted((e.seed, e.steps) for e in remote.episodes) == sorted((e.seed, e.steps) for e in local.episodes)
+    local = rlmesh.run(
+        NumpyModel(_balance), gym.make("CartPole-v1"), seeds=seeds, max_episode_steps=30
+    )
+    assert sorted((e.seed, e.steps) for e in remote.episodes) == sorted(
+        (e.seed, e.steps) for e in local.episodes
+    )

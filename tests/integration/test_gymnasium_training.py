@@ -16,11 +16,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 
 def run(*args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "RLMESH_WORKFLOW_EDITION"}  # as a user runs it
+    env = {
+        k: v for k, v in os.environ.items() if k != "RLMESH_WORKFLOW_EDITION"
+    }  # as a user runs it
     env["OMP_NUM_THREADS"] = "1"
-    out = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=380)
+    out = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=380
+    )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "WorkflowEditionWarning" not in out.stderr  # serving Gymnasium's own CartPole: nothing to pin
+    assert (
+        "WorkflowEditionWarning" not in out.stderr
+    )  # serving Gymnasium's own CartPole: nothing to pin
     return out.stdout.strip().splitlines()[-1]
 
 

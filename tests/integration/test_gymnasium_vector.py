@@ -11,7 +11,11 @@ import rlmesh
 import rlmesh.gymnasium as rg
 import rlmesh.numpy as rnp
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.filterwarnings("ignore::UserWarning")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(120),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+]
 
 
 def lanes(n: int = 4, **kw):
@@ -66,12 +70,18 @@ def test_lanes_reproduce_a_local_sync_vector_env_step_for_step(serve):
 
 @pytest.mark.parametrize("endpoint", ["lanes", "sync"])
 def test_the_vector_wrappers_stack_on_lanes_and_sync_endpoints(serve, endpoint):
-    env = lanes(2) if endpoint == "lanes" else gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    env = (
+        lanes(2)
+        if endpoint == "lanes"
+        else gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    )
     server = serve(env)
     envs = rg.RemoteVectorEnv(server.address)
     wrapped = gym.wrappers.vector.NormalizeReward(
         gym.wrappers.vector.NormalizeObservation(
-            gym.wrappers.vector.RecordEpisodeStatistics(gym.wrappers.vector.FlattenObservation(envs))
+            gym.wrappers.vector.RecordEpisodeStatistics(
+                gym.wrappers.vector.FlattenObservation(envs)
+            )
         )
     )
     wrapped.reset(seed=0)
@@ -98,7 +108,9 @@ def test_same_step_lanes_follow_gymnasiums_final_obs_convention(serve):
         done = term | trunc
         assert info["_final_obs"].tolist() == done.tolist()
         i = int(done.nonzero()[0][0])
-        assert info["final_obs"][i].shape == (4,) and abs(float(obs[i][0])) < 0.06  # a fresh episode
+        assert (
+            info["final_obs"][i].shape == (4,) and abs(float(obs[i][0])) < 0.06
+        )  # a fresh episode
 
 
 def test_reset_mask_resets_only_the_masked_lanes_of_a_disabled_endpoint(serve):
@@ -113,7 +125,9 @@ def test_reset_mask_resets_only_the_masked_lanes_of_a_disabled_endpoint(serve):
 
 def test_gymnasium_make_vec_uses_the_vector_entry_point(serve):
     server = serve(lanes(2))
-    envs = gym.make_vec(rg.REMOTE_ID, num_envs=2, vectorization_mode="vector_entry_point", address=server.address)
+    envs = gym.make_vec(
+        rg.REMOTE_ID, num_envs=2, vectorization_mode="vector_entry_point", address=server.address
+    )
     assert isinstance(envs.unwrapped, rg.RemoteVectorEnv) and envs.num_envs == 2
     envs.close()
 
@@ -137,11 +151,18 @@ def test_a_vector_endpoint_renders_one_frame_per_lane(serve):
         frames = envs.render()
         assert len(frames) == 2 and all(f.shape == (8, 8, 3) for f in frames)
         obs, _, _, _, info = envs.step(envs.action_space.sample())
-        assert info["t"].tolist() == [1, 1] and info["_t"].tolist() == [True, True]  # Gymnasium's layout
+        assert info["t"].tolist() == [1, 1] and info["_t"].tolist() == [
+            True,
+            True,
+        ]  # Gymnasium's layout
 
 
 def test_a_same_step_sync_endpoint_gives_the_local_vector_envs_info_layout(serve):
-    kwargs = {"num_envs": 2, "vectorization_mode": "sync", "vector_kwargs": {"autoreset_mode": AutoresetMode.SAME_STEP}}
+    kwargs = {
+        "num_envs": 2,
+        "vectorization_mode": "sync",
+        "vector_kwargs": {"autoreset_mode": AutoresetMode.SAME_STEP},
+    }
     server = serve(gym.make_vec("CartPole-v1", **kwargs))
     local = gym.make_vec("CartPole-v1", **kwargs)
     with rg.RemoteVectorEnv(server.address) as envs:
@@ -153,7 +174,13 @@ def test_a_same_step_sync_endpoint_gives_the_local_vector_envs_info_layout(serve
             assert np.array_equal(obs, lobs)
             if (term | trunc).any():
                 break
-        assert sorted(info) == sorted(linfo) == ["_final_info", "_final_obs", "final_info", "final_obs"]
+        assert (
+            sorted(info)
+            == sorted(linfo)
+            == ["_final_info", "_final_obs", "final_info", "final_obs"]
+        )
         assert info["_final_obs"].tolist() == linfo["_final_obs"].tolist()
         for mine, theirs in zip(info["final_obs"], linfo["final_obs"]):
-            assert (mine is None and theirs is None) or (np.array_equal(mine, theirs) and mine.dtype == theirs.dtype)
+            assert (mine is None and theirs is None) or (
+                np.array_equal(mine, theirs) and mine.dtype == theirs.dtype
+            )

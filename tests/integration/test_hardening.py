@@ -41,6 +41,7 @@ from rlmesh.wire.frames import encode_frame
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
+
 # A msgpack value nested `depth` arrays deep: the attack of defect 1.
 def bomb(depth: int) -> bytes:
     return b"\x91" * depth + b"\xc0"
@@ -100,7 +101,9 @@ def assert_serves_a_real_client(address: str) -> None:
 
 @pytest.mark.parametrize("depth", [200, 1_100, 100_000])
 @pytest.mark.parametrize("transport", ["tcp", "unix"])
-def test_a_nested_ping_before_hello_gets_a_protocol_error_and_the_server_lives(serve, transport, depth):
+def test_a_nested_ping_before_hello_gets_a_protocol_error_and_the_server_lives(
+    serve, transport, depth
+):
     """Defect 1: the issue's frame (a Ping whose header carries one extra element nested
     ~1,100 deep) used to raise RecursionError out of the serve loop and end the process."""
     server = serve(DelayEnv(), transport=transport)
@@ -115,7 +118,9 @@ def test_a_nested_ping_before_hello_gets_a_protocol_error_and_the_server_lives(s
     assert_serves_a_real_client(server.address)
 
 
-def _reset_header(options: bytes) -> bytes:  # Reset: [seeds, options, episode_ids, env_indices, timeout_ms]
+def _reset_header(
+    options: bytes,
+) -> bytes:  # Reset: [seeds, options, episode_ids, env_indices, timeout_ms]
     return b"\x95\x90" + options + b"\x90\x90\x00"
 
 
@@ -157,7 +162,9 @@ def test_a_nesting_bomb_through_the_shared_memory_ring_closes_only_that_session(
         env.step(i % 2)
     conn = env._session.conn
     if conn.shm is None:
-        pytest.skip("this host does not use shared-memory rings (single CPU, not x86-64 Linux, or RLMESH_SHM=0)")
+        pytest.skip(
+            "this host does not use shared-memory rings (single CPU, not x86-64 Linux, or RLMESH_SHM=0)"
+        )
     conn.send([raw_frame(m.Ping.KIND, b"\x91" + bomb(100_000), rid=99)])
     frame = conn.recv_frame()
     assert frame is not None and frame.request_id == 99
@@ -190,12 +197,16 @@ def test_a_model_server_survives_a_nesting_bomb_and_a_custom_input_spec():
             reply = read_reply(conn)
             assert isinstance(reply, m.Error) and reply.code == CODE_NUMBERS["PROTOCOL"]
             sock.close()
-        sock = dial(server.address)  # a real Hello: the Custom spec is published in a form that travels
+        sock = dial(
+            server.address
+        )  # a real Hello: the Custom spec is published in a form that travels
         conn = Connection(sock)
         sock.sendall(frame_of(handshake.make_hello("client", None, service="model")))
         welcome = read_reply(conn)
         assert isinstance(welcome, m.Welcome)
-        assert welcome.contract["spec"] is None and "does not travel" in welcome.contract["spec_note"]
+        assert (
+            welcome.contract["spec"] is None and "does not travel" in welcome.contract["spec_note"]
+        )
         sock.close()
         assert ping(server.address).state == "ready"
     finally:
@@ -229,7 +240,11 @@ class FakeServer:
             frame = conn.recv_frame()
             assert frame is not None
             welcome = handshake.answer_hello(
-                m.decode_header(frame), declared=None, service="env", component="fake", session_id="s",
+                m.decode_header(frame),
+                declared=None,
+                service="env",
+                component="fake",
+                session_id="s",
                 contract=self.contract,
             )
             sock.sendall(frame_of(welcome, frame.request_id))
@@ -261,7 +276,13 @@ def test_a_hostile_server_reply_raises_ProtocolException_and_closes_the_client(f
         elif field == "info":
             header = b"\x93\x90" + deep + b"\x00"
         else:  # ResetReply with an extra trailing field holding an EpisodeRecord-like bomb
-            header = b"\x94\x90\xc0\x00\x91\x9a" + b"\xa1e\xc0\x00\x00\xcb" + bytes(8) + b"\xc2\xc2\x00\x00" + deep
+            header = (
+                b"\x94\x90\xc0\x00\x91\x9a"
+                + b"\xa1e\xc0\x00\x00\xcb"
+                + bytes(8)
+                + b"\xc2\xc2\x00\x00"
+                + deep
+            )
         sock.sendall(raw_frame(m.ResetReply.KIND, header, frame.request_id))
 
     fake = FakeServer(answer)
@@ -345,7 +366,9 @@ def _needs_rings(env: Any) -> None:
     for i in range(6):
         env.step(i % 2)
     if env._session.conn.shm is None:
-        pytest.skip("this host does not use shared-memory rings (single CPU, not x86-64 Linux, or RLMESH_SHM=0)")
+        pytest.skip(
+            "this host does not use shared-memory rings (single CPU, not x86-64 Linux, or RLMESH_SHM=0)"
+        )
 
 
 def _retry(call: Any) -> Any:
@@ -527,7 +550,11 @@ def _attach_as(uid: int | None, address: str, victim_token_from_welcome: bool) -
     addr = parse_connect_address(address)
     proc = subprocess.Popen(
         [_attacker_python(), "-I", "-c", _ATTACKER, addr.host, str(addr.port)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/",
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd="/",
         preexec_fn=_as_uid(uid),
     )
     path = ""
@@ -543,13 +570,17 @@ def _attach_as(uid: int | None, address: str, victim_token_from_welcome: bool) -
         plan = decode_prefix(body[:24])
         welcome = m.decode_header(split_body(plan, np.frombuffer(body[24:], np.uint8)))
         token = welcome.capabilities.get("shm.token", "")
-        path, ring = shm.create(token=token if victim_token_from_welcome else "not-the-token")  # root's file
+        path, ring = shm.create(
+            token=token if victim_token_from_welcome else "not-the-token"
+        )  # root's file
         ring.close()
         proc.stdin.write(frame_of(m.Attach(path=path), 2).hex() + "\n")
         proc.stdin.flush()
         reply_hex = proc.stdout.readline().strip()
         body = bytes.fromhex(reply_hex)
-        reply = m.decode_header(split_body(decode_prefix(body[:24]), np.frombuffer(body[24:], np.uint8)))
+        reply = m.decode_header(
+            split_body(decode_prefix(body[:24]), np.frombuffer(body[24:], np.uint8))
+        )
         return bool(reply.attached), path
     finally:
         stop_process(proc)
@@ -563,10 +594,15 @@ def test_a_process_of_another_uid_cannot_make_the_server_map_a_ring_file(serve_p
     if not shm.shm_supported():
         pytest.skip("shared-memory rings are not used on this host")
     probe = subprocess.run(
-        [_attacker_python(), "-I", "-c", "pass"], cwd="/", capture_output=True, preexec_fn=_as_uid(65534)
+        [_attacker_python(), "-I", "-c", "pass"],
+        cwd="/",
+        capture_output=True,
+        preexec_fn=_as_uid(65534),
     )
     if probe.returncode != 0:
-        pytest.skip(f"no Python interpreter this test can run as uid 65534 ({probe.stderr[-200:]!r})")
+        pytest.skip(
+            f"no Python interpreter this test can run as uid 65534 ({probe.stderr[-200:]!r})"
+        )
     _proc, address = serve_process("hardening_envs:make_delay_env")
     # control: the same attacker as root (the file's owner) with the session's secret is accepted
     attached, path = _attach_as(None, address, victim_token_from_welcome=True)
@@ -609,9 +645,20 @@ def test_the_cli_writes_the_ready_file_through_a_planted_symlink_safely(short_tm
     ready = short_tmp / "ready"
     ready.symlink_to(victim)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", f"unix://{short_tmp}/s.sock",
-         "--ready-file", str(ready)],
-        env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "rlmesh.cli",
+            "serve",
+            "CartPole-v1",
+            "--address",
+            f"unix://{short_tmp}/s.sock",
+            "--ready-file",
+            str(ready),
+        ],
+        env=child_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         for _ in range(600):  # bounded wait for the announcement
@@ -702,7 +749,9 @@ def test_a_space_at_the_depth_limit_round_trips(serve):
 
 
 @pytest.mark.parametrize("request_msg", [m.Step(action=[1]), m.Render()])
-def test_a_step_or_render_before_the_sessions_first_reset_is_refused_and_recoverable(serve, request_msg):
+def test_a_step_or_render_before_the_sessions_first_reset_is_refused_and_recoverable(
+    serve, request_msg
+):
     """A new session never inherits the previous client's episode; the env is not called."""
     env = DelayEnv()
     server = serve(env)
@@ -714,7 +763,9 @@ def test_a_step_or_render_before_the_sessions_first_reset_is_refused_and_recover
     conn, _ = hello(sock)
     sock.sendall(frame_of(request_msg, 2))
     reply = read_reply(conn)
-    assert isinstance(reply, m.Error) and reply.code == CODE_NUMBERS["NOT_READY"] and reply.recoverable
+    assert (
+        isinstance(reply, m.Error) and reply.code == CODE_NUMBERS["NOT_READY"] and reply.recoverable
+    )
     assert "before reset" in reply.message
     assert env.calls == calls  # the env was not called
     sock.sendall(frame_of(m.Reset(), 3))  # the session lives on
@@ -741,7 +792,10 @@ def test_the_cli_binds_loopback_by_default_and_RLMESH_ADDRESS_still_wins(monkeyp
 def test_the_startup_line_says_when_the_endpoint_has_no_authentication(bind, warned):
     proc = subprocess.Popen(
         [sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", bind],
-        env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         assert proc.stdout is not None
@@ -758,9 +812,21 @@ def test_sigterm_stops_the_cli_server_gracefully(short_tmp):
     sock_path = short_tmp / "t.sock"
     marker = short_tmp / "closed"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlmesh.cli", "serve", "integration_envs:make_marker", "--param", f"path={marker}",
-         "--address", f"unix://{sock_path}"],
-        env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "rlmesh.cli",
+            "serve",
+            "integration_envs:make_marker",
+            "--param",
+            f"path={marker}",
+            "--address",
+            f"unix://{sock_path}",
+        ],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         rlmesh.serve.wait_ready(f"unix://{sock_path}", timeout_seconds=60)
@@ -785,8 +851,13 @@ def test_serve_returns_on_ctrl_c_without_a_traceback(short_tmp):
         "server.serve()\n"
         "print('returned', server.stop_reason, flush=True)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], env=child_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         rlmesh.serve.wait_ready(f"unix://{short_tmp}/c.sock", timeout_seconds=60)
         proc.send_signal(signal.SIGINT)

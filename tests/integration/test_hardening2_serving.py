@@ -37,11 +37,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 BOUND = 60.0  # seconds any single wait may take before the test fails
 
 
-def _spawn_serve(short_tmp: Path, *args: str, stdout: Any = subprocess.DEVNULL) -> tuple[subprocess.Popen[Any], Path]:
+def _spawn_serve(
+    short_tmp: Path, *args: str, stdout: Any = subprocess.DEVNULL
+) -> tuple[subprocess.Popen[Any], Path]:
     err = short_tmp / "serve.err"
     with open(err, "wb") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "rlmesh.cli", "serve", *args], env=child_env(),
-                                stdout=stdout, stderr=f)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rlmesh.cli", "serve", *args],
+            env=child_env(),
+            stdout=stdout,
+            stderr=f,
+        )
     return proc, err
 
 
@@ -51,8 +57,14 @@ def _spawn_serve(short_tmp: Path, *args: str, stdout: Any = subprocess.DEVNULL) 
 def test_sigterm_ends_a_server_whose_env_hangs_in_step(short_tmp: Path) -> None:
     sock = short_tmp / "hang.sock"
     marks = short_tmp / "marks"
-    proc, err = _spawn_serve(short_tmp, "hardening_envs:make_hang_env", "--param", f"path={marks}",
-                             "--address", f"unix://{sock}")
+    proc, err = _spawn_serve(
+        short_tmp,
+        "hardening_envs:make_hang_env",
+        "--param",
+        f"path={marks}",
+        "--address",
+        f"unix://{sock}",
+    )
     stuck: list[BaseException] = []
     try:
         rlmesh.serve.wait_ready(f"unix://{sock}", timeout_seconds=BOUND)
@@ -68,14 +80,19 @@ def test_sigterm_ends_a_server_whose_env_hangs_in_step(short_tmp: Path) -> None:
         t = threading.Thread(target=step, daemon=True)
         t.start()
         deadline = time.monotonic() + BOUND
-        while "stepping" not in (marks.read_text() if marks.exists() else "") and time.monotonic() < deadline:
+        while (
+            "stepping" not in (marks.read_text() if marks.exists() else "")
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         assert "stepping" in marks.read_text()
         proc.send_signal(signal.SIGTERM)
         try:
             code = proc.wait(timeout=BOUND)  # the documented budget is 5 s drain + 5 s close
         except subprocess.TimeoutExpired:
-            pytest.fail("the server was still running a minute after SIGTERM (its env is stuck in step)")
+            pytest.fail(
+                "the server was still running a minute after SIGTERM (its env is stuck in step)"
+            )
         assert code == 143
         assert not sock.exists(), "the unix socket file outlived the server"
         with pytest.raises(OSError):
@@ -93,15 +110,24 @@ def test_a_second_sigterm_ends_a_stuck_server_at_once(short_tmp: Path) -> None:
     """The escalation path: no wait for the budget after the second SIGTERM."""
     sock = short_tmp / "hang2.sock"
     marks = short_tmp / "marks2"
-    proc, err = _spawn_serve(short_tmp, "hardening_envs:make_hang_env", "--param", f"path={marks}",
-                             "--address", f"unix://{sock}")
+    proc, err = _spawn_serve(
+        short_tmp,
+        "hardening_envs:make_hang_env",
+        "--param",
+        f"path={marks}",
+        "--address",
+        f"unix://{sock}",
+    )
     try:
         rlmesh.serve.wait_ready(f"unix://{sock}", timeout_seconds=BOUND)
         client = rnp.RemoteEnv(f"unix://{sock}", request_timeout_seconds=BOUND * 3)
         client.reset()
         threading.Thread(target=lambda: _swallow(client.step, 0), daemon=True).start()
         deadline = time.monotonic() + BOUND
-        while "stepping" not in (marks.read_text() if marks.exists() else "") and time.monotonic() < deadline:
+        while (
+            "stepping" not in (marks.read_text() if marks.exists() else "")
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
         time.sleep(0.5)  # not a threshold: the first signal is being handled, then comes the second
@@ -148,8 +174,15 @@ def test_a_stopping_server_leaves_another_live_servers_socket_file_alone(short_t
 
 @pytest.mark.parametrize("fd", [0, 1, 2])
 def test_ready_fd_naming_stdio_is_a_usage_error(short_tmp: Path, fd: int) -> None:
-    proc, err = _spawn_serve(short_tmp, "CartPole-v1", "--address", "127.0.0.1:0", "--ready-fd", str(fd),
-                             stdout=subprocess.PIPE)
+    proc, err = _spawn_serve(
+        short_tmp,
+        "CartPole-v1",
+        "--address",
+        "127.0.0.1:0",
+        "--ready-fd",
+        str(fd),
+        stdout=subprocess.PIPE,
+    )
     try:
         out, _ = proc.communicate(timeout=BOUND)
         text = err.read_text(errors="replace")
@@ -164,9 +197,21 @@ def test_ready_fd_of_a_pipe_still_announces_the_address(short_tmp: Path) -> None
     rfd, wfd = os.pipe()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", "127.0.0.1:0",
-             "--ready-fd", str(wfd)],
-            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, pass_fds=(wfd,),
+            [
+                sys.executable,
+                "-m",
+                "rlmesh.cli",
+                "serve",
+                "CartPole-v1",
+                "--address",
+                "127.0.0.1:0",
+                "--ready-fd",
+                str(wfd),
+            ],
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(wfd,),
         )
     finally:
         os.close(wfd)
@@ -183,15 +228,29 @@ def test_ready_fd_of_a_pipe_still_announces_the_address(short_tmp: Path) -> None
 
 
 def _huge_box(shape: list[int]) -> dict[str, Any]:
-    return {"kind": "box", "shape": shape, "dtype": "float32",
-            "details": {"bounds_kind": "uniform", "low": 0.0, "high": 1.0}}
+    return {
+        "kind": "box",
+        "shape": shape,
+        "dtype": "float32",
+        "details": {"bounds_kind": "uniform", "low": 0.0, "high": 1.0},
+    }
 
 
 def _contract(obs: dict[str, Any], num_envs: int = 1) -> dict[str, Any]:
-    return {"id": "Hostile-v0", "render_mode": None, "num_envs": num_envs, "metadata": None,
-            "observation_space": obs, "action_space": {"kind": "discrete", "shape": [], "dtype": "int64",
-                                                      "details": {"n": 2, "start": 0}},
-            "autoreset_mode": "Disabled"}
+    return {
+        "id": "Hostile-v0",
+        "render_mode": None,
+        "num_envs": num_envs,
+        "metadata": None,
+        "observation_space": obs,
+        "action_space": {
+            "kind": "discrete",
+            "shape": [],
+            "dtype": "int64",
+            "details": {"n": 2, "start": 0},
+        },
+        "autoreset_mode": "Disabled",
+    }
 
 
 def _frame_of(msg: Any, rid: int = 1) -> bytes:
@@ -228,14 +287,38 @@ class _Echo(rnp.Model):
         (m.Bind(contract=_contract(_huge_box([16384, 8192]))), "elements"),
         (m.Bind(contract=_contract(_huge_box([8])), lanes=16385), "lanes"),
         (m.Bind(contract=_contract(_huge_box([8]), num_envs=16385)), "lanes"),
-        (m.Bind(contract=_contract({"kind": "dict", "shape": [], "dtype": "float32", "details": {"spaces": {
-            f"k{i}": _huge_box([1 << 22]) for i in range(64)}}})), "bytes"),
-        (m.Bind(contract=_contract({"kind": "text", "shape": [], "dtype": "uint8", "details": {
-            "max_length": 1 << 40, "min_length": 0, "charset": ""}})), "max_length"),
+        (
+            m.Bind(
+                contract=_contract(
+                    {
+                        "kind": "dict",
+                        "shape": [],
+                        "dtype": "float32",
+                        "details": {"spaces": {f"k{i}": _huge_box([1 << 22]) for i in range(64)}},
+                    }
+                )
+            ),
+            "bytes",
+        ),
+        (
+            m.Bind(
+                contract=_contract(
+                    {
+                        "kind": "text",
+                        "shape": [],
+                        "dtype": "uint8",
+                        "details": {"max_length": 1 << 40, "min_length": 0, "charset": ""},
+                    }
+                )
+            ),
+            "max_length",
+        ),
     ],
     ids=["box-elements", "bind-lanes", "contract-lanes", "dict-total-bytes", "text-length"],
 )
-def test_a_hostile_bind_is_refused_before_allocating_and_the_server_lives(bind: m.Bind, words: str) -> None:
+def test_a_hostile_bind_is_refused_before_allocating_and_the_server_lives(
+    bind: m.Bind, words: str
+) -> None:
     server = ModelServer(_Echo(), "127.0.0.1:0").start()
     try:
         sock, conn = _hello_model(server.address)
@@ -246,7 +329,9 @@ def test_a_hostile_bind_is_refused_before_allocating_and_the_server_lives(bind: 
             assert words in reply.message and "limit" in reply.message, reply.message
         finally:
             sock.close()
-        assert ping(server.address, timeout_seconds=10) is not None  # the server serves the next client
+        assert (
+            ping(server.address, timeout_seconds=10) is not None
+        )  # the server serves the next client
         sock, conn = _hello_model(server.address)
         sock.close()
     finally:
@@ -271,7 +356,11 @@ def test_a_hostile_welcome_declaring_a_huge_space_fails_the_connect_cleanly() ->
             frame = conn.recv_frame()
             assert frame is not None
             welcome = handshake.answer_hello(
-                m.decode_header(frame), declared=None, service="env", component="fake", session_id="s",
+                m.decode_header(frame),
+                declared=None,
+                service="env",
+                component="fake",
+                session_id="s",
                 contract=_contract(_huge_box([16384, 8192])),
             )
             sock.sendall(_frame_of(welcome, frame.request_id))

@@ -70,8 +70,13 @@ def test_camera_labels_are_escaped_on_the_terminal_viewer(monkeypatch: pytest.Mo
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 200, 0, 0))
     frame: Any = np.zeros((8, 8, 3), np.uint8)
-    v = Viewer([FrameSource(f"cam{HOSTILE}", "leaf", "a", lambda o, lane: None),
-                FrameSource(f"wrist{TITLE}", "leaf", "b", lambda o, lane: None)], fps=30)
+    v = Viewer(
+        [
+            FrameSource(f"cam{HOSTILE}", "leaf", "a", lambda o, lane: None),
+            FrameSource(f"wrist{TITLE}", "leaf", "b", lambda o, lane: None),
+        ],
+        fps=30,
+    )
     term = TerminalBackend(v, out_fd=slave, in_fd=slave)
     try:
         term.start()
@@ -83,7 +88,9 @@ def test_camera_labels_are_escaped_on_the_terminal_viewer(monkeypatch: pytest.Mo
         os.close(slave)
     footer = out[out.rindex("\x1b[K", 0, out.index("q quit")) :]  # our own escapes frame the footer
     assert "cam" in footer and "wrist" in footer
-    assert "\x1b]52" not in out and "\x1b]0;" not in out and "\x07" not in out and "\u202e" not in out
+    assert (
+        "\x1b]52" not in out and "\x1b]0;" not in out and "\x07" not in out and "\u202e" not in out
+    )
     assert "\\x1b]52;c;" in out and "\\x1b]0;pwned" in out and "\\x0d\\x0aserving" in out
 
 
@@ -107,7 +114,12 @@ def _fake_endpoint(reply: Any) -> tuple[socket.socket, threading.Thread]:
                 msg = reply(m.decode_header(frame))
                 if msg is None:
                     continue
-                sock.sendall(b"".join(bytes(memoryview(b).cast("B")) for b in m.encode_message(msg, frame.request_id)))
+                sock.sendall(
+                    b"".join(
+                        bytes(memoryview(b).cast("B"))
+                        for b in m.encode_message(msg, frame.request_id)
+                    )
+                )
         except Exception:
             return
         finally:
@@ -118,8 +130,12 @@ def _fake_endpoint(reply: Any) -> tuple[socket.socket, threading.Thread]:
     return listener, t
 
 
-def test_rlmesh_health_escapes_a_pongs_state_and_service(capsys: pytest.CaptureFixture[str]) -> None:
-    listener, t = _fake_endpoint(lambda msg: m.Pong(state=f"ready{OSC52}", service=f"env{TITLE}{FORGED}{BIDI}"))
+def test_rlmesh_health_escapes_a_pongs_state_and_service(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    listener, t = _fake_endpoint(
+        lambda msg: m.Pong(state=f"ready{OSC52}", service=f"env{TITLE}{FORGED}{BIDI}")
+    )
     try:
         port = listener.getsockname()[1]
         assert cli.main(["health", f"127.0.0.1:{port}"]) == 0
@@ -140,9 +156,17 @@ def test_a_peers_error_message_is_escaped_in_the_exception_the_client_raises() -
 
     def reply(msg: Any) -> Any:
         if isinstance(msg, m.Hello):
-            return handshake.answer_hello(msg, declared=None, service="env", component="fake", session_id="s",
-                                          contract=contract)
-        return m.Error(code=0, message=f"reset failed: {HOSTILE}", recoverable=True, op=f"reset{TITLE}")
+            return handshake.answer_hello(
+                msg,
+                declared=None,
+                service="env",
+                component="fake",
+                session_id="s",
+                contract=contract,
+            )
+        return m.Error(
+            code=0, message=f"reset failed: {HOSTILE}", recoverable=True, op=f"reset{TITLE}"
+        )
 
     listener, t = _fake_endpoint(reply)
     try:

@@ -54,8 +54,13 @@ def request(port: int, path: str, **headers: str) -> tuple[int, bytes]:
 
 def ws_upgrade(port: int, **headers: str) -> int:
     """The status of a raw WebSocket upgrade of ``/ws`` (101 = accepted)."""
-    lines = ["GET /ws HTTP/1.1", "Upgrade: websocket", "Connection: Upgrade",
-             "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"]
+    lines = [
+        "GET /ws HTTP/1.1",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+    ]
     headers.setdefault("Host", f"127.0.0.1:{port}")
     lines += [f"{k}: {v}" for k, v in headers.items()]
     with socket.create_connection(("127.0.0.1", port), timeout=BOUND) as s:
@@ -70,7 +75,9 @@ def viewer_port(request: pytest.FixtureRequest) -> Iterator[int]:
     port = free_port()
     kwargs = getattr(request, "param", {})
     view = rlmesh.View("http", port=port, **kwargs)
-    with rlmesh.session(Model(zero), CounterEnv(16, 16, cameras=1, episode_steps=5), view=view) as sess:
+    with rlmesh.session(
+        Model(zero), CounterEnv(16, 16, cameras=1, episode_steps=5), view=view
+    ) as sess:
         sess.run(max_episodes=1)
         yield port
 
@@ -82,11 +89,19 @@ def selected(port: int) -> int:
 # -- item 8: DNS rebinding ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/", "/hud.json", "/frame", "/sources.json", "/select?i=1", "/control?op=quit", "/nope"])
+@pytest.mark.parametrize(
+    "path",
+    ["/", "/hud.json", "/frame", "/sources.json", "/select?i=1", "/control?op=quit", "/nope"],
+)
 def test_a_rebound_host_name_is_refused_on_every_route(viewer_port: int, path: str) -> None:
     """After DNS rebinding the browser sends the attacker's name as Host: nothing is served."""
     port = viewer_port
-    for host in (f"attacker.example:{port}", "attacker.example", f"127.0.0.1.nip.io:{port}", f"127.0.0.1:{port + 1}"):
+    for host in (
+        f"attacker.example:{port}",
+        "attacker.example",
+        f"127.0.0.1.nip.io:{port}",
+        f"127.0.0.1:{port + 1}",
+    ):
         status, body = request(port, path, Host=host)
         assert status == 403, (host, status, body[:200])
         assert b"allowed_hosts" in body
@@ -135,7 +150,13 @@ def test_allowed_hosts_is_validated() -> None:
         {"Sec-Fetch-Site": "same-site"},  # an <img> from another localhost port: no Origin sent
         {"Referer": "http://127.0.0.1:{other}/evil.html"},
     ],
-    ids=["origin-other-port", "origin-localhost-other-port", "origin-null", "sec-fetch-same-site", "referer-other-port"],
+    ids=[
+        "origin-other-port",
+        "origin-localhost-other-port",
+        "origin-null",
+        "sec-fetch-same-site",
+        "referer-other-port",
+    ],
 )
 def test_another_origin_cannot_drive_the_run(viewer_port: int, headers: dict[str, str]) -> None:
     port = viewer_port
@@ -153,7 +174,9 @@ def test_the_page_itself_and_scripts_can_drive_the_run(viewer_port: int) -> None
     own = f"http://127.0.0.1:{port}"
     assert request(port, "/select?i=1", Origin=own, **{"Sec-Fetch-Site": "same-origin"})[0] == 200
     assert selected(port) == 1
-    assert request(port, "/select?i=0", Referer=own + "/")[0] == 200  # an older browser: Referer only
+    assert (
+        request(port, "/select?i=0", Referer=own + "/")[0] == 200
+    )  # an older browser: Referer only
     assert request(port, "/select?i=1")[0] == 200  # curl
     assert selected(port) == 1
     assert ws_upgrade(port, Origin=own) == 101
@@ -180,7 +203,9 @@ def test_idle_connections_are_closed_after_the_idle_bound(monkeypatch: pytest.Mo
     monkeypatch.setattr("rlmesh.view._http.IDLE_SECONDS", 0.5, raising=False)
     port = free_port()
     view = rlmesh.View("http", port=port)
-    with rlmesh.session(Model(zero), CounterEnv(16, 16, cameras=1, episode_steps=5), view=view) as sess:
+    with rlmesh.session(
+        Model(zero), CounterEnv(16, 16, cameras=1, episode_steps=5), view=view
+    ) as sess:
         sess.run(max_episodes=1)
         host = f"127.0.0.1:{port}"
         socks: list[socket.socket] = []
@@ -194,8 +219,12 @@ def test_idle_connections_are_closed_after_the_idle_bound(monkeypatch: pytest.Mo
                     s.sendall(f"GET /hud.json HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
                     assert s.recv(65536).startswith(b"HTTP/1.1 200")
                 elif kind == 3:  # a tab that upgrades and then never reads nor answers pings
-                    s.sendall((f"GET /ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+                    s.sendall(
+                        (
+                            f"GET /ws HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                        ).encode()
+                    )
                 s.setblocking(False)
                 socks.append(s)
             deadline = time.monotonic() + 20.0  # 40x the bound; the count below is the assertion
@@ -217,14 +246,18 @@ def test_tabs_and_streams_beyond_the_cap_are_refused(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr("rlmesh.view._http.MAX_STREAMS", 4, raising=False)
     port = free_port()
     view = rlmesh.View("http", port=port)
-    with rlmesh.session(Model(zero), CounterEnv(16, 16, cameras=1, episode_steps=5), view=view) as sess:
+    with rlmesh.session(
+        Model(zero), CounterEnv(16, 16, cameras=1, episode_steps=5), view=view
+    ) as sess:
         sess.run(max_episodes=1)
         socks = []
         statuses = []
         try:
             for _ in range(10):
                 s = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
-                s.sendall(f"GET /mjpeg?source=0 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+                s.sendall(
+                    f"GET /mjpeg?source=0 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+                )
                 statuses.append(int(s.recv(4096).split(b" ", 2)[1]))
                 socks.append(s)
         finally:

@@ -75,7 +75,12 @@ def describe(x: Any) -> Any:
         return ("rlmesh.Tensor", x.dtype, tuple(x.shape), np.asarray(x).tolist())
     if hasattr(x, "shape") and hasattr(x, "dtype"):  # ndarray, torch.Tensor, jax.Array
         host = np.asarray(x.cpu() if hasattr(x, "cpu") else x)
-        return (f"{type(x).__module__.split('.')[0]}.array", str(x.dtype), tuple(x.shape), host.tolist())
+        return (
+            f"{type(x).__module__.split('.')[0]}.array",
+            str(x.dtype),
+            tuple(x.shape),
+            host.tolist(),
+        )
     return (type(x).__name__, x)
 
 
@@ -98,7 +103,9 @@ def _recording_model(flavour: str, seen: list[Any]) -> Any:
 
 @pytest.mark.parametrize("flavour", ["plain", "numpy", "torch", "jax"])
 @pytest.mark.parametrize("case", sorted(CATALOGUE))
-def test_local_served_env_and_served_model_show_the_model_the_same_values(flavour: str, case: str) -> None:
+def test_local_served_env_and_served_model_show_the_model_the_same_values(
+    flavour: str, case: str
+) -> None:
     space, obs = CATALOGUE[case]
     local: list[Any] = []
     rlmesh.run(_recording_model(flavour, local), ScriptedEnv(space, obs), seeds=[0])

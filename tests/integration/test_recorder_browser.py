@@ -23,9 +23,19 @@ from rlmesh.recorder import Recorder
 
 pytestmark = pytest.mark.e2e
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--allow-file-access-from-files",
-         "--virtual-time-budget=8000", "--dump-dom"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--allow-file-access-from-files",
+    "--virtual-time-budget=8000",
+    "--dump-dom",
+]
 
 
 class Dot:
@@ -45,7 +55,13 @@ class Dot:
 
     def step(self, action: Any) -> Any:
         self.t += 1
-        return np.zeros(2, np.float32), 0.1 * self.t, self.t >= 12, False, {"is_success": self.t >= 12}
+        return (
+            np.zeros(2, np.float32),
+            0.1 * self.t,
+            self.t >= 12,
+            False,
+            {"is_success": self.t >= 12},
+        )
 
     def render(self) -> np.ndarray:
         img = np.full((72, 96, 3), 40, np.uint8)
@@ -54,7 +70,9 @@ class Dot:
 
 
 def dump_dom(chromium: str, page: Path) -> str:
-    out = subprocess.run([chromium, *FLAGS, page.as_uri()], capture_output=True, text=True, timeout=90)
+    out = subprocess.run(
+        [chromium, *FLAGS, page.as_uri()], capture_output=True, text=True, timeout=90
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout
 
@@ -72,17 +90,23 @@ paths.forEach(function (p) {
 
 
 @pytest.mark.parametrize("codec", ["av1", "h264"])
-def test_chromium_plays_every_video_of_a_bundle_and_draws_its_reward_plots(tmp_path: Path, codec: str) -> None:
+def test_chromium_plays_every_video_of_a_bundle_and_draws_its_reward_plots(
+    tmp_path: Path, codec: str
+) -> None:
     require("av", "video recording")
     chromium = require_tool("chromium", "the browser test")
     with Recorder(fps=12, codec=codec) as rec:
-        rlmesh.run(rlmesh.RANDOM_SAMPLE, Dot(), seeds=[0, 1], hooks=rec.capture(model="pi", env="Dot-v0"))
+        rlmesh.run(
+            rlmesh.RANDOM_SAMPLE, Dot(), seeds=[0, 1], hooks=rec.capture(model="pi", env="Dot-v0")
+        )
         bundle = rec.export(tmp_path / "bundle")
     doc = json.loads((bundle / "result.json").read_text())
     paths = [m["path"] for e in doc["workloads"][0]["episodes"] for m in e["media"]]
     (bundle / "probe.html").write_text(PROBE % json.dumps(paths))
     dom = dump_dom(chromium, bundle / "probe.html")
     results = re.findall(r"<li>([^<]*)</li>", dom)
-    assert results == [f"loaded 96x72 1.08 {p}" for p in paths]  # the reset frame + 12 steps at 12 fps
+    assert results == [
+        f"loaded 96x72 1.08 {p}" for p in paths
+    ]  # the reset frame + 12 steps at 12 fps
     page = dump_dom(chromium, bundle / "index.html")
     assert page.count("<polyline") == 2 and page.count("<video") == 2

@@ -117,4 +117,3 @@ def test_a_sigkilled_recording_is_recovered_from_its_journal(tmp_path: Path) -> 
         assert len((out / e["stepLog"]).read_text().splitlines()) == 3
     assert (out / "index.html").is_file()
     assert not staging.exists() and recorder.orphans(stage) == []  # recovered: no pile-up
-

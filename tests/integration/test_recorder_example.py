@@ -21,7 +21,11 @@ def test_record_eval_example_writes_a_bundle_with_videos_steps_and_index(tmp_pat
     out = tmp_path / "bundle"
     proc = subprocess.run(
         [sys.executable, "examples/record_eval.py", str(out)],
-        cwd=ROOT, env={**os.environ}, capture_output=True, text=True, timeout=150,
+        cwd=ROOT,
+        env={**os.environ},
+        capture_output=True,
+        text=True,
+        timeout=150,
     )
     assert proc.returncode == 0, proc.stderr
     assert "4 episodes" in proc.stdout and "index.html" in proc.stdout

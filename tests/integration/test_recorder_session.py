@@ -32,7 +32,10 @@ def frame(t: int, salt: int) -> np.ndarray:
     """Smooth gradients with a moving square: a lossy codec keeps a high PSNR."""
     y = np.linspace(40, 200, H, dtype=np.float32)[:, None]
     x = np.linspace(40, 200, W, dtype=np.float32)[None, :]
-    img = np.stack([np.broadcast_to(x, (H, W)), np.broadcast_to(y, (H, W)), np.full((H, W), 50.0 + 30 * salt)], -1)
+    img = np.stack(
+        [np.broadcast_to(x, (H, W)), np.broadcast_to(y, (H, W)), np.full((H, W), 50.0 + 30 * salt)],
+        -1,
+    )
     img[20:32, (5 * t) % (W - 12) :][:, :12] = 230
     return img.astype(np.uint8)
 
@@ -69,7 +72,13 @@ class ArmEnv(gym.Env[Any, Any]):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         self.t += 1
         done = self.t >= 6
-        return self._obs(), float(action[0]), done, False, {"is_success": done and self.np_random.random() < 2.0}
+        return (
+            self._obs(),
+            float(action[0]),
+            done,
+            False,
+            {"is_success": done and self.np_random.random() < 2.0},
+        )
 
     def render(self) -> np.ndarray:
         return frame(self.t, 0)
@@ -77,7 +86,10 @@ class ArmEnv(gym.Env[Any, Any]):
 
 def tagged_env() -> Any:
     tags = adapt.EnvTags(
-        observation={"wrist": adapt.ImageTag(adapt.IMAGE_WRIST), "pos": adapt.StateTag(adapt.EEF_POS)},
+        observation={
+            "wrist": adapt.ImageTag(adapt.IMAGE_WRIST),
+            "pos": adapt.StateTag(adapt.EEF_POS),
+        },
         action=adapt.Action(adapt.Actuator(adapt.ACTION_GRIPPER, dim=1)),
     )
     return adapt.tag(ArmEnv(), tags)
@@ -98,7 +110,13 @@ def test_a_served_env_run_through_Session_run_is_recorded_and_decodes_back(
     require("av", "video recording")
     server = serve(tagged_env(), transport=transport)
     rec = Recorder(fps=15, result_set_id="e2e")
-    with rlmesh.session(NumpyModel(lambda obs: np.array([0.25], np.float32), spec=rlmesh.NO_ADAPTER), server.address) as sess, warnings.catch_warnings():
+    with (
+        rlmesh.session(
+            NumpyModel(lambda obs: np.array([0.25], np.float32), spec=rlmesh.NO_ADAPTER),
+            server.address,
+        ) as sess,
+        warnings.catch_warnings(),
+    ):
         warnings.simplefilter("error")  # nothing in a healthy recording warns
         hooks = rec.capture(model="const-0.25", env="ArmEnv-v0", task="reach", config={"h": 1})
         first = sess.run(seeds=[10, 11], hooks=hooks)
@@ -115,7 +133,10 @@ def test_a_served_env_run_through_Session_run_is_recorded_and_decodes_back(
     for episode in workload["episodes"]:
         assert [m["camera"] for m in episode["media"]] == ["render", "image/wrist"]
         for m in episode["media"]:
-            assert m["path"] == f"media/w000-const-0.25/reach/ep{episode['index']:05d}/{m['camera'].replace('/', '_')}.mp4"
+            assert (
+                m["path"]
+                == f"media/w000-const-0.25/reach/ep{episode['index']:05d}/{m['camera'].replace('/', '_')}.mp4"
+            )
             frames = decode(bundle / m["path"])
             # render(): the reset frame, then one after each step; the role: the observation each action came from
             assert len(frames) == m["frameCount"] == (7 if m["camera"] == "render" else 6)
@@ -127,4 +148,3 @@ def test_a_served_env_run_through_Session_run_is_recorded_and_decodes_back(
         assert all(s["action"] == [0.25] and s["reward"] == 0.25 for s in steps)
     page = (bundle / "index.html").read_text()
     assert page.count("<video") == 6
-

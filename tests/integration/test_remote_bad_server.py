@@ -56,7 +56,12 @@ def fake_server() -> Iterator[Callable[[Misbehave | None, bytes | None], str]]:
                     return
                 hello = m.decode_header(frame)
                 welcome = handshake.answer_hello(
-                    hello, declared=None, service="env", component="rlmesh-env", session_id="fake", contract=CONTRACT_DICT
+                    hello,
+                    declared=None,
+                    service="env",
+                    component="rlmesh-env",
+                    session_id="fake",
+                    contract=CONTRACT_DICT,
                 )
                 conn.send(m.encode_message(welcome, frame.request_id))
                 while on_request is not None:
@@ -127,9 +132,15 @@ def test_a_server_hanging_up_mid_session_is_ConnectionLost(fake_server):
     [b"HTTP/1.1 400 Bad Request\r\n\r\n", b"", b"RM" + bytes(100)],
     ids=["http", "hang-up", "bad-version"],
 )
-def test_a_peer_that_is_not_an_rlmesh_server_fails_the_handshake_with_ConnectFailed(fake_server, raw):
+def test_a_peer_that_is_not_an_rlmesh_server_fails_the_handshake_with_ConnectFailed(
+    fake_server, raw
+):
     address = fake_server(None, raw)
-    with pytest.raises(ConnectFailed, match=r"connected to an env at '.*', but the handshake failed") as info:
+    with pytest.raises(
+        ConnectFailed, match=r"connected to an env at '.*', but the handshake failed"
+    ) as info:
         rnp.RemoteEnv(address, connect_timeout_seconds=5)
     assert isinstance(info.value, ConnectionError)
-    assert "is the EnvServer running" not in str(info.value)  # CLT-3: it is running, it is just not us
+    assert "is the EnvServer running" not in str(
+        info.value
+    )  # CLT-3: it is running, it is just not us

@@ -49,15 +49,25 @@ SPACES: list[tuple[str, Any]] = [
     ("text-unicode", rs.Text(4, min_length=2, charset="αβγ✓")),
     (
         "dict-declared-order",
-        rs.Dict({"zeta": rs.Discrete(2), "alpha": rs.Box(0.0, 1.0, (2,)), "mid": rs.Text(3, min_length=0)}),
+        rs.Dict(
+            {
+                "zeta": rs.Discrete(2),
+                "alpha": rs.Box(0.0, 1.0, (2,)),
+                "mid": rs.Text(3, min_length=0),
+            }
+        ),
     ),
     ("tuple", rs.Tuple([rs.Discrete(3), rs.Box(-1.0, 1.0, (2,), "float64")])),
     (
         "nested",
         rs.Dict(
             {
-                "obs": rs.Dict({"image": rs.Box(0, 255, (2, 2, 3), "uint8"), "state": rs.Box(-1.0, 1.0, (4,))}),
-                "extra": rs.Tuple([rs.MultiBinary(2), rs.MultiDiscrete([2, 2], start=[5, 5]), rs.Text(2)]),
+                "obs": rs.Dict(
+                    {"image": rs.Box(0, 255, (2, 2, 3), "uint8"), "state": rs.Box(-1.0, 1.0, (4,))}
+                ),
+                "extra": rs.Tuple(
+                    [rs.MultiBinary(2), rs.MultiDiscrete([2, 2], start=[5, 5]), rs.Text(2)]
+                ),
             }
         ),
     ),
@@ -78,7 +88,9 @@ def assert_numpy_equal(got: Any, want: Any, path: str = "$") -> None:
             assert_numpy_equal(g, w, f"{path}[{i}]")
     elif isinstance(want, np.ndarray):
         assert isinstance(got, np.ndarray), f"{path}: {type(got).__name__}"
-        assert got.dtype == want.dtype and got.shape == want.shape, f"{path}: {got.dtype}{got.shape}"
+        assert got.dtype == want.dtype and got.shape == want.shape, (
+            f"{path}: {got.dtype}{got.shape}"
+        )
         np.testing.assert_array_equal(got, want, err_msg=path)
     else:
         assert type(got) is type(want) and got == want, f"{path}: {got!r} != {want!r}"
@@ -143,7 +155,11 @@ def test_plain_RemoteEnv_round_trips_every_space_kind_as_Tensor_leaves(serve, sp
 
 @pytest.mark.parametrize(
     "space",
-    [s for n, s in SPACES if n in ("box-uint8-image", "box-rank0", "nested", "multidiscrete-start")],
+    [
+        s
+        for n, s in SPACES
+        if n in ("box-uint8-image", "box-rank0", "nested", "multidiscrete-start")
+    ],
     ids=["box-uint8-image", "box-rank0", "nested", "multidiscrete-start"],
 )
 def test_numpy_observations_are_writable_and_never_alias_between_steps(serve, space):
@@ -229,7 +245,9 @@ def test_numpy_RemoteVectorEnv_round_trips_every_space_kind_through_lanes(serve,
             assert_numpy_equal(_as_scalar(lane(obs, i), space), env.first)
         client.action_space.seed(3)
         actions = [client.action_space.sample() for _ in envs]
-        obs, rewards, terminated, truncated, _ = client.step(actions if form == "per-lane-list" else stack(actions))
+        obs, rewards, terminated, truncated, _ = client.step(
+            actions if form == "per-lane-list" else stack(actions)
+        )
         assert rewards.tolist() == [0.5] * 3 and not terminated.any() and not truncated.any()
         for i, env in enumerate(envs):
             # each lane env got exactly what a scalar endpoint would hand it (SRV-30)

@@ -79,7 +79,9 @@ class _FailingResetEnv(CountdownEnv):
 def test_an_exception_in_reset_reads_INTERNAL_reset_failed(serve):
     server = serve(_FailingResetEnv())
     with rnp.RemoteEnv(server.address) as client:
-        with pytest.raises(rlmesh.EnvironmentException, match=r"^\[INTERNAL\] reset failed: KeyError: ") as info:
+        with pytest.raises(
+            rlmesh.EnvironmentException, match=r"^\[INTERNAL\] reset failed: KeyError: "
+        ) as info:
             client.reset()
         assert info.value.op == "reset" and not info.value.recoverable
 
@@ -93,7 +95,9 @@ def test_an_env_returning_a_bad_observation_is_a_fatal_INTERNAL_error(serve):
     server = serve(_BadObsEnv())
     with rnp.RemoteEnv(server.address) as client:
         client.reset()
-        with pytest.raises(rlmesh.EnvironmentException, match=r"\[INTERNAL\] step failed: .*observation") as info:
+        with pytest.raises(
+            rlmesh.EnvironmentException, match=r"\[INTERNAL\] step failed: .*observation"
+        ) as info:
             client.step(0)
         assert not info.value.recoverable
         assert "$" in str(info.value)  # the JSONPath of the offending leaf (CNF-5)
@@ -124,7 +128,10 @@ def test_a_step_result_of_the_wrong_length_is_reported(serve):
     server = serve(_WrongArityEnv())
     with rnp.RemoteEnv(server.address) as client:
         client.reset()
-        with pytest.raises(rlmesh.EnvironmentException, match="must return 4 legacy Gym values or 5 Gymnasium values, got 3"):
+        with pytest.raises(
+            rlmesh.EnvironmentException,
+            match="must return 4 legacy Gym values or 5 Gymnasium values, got 3",
+        ):
             client.step(0)
 
 
@@ -325,7 +332,10 @@ class _UnprintableErrorEnv(CountdownEnv):
     ("env_cls", "message"),
     [
         (_CyclicInfoEnv, r"^\[INTERNAL\] step failed: info: metadata nests deeper than 64 levels"),
-        (_UnprintableErrorEnv, r"^\[INTERNAL\] step failed: _UnprintableError: <unprintable exception>$"),
+        (
+            _UnprintableErrorEnv,
+            r"^\[INTERNAL\] step failed: _UnprintableError: <unprintable exception>$",
+        ),
     ],
     ids=["cyclic-info", "unprintable-exception"],
 )

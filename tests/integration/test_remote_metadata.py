@@ -76,7 +76,9 @@ def test_endpoint_metadata_reaches_the_client_as_an_immutable_mapping(serve):
     with rnp.RemoteEnv(server.address) as env:
         md = env.metadata
         assert md["render_fps"] == 30 and md["render_modes"] == ["rgb_array"]
-        np.testing.assert_array_equal(md["calibration"], np.arange(6, dtype=np.float32).reshape(2, 3))
+        np.testing.assert_array_equal(
+            md["calibration"], np.arange(6, dtype=np.float32).reshape(2, 3)
+        )
         assert md["calibration"].dtype == np.float32
         assert md["nested"] == {"a": [1, 2], "b": None}
         with pytest.raises(TypeError):
@@ -178,7 +180,10 @@ def test_reset_options_reach_the_env_as_a_plain_dict(serve):
 
 def test_reset_options_the_codec_cannot_carry_are_a_TypeError_client_side(serve):
     server = serve(OptionsEnv())
-    with rnp.RemoteEnv(server.address) as client, pytest.raises(TypeError, match="sanitize_metadata"):
+    with (
+        rnp.RemoteEnv(server.address) as client,
+        pytest.raises(TypeError, match="sanitize_metadata"),
+    ):
         client.reset(options={"handle": object()})
 
 
@@ -189,7 +194,10 @@ class NoOptionsEnv(CountdownEnv):
 
 def test_options_for_an_env_whose_reset_takes_none_are_dropped_with_a_warning(serve, caplog):
     server = serve(NoOptionsEnv(3))
-    with rnp.RemoteEnv(server.address) as client, caplog.at_level(logging.WARNING, logger="rlmesh.serve"):
+    with (
+        rnp.RemoteEnv(server.address) as client,
+        caplog.at_level(logging.WARNING, logger="rlmesh.serve"),
+    ):
         obs, _ = client.reset(options={"task": "pick"})
         client.reset(options={"task": "place"})
     assert obs.tolist() == [0]

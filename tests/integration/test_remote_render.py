@@ -35,7 +35,10 @@ CHW4 = RNG.integers(0, 256, (4, 6, 5), dtype=np.uint8)
         (CHW, CHW.transpose(1, 2, 0)),
         (CHW4, CHW4.transpose(1, 2, 0)),
         (HWC.astype(np.int64), HWC),
-        (np.array([[1.7, 254.9], [0.2, 9.99]]), np.array([[1, 254], [0, 9]], np.uint8)),  # cast, not scaled
+        (
+            np.array([[1.7, 254.9], [0.2, 9.99]]),
+            np.array([[1, 254], [0, 9]], np.uint8),
+        ),  # cast, not scaled
         (HWC.tolist(), HWC),  # anything array-like
     ],
     ids=["hwc", "hwc-rgba", "gray", "chw", "chw-rgba", "int64", "float-cast", "nested-list"],
@@ -109,7 +112,9 @@ def test_a_scalar_endpoint_only_renders_env_index_0(serve):
     server = serve(RenderEnv(HWC))
     with rnp.RemoteEnv(server.address) as env:
         env.reset()
-        with pytest.raises(InvalidAction, match="single-env render only supports env_index 0, got 1"):
+        with pytest.raises(
+            InvalidAction, match="single-env render only supports env_index 0, got 1"
+        ):
             env.render(env_index=1)
         assert env.render().shape == (4, 5, 3)  # recoverable
 

@@ -20,9 +20,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 
 @pytest.mark.parametrize("transport", ["tcp", "unix"])
-def test_SIGKILL_of_the_server_mid_episode_gives_ConnectionLost_then_SessionClosed(serve_process, transport):
+def test_SIGKILL_of_the_server_mid_episode_gives_ConnectionLost_then_SessionClosed(
+    serve_process, transport
+):
     proc, address = serve_process("CartPole-v1", transport=transport)
-    client = rnp.RemoteEnv(address, request_timeout_seconds=30)  # a bound, so a bug fails instead of hanging
+    client = rnp.RemoteEnv(
+        address, request_timeout_seconds=30
+    )  # a bound, so a bug fails instead of hanging
     try:
         client.reset(seed=0)
         client.step(0)

@@ -137,7 +137,9 @@ def _scribble(env, how: str) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("how", ["position", "length", "frame"])
-def test_a_client_scribbling_on_its_ring_loses_its_session_and_the_server_serves_on(serve_process, how):
+def test_a_client_scribbling_on_its_ring_loses_its_session_and_the_server_serves_on(
+    serve_process, how
+):
     from rlmesh.errors import ConnectionLost, ProtocolException, SessionClosed
     from rlmesh.serve import ping
 

@@ -25,7 +25,9 @@ def test_a_request_timeout_raises_TimeoutError_without_waiting_for_the_step(serv
     server = serve(env)
     with rnp.RemoteEnv(server.address, request_timeout_seconds=0.2) as client:
         client.reset()
-        with pytest.raises(TimeoutError, match=r"remote environment call timed out after 0\.200s") as info:
+        with pytest.raises(
+            TimeoutError, match=r"remote environment call timed out after 0\.200s"
+        ) as info:
             client.step(1)
         assert isinstance(info.value, RequestTimeout)
         assert info.value.timeout_seconds == pytest.approx(0.2)
@@ -101,8 +103,12 @@ def silent_listener():
 
 @pytest.mark.timeout(20)
 @pytest.mark.parametrize("cls", [rlmesh.RemoteEnv, rnp.RemoteEnv, rnp.RemoteVectorEnv])
-def test_connect_timeout_against_a_listener_that_never_answers_raises_TimeoutError(silent_listener, cls):
-    with pytest.raises(TimeoutError, match=r"remote environment connect timed out after 0\.300s") as info:
+def test_connect_timeout_against_a_listener_that_never_answers_raises_TimeoutError(
+    silent_listener, cls
+):
+    with pytest.raises(
+        TimeoutError, match=r"remote environment connect timed out after 0\.300s"
+    ) as info:
         cls(silent_listener, connect_timeout_seconds=0.3)
     assert isinstance(info.value, RequestTimeout)
     assert info.value.timeout_seconds == pytest.approx(0.3)
@@ -124,7 +130,10 @@ def test_an_unreachable_address_fails_in_the_constructor_with_the_hint():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(ConnectionError, match=r"could not connect to an env at 'tcp://127\.0\.0\.1:\d+'; is the EnvServer running\?"):
+    with pytest.raises(
+        ConnectionError,
+        match=r"could not connect to an env at 'tcp://127\.0\.0\.1:\d+'; is the EnvServer running\?",
+    ):
         rnp.RemoteEnv(f"127.0.0.1:{port}", connect_timeout_seconds=2)
 
 

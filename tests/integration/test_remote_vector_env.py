@@ -26,7 +26,9 @@ LENGTHS = (2, 3, 4)
 NOOP = np.zeros(3, dtype=np.int64)
 
 
-def vector_env(mode: AutoresetMode | None = None, lengths: tuple[int, ...] = LENGTHS) -> SyncVectorEnv:
+def vector_env(
+    mode: AutoresetMode | None = None, lengths: tuple[int, ...] = LENGTHS
+) -> SyncVectorEnv:
     fns = [lambda n=n: CountdownEnv(n) for n in lengths]
     return SyncVectorEnv(fns) if mode is None else SyncVectorEnv(fns, autoreset_mode=mode)
 
@@ -58,7 +60,9 @@ def test_SyncVectorEnv_is_served_NEXT_STEP_and_each_lane_autoresets_on_the_follo
         assert term.tolist() == [True, False, False] and not trunc.any()
         assert rew.dtype == np.float64 and term.dtype == np.bool_
         assert info["completed_episodes"] == 1
-        assert info["episode_ids"] == ids0  # AR-9: the terminal obs still belongs to the old episode
+        assert (
+            info["episode_ids"] == ids0
+        )  # AR-9: the terminal obs still belongs to the old episode
 
         obs, rew, term, trunc, info = envs.step(NOOP)  # lane 0 autoresets; lane 1 ends
         assert t_of(obs) == [0, 3, 3]
@@ -128,7 +132,11 @@ def test_lanes_with_autoreset_disabled_are_served_with_vector_style_info(serve):
         assert envs.autoreset_mode == "Disabled"
         obs, info = envs.reset(seed=[5, None, 7])
         assert isinstance(obs, rlmesh.Tensor) and obs.shape == [3, 1]
-        assert [lane.resets for lane in lanes] == [[5], [None], [7]]  # per-lane seeds, None = no seed
+        assert [lane.resets for lane in lanes] == [
+            [5],
+            [None],
+            [7],
+        ]  # per-lane seeds, None = no seed
         assert [i["seed"] for i in info["final_info"]] == [5, -1, 7]
         assert info["_final_info"].tolist() == [True, True, True]
         ids0 = info["episode_ids"]
@@ -215,7 +223,9 @@ class _DuckNextStep:
         self._env.close()
 
 
-def test_partial_reset_on_a_duck_typed_NEXT_STEP_vector_env_is_UNSUPPORTED_and_the_session_survives(serve):
+def test_partial_reset_on_a_duck_typed_NEXT_STEP_vector_env_is_UNSUPPORTED_and_the_session_survives(
+    serve,
+):
     server = serve(_DuckNextStep())
     with rnp.RemoteVectorEnv(server.address) as envs:
         envs.reset(seed=0)
@@ -241,7 +251,10 @@ def test_partial_reset_with_bad_indices_is_INVALID_ACTION(serve):
 
 def test_partial_reset_before_a_full_reset_is_refused_client_side(serve):
     server = serve([CountdownEnv(3) for _ in range(2)])
-    with rnp.RemoteVectorEnv(server.address) as envs, pytest.raises(RuntimeError, match="full reset"):
+    with (
+        rnp.RemoteVectorEnv(server.address) as envs,
+        pytest.raises(RuntimeError, match="full reset"),
+    ):
         envs.reset(env_indices=[0])
 
 
@@ -301,9 +314,14 @@ class _ShadowingEnv(CountdownEnv):
         return obs, reward, terminated, truncated, info
 
 
-def test_an_env_info_key_named_episode_ids_shadows_the_runtime_key_and_is_logged_once(serve, caplog):
+def test_an_env_info_key_named_episode_ids_shadows_the_runtime_key_and_is_logged_once(
+    serve, caplog
+):
     server = serve(_ShadowingEnv(10))
-    with rnp.RemoteEnv(server.address) as env, caplog.at_level(logging.WARNING, logger="rlmesh.client"):
+    with (
+        rnp.RemoteEnv(server.address) as env,
+        caplog.at_level(logging.WARNING, logger="rlmesh.client"),
+    ):
         _, info = env.reset()
         assert len(info["episode_ids"]) == 1
         for _ in range(3):
@@ -351,7 +369,9 @@ class _ScriptedVectorEnv:
         self.t += 1
         obs = np.full((2, 1), self.t, np.int64)
         terminated = np.array([self.t == 1, False])
-        reward = np.ones(self.lanes_returned) if self.t == 1 else np.array([self.rewards_after_end, 1.0])
+        reward = (
+            np.ones(self.lanes_returned) if self.t == 1 else np.array([self.rewards_after_end, 1.0])
+        )
         return obs, reward, terminated, np.zeros(2, bool), {}
 
     def close(self) -> None:
@@ -364,7 +384,9 @@ def test_a_NEXT_STEP_env_that_skips_the_autoreset_step_breaks_the_contract_fatal
         envs.reset()
         _, _, term, _, info = envs.step([0, 0])
         assert term.tolist() == [True, False] and info["completed_episodes"] == 1
-        with pytest.raises(rlmesh.EnvironmentException, match="NEXT_STEP autoreset contract violated on lane 0") as exc:
+        with pytest.raises(
+            rlmesh.EnvironmentException, match="NEXT_STEP autoreset contract violated on lane 0"
+        ) as exc:
             envs.step([0, 0])  # AR-6: lane 0 owed a reward-0, not-done autoreset step
         assert exc.value.recoverable is False
 

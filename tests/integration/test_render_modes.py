@@ -15,7 +15,9 @@ import rlmesh.numpy as rnp
 from rlmesh.serve import Lanes
 
 
-def test_the_gymnasium_scalar_and_lanes_clients_agree_and_the_numpy_client_has_the_envs_list(serve) -> None:
+def test_the_gymnasium_scalar_and_lanes_clients_agree_and_the_numpy_client_has_the_envs_list(
+    serve,
+) -> None:
     own = gym.make("CartPole-v1").metadata["render_modes"]
     assert own == ["human", "rgb_array"]
     scalar = serve(gym.make("CartPole-v1"))

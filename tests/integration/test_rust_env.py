@@ -62,7 +62,9 @@ def _first_line(proc: subprocess.Popen[str], timeout: float) -> str:
     try:
         return lines.get(timeout=timeout).strip()
     except queue.Empty:
-        raise AssertionError("the Rust example printed no address within its start-up window") from None
+        raise AssertionError(
+            "the Rust example printed no address within its start-up window"
+        ) from None
 
 
 @pytest.fixture
@@ -70,8 +72,14 @@ def rust_server(rust_examples: Path, short_tmp: Path) -> Iterator[Callable[..., 
     """``rust_server(example, transport="tcp", *args) -> address``; every process is stopped after the test."""
     procs: list[subprocess.Popen[str]] = []
 
-    def spawn(example: str, transport: str = "tcp", *args: str, env: dict[str, str] | None = None) -> str:
-        address = f"unix://{short_tmp}/{example}{len(procs)}.sock" if transport == "unix" else "127.0.0.1:0"
+    def spawn(
+        example: str, transport: str = "tcp", *args: str, env: dict[str, str] | None = None
+    ) -> str:
+        address = (
+            f"unix://{short_tmp}/{example}{len(procs)}.sock"
+            if transport == "unix"
+            else "127.0.0.1:0"
+        )
         proc = subprocess.Popen(
             [str(rust_examples / example), address, *args],
             stdout=subprocess.PIPE,
@@ -101,7 +109,9 @@ def _gym() -> Any:
 
 
 @pytest.mark.parametrize("transport", ["tcp", "unix"])
-def test_rlmesh_run_plays_episodes_on_the_rust_cartpole(rust_server: Callable[..., str], transport: str) -> None:
+def test_rlmesh_run_plays_episodes_on_the_rust_cartpole(
+    rust_server: Callable[..., str], transport: str
+) -> None:
     """RENV-1/RENV-3: the Rust CartPole is a CartPole-v1 endpoint Python drives unchanged."""
     address = rust_server("cartpole", transport)
     result = rlmesh.run(NumpyModel(balance), address, seeds=SEEDS)
@@ -111,7 +121,9 @@ def test_rlmesh_run_plays_episodes_on_the_rust_cartpole(rust_server: Callable[..
         assert 8 <= e.steps < 500
         assert e.reward == e.steps  # one point per step, the terminal one included
     again = rlmesh.run(NumpyModel(balance), address, seeds=SEEDS)  # seeded: reproducible
-    assert [(e.steps, e.reward) for e in again.episodes] == [(e.steps, e.reward) for e in result.episodes]
+    assert [(e.steps, e.reward) for e in again.episodes] == [
+        (e.steps, e.reward) for e in result.episodes
+    ]
 
 
 def test_the_rust_cartpole_publishes_gymnasiums_contract(rust_server: Callable[..., str]) -> None:
@@ -123,10 +135,16 @@ def test_the_rust_cartpole_publishes_gymnasiums_contract(rust_server: Callable[.
         assert contract.id == "CartPole-v1"
         assert contract.autoreset_mode == "Disabled"
         reference = gym.make("CartPole-v1")
-        assert contract.observation_space == as_spec(reference.observation_space, "observation_space")
+        assert contract.observation_space == as_spec(
+            reference.observation_space, "observation_space"
+        )
         assert contract.action_space == as_spec(reference.action_space, "action_space")
         # issue 29 item 13: the time limit as a Python-served gym.make("CartPole-v1") publishes it
-        assert dict(contract.metadata or {}) == {"render_modes": ["rgb_array"], "render_fps": 50, "max_episode_steps": 500}
+        assert dict(contract.metadata or {}) == {
+            "render_modes": ["rgb_array"],
+            "render_fps": 50,
+            "max_episode_steps": 500,
+        }
         assert contract.render_mode is None
         assert env.render() is None  # served without a render mode (RND-2)
 
@@ -147,7 +165,11 @@ def test_the_rust_cartpole_follows_gymnasiums_dynamics(rust_server: Callable[...
                 obs, reward, terminated, truncated, _ = env.step(action)
                 ref_obs, ref_reward, ref_terminated, ref_truncated, _ = reference.step(action)
                 np.testing.assert_array_equal(obs, ref_obs)
-                assert (reward, terminated, truncated) == (ref_reward, ref_terminated, ref_truncated)
+                assert (reward, terminated, truncated) == (
+                    ref_reward,
+                    ref_terminated,
+                    ref_truncated,
+                )
                 if terminated or truncated:
                     break
             assert terminated
@@ -155,13 +177,17 @@ def test_the_rust_cartpole_follows_gymnasiums_dynamics(rust_server: Callable[...
             env.reset(seed=-1)
 
 
-def test_rlmesh_run_on_the_rust_cartpole_matches_a_local_gymnasium_run(rust_server: Callable[..., str]) -> None:
+def test_rlmesh_run_on_the_rust_cartpole_matches_a_local_gymnasium_run(
+    rust_server: Callable[..., str],
+) -> None:
     gym = _gym()
     seeds = list(range(8))
     remote = rlmesh.run(NumpyModel(balance), rust_server("cartpole"), seeds=seeds)
     local = rlmesh.run(NumpyModel(balance), gym.make("CartPole-v1"), seeds=seeds)
     outcome = [(e.seed, e.steps, e.reward, e.terminated, e.truncated) for e in remote.episodes]
-    assert outcome == [(e.seed, e.steps, e.reward, e.terminated, e.truncated) for e in local.episodes]
+    assert outcome == [
+        (e.seed, e.steps, e.reward, e.terminated, e.truncated) for e in local.episodes
+    ]
 
 
 def test_rust_render_frames_reach_python_as_uint8_images(rust_server: Callable[..., str]) -> None:
@@ -192,7 +218,9 @@ def test_a_recoverable_rust_error_keeps_the_session(rust_server: Callable[..., s
         obs, reward, terminated, truncated, info = env.step(0)
         np.testing.assert_array_equal(obs, [1.0, 0.0])
         assert reward == 1.0 and info["had_action"] is True
-        with pytest.raises(EnvironmentException, match=r"^\[INTERNAL\] reset failed: reset refused by options$"):
+        with pytest.raises(
+            EnvironmentException, match=r"^\[INTERNAL\] reset failed: reset refused by options$"
+        ):
             env.reset(options={"fail": True})
         env.reset()  # still usable
         _, _, _, truncated, _ = env.step(5)
@@ -202,10 +230,17 @@ def test_a_recoverable_rust_error_keeps_the_session(rust_server: Callable[..., s
         assert env._session.conn.shm is None
 
 
-def test_the_rust_client_refuses_a_vector_endpoint_clearly(rust_examples: Path, serve: Callable[..., Any]) -> None:
+def test_the_rust_client_refuses_a_vector_endpoint_clearly(
+    rust_examples: Path, serve: Callable[..., Any]
+) -> None:
     gym = _gym()
     server = serve([gym.make("CartPole-v1") for _ in range(2)])
-    proc = subprocess.run([str(rust_examples / "drive"), server.address, "1"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [str(rust_examples / "drive"), server.address, "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert "RemoteEnv drives one env" in proc.stderr and "serves 2 lanes" in proc.stderr
 
@@ -215,10 +250,15 @@ def test_the_rust_client_refuses_a_vector_endpoint_clearly(rust_examples: Path, 
     [
         (2, r"^\[INTERNAL\] step failed: boom$"),
         (3, r"^\[INTERNAL\] step task panicked: kaboom$"),
-        (4, r"^\[INTERNAL\] step failed: the env returned an observation that does not match observation_space"),
+        (
+            4,
+            r"^\[INTERNAL\] step failed: the env returned an observation that does not match observation_space",
+        ),
     ],
 )
-def test_a_fatal_rust_error_ends_the_session(rust_server: Callable[..., str], action: int, message: str) -> None:
+def test_a_fatal_rust_error_ends_the_session(
+    rust_server: Callable[..., str], action: int, message: str
+) -> None:
     """RENV-6: any other error ends the session with ``[INTERNAL] {op} failed: {message}``."""
     address = rust_server("faulty")
     env = rlmesh.numpy.RemoteEnv(address)
@@ -314,7 +354,9 @@ def test_the_gymnasium_flavour_checks_the_rust_cartpole(rust_server: Callable[..
         env.close()
 
 
-def test_the_rust_cartpole_publishes_the_render_mode_it_serves(rust_server: Callable[..., str]) -> None:
+def test_the_rust_cartpole_publishes_the_render_mode_it_serves(
+    rust_server: Callable[..., str],
+) -> None:
     """Issue 29 item 13: ``cartpole ADDRESS rgb_array`` serves (and publishes) ``rgb_array``."""
     with rlmesh.numpy.RemoteEnv(rust_server("cartpole", "tcp", "rgb_array")) as env:
         assert env.env_contract.render_mode == "rgb_array"
@@ -326,7 +368,10 @@ def test_the_rust_cartpole_publishes_the_render_mode_it_serves(rust_server: Call
 
 def test_the_rust_cartpole_refuses_a_render_mode_it_cannot_serve(rust_examples: Path) -> None:
     proc = subprocess.run(
-        [str(rust_examples / "cartpole"), "127.0.0.1:0", "human"], capture_output=True, text=True, timeout=30
+        [str(rust_examples / "cartpole"), "127.0.0.1:0", "human"],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert proc.returncode == 2
-    assert "render mode \"human\" is not supported" in proc.stderr
+    assert 'render mode "human" is not supported' in proc.stderr

@@ -49,17 +49,25 @@ def _stopped(pid: int) -> bool:
 def test_a_sandboxed_env_is_a_gymnasium_env_that_passes_check_env(build: SandboxBuild) -> None:
     from gymnasium.utils.env_checker import check_env
 
-    env = rg.SandboxEnv("gym://SbxDemo-v0", backend="venv", build=build, level=2, connect_timeout_seconds=120)
+    env = rg.SandboxEnv(
+        "gym://SbxDemo-v0", backend="venv", build=build, level=2, connect_timeout_seconds=120
+    )
     try:
         assert isinstance(env, gym.Env)
-        assert isinstance(env.observation_space, gym.spaces.Box) and isinstance(env.action_space, gym.spaces.Discrete)
+        assert isinstance(env.observation_space, gym.spaces.Box) and isinstance(
+            env.action_space, gym.spaces.Discrete
+        )
         assert env.sandbox.backend == "venv" and env.sandbox.address.startswith("unix://")
         obs, info = env.reset(seed=0)
-        assert isinstance(obs, np.ndarray) and obs.tolist() == pytest.approx([7.31, 2.0])  # level=2 reached make()
+        assert isinstance(obs, np.ndarray) and obs.tolist() == pytest.approx(
+            [7.31, 2.0]
+        )  # level=2 reached make()
         assert info == {"sbxdemo": "7.3.1"}  # the env's own info only
         assert env.spec is not None and env.spec.entry_point == "rlmesh.gymnasium:SandboxEnv"
         assert env.spec.kwargs["source"] == "gym://SbxDemo-v0" and env.spec.kwargs["level"] == 2
-        check_env(env)  # its close check starts (and stops) a second sandbox through env.spec.make()
+        check_env(
+            env
+        )  # its close check starts (and stops) a second sandbox through env.spec.make()
         pid = env._handle.proc.pid
     finally:
         env.close()
@@ -73,7 +81,9 @@ def test_sb3_ppo_trains_on_a_sandboxed_env(build: SandboxBuild) -> None:
 
     env = rg.SandboxEnv("gym://SbxDemo-v0", backend="venv", build=build)
     try:
-        model = PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu", verbose=0)
+        model = PPO(
+            "MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu", verbose=0
+        )
         model.learn(total_timesteps=256)
         assert model.num_timesteps >= 256
         obs, _ = env.reset(seed=1)
@@ -87,13 +97,18 @@ def test_a_sandboxed_vector_env_is_a_gymnasium_vector_env(build: SandboxBuild) -
     env = rg.SandboxVectorEnv("gym://SbxDemo-v0", 3, backend="venv", build=build)
     try:
         assert isinstance(env, gym.vector.VectorEnv) and env.num_envs == 3
-        assert env.observation_space.shape == (3, 2) and env.single_action_space == gym.spaces.Discrete(2)
+        assert env.observation_space.shape == (
+            3,
+            2,
+        ) and env.single_action_space == gym.spaces.Discrete(2)
         obs, _ = env.reset(seed=0)
         assert obs.shape == (3, 2)
         truncated = np.zeros(3, dtype=bool)
         for _ in range(5):
             obs, rewards, _, truncated, _ = env.step(np.array([0, 1, 1]))
-        assert rewards.tolist() == [0.0, 1.0, 1.0] and truncated.all()  # the demo truncates after 5 steps
+        assert (
+            rewards.tolist() == [0.0, 1.0, 1.0] and truncated.all()
+        )  # the demo truncates after 5 steps
         env.step(np.array([0, 0, 0]))  # NEXT_STEP autoreset
         pid = env._handle.proc.pid
     finally:

@@ -28,6 +28,7 @@ from sandbox_demo import demo_wheel as _wheel
 
 pytestmark = pytest.mark.slow
 
+
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     require("gymnasium")
@@ -50,15 +51,23 @@ def demo_build(cache: Path) -> SandboxBuild:
 
 def _venvs(cache: Path) -> list[str]:
     root = cache / "venv"
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.exists() else []
+    return (
+        sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if root.exists()
+        else []
+    )
 
 
 def test_the_host_does_not_have_the_sandboxed_dependency() -> None:
     assert importlib.util.find_spec("sbxdemo") is None
 
 
-def test_venv_backend_runs_an_env_whose_dependency_the_host_lacks(cache: Path, demo_build: SandboxBuild) -> None:
-    with rlmesh.numpy.SandboxEnv("gym://SbxDemo-v0", backend="venv", build=demo_build, level=3, connect_timeout_seconds=120) as env:
+def test_venv_backend_runs_an_env_whose_dependency_the_host_lacks(
+    cache: Path, demo_build: SandboxBuild
+) -> None:
+    with rlmesh.numpy.SandboxEnv(
+        "gym://SbxDemo-v0", backend="venv", build=demo_build, level=3, connect_timeout_seconds=120
+    ) as env:
         info = env.sandbox
         assert (info.backend, info.container_id) == ("venv", None)
         assert info.address.startswith("unix://") and env.address == info.address
@@ -72,7 +81,9 @@ def test_venv_backend_runs_an_env_whose_dependency_the_host_lacks(cache: Path, d
             steps += 1
         assert steps == 5 and reward == 1.0
         if shm.shm_supported() and env._session.conn.busy_poll:
-            assert env._session.conn.shm is not None  # the unix socket keeps the shared-memory fast path
+            assert (
+                env._session.conn.shm is not None
+            )  # the unix socket keeps the shared-memory fast path
     assert len(_venvs(cache)) == 1
 
 
@@ -86,7 +97,9 @@ def test_a_warm_start_reuses_the_cached_venv(cache: Path, demo_build: SandboxBui
 
 
 def test_vector_lanes_share_one_server(cache: Path, demo_build: SandboxBuild) -> None:
-    with rlmesh.numpy.SandboxVectorEnv("gym://SbxDemo-v0", 3, backend="venv", build=demo_build) as env:
+    with rlmesh.numpy.SandboxVectorEnv(
+        "gym://SbxDemo-v0", 3, backend="venv", build=demo_build
+    ) as env:
         obs, _ = env.reset(seed=0)
         assert obs.shape == (3, 2) and env.num_envs == 3
         obs, rewards, _, _, _ = env.step([0, 1, 1])
@@ -103,7 +116,9 @@ def test_a_failing_make_reports_the_server_log_tail(cache: Path, demo_build: San
     assert "no_such_kwarg" in str(info.value)
 
 
-def test_a_crashed_server_is_reported_with_its_last_log_lines(cache: Path, demo_build: SandboxBuild) -> None:
+def test_a_crashed_server_is_reported_with_its_last_log_lines(
+    cache: Path, demo_build: SandboxBuild
+) -> None:
     env = rlmesh.SandboxEnv("gym://SbxDemo-v0", backend="venv", build=demo_build)
     try:
         env.reset()
@@ -125,7 +140,14 @@ def test_the_server_stops_when_its_owner_dies(cache: Path, demo_build: SandboxBu
         os._exit(0)
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=os.environ.copy(), check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
+        check=True,
+    )
     pid_text, rundir = out.stdout.strip().splitlines()[-1].split(" ", 1)
     pid = int(pid_text)
     for _ in range(200):  # bounded: 20 s
@@ -149,7 +171,9 @@ def test_a_failed_install_is_reported_and_leaves_no_venv(cache: Path) -> None:
     assert _venvs(cache) == before
 
 
-def test_hf_source_from_a_pinned_git_repository(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hf_source_from_a_pinned_git_repository(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """SBX-10 offline: ``$RLMESH_SANDBOX_HF_ENDPOINT`` points at a directory of git repositories."""
     git = require_tool("git")
     repo = tmp_path / "hub" / "acme" / "demo-envs"
@@ -159,10 +183,21 @@ def test_hf_source_from_a_pinned_git_repository(cache: Path, tmp_path: Path, mon
         "def make_env(**kwargs):\n"
         "    return {'classic': {'cart': gym.make('CartPole-v1', **kwargs), 'pend': gym.make('Pendulum-v1')}}\n"
     )
-    run: Any = lambda *a: subprocess.run([git, "-C", str(repo), *a], check=True, capture_output=True, text=True)  # noqa: E731
+
+    def run(*a: str) -> Any:
+        return subprocess.run(
+            [git, "-C", str(repo), *a], check=True, capture_output=True, text=True
+        )
+
     run("init", "-q")
-    (repo / "requirements.txt").write_text(f"{_wheel(tmp_path)}\n")  # installed from the repo's own pins
-    (repo / "env.py").write_text((repo / "env.py").read_text().replace("import gymnasium as gym\n", "import gymnasium as gym\nimport sbxdemo\n"))
+    (repo / "requirements.txt").write_text(
+        f"{_wheel(tmp_path)}\n"
+    )  # installed from the repo's own pins
+    (repo / "env.py").write_text(
+        (repo / "env.py")
+        .read_text()
+        .replace("import gymnasium as gym\n", "import gymnasium as gym\nimport sbxdemo\n")
+    )
     run("add", "env.py", "requirements.txt")
     run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "env")
     run("tag", "v1")
@@ -171,20 +206,34 @@ def test_hf_source_from_a_pinned_git_repository(cache: Path, tmp_path: Path, mon
     with pytest.raises(ValueError, match="trust_remote_code=True"):
         rlmesh.SandboxEnv(f"hf://acme/demo-envs@{sha}:classic/cart", backend="venv")
     with pytest.raises(ValueError, match="full 40-hex commit SHA"):
-        rlmesh.SandboxEnv("hf://acme/demo-envs@v1:classic/cart", backend="venv", build=SandboxBuild(trust_remote_code=True))
+        rlmesh.SandboxEnv(
+            "hf://acme/demo-envs@v1:classic/cart",
+            backend="venv",
+            build=SandboxBuild(trust_remote_code=True),
+        )
     trusted = SandboxBuild(trust_remote_code=True, allow_unpinned_hf=True)
-    with rlmesh.numpy.SandboxEnv("hf://acme/demo-envs@v1:classic/cart", backend="venv", build=trusted, max_episode_steps=3) as env:
-        assert env.sandbox.resolved_source == f"hf://acme/demo-envs@{sha}:classic/cart"  # the tag resolved to its commit
+    with rlmesh.numpy.SandboxEnv(
+        "hf://acme/demo-envs@v1:classic/cart", backend="venv", build=trusted, max_episode_steps=3
+    ) as env:
+        assert (
+            env.sandbox.resolved_source == f"hf://acme/demo-envs@{sha}:classic/cart"
+        )  # the tag resolved to its commit
         env.reset(seed=0)
         for _ in range(3):
             *_, terminated, truncated, _ = env.step(0)
         assert truncated or terminated
     with pytest.raises(SandboxStartError, match="several tasks"):
-        rlmesh.SandboxEnv(f"hf://acme/demo-envs@{sha}:classic", backend="venv", build=SandboxBuild(trust_remote_code=True))
+        rlmesh.SandboxEnv(
+            f"hf://acme/demo-envs@{sha}:classic",
+            backend="venv",
+            build=SandboxBuild(trust_remote_code=True),
+        )
 
 
 @pytest.mark.parametrize("installer", ["pip", "uv"])
-def test_each_installer_builds_a_working_venv(installer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_installer_builds_a_working_venv(
+    installer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``uv`` when available, else ``python -m venv`` + pip; ``RLMESH_SANDBOX_INSTALLER`` forces one."""
     if installer == "uv":
         require("uv", "the fast venv installer of the sandbox extra")
@@ -198,14 +247,24 @@ def test_each_installer_builds_a_working_venv(installer: str, tmp_path: Path, mo
 
 
 @pytest.mark.parametrize("flavour", ["torch", "jax"])
-def test_the_torch_and_jax_flavours_have_sandboxed_clients(cache: Path, demo_build: SandboxBuild, flavour: str) -> None:
+def test_the_torch_and_jax_flavours_have_sandboxed_clients(
+    cache: Path, demo_build: SandboxBuild, flavour: str
+) -> None:
     """api-surface A.3/A.4: ``rlmesh.torch.SandboxEnv`` / ``rlmesh.jax.SandboxEnv`` decode to that framework."""
     require(flavour)
     mod = getattr(rlmesh, flavour)
-    with mod.SandboxEnv("gym://SbxDemo-v0", backend="venv", build=demo_build, level=3, connect_timeout_seconds=120) as env:
+    with mod.SandboxEnv(
+        "gym://SbxDemo-v0", backend="venv", build=demo_build, level=3, connect_timeout_seconds=120
+    ) as env:
         obs, _ = env.reset(seed=0)
         assert type(obs).__module__.split(".")[0] in ("torch", "jax", "jaxlib")
         assert [round(float(x), 2) for x in obs.tolist()] == [7.31, 3.0]
-    with mod.SandboxVectorEnv("gym://SbxDemo-v0", backend="venv", build=demo_build, num_envs=2, level=1) as venv:
+    with mod.SandboxVectorEnv(
+        "gym://SbxDemo-v0", backend="venv", build=demo_build, num_envs=2, level=1
+    ) as venv:
         obs, _ = venv.reset(seed=0)
-        assert tuple(obs.shape) == (2, 2) and type(obs).__module__.split(".")[0] in ("torch", "jax", "jaxlib")
+        assert tuple(obs.shape) == (2, 2) and type(obs).__module__.split(".")[0] in (
+            "torch",
+            "jax",
+            "jaxlib",
+        )

@@ -80,9 +80,15 @@ def fault_wheel(dest: Path) -> Path:
     }
 
     def digest(data: bytes) -> str:
-        return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        return (
+            "sha256="
+            + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        )
 
-    record = "".join(f"{n},{digest(d)},{len(d)}\n" for n, d in files.items()) + "sbxfault-1.0.0.dist-info/RECORD,,\n"
+    record = (
+        "".join(f"{n},{digest(d)},{len(d)}\n" for n, d in files.items())
+        + "sbxfault-1.0.0.dist-info/RECORD,,\n"
+    )
     files["sbxfault-1.0.0.dist-info/RECORD"] = record.encode()
     path = dest / "sbxfault-1.0.0-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as zf:
@@ -134,7 +140,13 @@ def test_a_flood_of_output_uses_bounded_disk_and_the_crash_report_has_its_tail(
     """Issue 28 item 16: 8 MiB of output keeps at most 2 x 64 KiB on disk; the report ends with the last line."""
     cap = 64 * 1024
     monkeypatch.setenv("RLMESH_SANDBOX_LOG_BYTES", str(cap))
-    env = rlmesh.numpy.SandboxEnv("gym://SbxLoud-v0", backend="venv", build=build, noise_bytes=1 << 20, connect_timeout_seconds=120)
+    env = rlmesh.numpy.SandboxEnv(
+        "gym://SbxLoud-v0",
+        backend="venv",
+        build=build,
+        noise_bytes=1 << 20,
+        connect_timeout_seconds=120,
+    )
     try:
         rundir = env._handle.rundir
         env.reset(seed=0)
@@ -157,7 +169,9 @@ def test_a_flood_of_output_uses_bounded_disk_and_the_crash_report_has_its_tail(
         env.close()
 
 
-def test_the_server_stops_when_its_owner_is_killed_during_make(cache: Path, build: SandboxBuild, tmp_path: Path) -> None:
+def test_the_server_stops_when_its_owner_is_killed_during_make(
+    cache: Path, build: SandboxBuild, tmp_path: Path
+) -> None:
     """Issue 28 item 17: kill -9 the owner while make() sleeps; the sandbox child is gone within a bound."""
     pid_file = tmp_path / "make.pid"
     code = textwrap.dedent(
@@ -168,19 +182,28 @@ def test_the_server_stops_when_its_owner_is_killed_during_make(cache: Path, buil
                           pid_file={str(pid_file)!r})
         """
     )
-    owner = subprocess.Popen([sys.executable, "-c", code], env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=os.environ.copy(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     child = None
     try:
         for _ in range(1200):  # bounded: 120 s for the venv build and the interpreter start
             if pid_file.exists() or owner.poll() is not None:
                 break
             time.sleep(0.1)
-        assert pid_file.exists(), f"make() never started: {owner.communicate(timeout=10)[1].decode()[-2000:]}"
+        assert pid_file.exists(), (
+            f"make() never started: {owner.communicate(timeout=10)[1].decode()[-2000:]}"
+        )
         child = int(pid_file.read_text())
         assert not _gone(child)
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait(timeout=10)
-        for _ in range(150):  # bounded: 15 s (the watchdog polls every 0.2 s; SIGTERM ends a make())
+        for _ in range(
+            150
+        ):  # bounded: 15 s (the watchdog polls every 0.2 s; SIGTERM ends a make())
             if _gone(child):
                 break
             time.sleep(0.1)

@@ -24,12 +24,16 @@ def served(server: EnvServer) -> EnvServer:
     return server
 
 
-@pytest.mark.parametrize("address", ["tcp://127.0.0.1:0", "127.0.0.1:0", "0", "localhost:0", ":0", " 127.0.0.1:0 "])
+@pytest.mark.parametrize(
+    "address", ["tcp://127.0.0.1:0", "127.0.0.1:0", "0", "localhost:0", ":0", " 127.0.0.1:0 "]
+)
 def test_tcp_bind_forms_resolve_port_0_to_a_real_loopback_port(address):
     server = EnvServer(CountdownEnv(2), address)
     try:
         url = server.address
-        assert url.startswith("tcp://127.0.0.1:")  # ADR-2: "", localhost and a bare port bind 127.0.0.1
+        assert url.startswith(
+            "tcp://127.0.0.1:"
+        )  # ADR-2: "", localhost and a bare port bind 127.0.0.1
         assert int(url.rsplit(":", 1)[1]) > 0  # SRV-7: the real port
         served(server)
     finally:
@@ -38,7 +42,13 @@ def test_tcp_bind_forms_resolve_port_0_to_a_real_loopback_port(address):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{}, {"port": 0}, {"host": "localhost", "port": 0}, {"host": "127.0.0.1"}, {"transport": "tcp", "port": 0}],
+    [
+        {},
+        {"port": 0},
+        {"host": "localhost", "port": 0},
+        {"host": "127.0.0.1"},
+        {"transport": "tcp", "port": 0},
+    ],
     ids=["nothing", "port", "host-port", "host", "transport-tcp"],
 )
 def test_tcp_bind_helpers(kwargs):
@@ -65,7 +75,10 @@ def test_unix_bind_forms_absolute_relative_and_helpers(short_tmp: Path, monkeypa
         served(server)
     finally:
         server.shutdown()
-    for kwargs in ({"path": str(short_tmp / "h1.sock")}, {"path": str(short_tmp / "h2.sock"), "transport": "unix"}):
+    for kwargs in (
+        {"path": str(short_tmp / "h1.sock")},
+        {"path": str(short_tmp / "h2.sock"), "transport": "unix"},
+    ):
         server = EnvServer(CountdownEnv(2), **kwargs)
         try:
             assert server.address == f"unix://{kwargs['path']}"
@@ -76,7 +89,16 @@ def test_unix_bind_forms_absolute_relative_and_helpers(short_tmp: Path, monkeypa
             server.shutdown()
 
 
-@pytest.mark.parametrize("form", ["tcp://127.0.0.1:{port}", "127.0.0.1:{port}", "http://127.0.0.1:{port}", "localhost:{port}", "tcp://127.0.0.1:{port}/"])
+@pytest.mark.parametrize(
+    "form",
+    [
+        "tcp://127.0.0.1:{port}",
+        "127.0.0.1:{port}",
+        "http://127.0.0.1:{port}",
+        "localhost:{port}",
+        "tcp://127.0.0.1:{port}/",
+    ],
+)
 def test_connect_forms(serve, form):
     server = serve(CountdownEnv(2))
     port = int(server.address.rsplit(":", 1)[1])

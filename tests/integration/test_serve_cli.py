@@ -56,7 +56,9 @@ def test_serve_without_a_target_is_a_usage_error(capsys):
 
 def test_a_reserved_binding_key_in_kwargs_json_is_a_usage_error_pointing_at_the_flag(capsys):
     with pytest.raises(SystemExit) as info:
-        cli.main(["serve", "CartPole-v1", "--kwargs-json", '{"num_envs": 2}', "--address", "127.0.0.1:0"])
+        cli.main(
+            ["serve", "CartPole-v1", "--kwargs-json", '{"num_envs": 2}', "--address", "127.0.0.1:0"]
+        )
     assert info.value.code == 2
     assert "--num-envs" in capsys.readouterr().err
 
@@ -65,7 +67,10 @@ def test_a_reserved_binding_key_in_kwargs_json_is_a_usage_error_pointing_at_the_
     ("argv", "message"),
     [
         (["NoSuchEnv-v9", "--address", "127.0.0.1:0"], "NoSuchEnv"),
-        (["CartPole-v1", "--kwargs-json", "[1]", "--address", "127.0.0.1:0"], "must be a JSON object"),
+        (
+            ["CartPole-v1", "--kwargs-json", "[1]", "--address", "127.0.0.1:0"],
+            "must be a JSON object",
+        ),
         (["CartPole-v1", "--address", "ftp://127.0.0.1:1"], "unsupported address scheme 'ftp'"),
     ],
     ids=["unknown-id", "kwargs-not-an-object", "bad-address"],

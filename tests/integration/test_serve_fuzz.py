@@ -104,7 +104,11 @@ class Fuzzer:
         return frame_bytes(handshake.make_hello("rlmesh-env", None), 1)
 
     def action(self) -> tuple[list[Any], list[Any]]:
-        value = self.sampler.sample() if self.lanes is None else [self.sampler.sample() for _ in range(self.n)]
+        value = (
+            self.sampler.sample()
+            if self.lanes is None
+            else [self.sampler.sample() for _ in range(self.n)]
+        )
         return self.codec.split(self.encode(value))
 
     def step_frame(self, rid: int) -> bytes:
@@ -112,7 +116,13 @@ class Fuzzer:
         return frame_bytes(m.Step(action=scalars), rid, segments)
 
     def reset_frame(self, rid: int) -> bytes:
-        return frame_bytes(m.Reset(seeds=[rid + i for i in range(self.n)], episode_ids=[f"ep-{rid}-{i}" for i in range(self.n)]), rid)
+        return frame_bytes(
+            m.Reset(
+                seeds=[rid + i for i in range(self.n)],
+                episode_ids=[f"ep-{rid}-{i}" for i in range(self.n)],
+            ),
+            rid,
+        )
 
     # -- mutators --------------------------------------------------------------------------------
 
@@ -151,7 +161,12 @@ class Fuzzer:
         return flip_bits(self.hello(), rng, rng.randrange(1, 6))
 
     def flipped_session(self, rng: random.Random) -> bytes:
-        body = self.reset_frame(2) + self.step_frame(3) + self.step_frame(4) + frame_bytes(m.Render(), 5)
+        body = (
+            self.reset_frame(2)
+            + self.step_frame(3)
+            + self.step_frame(4)
+            + frame_bytes(m.Render(), 5)
+        )
         return self.hello() + flip_bits(body, rng, rng.randrange(1, 9))
 
     def valid_session_abandoned(self, rng: random.Random) -> bytes:
@@ -185,10 +200,16 @@ class Fuzzer:
                 out.append(
                     frame_bytes(
                         m.Reset(
-                            seeds=[rng.choice([None, any_int(rng)]) for _ in range(rng.randrange(0, 5))],
-                            episode_ids=["x" * rng.randrange(0, 40) for _ in range(rng.randrange(0, 5))],
+                            seeds=[
+                                rng.choice([None, any_int(rng)]) for _ in range(rng.randrange(0, 5))
+                            ],
+                            episode_ids=[
+                                "x" * rng.randrange(0, 40) for _ in range(rng.randrange(0, 5))
+                            ],
                             env_indices=[any_int(rng) for _ in range(k)],
-                            options=rng.choice([None, {"a": [1, {"b": None}]}, {"reset_mask": [True]}]),
+                            options=rng.choice(
+                                [None, {"a": [1, {"b": None}]}, {"reset_mask": [True]}]
+                            ),
                             timeout_ms=rng.choice([0, 1, 2**40]),
                         ),
                         rid,
@@ -197,13 +218,29 @@ class Fuzzer:
             elif choice == 1:
                 scalars, segments = self.action()
                 ids = {any_int(rng) % 2**32: "id" for _ in range(rng.randrange(0, 4))}
-                out.append(frame_bytes(m.Step(action=scalars, episode_ids=ids, has_action=rng.random() < 0.8), rid, segments))
+                out.append(
+                    frame_bytes(
+                        m.Step(action=scalars, episode_ids=ids, has_action=rng.random() < 0.8),
+                        rid,
+                        segments,
+                    )
+                )
             elif choice == 2:
-                out.append(frame_bytes(m.Render(env_index=any_int(rng), timeout_ms=rng.choice([0, 5])), rid))
+                out.append(
+                    frame_bytes(
+                        m.Render(env_index=any_int(rng), timeout_ms=rng.choice([0, 5])), rid
+                    )
+                )
             elif choice == 3:
-                out.append(frame_bytes(m.Configure(edition=rng.choice(["", "2026.06", "1999.01", "x" * 300])), rid))
+                out.append(
+                    frame_bytes(
+                        m.Configure(edition=rng.choice(["", "2026.06", "1999.01", "x" * 300])), rid
+                    )
+                )
             elif choice == 4:
-                out.append(frame_bytes(m.Shutdown(reason=rng.choice(["", "fuzz", "\u2603" * 50])), rid))
+                out.append(
+                    frame_bytes(m.Shutdown(reason=rng.choice(["", "fuzz", "\u2603" * 50])), rid)
+                )
             else:
                 out.append(frame_bytes(m.Ping(), rid))
         if rng.random() < 0.3:
@@ -273,7 +310,11 @@ def correct_session(address: str, vector: bool = False) -> Any:
         obs, info = client.reset(seed=3)
         assert len(info["episode_ids"]) == client.env_contract.num_envs
         n = client.env_contract.num_envs
-        actions = client.action_space.sample() if not vector else [client.action_space.sample() for _ in range(n)]
+        actions = (
+            client.action_space.sample()
+            if not vector
+            else [client.action_space.sample() for _ in range(n)]
+        )
         result, reward, terminated, truncated, _ = client.step(actions)
         if client.env_contract.id == "UnknownEnv-v1":  # the echo env: the observation is the action
             for i in range(n):
@@ -287,7 +328,9 @@ def correct_session(address: str, vector: bool = False) -> Any:
         return client.env_contract
 
 
-def run_fuzz(address: str, fuzzer: Fuzzer, alive: Callable[[], bool], count: int, seed: int, budget: float) -> tuple[int, int]:
+def run_fuzz(
+    address: str, fuzzer: Fuzzer, alive: Callable[[], bool], count: int, seed: int, budget: float
+) -> tuple[int, int]:
     rng = random.Random(seed)
     started = time.monotonic()
     done = stuck = 0
@@ -307,7 +350,9 @@ def run_fuzz(address: str, fuzzer: Fuzzer, alive: Callable[[], bool], count: int
     ("endpoint", "transport"),
     [("scalar-dict", "tcp"), ("scalar-dict", "unix"), ("lanes-dict", "tcp"), ("gym-vector", "tcp")],
 )
-def test_a_live_server_survives_hundreds_of_malformed_sessions_with_flat_memory(serve_process, endpoint, transport):
+def test_a_live_server_survives_hundreds_of_malformed_sessions_with_flat_memory(
+    serve_process, endpoint, transport
+):
     target, args = ENDPOINTS[endpoint]
     proc, address = serve_process(target, *args, transport=transport)
     vector = endpoint != "scalar-dict"
@@ -327,7 +372,9 @@ def test_a_live_server_survives_hundreds_of_malformed_sessions_with_flat_memory(
     growth = rss_bytes(proc.pid) - before
     assert done >= len(fuzzer.mutators), "the fuzz loop ran at least one session per mutator"
     assert stuck == 0, f"{stuck} sessions were neither answered nor closed by the server"
-    assert growth < RSS_GROWTH_LIMIT_BYTES, f"server RSS grew by {growth / 2**20:.1f} MiB over {done} sessions"
+    assert growth < RSS_GROWTH_LIMIT_BYTES, (
+        f"server RSS grew by {growth / 2**20:.1f} MiB over {done} sessions"
+    )
     assert open_fds(proc.pid) <= fds_before + 2, "the server leaks sockets"
 
 
@@ -355,7 +402,9 @@ def test_bad_sessions_get_a_typed_error_frame_or_a_closed_connection(serve):
             assert head[0] == MAGIC and head[2] == m.Error.KIND, name
             header_len = head[4]
             err = m._DECODERS[m.Error.KIND].decode(received[PREFIX.size : PREFIX.size + header_len])
-            assert err.code == 14 and err.recoverable is False, name  # PROTOCOL (errors.CODE_NUMBERS)
+            assert err.code == 14 and err.recoverable is False, (
+                name
+            )  # PROTOCOL (errors.CODE_NUMBERS)
     correct_session(server.address)
 
 

@@ -33,7 +33,9 @@ BATCH = 40
 
 _VALID: dict[int, Any] = {
     m.Hello.KIND: handshake.make_hello("fuzz", None),
-    m.Reset.KIND: m.Reset(seeds=[1], options={"a": 1}, episode_ids=["e"], env_indices=[], timeout_ms=0),
+    m.Reset.KIND: m.Reset(
+        seeds=[1], options={"a": 1}, episode_ids=["e"], env_indices=[], timeout_ms=0
+    ),
     m.Step.KIND: m.Step(action=[1], episode_ids={0: "e"}, timeout_ms=0, has_action=True),
     m.Render.KIND: m.Render(env_index=0, timeout_ms=0),
     m.Close.KIND: m.Close(reason="r"),
@@ -55,13 +57,32 @@ def hostile_value(rng: random.Random) -> bytes:
     if way == 1:  # a huge declared length, then far fewer bytes
         marker = rng.choice([b"\xdd", b"\xdf", b"\xdb", b"\xc6", b"\xc9"])
         extra = b"\x01" if marker == b"\xc9" else b""
-        return marker + struct.pack(">I", rng.choice([0xFFFFFFFF, 0x7FFFFFFF, 1 << 30])) + extra + b"\x00" * rng.randrange(8)
+        return (
+            marker
+            + struct.pack(">I", rng.choice([0xFFFFFFFF, 0x7FFFFFFF, 1 << 30]))
+            + extra
+            + b"\x00" * rng.randrange(8)
+        )
     if way == 2:  # extension payloads: unknown types, bad ndarray headers
         code = rng.choice([1, 1, 7, 127, -1 & 0xFF])
         body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 24)))
         return b"\xc7" + bytes([len(body), code]) + body
     value = rng.choice(
-        [-1, 2**64 - 1, -(2**63), 1.5, float("nan"), "", "x" * 300, b"\x00\xff", None, True, [1, "a", None], {"k": [1]}, [[[]]]]
+        [
+            -1,
+            2**64 - 1,
+            -(2**63),
+            1.5,
+            float("nan"),
+            "",
+            "x" * 300,
+            b"\x00\xff",
+            None,
+            True,
+            [1, "a", None],
+            {"k": [1]},
+            [[[]]],
+        ]
     )
     raw = msgspec.msgpack.encode(value)
     return rng.choice([raw, b"\x81\x01\x02"])  # or a map with an int key
@@ -91,7 +112,9 @@ def attack(address: str, kind: int, header: bytes) -> None:
     try:
         conn = Connection(sock)
         if kind not in _BEFORE_HELLO:
-            sock.sendall(b"".join(bytes(b) for b in m.encode_message(handshake.make_hello("fuzz", None), 1)))
+            sock.sendall(
+                b"".join(bytes(b) for b in m.encode_message(handshake.make_hello("fuzz", None), 1))
+            )
             welcome = conn.recv_frame()
             assert welcome is not None and welcome.kind == m.Welcome.KIND
         sock.sendall(raw_frame(kind, header, 2))

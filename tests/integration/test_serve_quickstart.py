@@ -33,7 +33,11 @@ def drive_one_episode(env: RemoteEnv, seed: int) -> tuple[float, dict[str, objec
     while not done and steps < 600:
         action = int(obs[2] + 0.5 * obs[3] > 0)
         obs, reward, terminated, truncated, info = env.step(action)
-        assert isinstance(reward, float) and isinstance(terminated, bool) and isinstance(truncated, bool)
+        assert (
+            isinstance(reward, float)
+            and isinstance(terminated, bool)
+            and isinstance(truncated, bool)
+        )
         total += reward
         done = terminated or truncated
         steps += 1
@@ -43,7 +47,9 @@ def drive_one_episode(env: RemoteEnv, seed: int) -> tuple[float, dict[str, objec
 
 
 @pytest.mark.parametrize("transport", ["tcp", "unix"])
-def test_quickstart_CartPole_served_by_a_child_process_is_driven_from_this_one(serve_process, transport):
+def test_quickstart_CartPole_served_by_a_child_process_is_driven_from_this_one(
+    serve_process, transport
+):
     proc, address = serve_process("CartPole-v1", transport=transport)
     assert address.startswith("tcp://127.0.0.1:" if transport == "tcp" else "unix:///")
     assert not address.endswith(":0")  # SRV-7: the real port
@@ -103,7 +109,9 @@ def test_quickstart_server_address_is_final_before_start():
         server.shutdown()
 
 
-def test_ctrl_c_stops_rlmesh_serve_with_exit_code_130_after_closing_the_env(serve_process, short_tmp):
+def test_ctrl_c_stops_rlmesh_serve_with_exit_code_130_after_closing_the_env(
+    serve_process, short_tmp
+):
     marker = short_tmp / "closed.txt"
     kwargs = json.dumps({"path": str(marker)})
     proc, address = serve_process("integration_envs:make_marker", "--kwargs-json", kwargs)
@@ -117,7 +125,17 @@ def test_ctrl_c_stops_rlmesh_serve_with_exit_code_130_after_closing_the_env(serv
 
 def test_ready_fd_receives_exactly_one_line_with_the_bound_address_then_EOF(short_tmp):
     read_fd, write_fd = os.pipe()
-    cmd = [sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", "127.0.0.1:0", "--ready-fd", str(write_fd)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlmesh.cli",
+        "serve",
+        "CartPole-v1",
+        "--address",
+        "127.0.0.1:0",
+        "--ready-fd",
+        str(write_fd),
+    ]
     proc = subprocess.Popen(cmd, env=child_env(), pass_fds=(write_fd,), stdout=subprocess.DEVNULL)
     os.close(write_fd)
     try:

@@ -45,7 +45,9 @@ def sessions_server(short_tmp: Path):
     servers: list[Any] = []
 
     def start(sessions: int = 4, transport: str = "tcp", target: Any = None, **kwargs: Any) -> Any:
-        address = f"unix://{short_tmp}/s{len(servers)}.sock" if transport == "unix" else "127.0.0.1:0"
+        address = (
+            f"unix://{short_tmp}/s{len(servers)}.sock" if transport == "unix" else "127.0.0.1:0"
+        )
         target = target or functools.partial(make_session_env, marker=str(short_tmp / "closed"))
         server = rlmesh.EnvServer(target, address, sessions=sessions, **kwargs).start()
         servers.append(server)
@@ -176,7 +178,9 @@ def test_a_hung_env_in_one_session_does_not_stall_another(sessions_server, short
         a.step(0)  # and the hung session carries on once its env returns
 
 
-def test_a_crashing_env_ends_only_its_session_and_the_next_client_gets_a_fresh_env(serve_process, short_tmp):
+def test_a_crashing_env_ends_only_its_session_and_the_next_client_gets_a_fresh_env(
+    serve_process, short_tmp
+):
     proc, address = serve_process("sessions_envs:make_session_env", "--sessions", "2")
     a = rnp.RemoteEnv(address)
     b = rnp.RemoteEnv(address)
@@ -197,7 +201,9 @@ def test_a_crashing_env_ends_only_its_session_and_the_next_client_gets_a_fresh_e
         b.close()
     stop_process(proc)
     err = (short_tmp / "proc0.err").read_text()
-    assert "RuntimeError: the simulator exploded" in err and "Traceback" in err  # the env's traceback is logged
+    assert (
+        "RuntimeError: the simulator exploded" in err and "Traceback" in err
+    )  # the env's traceback is logged
 
 
 def test_kill_9_of_a_session_worker_ends_only_that_session(serve_process, short_tmp):
@@ -261,9 +267,27 @@ def test_sigterm_with_sessions_in_flight_drains_every_session_and_leaves_nothing
     marker = short_tmp / "closed"
     ready = short_tmp / "ready"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlmesh.cli", "serve", "sessions_envs:make_session_env", "--param", f"marker={marker}",
-         "--address", f"unix://{sock_path}", "--sessions", "4", "--prewarm", "1", "--ready-file", str(ready)],
-        env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "rlmesh.cli",
+            "serve",
+            "sessions_envs:make_session_env",
+            "--param",
+            f"marker={marker}",
+            "--address",
+            f"unix://{sock_path}",
+            "--sessions",
+            "4",
+            "--prewarm",
+            "1",
+            "--ready-file",
+            str(ready),
+        ],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     clients = []
     try:
@@ -271,10 +295,14 @@ def test_sigterm_with_sessions_in_flight_drains_every_session_and_leaves_nothing
         clients = [rnp.RemoteEnv(address) for _ in range(3)]
         pids = [_pid(c) for c in clients]
         for c in clients:
-            for _ in range(8):  # long enough to move into shared-memory rings where the host has them
+            for _ in range(
+                8
+            ):  # long enough to move into shared-memory rings where the host has them
                 c.step(0)
         below = _descendants(proc.pid)
-        assert set(pids) <= below and len(below) >= 5  # 3 sessions, 1 prewarmed worker, the forkserver
+        assert (
+            set(pids) <= below and len(below) >= 5
+        )  # 3 sessions, 1 prewarmed worker, the forkserver
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
@@ -283,7 +311,9 @@ def test_sigterm_with_sessions_in_flight_drains_every_session_and_leaves_nothing
         assert not sock_path.exists()
         closed = marker.read_text().splitlines()
         assert all(f"closed {pid}" in closed for pid in pids)  # every session's env was closed
-        assert _wait(lambda: not any(_alive(pid) for pid in below))  # no worker, forkserver or helper left
+        assert _wait(
+            lambda: not any(_alive(pid) for pid in below)
+        )  # no worker, forkserver or helper left
         for c in clients:
             with pytest.raises((ConnectionLost, SessionClosed)):
                 for _ in range(10):
@@ -303,7 +333,7 @@ def test_shutdown_stops_every_worker_and_closes_every_env(sessions_server, short
     pids = [_pid(c) for c in clients]
     server.shutdown()
     assert server.stop_reason == "shutdown"
-    assert not Path(server.address[len("unix://"):]).exists()
+    assert not Path(server.address[len("unix://") :]).exists()
     assert _wait(lambda: not any(_alive(p) for p in pids))
     closed = (short_tmp / "closed").read_text()
     assert all(f"closed {pid}" in closed for pid in pids)
@@ -324,10 +354,14 @@ def test_a_remote_shutdown_from_a_session_stops_the_whole_endpoint(sessions_serv
 
 
 def test_idle_timeout_ends_an_idle_session_then_the_endpoint(serve_process):
-    proc, address = serve_process("sessions_envs:make_session_env", "--sessions", "2", "--idle-timeout", "0.5")
+    proc, address = serve_process(
+        "sessions_envs:make_session_env", "--sessions", "2", "--idle-timeout", "0.5"
+    )
     env = rnp.RemoteEnv(address)
     env.reset()
-    assert _wait(lambda: proc.poll() is not None, 60)  # the session idled out, then the endpoint with no session
+    assert _wait(
+        lambda: proc.poll() is not None, 60
+    )  # the session idled out, then the endpoint with no session
     assert proc.returncode == 0
     with pytest.raises((ConnectionLost, SessionClosed)):
         env.step(0)
@@ -338,7 +372,9 @@ def test_idle_timeout_ends_an_idle_session_then_the_endpoint(serve_process):
 
 
 def test_lanes_times_sessions(serve_process):
-    _proc, address = serve_process("sessions_envs:make_session_env", "--num-envs", "3", "--sessions", "2")
+    _proc, address = serve_process(
+        "sessions_envs:make_session_env", "--num-envs", "3", "--sessions", "2"
+    )
     with rnp.RemoteVectorEnv(address) as a, rnp.RemoteVectorEnv(address) as b:
         assert a.num_envs == b.num_envs == 3
         oa, ia = a.reset(seed=5)
@@ -346,7 +382,9 @@ def test_lanes_times_sessions(serve_process):
         np.testing.assert_array_equal(oa, ob)  # same seeds, separate envs: the same start
         for _ in range(5):
             oa = a.step(np.zeros(3, np.int64))[0]
-        assert not np.array_equal(oa, b.step(np.zeros(3, np.int64))[0])  # b has stepped once, a five times
+        assert not np.array_equal(
+            oa, b.step(np.zeros(3, np.int64))[0]
+        )  # b has stepped once, a five times
         with pytest.raises(EndpointBusy):
             rnp.RemoteVectorEnv(address)
 
@@ -355,20 +393,29 @@ def test_prewarm_builds_envs_before_any_client_and_health_counts_sessions(sessio
     server = sessions_server(3, prewarm=2)
     contract = None
     deadline = time.monotonic() + 60
-    while contract is None and time.monotonic() < deadline:  # the workers publish their contract once built
+    while (
+        contract is None and time.monotonic() < deadline
+    ):  # the workers publish their contract once built
         try:
             contract = server.env_contract
         except RuntimeError:
             time.sleep(0.05)
-    assert contract is not None and contract.num_envs == 1 and list(contract.observation_space.shape) == [3]
+    assert (
+        contract is not None
+        and contract.num_envs == 1
+        and list(contract.observation_space.shape) == [3]
+    )
     assert ping(server.address).sessions_in_use == 0
     with rnp.RemoteEnv(server.address) as a:
         a.reset()
         h = ping(server.address)
         assert (h.state, h.sessions_in_use, h.session_limit) == ("ready", 1, 3)
     out = subprocess.run(
-        [sys.executable, "-m", "rlmesh.cli", "health", server.address], env=child_env(), capture_output=True,
-        text=True, timeout=60,
+        [sys.executable, "-m", "rlmesh.cli", "health", server.address],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
     ).stdout
     assert "sessions 0/3" in out or "sessions 1/3" in out  # the closed session may still be ending
 
@@ -398,11 +445,19 @@ def test_serve_env_and_env_factory_serve_take_sessions(short_tmp, call):
         "if __name__ == '__main__':\n"
         f"    {call.replace('ADDRESS', repr(f'unix://{short_tmp}/f.sock'))}\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], env=child_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         rlmesh.serve.wait_ready(f"unix://{short_tmp}/f.sock", timeout_seconds=60)
-        with rnp.RemoteEnv(f"unix://{short_tmp}/f.sock") as a, rnp.RemoteEnv(f"unix://{short_tmp}/f.sock") as b:
+        with (
+            rnp.RemoteEnv(f"unix://{short_tmp}/f.sock") as a,
+            rnp.RemoteEnv(f"unix://{short_tmp}/f.sock") as b,
+        ):
             assert _pid(a) != _pid(b)
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
@@ -418,7 +473,10 @@ def test_serve_env_and_env_factory_serve_take_sessions(short_tmp, call):
     "attack",
     [
         raw_frame(m.Step.KIND, b"\x94\x91" + bomb(50_000) + b"\x80\x00\xc3", rid=2),  # nesting bomb
-        b"RM\x01\x02\x02\x00\x00\x00" + b"\x01\x00\x00\x00" + b"\x00\x00\x00\x00" + (2**40).to_bytes(8, "little"),  # 1 TiB
+        b"RM\x01\x02\x02\x00\x00\x00"
+        + b"\x01\x00\x00\x00"
+        + b"\x00\x00\x00\x00"
+        + (2**40).to_bytes(8, "little"),  # 1 TiB
     ],
     ids=["nesting", "frame-limit"],
 )
@@ -439,7 +497,9 @@ def test_hostile_bytes_in_one_session_close_only_that_session(sessions_server, a
 
 
 @pytest.mark.parametrize("transport", ["tcp", "unix"])
-def test_hostile_bytes_before_the_handshake_never_reach_a_worker_or_stop_the_endpoint(sessions_server, transport):
+def test_hostile_bytes_before_the_handshake_never_reach_a_worker_or_stop_the_endpoint(
+    sessions_server, transport
+):
     server = sessions_server(2, transport=transport)
     with rnp.RemoteEnv(server.address) as good:
         good.reset(seed=0)
@@ -452,7 +512,9 @@ def test_hostile_bytes_before_the_handshake_never_reach_a_worker_or_stop_the_end
             conn = Connection(sock)
             sock.sendall(attack)
             reply = read_reply(conn)
-            assert reply is None or (isinstance(reply, m.Error) and reply.code == CODE_NUMBERS["PROTOCOL"])
+            assert reply is None or (
+                isinstance(reply, m.Error) and reply.code == CODE_NUMBERS["PROTOCOL"]
+            )
             assert closed_by_server(conn)
             sock.close()
             good.step(0)
@@ -475,7 +537,7 @@ def test_a_hello_with_a_pipelined_request_is_refused_before_any_worker_sees_it(s
 
 def test_a_peer_that_never_reads_cannot_freeze_the_supervisor(sessions_server):
     server = sessions_server(2)
-    host, port = server.address[len("tcp://"):].rsplit(":", 1)
+    host, port = server.address[len("tcp://") :].rsplit(":", 1)
     with rnp.RemoteEnv(server.address, request_timeout_seconds=20) as env:
         env.reset(seed=0)
         stranger = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -534,8 +596,12 @@ def test_a_sandbox_bootstrap_serves_n_sessions(short_tmp):
         RLMESH_ADDRESS=f"unix://{short_tmp}/sbx.sock",
         RLMESH_READY_FILE=str(ready),
     )
-    proc = subprocess.Popen([sys.executable, "-m", "rlmesh.sandbox._bootstrap"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlmesh.sandbox._bootstrap"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         address = wait_for_ready_file(proc, ready, 60)
         with rnp.RemoteEnv(address) as a, rnp.RemoteEnv(address) as b:
@@ -553,10 +619,14 @@ def test_an_env_that_fails_to_build_is_a_clear_error_and_is_not_rebuilt_in_a_loo
     from sessions_envs import make_broken
 
     server = sessions_server(2, target=make_broken, prewarm=2)
-    with pytest.raises(ConnectionError, match="the env could not be built: RuntimeError: no simulator license"):
+    with pytest.raises(
+        ConnectionError, match="the env could not be built: RuntimeError: no simulator license"
+    ):
         rnp.RemoteEnv(server.address, connect_timeout_seconds=30)
     time.sleep(1.0)
-    assert server._supervisor.started <= 5  # prewarming backs off instead of rebuilding at once, forever
+    assert (
+        server._supervisor.started <= 5
+    )  # prewarming backs off instead of rebuilding at once, forever
     assert ping(server.address).state in ("ready", "busy")  # and the endpoint keeps answering
 
 
@@ -564,7 +634,7 @@ def test_a_session_peer_that_pipelines_and_never_reads_is_dropped_alone(sessions
     """The per-session backlog bound (1 MiB of replies) holds in a session worker: the peer
     that never reads its replies is dropped; the other session keeps stepping."""
     server = sessions_server(2)
-    host, port = server.address[len("tcp://"):].rsplit(":", 1)
+    host, port = server.address[len("tcp://") :].rsplit(":", 1)
     with rnp.RemoteEnv(server.address, request_timeout_seconds=20) as good:
         good.reset(seed=0)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -573,7 +643,9 @@ def test_a_session_peer_that_pipelines_and_never_reads_is_dropped_alone(sessions
         sock.settimeout(20)
         _conn, _ = hello(sock)
         sock.setblocking(False)
-        burst = b"".join(raw_frame(m.Step.KIND, b"\x94\x91\x00\x80\x00\xc3", rid=r) for r in range(2, 1002))
+        burst = b"".join(
+            raw_frame(m.Step.KIND, b"\x94\x91\x00\x80\x00\xc3", rid=r) for r in range(2, 1002)
+        )
         dropped = False
         for _ in range(50_000):  # bounded: ~1 MiB of queued error replies gets the peer dropped
             try:

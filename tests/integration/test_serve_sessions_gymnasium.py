@@ -51,7 +51,9 @@ def test_make_vec_on_a_multi_session_endpoint_gives_independent_lanes(endpoint, 
         for _ in range(5):
             obs = envs.step(np.zeros(2, np.int64))[0]
             want = np.stack([r.step(0)[0] for r in ref])
-            np.testing.assert_array_equal(obs, want)  # each lane stepped exactly once per vector step
+            np.testing.assert_array_equal(
+                obs, want
+            )  # each lane stepped exactly once per vector step
     finally:
         envs.close()
 
@@ -61,7 +63,9 @@ def test_make_vec_sync_on_a_single_session_endpoint_refuses_to_step_one_env_twic
     envs = gym.make_vec("rlmesh/Remote-v0", num_envs=2, vectorization_mode="sync", address=address)
     try:
         envs.reset(seed=0)
-        with pytest.raises(EndpointBusy, match=r"--sessions N.*--num-envs N.*RemoteVectorEnv\(\[\.\.\.\]\)"):
+        with pytest.raises(
+            EndpointBusy, match=r"--sessions N.*--num-envs N.*RemoteVectorEnv\(\[\.\.\.\]\)"
+        ):
             envs.step(np.zeros(2, np.int64))
     finally:
         envs.close()
@@ -72,7 +76,9 @@ def test_make_vec_async_on_a_single_session_endpoint_says_what_to_do(endpoint, c
     traceback (on stderr) carries our EndpointBusy and what to do."""
     address = endpoint(1)
     with pytest.raises(Exception):  # noqa: B017 - Gymnasium decides what the parent raises
-        envs = gym.make_vec("rlmesh/Remote-v0", num_envs=2, vectorization_mode="async", address=address)
+        envs = gym.make_vec(
+            "rlmesh/Remote-v0", num_envs=2, vectorization_mode="async", address=address
+        )
         try:
             envs.reset(seed=0)
             envs.step(np.zeros(2, np.int64))

@@ -42,7 +42,9 @@ class BatchedLean(Model):
         for ctx in context:
             n = ctx["state"].get("n", 0)
             if n != ctx["predict_index"]:
-                self.state_errors.append(f"{ctx['episode_id']}: state {n} != index {ctx['predict_index']}")
+                self.state_errors.append(
+                    f"{ctx['episode_id']}: state {n} != index {ctx['predict_index']}"
+                )
             ctx["state"]["n"] = n + 1
         if self.delay:
             threading.Event().wait(self.delay)
@@ -53,7 +55,9 @@ class BatchedLean(Model):
             self.ends.append(episode_id)
 
 
-def _drive(address: str, seeds: list[int], results: dict[int, Any], errors: list[BaseException], key: int) -> None:
+def _drive(
+    address: str, seeds: list[int], results: dict[int, Any], errors: list[BaseException], key: int
+) -> None:
     try:
         results[key] = rlmesh.RemoteModel(address).run(gym.make("CartPole-v1"), seeds=seeds)
     except BaseException as exc:  # pragma: no cover - reported by the test
@@ -64,7 +68,8 @@ def _run_four(address: str) -> dict[int, Any]:
     results: dict[int, Any] = {}
     errors: list[BaseException] = []
     threads = [
-        threading.Thread(target=_drive, args=(address, [10 * k, 10 * k + 1], results, errors, k)) for k in range(4)
+        threading.Thread(target=_drive, args=(address, [10 * k, 10 * k + 1], results, errors, k))
+        for k in range(4)
     ]
     for t in threads:
         t.start()
@@ -82,12 +87,19 @@ def test_four_env_workers_on_one_model_get_the_unbatched_results_with_their_own_
         results = _run_four(server.address)
     finally:
         server.shutdown()
-    for k, result in results.items():  # each session equals a local, unbatched run of the same seeds
-        local = rlmesh.run(rlmesh.numpy.Model(lean), gym.make("CartPole-v1"), seeds=[10 * k, 10 * k + 1])
+    for (
+        k,
+        result,
+    ) in results.items():  # each session equals a local, unbatched run of the same seeds
+        local = rlmesh.run(
+            rlmesh.numpy.Model(lean), gym.make("CartPole-v1"), seeds=[10 * k, 10 * k + 1]
+        )
         assert [e.reward for e in result.episodes] == [e.reward for e in local.episodes]
         assert [e.steps for e in result.episodes] == [e.steps for e in local.episodes]
     assert model.state_errors == []
-    assert len(model.ends) == 8 and len(set(model.ends)) == 8  # on_episode_end once per episode, per session
+    assert (
+        len(model.ends) == 8 and len(set(model.ends)) == 8
+    )  # on_episode_end once per episode, per session
     if fuse:
         assert max(model.batch_sizes) >= 2  # requests from several sessions shared one forward
     else:
@@ -135,16 +147,32 @@ def test_a_session_that_vanishes_mid_episode_ends_only_its_episode():
 def test_serve_model_cli_takes_sessions(short_tmp):
     ready = short_tmp / "ready"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlmesh.cli", "serve-model", "served_models:zero", "--address", "127.0.0.1:0",
-         "--sessions", "3", "--ready-file", str(ready)],
-        env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "rlmesh.cli",
+            "serve-model",
+            "served_models:zero",
+            "--address",
+            "127.0.0.1:0",
+            "--sessions",
+            "3",
+            "--ready-file",
+            str(ready),
+        ],
+        env=child_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         address = wait_for_ready_file(proc, ready, 60)
         assert ping(address).session_limit == 3
         results = {}
         errors: list[BaseException] = []
-        threads = [threading.Thread(target=_drive, args=(address, [k], results, errors, k)) for k in range(3)]
+        threads = [
+            threading.Thread(target=_drive, args=(address, [k], results, errors, k))
+            for k in range(3)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -212,6 +240,8 @@ def test_a_failing_batched_forward_is_a_model_error_for_each_session_in_it():
     for t in threads:
         t.join(120)
     assert len(errors) == 2 and all("the batch divided by zero" in str(e) for e in errors)
-    with rlmesh.RemoteModel(server.address).session(gym.make("CartPole-v1")) as sess:  # the server lives on
+    with rlmesh.RemoteModel(server.address).session(
+        gym.make("CartPole-v1")
+    ) as sess:  # the server lives on
         sess.reset(seed=0)
     server.shutdown()

@@ -88,7 +88,10 @@ def test_served_model_rejects_instruction(model_server) -> None:
 
 def test_a_failing_served_model_raises_model_error(model_server) -> None:
     server = model_server(Broken())
-    with pytest.raises(ModelError, match="model error: predict failed: ZeroDivisionError: the policy divided by zero"):
+    with pytest.raises(
+        ModelError,
+        match="model error: predict failed: ZeroDivisionError: the policy divided by zero",
+    ):
         rlmesh.RemoteModel(server.address).run(gym.make("CartPole-v1"), seeds=[0])
 
 
@@ -112,10 +115,22 @@ def test_served_model_drives_a_vector_env_lane_by_lane(model_server) -> None:
 
 def test_serve_model_cli_serves_a_callable_for_remote_model(tmp_path) -> None:
     ready = tmp_path / "addr"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlmesh.cli", "serve-model", "served_models:lean", "--address", "127.0.0.1:0",
-         "--ready-file", str(ready)],
+        [
+            sys.executable,
+            "-m",
+            "rlmesh.cli",
+            "serve-model",
+            "served_models:lean",
+            "--address",
+            "127.0.0.1:0",
+            "--ready-file",
+            str(ready),
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -123,7 +138,9 @@ def test_serve_model_cli_serves_a_callable_for_remote_model(tmp_path) -> None:
     try:
         deadline = time.monotonic() + 30
         while not ready.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                proc.stderr.read() if proc.stderr else ""
+            )
             time.sleep(0.05)
         address = ready.read_text().strip()
         assert wait_ready(address, timeout_seconds=10).service == "model"

@@ -37,8 +37,22 @@ def test_view_test_serves_the_scene_and_ends_cleanly(tmp_path: Path) -> None:
 
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlmesh.cli", "view-test", "--http", str(port), "--frames", "100000", "--fps", "30"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "rlmesh.cli",
+            "view-test",
+            "--http",
+            str(port),
+            "--frames",
+            "100000",
+            "--fps",
+            "30",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
         env={**os.environ, "SSH_CONNECTION": "10.1.1.1 5000 10.1.1.2 22", "USER": "tester"},
     )
     try:
@@ -50,14 +64,25 @@ def test_view_test_serves_the_scene_and_ends_cleanly(tmp_path: Path) -> None:
             except OSError:
                 time.sleep(0.1)
         assert frame[:2] == b"\xff\xd8"
-        for _ in range(100):  # bounded: the HUD's chunk length is set by the first forward, not at reset
-            hud = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/hud.json", timeout=5).read())
+        for _ in range(
+            100
+        ):  # bounded: the HUD's chunk length is set by the first forward, not at reset
+            hud = json.loads(
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/hud.json", timeout=5).read()
+            )
             if hud["chunk_len"]:
                 break
             time.sleep(0.05)
-        assert hud["episode"] == 1 and hud["episodes"] == 1 and hud["seed"] == 0 and hud["chunk_len"] == 8
+        assert (
+            hud["episode"] == 1
+            and hud["episodes"] == 1
+            and hud["seed"] == 0
+            and hud["chunk_len"] == 8
+        )
         assert hud["outcome"] == "running" and hud["width"] == 240 and hud["height"] == 180
-        sources = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/sources.json", timeout=5).read())
+        sources = json.loads(
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/sources.json", timeout=5).read()
+        )
         assert sources["sources"] == ["demo"]
         urllib.request.urlopen(f"http://127.0.0.1:{port}/control?op=quit", timeout=5).read()
         out, err = proc.communicate(timeout=60)
@@ -73,10 +98,21 @@ def test_view_test_serves_the_scene_and_ends_cleanly(tmp_path: Path) -> None:
 def test_view_test_without_a_tty_warns(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "rlmesh.cli", "viewtest", "--frames", "3"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=60, stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
     )
-    assert "[viewtest] WARNING: rlmesh view: terminal backend unavailable (stdout not a TTY?)" in proc.stderr
-    assert (tmp_path / "viewtest.warnings").read_text().startswith("rlmesh view: terminal backend unavailable")
+    assert (
+        "[viewtest] WARNING: rlmesh view: terminal backend unavailable (stdout not a TTY?)"
+        in proc.stderr
+    )
+    assert (
+        (tmp_path / "viewtest.warnings")
+        .read_text()
+        .startswith("rlmesh view: terminal backend unavailable")
+    )
     assert proc.returncode == 1
 
 
@@ -88,16 +124,36 @@ def test_rlmesh_eval_takes_view(tmp_path: Path) -> None:
     )
     port = free_port()
     proc = subprocess.run(
-        [sys.executable, "-m", "rlmesh.cli", "eval", "random", "cams:make", "--episodes", "2", "--view", f"http:{port}",
-         "--no-progress"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])},
+        [
+            sys.executable,
+            "-m",
+            "rlmesh.cli",
+            "eval",
+            "random",
+            "cams:make",
+            "--episodes",
+            "2",
+            "--view",
+            f"http:{port}",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        },
     )
     assert proc.returncode == 0, proc.stderr
     assert f"rlmesh view: open http://127.0.0.1:{port}/" in proc.stderr
     bad = subprocess.run(
         [sys.executable, "-m", "rlmesh.cli", "eval", "random", "cams:make", "--view", "tv"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
         env={**os.environ, "PYTHONPATH": str(tmp_path)},
     )
     assert bad.returncode == 1 and "unknown view 'tv'" in bad.stderr

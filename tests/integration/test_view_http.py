@@ -90,8 +90,14 @@ def decode_jpeg(data: bytes) -> np.ndarray[Any, Any]:
     return np.asarray(simplejpeg.decode_jpeg(data, colorspace="RGB"))
 
 
-async def ws_read(port: int, until: Callable[[list[Any], dict[str, Any]], bool], *, send: list[dict[str, Any]] | None = None,
-                  on_text: Callable[[dict[str, Any], Any], Any] | None = None, path: str = "/ws") -> tuple[list[Any], dict[str, Any]]:
+async def ws_read(
+    port: int,
+    until: Callable[[list[Any], dict[str, Any]], bool],
+    *,
+    send: list[dict[str, Any]] | None = None,
+    on_text: Callable[[dict[str, Any], Any], Any] | None = None,
+    path: str = "/ws",
+) -> tuple[list[Any], dict[str, Any]]:
     """Read frames (header, jpeg, receive time) and the newest JSON per type until ``until`` says so."""
     aiohttp = require("aiohttp")
     from rlmesh.view._http import FRAME_HEADER
@@ -108,7 +114,9 @@ async def ws_read(port: int, until: Callable[[list[Any], dict[str, Any]], bool],
             except asyncio.TimeoutError:
                 continue
             if msg.type == aiohttp.WSMsgType.BINARY:
-                frames.append((FRAME_HEADER.unpack_from(msg.data), msg.data[FRAME_HEADER.size :], time.time()))
+                frames.append(
+                    (FRAME_HEADER.unpack_from(msg.data), msg.data[FRAME_HEADER.size :], time.time())
+                )
             elif msg.type == aiohttp.WSMsgType.TEXT:
                 doc = json.loads(msg.data)
                 docs[doc["type"]] = doc
@@ -124,9 +132,15 @@ def test_a_tab_reads_counter_frames_from_every_camera_in_order() -> None:
     require("aiohttp")
     port = free_port()
     env = CounterEnv(320, 240, cameras=2, episode_steps=150)
-    run = RunInThread(lambda: rlmesh.run(Model(paced), env, max_episodes=2, view=rlmesh.View("http", port=port, fps=60)))
+    run = RunInThread(
+        lambda: rlmesh.run(
+            Model(paced), env, max_episodes=2, view=rlmesh.View("http", port=port, fps=60)
+        )
+    )
     wait_port(port)
-    frames, docs = asyncio.run(ws_read(port, lambda f, d: run.thread.is_alive() is False and len(f) > 0))
+    frames, docs = asyncio.run(
+        ws_read(port, lambda f, d: run.thread.is_alive() is False and len(f) > 0)
+    )
     run.join()
     assert run.error is None
     assert docs["hello"]["sources"] == ["render", "cam0", "cam1"]
@@ -163,24 +177,42 @@ def test_reference_routes_mjpeg_and_404() -> None:
         run = RunInThread(lambda: sess.run(max_episodes=2))
         wait_port(port)
         status, headers, body = http_get(port, "/?x=1")
-        assert status == 200 and headers["content-type"].startswith("text/html") and b"rlmesh view" in body
+        assert (
+            status == 200
+            and headers["content-type"].startswith("text/html")
+            and b"rlmesh view" in body
+        )
         deadline = time.monotonic() + BOUND
         body = b""
         while not body and time.monotonic() < deadline:
             status, headers, body = http_get(port, "/frame?t=123")
         assert status == 200 and headers["content-type"] == "image/jpeg" and body[:2] == b"\xff\xd8"
-        assert json.loads(http_get(port, "/sources.json")[2]) == {"sources": ["render", "cam0"], "selected": 0, "lanes": 1, "lane": 0}
+        assert json.loads(http_get(port, "/sources.json")[2]) == {
+            "sources": ["render", "cam0"],
+            "selected": 0,
+            "lanes": 1,
+            "lane": 0,
+        }
         hud = json.loads(http_get(port, "/hud.json")[2])
-        assert hud["episode"] == 1 and hud["episodes"] == 2 and hud["width"] == 64 and hud["height"] == 48
+        assert (
+            hud["episode"] == 1
+            and hud["episodes"] == 2
+            and hud["width"] == 64
+            and hud["height"] == 48
+        )
         assert json.loads(http_get(port, "/select?i=1")[2]) == {"ok": True}
         assert json.loads(http_get(port, "/sources.json")[2])["selected"] == 1
-        assert json.loads(http_get(port, "/select?i=9")[2]) == {"ok": True}  # out of range: ignored, still ok
+        assert json.loads(http_get(port, "/select?i=9")[2]) == {
+            "ok": True
+        }  # out of range: ignored, still ok
         assert json.loads(http_get(port, "/sources.json")[2])["selected"] == 1
         status, _, body = http_get(port, "/nope")
         assert status == 404 and body == b"not found"
         # MJPEG: a multipart stream of JPEG parts
         with socket.create_connection(("127.0.0.1", port), timeout=BOUND) as s:
-            s.sendall(f"GET /mjpeg?source=0 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())  # its own Host (issue 28)
+            s.sendall(
+                f"GET /mjpeg?source=0 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+            )  # its own Host (issue 28)
             buf = b""
             while buf.count(b"--rlmeshframe") < 2 and len(buf) < 10_000_000:
                 chunk = s.recv(65536)
@@ -193,7 +225,10 @@ def test_reference_routes_mjpeg_and_404() -> None:
         assert b"Content-Type: image/jpeg" in head and rest[:2] == b"\xff\xd8"
         assert json.loads(http_get(port, "/skip")[2]) == {"ok": True}  # ends episode 1 ...
         deadline = time.monotonic() + BOUND
-        while json.loads(http_get(port, "/hud.json")[2])["episode"] != 2 and time.monotonic() < deadline:
+        while (
+            json.loads(http_get(port, "/hud.json")[2])["episode"] != 2
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.02)
         assert json.loads(http_get(port, "/skip")[2]) == {"ok": True}  # ... and episode 2
         result = run.join()
@@ -210,7 +245,11 @@ def test_pause_single_step_skip_and_quit_over_the_socket() -> None:
     require("aiohttp")
     port = free_port()
     env = CounterEnv(32, 32, cameras=1, episode_steps=100_000)
-    run = RunInThread(lambda: rlmesh.run(Model(zero), env, max_episodes=3, view=rlmesh.View("http", port=port, fps=50)))
+    run = RunInThread(
+        lambda: rlmesh.run(
+            Model(zero), env, max_episodes=3, view=rlmesh.View("http", port=port, fps=50)
+        )
+    )
     wait_port(port)
     seen: dict[str, Any] = {"phase": "pause"}
 
@@ -227,7 +266,9 @@ def test_pause_single_step_skip_and_quit_over_the_socket() -> None:
             seen["phase"] = "confirm"
             seen["confirm"] = 0
         elif phase == "confirm":
-            assert (doc["episode"], doc["step"]) == seen["at"] and env.counter == seen["counter"]  # blocked
+            assert (doc["episode"], doc["step"]) == seen["at"] and env.counter == seen[
+                "counter"
+            ]  # blocked
             seen["confirm"] += 1
             if seen["confirm"] >= 3:
                 await ws.send_str(json.dumps({"op": "step"}))
@@ -241,7 +282,11 @@ def test_pause_single_step_skip_and_quit_over_the_socket() -> None:
             await ws.send_str(json.dumps({"op": "quit"}))
             seen["phase"] = "quit"
 
-    asyncio.run(ws_read(port, lambda f, d: seen["phase"] == "quit" or not run.thread.is_alive(), on_text=drive))
+    asyncio.run(
+        ws_read(
+            port, lambda f, d: seen["phase"] == "quit" or not run.thread.is_alive(), on_text=drive
+        )
+    )
     run.join()
     assert seen["phase"] == "quit"
     # quit ends the run with the finished episodes (episode 1, skipped), not an interrupt
@@ -255,7 +300,17 @@ def test_a_tab_that_never_reads_does_not_hold_up_the_run() -> None:
     port = free_port()
     env = CounterEnv(640, 480, cameras=1, episode_steps=400)
     done = threading.Event()
-    run = RunInThread(lambda: (rlmesh.run(Model(paced), env, max_episodes=1, view=rlmesh.View("http", port=port, fps=200, quality=95)), done.set())[0])
+    run = RunInThread(
+        lambda: (
+            rlmesh.run(
+                Model(paced),
+                env,
+                max_episodes=1,
+                view=rlmesh.View("http", port=port, fps=200, quality=95),
+            ),
+            done.set(),
+        )[0]
+    )
     wait_port(port)
     stalled = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -270,7 +325,9 @@ def test_a_tab_that_never_reads_does_not_hold_up_the_run() -> None:
         stalled.close()
     assert run.error is None and result.total_steps == 400
     last = max(read_counter(decode_jpeg(data)) for _h, data, _t in frames)
-    assert last > env.counter // 2  # the live tab kept up past the point the stalled one stopped reading
+    assert (
+        last > env.counter // 2
+    )  # the live tab kept up past the point the stalled one stopped reading
 
 
 def test_a_port_in_use_is_a_warning_and_the_run_goes_on() -> None:
@@ -279,8 +336,15 @@ def test_a_port_in_use_is_a_warning_and_the_run_goes_on() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        with pytest.warns(UserWarning, match=f"rlmesh view: HTTP backend failed to bind port {port}"):
-            result = rlmesh.run(Model(zero), CounterEnv(16, 16, episode_steps=5), max_episodes=2, view=rlmesh.View("http", port=port))
+        with pytest.warns(
+            UserWarning, match=f"rlmesh view: HTTP backend failed to bind port {port}"
+        ):
+            result = rlmesh.run(
+                Model(zero),
+                CounterEnv(16, 16, episode_steps=5),
+                max_episodes=2,
+                view=rlmesh.View("http", port=port),
+            )
     assert result.total_steps == 10
 
 
@@ -305,7 +369,10 @@ def test_non_loopback_hosts_draw_a_token() -> None:
     backend = HttpBackend(v, host="192.0.2.1", port=1)  # never started: only the token rule
     assert backend.token and len(backend.token) >= 16
     assert HttpBackend(v, host="127.0.0.1", port=1).token is None
-    assert ssh_hint(8123, {"SSH_CONNECTION": "a 1 b 22", "USER": "u"}) == "ssh -L 8123:127.0.0.1:8123 u@b"
+    assert (
+        ssh_hint(8123, {"SSH_CONNECTION": "a 1 b 22", "USER": "u"})
+        == "ssh -L 8123:127.0.0.1:8123 u@b"
+    )
 
 
 def test_a_vector_env_streams_every_lane() -> None:
@@ -335,23 +402,49 @@ def test_a_vector_env_streams_every_lane() -> None:
 
     venv = gym.vector.SyncVectorEnv([Cam, Cam, Cam])
     port = free_port()
-    run = RunInThread(lambda: rlmesh.run(rlmesh.RANDOM_SAMPLE, venv, max_episodes=6, view=rlmesh.View("http", port=port, fps=100)))
+    run = RunInThread(
+        lambda: rlmesh.run(
+            rlmesh.RANDOM_SAMPLE, venv, max_episodes=6, view=rlmesh.View("http", port=port, fps=100)
+        )
+    )
     wait_port(port)
-    frames, docs = asyncio.run(ws_read(port, lambda f, d: {(h[1], h[2]) for h, _, _ in f} >= {(s, lane) for s in (0, 1) for lane in range(3)} or not run.thread.is_alive()))
+    frames, docs = asyncio.run(
+        ws_read(
+            port,
+            lambda f, d: (
+                {(h[1], h[2]) for h, _, _ in f} >= {(s, lane) for s in (0, 1) for lane in range(3)}
+                or not run.thread.is_alive()
+            ),
+        )
+    )
     run.join()
     assert run.error is None
     assert docs["hello"]["lanes"] == 3 and docs["hello"]["sources"] == ["render", "observation"]
     assert {(h[1], h[2]) for h, _, _ in frames} >= {(s, lane) for s in (0, 1) for lane in range(3)}
 
 
-def test_a_served_env_shows_its_render_and_image_leaves_through_the_client(serve: Callable[..., Any]) -> None:
+def test_a_served_env_shows_its_render_and_image_leaves_through_the_client(
+    serve: Callable[..., Any],
+) -> None:
     """VIEW-3/5 over a real connection: render(env_index=...) on the client, leaves from the contract."""
     require("aiohttp")
     server = serve(CounterEnv(48, 32, cameras=1, episode_steps=40))
     port = free_port()
-    run = RunInThread(lambda: rlmesh.run(Model(paced), server.address, max_episodes=3, view=rlmesh.View("http", port=port, fps=100)))
+    run = RunInThread(
+        lambda: rlmesh.run(
+            Model(paced),
+            server.address,
+            max_episodes=3,
+            view=rlmesh.View("http", port=port, fps=100),
+        )
+    )
     wait_port(port)
-    frames, docs = asyncio.run(ws_read(port, lambda f, d: {h[1] for h, _, _ in f if h[6]} >= {0, 1} or not run.thread.is_alive()))
+    frames, docs = asyncio.run(
+        ws_read(
+            port,
+            lambda f, d: {h[1] for h, _, _ in f if h[6]} >= {0, 1} or not run.thread.is_alive(),
+        )
+    )
     run.join()
     assert run.error is None
     assert docs["hello"]["sources"] == ["render", "cam0"]
@@ -367,7 +460,9 @@ def test_cross_site_requests_are_refused() -> None:
 
     require("aiohttp")
     port = free_port()
-    with rlmesh.session(Model(zero), CounterEnv(16, 16, episode_steps=5), view=rlmesh.View("http", port=port)) as sess:
+    with rlmesh.session(
+        Model(zero), CounterEnv(16, 16, episode_steps=5), view=rlmesh.View("http", port=port)
+    ) as sess:
         sess.run(max_episodes=1)
 
         def status(path: str, **headers: str) -> int:

@@ -36,7 +36,15 @@ class Walk:
     observation_space = gym.spaces.Box(-100.0, 100.0, (2,), np.float64)
     action_space = gym.spaces.Discrete(2)
 
-    def __init__(self, *, raise_seed: int | None = None, side: str = "", pids: str = "", n: int = 0, sleep_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        raise_seed: int | None = None,
+        side: str = "",
+        pids: str = "",
+        n: int = 0,
+        sleep_s: float = 0.0,
+    ) -> None:
         self.raise_seed, self.side, self.sleep_s = raise_seed, side, sleep_s
         self.rng = np.random.default_rng(0)
         self.pos, self.t, self.seed = 0.0, 0, None
@@ -62,7 +70,13 @@ class Walk:
         if (terminated or truncated) and self.side:
             with open(self.side, "a") as fh:
                 fh.write(f"{self.seed}\n")
-        return np.array([self.pos, float(self.t)]), self.pos, terminated, truncated, {"is_success": self.pos > 0}
+        return (
+            np.array([self.pos, float(self.t)]),
+            self.pos,
+            terminated,
+            truncated,
+            {"is_success": self.pos > 0},
+        )
 
     def close(self) -> None:
         pass
@@ -77,7 +91,10 @@ def cart_policy(obs: Any) -> int:
 
 
 def key(result: rlmesh.RunResult) -> list[tuple[Any, ...]]:
-    return [(e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.success, e.trial) for e in result.episodes]
+    return [
+        (e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.success, e.trial)
+        for e in result.episodes
+    ]
 
 
 def read_ints(path: Path) -> list[int]:
@@ -111,7 +128,9 @@ def alive(pids: set[int]) -> set[int]:
         time.sleep(0.1)
 
 
-def test_two_runs_on_a_ray_pool_equal_one_process_on_the_same_actors(ray_local: Any, tmp_path: Path) -> None:
+def test_two_runs_on_a_ray_pool_equal_one_process_on_the_same_actors(
+    ray_local: Any, tmp_path: Path
+) -> None:
     seeds = list(range(12))
     one = rlmesh.run(cart_policy, gym.make("CartPole-v1"), seeds=seeds)
     pool = rlmesh.Workers(n=2, backend="ray", progress=False).start()
@@ -120,13 +139,22 @@ def test_two_runs_on_a_ray_pool_equal_one_process_on_the_same_actors(ray_local: 
         deadline = time.monotonic() + 30
         while ray_local.available_resources().get("CPU", 0) > 0 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert ray_local.available_resources().get("CPU", 0) == 0  # both actors hold their CPU share
+        assert (
+            ray_local.available_resources().get("CPU", 0) == 0
+        )  # both actors hold their CPU share
         first = rlmesh.run(cart_policy, "CartPole-v1", seeds=seeds, workers=pool)
         second = rlmesh.run(cart_policy, "CartPole-v1", seeds=seeds, workers=pool)
         assert key(first) == key(one) and key(second) == key(one)
         assert pids_of(first) <= pids_of(second)
-        third = rlmesh.run(sign_policy, functools.partial(Walk, pids=str(tmp_path / "3"), n=2), seeds=seeds, workers=pool)
-        assert len(pids_of(third)) == 2 and pids_of(second) <= pids_of(third)  # still the same two actors
+        third = rlmesh.run(
+            sign_policy,
+            functools.partial(Walk, pids=str(tmp_path / "3"), n=2),
+            seeds=seeds,
+            workers=pool,
+        )
+        assert len(pids_of(third)) == 2 and pids_of(second) <= pids_of(
+            third
+        )  # still the same two actors
         assert all(w.node for w in third.workers) and sum(w.episodes for w in third.workers) == 12
     finally:
         pool.close()
@@ -135,19 +163,37 @@ def test_two_runs_on_a_ray_pool_equal_one_process_on_the_same_actors(ray_local: 
     assert cpus_back(ray_local) == 2 and alive(pids_of(third)) == set()  # every actor is gone
 
 
-def test_a_ray_pool_replaces_a_killed_actor_and_survives_an_env_error(ray_local: Any, tmp_path: Path) -> None:
+def test_a_ray_pool_replaces_a_killed_actor_and_survives_an_env_error(
+    ray_local: Any, tmp_path: Path
+) -> None:
     seeds = list(range(8))
     one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
     with rlmesh.Workers(n=2, backend="ray", progress=False).start() as pool:
         with pytest.raises(RuntimeError, match="simulator exploded on seed 2"):
-            rlmesh.run(sign_policy, functools.partial(Walk, raise_seed=2), seeds=seeds, workers=pool)
-        first = rlmesh.run(sign_policy, functools.partial(Walk, pids=str(tmp_path / "1"), n=2), seeds=seeds, workers=pool)
+            rlmesh.run(
+                sign_policy, functools.partial(Walk, raise_seed=2), seeds=seeds, workers=pool
+            )
+        first = rlmesh.run(
+            sign_policy,
+            functools.partial(Walk, pids=str(tmp_path / "1"), n=2),
+            seeds=seeds,
+            workers=pool,
+        )
         assert key(first) == key(one) and len(pids_of(first)) == 2
         victim = min(pids_of(first))
         os.kill(victim, signal.SIGKILL)
-        second = rlmesh.run(sign_policy, functools.partial(Walk, pids=str(tmp_path / "2"), n=2), seeds=seeds, workers=pool)
+        second = rlmesh.run(
+            sign_policy,
+            functools.partial(Walk, pids=str(tmp_path / "2"), n=2),
+            seeds=seeds,
+            workers=pool,
+        )
         assert key(second) == key(one) and second.retries == ()
-        assert len(pids_of(second)) == 2 and victim not in pids_of(second) and len(pids_of(first) & pids_of(second)) == 1
+        assert (
+            len(pids_of(second)) == 2
+            and victim not in pids_of(second)
+            and len(pids_of(first) & pids_of(second)) == 1
+        )
     assert cpus_back(ray_local) == 2 and alive(pids_of(second)) == set()
 
 
@@ -159,7 +205,9 @@ def test_journal_with_a_ray_pool(ray_local: Any, tmp_path: Path) -> None:
         first = rlmesh.run(sign_policy, env, seeds=seeds, workers=pool, journal=journal)
         again = rlmesh.run(sign_policy, env, seeds=seeds, workers=pool, journal=journal)
     assert key(first) == key(again) == key(rlmesh.run(sign_policy, Walk(), seeds=seeds))
-    assert {s: read_ints(side).count(s) for s in seeds} == {s: 1 for s in seeds}  # the re-run ran nothing
+    assert {s: read_ints(side).count(s) for s in seeds} == {
+        s: 1 for s in seeds
+    }  # the re-run ran nothing
 
 
 def test_a_ray_pool_owns_the_local_ray_it_started_and_survives_ctrl_c(tmp_path: Path) -> None:

@@ -38,8 +38,21 @@ class Walk:
     observation_space = gym.spaces.Box(-100.0, 100.0, (2,), np.float64)
     action_space = gym.spaces.Discrete(2)
 
-    def __init__(self, *, side: str = "", kill_seed: int | None = None, kill_marker: str = "", sleep_s: float = 0.0, render_mode: str | None = None) -> None:
-        self.side, self.kill_seed, self.kill_marker, self.sleep_s = side, kill_seed, kill_marker, sleep_s
+    def __init__(
+        self,
+        *,
+        side: str = "",
+        kill_seed: int | None = None,
+        kill_marker: str = "",
+        sleep_s: float = 0.0,
+        render_mode: str | None = None,
+    ) -> None:
+        self.side, self.kill_seed, self.kill_marker, self.sleep_s = (
+            side,
+            kill_seed,
+            kill_marker,
+            sleep_s,
+        )
         self.render_mode = render_mode
         self.rng = np.random.default_rng(0)
         self.pos, self.t, self.seed = 0.0, 0, None
@@ -60,7 +73,13 @@ class Walk:
         if (terminated or truncated) and self.side:
             with open(self.side, "a") as fh:
                 fh.write(f"{self.seed}\n")
-        return np.array([self.pos, float(self.t)]), self.pos, terminated, truncated, {"is_success": self.pos > 0}
+        return (
+            np.array([self.pos, float(self.t)]),
+            self.pos,
+            terminated,
+            truncated,
+            {"is_success": self.pos > 0},
+        )
 
     def render(self) -> Any:
         frame = np.zeros((32, 48, 3), np.uint8)
@@ -80,7 +99,10 @@ def cart_policy(obs: Any) -> int:
 
 
 def key(result: rlmesh.RunResult) -> list[tuple[Any, ...]]:
-    return [(e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.success, e.trial) for e in result.episodes]
+    return [
+        (e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.success, e.trial)
+        for e in result.episodes
+    ]
 
 
 def read_ints(path: Path) -> list[int]:
@@ -129,7 +151,13 @@ def test_ctrl_c_on_a_ray_driver_kills_every_actor(ray_local: Any) -> None:
 
     hooks = CtrlC()
     with pytest.raises(KeyboardInterrupt):
-        rlmesh.run(sign_policy, functools.partial(Walk, sleep_s=0.05), seeds=list(range(20)), hooks=hooks, workers=RAY)
+        rlmesh.run(
+            sign_policy,
+            functools.partial(Walk, sleep_s=0.05),
+            seeds=list(range(20)),
+            hooks=hooks,
+            workers=RAY,
+        )
     assert hooks.final is not None and hooks.final.num_episodes >= 1
     deadline = time.monotonic() + 30
     while ray_local.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
@@ -145,7 +173,9 @@ def test_a_recorder_bundle_from_three_ray_workers(ray_local: Any, tmp_path: Path
     def record(workers: Any, out: Path) -> dict[str, Any]:
         with rlmesh.Recorder(fps=10, codec="h264") as rec:
             hooks = rec.capture(model="walker", env="Walk")
-            rlmesh.run(sign_policy, make if workers else make(), seeds=seeds, hooks=hooks, workers=workers)
+            rlmesh.run(
+                sign_policy, make if workers else make(), seeds=seeds, hooks=hooks, workers=workers
+            )
             rec.export(out)
         return json.loads((out / "result.json").read_text())
 
@@ -154,11 +184,21 @@ def test_a_recorder_bundle_from_three_ray_workers(ray_local: Any, tmp_path: Path
 
     def shape(doc: dict[str, Any]) -> list[Any]:
         (w,) = doc["workloads"]
-        return [(e["seed"], e["steps"], [(m["path"], m["frameCount"]) for m in e["media"]], e["stepLog"]) for e in w["episodes"]]
+        return [
+            (
+                e["seed"],
+                e["steps"],
+                [(m["path"], m["frameCount"]) for m in e["media"]],
+                e["stepLog"],
+            )
+            for e in w["episodes"]
+        ]
 
     assert shape(many) == shape(one)
     (w,) = many["workloads"]
-    assert all((tmp_path / "many" / e["media"][0]["path"]).stat().st_size > 0 for e in w["episodes"])
+    assert all(
+        (tmp_path / "many" / e["media"][0]["path"]).stat().st_size > 0 for e in w["episodes"]
+    )
 
 
 def test_a_killed_ray_driver_resumes_from_its_journal(ray_local: Any, tmp_path: Path) -> None:
@@ -174,7 +214,13 @@ def test_a_killed_ray_driver_resumes_from_its_journal(ray_local: Any, tmp_path: 
         """
     )
     env = child_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1]), env["PYTHONPATH"]])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [
+            str(Path(__file__).resolve().parent),
+            str(Path(__file__).resolve().parents[1]),
+            env["PYTHONPATH"],
+        ]
+    )
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE)
     done = 0
     try:
@@ -189,7 +235,9 @@ def test_a_killed_ray_driver_resumes_from_its_journal(ray_local: Any, tmp_path: 
             if done >= len(seeds) // 2:
                 break
             time.sleep(0.02)
-        assert proc.poll() is None, f"the driver ended before it was killed: {proc.stderr.read().decode()[-2000:]}"
+        assert proc.poll() is None, (
+            f"the driver ended before it was killed: {proc.stderr.read().decode()[-2000:]}"
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

@@ -29,7 +29,9 @@ THREE = rlmesh.Workers(n=3, backend="ray")
 def test_three_nodes_each_run_a_worker_with_the_results_of_one_process(ray_cluster3: Any) -> None:
     seeds = list(range(12))
     one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
-    many = rlmesh.run(sign_policy, functools.partial(Walk, sleep_s=0.03), seeds=seeds, workers=THREE)
+    many = rlmesh.run(
+        sign_policy, functools.partial(Walk, sleep_s=0.03), seeds=seeds, workers=THREE
+    )
     assert key(many) == key(one)
     assert len({w.node for w in many.workers}) == 3  # one worker per node (1 CPU each)
 
@@ -47,7 +49,13 @@ def test_a_node_removed_mid_run_has_its_episode_rerun_elsewhere(ray_cluster3: An
 
     seeds = list(range(12))
     one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
-    many = rlmesh.run(sign_policy, functools.partial(Walk, sleep_s=0.03), seeds=seeds, workers=THREE, hooks=RemoveANode())
+    many = rlmesh.run(
+        sign_policy,
+        functools.partial(Walk, sleep_s=0.03),
+        seeds=seeds,
+        workers=THREE,
+        hooks=RemoveANode(),
+    )
     assert removed
     assert key(many) == key(one)
     assert many.retries, "the removed node's worker held an episode: it must have been re-run"

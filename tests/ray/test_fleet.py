@@ -96,7 +96,9 @@ def test_each_actor_serves_a_scalar_env_on_the_node_ip_and_close_stops_them(ray_
         infos = fleet.info()
         node_ip = ray_local.util.get_node_ip_address()
         assert len(addresses) == 3 and len(set(addresses)) == 3
-        assert all(a.startswith(f"{node_ip}:") for a in addresses)  # the node's IP as Ray reports it
+        assert all(
+            a.startswith(f"{node_ip}:") for a in addresses
+        )  # the node's IP as Ray reports it
         assert fleet.num_envs == 3 and len(fleet) == 3
         assert {i.pid for i in infos} <= actor_pids() - before  # one actor process each
         expected = gym.make("CartPole-v1")
@@ -132,7 +134,10 @@ def test_lanes_per_actor_serve_one_vector_endpoint_like_make_vec(ray_local: Any)
                 assert envs.env_contract.autoreset_mode == "NextStep"  # like gymnasium.make_vec
                 np.testing.assert_array_equal(envs.reset(seed=7)[0], local.reset(seed=7)[0])
                 for _ in range(30):  # through episode ends: NEXT_STEP autoreset on both sides
-                    got, want = envs.step(np.ones(3, dtype=np.int64)), local.step(np.ones(3, dtype=np.int64))
+                    got, want = (
+                        envs.step(np.ones(3, dtype=np.int64)),
+                        local.step(np.ones(3, dtype=np.int64)),
+                    )
                     for g, w in zip(got[:4], want[:4]):
                         np.testing.assert_array_equal(g, w)
             finally:
@@ -171,7 +176,9 @@ def test_an_env_that_cannot_be_pickled_is_refused_before_any_actor_starts(ray_lo
     assert actor_pids() <= before
 
 
-def test_an_actor_killed_with_sigkill_is_restarted_and_serves_at_its_new_address(ray_local: Any) -> None:
+def test_an_actor_killed_with_sigkill_is_restarted_and_serves_at_its_new_address(
+    ray_local: Any,
+) -> None:
     with EnvFleet("CartPole-v1", 2, max_restarts=2) as fleet:
         old = fleet.info()
         os.kill(old[1].pid, signal.SIGKILL)
@@ -185,7 +192,9 @@ def test_an_actor_killed_with_sigkill_is_restarted_and_serves_at_its_new_address
             assert refuses(old[1].address)
         env = rnp.RemoteEnv(new[1].address)
         try:
-            np.testing.assert_array_equal(env.reset(seed=3)[0], gym.make("CartPole-v1").reset(seed=3)[0])
+            np.testing.assert_array_equal(
+                env.reset(seed=3)[0], gym.make("CartPole-v1").reset(seed=3)[0]
+            )
             assert env.step(0)[1] == 1.0
         finally:
             env.close()
@@ -195,7 +204,10 @@ def test_ray_kill_with_restart_gives_the_fleet_a_new_incarnation(ray_local: Any)
     with EnvFleet("CartPole-v1", 1) as fleet:
         old = fleet.info()[0]
         ray_local.kill(fleet.actors[0], no_restart=False)
-        wait_until(lambda: fleet.info()[0].incarnation != old.incarnation, "the fleet reports the restarted actor")
+        wait_until(
+            lambda: fleet.info()[0].incarnation != old.incarnation,
+            "the fleet reports the restarted actor",
+        )
         new = fleet.info()[0]
         assert new.restarted
         env = rnp.RemoteEnv(new.address)

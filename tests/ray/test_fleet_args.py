@@ -22,25 +22,54 @@ from rlmesh.ray import EnvFleet
         ((42, 2), {}, TypeError, "env must be a Gymnasium id"),
         (("  ", 2), {}, ValueError, "env must name an env"),
         (("CartPole-v1", 2), {"max_restarts": -2}, ValueError, "max_restarts must be an int >= -1"),
-        (("CartPole-v1", 2), {"resources": {"CPU": -1}}, ValueError, "resource 'CPU' must be a finite amount"),
+        (
+            ("CartPole-v1", 2),
+            {"resources": {"CPU": -1}},
+            ValueError,
+            "resource 'CPU' must be a finite amount",
+        ),
         (("CartPole-v1", 2), {"resources": ["CPU"]}, TypeError, "resources must be a mapping"),
-        (("CartPole-v1", 2), {"autoreset": "same-step"}, ValueError, "autoreset applies to lanes > 1"),
+        (
+            ("CartPole-v1", 2),
+            {"autoreset": "same-step"},
+            ValueError,
+            "autoreset applies to lanes > 1",
+        ),
         (("CartPole-v1", 2), {"env_kwargs": [1]}, TypeError, "env_kwargs must be a mapping"),
         (("CartPole-v1", 2), {"options": {"idle": 1}}, TypeError, "options must be a ServeOptions"),
-        (("CartPole-v1", 2), {"start_timeout_seconds": 0}, ValueError, "start_timeout_seconds must be positive"),
-        (("CartPole-v1", 2), {"actor_options": {"lifetime": "detached"}}, ValueError, "never detached"),
+        (
+            ("CartPole-v1", 2),
+            {"start_timeout_seconds": 0},
+            ValueError,
+            "start_timeout_seconds must be positive",
+        ),
+        (
+            ("CartPole-v1", 2),
+            {"actor_options": {"lifetime": "detached"}},
+            ValueError,
+            "never detached",
+        ),
         ((lambda: None, 2), {"sandbox": "venv"}, TypeError, "sandbox source string"),
-        (("gym://CartPole-v1", 2), {"sandbox": {"image": "x"}}, TypeError, "sandbox= takes the keys"),
+        (
+            ("gym://CartPole-v1", 2),
+            {"sandbox": {"image": "x"}},
+            TypeError,
+            "sandbox= takes the keys",
+        ),
     ],
 )
-def test_bad_arguments_are_refused_with_a_clear_error(args: Any, kwargs: Any, error: type, match: str) -> None:
+def test_bad_arguments_are_refused_with_a_clear_error(
+    args: Any, kwargs: Any, error: type, match: str
+) -> None:
     with pytest.raises(error, match=match):
         EnvFleet(*args, **kwargs)
 
 
 def test_importing_rlmesh_ray_does_not_import_ray() -> None:
     code = "import sys, rlmesh, rlmesh.ray; print('ray' in sys.modules, 'gymnasium' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     assert out.stdout.split() == ["False", "False"]
 
 
@@ -58,7 +87,11 @@ def test_a_sandboxed_env_is_relayed_on_the_actors_address_without_shadowed_info(
     from rlmesh.ray import _actor
     from rlmesh.serve import Lanes
 
-    inner_env = gym.make("CartPole-v1") if lanes == 1 else Lanes([gym.make("CartPole-v1") for _ in range(lanes)])
+    inner_env = (
+        gym.make("CartPole-v1")
+        if lanes == 1
+        else Lanes([gym.make("CartPole-v1") for _ in range(lanes)])
+    )
     sandbox_server = rlmesh.EnvServer(inner_env, "127.0.0.1:0").start()
     started: list[tuple[str, dict[str, Any]]] = []
 
@@ -87,7 +120,9 @@ def test_a_sandboxed_env_is_relayed_on_the_actors_address_without_shadowed_info(
         for _ in range(3):
             info = client.step(0 if lanes == 1 else np.zeros(lanes, dtype=np.int64))[4]
         assert "episode_ids" in info  # the relay's own runtime keys
-        assert not [r for r in caplog.records if "shadows the runtime-reserved key" in r.getMessage()]
+        assert not [
+            r for r in caplog.records if "shadows the runtime-reserved key" in r.getMessage()
+        ]
     finally:
         client.close()
         relay_server.shutdown()
@@ -117,4 +152,8 @@ def test_a_fleet_before_ray_init_starts_a_loopback_ray_unless_RAY_ADDRESS_names_
         monkeypatch.setenv("RAY_ADDRESS", ray_address)
     with pytest.raises(Stop):
         EnvFleet("CartPole-v1", 1)
-    assert calls == ([{"address": "local", "_node_ip_address": "127.0.0.1", "include_dashboard": False}] if ray_address is None else [{}])
+    assert calls == (
+        [{"address": "local", "_node_ip_address": "127.0.0.1", "include_dashboard": False}]
+        if ray_address is None
+        else [{}]
+    )

@@ -17,7 +17,9 @@ pytestmark = pytest.mark.ray
 def drive(address: str, seed: int) -> None:
     env = rnp.RemoteEnv(address)
     try:
-        np.testing.assert_array_equal(env.reset(seed=seed)[0], gym.make("CartPole-v1").reset(seed=seed)[0])
+        np.testing.assert_array_equal(
+            env.reset(seed=seed)[0], gym.make("CartPole-v1").reset(seed=seed)[0]
+        )
         assert env.step(0)[1] == 1.0
     finally:
         env.close()

@@ -57,12 +57,17 @@ def test_the_actors_die_with_their_driver(ray_local: Any, tmp_path: Path, how: s
     gcs = ray_local.get_runtime_context().gcs_address
     err = open(tmp_path / "driver.err", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [sys.executable, str(script), gcs, how], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+        [sys.executable, str(script), gcs, how],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=err,
     )
     try:
         assert proc.stdout is not None and proc.stdin is not None
         line = proc.stdout.readline()  # the driver prints once its fleet serves (or dies trying)
-        assert line, f"the driver died before its fleet served: {(tmp_path / 'driver.err').read_text()[-2000:]}"
+        assert line, (
+            f"the driver died before its fleet served: {(tmp_path / 'driver.err').read_text()[-2000:]}"
+        )
         actors = json.loads(line)
         assert len(actors) == 2 and all(alive(pid) and serves(address) for address, pid in actors)
         proc.stdin.write(b"go\n")
@@ -70,7 +75,9 @@ def test_the_actors_die_with_their_driver(ray_local: Any, tmp_path: Path, how: s
         proc.wait(timeout=WAIT_SECONDS)
         deadline = time.monotonic() + WAIT_SECONDS
         while any(alive(pid) for _, pid in actors):
-            assert time.monotonic() < deadline, f"fleet actors outlived their driver ({how}): {actors}"
+            assert time.monotonic() < deadline, (
+                f"fleet actors outlived their driver ({how}): {actors}"
+            )
             time.sleep(0.1)
         assert not any(serves(address) for address, _ in actors)
     finally:

@@ -35,7 +35,9 @@ def test_ppo_trains_on_one_actor_serving_four_lanes() -> None:
 def test_the_fleet_run_sees_the_same_episodes_as_make_vec() -> None:
     fleet = run_example("--actors", "1", "--lanes", "4")
     local = run_example("--local", "--actors", "1", "--lanes", "4")
-    assert fleet.returncode == 0 and local.returncode == 0, fleet.stderr[-2000:] + local.stderr[-2000:]
+    assert fleet.returncode == 0 and local.returncode == 0, (
+        fleet.stderr[-2000:] + local.stderr[-2000:]
+    )
     summary = re.compile(r"(\d+ episodes, mean return of the last \d+: [\d.]+)")
     assert summary.search(fleet.stdout).group(1) == summary.search(local.stdout).group(1)  # type: ignore[union-attr]
 

@@ -71,7 +71,9 @@ def test_gymnasium_vector_wrappers_take_the_fleet_env_as_is(ray_local: Any) -> N
 
     with EnvFleet("CartPole-v1", 1, lanes=2) as fleet:
         got = episodes(fleet.vector_env("gymnasium"))
-    assert got and got == episodes(gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync"))
+    assert got and got == episodes(
+        gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    )
 
 
 def test_a_killed_actor_is_reported_by_lanes_and_reset_reconnects(ray_local: Any) -> None:
@@ -117,12 +119,17 @@ def test_reset_itself_reconnects_when_the_actor_died_between_episodes(ray_local:
 
 
 def test_unknown_flavour_is_refused(ray_local: Any) -> None:
-    with EnvFleet("CartPole-v1", 1, lanes=2) as fleet, pytest.raises(ValueError, match="flavour must be one of"):
+    with (
+        EnvFleet("CartPole-v1", 1, lanes=2) as fleet,
+        pytest.raises(ValueError, match="flavour must be one of"),
+    ):
         fleet.vector_env("tensorflow")
 
 
 @pytest.mark.parametrize("flavour", ["numpy", "gymnasium"])
-def test_vector_env_over_three_actors_matches_make_vec_step_for_step(ray_local: Any, flavour: str) -> None:
+def test_vector_env_over_three_actors_matches_make_vec_step_for_step(
+    ray_local: Any, flavour: str
+) -> None:
     with EnvFleet("CartPole-v1", 3) as fleet:
         envs = fleet.vector_env(flavour)
         local = gym.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync")
@@ -151,7 +158,9 @@ def test_vector_env_in_the_framework_flavours(ray_local: Any, flavour: str) -> N
             envs.close()
 
 
-def test_one_of_three_actors_killed_loses_only_its_lanes_and_reset_reconnects(ray_local: Any) -> None:
+def test_one_of_three_actors_killed_loses_only_its_lanes_and_reset_reconnects(
+    ray_local: Any,
+) -> None:
     with EnvFleet("CartPole-v1", 3, lanes=2) as fleet:
         envs = fleet.vector_env("numpy")
         try:
@@ -163,7 +172,9 @@ def test_one_of_three_actors_killed_loses_only_its_lanes_and_reset_reconnects(ra
             obs, _ = envs.reset(seed=9)
             local = gym.make_vec("CartPole-v1", num_envs=6, vectorization_mode="sync")
             np.testing.assert_array_equal(obs, local.reset(seed=9)[0])
-            assert_same_step(envs.step(np.ones(6, dtype=np.int64)), local.step(np.ones(6, dtype=np.int64)))
+            assert_same_step(
+                envs.step(np.ones(6, dtype=np.int64)), local.step(np.ones(6, dtype=np.int64))
+            )
         finally:
             envs.close()
 
@@ -179,7 +190,9 @@ class StandInVectorEnv:
         self.single_observation_space = self.envs[0].observation_space
 
     def reset(self, *, seed: int | None = None) -> tuple[Any, dict[str, Any]]:
-        return np.stack([e.reset(seed=None if seed is None else seed + i)[0] for i, e in enumerate(self.envs)]), {}
+        return np.stack(
+            [e.reset(seed=None if seed is None else seed + i)[0] for i, e in enumerate(self.envs)]
+        ), {}
 
     def step(self, actions: Any) -> tuple[Any, ...]:
         try:
@@ -199,7 +212,9 @@ def test_many_actors_with_a_stand_in_client_lose_only_the_dead_actors_lanes(
 ) -> None:
     from rlmesh.ray import _vector
 
-    monkeypatch.setitem(_vector._FACADES, "numpy", type("Facade", (), {"RemoteVectorEnv": StandInVectorEnv}))
+    monkeypatch.setitem(
+        _vector._FACADES, "numpy", type("Facade", (), {"RemoteVectorEnv": StandInVectorEnv})
+    )
     with EnvFleet("CartPole-v1", 3) as fleet:
         envs = fleet.vector_env("numpy")
         try:

@@ -25,10 +25,31 @@ _CLASSES = ["EnvFactory", "Model", "RemoteEnv", "RemoteModel", "RemoteVectorEnv"
             "SandboxBuild", "SandboxInfo", "SandboxModel", "SandboxRuntime"]  # fmt: skip
 #: Sections the spec writes as prose rather than a table (A.3, A.4, A.9, A.10).
 PROSE = {
-    "rlmesh.torch": [*_CLASSES, "TorchValue", "as_tensor", "from_tensor", "ensure_available", "space_from_spec"],
-    "rlmesh.jax": [*_CLASSES, "JaxValue", "asarray", "from_array", "ensure_available", "space_from_spec"],
+    "rlmesh.torch": [
+        *_CLASSES,
+        "TorchValue",
+        "as_tensor",
+        "from_tensor",
+        "ensure_available",
+        "space_from_spec",
+    ],
+    "rlmesh.jax": [
+        *_CLASSES,
+        "JaxValue",
+        "asarray",
+        "from_array",
+        "ensure_available",
+        "space_from_spec",
+    ],
     "rlmesh.specs": ["EnvContract", "SpaceSpec"],
-    "rlmesh.recorder": ["EpisodeRecord", "MediaRef", "Recorder", "ResultSet", "SCHEMA", "WorkloadRecord"],
+    "rlmesh.recorder": [
+        "EpisodeRecord",
+        "MediaRef",
+        "Recorder",
+        "ResultSet",
+        "SCHEMA",
+        "WorkloadRecord",
+    ],
 }
 
 _SECTION = re.compile(r"^### A\.\d+ `([\w.]+)`", re.M)
@@ -81,4 +102,6 @@ def test_root_all_is_pinned_to_the_spec() -> None:
     listed = set(_sections()["rlmesh"])
     exported = set(rlmesh.__all__)
     assert sorted(listed - exported) == [], "names the spec lists but rlmesh.__all__ lacks"
-    assert sorted(exported - listed - ROOT_ADDITIONS) == [], "names in rlmesh.__all__ the spec does not list"
+    assert sorted(exported - listed - ROOT_ADDITIONS) == [], (
+        "names in rlmesh.__all__ the spec does not list"
+    )

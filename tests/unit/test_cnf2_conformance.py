@@ -67,7 +67,9 @@ def test_cnf2_a2_unrestricted_text_becomes_a_printable_gymnasium_text() -> None:
     assert (gym_text.min_length, gym_text.max_length) == (2, 64)
 
 
-def test_cnf2_a2_an_explicit_charset_is_kept_and_gym_default_still_maps_back_to_unrestricted() -> None:
+def test_cnf2_a2_an_explicit_charset_is_kept_and_gym_default_still_maps_back_to_unrestricted() -> (
+    None
+):
     gs = pytest.importorskip("gymnasium").spaces
     kept = to_gymnasium_space(Text(5, charset="abc"))
     assert set(kept.character_set) == {"a", "b", "c"}
@@ -133,7 +135,10 @@ def _tensor(dtype: str, shape: list[int]) -> Tensor:
 def test_cnf2_a10_tensor_buffer_is_a_typed_read_only_nd_view(dtype: str) -> None:
     t = _tensor(dtype, [2, 3])
     views = [t.buffer]
-    if sys.version_info >= (3, 12):  # the buffer protocol from Python code needs 3.12 (docs/models.md)
+    if sys.version_info >= (
+        3,
+        12,
+    ):  # the buffer protocol from Python code needs 3.12 (docs/models.md)
         views.append(memoryview(t))
     for view in views:
         assert view.format == FORMATS[dtype]
@@ -153,7 +158,9 @@ def test_cnf2_a10_a_rank_0_tensor_gives_a_0_d_view() -> None:
     assert view.ndim == 0 and view.shape == () and view.tolist() == 7
 
 
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="a pure-Python buffer export needs Python 3.12 (PEP 688)")
+@pytest.mark.skipif(
+    sys.version_info < (3, 12), reason="a pure-Python buffer export needs Python 3.12 (PEP 688)"
+)
 def test_cnf2_a10_a_writable_buffer_request_is_a_buffer_error() -> None:
     t = _tensor("float32", [2])
     with pytest.raises(BufferError):
@@ -197,7 +204,9 @@ def test_cnf2_b6_a_capsule_whose_device_is_not_cpu_is_a_value_error(versioned: b
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.argtypes, get.restype = [ctypes.py_object, ctypes.c_char_p], ctypes.c_void_p
     word = ctypes.sizeof(ctypes.c_void_p)
-    device = ctypes.c_int32.from_address(get(capsule, name) + (8 + 2 * word + 8 + word if versioned else word))
+    device = ctypes.c_int32.from_address(
+        get(capsule, name) + (8 + 2 * word + 8 + word if versioned else word)
+    )
     assert device.value == 1
     device.value = 2  # pretend the producer lives on a CUDA device
     try:
@@ -212,7 +221,12 @@ def test_cnf2_b6_a_capsule_whose_device_is_not_cpu_is_a_value_error(versioned: b
 
 def _image_adapter(leaf: A.Image, shape: list[int]) -> A.Adapter:
     tags = A.EnvTags({"cam": A.ImageTag(A.IMAGE_PRIMARY)}, A.Action(A.Actuator("x/a", 1)))
-    return A.resolve(tags, dict_space(cam=box(shape, "uint8")), box([1]), A.ModelSpec({"img": leaf}, A.Action(A.Actuator("x/a", 1))))
+    return A.resolve(
+        tags,
+        dict_space(cam=box(shape, "uint8")),
+        box([1]),
+        A.ModelSpec({"img": leaf}, A.Action(A.Actuator("x/a", 1))),
+    )
 
 
 def test_cnf2_b2_each_frame_is_resized_from_its_real_size() -> None:
@@ -236,7 +250,9 @@ def test_cnf2_b2_fit_stays_as_resolved_and_no_resize_passes_the_frame_through() 
     assert np.array_equal(plain.transform_obs({"cam": frame})["img"], frame)
 
 
-@pytest.mark.parametrize("bad", [np.zeros((16, 16, 4), np.uint8), np.zeros((16, 16), np.uint8)], ids=["channels", "rank"])
+@pytest.mark.parametrize(
+    "bad", [np.zeros((16, 16, 4), np.uint8), np.zeros((16, 16), np.uint8)], ids=["channels", "rank"]
+)
 def test_cnf2_b2_only_a_wrong_rank_or_channel_count_is_an_error(bad: np.ndarray) -> None:
     adapter = _image_adapter(A.Image(A.IMAGE_PRIMARY, size=8), [16, 16, 3])
     with pytest.raises(ValueError, match=r"channel|3-D"):
@@ -247,7 +263,13 @@ def test_cnf2_b2_only_a_wrong_rank_or_channel_count_is_an_error(bad: np.ndarray)
 
 
 def _resolve(inputs: dict[str, Any], output: A.Action | None = None, **kw: Any) -> A.Adapter:
-    return A.resolve(std_tags(), std_obs_space(), STD_ACTION_SPACE, A.ModelSpec(inputs, output or std_output()), **kw)
+    return A.resolve(
+        std_tags(),
+        std_obs_space(),
+        STD_ACTION_SPACE,
+        A.ModelSpec(inputs, output or std_output()),
+        **kw,
+    )
 
 
 def _ident(x: Any) -> Any:
@@ -315,7 +337,9 @@ def _rfc_non_json() -> Any:
 
 
 @pytest.mark.parametrize(("label", "call", "exc", "phrase"), B3_CASES, ids=[c[0] for c in B3_CASES])
-def test_cnf2_b3_adapter_error_wording(label: str, call: Any, exc: type[BaseException], phrase: str) -> None:
+def test_cnf2_b3_adapter_error_wording(
+    label: str, call: Any, exc: type[BaseException], phrase: str
+) -> None:
     with pytest.raises(exc, match=phrase.replace("(", r"\(").replace(")", r"\)")) as info:
         call()
     assert type(info.value) is exc or isinstance(info.value, exc)
@@ -323,14 +347,21 @@ def test_cnf2_b3_adapter_error_wording(label: str, call: Any, exc: type[BaseExce
 
 def test_cnf2_b3_not_inverses_also_from_resolve_from_contract() -> None:
     enc = A.CustomEncoding("quat_xyzw", from_base=lambda x: np.asarray(x) * 2, to_base=_ident)
-    tags = A.EnvTags({"q": A.StateTag(A.EEF_ROT, encoding="quat_xyzw")}, A.Action(A.Actuator("x/a", 1)))
+    tags = A.EnvTags(
+        {"q": A.StateTag(A.EEF_ROT, encoding="quat_xyzw")}, A.Action(A.Actuator("x/a", 1))
+    )
     contract = _Contract({A.ENV_METADATA_KEY: tags.to_dict()})
     contract.observation_space = dict_space(q=box([4]))
     with pytest.raises(A.AdapterResolutionError, match="not inverses"):
-        A.resolve_from_contract(contract, A.ModelSpec({"s": A.State(A.EEF_ROT, encoding=enc)}, A.Action(A.Actuator("x/a", 1))))
+        A.resolve_from_contract(
+            contract,
+            A.ModelSpec({"s": A.State(A.EEF_ROT, encoding=enc)}, A.Action(A.Actuator("x/a", 1))),
+        )
 
 
-def test_cnf2_b3_png_and_jpeg_bytes_decode_and_pillow_absence_is_still_a_value_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cnf2_b3_png_and_jpeg_bytes_decode_and_pillow_absence_is_still_a_value_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     PIL = pytest.importorskip("PIL.Image")  # rlmesh[gymnasium] / rlmesh[adapters] install it
     adapter = _resolve({"i": A.Image(A.IMAGE_PRIMARY)})
     frame = np.random.default_rng(3).integers(0, 256, (8, 8, 3), dtype=np.uint8)
@@ -353,8 +384,14 @@ def test_cnf2_b3_png_and_jpeg_bytes_decode_and_pillow_absence_is_still_a_value_e
     ("make", "prefix"),
     [
         (lambda enc: A.State(A.EEF_ROT, encoding=["quat_xyzw", enc]), "State 'proprio/eef_rot'"),
-        (lambda enc: A.StateTag(A.EEF_ROT, encoding=["quat_xyzw", enc]), "StateTag 'proprio/eef_rot'"),
-        (lambda enc: A.Field(A.EEF_ROT, dim=4, encoding=["quat_xyzw", enc]), "Field 'proprio/eef_rot'"),
+        (
+            lambda enc: A.StateTag(A.EEF_ROT, encoding=["quat_xyzw", enc]),
+            "StateTag 'proprio/eef_rot'",
+        ),
+        (
+            lambda enc: A.Field(A.EEF_ROT, dim=4, encoding=["quat_xyzw", enc]),
+            "Field 'proprio/eef_rot'",
+        ),
     ],
     ids=["State", "StateTag", "Field"],
 )

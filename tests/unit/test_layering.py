@@ -101,20 +101,60 @@ class Lazy:
 
 #: The upper storey's in-function imports (owned by issue 10 item 4).
 ALLOWED: list[Lazy] = [
-    Lazy("rlmesh", "__getattr__", "rlmesh.{}", "root lazy __getattr__: rlmesh.numpy/torch/jax/gymnasium load on first use"),
-    Lazy("rlmesh.authoring", "__getattr__", "rlmesh.authoring._describe", "AUTH-12: importing authoring does not import describe"),
-    Lazy("rlmesh.authoring._factory", "EnvFactory.describe", "rlmesh.authoring._describe", "porch EnvFactory.describe (AUTH-12)"),
+    Lazy(
+        "rlmesh",
+        "__getattr__",
+        "rlmesh.{}",
+        "root lazy __getattr__: rlmesh.numpy/torch/jax/gymnasium load on first use",
+    ),
+    Lazy(
+        "rlmesh.authoring",
+        "__getattr__",
+        "rlmesh.authoring._describe",
+        "AUTH-12: importing authoring does not import describe",
+    ),
+    Lazy(
+        "rlmesh.authoring._factory",
+        "EnvFactory.describe",
+        "rlmesh.authoring._describe",
+        "porch EnvFactory.describe (AUTH-12)",
+    ),
     Lazy("rlmesh.authoring._factory", "EnvFactory.serve", "rlmesh.serve", "porch EnvFactory.serve"),
-    Lazy("rlmesh.models._base", "ModelBase.from_config", "rlmesh.authoring", "porch Model.from_config (params)"),
+    Lazy(
+        "rlmesh.models._base",
+        "ModelBase.from_config",
+        "rlmesh.authoring",
+        "porch Model.from_config (params)",
+    ),
     Lazy("rlmesh.models._base", "ModelBase.session", "rlmesh.eval._api", "porch Model.session"),
     Lazy("rlmesh.models._base", "ModelBase.run", "rlmesh.eval._api", "porch Model.run"),
     Lazy("rlmesh.models._base", "ModelBase.serve", "rlmesh.serve", "porch Model.serve"),
     Lazy("rlmesh.models._base", "ModelBase.describe", "rlmesh.authoring", "porch Model.describe"),
-    Lazy("rlmesh.client._model", "RemoteModel.session", "rlmesh.eval._api", "porch RemoteModel.session"),
+    Lazy(
+        "rlmesh.client._model",
+        "RemoteModel.session",
+        "rlmesh.eval._api",
+        "porch RemoteModel.session",
+    ),
     Lazy("rlmesh.client._model", "RemoteModel.run", "rlmesh.eval._api", "porch RemoteModel.run"),
-    Lazy("rlmesh.serve._main", "main", "rlmesh._cli.serve_module", "porch rlmesh.serve.main: `python -m rlmesh.serve`'s parser lives with the other command lines (issue 23)"),
-    Lazy("rlmesh.serve._server", "EnvServer.__new__", "rlmesh.serve._pool", "EnvServer(target, sessions=N) is a SessionsEnvServer, a subclass defined in serve._pool (issue 25)"),
-    Lazy("rlmesh.ray._vector", "_flavour_class", "rlmesh.gymnasium", "optional dependency: a fleet's Gymnasium vector env needs gymnasium; it loads when asked for"),
+    Lazy(
+        "rlmesh.serve._main",
+        "main",
+        "rlmesh._cli.serve_module",
+        "porch rlmesh.serve.main: `python -m rlmesh.serve`'s parser lives with the other command lines (issue 23)",
+    ),
+    Lazy(
+        "rlmesh.serve._server",
+        "EnvServer.__new__",
+        "rlmesh.serve._pool",
+        "EnvServer(target, sessions=N) is a SessionsEnvServer, a subclass defined in serve._pool (issue 25)",
+    ),
+    Lazy(
+        "rlmesh.ray._vector",
+        "_flavour_class",
+        "rlmesh.gymnasium",
+        "optional dependency: a fleet's Gymnasium vector env needs gymnasium; it loads when asked for",
+    ),
 ]
 
 #: The leaf packages' in-function imports (adapters, spaces, view, recorder, sandbox).
@@ -131,7 +171,13 @@ LEAF_ALLOWED: list[Lazy] = [
 IN_FUNCTION_BUDGET = 20
 #: This storey's share of the budget (the leaf packages have the other 6).
 UPPER_BUDGET = 14
-LEAF_PACKAGES = ("rlmesh.adapters", "rlmesh.spaces", "rlmesh.view", "rlmesh.recorder", "rlmesh.sandbox")
+LEAF_PACKAGES = (
+    "rlmesh.adapters",
+    "rlmesh.spaces",
+    "rlmesh.view",
+    "rlmesh.recorder",
+    "rlmesh.sandbox",
+)
 
 
 # -- the parser --------------------------------------------------------------------------------
@@ -267,9 +313,14 @@ def _in_function_entries() -> set[tuple[str, str, str]]:
 def test_the_parser_sees_both_kinds_of_import() -> None:
     """A sanity check that the scan is not vacuous (a test that cannot fail is no test)."""
     found = all_edges()
-    assert any(e.source == "rlmesh.eval._api" and e.target == "rlmesh.models._route" and e.function is None for e in found)
+    assert any(
+        e.source == "rlmesh.eval._api" and e.target == "rlmesh.models._route" and e.function is None
+        for e in found
+    )
     assert any(e.source == "rlmesh.models._base" and e.function == "ModelBase.run" for e in found)
-    assert any(e.source == "rlmesh" and e.target == "rlmesh.{}" for e in found)  # the dynamic flavour import
+    assert any(
+        e.source == "rlmesh" and e.target == "rlmesh.{}" for e in found
+    )  # the dynamic flavour import
     assert len(modules()) > 150
 
 
@@ -287,10 +338,12 @@ def test_module_level_imports_go_down_or_sideways() -> None:
     upward = [
         f"{e.source}:{e.line} (layer {layer_of(e.source)}) imports {e.target} (layer {layer_of(e.target)})"
         for e in all_edges()
-        if e.function is None
-        and (layer_of(e.source) or 0) < (layer_of(e.target) or 0)
+        if e.function is None and (layer_of(e.source) or 0) < (layer_of(e.target) or 0)
     ]
-    assert not upward, "upward imports at module level (move the code down, or import inside a porch):\n" + "\n".join(upward)
+    assert not upward, (
+        "upward imports at module level (move the code down, or import inside a porch):\n"
+        + "\n".join(upward)
+    )
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -303,7 +356,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt):], nxt]
+                return [*stack[stack.index(nxt) :], nxt]
             if nxt not in state:
                 found = visit(nxt)
                 if found:
@@ -399,7 +452,9 @@ def test_no_package_level_import_cycle() -> None:
     cycle = _package_graph()
     found = _cycle(cycle)
     assert found is None, (
-        "package-level import cycle: " + " -> ".join(found or []) + "; move the module that closes the "
+        "package-level import cycle: "
+        + " -> ".join(found or [])
+        + "; move the module that closes the "
         "loop down (or up) so one of the packages no longer imports the other at module level"
     )
 
@@ -444,48 +499,174 @@ _TENSOR = "Tensor's backing array: the value bridges and checks read it without 
 
 #: Allowed cross-package private attribute uses (module, attr), each with its reason.
 PRIVATE_ALLOWED: list[Reach] = [
-    *_reaches(("rlmesh._bridge._base", "rlmesh._bridge._jax", "rlmesh._bridge._torch", "rlmesh.spaces._values"), "_a", _TENSOR),
-    Reach("rlmesh._bridge._base", "_wrap", "Tensor._wrap adopts an array without a copy (the bridges' fast path)"),
     *_reaches(
-        ("rlmesh._bridge._base", "rlmesh.serve._driven", "rlmesh.adapters._space_outline", "rlmesh.wire.values"), "_children", _SPEC_CODEC
+        (
+            "rlmesh._bridge._base",
+            "rlmesh._bridge._jax",
+            "rlmesh._bridge._torch",
+            "rlmesh.spaces._values",
+        ),
+        "_a",
+        _TENSOR,
+    ),
+    Reach(
+        "rlmesh._bridge._base",
+        "_wrap",
+        "Tensor._wrap adopts an array without a copy (the bridges' fast path)",
+    ),
+    *_reaches(
+        (
+            "rlmesh._bridge._base",
+            "rlmesh.serve._driven",
+            "rlmesh.adapters._space_outline",
+            "rlmesh.wire.values",
+        ),
+        "_children",
+        _SPEC_CODEC,
     ),
     *_reaches(("rlmesh._contract", "rlmesh.authoring._describe_env"), "_to_dict", _SPEC_CODEC),
     Reach("rlmesh._contract", "_from_dict", _SPEC_CODEC),
-    Reach("rlmesh._plan", "_plans", "the compiled value plans are cached on the SpaceSpec they compile"),
+    Reach(
+        "rlmesh._plan",
+        "_plans",
+        "the compiled value plans are cached on the SpaceSpec they compile",
+    ),
     Reach("rlmesh._plan", "_leaf", "a plan compiles ValueCodec's per-leaf encoder into its own"),
     Reach("rlmesh.adapters._space_outline", "_bounds_arrays", _SPEC_CODEC),
-    *_reaches(("rlmesh.client._env", "rlmesh.serve._driver", "rlmesh.wire.values"), "_shape", _SPEC_CODEC),
-    Reach("rlmesh.view._sources", "_details", _SPEC_CODEC + " (duck-typed: the viewer also draws Gymnasium spaces)"),
-    Reach("rlmesh.client._session", "_timeout", "the client's straight step road sets the stream's timeout only when it changed (issue 24: one Python frame per step)"),
-    Reach("rlmesh.client._session", "_sent_at", "the straight step road stamps the busy-poll clock itself (issue 24)"),
-    Reach("rlmesh.client._session", "_recv_socket", "the straight step road reads the reply frame without the ring adapter's extra hop (issue 24)"),
-    Reach("rlmesh.eval._api", "_corners", "rlmesh.run reads a model's implemented predict corners (ModelBase's, duck-typed) to route it"),
-    Reach("rlmesh.eval._api", "_supports_device", "rlmesh.run asks a framework model whether it takes device= (duck-typed)"),
-    Reach("rlmesh.sandbox._model", "_new", "Session._new is the session's internal constructor; a sandboxed model builds its session like Model.session"),
-    Reach("rlmesh.eval._job", "_sandbox_info", "a job reads a sandboxed env's build info when there is one (duck-typed getattr)"),
-    *_reaches(("rlmesh._cli.serve_module", "rlmesh.serve._model", "rlmesh._cli.serve_model"), "_spec", "a served model's declared spec (ModelBase._spec), read duck-typed"),
-    Reach("rlmesh.serve._model", "_fire_episode_end", "the model endpoint fires the model's episode-end corner as Model.run does"),
-    Reach("rlmesh.serve._model", "_supports_device", "the model endpoint asks a framework model whether it takes device="),
-    Reach("rlmesh.view._http", "_server", "aiohttp TCPSite._server (third-party; EnvActor._server shares the name): the bound port of port 0"),
+    *_reaches(
+        ("rlmesh.client._env", "rlmesh.serve._driver", "rlmesh.wire.values"), "_shape", _SPEC_CODEC
+    ),
+    Reach(
+        "rlmesh.view._sources",
+        "_details",
+        _SPEC_CODEC + " (duck-typed: the viewer also draws Gymnasium spaces)",
+    ),
+    Reach(
+        "rlmesh.client._session",
+        "_timeout",
+        "the client's straight step road sets the stream's timeout only when it changed (issue 24: one Python frame per step)",
+    ),
+    Reach(
+        "rlmesh.client._session",
+        "_sent_at",
+        "the straight step road stamps the busy-poll clock itself (issue 24)",
+    ),
+    Reach(
+        "rlmesh.client._session",
+        "_recv_socket",
+        "the straight step road reads the reply frame without the ring adapter's extra hop (issue 24)",
+    ),
+    Reach(
+        "rlmesh.eval._api",
+        "_corners",
+        "rlmesh.run reads a model's implemented predict corners (ModelBase's, duck-typed) to route it",
+    ),
+    Reach(
+        "rlmesh.eval._api",
+        "_supports_device",
+        "rlmesh.run asks a framework model whether it takes device= (duck-typed)",
+    ),
+    Reach(
+        "rlmesh.sandbox._model",
+        "_new",
+        "Session._new is the session's internal constructor; a sandboxed model builds its session like Model.session",
+    ),
+    Reach(
+        "rlmesh.eval._job",
+        "_sandbox_info",
+        "a job reads a sandboxed env's build info when there is one (duck-typed getattr)",
+    ),
+    *_reaches(
+        ("rlmesh._cli.serve_module", "rlmesh.serve._model", "rlmesh._cli.serve_model"),
+        "_spec",
+        "a served model's declared spec (ModelBase._spec), read duck-typed",
+    ),
+    Reach(
+        "rlmesh.serve._model",
+        "_fire_episode_end",
+        "the model endpoint fires the model's episode-end corner as Model.run does",
+    ),
+    Reach(
+        "rlmesh.serve._model",
+        "_supports_device",
+        "the model endpoint asks a framework model whether it takes device=",
+    ),
+    Reach(
+        "rlmesh.view._http",
+        "_server",
+        "aiohttp TCPSite._server (third-party; EnvActor._server shares the name): the bound port of port 0",
+    ),
 ]
 
 #: Allowed private names imported from another package (module, name).
 PRIVATE_IMPORTS_ALLOWED: list[Reach] = [
-    Reach("rlmesh.client._env", "_identity", "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values"),
-    Reach("rlmesh.serve._framework", "_is_jax", "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values"),
-    Reach("rlmesh.serve._framework", "_is_torch", "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values"),
-    Reach("rlmesh.client._session", "_advance", "the straight step road advances the wire session's state in its own frame (issue 24)"),
-    Reach("rlmesh.models._base", "_make_session", "porch Model.session builds the session in eval (the in-function import above)"),
-    Reach("rlmesh.sandbox._model", "_check_view", "a sandboxed model validates view= exactly like Model.run"),
-    Reach("rlmesh.ray._actor", "_resolve", "an env actor resolves a serve target exactly like `rlmesh serve` does"),
-    Reach("rlmesh.serve._pool", "_usable_cpus", "the session pool sizes itself with busy-polling's CPU count"),
-    Reach("rlmesh.transport.stream", "_TABLES", "the stream's header parse shares the frame tables"),
+    Reach(
+        "rlmesh.client._env",
+        "_identity",
+        "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values",
+    ),
+    Reach(
+        "rlmesh.serve._framework",
+        "_is_jax",
+        "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values",
+    ),
+    Reach(
+        "rlmesh.serve._framework",
+        "_is_torch",
+        "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values",
+    ),
+    Reach(
+        "rlmesh.client._session",
+        "_advance",
+        "the straight step road advances the wire session's state in its own frame (issue 24)",
+    ),
+    Reach(
+        "rlmesh.models._base",
+        "_make_session",
+        "porch Model.session builds the session in eval (the in-function import above)",
+    ),
+    Reach(
+        "rlmesh.sandbox._model",
+        "_check_view",
+        "a sandboxed model validates view= exactly like Model.run",
+    ),
+    Reach(
+        "rlmesh.ray._actor",
+        "_resolve",
+        "an env actor resolves a serve target exactly like `rlmesh serve` does",
+    ),
+    Reach(
+        "rlmesh.serve._pool",
+        "_usable_cpus",
+        "the session pool sizes itself with busy-polling's CPU count",
+    ),
+    Reach(
+        "rlmesh.transport.stream", "_TABLES", "the stream's header parse shares the frame tables"
+    ),
     Reach("rlmesh.transport.stream", "_table", "the stream's header parse shares the frame tables"),
-    *_reaches(("rlmesh._cli._serving", "rlmesh._cli.serve_module"), "_resolve", "the command lines resolve a serve target with serve's own resolver (the library's serve_env uses it too)"),
-    Reach("rlmesh._cli.serve", "_RESERVED_KWARGS", "`rlmesh serve` refuses the env kwargs serve_env reserves, from serve's own list"),
-    Reach("rlmesh._cli.serve", "_close_all", "`rlmesh serve` closes what it built with serve's own helper"),
-    Reach("rlmesh._cli.serve_module", "_serve_env", "`python -m rlmesh.serve` runs serve_env's body with its parsed options"),
-    Reach("rlmesh.types", "_NoAdapter", "the public type aliases name the no-adapter sentinel's type"),
+    *_reaches(
+        ("rlmesh._cli._serving", "rlmesh._cli.serve_module"),
+        "_resolve",
+        "the command lines resolve a serve target with serve's own resolver (the library's serve_env uses it too)",
+    ),
+    Reach(
+        "rlmesh._cli.serve",
+        "_RESERVED_KWARGS",
+        "`rlmesh serve` refuses the env kwargs serve_env reserves, from serve's own list",
+    ),
+    Reach(
+        "rlmesh._cli.serve",
+        "_close_all",
+        "`rlmesh serve` closes what it built with serve's own helper",
+    ),
+    Reach(
+        "rlmesh._cli.serve_module",
+        "_serve_env",
+        "`python -m rlmesh.serve` runs serve_env's body with its parsed options",
+    ),
+    Reach(
+        "rlmesh.types", "_NoAdapter", "the public type aliases name the no-adapter sentinel's type"
+    ),
 ]
 
 
@@ -495,7 +676,10 @@ def _private(name: str) -> bool:
 
 @cache
 def _trees() -> dict[str, ast.Module]:
-    return {m: ast.parse(p.read_text(encoding="utf-8"), filename=str(p)) for m, (p, _) in modules().items()}
+    return {
+        m: ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
+        for m, (p, _) in modules().items()
+    }
 
 
 def _assigned_names(target: ast.expr) -> Iterator[ast.expr]:
@@ -507,20 +691,40 @@ def _class_defines(cls: ast.ClassDef) -> Iterator[str]:
     for st in cls.body:
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             yield st.name
-        targets = st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(st, (ast.AnnAssign, ast.AugAssign)) else []
+        targets = (
+            st.targets
+            if isinstance(st, ast.Assign)
+            else [st.target]
+            if isinstance(st, (ast.AnnAssign, ast.AugAssign))
+            else []
+        )
         for t in targets:
             yield from (n.id for n in _assigned_names(t) if isinstance(n, ast.Name))
             if isinstance(t, ast.Name) and t.id == "__slots__" and isinstance(st, ast.Assign):
-                yield from (c.value for c in ast.walk(st.value) if isinstance(c, ast.Constant) and isinstance(c.value, str))
+                yield from (
+                    c.value
+                    for c in ast.walk(st.value)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                )
     for fn in cls.body:
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.args.args:
             continue
         me = fn.args.args[0].arg
         for n in ast.walk(fn):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, (ast.AnnAssign, ast.AugAssign)) else []
+            targets = (
+                n.targets
+                if isinstance(n, ast.Assign)
+                else [n.target]
+                if isinstance(n, (ast.AnnAssign, ast.AugAssign))
+                else []
+            )
             for t in targets:
                 yield from (
-                    a.attr for a in _assigned_names(t) if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name) and a.value.id == me
+                    a.attr
+                    for a in _assigned_names(t)
+                    if isinstance(a, ast.Attribute)
+                    and isinstance(a.value, ast.Name)
+                    and a.value.id == me
                 )
             if (
                 isinstance(n, ast.Call)
@@ -611,23 +815,39 @@ def _private_module_attributes() -> list[tuple[str, int, str, str]]:
         bound: dict[str, str] = {}
         for n in ast.walk(tree):
             if isinstance(n, ast.Import):
-                bound.update((a.asname, a.name) for a in n.names if a.asname and a.name in modules())
+                bound.update(
+                    (a.asname, a.name) for a in n.names if a.asname and a.name in modules()
+                )
             elif isinstance(n, ast.ImportFrom):
                 for alias in n.names:
-                    target = _targets(ast.ImportFrom(module=n.module, names=[alias], level=n.level), module, is_package)[0]
+                    target = _targets(
+                        ast.ImportFrom(module=n.module, names=[alias], level=n.level),
+                        module,
+                        is_package,
+                    )[0]
                     if target in modules() and target.endswith("." + alias.name):
                         bound[alias.asname or alias.name] = target
         for n in ast.walk(tree):
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and _private(n.attr):
                 source = bound.get(n.value.id)
-                if source and package_of(source) != package_of(module) and f"{source}.{n.attr}" not in modules():
+                if (
+                    source
+                    and package_of(source) != package_of(module)
+                    and f"{source}.{n.attr}" not in modules()
+                ):
                     out.append((module, n.lineno, n.attr, source))
     return out
 
 
-def _check_allowed(found: list[tuple[str, int, str, object]], allowed: list[Reach], what: str) -> None:
+def _check_allowed(
+    found: list[tuple[str, int, str, object]], allowed: list[Reach], what: str
+) -> None:
     keys = {(a.module, a.attr) for a in allowed}
-    bad = [f"{m}:{line} uses {name} (defined by {sorted(o) if isinstance(o, frozenset) else o})" for m, line, name, o in found if (m, name) not in keys]
+    bad = [
+        f"{m}:{line} uses {name} (defined by {sorted(o) if isinstance(o, frozenset) else o})"
+        for m, line, name, o in found
+        if (m, name) not in keys
+    ]
     assert not bad, (
         f"{what} used from outside its package (add a public method or a function in the owning package, or "
         "list it in tests/unit/test_layering.py with a reason):\n" + "\n".join(bad)
@@ -638,16 +858,22 @@ def _check_allowed(found: list[tuple[str, int, str, object]], allowed: list[Reac
 
 
 def test_no_private_attribute_of_another_package_is_used() -> None:
-    _check_allowed(list(private_reaches()), PRIVATE_ALLOWED, "a private attribute of another package's class")
+    _check_allowed(
+        list(private_reaches()), PRIVATE_ALLOWED, "a private attribute of another package's class"
+    )
 
 
 def test_no_private_name_is_imported_from_another_package() -> None:
-    _check_allowed(list(private_imports()), PRIVATE_IMPORTS_ALLOWED, "a private name of another package")
+    _check_allowed(
+        list(private_imports()), PRIVATE_IMPORTS_ALLOWED, "a private name of another package"
+    )
 
 
 def test_the_private_scan_sees_a_reach() -> None:
     """The scan is not vacuous: a planted ``conn._route`` in eval is found, ``self._route`` is not."""
-    plant = ast.parse("def f(sess):\n    sess._pending\n    getattr(sess, '_pending')\n    self._pending\n")
+    plant = ast.parse(
+        "def f(sess):\n    sess._pending\n    getattr(sess, '_pending')\n    self._pending\n"
+    )
     _trees()["rlmesh.eval._probe_plant"] = plant
     try:
         found = [r for r in private_reaches() if r[0] == "rlmesh.eval._probe_plant"]
@@ -659,12 +885,21 @@ def test_the_private_scan_sees_a_reach() -> None:
 
 def test_the_private_import_scan_sees_both_forms() -> None:
     """``from rlmesh.eval._api import _make_session`` and ``_api._make_session`` from serve are found."""
-    plant = ast.parse("from rlmesh.eval._api import _make_session\nfrom rlmesh.eval import _api\n_api._make_session\n")
+    plant = ast.parse(
+        "from rlmesh.eval._api import _make_session\nfrom rlmesh.eval import _api\n_api._make_session\n"
+    )
     _trees()["rlmesh.serve._probe_plant"] = plant
     modules()["rlmesh.serve._probe_plant"] = (PKG / "serve" / "_probe_plant.py", False)
     try:
-        found = [(line, name, source) for m, line, name, source in private_imports() if m == "rlmesh.serve._probe_plant"]
+        found = [
+            (line, name, source)
+            for m, line, name, source in private_imports()
+            if m == "rlmesh.serve._probe_plant"
+        ]
     finally:
         del _trees()["rlmesh.serve._probe_plant"]
         del modules()["rlmesh.serve._probe_plant"]
-    assert found == [(1, "_make_session", "rlmesh.eval._api"), (3, "_make_session", "rlmesh.eval._api")]
+    assert found == [
+        (1, "_make_session", "rlmesh.eval._api"),
+        (3, "_make_session", "rlmesh.eval._api"),
+    ]

@@ -53,4 +53,6 @@ def test_no_doc_tells_users_to_install_the_reference_by_mistake(doc: Path) -> No
     for number, line in enumerate(doc.read_text().splitlines(), 1):
         bad = re.search(r"pip install ['\"]?rlmesh(\[|['\"\s]|$)", line)
         if bad and "installs *that*" not in line and "the reference" not in line:
-            pytest.fail(f"{doc.name}:{number} installs PyPI's rlmesh (the reference): {line.strip()}")
+            pytest.fail(
+                f"{doc.name}:{number} installs PyPI's rlmesh (the reference): {line.strip()}"
+            )

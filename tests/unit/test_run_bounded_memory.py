@@ -54,7 +54,9 @@ def test_a_run_holds_no_per_step_state() -> None:
     probe = _Probe((first, last))
     tracemalloc.start()
     try:
-        result = rlmesh.run(rlmesh.RANDOM_SAMPLE, _Flat(), seeds=[0], max_episode_steps=last + 1, hooks=probe)
+        result = rlmesh.run(
+            rlmesh.RANDOM_SAMPLE, _Flat(), seeds=[0], max_episode_steps=last + 1, hooks=probe
+        )
     finally:
         tracemalloc.stop()
     assert result.total_steps == last + 1
@@ -96,4 +98,6 @@ def test_timings_count_zero_and_negative_clock_steps() -> None:
     t = Timings()
     for x in [0.0] * (EXACT_SAMPLES + 10) + [0.001] * 10:
         t.append(x)
-    assert t.percentiles([50])[0] == 0.0 and t.percentiles([100])[0] == pytest.approx(0.001, rel=HIST_STEP)
+    assert t.percentiles([50])[0] == 0.0 and t.percentiles([100])[0] == pytest.approx(
+        0.001, rel=HIST_STEP
+    )

@@ -68,7 +68,9 @@ def test_gymnasium_CartPole_satisfies_EnvLike_and_its_spaces_SpaceLike() -> None
     env = gym.make("CartPole-v1")
     try:
         assert isinstance(env, EnvLike) and isinstance(env, SupportsResetStep)
-        assert isinstance(env.observation_space, SpaceLike) and isinstance(env.action_space, SpaceLike)
+        assert isinstance(env.observation_space, SpaceLike) and isinstance(
+            env.action_space, SpaceLike
+        )
         assert not isinstance(env, VectorEnvLike) and not isinstance(env, SupportsMake)
     finally:
         env.close()

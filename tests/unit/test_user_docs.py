@@ -12,9 +12,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRIBUTOR = {"architecture.md", "performance.md"}
-USER_DOCS = [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").glob("*.md")) if p.name not in CONTRIBUTOR)]
+USER_DOCS = [
+    ROOT / "README.md",
+    *(p for p in sorted((ROOT / "docs").glob("*.md")) if p.name not in CONTRIBUTOR),
+]
 # SRV-12, CNF2-A9, AR-3..AR-9, ENVCALL-2/3, "seed 001"; not RFC-8259, UTF-8, UUIDv7 or x86-64
-REQUIREMENT_ID = re.compile(r"\b(?!RFC-|UTF-|ISO-|SHA-)[A-Z][A-Z0-9]{1,7}-[A-Z]?\d+[a-z]?\b|\bseed 00\d\b")
+REQUIREMENT_ID = re.compile(
+    r"\b(?!RFC-|UTF-|ISO-|SHA-)[A-Z][A-Z0-9]{1,7}-[A-Z]?\d+[a-z]?\b|\bseed 00\d\b"
+)
 
 
 @pytest.mark.parametrize("doc", USER_DOCS, ids=lambda p: p.name)

@@ -67,7 +67,9 @@ DICT_SPACE_CONTRACT = {
             "image": SpaceSpec._box((2, 2), "uint8", 0, 255),
             "mode": SpaceSpec._discrete(3),
             "text": SpaceSpec._text(8, min_length=0, charset="ab"),
-            "pair": SpaceSpec._tuple([SpaceSpec._multi_binary(3), SpaceSpec._multi_discrete([[2, 3], [4, 5]])]),
+            "pair": SpaceSpec._tuple(
+                [SpaceSpec._multi_binary(3), SpaceSpec._multi_discrete([[2, 3], [4, 5]])]
+            ),
             "big": SpaceSpec._box((2,), "uint64", 0, 2**64 - 1),
             "flag": SpaceSpec._box((), "bool", 0, 1),
         }
@@ -76,7 +78,11 @@ DICT_SPACE_CONTRACT = {
 
 #: name -> (message, request id, segments)
 GOLDEN: dict[str, tuple[Any, int, list[Any]]] = {
-    "hello": (m.Hello(generation="rlmesh-py-v1", peer=PEER, editions=["2026.06"], preferred="2026.06"), 1, []),
+    "hello": (
+        m.Hello(generation="rlmesh-py-v1", peer=PEER, editions=["2026.06"], preferred="2026.06"),
+        1,
+        [],
+    ),
     "step_request": (m.Step(action=[1]), 2, []),
     "step_reply": (m.StepReply(obs=[], reward=1.0), 2, [OBS]),
     "welcome": (
@@ -107,7 +113,11 @@ GOLDEN: dict[str, tuple[Any, int, list[Any]]] = {
         [],
     ),
     "busy": (m.Busy(message="environment already has an active session"), 1, []),
-    "incompatible": (m.Incompatible(message="no", generation="rlmesh-py-v1", editions=["2026.06"]), 1, []),
+    "incompatible": (
+        m.Incompatible(message="no", generation="rlmesh-py-v1", editions=["2026.06"]),
+        1,
+        [],
+    ),
     "reset_request": (
         m.Reset(seeds=[7], options={"difficulty": 2}, episode_ids=[EPISODE_ID], timeout_ms=250),
         3,
@@ -115,7 +125,11 @@ GOLDEN: dict[str, tuple[Any, int, list[Any]]] = {
     ),
     "reset_request_unseeded": (m.Reset(seeds=[None], episode_ids=[EPISODE_ID]), 3, []),
     "reset_reply": (m.ResetReply(obs=[], info=INFO, endpoint_ns=1234), 3, [OBS]),
-    "step_request_no_action": (m.Step(action=[], episode_ids={0: EPISODE_ID}, timeout_ms=5, has_action=False), 4, []),
+    "step_request_no_action": (
+        m.Step(action=[], episode_ids={0: EPISODE_ID}, timeout_ms=5, has_action=False),
+        4,
+        [],
+    ),
     "step_reply_done": (
         m.StepReply(obs=[1], reward=-0.5, terminated=True, completed=[RECORD], endpoint_ns=99),
         4,
@@ -127,19 +141,35 @@ GOLDEN: dict[str, tuple[Any, int, list[Any]]] = {
         [np.array([1, 2, 3], dtype=np.uint8), np.array([1.5, -2.0], dtype="<f4")],
     ),
     "render_request": (m.Render(env_index=0, timeout_ms=0), 6, []),
-    "render_reply": (m.RenderReply(format="raw", shape=[2, 2, 3]), 6, [np.arange(12, dtype=np.uint8)]),
+    "render_reply": (
+        m.RenderReply(format="raw", shape=[2, 2, 3]),
+        6,
+        [np.arange(12, dtype=np.uint8)],
+    ),
     "render_reply_none": (m.RenderReply(), 6, []),
     "close_request": (m.Close(reason=""), 7, []),
     "close_reply": (m.CloseReply(final_episodes=[RECORD]), 7, []),
     "shutdown_request": (m.Shutdown(reason="done"), 8, []),
-    "shutdown_reply": (m.ShutdownReply(accepted=False, message="remote shutdown is disabled"), 8, []),
+    "shutdown_reply": (
+        m.ShutdownReply(accepted=False, message="remote shutdown is disabled"),
+        8,
+        [],
+    ),
     "ping": (m.Ping(), 0, []),
     "pong": (m.Pong(state="ready", generation="rlmesh-py-v1", service="env"), 0, []),
     "configure": (m.Configure(edition="2026.06"), 9, []),
     "configure_reply": (m.ConfigureReply(edition="2026.06"), 9, []),
     "attach_reply": (m.AttachReply(attached=False), 10, []),
-    "error_fatal": (m.Error(code=10, message="step failed: boom", recoverable=False, op="step"), 11, []),
-    "error_recoverable": (m.Error(code=10, message="step failed: try again", recoverable=True, op="step"), 12, []),
+    "error_fatal": (
+        m.Error(code=10, message="step failed: boom", recoverable=False, op="step"),
+        11,
+        [],
+    ),
+    "error_recoverable": (
+        m.Error(code=10, message="step failed: try again", recoverable=True, op="step"),
+        12,
+        [],
+    ),
     "error_protocol": (m.Error(code=14, message="not an rlmesh frame", recoverable=False), 0, []),
 }
 

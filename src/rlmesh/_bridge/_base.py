@@ -155,7 +155,9 @@ class Bridge:
         """
         trees = list(trees)
         if not trees:
-            raise ValueError("cannot fuse observations across 0 lanes: tree_stack needs at least one tree")
+            raise ValueError(
+                "cannot fuse observations across 0 lanes: tree_stack needs at least one tree"
+            )
         return self._stack_tree(trees, len(trees), "$")
 
     def tree_unstack(self, value: Any, n: int) -> list[Any]:
@@ -191,7 +193,10 @@ class Bridge:
                         f"cannot fuse ragged container lengths across {n} lanes at {path}: "
                         f"lane {i} has {got}, lane 0 has {len(first)}"
                     )
-            parts = [self._stack_tree([t[j] for t in trees], n, f"{path}[{j}]") for j in range(len(first))]
+            parts = [
+                self._stack_tree([t[j] for t in trees], n, f"{path}[{j}]")
+                for j in range(len(first))
+            ]
             return tuple(parts) if isinstance(first, tuple) else parts
         if isinstance(first, (str, bytes)):
             if not all(isinstance(t, (str, bytes)) for t in trees):
@@ -216,7 +221,9 @@ class Bridge:
                 f"batched action leaf at {path} has {len(value)} entries; expected {n} (one per lane)"
             )
         if value is None:
-            raise ValueError(f"cannot split a batched action leaf of type NoneType at {path} into {n} lanes")
+            raise ValueError(
+                f"cannot split a batched action leaf of type NoneType at {path} into {n} lanes"
+            )
         return self._split(value, n, path)
 
     # -- devices --------------------------------------------------------------------
@@ -389,7 +396,8 @@ def _require(module: str, extra: str, what: str) -> Any:
         return found
     except ImportError:
         raise DependencyMissing(
-            f'{what} requires {module}. Install it with: pip install {module} (the "{extra}" extra of rlmesh-py)', name=module
+            f'{what} requires {module}. Install it with: pip install {module} (the "{extra}" extra of rlmesh-py)',
+            name=module,
         ) from None
 
 

@@ -22,7 +22,14 @@ from ._base import Bridge, Decoder, _require, _same_shapes, from_array
 if TYPE_CHECKING:
     from ..spaces._spec import SpaceSpec
 
-__all__ = ["JAX_SHARE_MIN_BYTES", "_JaxBridge", "_is_jax", "jax_asarray", "jax_from_array", "jax_wrap_fresh"]
+__all__ = [
+    "JAX_SHARE_MIN_BYTES",
+    "_JaxBridge",
+    "_is_jax",
+    "jax_asarray",
+    "jax_from_array",
+    "jax_wrap_fresh",
+]
 
 
 def _is_jax(x: Any) -> bool:
@@ -110,7 +117,9 @@ class _JaxBridge(Bridge):
         if type(tree) is np.ndarray and tree.ndim == 1 and tree.nbytes <= _JAX_MEMO_MAX_BYTES:
             dt = tree.dtype
             # 64-bit values decode differently with and without x64 mode: keep them apart
-            x64 = dt.itemsize == 8 and bool(_require("jax", "jax", "rlmesh.jax").config.jax_enable_x64)
+            x64 = dt.itemsize == 8 and bool(
+                _require("jax", "jax", "rlmesh.jax").config.jax_enable_x64
+            )
             key = (dt.char, x64, tree.tobytes())
             memo = self._memo
             hit = memo.get(key)
@@ -162,7 +171,9 @@ class _JaxBridge(Bridge):
         if isinstance(device, jax.Device):
             return device
         if not isinstance(device, str):
-            raise ValueError(f"device must be a jax.Device or a string like 'cpu' or 'cuda:0', got {device!r}")
+            raise ValueError(
+                f"device must be a jax.Device or a string like 'cpu' or 'cuda:0', got {device!r}"
+            )
         platform, _, index = device.strip().lower().partition(":")
         platform = {"cuda": "gpu", "rocm": "gpu"}.get(platform, platform)
         try:
@@ -237,7 +248,11 @@ def jax_wrap_fresh(arr: np.ndarray[Any, Any]) -> Any:
     if fast is None or not arr.dtype.isnative:
         return jax_asarray(arr)
     dt = arr.dtype
-    if dt.itemsize == 8 and dt.kind in "iuf" and not _require("jax", "jax", "rlmesh.jax").config.jax_enable_x64:
+    if (
+        dt.itemsize == 8
+        and dt.kind in "iuf"
+        and not _require("jax", "jax", "rlmesh.jax").config.jax_enable_x64
+    ):
         if dt.kind in "iu" and arr.size:
             _check_fits_32(arr)
         arr = arr.astype(_NARROW[dt.kind])  # jax's own rule without x64 mode

@@ -55,11 +55,15 @@ def fast_put(shared_bytes: int) -> FastPut | None:
             shaped = core.ShapedArray
             candidates: list[Callable[..., Any]] = []
             try:
-                candidates.append(importlib.import_module("jax._src.lib").xla_client.batched_device_put)
+                candidates.append(
+                    importlib.import_module("jax._src.lib").xla_client.batched_device_put
+                )
             except Exception:
                 pass
             try:
-                candidates.append(importlib.import_module("jax._src.interpreters.pxla").batched_device_put)
+                candidates.append(
+                    importlib.import_module("jax._src.interpreters.pxla").batched_device_put
+                )
             except Exception:
                 pass
             for put in candidates:
@@ -71,7 +75,9 @@ def fast_put(shared_bytes: int) -> FastPut | None:
     return _fast_put if isinstance(_fast_put, tuple) else None
 
 
-def _probe_put(jax: Any, put: Callable[..., Any], shaped: Any, sharding: Any, device: Any, shared_bytes: int) -> bool:
+def _probe_put(
+    jax: Any, put: Callable[..., Any], shaped: Any, sharding: Any, device: Any, shared_bytes: int
+) -> bool:
     try:
         probe = np.arange(6, dtype=np.float32).reshape(2, 3)
         out = put(shaped(probe.shape, probe.dtype), sharding, [probe], [device], False)

@@ -21,7 +21,6 @@ def _is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "detach")
 
 
-
 def _torch() -> Any:
     return _require("torch", "torch", "rlmesh.torch")
 

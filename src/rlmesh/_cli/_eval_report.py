@@ -98,7 +98,9 @@ class Progress(RunHooks):
         if self.quiet:
             return
         if self._bar is not None:
-            self._bar.update(self._task, completed=self.episodes, sps=self._sps(), rate=self._rate())
+            self._bar.update(
+                self._task, completed=self.episodes, sps=self._sps(), rate=self._rate()
+            )
         else:
             print(  # "#" is EpisodeResult.index, as in the table and the JSON
                 f"episode #{result.index} ({self.episodes}/{self.total}): seed={result.seed} "
@@ -120,14 +122,33 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 def _table_rows(result: RunResult) -> list[list[str]]:
     return [
         [
-            str(e.index), str(e.seed), str(e.steps), _fmt(e.reward), str(e.terminated),
-            str(e.truncated), str(e.success), _fmt(e.duration_s), _fmt(e.predict_ms), _fmt(e.step_ms),
+            str(e.index),
+            str(e.seed),
+            str(e.steps),
+            _fmt(e.reward),
+            str(e.terminated),
+            str(e.truncated),
+            str(e.success),
+            _fmt(e.duration_s),
+            _fmt(e.predict_ms),
+            _fmt(e.step_ms),
         ]
         for e in result.episodes
     ]
 
 
-_HEADERS = ["#", "seed", "steps", "reward", "terminated", "truncated", "success", "seconds", "predict ms", "step ms"]
+_HEADERS = [
+    "#",
+    "seed",
+    "steps",
+    "reward",
+    "terminated",
+    "truncated",
+    "success",
+    "seconds",
+    "predict ms",
+    "step ms",
+]
 
 
 def has_success_signal(result: RunResult) -> bool:
@@ -161,7 +182,9 @@ def print_results(result: RunResult, out: TextIO, *, rich_ok: bool, rate: float)
         else:
             table = Table(title="rlmesh eval", caption=summary)
             for h in _HEADERS:
-                table.add_column(h, justify="left" if h in ("terminated", "truncated", "success") else "right")
+                table.add_column(
+                    h, justify="left" if h in ("terminated", "truncated", "success") else "right"
+                )
             for row in _table_rows(result):
                 table.add_row(*row)
             Console(file=out).print(table)

@@ -54,7 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rlmesh {VERSION}")
         return 0
     if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # module:attr targets resolve from the cwd, as with `python -m`
+        sys.path.insert(
+            0, os.getcwd()
+        )  # module:attr targets resolve from the cwd, as with `python -m`
     name = COMMANDS.get(args[0])
     if name is None:
         print(f"rlmesh: unknown command {args[0]!r}\n\n{_USAGE}", file=sys.stderr)

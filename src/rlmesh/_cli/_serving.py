@@ -60,7 +60,9 @@ def ready_fd_arg(text: str) -> int:
     try:
         fd = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an open file descriptor number >= 3, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"must be an open file descriptor number >= 3, got {text!r}"
+        ) from None
     if fd in (0, 1, 2):
         raise argparse.ArgumentTypeError(
             f"{fd} is the server's own {('stdin', 'stdout', 'stderr')[fd]}, which --ready-fd would close; "
@@ -72,7 +74,9 @@ def ready_fd_arg(text: str) -> int:
     try:
         os.fstat(fd)
     except OSError:
-        raise argparse.ArgumentTypeError(f"file descriptor {fd} is not open in this process") from None
+        raise argparse.ArgumentTypeError(
+            f"file descriptor {fd} is not open in this process"
+        ) from None
     return fd
 
 
@@ -86,7 +90,13 @@ def write_ready_file(path: str, address: str) -> None:
     import secrets
 
     directory = os.path.dirname(os.path.abspath(path))
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    flags = (
+        os.O_WRONLY
+        | os.O_CREAT
+        | os.O_EXCL
+        | getattr(os, "O_NOFOLLOW", 0)
+        | getattr(os, "O_CLOEXEC", 0)
+    )
     for _ in range(16):  # bounded: a name clash on 64 random bits is a fluke
         tmp = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
         try:
@@ -223,5 +233,5 @@ def edition_notice(args: argparse.Namespace, target: str) -> None:
     resolve_declared_edition(
         warn=True,
         who=f"the served env {target}",
-        hint=f"--workflow-edition {EDITION_BASE}, a `workflow_edition = \"{EDITION_BASE}\"` attribute on its class",
+        hint=f'--workflow-edition {EDITION_BASE}, a `workflow_edition = "{EDITION_BASE}"` attribute on its class',
     )

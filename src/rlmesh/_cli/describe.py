@@ -62,7 +62,11 @@ def _space_line(d: Any) -> str:
     kind, shape, dtype = d.get("kind"), d.get("shape"), d.get("dtype")
     det = d.get("details") or {}
     if kind == "dict":
-        return "Dict(" + ", ".join(f"{k}: {_space_line(v)}" for k, v in det.get("spaces", {}).items()) + ")"
+        return (
+            "Dict("
+            + ", ".join(f"{k}: {_space_line(v)}" for k, v in det.get("spaces", {}).items())
+            + ")"
+        )
     if kind == "tuple":
         return "Tuple(" + ", ".join(_space_line(v) for v in det.get("spaces", [])) + ")"
     if kind == "discrete":
@@ -83,10 +87,14 @@ def _summary(doc: dict[str, Any]) -> str:
         elif isinstance(spec, dict):
             lines.append(f"  env_spec: error ({spec.get('error_type', 'Error')}): {spec['error']}")
         tags = doc.get("env_tags")
-        lines.append(f"  env_tags: {'none' if tags is None else ('error: ' + tags['error'] if 'error' in tags else 'yes')}")
+        lines.append(
+            f"  env_tags: {'none' if tags is None else ('error: ' + tags['error'] if 'error' in tags else 'yes')}"
+        )
     else:
         spec = doc.get("model_spec")
-        lines.append(f"  model_spec: {'none' if spec is None else ('error: ' + spec['error'] if 'error' in spec else 'yes')}")
+        lines.append(
+            f"  model_spec: {'none' if spec is None else ('error: ' + spec['error'] if 'error' in spec else 'yes')}"
+        )
         if doc.get("corners"):
             lines.append(f"  corners: {', '.join(doc['corners'])}")
     params = doc.get("params") or {}
@@ -96,10 +104,14 @@ def _summary(doc: dict[str, Any]) -> str:
         for p in ps["params"]:
             extra = f" choices={p['choices']}" if "choices" in p else ""
             default = f" default={p['default']!r}" if "default" in p else ""
-            rows.append(f"    {p['name']}: {p['type']}{' (required)' if p['required'] else ''}{default}{extra}")
+            rows.append(
+                f"    {p['name']}: {p['type']}{' (required)' if p['required'] else ''}{default}{extra}"
+            )
         rows.append(f"    (extra={ps['extra']!r})")
     for p in params.get("signature_tier", []):
-        rows.append(f"    {p['name']}: {p['type']}{' (required)' if p['required'] else ''} default={p['default']!r}")
+        rows.append(
+            f"    {p['name']}: {p['type']}{' (required)' if p['required'] else ''} default={p['default']!r}"
+        )
     if rows:
         lines.append("  params:")
         lines.extend(rows)
@@ -109,7 +121,9 @@ def _summary(doc: dict[str, Any]) -> str:
             if key in variants:
                 lines.append(f"  {key}: {variants[key]}")
         if "variations" in variants:
-            lines.append("  variations: " + ", ".join(f"{k}={v}" for k, v in variants["variations"].items()))
+            lines.append(
+                "  variations: " + ", ".join(f"{k}={v}" for k, v in variants["variations"].items())
+            )
         for v in variants.get("catalog", []):
             name = v["metadata"].get("name")
             err = f"  ERROR: {v['error']}" if "error" in v else ""
@@ -148,8 +162,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("target", help="module:Attr, or path/to/file.py:Attr")
     parser.add_argument("--json", action="store_true", help="print the canonical describe.v1 JSON")
-    parser.add_argument("--label", action="store_true", help=f"print '{_LABEL}=<envelope>' for an image label")
-    parser.add_argument("--kind", choices=("env", "model"), help="required for a bare make/predict callable")
+    parser.add_argument(
+        "--label", action="store_true", help=f"print '{_LABEL}=<envelope>' for an image label"
+    )
+    parser.add_argument(
+        "--kind", choices=("env", "model"), help="required for a bare make/predict callable"
+    )
     parser.add_argument("--generated-at", metavar="TS", help="RFC-3339 timestamp to embed")
     parser.add_argument("--out", metavar="FILE", help="write the output to FILE instead of stdout")
     parser.add_argument("--no-build", action="store_true", help="do not build a representative env")
@@ -157,7 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
 
     def go() -> None:
-        text = _envelope(args.target, kind=args.kind, generated_at=args.generated_at, build_env=not args.no_build)
+        text = _envelope(
+            args.target, kind=args.kind, generated_at=args.generated_at, build_env=not args.no_build
+        )
         if args.label:
             _label_note()
             _write(f"{_LABEL}={text}", args.out)
@@ -195,8 +215,12 @@ def module_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--env", metavar="T", help="describe T as an env")
     parser.add_argument("--model", metavar="T", help="describe T as a model")
     parser.add_argument("--check", metavar="IMAGE", help="check an image's labels (docker inspect)")
-    parser.add_argument("--check-labels", metavar="FILE", help="check a JSON object of labels ('-' = stdin)")
-    parser.add_argument("--check-entrypoint", metavar="MODULE:CLASS", help="describe and check a class")
+    parser.add_argument(
+        "--check-labels", metavar="FILE", help="check a JSON object of labels ('-' = stdin)"
+    )
+    parser.add_argument(
+        "--check-entrypoint", metavar="MODULE:CLASS", help="describe and check a class"
+    )
     parser.add_argument("--out", metavar="FILE")
     parser.add_argument("--generated-at", metavar="TS")
     parser.add_argument("--label", action="store_true")
@@ -243,7 +267,9 @@ def _docker_labels(image: str) -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError) as exc:
         raise RuntimeError(f"docker inspect {image} failed: {exc}") from exc
     if proc.returncode != 0:
-        raise RuntimeError(f"docker inspect {image} failed: {proc.stderr.strip() or proc.returncode}")
+        raise RuntimeError(
+            f"docker inspect {image} failed: {proc.stderr.strip() or proc.returncode}"
+        )
     labels = json.loads(proc.stdout or "null")
     return dict(labels or {})
 

@@ -95,7 +95,12 @@ def resolve_env_arg(spec: str, env_kwargs: dict[str, Any] | None = None) -> tupl
         return spec, False
     if _ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py"):
         obj = load_target(spec, cwd=True)
-        if callable(obj) and not isinstance(obj, type) and not hasattr(obj, "reset") and not hasattr(obj, "make"):
+        if (
+            callable(obj)
+            and not isinstance(obj, type)
+            and not hasattr(obj, "reset")
+            and not hasattr(obj, "make")
+        ):
             return obj(**kwargs), True
         if kwargs:
             raise ValueError(
@@ -116,7 +121,9 @@ def resolve_env_arg(spec: str, env_kwargs: dict[str, Any] | None = None) -> tupl
 
 def _is_gym_id(spec: str) -> bool:
     """Whether ``ENV`` names a Gymnasium id (not an address, ``module:attr`` or ``file.py:attr``)."""
-    return not (_ADDRESS.match(spec) or _ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py"))
+    return not (
+        _ADDRESS.match(spec) or _ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py")
+    )
 
 
 def _gym_make(spec: str, **kwargs: Any) -> Any:
@@ -130,7 +137,9 @@ def _worker_env_arg(spec: str) -> Any:
     """``ENV`` for ``--workers``: an address or a Gymnasium id stays a string (each worker
     dials or makes its own); ``module:attr`` is imported and shipped (a callable is called
     in each worker, not here)."""
-    if _ADDRESS.match(spec) or not (_ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py")):
+    if _ADDRESS.match(spec) or not (
+        _ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py")
+    ):
         return spec
     return load_target(spec, cwd=True)
 
@@ -151,22 +160,102 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ENV",
         help="an address (host:port, unix:///path), a Gymnasium id, or module:attr / path/file.py:attr",
     )
-    p.add_argument("--episodes", "--max-episodes", dest="episodes", type=int, default=None, help="episode count (default: len(seeds) or 1)")
-    p.add_argument("--seeds", nargs="+", default=None, help="per-episode seeds: ints and inclusive ranges A..B (default: unseeded)")
-    p.add_argument("--max-episode-steps", type=int, default=None, help="truncate each episode after N steps (default: the env's own limit)")
-    p.add_argument("--max-episode-seconds", type=float, default=None, help="truncate each episode after S seconds (default: no limit)")
-    p.add_argument("--execution-horizon", type=int, default=1, help="actions replayed per chunk (chunk models) (default: 1)")
-    p.add_argument("--instruction", default=None, help="instruction written into the model's Text inputs (default: none)")
-    p.add_argument("--close-env", action="store_true", help="shut the env down when the run ends (default: leave it serving)")
-    p.add_argument("--json", dest="json_path", default=None, metavar="PATH", help="write the RunResult as JSON (default: no file)")
-    p.add_argument("--no-progress", action="store_true", help="no live progress output (default: a live line on a terminal, one line per episode otherwise)")
-    p.add_argument("--view", default=None, metavar="VIEW", help="watch live: terminal, http, http:PORT or both; see docs/viewer.md (default: no viewer)")
-    p.add_argument("--env-kwargs", default=None, metavar="JSON", help="keyword arguments (a JSON object) for gymnasium.make(ENV, ...) or the module:attr env callable (default: none)")
-    p.add_argument("--render-mode", default=None, metavar="MODE", help="render_mode for a Gymnasium id or env callable (default: rgb_array with --view, else the env's default)")
-    p.add_argument("--verbose", action="store_true", help="print the traceback on error (default: one line)")
-    p.add_argument("--workers", type=int, default=None, metavar="N", help="run the episodes in N worker processes (or Ray actors with --ray); see docs/distributed.md (default: this process)")
-    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS", help="with --workers: use Ray; ADDRESS is 'auto' or a cluster address, none starts a local Ray (default: local processes)")
-    p.add_argument("--journal", default=None, metavar="PATH", help="with --workers: record finished episodes in PATH; a re-run skips them (default: no journal)")
+    p.add_argument(
+        "--episodes",
+        "--max-episodes",
+        dest="episodes",
+        type=int,
+        default=None,
+        help="episode count (default: len(seeds) or 1)",
+    )
+    p.add_argument(
+        "--seeds",
+        nargs="+",
+        default=None,
+        help="per-episode seeds: ints and inclusive ranges A..B (default: unseeded)",
+    )
+    p.add_argument(
+        "--max-episode-steps",
+        type=int,
+        default=None,
+        help="truncate each episode after N steps (default: the env's own limit)",
+    )
+    p.add_argument(
+        "--max-episode-seconds",
+        type=float,
+        default=None,
+        help="truncate each episode after S seconds (default: no limit)",
+    )
+    p.add_argument(
+        "--execution-horizon",
+        type=int,
+        default=1,
+        help="actions replayed per chunk (chunk models) (default: 1)",
+    )
+    p.add_argument(
+        "--instruction",
+        default=None,
+        help="instruction written into the model's Text inputs (default: none)",
+    )
+    p.add_argument(
+        "--close-env",
+        action="store_true",
+        help="shut the env down when the run ends (default: leave it serving)",
+    )
+    p.add_argument(
+        "--json",
+        dest="json_path",
+        default=None,
+        metavar="PATH",
+        help="write the RunResult as JSON (default: no file)",
+    )
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no live progress output (default: a live line on a terminal, one line per episode otherwise)",
+    )
+    p.add_argument(
+        "--view",
+        default=None,
+        metavar="VIEW",
+        help="watch live: terminal, http, http:PORT or both; see docs/viewer.md (default: no viewer)",
+    )
+    p.add_argument(
+        "--env-kwargs",
+        default=None,
+        metavar="JSON",
+        help="keyword arguments (a JSON object) for gymnasium.make(ENV, ...) or the module:attr env callable (default: none)",
+    )
+    p.add_argument(
+        "--render-mode",
+        default=None,
+        metavar="MODE",
+        help="render_mode for a Gymnasium id or env callable (default: rgb_array with --view, else the env's default)",
+    )
+    p.add_argument(
+        "--verbose", action="store_true", help="print the traceback on error (default: one line)"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run the episodes in N worker processes (or Ray actors with --ray); see docs/distributed.md (default: this process)",
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="with --workers: use Ray; ADDRESS is 'auto' or a cluster address, none starts a local Ray (default: local processes)",
+    )
+    p.add_argument(
+        "--journal",
+        default=None,
+        metavar="PATH",
+        help="with --workers: record finished episodes in PATH; a re-run skips them (default: no journal)",
+    )
     return p
 
 
@@ -211,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
                 env = functools.partial(_gym_make, args.env, **env_kwargs)
             elif env_kwargs and callable(env):
                 env = functools.partial(env, **env_kwargs)
-        total = args.episodes if args.episodes is not None else (len(seeds) if seeds is not None else 1)
+        total = (
+            args.episodes if args.episodes is not None else (len(seeds) if seeds is not None else 1)
+        )
         on_terminal = view is not None and view.backend in ("terminal", "both")
         quiet = args.no_progress or on_terminal
         # with --workers the run draws its own live line (done/total, rate, ETA, workers alive)
@@ -256,18 +347,24 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _usage_checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[int] | None, dict[str, Any]]:
+def _usage_checked(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[list[int] | None, dict[str, Any]]:
     """``--seeds`` / ``--env-kwargs`` / ``--render-mode`` parsed, or a usage error (exit 2)."""
     try:
         seeds = parse_seeds(args.seeds)
     except ValueError as exc:
-        parser.error(f"--seeds: {exc} (expected ints and inclusive ranges A..B, e.g. --seeds 0..9 42)")
+        parser.error(
+            f"--seeds: {exc} (expected ints and inclusive ranges A..B, e.g. --seeds 0..9 42)"
+        )
     env_kwargs: dict[str, Any] = {}
     if args.env_kwargs is not None:
         try:
             env_kwargs = json.loads(args.env_kwargs)
         except ValueError as exc:
-            parser.error(f"--env-kwargs: not valid JSON ({exc}); e.g. --env-kwargs '{{\"max_episode_steps\": 50}}'")
+            parser.error(
+                f"--env-kwargs: not valid JSON ({exc}); e.g. --env-kwargs '{{\"max_episode_steps\": 50}}'"
+            )
         if not isinstance(env_kwargs, dict):
             parser.error(f"--env-kwargs must be a JSON object, got {type(env_kwargs).__name__}")
     if args.render_mode is not None:

@@ -21,12 +21,20 @@ def _parser() -> argparse.ArgumentParser:
         prog="rlmesh export",
         description="Convert a recorded result bundle (folder or .zip) to another format.",
     )
-    p.add_argument("bundle", metavar="BUNDLE", help="a bundle written by Recorder.export (a folder or a .zip)")
+    p.add_argument(
+        "bundle", metavar="BUNDLE", help="a bundle written by Recorder.export (a folder or a .zip)"
+    )
     p.add_argument("--lerobot", required=True, metavar="PATH",
                    help="write a LeRobot v2.1 dataset to PATH (a new or empty folder); needs the lerobot extra")  # fmt: skip
-    p.add_argument("--fps", type=float, default=None, help="the dataset's fps (default: the recording's)")
-    p.add_argument("--robot-type", default=None, help="robot_type in meta/info.json (default: null)")
-    p.add_argument("--verbose", action="store_true", help="print the traceback on error (default: one line)")
+    p.add_argument(
+        "--fps", type=float, default=None, help="the dataset's fps (default: the recording's)"
+    )
+    p.add_argument(
+        "--robot-type", default=None, help="robot_type in meta/info.json (default: null)"
+    )
+    p.add_argument(
+        "--verbose", action="store_true", help="print the traceback on error (default: one line)"
+    )
     return p
 
 
@@ -37,7 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     try:
-        out = ResultSet.load(args.bundle).to_lerobot(args.lerobot, fps=args.fps, robot_type=args.robot_type)
+        out = ResultSet.load(args.bundle).to_lerobot(
+            args.lerobot, fps=args.fps, robot_type=args.robot_type
+        )
     except Exception as exc:
         if args.verbose:
             traceback.print_exc()

@@ -17,8 +17,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``rlmesh health``; returns the exit code."""
     p = argparse.ArgumentParser(prog="rlmesh health", description="Probe an rlmesh endpoint.")
     p.add_argument("address", help="host:port, tcp://host:port or unix:///path")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS", help="give up after SECONDS (default: 5)")
-    p.add_argument("--wait", action="store_true", help="keep probing until ready or --timeout (default: probe once)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="give up after SECONDS (default: 5)",
+    )
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="keep probing until ready or --timeout (default: probe once)",
+    )
     args = p.parse_args(argv)
     try:
         if args.wait:

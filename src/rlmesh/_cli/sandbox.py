@@ -25,7 +25,9 @@ def main(argv: Sequence[str]) -> int:
         description="Remove the sandbox venvs (in $RLMESH_SANDBOX_CACHE), Docker images and stopped "
         "containers rlmesh created. Anything it did not create is left alone.",
     )
-    pr.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    pr.add_argument(
+        "--dry-run", action="store_true", help="list what would be removed, remove nothing"
+    )
     only = pr.add_mutually_exclusive_group()
     only.add_argument("--venvs-only", action="store_true", help="leave Docker alone")
     only.add_argument("--docker-only", action="store_true", help="leave the venv cache alone")

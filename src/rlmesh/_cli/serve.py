@@ -47,8 +47,14 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         description="Serve an environment over TCP or a Unix socket (positional TARGET = env). "
         "`python -m rlmesh.serve` differs: there a positional TARGET is a model and an env is --env TARGET.",
     )
-    p.add_argument("target", nargs="?", help="a Gymnasium id, or module:attr naming an env, env class, factory callable or EnvFactory")
-    p.add_argument("--env", dest="env_target", help="same as TARGET (upstream spelling; default: none)")
+    p.add_argument(
+        "target",
+        nargs="?",
+        help="a Gymnasium id, or module:attr naming an env, env class, factory callable or EnvFactory",
+    )
+    p.add_argument(
+        "--env", dest="env_target", help="same as TARGET (upstream spelling; default: none)"
+    )
     p.add_argument(
         "--address",
         default=default_address(),
@@ -78,9 +84,24 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         help="with --num-envs N, build a Gymnasium vector env instead of serving independent lanes "
         "(default: $RLMESH_VECTORIZATION_MODE or independent lanes)",
     )
-    p.add_argument("--package", action="append", default=[], help="import this module first so its envs register (repeatable; default: none)")
-    p.add_argument("--kwargs-json", default=os.environ.get("RLMESH_MAKE_KWARGS"), help="JSON object of env kwargs (default: $RLMESH_MAKE_KWARGS or none)")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="one env/factory parameter, VALUE parsed as JSON else a string (repeatable; default: none)")
+    p.add_argument(
+        "--package",
+        action="append",
+        default=[],
+        help="import this module first so its envs register (repeatable; default: none)",
+    )
+    p.add_argument(
+        "--kwargs-json",
+        default=os.environ.get("RLMESH_MAKE_KWARGS"),
+        help="JSON object of env kwargs (default: $RLMESH_MAKE_KWARGS or none)",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one env/factory parameter, VALUE parsed as JSON else a string (repeatable; default: none)",
+    )
     p.add_argument(
         "--framework",
         default=os.environ.get("RLMESH_FRAMEWORK") or None,
@@ -91,9 +112,23 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         default=os.environ.get("RLMESH_DEVICE") or None,
         help="device for torch/jax actions, e.g. cuda:0 (default: $RLMESH_DEVICE or the framework's default)",
     )
-    p.add_argument("--workflow-edition", default=None, help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)")
-    p.add_argument("--allow-remote-shutdown", action="store_true", help="let a client stop the server (default: off)")
-    p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS", help="stop after SECONDS without a client (default: never)")
+    p.add_argument(
+        "--workflow-edition",
+        default=None,
+        help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)",
+    )
+    p.add_argument(
+        "--allow-remote-shutdown",
+        action="store_true",
+        help="let a client stop the server (default: off)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop after SECONDS without a client (default: never)",
+    )
     p.add_argument(
         "--sessions",
         type=_positive_int,
@@ -117,9 +152,20 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         help="a model TARGET with --sessions N: answer every predict in turn instead of fusing predicts that "
         "arrive together into one predict_batch forward (see rlmesh serve-model; default: fuse)",
     )
-    p.add_argument("--ready-fd", type=ready_fd_arg, default=None, help="write the bound address to this fd, then close it (default: none)")
-    p.add_argument("--ready-file", default=None, help="write the bound address to this file once listening (default: none)")
-    p.add_argument("--verbose", action="store_true", help="print tracebacks on errors (default: one line)")
+    p.add_argument(
+        "--ready-fd",
+        type=ready_fd_arg,
+        default=None,
+        help="write the bound address to this fd, then close it (default: none)",
+    )
+    p.add_argument(
+        "--ready-file",
+        default=None,
+        help="write the bound address to this file once listening (default: none)",
+    )
+    p.add_argument(
+        "--verbose", action="store_true", help="print tracebacks on errors (default: one line)"
+    )
     return p
 
 
@@ -148,6 +194,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
     if args.target and is_model_target(args.target, args.package):  # MOD-33: a positional model
         passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--"]
         return serve_model(passthrough, prog=prog)
+
     def body() -> int:
         kwargs = binding_of(args)
         for key in _RESERVED_KWARGS:
@@ -167,7 +214,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
         )
         mark_startup("env")
         try:
-            server = EnvServer(env, args.address, options=options, framework=args.framework, device=args.device)
+            server = EnvServer(
+                env, args.address, options=options, framework=args.framework, device=args.device
+            )
         except BaseException:
             _close_all(env)
             raise
@@ -184,7 +233,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
     return run_command(args, body)
 
 
-def _serve_sessions(args: argparse.Namespace, target: str, kwargs: dict[str, object], options: object) -> int:
+def _serve_sessions(
+    args: argparse.Namespace, target: str, kwargs: dict[str, object], options: object
+) -> int:
     """``--sessions N``: a supervisor here, each session's env in its own worker process (issue 25)."""
     recipe = EnvRecipe(
         target,
@@ -197,7 +248,9 @@ def _serve_sessions(args: argparse.Namespace, target: str, kwargs: dict[str, obj
         device=args.device,
         options=options,  # type: ignore[arg-type]
     )
-    server = SessionsEnvServer(None, args.address, sessions=args.sessions, prewarm=args.prewarm, recipe=recipe)
+    server = SessionsEnvServer(
+        None, args.address, sessions=args.sessions, prewarm=args.prewarm, recipe=recipe
+    )
     mark_startup("listen")
     announce(args, "env", server.address, f" ({args.sessions} sessions){startup_text()}")
     return serve_until_stopped(server)

@@ -42,10 +42,14 @@ def load_model_target(target: str, binding: dict[str, Any] | None = None) -> Any
     binding = dict(binding or {})
     if isinstance(obj, type) and issubclass(obj, ModelBase):
         if binding and obj.load is ModelBase.load:
-            raise TypeError(f"{obj.__name__} does not override load(); it takes no --param/--kwargs-json binding")
+            raise TypeError(
+                f"{obj.__name__} does not override load(); it takes no --param/--kwargs-json binding"
+            )
         return obj.from_config(**binding)
     if binding:
-        raise TypeError(f"{target} is not a Model subclass; a binding (--param/--kwargs-json) needs one")
+        raise TypeError(
+            f"{target} is not a Model subclass; a binding (--param/--kwargs-json) needs one"
+        )
     if isinstance(obj, ModelBase):
         return obj
     return NumpyModel(obj)
@@ -53,17 +57,43 @@ def load_model_target(target: str, binding: dict[str, Any] | None = None) -> Any
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model") -> int:
     p = argparse.ArgumentParser(prog=prog, description="Serve a model for RemoteModel clients.")
-    p.add_argument("target", help="module:attr: a Model subclass, a Model instance, or a predict callable")
+    p.add_argument(
+        "target", help="module:attr: a Model subclass, a Model instance, or a predict callable"
+    )
     p.add_argument(
         "--address",
         default=default_address(),
         help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 127.0.0.1:50051)",
     )
-    p.add_argument("--kwargs-json", default=os.environ.get("RLMESH_MAKE_KWARGS"), help="JSON object passed to from_config() (default: $RLMESH_MAKE_KWARGS or none)")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="one from_config() parameter (repeatable; default: none)")
-    p.add_argument("--workflow-edition", default=None, help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)")
-    p.add_argument("--allow-remote-shutdown", action="store_true", help="let a client stop the server (default: off)")
-    p.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS", help="stop after SECONDS without a client (default: never)")
+    p.add_argument(
+        "--kwargs-json",
+        default=os.environ.get("RLMESH_MAKE_KWARGS"),
+        help="JSON object passed to from_config() (default: $RLMESH_MAKE_KWARGS or none)",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one from_config() parameter (repeatable; default: none)",
+    )
+    p.add_argument(
+        "--workflow-edition",
+        default=None,
+        help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)",
+    )
+    p.add_argument(
+        "--allow-remote-shutdown",
+        action="store_true",
+        help="let a client stop the server (default: off)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop after SECONDS without a client (default: never)",
+    )
     p.add_argument(
         "--sessions",
         type=int,
@@ -79,9 +109,18 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
         help="with --sessions N, answer every predict in turn instead of fusing requests that arrive together "
         "into one predict_batch forward (default: fuse when the model defines predict_batch)",
     )
-    p.add_argument("--ready-file", default=None, help="write the bound address to this file (default: none)")
-    p.add_argument("--ready-fd", type=ready_fd_arg, default=None, help="write the bound address to this fd, then close it (default: none)")
-    p.add_argument("--verbose", action="store_true", help="print tracebacks on errors (default: one line)")
+    p.add_argument(
+        "--ready-file", default=None, help="write the bound address to this file (default: none)"
+    )
+    p.add_argument(
+        "--ready-fd",
+        type=ready_fd_arg,
+        default=None,
+        help="write the bound address to this fd, then close it (default: none)",
+    )
+    p.add_argument(
+        "--verbose", action="store_true", help="print tracebacks on errors (default: one line)"
+    )
     args = p.parse_args(argv)
     if args.sessions < 1:
         p.error(f"--sessions must be >= 1, got {args.sessions}")
@@ -89,8 +128,13 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
     def body() -> int:
         model = load_model_target(args.target, binding_of(args))
         if getattr(model, "_spec", None) is None:
-            print("RLMesh: the served model declares no spec; clients drive it with raw env values", file=sys.stderr)
-        server = ModelServer(model, args.address, options=options_of(args), sessions=args.sessions, fuse=args.fuse)
+            print(
+                "RLMesh: the served model declares no spec; clients drive it with raw env values",
+                file=sys.stderr,
+            )
+        server = ModelServer(
+            model, args.address, options=options_of(args), sessions=args.sessions, fuse=args.fuse
+        )
         announce(args, "model", server.address)
         return serve_until_stopped(server)
 

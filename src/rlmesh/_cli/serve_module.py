@@ -77,15 +77,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help="JSON object bound to make(**binding) / load(**binding) (default: $RLMESH_MAKE_KWARGS)",
     )
-    p.add_argument("--workflow-edition", default=None, metavar="EDITION", help="the edition to declare")
     p.add_argument(
-        "--ready-file", default=None, metavar="PATH", help="rlmesh extension: write the bound address to PATH"
+        "--workflow-edition", default=None, metavar="EDITION", help="the edition to declare"
+    )
+    p.add_argument(
+        "--ready-file",
+        default=None,
+        metavar="PATH",
+        help="rlmesh extension: write the bound address to PATH",
     )
     p.add_argument("--verbose", action="store_true", help="print tracebacks on errors")
     return p
 
 
-def _parse(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace, dict[str, Any], int]:
+def _parse(
+    argv: Sequence[str] | None,
+) -> tuple[argparse.ArgumentParser, argparse.Namespace, dict[str, Any], int]:
     """Parse and validate everything that is decided from the arguments alone (exit 2 on misuse)."""
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -115,7 +122,9 @@ def _parse(argv: Sequence[str] | None) -> tuple[argparse.ArgumentParser, argpars
                     "num_envs": "$RLMESH_NUM_ENVS",
                     "vectorization_mode": "$RLMESH_VECTORIZATION_MODE",
                 }.get(key, f"--{key.replace('_', '-')}")
-                parser.error(f"{key!r} in --kwargs-json is a serving option, not an env parameter; use {knob}")
+                parser.error(
+                    f"{key!r} in --kwargs-json is a serving option, not an env parameter; use {knob}"
+                )
         raw = os.environ.get("RLMESH_NUM_ENVS", "").strip()
         if raw:
             try:
@@ -146,15 +155,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     def announce(what: str, bound: str, shown: str) -> None:
         if args.ready_file:
             write_ready_file(args.ready_file, bound)  # always dialable: the real bound address
-        warning = " - WARNING: this endpoint has no authentication and is reachable from other hosts" if exposed(bound) else ""
+        warning = (
+            " - WARNING: this endpoint has no authentication and is reachable from other hosts"
+            if exposed(bound)
+            else ""
+        )
         print(f"RLMesh serving {what} on {shown}{startup_text()}{warning}", flush=True)
 
     def serve_model() -> int:
         model = load_model_target(args.model, binding)
         mark_startup("model")
         if getattr(model, "_spec", None) is None:
-            print("RLMesh: the served model declares no spec; clients drive it with raw env values", file=sys.stderr)
-        server = ModelServer(model, args.address, options=ServeOptions(workflow_edition=args.workflow_edition))
+            print(
+                "RLMesh: the served model declares no spec; clients drive it with raw env values",
+                file=sys.stderr,
+            )
+        server = ModelServer(
+            model, args.address, options=ServeOptions(workflow_edition=args.workflow_edition)
+        )
         mark_startup("listen")
         announce("model", server.address, args.address)  # DELTA-23: a model is shown as requested
         server.serve()

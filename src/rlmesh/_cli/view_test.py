@@ -32,12 +32,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="rlmesh view-test",
         description="Show a synthetic moving scene with the live viewer (terminal by default).",
     )
-    p.add_argument("--http", type=int, metavar="PORT", help="serve the browser page on PORT instead of the terminal")
+    p.add_argument(
+        "--http",
+        type=int,
+        metavar="PORT",
+        help="serve the browser page on PORT instead of the terminal",
+    )
     p.add_argument("--both", action="store_true", help="terminal AND browser (with --http)")
     p.add_argument("--fps", type=int, default=30, help="frames per second (default 30)")
     p.add_argument("--frames", type=int, default=900, help="frames to show (default 900)")
     p.add_argument("--no-frames", action="store_true", help="HUD only, no picture")
-    p.add_argument("--host", default="127.0.0.1", help="address the page binds (non-loopback needs the printed token)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address the page binds (non-loopback needs the printed token)",
+    )
     args = p.parse_args(list(argv) if argv is not None else None)
 
     if args.fps < 1 or args.frames < 0:
@@ -52,7 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        viewer = open_viewer(cfg, _Context(), sources=[FrameSource("demo", "render", "render", fetch)])
+        viewer = open_viewer(
+            cfg, _Context(), sources=[FrameSource("demo", "render", "render", fetch)]
+        )
     messages = [str(w.message) for w in caught]
     for m in messages:
         print(f"[viewtest] WARNING: {m}", file=sys.stderr)
@@ -73,7 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             time.sleep(period)
             chunk = (t % 8) + 1
             ret += 0.01
-            viewer.step(t, t, ret, 0.01, 60.0 + 25.0 * abs(((t * 7) % 20) / 10.0 - 1.0), 12.0 + (t % 7))
+            viewer.step(
+                t, t, ret, 0.01, 60.0 + 25.0 * abs(((t * 7) % 20) / 10.0 - 1.0), 12.0 + (t % 7)
+            )
             hud.chunk_pos, hud.chunk_len = chunk, 8
             hud.outcome = "running"
     except KeyboardInterrupt:

@@ -84,7 +84,13 @@ class Checks:
         "policy",
     )
 
-    def __init__(self, obs_space: SpaceSpec, act_space: SpaceSpec, lanes: int | None, policy: str | None = None) -> None:
+    def __init__(
+        self,
+        obs_space: SpaceSpec,
+        act_space: SpaceSpec,
+        lanes: int | None,
+        policy: str | None = None,
+    ) -> None:
         self.policy = validation_policy() if policy is None else policy
         self.lanes = lanes
         off = self.policy == "off"
@@ -101,8 +107,10 @@ class Checks:
         #: through :meth:`observation` (which words the errors and the warnings).
         #: ``None`` when the range check has no quick test.
         self.observation_fast: tuple[Any, Any] | None = (
-            (self._obs_encode, self._obs_quick) if self._obs_range is None or self._obs_quick is not None else None
-        )        #: :meth:`action`, or the bare encoder when no range deviation is possible (the
+            (self._obs_encode, self._obs_quick)
+            if self._obs_range is None or self._obs_quick is not None
+            else None
+        )  #: :meth:`action`, or the bare encoder when no range deviation is possible (the
         #: same result and errors, one call less per step; issue 24).
         self.action_in = self._act_encode if self._act_range is None else self.action
         self._warned: set[tuple[str, str]] = set()
@@ -155,7 +163,9 @@ class Checks:
             if deviations:
                 if self.policy == "strict":
                     path, detail = deviations[0]
-                    raise InvalidAction(f"action out of range at {path}: {detail}", op="step", recoverable=True)
+                    raise InvalidAction(
+                        f"action out of range at {path}: {detail}", op="step", recoverable=True
+                    )
                 self._warn("action", deviations)
         return canonical
 
@@ -176,7 +186,9 @@ class Checks:
             out: dict[str, Any] = normalize(info)
             return out
         except TypeError as exc:
-            raise EnvironmentException(f"{op} failed: info: {exc}", code="INTERNAL", op=op, recoverable=False) from None
+            raise EnvironmentException(
+                f"{op} failed: info: {exc}", code="INTERNAL", op=op, recoverable=False
+            ) from None
 
     def local_info(self, info: dict[str, Any], op: str) -> dict[str, Any]:
         """In-process: the env's own info, plus the pending warnings (INFO-4).
@@ -215,7 +227,11 @@ def local_checks(obs_space: Any, act_space: Any, lanes: int | None) -> Checks | 
     a served endpoint still refuses what its wire cannot carry (CNF-2 structure, MET-1 info).
     """
     policy = validation_policy()
-    if policy == "off" or not isinstance(obs_space, SpaceSpec) or not isinstance(act_space, SpaceSpec):
+    if (
+        policy == "off"
+        or not isinstance(obs_space, SpaceSpec)
+        or not isinstance(act_space, SpaceSpec)
+    ):
         return None
     return Checks(obs_space, act_space, lanes, policy)
 

@@ -59,7 +59,9 @@ class Lanes(list[Any]):
 
 def is_vector_env(env: Any) -> bool:
     """SRV-3: an env exposing num_envs / single_observation_space / single_action_space."""
-    return any(_has(env, a) for a in ("num_envs", "single_observation_space", "single_action_space"))
+    return any(
+        _has(env, a) for a in ("num_envs", "single_observation_space", "single_action_space")
+    )
 
 
 def vector_lanes(env: Any) -> int | None:
@@ -81,8 +83,14 @@ def vector_lanes(env: Any) -> int | None:
 
 def subset_resets(env: Any) -> bool:
     """AR-10: whether ``env`` resets chosen lanes: a Gymnasium (>= 1.1) ``VectorEnv`` taking ``options["reset_mask"]``."""
-    vector = sys.modules.get("gymnasium.vector")  # not imported: env cannot be a Gymnasium VectorEnv
-    if vector is None or not hasattr(vector, "AutoresetMode") or not isinstance(env, vector.VectorEnv):
+    vector = sys.modules.get(
+        "gymnasium.vector"
+    )  # not imported: env cannot be a Gymnasium VectorEnv
+    if (
+        vector is None
+        or not hasattr(vector, "AutoresetMode")
+        or not isinstance(env, vector.VectorEnv)
+    ):
         return False
     return reset_takes_options(env)
 
@@ -104,7 +112,9 @@ def autoreset_mode_of(metadata: Any) -> str:
     except TypeError:
         return "Disabled"
     if raw is None:
-        raise ValueError("metadata['autoreset_mode'] is None; use 'NextStep', 'SameStep' or 'Disabled'")
+        raise ValueError(
+            "metadata['autoreset_mode'] is None; use 'NextStep', 'SameStep' or 'Disabled'"
+        )
     value = getattr(raw, "value", raw)
     if isinstance(value, str) and value in _MODES:
         return _MODES[value]
@@ -168,4 +178,6 @@ def reset_takes_options(env: Any) -> bool:
         params = inspect.signature(env.reset).parameters
     except (TypeError, ValueError):
         return True
-    return "options" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return "options" in params or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    )

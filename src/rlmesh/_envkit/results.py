@@ -30,7 +30,11 @@ def normalize_reset(result: Any) -> tuple[Any, dict[str, Any]]:
             return result[0], info
         if info is None or isinstance(info, Mapping):
             return result[0], dict(info or {})
-    elif isinstance(result, tuple) and len(result) == 2 and (result[1] is None or isinstance(result[1], Mapping)):
+    elif (
+        isinstance(result, tuple)
+        and len(result) == 2
+        and (result[1] is None or isinstance(result[1], Mapping))
+    ):
         return result[0], dict(result[1] or {})
     return result, {}
 
@@ -43,7 +47,9 @@ def normalize_step(result: Any, lanes: int | None) -> tuple[Any, Any, Any, Any, 
     """
     if not isinstance(result, tuple) or len(result) not in (4, 5):
         n = len(result) if isinstance(result, tuple) else 1
-        raise ValueError(f"env.step() must return 4 legacy Gym values or 5 Gymnasium values, got {n}")
+        raise ValueError(
+            f"env.step() must return 4 legacy Gym values or 5 Gymnasium values, got {n}"
+        )
     if len(result) == 5:
         obs, reward, terminated, truncated, info = result
     else:
@@ -80,7 +86,13 @@ def read_vector_step(result: Any, n: int) -> tuple[Any, Any, Any, Any, dict[str,
         ValueError / TypeError: as :func:`read_scalar_step`, or a vector of the wrong length.
     """
     obs, reward, terminated, truncated, info = normalize_step(result, n)
-    return obs, _lanes(reward, np.float64, n), _lanes(terminated, bool, n), _lanes(truncated, bool, n), info
+    return (
+        obs,
+        _lanes(reward, np.float64, n),
+        _lanes(terminated, bool, n),
+        _lanes(truncated, bool, n),
+        info,
+    )
 
 
 def _lanes(x: Any, dtype: Any, n: int) -> np.ndarray[Any, Any]:
@@ -113,7 +125,9 @@ def lane_info(info: Mapping[str, Any] | None, lane: int, n: int) -> dict[str, An
             continue
         if isinstance(value, Mapping):
             out[key] = lane_info(value, lane, n)
-        elif (isinstance(value, (list, tuple)) and len(value) == n) or (isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == n):
+        elif (isinstance(value, (list, tuple)) and len(value) == n) or (
+            isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == n
+        ):
             out[key] = value[lane]
         else:
             out[key] = value

@@ -51,9 +51,13 @@ def _check_arm(arm: Any, name: str) -> Any:
         return arm
     if isinstance(arm, str):
         if arm != _LOCAL_ARM and (":" not in arm or arm.startswith(":") or arm.endswith(":")):
-            raise ValueError(f"CustomEncoding {name} must be a callable or a 'module:callable' string, got {arm!r}")
+            raise ValueError(
+                f"CustomEncoding {name} must be a callable or a 'module:callable' string, got {arm!r}"
+            )
         return arm
-    raise TypeError(f"CustomEncoding {name} must be a callable or a 'module:callable' string, got {arm!r}")
+    raise TypeError(
+        f"CustomEncoding {name} must be a callable or a 'module:callable' string, got {arm!r}"
+    )
 
 
 def custom_arm_message(name: str, arm: Any) -> str:
@@ -138,20 +142,33 @@ class Rotation:
     def __post_init__(self) -> None:
         enc = self.encoding
         if enc in OBS_ONLY_ENCODINGS:
-            raise ValueError(f"Rotation encoding {enc!r} is observation-only; it cannot describe a rotation")
+            raise ValueError(
+                f"Rotation encoding {enc!r} is observation-only; it cannot describe a rotation"
+            )
         if not isinstance(enc, str) or enc not in ROTATION_DIMS:
-            raise ValueError(f"Rotation encoding must be one of {sorted(ROTATION_DIMS)}, got {enc!r}")
-        vals = tuple(check_number(x, "Rotation value") for x in np.asarray(self.value, dtype=object).reshape(-1))
+            raise ValueError(
+                f"Rotation encoding must be one of {sorted(ROTATION_DIMS)}, got {enc!r}"
+            )
+        vals = tuple(
+            check_number(x, "Rotation value")
+            for x in np.asarray(self.value, dtype=object).reshape(-1)
+        )
         if len(vals) != ROTATION_DIMS[enc]:
             raise ValueError(f"Rotation {enc} needs {ROTATION_DIMS[enc]} values, got {len(vals)}")
         object.__setattr__(self, "value", vals)
         if not _matrix_is_rotation(self._raw_matrix()):
-            raise ValueError(f"Rotation {enc} {list(vals)} is not a rotation (|det-1| > 1e-4 or not orthonormal)")
+            raise ValueError(
+                f"Rotation {enc} {list(vals)} is not a rotation (|det-1| > 1e-4 or not orthonormal)"
+            )
 
     def _raw_matrix(self) -> np.ndarray[Any, Any]:
         v = self.value
         if self.encoding in ("rot6d", "rot6d_rowmajor"):
-            a1, a2 = (v[0:3], v[3:6]) if self.encoding == "rot6d" else ((v[0], v[2], v[4]), (v[1], v[3], v[5]))
+            a1, a2 = (
+                (v[0:3], v[3:6])
+                if self.encoding == "rot6d"
+                else ((v[0], v[2], v[4]), (v[1], v[3], v[5]))
+            )
             c1, c2 = np.asarray(a1, float), np.asarray(a2, float)
             return np.stack([c1, c2, np.cross(c1, c2)], axis=1)
         if self.encoding in ("quat_xyzw", "quat_wxyz") and abs(math.hypot(*v) - 1.0) > 1e-4:
@@ -168,7 +185,10 @@ class Rotation:
         m = np.asarray(rows, dtype=float)
         if m.shape != (3, 3):
             raise ValueError(f"Rotation.from_matrix needs a 3x3 matrix, got shape {m.shape}")
-        return cls(encoding="rot6d", value=tuple(float(x) for x in (m[0, 0], m[1, 0], m[2, 0], m[0, 1], m[1, 1], m[2, 1])))
+        return cls(
+            encoding="rot6d",
+            value=tuple(float(x) for x in (m[0, 0], m[1, 0], m[2, 0], m[0, 1], m[1, 1], m[2, 1])),
+        )
 
 
 def _check_action_encoding(enc: Any, role: str | None) -> str | CustomEncoding | None:
@@ -176,7 +196,9 @@ def _check_action_encoding(enc: Any, role: str | None) -> str | CustomEncoding |
         return enc
     if isinstance(enc, str):
         if enc in OBS_ONLY_ENCODINGS:
-            raise ValueError(f"actuator {role!r}: encoding {enc!r} is observation-only; an action cannot use it")
+            raise ValueError(
+                f"actuator {role!r}: encoding {enc!r} is observation-only; an action cannot use it"
+            )
         return enc
     raise ValueError(
         f"actuator {role!r}: encoding must be one encoding name or a CustomEncoding, not a list "
@@ -245,7 +267,9 @@ class Actuator:
         try:
             set_(self, "fill", check_number(self.fill, f"actuator {role!r}: fill"))
         except ValueError:
-            raise ValueError(f"actuator {role!r}: fill must be a single number, got {self.fill!r}") from None
+            raise ValueError(
+                f"actuator {role!r}: fill must be a single number, got {self.fill!r}"
+            ) from None
         if role is None:
             extra = [
                 n
@@ -284,7 +308,9 @@ class Actuator:
             if v is not None:
                 v = check_scale(v, f"actuator {role!r}: {name}")
                 if isinstance(v, tuple) and len(v) != d:
-                    raise ValueError(f"actuator {role!r}: per-axis {name} has {len(v)} values but dim is {d}")
+                    raise ValueError(
+                        f"actuator {role!r}: per-axis {name} has {len(v)} values but dim is {d}"
+                    )
                 set_(self, name, v)
         if self.threshold is not None:
             set_(self, "threshold", check_number(self.threshold, f"actuator {role!r}: threshold"))
@@ -298,7 +324,11 @@ class Actuator:
         if self.clip and self.range is None:
             raise ValueError(f"actuator {role!r}: clip=True clamps to range, so it requires range")
         set_(self, "frame", check_optional_str(self.frame, FRAMES, f"actuator {role!r}: frame"))
-        set_(self, "reference", check_optional_str(self.reference, REFERENCES, f"actuator {role!r}: reference"))
+        set_(
+            self,
+            "reference",
+            check_optional_str(self.reference, REFERENCES, f"actuator {role!r}: reference"),
+        )
         if self.part is not None:
             set_(self, "part", check_role(self.part, f"actuator {role!r}: part"))
 
@@ -322,7 +352,9 @@ class Action:
             raise ValueError("Action needs at least one Actuator")
         for i, c in enumerate(components):
             if not isinstance(c, Actuator):
-                raise TypeError(f"Action component[{i}] must be an Actuator, got {type(c).__name__}")
+                raise TypeError(
+                    f"Action component[{i}] must be an Actuator, got {type(c).__name__}"
+                )
         object.__setattr__(self, "components", tuple(components))
         object.__setattr__(self, "clip", None if clip is None else check_pair(clip, "Action clip"))
 

@@ -142,7 +142,9 @@ class Adapter(AdapterBase[np.ndarray]):
                 self._customs.append((plan.placement, plan.fn))
                 continue
             self._slots.append((plan.placement, fn))
-        self._flat_keys = all(len(p) == 1 and isinstance(p[0], str) for p, _ in self._slots) and not self._customs
+        self._flat_keys = (
+            all(len(p) == 1 and isinstance(p[0], str) for p, _ in self._slots) and not self._customs
+        )
         self._root_value = len(resolved.plans) == 1 and resolved.plans[0].placement == ()
         self._action = compile_action(resolved.action)
         self._has_shims = any(s.custom is not None for s in resolved.action.segments)
@@ -157,7 +159,10 @@ class Adapter(AdapterBase[np.ndarray]):
         black: Callable[[], Any] = lambda: None  # noqa: E731
         if leaf.stack_pad == "black" and plan.feature is not None:
             feat = plan.feature
-            zeros = np.zeros(feat.shape, dtype=np.dtype(feat.dtype) if feat.dtype not in ("unspecified",) else np.uint8)
+            zeros = np.zeros(
+                feat.shape,
+                dtype=np.dtype(feat.dtype) if feat.dtype not in ("unspecified",) else np.uint8,
+            )
             cache: list[Any] = []
             path = feat.path
 

@@ -41,9 +41,19 @@ def make_getter(path: Path, root_dict: bool) -> Callable[[Mapping[str, Any]], An
         for i, seg in enumerate(segs):
             if isinstance(seg, str):
                 if not isinstance(value, Mapping) or seg not in value:
-                    avail = sorted(map(str, value)) if isinstance(value, Mapping) else f"a {type(value).__name__}"
-                    at = render_path(path[: len(path) - len(segs) + i]) if root_dict else render_path(segs[:i])
-                    raise ValueError(f'observation has no key "{seg}" at "{at}" reading "{where}" (available: {avail})')
+                    avail = (
+                        sorted(map(str, value))
+                        if isinstance(value, Mapping)
+                        else f"a {type(value).__name__}"
+                    )
+                    at = (
+                        render_path(path[: len(path) - len(segs) + i])
+                        if root_dict
+                        else render_path(segs[:i])
+                    )
+                    raise ValueError(
+                        f'observation has no key "{seg}" at "{at}" reading "{where}" (available: {avail})'
+                    )
                 value = value[seg]
             else:
                 if not isinstance(value, (list, tuple)) or not -len(value) <= seg < len(value):
@@ -65,7 +75,9 @@ def make_getter(path: Path, root_dict: bool) -> Callable[[Mapping[str, Any]], An
 
     def get_nested(env: Mapping[str, Any]) -> Any:
         if first not in env:
-            raise ValueError(f'observation has no key "{first}" reading "{where}" (available: {sorted(map(str, env))})')
+            raise ValueError(
+                f'observation has no key "{first}" reading "{where}" (available: {sorted(map(str, env))})'
+            )
         return walk(env[first], rest)
 
     return get_nested
@@ -85,9 +97,13 @@ def read_vector(value: Any) -> np.ndarray[Any, Any]:
     return np.asarray(value, dtype=_F32).reshape(-1)
 
 
-def _affine(src: tuple[float, float], dst: tuple[float, float], where: str) -> tuple[Any, Any, Any, Any]:
+def _affine(
+    src: tuple[float, float], dst: tuple[float, float], where: str
+) -> tuple[Any, Any, Any, Any]:
     if src[1] == src[0]:
-        raise fail("unsupported", f"{where}: source range {src} has zero width; cannot map it to {dst}")
+        raise fail(
+            "unsupported", f"{where}: source range {src} has zero width; cannot map it to {dst}"
+        )
     return _F32(src[0]), _F32(src[1]) - _F32(src[0]), _F32(dst[1]) - _F32(dst[0]), _F32(dst[0])
 
 
@@ -98,7 +114,9 @@ def _scale_offset(scale: Any, offset: Any) -> tuple[Any, Any]:
 
 
 # -- state -----------------------------------------------------------------------------
-def _compile_piece(x: Piece, root_dict: bool, prev: dict[tuple[int, int], np.ndarray[Any, Any]]) -> Callable[[Any], Any]:
+def _compile_piece(
+    x: Piece, root_dict: bool, prev: dict[tuple[int, int], np.ndarray[Any, Any]]
+) -> Callable[[Any], Any]:
     if x.kind in ("zero", "const"):
         const = np.full(x.width, x.fill, dtype=_F32)
         return lambda env: const
@@ -141,11 +159,15 @@ def _compile_piece(x: Piece, root_dict: bool, prev: dict[tuple[int, int], np.nda
             raise ValueError(f'state "{where}": {exc}') from None
         if off is not None:
             if v.shape[0] < off + fw:
-                raise ValueError(f'state "{where}": expected at least {off + fw} elements for slice [{off}:{off + fw}], got {v.shape[0]}')
+                raise ValueError(
+                    f'state "{where}": expected at least {off + fw} elements for slice [{off}:{off + fw}], got {v.shape[0]}'
+                )
             v = v[off : off + fw]
         if conv:
             if v.shape[0] != n_src:
-                raise ValueError(f"expected {n_src}-element {src} rotation, got shape ({v.shape[0]},)")
+                raise ValueError(
+                    f"expected {n_src}-element {src} rotation, got shape ({v.shape[0]},)"
+                )
             v = np.asarray(convert(v.tolist(), str(src), str(dst), post), dtype=_F32)
         if sel is not None:
             v = v[sel]
@@ -165,7 +187,9 @@ def _compile_piece(x: Piece, root_dict: bool, prev: dict[tuple[int, int], np.nda
 
 def _repack(fn: Any, v: Any, width: int, where: str) -> Any:
     if v.shape[0] != width:  # ADP-40
-        raise ValueError(f'custom encoding at "{where}": expected {width} elements, got {v.shape[0]}')
+        raise ValueError(
+            f'custom encoding at "{where}": expected {width} elements, got {v.shape[0]}'
+        )
     out = np.asarray(fn(np.array(v, dtype=np.float64)))
     if out.ndim != 1 or out.shape[0] != width:
         raise ValueError(
@@ -180,7 +204,9 @@ def checked_cast(v: np.ndarray[Any, Any], dtype: np.dtype[Any], where: str) -> n
         return v
     if dtype.kind in "iub":
         if not np.all(np.isfinite(v)) or not np.all(np.floor(v) == v):
-            raise ValueError(f'model input "{where}": cannot cast non-integral values to {dtype.name}')
+            raise ValueError(
+                f'model input "{where}": cannot cast non-integral values to {dtype.name}'
+            )
         if dtype.kind != "b":
             info = np.iinfo(dtype)
             if v.size and (v.min() < info.min or v.max() > info.max):
@@ -188,7 +214,9 @@ def checked_cast(v: np.ndarray[Any, Any], dtype: np.dtype[Any], where: str) -> n
     return v.astype(dtype)
 
 
-def compile_state(plan: StatePlan, root_dict: bool, prev: dict[tuple[int, int], np.ndarray[Any, Any]]) -> Callable[[Any], Any]:
+def compile_state(
+    plan: StatePlan, root_dict: bool, prev: dict[tuple[int, int], np.ndarray[Any, Any]]
+) -> Callable[[Any], Any]:
     fns = [_compile_piece(x, root_dict, prev) for x in plan.pieces]
     where = render_path(plan.placement)
     dtype = np_dtype(plan.dtype)
@@ -197,12 +225,18 @@ def compile_state(plan: StatePlan, root_dict: bool, prev: dict[tuple[int, int], 
 
     def state(env: Any) -> Any:
         parts = [fn(env) for fn in fns]
-        v = parts[0].astype(_F32, copy=True) if len(parts) == 1 else np.concatenate(parts).astype(_F32, copy=False)
+        v = (
+            parts[0].astype(_F32, copy=True)
+            if len(parts) == 1
+            else np.concatenate(parts).astype(_F32, copy=False)
+        )
         if clip is not None:
             np.clip(v, clip[0], clip[1], out=v)
         if pad_to is not None:
             if v.shape[0] > pad_to:
-                raise ValueError(f'model input "{where}" has {v.shape[0]} dims, more than pad_to={pad_to}')
+                raise ValueError(
+                    f'model input "{where}" has {v.shape[0]} dims, more than pad_to={pad_to}'
+                )
             if v.shape[0] < pad_to:
                 v = np.concatenate([v, np.zeros(pad_to - v.shape[0], dtype=_F32)])
         out = checked_cast(v, dtype, where)
@@ -264,13 +298,18 @@ def compile_image(plan: ImagePlan, root_dict: bool) -> Callable[[Any], Any]:
     assert feat is not None
     get = make_getter(feat.path, root_dict)
     where = render_path(feat.path)
-    vrange, chw_in, flip, jpeg = feat.value_range, feat.layout == "chw", plan.flip, leaf.jpeg_quality
+    vrange, chw_in, flip, jpeg = (
+        feat.value_range,
+        feat.layout == "chw",
+        plan.flip,
+        leaf.jpeg_quality,
+    )
     H0, W0, C0 = feat.height, feat.width, feat.channels
     # CNF2-B2: each frame is resized from its real size; the crop and resize tables are
     # precomputed per input size (the resolved size first) and cached.
-    geometries: dict[tuple[int, int], tuple[tuple[slice, slice] | None, Callable[[Any], Any] | None]] = {
-        (H0, W0): _frame_geometry(plan, H0, W0, H0, W0)
-    }
+    geometries: dict[
+        tuple[int, int], tuple[tuple[slice, slice] | None, Callable[[Any], Any] | None]
+    ] = {(H0, W0): _frame_geometry(plan, H0, W0, H0, W0)}
 
     def image(env: Any) -> Any:
         raw = get(env)
@@ -338,7 +377,9 @@ def _compile_resize(plan: ImagePlan, H: int, W: int, box: Any) -> Callable[[Any]
     ih, iw, oy, ox = fit_geometry(max(eh, 1), max(ew, 1), th, tw, plan.fit)
     C = plan.feature.channels if plan.feature is not None else 3
     if plan.fit == "crop":
-        return Resizer(H, W, ih, iw, kind, channels=C, box=box, rows=(oy, oy + th), cols=(ox, ox + tw))
+        return Resizer(
+            H, W, ih, iw, kind, channels=C, box=box, rows=(oy, oy + th), cols=(ox, ox + tw)
+        )
     r = Resizer(H, W, ih, iw, kind, channels=C, box=box)
     if plan.fit != "pad" or (ih, iw) == (th, tw):
         return r

@@ -25,7 +25,9 @@ def flatten_action(out: Any, in_dim: int) -> np.ndarray[Any, Any]:
     """Row-major flatten to float32; the length must equal the model width (ADP-110)."""
     if isinstance(out, Mapping):
         if "data" not in out:
-            raise TypeError(f"model action must be an array (or a mapping with 'data'), got a mapping with keys {sorted(map(str, out))}")
+            raise TypeError(
+                f"model action must be an array (or a mapping with 'data'), got a mapping with keys {sorted(map(str, out))}"
+            )
         out = out["data"]
     v = np.asarray(out, dtype=_F32).reshape(-1)
     if v.shape[0] != in_dim:
@@ -107,7 +109,9 @@ def compile_action(plan: ActionPlan) -> Callable[[Any], np.ndarray[Any, Any]]:
                 assert enc is not None
                 out = np.asarray(enc.to_base(w[a:b].copy()), dtype=np.float64)
                 if out.ndim != 1 or out.shape[0] != b - a:
-                    raise ValueError(f"custom encoding {enc.name!r}: to_base must return a flat {b - a}-vector, got shape {out.shape}")
+                    raise ValueError(
+                        f"custom encoding {enc.name!r}: to_base must return a flat {b - a}-vector, got shape {out.shape}"
+                    )
                 w[a:b] = out
             v = w.astype(_F32)
         parts = [fn(v) for fn in fns]

@@ -41,13 +41,17 @@ def fail(code: str, message: str) -> AdapterResolutionError:
 
 
 def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(
+        x, (bool, np.bool_)
+    )
 
 
 def check_role(role: Any, what: str = "role") -> str:
     """A role is a non-empty string."""
     if not isinstance(role, str):
-        raise TypeError(f"{what} must be a string (a role constant or any agreed string), got {role!r}")
+        raise TypeError(
+            f"{what} must be a string (a role constant or any agreed string), got {role!r}"
+        )
     if not role:
         raise ValueError(f"{what} must be a non-empty string")
     return role

@@ -36,7 +36,9 @@ def dumps(data: Any) -> str:
     try:
         return json.dumps(data, sort_keys=True, allow_nan=False, separators=(",", ":"))
     except ValueError as exc:
-        raise ValueError(f"spec is not JSON-serializable (NaN/Infinity are not allowed): {exc}") from None
+        raise ValueError(
+            f"spec is not JSON-serializable (NaN/Infinity are not allowed): {exc}"
+        ) from None
 
 
 def loads(text: str | bytes) -> Any:
@@ -84,7 +86,12 @@ def _put_opt(d: dict[str, Any], obj: Any, *names: str) -> None:
 
 
 def actuator_to_dict(a: Actuator) -> dict[str, Any]:
-    d: dict[str, Any] = {"dim": a.dim, "encoding": _enc_to_wire(a.encoding), "range": _pair(a.range), "binary": a.binary}
+    d: dict[str, Any] = {
+        "dim": a.dim,
+        "encoding": _enc_to_wire(a.encoding),
+        "range": _pair(a.range),
+        "binary": a.binary,
+    }
     if a.role is not None:
         d["role"] = a.role
     _put_scale(d, "scale", a.scale)
@@ -105,16 +112,29 @@ def actuator_to_dict(a: Actuator) -> dict[str, Any]:
 
 def action_to_dict(action: Action) -> dict[str, Any]:
     """``{"components": [...], "clip": null | [lo, hi]}`` (ADP-46)."""
-    return {"components": [actuator_to_dict(a) for a in action.components], "clip": _pair(action.clip)}
+    return {
+        "components": [actuator_to_dict(a) for a in action.components],
+        "clip": _pair(action.clip),
+    }
 
 
 def _env_leaf_to_dict(leaf: Any) -> dict[str, Any]:
     if isinstance(leaf, ImageTag):
-        d: dict[str, Any] = {"type": "image", "role": leaf.role, "layout": leaf.layout, "upside_down": leaf.upside_down}
+        d: dict[str, Any] = {
+            "type": "image",
+            "role": leaf.role,
+            "layout": leaf.layout,
+            "upside_down": leaf.upside_down,
+        }
         _put_opt(d, leaf, "part")
         return d
     if isinstance(leaf, StateTag):
-        d = {"type": "state", "role": leaf.role, "encoding": _enc_to_wire(leaf.encoding), "range": _pair(leaf.range)}
+        d = {
+            "type": "state",
+            "role": leaf.role,
+            "encoding": _enc_to_wire(leaf.encoding),
+            "range": _pair(leaf.range),
+        }
         _put_opt(d, leaf, "frame", "provenance", "part", "labels")
         return d
     if isinstance(leaf, TextTag):
@@ -122,7 +142,12 @@ def _env_leaf_to_dict(leaf: Any) -> dict[str, Any]:
     if isinstance(leaf, Split):
         fields = []
         for f in leaf.fields:
-            fd: dict[str, Any] = {"role": f.role, "dim": f.dim, "encoding": _enc_to_wire(f.encoding), "range": _pair(f.range)}
+            fd: dict[str, Any] = {
+                "role": f.role,
+                "dim": f.dim,
+                "encoding": _enc_to_wire(f.encoding),
+                "range": _pair(f.range),
+            }
             _put_opt(fd, f, "frame", "provenance", "part", "labels")
             fields.append(fd)
         return {"type": "split", "fields": fields}
@@ -141,7 +166,10 @@ def _tree_to_wire(node: Any, leaf_fn: Callable[[Any], Any]) -> Any:
 
 def env_tags_to_dict(tags: EnvTags) -> dict[str, Any]:
     """The canonical ``{"observation", "action"}`` document (ADP-44)."""
-    return {"observation": _tree_to_wire(tags.observation, _env_leaf_to_dict), "action": action_to_dict(tags.action)}
+    return {
+        "observation": _tree_to_wire(tags.observation, _env_leaf_to_dict),
+        "action": action_to_dict(tags.action),
+    }
 
 
 def _part_to_wire(p: Any) -> Any:
@@ -230,12 +258,17 @@ def _model_leaf_to_dict(leaf: Any) -> dict[str, Any]:
 def _strip_leaf_fields(s: State) -> State:
     import dataclasses
 
-    return dataclasses.replace(s, pad_to=None, dtype="float32", reshape=None, container="array", clip=None)
+    return dataclasses.replace(
+        s, pad_to=None, dtype="float32", reshape=None, container="array", clip=None
+    )
 
 
 def model_spec_to_dict(spec: ModelSpec) -> dict[str, Any]:
     """The canonical ``{"input", "output"}`` document (ADP-44/48)."""
-    return {"input": _tree_to_wire(spec.input, _model_leaf_to_dict), "output": action_to_dict(spec.output)}
+    return {
+        "input": _tree_to_wire(spec.input, _model_leaf_to_dict),
+        "output": action_to_dict(spec.output),
+    }
 
 
 def _part_key(p: Any) -> Any:
@@ -249,7 +282,11 @@ def _part_key(p: Any) -> Any:
 def leaf_key(leaf: Any) -> Any:
     """Equality key of a model leaf: a ``State`` equals the one-part ``Concat`` it encodes."""
     if isinstance(leaf, (State, Concat)):
-        parts = (_part_key(leaf),) if isinstance(leaf, State) else tuple(_part_key(p) for p in leaf.parts)
+        parts = (
+            (_part_key(leaf),)
+            if isinstance(leaf, State)
+            else tuple(_part_key(p) for p in leaf.parts)
+        )
         return ("state", parts, leaf.pad_to, leaf.dtype, leaf.reshape, leaf.container, leaf.clip)
     if isinstance(leaf, UnknownLeaf):
         return ("unknown", id(leaf))

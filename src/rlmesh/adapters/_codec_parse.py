@@ -61,10 +61,15 @@ class _Obj:
             raise fail("invalid_tag", f"{self.where}: missing required field {key!r}")
         return self.raw[key]
 
-    def finish(self, *, strict: bool, envelope: bool = False, label: str | None = None) -> tuple[str, ...]:
+    def finish(
+        self, *, strict: bool, envelope: bool = False, label: str | None = None
+    ) -> tuple[str, ...]:
         bare = [k for k in self.raw if k not in self.used and not str(k).startswith(_EXT_PREFIXES)]
         if bare and (strict or envelope):
-            raise fail("unsupported_kind", unknown_field_message(label or f'feature "{self.where}"', bare[0]))
+            raise fail(
+                "unsupported_kind",
+                unknown_field_message(label or f'feature "{self.where}"', bare[0]),
+            )
         return tuple(bare)
 
 
@@ -102,7 +107,9 @@ def _count_field(o: _Obj, key: str) -> Any:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int):
-        raise fail("invalid_tag", f"{o.where}: {key} must be a non-negative integer, got {_json_type(v)}")
+        raise fail(
+            "invalid_tag", f"{o.where}: {key} must be a non-negative integer, got {_json_type(v)}"
+        )
     if v < 0:
         raise fail("invalid_tag", f"{o.where}: {key} must be a non-negative integer, got {v}")
     if v > MAX_COUNT:
@@ -121,7 +128,10 @@ def _pair_field(o: _Obj, key: str) -> Any:
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             raise fail("invalid_tag", f"{o.where}: {key}: expected a number, got {_json_type(x)}")
     if v[0] > v[1]:
-        raise fail("invalid_tag", f"{o.where}: {key} [{v[0]}, {v[1]}] must have min <= max (min must be <= max)")
+        raise fail(
+            "invalid_tag",
+            f"{o.where}: {key} [{v[0]}, {v[1]}] must have min <= max (min must be <= max)",
+        )
     return (float(v[0]), float(v[1]))
 
 
@@ -144,7 +154,9 @@ def _scale_field(o: _Obj, name: str) -> Any:
         raise fail("invalid_tag", f"{o.where}: axis_{name} must be a non-empty array of numbers")
     for x in axis:
         if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise fail("invalid_tag", f"{o.where}: axis_{name}: expected a number, got {_json_type(x)}")
+            raise fail(
+                "invalid_tag", f"{o.where}: axis_{name}: expected a number, got {_json_type(x)}"
+            )
     return tuple(float(x) for x in axis)
 
 
@@ -162,10 +174,15 @@ def _reshape_field(o: _Obj) -> Any:
     if v is None:
         return None
     if not isinstance(v, list):
-        raise fail("invalid_tag", f"{o.where}: reshape must be an array of sizes, got {_json_type(v)}")
+        raise fail(
+            "invalid_tag", f"{o.where}: reshape must be an array of sizes, got {_json_type(v)}"
+        )
     for x in v:
         if isinstance(x, bool) or not isinstance(x, int):
-            raise fail("invalid_tag", f"{o.where}: reshape sizes must each be a whole number, got {_json_type(x)}")
+            raise fail(
+                "invalid_tag",
+                f"{o.where}: reshape sizes must each be a whole number, got {_json_type(x)}",
+            )
     return v
 
 
@@ -183,7 +200,9 @@ def _custom_encoding(raw: Any, where: str) -> CustomEncoding:
     arms = {a: _str_field(o, a) for a in ("from_base", "to_base")}
     o.finish(strict=True, envelope=True)
     if arms["from_base"] is None and arms["to_base"] is None:
-        raise fail("invalid_tag", f"{where}: a custom encoding needs at least one of from_base or to_base")
+        raise fail(
+            "invalid_tag", f"{where}: a custom encoding needs at least one of from_base or to_base"
+        )
     return build(CustomEncoding, where, base, name=name, **arms)
 
 
@@ -193,15 +212,22 @@ def _encoding_field(o: _Obj, *, allow_list: bool, allow_custom: bool) -> Any:
         return v
     if isinstance(v, list):
         if not allow_list:
-            raise fail("invalid_tag", f"{o.where}: an action encoding is one name (or a custom encoding object), not a list")
+            raise fail(
+                "invalid_tag",
+                f"{o.where}: an action encoding is one name (or a custom encoding object), not a list",
+            )
         if not v:
-            raise fail("invalid_tag", f"{o.where}: encoding accept-set must name at least one encoding")
+            raise fail(
+                "invalid_tag", f"{o.where}: encoding accept-set must name at least one encoding"
+            )
         if not all(isinstance(x, str) for x in v):
             raise fail("invalid_tag", f"{o.where}: encoding accept-set members must be names")
         return v
     if isinstance(v, Mapping) and allow_custom:
         return _custom_encoding(v, o.where)
-    raise fail("invalid_tag", f"{o.where}: encoding must be a name or a list of names, got {_json_type(v)}")
+    raise fail(
+        "invalid_tag", f"{o.where}: encoding must be a name or a list of names, got {_json_type(v)}"
+    )
 
 
 _T = TypeVar("_T")
@@ -291,7 +317,9 @@ def _field_from_dict(raw: Any, where: str) -> Field:
     }
     o.finish(strict=True, envelope=True)
     if role is None and (kwargs["encoding"] is not None or kwargs["range"] is not None):
-        raise fail("invalid_tag", f"{where}: a role-less field (a skip) cannot carry encoding or range")
+        raise fail(
+            "invalid_tag", f"{where}: a role-less field (a skip) cannot carry encoding or range"
+        )
     if kwargs["dim"] is not None and kwargs["dim"] < 1:
         raise fail("invalid_tag", f"{where}: state field dim must be >= 1, got {kwargs['dim']}")
     return build(Field, where, role, **kwargs)
@@ -340,10 +368,18 @@ def _tree_from_wire(raw: Any, path: str, leaf_fn: Callable[[Mapping[str, Any], s
     if isinstance(raw, Mapping):
         if "type" in raw:
             if not isinstance(raw["type"], str):
-                raise fail("invalid_tag", f"{path or '<root>'}: \"type\" must be a string, got {_json_type(raw['type'])}")
+                raise fail(
+                    "invalid_tag",
+                    f'{path or "<root>"}: "type" must be a string, got {_json_type(raw["type"])}',
+                )
             return leaf_fn(raw, path or "<root>")
-        return {k: _tree_from_wire(v, f"{path}.{k}" if path else str(k), leaf_fn) for k, v in raw.items()}
-    raise fail("invalid_tag", f"{path or '<root>'}: expected an object or an array, got {_json_type(raw)}")
+        return {
+            k: _tree_from_wire(v, f"{path}.{k}" if path else str(k), leaf_fn)
+            for k, v in raw.items()
+        }
+    raise fail(
+        "invalid_tag", f"{path or '<root>'}: expected an object or an array, got {_json_type(raw)}"
+    )
 
 
 def env_tags_parts(data: Any, *, strict: bool = True) -> tuple[Any, Action]:
@@ -447,14 +483,25 @@ def _model_leaf_from_dict(raw: Mapping[str, Any], where: str, strict: bool) -> A
             role, kw = parts[0]
             leaf = build(State, where, role, **kw, **leaf_kw)
         else:
-            built = [build(State, where, p[0], **p[1]) if isinstance(p, tuple) else p for p in parts]
+            built = [
+                build(State, where, p[0], **p[1]) if isinstance(p, tuple) else p for p in parts
+            ]
             leaf = build(Concat, where, *built, **leaf_kw)
     elif kind == "text":
-        leaf = build(Text, where, _str_field(o, "role", required=True), o.get("container", "str"), o.get("fill"))
+        leaf = build(
+            Text,
+            where,
+            _str_field(o, "role", required=True),
+            o.get("container", "str"),
+            o.get("fill"),
+        )
     elif kind == "custom":
         tr = _str_field(o, "transform", required=True)
         if tr.startswith("host:") or tr == "<local>":
-            raise fail("invalid_tag", f"{where}: custom transform {tr!r} is a host-internal placeholder, not an entrypoint")
+            raise fail(
+                "invalid_tag",
+                f"{where}: custom transform {tr!r} is a host-internal placeholder, not an entrypoint",
+            )
         leaf = build(Custom, where, entrypoint=tr)
     else:
         if strict:

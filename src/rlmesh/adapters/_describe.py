@@ -48,7 +48,11 @@ def _image(plan: ImagePlan) -> str:
         steps.append("rgb->bgr")
     if plan.normalize is not None:
         lo, hi = plan.normalize
-        steps.append("normalize /255" if (lo, hi) == (0.0, 1.0) else f"normalize [{fmt_scalar(lo)}, {fmt_scalar(hi)}]")
+        steps.append(
+            "normalize /255"
+            if (lo, hi) == (0.0, 1.0)
+            else f"normalize [{fmt_scalar(lo)}, {fmt_scalar(hi)}]"
+        )
     steps.append(leaf.dtype)
     if leaf.layout == "chw":
         steps.append("hwc->chw")
@@ -97,7 +101,9 @@ def _piece(x: Piece) -> str:
     if x.src_range is not None and x.dst_range is not None:  # ADP-90: shown whenever both exist
         s += f" (range {fmt_pair(x.src_range)}->{fmt_pair(x.dst_range)})"
     if x.offset is not None or x.scale is not None:
-        bits = ([f"+{_vec(x.offset)}"] if x.offset is not None else []) + ([f"*{_vec(x.scale)}"] if x.scale is not None else [])
+        bits = ([f"+{_vec(x.offset)}"] if x.offset is not None else []) + (
+            [f"*{_vec(x.scale)}"] if x.scale is not None else []
+        )
         s += f" ({' '.join(bits)})"
     return s
 
@@ -179,17 +185,23 @@ def describe(r: Resolved) -> str:
     lines = ["observation:", *(f"  {_obs_line(p)}" for p in r.plans), "action:", *_action(r.action)]
     if r.resolve_advisories:
         lines.append("dropped:")
-        lines.extend(f"  {a.message}" for a in sorted(r.resolve_advisories, key=lambda a: a.message))
+        lines.extend(
+            f"  {a.message}" for a in sorted(r.resolve_advisories, key=lambda a: a.message)
+        )
     shims = [(p, x) for p in r.plans if isinstance(p, StatePlan) for x in _custom_slices(p)]
     act_shims = [seg for seg in r.action.segments if seg.custom is not None]
     if shims or act_shims:
         lines.append("host-side encodings:")
         for plan, (a, b, piece) in shims:
             assert piece.custom is not None
-            lines.append(f"  obs    '{render_path(plan.placement)}'[{a}:{b}]: {piece.custom.base} -> {piece.custom.name}")
+            lines.append(
+                f"  obs    '{render_path(plan.placement)}'[{a}:{b}]: {piece.custom.base} -> {piece.custom.name}"
+            )
         for seg in act_shims:
             assert seg.custom is not None
-            lines.append(f"  action [{seg.start}:{seg.stop}]: {seg.custom.name} -> {seg.custom.base}")
+            lines.append(
+                f"  action [{seg.start}:{seg.stop}]: {seg.custom.name} -> {seg.custom.base}"
+            )
     return "\n".join(lines)
 
 

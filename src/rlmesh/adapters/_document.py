@@ -71,5 +71,8 @@ class JsonDocument:
             return None
         value = metadata[key]
         if not isinstance(value, Mapping):
-            raise fail("invalid_tag", f"{cls._METADATA_NOUN} {key!r} must hold a mapping, got {type(value).__name__}")
+            raise fail(
+                "invalid_tag",
+                f"{cls._METADATA_NOUN} {key!r} must hold a mapping, got {type(value).__name__}",
+            )
         return cls.from_dict(value)

@@ -33,12 +33,12 @@ __all__ = [
     "validate_env_tags",
 ]
 
-_NO_TAGS = (
-    f"env contract carries no adapter tags under '{ENV_METADATA_KEY}'; serve the env with rlmesh.adapters.tag(...)"
-)
+_NO_TAGS = f"env contract carries no adapter tags under '{ENV_METADATA_KEY}'; serve the env with rlmesh.adapters.tag(...)"
 
 
-def validate_env_tags(tags: EnvTags | Mapping[str, Any], observation_space: Any, action_space: Any) -> list[Advisory]:
+def validate_env_tags(
+    tags: EnvTags | Mapping[str, Any], observation_space: Any, action_space: Any
+) -> list[Advisory]:
     """Validate tags against spaces: strict door + join (ADP-134, SRV-20/21).
 
     Returns:
@@ -88,11 +88,17 @@ def _raw_tags(metadata: Any) -> Mapping[str, Any]:
         raise fail("missing_role", _NO_TAGS)
     raw = metadata[ENV_METADATA_KEY]
     if not isinstance(raw, Mapping):
-        raise fail("invalid_tag", f"env metadata '{ENV_METADATA_KEY}' must hold a mapping, got {type(raw).__name__}")
+        raise fail(
+            "invalid_tag",
+            f"env metadata '{ENV_METADATA_KEY}' must hold a mapping, got {type(raw).__name__}",
+        )
     try:
         json.dumps(raw, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise fail("invalid_tag", f"env tags under '{ENV_METADATA_KEY}' are not serializable JSON data: {exc}") from None
+        raise fail(
+            "invalid_tag",
+            f"env tags under '{ENV_METADATA_KEY}' are not serializable JSON data: {exc}",
+        ) from None
     return raw
 
 
@@ -108,11 +114,19 @@ def _tags_of(source: Any) -> tuple[EnvTags, Any, Any]:
             return env_tags_from_dict(tags, strict=False), obs, act
         raise fail("missing_role", _NO_TAGS)
     metadata = getattr(source, "metadata", None)
-    return env_tags_from_dict(_raw_tags(metadata), strict=False), source.observation_space, source.action_space
+    return (
+        env_tags_from_dict(_raw_tags(metadata), strict=False),
+        source.observation_space,
+        source.action_space,
+    )
 
 
 def resolve_from_contract(
-    contract: Any, model_spec: ModelSpec, *, trust_entrypoints: bool = False, check_inverse: bool = True
+    contract: Any,
+    model_spec: ModelSpec,
+    *,
+    trust_entrypoints: bool = False,
+    check_inverse: bool = True,
 ) -> Any:
     """Resolve from an env contract: raw tags from ``contract.metadata`` plus its spaces (ADP-136).
 
@@ -123,7 +137,11 @@ def resolve_from_contract(
     """
     tags, obs, act = _tags_of(contract)
     spec = _as_model_spec(model_spec)
-    return Adapter(resolve_internal(tags, obs, act, spec, trust_entrypoints=trust_entrypoints, check_inverse=check_inverse))
+    return Adapter(
+        resolve_internal(
+            tags, obs, act, spec, trust_entrypoints=trust_entrypoints, check_inverse=check_inverse
+        )
+    )
 
 
 def observation_roles(tags: Any) -> ObservationRoles:
@@ -165,9 +183,14 @@ def _desugar(tags: EnvTags, item: Any) -> tuple[str, Any]:
         if leaf is None:
             roles = tags.observation_roles
             declared = sorted({*roles.images, *roles.states, *roles.texts})
-            raise fail("missing_role", f'reader: the env declares no observation role "{item}" (it declares {declared})')
+            raise fail(
+                "missing_role",
+                f'reader: the env declares no observation role "{item}" (it declares {declared})',
+            )
         if isinstance(leaf, ImageTag):
-            return item, Image(item, layout=leaf.layout, upside_down=leaf.upside_down, part=leaf.part)
+            return item, Image(
+                item, layout=leaf.layout, upside_down=leaf.upside_down, part=leaf.part
+            )
         if isinstance(leaf, TextTag):
             return item, Text(item)
         enc = leaf.encoding
@@ -177,7 +200,11 @@ def _desugar(tags: EnvTags, item: Any) -> tuple[str, Any]:
         return item.role, item
     if isinstance(item, State):
         return item.role, item
-    if isinstance(item, Concat) and len(item.parts) == 1 and isinstance(item.parts[0], (str, State)):
+    if (
+        isinstance(item, Concat)
+        and len(item.parts) == 1
+        and isinstance(item.parts[0], (str, State))
+    ):
         p = item.parts[0]
         return (p if isinstance(p, str) else p.role), item
     raise TypeError(
@@ -235,7 +262,10 @@ def build_reader(source: Any, *items: Any) -> Reader:
         tags, obs, act = _tags_of(source)
     except AdapterResolutionError as exc:
         if ENV_METADATA_KEY in str(exc):
-            raise fail("missing_role", "the env publishes no adapter tags; tag it to read observations by role") from None
+            raise fail(
+                "missing_role",
+                "the env publishes no adapter tags; tag it to read observations by role",
+            ) from None
         raise
     pairs = [_desugar(tags, it) for it in items]
     roles = tuple(r for r, _ in pairs)

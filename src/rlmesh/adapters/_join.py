@@ -142,10 +142,15 @@ class Joined:
 
 
 def _mismatch(path: Path, expected: str, outline: SpaceOutline) -> Exception:
-    return fail("invalid_tag", f'observation "{render_path(path)}" is tagged as {expected} but the space is {outline.describe()}')
+    return fail(
+        "invalid_tag",
+        f'observation "{render_path(path)}" is tagged as {expected} but the space is {outline.describe()}',
+    )
 
 
-def reconcile(key: str, space: tuple[float, float] | None, tag: tuple[float, float] | None) -> tuple[float, float] | None:
+def reconcile(
+    key: str, space: tuple[float, float] | None, tag: tuple[float, float] | None
+) -> tuple[float, float] | None:
     """ADP-65: both -> must agree (tag kept); one -> it; neither -> None."""
     if space is not None and tag is not None:
         for x, y in zip(space, tag, strict=True):
@@ -198,7 +203,8 @@ class _Join:
         law = dim_law(role)
         if law is not None and law != width:
             raise fail(
-                "dim_mismatch", f'"{key}" declares role "{role}", which is {law}-D by convention, but its width is {width}'
+                "dim_mismatch",
+                f'"{key}" declares role "{role}", which is {law}-D by convention, but its width is {width}',
             )
 
     def walk(self, node: Any, outline: SpaceOutline, path: Path) -> None:
@@ -254,7 +260,19 @@ class _Join:
                 f'{other} -- declare layout="{other}" if so',
             ))  # fmt: skip
         self.out.images.append(
-            ImageFeature(path, tag.role, tag.part, tag.layout, tag.upside_down, h, w, c, outline.uniform_range(), outline.dtype, s)
+            ImageFeature(
+                path,
+                tag.role,
+                tag.part,
+                tag.layout,
+                tag.upside_down,
+                h,
+                w,
+                c,
+                outline.uniform_range(),
+                outline.dtype,
+                s,
+            )
         )
 
     def state(self, tag: StateTag, outline: SpaceOutline, path: Path) -> None:
@@ -272,10 +290,25 @@ class _Join:
             )
         self.law(tag.role, width, p)
         if tag.labels is not None and len(tag.labels) != width:
-            raise fail("dim_mismatch", f'state "{p}" declares {len(tag.labels)} labels but the space width is {width}')
+            raise fail(
+                "dim_mismatch",
+                f'state "{p}" declares {len(tag.labels)} labels but the space width is {width}',
+            )
         rng = reconcile(p, outline.uniform_range(), tag.range)
         self.out.states.append(
-            StateFeature(path, tag.role, tag.part, tag.provenance, tag.frame, tag.labels, encs, native, width, None, rng)
+            StateFeature(
+                path,
+                tag.role,
+                tag.part,
+                tag.provenance,
+                tag.frame,
+                tag.labels,
+                encs,
+                native,
+                width,
+                None,
+                rng,
+            )
         )
 
     def split(self, tag: Split, outline: SpaceOutline, path: Path) -> None:
@@ -284,7 +317,10 @@ class _Join:
         p = render_path(path)
         total = sum(int(f.dim or 0) for f in tag.fields)
         if total != outline.width:
-            raise fail("dim_mismatch", f'state layout for "{p}" sums to {total} dims but the space width is {outline.width}')
+            raise fail(
+                "dim_mismatch",
+                f'state layout for "{p}" sums to {total} dims but the space width is {outline.width}',
+            )
         off = 0
         for f in tag.fields:
             dim = int(f.dim or 0)
@@ -299,18 +335,37 @@ class _Join:
                         f"but its dim is {dim}",
                     )
                 self.law(f.role, dim, p)
-                rng = reconcile(f"{p}[{off}:{off + dim}]", outline.slice_range(off, off + dim), f.range)
+                rng = reconcile(
+                    f"{p}[{off}:{off + dim}]", outline.slice_range(off, off + dim), f.range
+                )
                 self.out.states.append(
-                    StateFeature(path, f.role, f.part, f.provenance, f.frame, f.labels, encs, native, dim, off, rng)
+                    StateFeature(
+                        path,
+                        f.role,
+                        f.part,
+                        f.provenance,
+                        f.frame,
+                        f.labels,
+                        encs,
+                        native,
+                        dim,
+                        off,
+                        rng,
+                    )
                 )
             off += dim
 
     def action(self, action: Action, outline: SpaceOutline) -> None:
         if outline.kind != "box":
-            raise fail("invalid_tag", f"the action space must be a flat Box but it is {outline.describe()}")
+            raise fail(
+                "invalid_tag", f"the action space must be a flat Box but it is {outline.describe()}"
+            )
         total = sum(int(a.dim or 0) for a in action.components)
         if total != outline.width:
-            raise fail("dim_mismatch", f"action component dims sum to {total} but the action space width is {outline.width}")
+            raise fail(
+                "dim_mismatch",
+                f"action component dims sum to {total} but the action space width is {outline.width}",
+            )
         self.out.action_width = outline.width
         self.out.action_clip = action.clip
         off = 0
@@ -340,7 +395,9 @@ class _Join:
             off += dim
 
 
-def join(observation: Any, action: Action, obs_outline: SpaceOutline, act_outline: SpaceOutline) -> Joined:
+def join(
+    observation: Any, action: Action, obs_outline: SpaceOutline, act_outline: SpaceOutline
+) -> Joined:
     """Join an env tag tree and action layout with their spaces (ADP-56..66).
 
     Raises:

@@ -68,7 +68,13 @@ def _check_provenance(value: Any, where: str) -> str | tuple[str, ...] | None:
     return items[0] if len(items) == 1 else items
 
 
-_CONTAINER_DEFAULTS = {"pad_to": None, "dtype": "float32", "reshape": None, "container": "array", "clip": None}
+_CONTAINER_DEFAULTS = {
+    "pad_to": None,
+    "dtype": "float32",
+    "reshape": None,
+    "container": "array",
+    "clip": None,
+}
 
 
 @dataclass(frozen=True)
@@ -139,20 +145,44 @@ class State:
         if self.source == "action":
             bad = [
                 n
-                for n in ("encoding", "index", "range", "pad_to", "reshape", "post_rotate", "scale", "offset", "frame", "provenance", "clip")
+                for n in (
+                    "encoding",
+                    "index",
+                    "range",
+                    "pad_to",
+                    "reshape",
+                    "post_rotate",
+                    "scale",
+                    "offset",
+                    "frame",
+                    "provenance",
+                    "clip",
+                )
                 if getattr(self, n) is not None
             ]
             bad += [n for n in ("optional",) if getattr(self, n)]
-            bad += [n for n, d in (("dtype", "float32"), ("container", "array")) if getattr(self, n) != d]
+            bad += [
+                n
+                for n, d in (("dtype", "float32"), ("container", "array"))
+                if getattr(self, n) != d
+            ]
             if bad:
-                raise ValueError(f"{w}: a previous-action part (source='action') allows only part, labels, dim and fill; it also sets {bad}")
+                raise ValueError(
+                    f"{w}: a previous-action part (source='action') allows only part, labels, dim and fill; it also sets {bad}"
+                )
         elif self.fill != 0.0 and not self.optional:
-            raise ValueError(f"{w}: fill applies only to an optional part; set optional=True or drop fill")
+            raise ValueError(
+                f"{w}: fill applies only to an optional part; set optional=True or drop fill"
+            )
         if self.post_rotate is not None:
             if not isinstance(self.post_rotate, Rotation):
-                raise TypeError(f"{w} post_rotate must be a Rotation, got {type(self.post_rotate).__name__}")
+                raise TypeError(
+                    f"{w} post_rotate must be a Rotation, got {type(self.post_rotate).__name__}"
+                )
             if self.encoding is None or isinstance(self.encoding, CustomEncoding):
-                raise ValueError(f"{w}: post_rotate needs a native rotation encoding (not None or a CustomEncoding)")
+                raise ValueError(
+                    f"{w}: post_rotate needs a native rotation encoding (not None or a CustomEncoding)"
+                )
         for name in ("scale", "offset"):
             v = getattr(self, name)
             if v is not None:
@@ -236,9 +266,13 @@ class Concat:
                         f"Concat part[{i}] ({p.role!r}) sets leaf-level container fields {bad}; set them on the Concat instead"
                     )
             elif not isinstance(p, Constant):
-                raise TypeError(f"Concat part[{i}] must be a role string, a State or a Constant, got {type(p).__name__}")
+                raise TypeError(
+                    f"Concat part[{i}] must be a role string, a State or a Constant, got {type(p).__name__}"
+                )
         if all(isinstance(p, Constant) for p in parts):
-            raise ValueError("Concat of only Constant parts reads nothing from the env; add a role part")
+            raise ValueError(
+                "Concat of only Constant parts reads nothing from the env; add a role part"
+            )
         set_ = object.__setattr__
         set_(self, "parts", tuple(parts))
         set_(self, "pad_to", None if pad_to is None else check_count(pad_to, "Concat pad_to"))
@@ -283,18 +317,28 @@ class Custom:
 
     def __post_init__(self) -> None:
         if (self.transform is None) == (self.entrypoint is None):
-            raise ValueError("Custom needs exactly one of transform= (a callable) or entrypoint= ('module:callable')")
+            raise ValueError(
+                "Custom needs exactly one of transform= (a callable) or entrypoint= ('module:callable')"
+            )
         if self.transform is not None and not callable(self.transform):
-            raise TypeError(f"Custom transform must be callable, got {type(self.transform).__name__}")
+            raise TypeError(
+                f"Custom transform must be callable, got {type(self.transform).__name__}"
+            )
         if self.entrypoint is not None:
             ep = self.entrypoint
-            if not isinstance(ep, str) or ep.count(":") != 1 or ep.startswith(":") or ep.endswith(":"):
-                raise ValueError(f"Custom entrypoint must be a 'module:callable' string, got {ep!r}")
+            if (
+                not isinstance(ep, str)
+                or ep.count(":") != 1
+                or ep.startswith(":")
+                or ep.endswith(":")
+            ):
+                raise ValueError(
+                    f"Custom entrypoint must be a 'module:callable' string, got {ep!r}"
+                )
 
 
 ModelLeaf = Image | State | Concat | Text | Custom
-InputNode = Union[
-    ModelLeaf, "dict[str, InputNode]", "tuple[InputNode, ...]"]
+InputNode = Union[ModelLeaf, "dict[str, InputNode]", "tuple[InputNode, ...]"]
 _MODEL_LEAVES = (Image, State, Concat, Text, Custom)
 
 

@@ -94,16 +94,24 @@ class Image:
         if fit is not None and not isinstance(fit, str):
             items = tuple(fit)
             if not items or not all(isinstance(x, str) for x in items):
-                raise ValueError(f"{w} fit must be a mode or a non-empty list of modes, got {fit!r}")
+                raise ValueError(
+                    f"{w} fit must be a mode or a non-empty list of modes, got {fit!r}"
+                )
             set_(self, "fit", items)
         if self.fill is not None:
             if not self.optional:
-                raise ValueError(f"{w}: fill only applies to an optional camera; set optional=True or drop fill")
+                raise ValueError(
+                    f"{w}: fill only applies to an optional camera; set optional=True or drop fill"
+                )
             f = check_count(self.fill, f"{w} fill")
             if f > 255:
                 raise ValueError(f"{w} fill must be a raw 8-bit level 0..255, got {f}")
             set_(self, "fill", f)
-        if isinstance(self.stack, bool) or not isinstance(self.stack, int) or not 1 <= self.stack <= 64:
+        if (
+            isinstance(self.stack, bool)
+            or not isinstance(self.stack, int)
+            or not 1 <= self.stack <= 64
+        ):
             raise ValueError(f"stack must be between 1 and 64, got {self.stack}")
         self._check_delta_fields(w, stride)
 
@@ -145,9 +153,13 @@ class Image:
             if not all(isinstance(o, int) and not isinstance(o, bool) for o in offs):
                 raise ValueError(f"{w} offsets must be integers, got {list(offs)}")
             if len(offs) != self.stack:
-                raise ValueError(f"{w} offsets must have stack={self.stack} entries, got {len(offs)}")
+                raise ValueError(
+                    f"{w} offsets must have stack={self.stack} entries, got {len(offs)}"
+                )
             if offs[-1] != 0 or any(b <= a for a, b in itertools.pairwise(offs)) or offs[0] > 0:
-                raise ValueError(f"{w} offsets must be <= 0, strictly increasing and end at 0, got {list(offs)}")
+                raise ValueError(
+                    f"{w} offsets must be <= 0, strictly increasing and end at 0, got {list(offs)}"
+                )
             if -offs[0] > 128:
                 raise ValueError(f"{w} offsets span {-offs[0]} frames; at most 128 is supported")
             set_(self, "offsets", offs)

@@ -75,7 +75,11 @@ def _lanczos3(x: Any) -> Any:
 
 
 _OVERSHOOT = frozenset({"bicubic_aa", "lanczos3_aa"})  # kernels with negative lobes
-_KERNELS = {"bilinear_aa": (_triangle, 1.0), "bicubic_aa": (_bicubic, 2.0), "lanczos3_aa": (_lanczos3, 3.0)}
+_KERNELS = {
+    "bilinear_aa": (_triangle, 1.0),
+    "bicubic_aa": (_bicubic, 2.0),
+    "lanczos3_aa": (_lanczos3, 3.0),
+}
 
 
 def _axis_filter(src: int, dst: int, kind: str, start: float, length: float) -> tuple[Any, Any]:
@@ -97,7 +101,11 @@ def _axis_filter(src: int, dst: int, kind: str, start: float, length: float) -> 
             lo = max(int(center - support + 0.5), 0)
             hi = min(int(center + support + 0.5), src)
             idx = list(range(lo, hi))
-            w = [float(v) for v in kernel((np.asarray(idx, dtype=_F64) + 0.5 - center) / fs)] if idx else []
+            w = (
+                [float(v) for v in kernel((np.asarray(idx, dtype=_F64) + 0.5 - center) / fs)]
+                if idx
+                else []
+            )
             taps.append((idx, w))
     k = max(1, max(len(t[0]) for t in taps))
     index = np.zeros((dst, k), dtype=np.intp)
@@ -148,7 +156,9 @@ class Resizer:
         self.shape_in = (src_h, src_w, C)
         r = slice(*rows) if rows else slice(0, dst_h)
         c = slice(*cols) if cols else slice(0, dst_w)
-        self.identity = box is None and (src_h, src_w) == (dst_h, dst_w) and rows is None and cols is None
+        self.identity = (
+            box is None and (src_h, src_w) == (dst_h, dst_w) and rows is None and cols is None
+        )
         self.kind = resample
         self._lock = threading.Lock()
         chan = np.arange(C, dtype=np.intp)
@@ -195,11 +205,15 @@ class Resizer:
             return img
         if img.shape != self.shape_in:
             h, w, c = self.shape_in
-            raise ValueError(f"image has shape {tuple(img.shape)} but the plan was resolved for {h}x{w}x{c}")
+            raise ValueError(
+                f"image has shape {tuple(img.shape)} but the plan was resolved for {h}x{w}x{c}"
+            )
         own = self._lock.acquire(blocking=False)
         try:
             flat = np.ascontiguousarray(img).reshape(img.shape[0], -1)
-            out = self._bilinear(flat, own) if self.kind == "bilinear" else self._filtered(flat, own)
+            out = (
+                self._bilinear(flat, own) if self.kind == "bilinear" else self._filtered(flat, own)
+            )
         finally:
             if own:
                 self._lock.release()
@@ -251,7 +265,9 @@ class Resizer:
         return out
 
 
-def fit_geometry(src_h: int, src_w: int, dst_h: int, dst_w: int, mode: str) -> tuple[int, int, int, int]:
+def fit_geometry(
+    src_h: int, src_w: int, dst_h: int, dst_w: int, mode: str
+) -> tuple[int, int, int, int]:
     """Intermediate size and offsets for a fit mode (ADP-126).
 
     Returns ``(inter_h, inter_w, off_y, off_x)``: for ``crop`` the offsets cut
@@ -269,7 +285,9 @@ def fit_geometry(src_h: int, src_w: int, dst_h: int, dst_w: int, mode: str) -> t
     return dst_h, dst_w, 0, 0
 
 
-def decode_image(value: Any, value_range: tuple[float, float] | None, where: str) -> np.ndarray[Any, Any]:
+def decode_image(
+    value: Any, value_range: tuple[float, float] | None, where: str
+) -> np.ndarray[Any, Any]:
     """Any accepted image value -> a 3-D ``uint8`` array (ADP-102 step 1)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _decode_bytes(bytes(value), where)
@@ -302,14 +320,16 @@ def _decode_bytes(data: bytes, where: str) -> np.ndarray[Any, Any]:
         from PIL import Image as PILImage
     except ImportError:  # an undecodable input is a ValueError, never an ImportError (CNF2-B3)
         raise ValueError(
-            f'image {where}: could not decode image bytes: PNG/JPEG decoding needs Pillow, which ships with '
+            f"image {where}: could not decode image bytes: PNG/JPEG decoding needs Pillow, which ships with "
             'the "gymnasium" and "adapters" extras of rlmesh-py -- pip install pillow or pass decoded arrays'
         ) from None
     try:
         with PILImage.open(io.BytesIO(data)) as im:
             arr = np.asarray(im)
     except Exception as exc:
-        raise ValueError(f"image {where}: could not decode image bytes (not a PNG/JPEG image: {exc})") from None
+        raise ValueError(
+            f"image {where}: could not decode image bytes (not a PNG/JPEG image: {exc})"
+        ) from None
     if arr.ndim == 2:
         arr = arr[:, :, None]
     return np.ascontiguousarray(arr, dtype=np.uint8)
@@ -322,15 +342,22 @@ def jpeg_roundtrip(img: np.ndarray[Any, Any], quality: int) -> np.ndarray[Any, A
 
         from PIL import Image as PILImage
     except ImportError:  # pragma: no cover
-        raise DependencyMissing('Image(jpeg_quality=...) needs Pillow: pip install pillow (the "view" extra of rlmesh-py)', name="PIL") from None
+        raise DependencyMissing(
+            'Image(jpeg_quality=...) needs Pillow: pip install pillow (the "view" extra of rlmesh-py)',
+            name="PIL",
+        ) from None
     buf = io.BytesIO()
-    PILImage.fromarray(np.ascontiguousarray(img)).save(buf, format="JPEG", quality=int(quality), subsampling=2)
+    PILImage.fromarray(np.ascontiguousarray(img)).save(
+        buf, format="JPEG", quality=int(quality), subsampling=2
+    )
     buf.seek(0)
     with PILImage.open(buf) as im:
         return np.asarray(im.convert("RGB"), dtype=np.uint8)
 
 
-def cast_pixels(img: np.ndarray[Any, Any], dtype: np.dtype[Any], normalize: tuple[float, float] | None) -> np.ndarray[Any, Any]:
+def cast_pixels(
+    img: np.ndarray[Any, Any], dtype: np.dtype[Any], normalize: tuple[float, float] | None
+) -> np.ndarray[Any, Any]:
     """Normalize ``lo + (p/255)(hi-lo)`` in float32, then cast; integer casts refuse loss (ADP-102 step 5)."""
     if normalize is not None:
         lo, hi = np.float32(normalize[0]), np.float32(normalize[1])
@@ -350,7 +377,9 @@ def _checked_cast(a: np.ndarray[Any, Any], dtype: np.dtype[Any]) -> np.ndarray[A
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         if a.dtype.kind == "f" and not np.all(np.floor(a) == a):
-            raise ValueError(f"cannot cast non-integral pixel values to {dtype.name}; drop normalize or use a float dtype")
+            raise ValueError(
+                f"cannot cast non-integral pixel values to {dtype.name}; drop normalize or use a float dtype"
+            )
         if a.size and (a.min() < info.min or a.max() > info.max):
             raise ValueError(f"pixel values [{a.min()}, {a.max()}] do not fit {dtype.name}")
     elif dtype.kind == "b" and a.size and not np.all((a == 0) | (a == 1)):

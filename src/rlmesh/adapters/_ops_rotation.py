@@ -82,13 +82,24 @@ def _rot6d_to_matrix(v: Sequence[float], rowmajor: bool) -> Matrix:
     b2 = [q - d * p for p, q in zip(b1, a2, strict=True)]
     n2 = math.sqrt(sum(x * x for x in b2)) + EPS
     b2 = [x / n2 for x in b2]
-    b3 = [b1[1] * b2[2] - b1[2] * b2[1], b1[2] * b2[0] - b1[0] * b2[2], b1[0] * b2[1] - b1[1] * b2[0]]
+    b3 = [
+        b1[1] * b2[2] - b1[2] * b2[1],
+        b1[2] * b2[0] - b1[0] * b2[2],
+        b1[0] * b2[1] - b1[1] * b2[0],
+    ]
     return [[b1[i], b2[i], b3[i]] for i in range(3)]
 
 
 def _euler_to_matrix(v: Sequence[float]) -> Matrix:
     r, p, y = float(v[0]), float(v[1]), float(v[2])  # ADP-118
-    sr, cr, sp, cp, sy, cy = math.sin(r), math.cos(r), math.sin(p), math.cos(p), math.sin(y), math.cos(y)
+    sr, cr, sp, cp, sy, cy = (
+        math.sin(r),
+        math.cos(r),
+        math.sin(p),
+        math.cos(p),
+        math.sin(y),
+        math.cos(y),
+    )
     return [
         [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
         [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
@@ -171,7 +182,10 @@ def from_matrix(R: Matrix, enc: str) -> list[float]:
 
 def matmul(A: Matrix, B: Matrix) -> Matrix:
     """3x3 product ``A @ B``."""
-    return [[A[i][0] * B[0][j] + A[i][1] * B[1][j] + A[i][2] * B[2][j] for j in range(3)] for i in range(3)]
+    return [
+        [A[i][0] * B[0][j] + A[i][1] * B[1][j] + A[i][2] * B[2][j] for j in range(3)]
+        for i in range(3)
+    ]
 
 
 def convert(v: Sequence[float], src: str, dst: str, post: Matrix | None = None) -> list[float]:

@@ -126,7 +126,9 @@ class ActionPlan:
     out_dim: int
     segments: list[Segment]
     clip: tuple[float, float] | None
-    model_slices: dict[Any, tuple[int, int]] = field(default_factory=dict)  # identity -> model slice
+    model_slices: dict[Any, tuple[int, int]] = field(
+        default_factory=dict
+    )  # identity -> model slice
 
 
 @dataclass

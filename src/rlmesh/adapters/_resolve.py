@@ -60,7 +60,10 @@ def _as_env_tags(env_tags: Any) -> EnvTags:
         return env_tags
     if isinstance(env_tags, Mapping):
         return env_tags_from_dict(env_tags, strict=False)
-    raise fail("invalid_tag", f"env_tags must be an EnvTags (or its wire dict), got {type(env_tags).__name__}")
+    raise fail(
+        "invalid_tag",
+        f"env_tags must be an EnvTags (or its wire dict), got {type(env_tags).__name__}",
+    )
 
 
 def _as_model_spec(spec: Any) -> ModelSpec:
@@ -68,7 +71,10 @@ def _as_model_spec(spec: Any) -> ModelSpec:
         return spec
     if isinstance(spec, Mapping):
         return model_spec_from_dict(spec, strict=False)
-    raise fail("invalid_tag", f"model_spec must be a ModelSpec (or its wire dict), got {type(spec).__name__}")
+    raise fail(
+        "invalid_tag",
+        f"model_spec must be a ModelSpec (or its wire dict), got {type(spec).__name__}",
+    )
 
 
 def _model_leaves(node: Any, path: Path = ()) -> list[tuple[Path, Any]]:
@@ -89,9 +95,17 @@ def _model_leaves(node: Any, path: Path = ()) -> list[tuple[Path, Any]]:
 def _custom_encodings(spec: ModelSpec) -> list[CustomEncoding]:
     found: list[CustomEncoding] = []
     for _p, leaf in _model_leaves(spec.input):
-        parts = (leaf,) if isinstance(leaf, State) else (leaf.parts if isinstance(leaf, Concat) else ())
-        found.extend(p.encoding for p in parts if isinstance(p, State) and isinstance(p.encoding, CustomEncoding))
-    found.extend(a.encoding for a in spec.output.components if isinstance(a.encoding, CustomEncoding))
+        parts = (
+            (leaf,) if isinstance(leaf, State) else (leaf.parts if isinstance(leaf, Concat) else ())
+        )
+        found.extend(
+            p.encoding
+            for p in parts
+            if isinstance(p, State) and isinstance(p.encoding, CustomEncoding)
+        )
+    found.extend(
+        a.encoding for a in spec.output.components if isinstance(a.encoding, CustomEncoding)
+    )
     return found
 
 
@@ -100,7 +114,9 @@ def _check_inverse(enc: CustomEncoding) -> None:
         return
     probe = np.asarray(_PROBES[enc.base], dtype=np.float64)
     try:
-        back = np.asarray(enc.to_base(np.asarray(enc.from_base(probe.copy()), dtype=np.float64)), dtype=np.float64)
+        back = np.asarray(
+            enc.to_base(np.asarray(enc.from_base(probe.copy()), dtype=np.float64)), dtype=np.float64
+        )
         ok = back.shape == probe.shape and bool(np.allclose(back, probe, atol=1e-5, rtol=0))
     except Exception as exc:
         raise fail(
@@ -125,7 +141,9 @@ def _import_entrypoint(ep: str, p: str) -> Any:
         for name in attr.split("."):
             obj = getattr(obj, name)
     except Exception as exc:
-        raise fail("unsupported", f'model input "{p}": cannot import entrypoint "{ep}": {exc}') from None
+        raise fail(
+            "unsupported", f'model input "{p}": cannot import entrypoint "{ep}": {exc}'
+        ) from None
     if not callable(obj):
         raise fail("unsupported", f'model input "{p}": entrypoint "{ep}" is not callable')
     return obj
@@ -154,19 +172,29 @@ def _taint(tags: EnvTags, spec: ModelSpec) -> None:
     for path, leaf in iter_leaves(tags.observation):
         bad = unknown_fields(leaf)
         if bad:
-            raise fail("unsupported_kind", unknown_field_message(f'feature "{render_path(path)}"', bad[0]))
+            raise fail(
+                "unsupported_kind", unknown_field_message(f'feature "{render_path(path)}"', bad[0])
+            )
     for i, a in enumerate(tags.action.components):
         bad = unknown_fields(a)
         if bad:
-            raise fail("unsupported_kind", unknown_field_message(f'action component[{i}] (role "{a.role}")', bad[0]))
+            raise fail(
+                "unsupported_kind",
+                unknown_field_message(f'action component[{i}] (role "{a.role}")', bad[0]),
+            )
     for path, leaf in _model_leaves(spec.input):
         bad = unknown_fields(leaf)
         if bad:
-            raise fail("unsupported_kind", unknown_field_message(f'feature "{render_path(path)}"', bad[0]))
+            raise fail(
+                "unsupported_kind", unknown_field_message(f'feature "{render_path(path)}"', bad[0])
+            )
     for i, a in enumerate(spec.output.components):
         bad = unknown_fields(a)
         if bad:
-            raise fail("unsupported_kind", unknown_field_message(f'action component[{i}] (role "{a.role}")', bad[0]))
+            raise fail(
+                "unsupported_kind",
+                unknown_field_message(f'action component[{i}] (role "{a.role}")', bad[0]),
+            )
 
 
 def resolve_internal(
@@ -237,14 +265,19 @@ def _referenced(plans: list[Plan], root_dict: bool) -> tuple[str, ...]:
         if isinstance(plan, ImagePlan) and plan.feature is not None:
             paths.append(plan.feature.path)
         elif isinstance(plan, StatePlan):
-            paths.extend(x.feature.path for x in plan.pieces if x.kind == "source" and x.feature is not None)
+            paths.extend(
+                x.feature.path for x in plan.pieces if x.kind == "source" and x.feature is not None
+            )
         elif isinstance(plan, TextPlan) and plan.source is not None:
             paths.append(plan.source)
     keys: list[str] = []
     for path in paths:
         key = str(path[0]) if root_dict and path else "<obs>"
         if root_dict and key == "<obs>":
-            raise fail("invalid_tag", 'the observation key "<obs>" is reserved for non-Dict observations; rename it')
+            raise fail(
+                "invalid_tag",
+                'the observation key "<obs>" is reserved for non-Dict observations; rename it',
+            )
         if key not in keys:
             keys.append(key)
     return tuple(keys)
@@ -289,7 +322,12 @@ def resolve(
     tags = _as_env_tags(env_tags)
     spec = _as_model_spec(model_spec)
     r = resolve_internal(
-        tags, observation_space, action_space, spec, trust_entrypoints=trust_entrypoints, check_inverse=check_inverse
+        tags,
+        observation_space,
+        action_space,
+        spec,
+        trust_entrypoints=trust_entrypoints,
+        check_inverse=check_inverse,
     )
     return Adapter(r)
 

@@ -32,7 +32,10 @@ def model_layout(output: Action) -> tuple[dict[Any, tuple[int, int]], dict[Any, 
         if a.role is not None:
             key = identity(a.role, a.part)
             if key in slices:
-                raise fail("duplicate", f"duplicate model action role {quote(render_identity(a.role, a.part))}")
+                raise fail(
+                    "duplicate",
+                    f"duplicate model action role {quote(render_identity(a.role, a.part))}",
+                )
             slices[key] = (off, off + dim)
             labels[key] = a.labels
         off += dim
@@ -44,9 +47,14 @@ def _enc(a: Actuator) -> str | None:
     return e.base if isinstance(e, CustomEncoding) else e
 
 
-def plan_action(joined: Joined, output: Action, adv: list[Advisory], silent: list[Advisory]) -> ActionPlan:
+def plan_action(
+    joined: Joined, output: Action, adv: list[Advisory], silent: list[Advisory]
+) -> ActionPlan:
     if output.clip is not None:
-        raise fail("invalid_tag", "clip is an env-side actuator clamp; the model action declaration must leave it unset")
+        raise fail(
+            "invalid_tag",
+            "clip is an env-side actuator clamp; the model action declaration must leave it unset",
+        )
     slices, _labels, in_dim = model_layout(output)
     by_key = {identity(a.role, a.part): a for a in output.components if a.role is not None}
     segments: list[Segment] = []
@@ -60,7 +68,9 @@ def plan_action(joined: Joined, output: Action, adv: list[Advisory], silent: lis
             continue
         key = identity(a.role, a.part)
         if key in seen:
-            raise fail("duplicate", f"duplicate env action role {quote(render_identity(a.role, a.part))}")
+            raise fail(
+                "duplicate", f"duplicate env action role {quote(render_identity(a.role, a.part))}"
+            )
         seen.add(key)
         requested.add(key)
         m = by_key.get(key)
@@ -69,7 +79,9 @@ def plan_action(joined: Joined, output: Action, adv: list[Advisory], silent: lis
                 segments.append(Segment(ea, "opt_fill", dim, fill=a.fill))
                 continue
             extra = f' (part "{a.part}")' if a.part is not None else ""
-            outs = sorted(render_identity(x.role, x.part) for x in output.components if x.role is not None)
+            outs = sorted(
+                render_identity(x.role, x.part) for x in output.components if x.role is not None
+            )
             raise fail(
                 "missing_role",
                 f'env action needs role "{a.role}"{extra} but the model only outputs [{", ".join(quote(x) for x in outs)}]',
@@ -88,7 +100,10 @@ def _pair(ea: Any, m: Actuator, sl: tuple[int, int], adv: list[Advisory]) -> Seg
     md, ed = int(m.dim or 0), int(a.dim or 0)
     law = dim_law(str(r))
     if law is not None and md != law:
-        raise fail("dim_mismatch", f'action role "{r}": model declares {md} dims but the role is {law}-D by convention')
+        raise fail(
+            "dim_mismatch",
+            f'action role "{r}": model declares {md} dims but the role is {law}-D by convention',
+        )
     if isinstance(a.encoding, CustomEncoding):
         raise fail(
             "unsupported",
@@ -98,15 +113,26 @@ def _pair(ea: Any, m: Actuator, sl: tuple[int, int], adv: list[Advisory]) -> Seg
     custom = m.encoding if isinstance(m.encoding, CustomEncoding) else None
     if custom is not None:
         if custom.to_base is None:
-            raise fail("unsupported", f'action role "{r}": the model\'s custom encoding "{custom.name}" needs to_base')
+            raise fail(
+                "unsupported",
+                f'action role "{r}": the model\'s custom encoding "{custom.name}" needs to_base',
+            )
         if not callable(custom.to_base):
-            raise fail("untrusted_entrypoint", f'action role "{r}": ' + custom_arm_message(custom.name, custom.to_base))
+            raise fail(
+                "untrusted_entrypoint",
+                f'action role "{r}": ' + custom_arm_message(custom.name, custom.to_base),
+            )
         if m.binary:
-            raise fail("unsupported", f'action role "{r}": a custom-encoded actuator cannot be binary')
+            raise fail(
+                "unsupported", f'action role "{r}": a custom-encoded actuator cannot be binary'
+            )
     me, ee = _enc(m), ea.encoding
     if me is not None and ee is not None and me != ee:
         if md != ROTATION_DIMS.get(me, -1) or ed != ROTATION_DIMS.get(ee, -1):
-            raise fail("dim_mismatch", f'action role "{r}": dims {md}->{ed} do not match encodings "{me}"->"{ee}"')
+            raise fail(
+                "dim_mismatch",
+                f'action role "{r}": dims {md}->{ed} do not match encodings "{me}"->"{ee}"',
+            )
     elif (me is None) != (ee is None):
         raise fail(
             "encoding_mismatch",
@@ -114,21 +140,38 @@ def _pair(ea: Any, m: Actuator, sl: tuple[int, int], adv: list[Advisory]) -> Seg
             "a rotation encoding",
         )
     elif md != ed:
-        raise fail("dim_mismatch", f'action role "{r}": model outputs {md} dims but the env expects {ed}')
+        raise fail(
+            "dim_mismatch", f'action role "{r}": model outputs {md} dims but the env expects {ed}'
+        )
     if m.clip:
-        raise fail("invalid_tag", f'action role "{r}": clip is an env-side clamp; declare it on the env actuator')
+        raise fail(
+            "invalid_tag",
+            f'action role "{r}": clip is an env-side clamp; declare it on the env actuator',
+        )
     binarize = a.binary or m.binary
     if (a.threshold is not None or m.threshold is not None) and not binarize:
-        raise fail("invalid_tag", f'action role "{r}": threshold requires a binary component (set binary=true)')
+        raise fail(
+            "invalid_tag",
+            f'action role "{r}": threshold requires a binary component (set binary=true)',
+        )
     clip = None
     if a.clip:
         if ea.range is None:
-            raise fail("invalid_tag", f'action role "{r}": clip=true clamps to range, but no range is declared')
+            raise fail(
+                "invalid_tag",
+                f'action role "{r}": clip=true clamps to range, but no range is declared',
+            )
         clip = ea.range
     if m.frame is not None and a.frame is not None and m.frame != a.frame:
-        raise fail("invalid_tag", f'role "{r}": the model expects frame "{m.frame}" but the env declares "{a.frame}"')
+        raise fail(
+            "invalid_tag",
+            f'role "{r}": the model expects frame "{m.frame}" but the env declares "{a.frame}"',
+        )
     if m.reference is not None and a.reference is not None and m.reference != a.reference:
-        raise fail("invalid_tag", f'role "{r}": the model expects reference "{m.reference}" but the env declares "{a.reference}"')
+        raise fail(
+            "invalid_tag",
+            f'role "{r}": the model expects reference "{m.reference}" but the env declares "{a.reference}"',
+        )
     for what in ("frame", "reference"):
         if getattr(m, what) is not None and getattr(a, what) is None:
             adv.append(Advisory(
@@ -139,9 +182,15 @@ def _pair(ea: Any, m: Actuator, sl: tuple[int, int], adv: list[Advisory]) -> Seg
     perm = None
     if m.labels is not None:
         if a.labels is None:
-            raise fail("invalid_tag", f'action role "{r}": the model names labels {list(m.labels)} but the env actuator is unlabeled')
+            raise fail(
+                "invalid_tag",
+                f'action role "{r}": the model names labels {list(m.labels)} but the env actuator is unlabeled',
+            )
         if set(m.labels) != set(a.labels):
-            raise fail("invalid_tag", f'action role "{r}": model labels {list(m.labels)} do not match the env labels {list(a.labels)}')
+            raise fail(
+                "invalid_tag",
+                f'action role "{r}": model labels {list(m.labels)} do not match the env labels {list(a.labels)}',
+            )
         perm = tuple(m.labels.index(x) for x in a.labels)
     src_range, dst_range = m.range, ea.range
     if src_range is not None and dst_range is None:

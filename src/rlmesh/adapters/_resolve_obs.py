@@ -34,7 +34,9 @@ __all__ = ["ObsPlanner"]
 
 
 def _offers(items: list[tuple[str, str | None]]) -> str:
-    return "[" + ", ".join(quote(s) for s in sorted({render_identity(r, p) for r, p in items})) + "]"
+    return (
+        "[" + ", ".join(quote(s) for s in sorted({render_identity(r, p) for r, p in items})) + "]"
+    )
 
 
 def _accept(enc: Any) -> tuple[str, ...]:
@@ -48,7 +50,9 @@ def _accept(enc: Any) -> tuple[str, ...]:
 class ObsPlanner:
     """Plans one model leaf at a time against a :class:`Joined` env."""
 
-    def __init__(self, joined: Joined, model_slices: dict[Any, tuple[int, int]], model_labels: dict[Any, Any]) -> None:
+    def __init__(
+        self, joined: Joined, model_slices: dict[Any, tuple[int, int]], model_labels: dict[Any, Any]
+    ) -> None:
         self.j = joined
         self.model_slices = model_slices
         self.model_labels = model_labels
@@ -66,13 +70,19 @@ class ObsPlanner:
         for f in self.j.images:
             key = identity(f.role, f.part)
             if key in self.images:
-                raise fail("duplicate", f"duplicate env image role {quote(render_identity(f.role, f.part))}")
+                raise fail(
+                    "duplicate",
+                    f"duplicate env image role {quote(render_identity(f.role, f.part))}",
+                )
             self.images[key] = [f]
         for s in self.j.states:
             key = identity(s.role, s.part)
             lst = self.states.setdefault(key, [])
             if any(o.provenance == s.provenance for o in lst):
-                raise fail("duplicate", f"duplicate env state role {quote(render_identity(s.role, s.part))}")
+                raise fail(
+                    "duplicate",
+                    f"duplicate env state role {quote(render_identity(s.role, s.part))}",
+                )
             lst.append(s)
         for t in self.j.texts:
             if t.role in self.texts:
@@ -89,7 +99,9 @@ class ObsPlanner:
                     f'kind "{u.kind}"; upgrade the runtime',
                 )
 
-    def _lookup(self, table: dict[Any, list[Any]], role: str, part: str | None, p: str, kind: str) -> list[Any] | None:
+    def _lookup(
+        self, table: dict[Any, list[Any]], role: str, part: str | None, p: str, kind: str
+    ) -> list[Any] | None:
         """DELTA-60 matching; ``None`` when the env lacks the (role, part)."""
         ident = identity(role, part)
         if ident in table:
@@ -118,12 +130,20 @@ class ObsPlanner:
     def image(self, leaf: Image, placement: Path) -> ImagePlan:
         p = render_path(placement)
         if leaf.fill is not None and not leaf.optional:
-            raise fail("invalid_tag", f'model input "{p}": fill only applies to an optional camera; set optional or drop fill')
+            raise fail(
+                "invalid_tag",
+                f'model input "{p}": fill only applies to an optional camera; set optional or drop fill',
+            )
         found = self._lookup(self.images, leaf.role, leaf.part, p, "image")
         feat = found[0] if found else None
         if feat is None:
             self._unknown_check(p, leaf.role)
-            if not leaf.optional and len(self.j.images) == 1 and is_sanctioned(leaf.role) and leaf.part is None:
+            if (
+                not leaf.optional
+                and len(self.j.images) == 1
+                and is_sanctioned(leaf.role)
+                and leaf.part is None
+            ):
                 feat = self.j.images[0]
                 self.resolve_adv.append(Advisory(
                     "caution",
@@ -172,8 +192,14 @@ class ObsPlanner:
                 f'model input "{p}": expects {leaf.channels} channel(s) but the env image has {env_channels}; the '
                 "adapter does not convert between channel counts (e.g. RGB vs grayscale)",
             )
-        if (leaf.channel_order == "bgr" or leaf.jpeg_quality is not None) and env_channels not in (None, 3):
-            raise fail("unsupported", f'model input "{p}": channel_order/jpeg_quality need a 3-channel image, got {env_channels}')
+        if (leaf.channel_order == "bgr" or leaf.jpeg_quality is not None) and env_channels not in (
+            None,
+            3,
+        ):
+            raise fail(
+                "unsupported",
+                f'model input "{p}": channel_order/jpeg_quality need a 3-channel image, got {env_channels}',
+            )
 
     def _zero_image(self, leaf: Image, placement: Path, p: str) -> ImagePlan:
         if leaf.height is None or leaf.width is None or leaf.channels is None:
@@ -193,7 +219,11 @@ class ObsPlanner:
 
     def _crop(self, plan: ImagePlan, feat: ImageFeature) -> tuple[int, int]:
         leaf = plan.leaf
-        side = leaf.crop if leaf.crop is not None else (math.sqrt(leaf.crop_area) if leaf.crop_area is not None else None)
+        side = (
+            leaf.crop
+            if leaf.crop is not None
+            else (math.sqrt(leaf.crop_area) if leaf.crop_area is not None else None)
+        )
         if side is None or side >= 1.0:
             return feat.height, feat.width
         H, W = feat.height, feat.width
@@ -215,7 +245,11 @@ class ObsPlanner:
                 plan.size = (th, tw)
             return
         plan.size = (th, tw)
-        fits = () if leaf.fit is None else ((leaf.fit,) if isinstance(leaf.fit, str) else tuple(leaf.fit))
+        fits = (
+            ()
+            if leaf.fit is None
+            else ((leaf.fit,) if isinstance(leaf.fit, str) else tuple(leaf.fit))
+        )
         modes = [m for m in fits if m in FIT_MODES]
 
         def upscales(m: str) -> bool:
@@ -230,14 +264,14 @@ class ObsPlanner:
             if not fits:
                 raise fail(
                     "unsupported",
-                    f"model input \"{p}\": target {th}x{tw} changes the env's {eh}x{ew} aspect ratio; set fit to "
+                    f'model input "{p}": target {th}x{tw} changes the env\'s {eh}x{ew} aspect ratio; set fit to '
                     "'stretch', 'crop', or 'pad'",
                 )
             usable = [m for m in modes if leaf.allow_upscale or not upscales(m)]
             if not usable:
                 raise fail(
                     "unsupported",
-                    f"model input \"{p}\": every declared fit would upscale the env's {eh}x{ew} image to {th}x{tw}; "
+                    f'model input "{p}": every declared fit would upscale the env\'s {eh}x{ew} image to {th}x{tw}; '
                     "set allow_upscale or declare a fit that downscales (e.g. 'pad')",
                 )
             mode = usable[0]
@@ -246,15 +280,25 @@ class ObsPlanner:
             if upscales(mode) and not leaf.allow_upscale:
                 raise fail(
                     "unsupported",
-                    f"model input \"{p}\": target {th}x{tw} upscales the env's {eh}x{ew} image; set allow_upscale to "
+                    f'model input "{p}": target {th}x{tw} upscales the env\'s {eh}x{ew} image; set allow_upscale to '
                     "interpolate detail that is not there",
                 )
         plan.fit = mode
         ih, iw, _, _ = fit_geometry(eh, ew, th, tw, mode)
         if mode == "crop" and (ih, iw) != (th, tw):
-            self.loss_adv.append(Advisory("info", f'model input "{p}": aspect crop drops edge pixels ({eh}x{ew} -> {th}x{tw})'))
+            self.loss_adv.append(
+                Advisory(
+                    "info",
+                    f'model input "{p}": aspect crop drops edge pixels ({eh}x{ew} -> {th}x{tw})',
+                )
+            )
         elif mode == "pad" and (ih, iw) != (th, tw):
-            self.loss_adv.append(Advisory("info", f'model input "{p}": aspect pad adds letterbox borders ({eh}x{ew} -> {th}x{tw})'))
+            self.loss_adv.append(
+                Advisory(
+                    "info",
+                    f'model input "{p}": aspect pad adds letterbox borders ({eh}x{ew} -> {th}x{tw})',
+                )
+            )
 
     # -- text / custom (ADP-82/83) ----------------------------------------------------------
     def text(self, leaf: Text, placement: Path) -> TextPlan:
@@ -265,7 +309,10 @@ class ObsPlanner:
         self._unknown_check(p, leaf.role)
         if leaf.fill is None:
             offers = "[" + ", ".join(quote(r) for r in sorted(self.texts)) + "]"
-            raise fail("missing_role", f'model input "{p}" needs text role "{leaf.role}" but the env offers {offers} and no fill is set')
+            raise fail(
+                "missing_role",
+                f'model input "{p}" needs text role "{leaf.role}" but the env offers {offers} and no fill is set',
+            )
         return TextPlan(placement, None, leaf.fill, leaf.container)
 
     def custom(self, leaf: Custom, placement: Path, fn: Any) -> CustomPlan:

@@ -59,19 +59,31 @@ def plan_state(pl: ObsPlanner, leaf: State | Concat, placement: Path) -> StatePl
     if leaf.dtype not in DTYPES:
         raise fail("unsupported", f'model input "{p}": unknown dtype {quote(leaf.dtype)}')
     pieces = [_piece(pl, part, p) for part in parts]
-    plan = StatePlan(placement, pieces, leaf.pad_to, leaf.dtype, leaf.reshape, leaf.container, leaf.clip)
+    plan = StatePlan(
+        placement, pieces, leaf.pad_to, leaf.dtype, leaf.reshape, leaf.container, leaf.clip
+    )
     plan.zero_count = sum(1 for x in pieces if x.kind == "zero")
     width = plan.width
     if leaf.pad_to is not None and width > leaf.pad_to:
-        raise fail("dim_mismatch", f'model input "{p}" has {width} dims, more than pad_to={leaf.pad_to}')
+        raise fail(
+            "dim_mismatch", f'model input "{p}" has {width} dims, more than pad_to={leaf.pad_to}'
+        )
     final = max(width, leaf.pad_to or 0)
     if leaf.reshape is not None:
         known = math.prod(x for x in leaf.reshape if x != -1)
-        if (-1 not in leaf.reshape and known != final) or (-1 in leaf.reshape and (known == 0 or final % known)):
-            raise fail("dim_mismatch", f'model input "{p}": cannot reshape {final} values to {list(leaf.reshape)}')
+        if (-1 not in leaf.reshape and known != final) or (
+            -1 in leaf.reshape and (known == 0 or final % known)
+        ):
+            raise fail(
+                "dim_mismatch",
+                f'model input "{p}": cannot reshape {final} values to {list(leaf.reshape)}',
+            )
     if plan.zero_count:
         pl.loss_adv.append(
-            Advisory("caution", f'model input "{p}": {plan.zero_count} component(s) zero-filled for an absent env role')
+            Advisory(
+                "caution",
+                f'model input "{p}": {plan.zero_count} component(s) zero-filled for an absent env role',
+            )
         )
     return plan
 
@@ -81,12 +93,23 @@ def _custom_guards(s: State, p: str) -> None:
     assert isinstance(enc, CustomEncoding)
     if not callable(enc.from_base):
         if enc.from_base is None:
-            raise fail("unsupported", f'model input "{p}": custom encoding "{enc.name}" on the observation side needs from_base')
-        raise fail("untrusted_entrypoint", f'model input "{p}": ' + custom_arm_message(enc.name, enc.from_base))
+            raise fail(
+                "unsupported",
+                f'model input "{p}": custom encoding "{enc.name}" on the observation side needs from_base',
+            )
+        raise fail(
+            "untrusted_entrypoint",
+            f'model input "{p}": ' + custom_arm_message(enc.name, enc.from_base),
+        )
     if s.index is not None or s.optional:
-        raise fail("unsupported", f'model input "{p}": a custom-encoded part cannot set index or optional')
+        raise fail(
+            "unsupported", f'model input "{p}": a custom-encoded part cannot set index or optional'
+        )
     if s.dim is not None and s.dim != enc.width:
-        raise fail("unsupported", f'model input "{p}": a custom-encoded part may set dim only to restate its width {enc.width}')
+        raise fail(
+            "unsupported",
+            f'model input "{p}": a custom-encoded part may set dim only to restate its width {enc.width}',
+        )
 
 
 def _previous(pl: ObsPlanner, s: State, p: str) -> Piece:
@@ -103,12 +126,20 @@ def _previous(pl: ObsPlanner, s: State, p: str) -> Piece:
     labels = pl.model_labels.get(key)
     if s.labels is not None and labels is not None:
         if set(s.labels) != set(labels):
-            raise fail("dim_mismatch", f'model input "{p}": previous-action labels {list(s.labels)} differ from the actuator\'s {list(labels)}')
+            raise fail(
+                "dim_mismatch",
+                f'model input "{p}": previous-action labels {list(s.labels)} differ from the actuator\'s {list(labels)}',
+            )
         perm = tuple(labels.index(x) for x in s.labels)
     dim = s.dim if s.dim is not None else width
     if dim > width:
-        raise fail("dim_mismatch", f'state role "{s.role}": requested {dim} dims but the previous action has width {width}')
-    return Piece("previous", dim, dim=s.dim, fill=s.fill, role=s.role, part=s.part, prev_slice=sl, perm=perm)
+        raise fail(
+            "dim_mismatch",
+            f'state role "{s.role}": requested {dim} dims but the previous action has width {width}',
+        )
+    return Piece(
+        "previous", dim, dim=s.dim, fill=s.fill, role=s.role, part=s.part, prev_slice=sl, perm=perm
+    )
 
 
 def _zero_width(s: State) -> int | None:
@@ -125,7 +156,11 @@ def _find(pl: ObsPlanner, s: State, p: str) -> StateFeature | None:
     found = pl._lookup(pl.states, s.role, s.part, p, "state")
     if not found:
         return None
-    provs = () if s.provenance is None else ((s.provenance,) if isinstance(s.provenance, str) else tuple(s.provenance))
+    provs = (
+        ()
+        if s.provenance is None
+        else ((s.provenance,) if isinstance(s.provenance, str) else tuple(s.provenance))
+    )
     if len(found) > 1:
         if not provs:
             raise fail(
@@ -174,8 +209,17 @@ def _piece(pl: ObsPlanner, s: State | Constant, p: str) -> Piece:
                 pl.silent_adv.append(Advisory("info", _adhoc(s.role)))
             return Piece("zero", w, fill=s.fill, part=s.part, role=s.role)
         extra = f' (part "{s.part}")' if s.part is not None else ""
-        offers = "[" + ", ".join(quote(x) for x in sorted({render_identity(f.role, f.part) for f in pl.j.states})) + "]"
-        raise fail("missing_role", f'model input "{p}" needs state role "{s.role}"{extra} but the env offers {offers}')
+        offers = (
+            "["
+            + ", ".join(
+                quote(x) for x in sorted({render_identity(f.role, f.part) for f in pl.j.states})
+            )
+            + "]"
+        )
+        raise fail(
+            "missing_role",
+            f'model input "{p}" needs state role "{s.role}"{extra} but the env offers {offers}',
+        )
     return _sourced(pl, s, p, feat)
 
 
@@ -190,7 +234,10 @@ def _adhoc(role: str) -> str:
 def _sourced(pl: ObsPlanner, s: State, p: str, feat: StateFeature) -> Piece:
     src_q = quote(render_path(feat.path))
     if s.frame is not None and feat.frame is not None and s.frame != feat.frame:
-        raise fail("invalid_tag", f'role "{s.role}": the model expects frame "{s.frame}" but the env declares "{feat.frame}"')
+        raise fail(
+            "invalid_tag",
+            f'role "{s.role}": the model expects frame "{s.frame}" but the env declares "{feat.frame}"',
+        )
     if s.frame is not None and feat.frame is None:
         pl.resolve_adv.append(Advisory(
             "caution",
@@ -207,7 +254,10 @@ def _sourced(pl: ObsPlanner, s: State, p: str, feat: StateFeature) -> Piece:
                 "sides must declare a rotation encoding",
             )
         if feat.native is None:
-            raise fail("encoding_mismatch", f'state role "{s.role}": the env declares only unrecognized encodings {list(e_encs)}')
+            raise fail(
+                "encoding_mismatch",
+                f'state role "{s.role}": the env declares only unrecognized encodings {list(e_encs)}',
+            )
         if len(m_encs) == 1 and m_encs[0] not in ROTATION_DIMS:
             raise fail(
                 "encoding_mismatch",
@@ -216,7 +266,10 @@ def _sourced(pl: ObsPlanner, s: State, p: str, feat: StateFeature) -> Piece:
             )
         known = [e for e in m_encs if e in ROTATION_DIMS]
         if not known:
-            raise fail("encoding_mismatch", f'state role "{s.role}": the model declares only unrecognized encodings {list(m_encs)}')
+            raise fail(
+                "encoding_mismatch",
+                f'state role "{s.role}": the model declares only unrecognized encodings {list(m_encs)}',
+            )
         src = feat.native
         dst = src if src in known else known[0]
         if src == "gravity_xyz" and dst != src:
@@ -227,7 +280,10 @@ def _sourced(pl: ObsPlanner, s: State, p: str, feat: StateFeature) -> Piece:
             )
     converting = src != dst or s.post_rotate is not None
     if s.post_rotate is not None and src == "gravity_xyz":
-        raise fail("encoding_mismatch", f'state role "{s.role}": post_rotate cannot apply to a gravity_xyz source')
+        raise fail(
+            "encoding_mismatch",
+            f'state role "{s.role}": post_rotate cannot apply to a gravity_xyz source',
+        )
     if converting and src is not None and feat.width != ROTATION_DIMS[src]:
         raise fail(
             "dim_mismatch",
@@ -236,32 +292,49 @@ def _sourced(pl: ObsPlanner, s: State, p: str, feat: StateFeature) -> Piece:
     ref = ROTATION_DIMS[dst] if converting and dst is not None else feat.width
     if s.index is not None and s.index >= ref:
         raise fail(
-            "slice_out_of_range", f'state role "{s.role}": index {s.index} is out of range for the width-{ref} source feature {src_q}'
+            "slice_out_of_range",
+            f'state role "{s.role}": index {s.index} is out of range for the width-{ref} source feature {src_q}',
         )
     if s.dim is not None and s.dim > ref:
         raise fail(
-            "slice_out_of_range", f'state role "{s.role}": requested {s.dim} dims but the source feature {src_q} has width {ref}'
+            "slice_out_of_range",
+            f'state role "{s.role}": requested {s.dim} dims but the source feature {src_q} has width {ref}',
         )
     perm = None
     if s.labels is not None:
         if feat.labels is None:
-            raise fail("invalid_tag", f'state role "{s.role}": the model names labels {list(s.labels)} but the env leaf {src_q} is unlabeled')
+            raise fail(
+                "invalid_tag",
+                f'state role "{s.role}": the model names labels {list(s.labels)} but the env leaf {src_q} is unlabeled',
+            )
         missing = [x for x in s.labels if x not in feat.labels]
         if missing:
-            raise fail("invalid_tag", f'state role "{s.role}": labels {missing} are missing on the env leaf {src_q} (it has {list(feat.labels)})')
+            raise fail(
+                "invalid_tag",
+                f'state role "{s.role}": labels {missing} are missing on the env leaf {src_q} (it has {list(feat.labels)})',
+            )
         perm = tuple(feat.labels.index(x) for x in s.labels)
-    width = 1 if s.index is not None else (len(perm) if perm else (s.dim if s.dim is not None else ref))
+    width = (
+        1 if s.index is not None else (len(perm) if perm else (s.dim if s.dim is not None else ref))
+    )
     for name in ("scale", "offset"):
         v = getattr(s, name)
         if isinstance(v, tuple) and len(v) != width:
-            raise fail("dim_mismatch", f'state role "{s.role}": per-axis {name} has {len(v)} values but the part has {width} dims')
+            raise fail(
+                "dim_mismatch",
+                f'state role "{s.role}": per-axis {name} has {len(v)} values but the part has {width} dims',
+            )
     if s.range is not None and feat.range is None:
         pl.resolve_adv.append(Advisory(
             "info",
             f'state role "{s.role}": the model declares range {fmt_pair(s.range)} but the env feature {src_q} has no '
             "range; the range is a no-op (it does not clamp)",
         ))  # fmt: skip
-    post = to_matrix(list(s.post_rotate.value), s.post_rotate.encoding) if s.post_rotate is not None else None
+    post = (
+        to_matrix(list(s.post_rotate.value), s.post_rotate.encoding)
+        if s.post_rotate is not None
+        else None
+    )
     custom = s.encoding if isinstance(s.encoding, CustomEncoding) else None
     return Piece(
         "source", width, feature=feat, src_enc=src, dst_enc=dst, converting=converting, custom=custom,

@@ -23,7 +23,16 @@ from ._check import fail
 
 __all__ = ["SpaceOutline", "outline_of"]
 
-_KINDS = ("box", "discrete", "multi_binary", "multi_discrete", "text", "dict", "tuple", "unspecified")
+_KINDS = (
+    "box",
+    "discrete",
+    "multi_binary",
+    "multi_discrete",
+    "text",
+    "dict",
+    "tuple",
+    "unspecified",
+)
 _NUMERIC = ("box", "discrete", "multi_binary", "multi_discrete")
 
 
@@ -64,7 +73,11 @@ class SpaceOutline:
         if lo.size == 0 or hi.size == 0:
             return None
         a, b = float(lo.min()), float(hi.min())
-        if float(lo.max()) != a or float(hi.max()) != b or not (math.isfinite(a) and math.isfinite(b)):
+        if (
+            float(lo.max()) != a
+            or float(hi.max()) != b
+            or not (math.isfinite(a) and math.isfinite(b))
+        ):
             return None
         return a, b
 
@@ -104,7 +117,9 @@ def _bounds(low: Any, high: Any) -> tuple[Any, Any]:
 def _from_dict(d: Mapping[str, Any], where: str) -> SpaceOutline:
     kind = d.get("kind")
     if kind not in _KINDS:
-        raise fail("invalid_tag", f"{where}: unknown space kind {kind!r}; expected one of {list(_KINDS)}")
+        raise fail(
+            "invalid_tag", f"{where}: unknown space kind {kind!r}; expected one of {list(_KINDS)}"
+        )
     dtype = str(d.get("dtype", "unspecified"))
     if kind == "dict":
         keys = tuple(d.get("keys", ()))
@@ -115,7 +130,12 @@ def _from_dict(d: Mapping[str, Any], where: str) -> SpaceOutline:
                          children=tuple(outline_of(c, f"{where}.{k}") for k, c in zip(keys, children, strict=True)))  # fmt: skip
     if kind == "tuple":
         children = tuple(d.get("children", ()))
-        return SpaceOutline("tuple", (), dtype, children=tuple(outline_of(c, f"{where}[{i}]") for i, c in enumerate(children)))
+        return SpaceOutline(
+            "tuple",
+            (),
+            dtype,
+            children=tuple(outline_of(c, f"{where}[{i}]") for i, c in enumerate(children)),
+        )
     shape = tuple(int(x) for x in d.get("shape", ()) or ())
     lo, hi = _bounds(d.get("low"), d.get("high"))
     return SpaceOutline(kind, shape, dtype, lo, hi)
@@ -128,7 +148,12 @@ def _from_spec(spec: Any, where: str) -> SpaceOutline:
         return SpaceOutline("dict", (), spec.dtype, keys=tuple(str(k) for k, _ in items),
                          children=tuple(_from_spec(c, f"{where}.{k}") for k, c in items))  # fmt: skip
     if kind == "tuple":
-        return SpaceOutline("tuple", (), spec.dtype, children=tuple(_from_spec(c, f"{where}[{i}]") for i, c in spec._children()))
+        return SpaceOutline(
+            "tuple",
+            (),
+            spec.dtype,
+            children=tuple(_from_spec(c, f"{where}[{i}]") for i, c in spec._children()),
+        )
     lo = hi = None
     if kind == "box":
         lo, hi = _bounds(*spec._bounds_arrays())
@@ -140,13 +165,20 @@ def _from_gymnasium(space: Any, where: str) -> SpaceOutline | None:
     mod = type(space).__module__
     if not (mod.startswith("gymnasium") or mod.startswith("gym.")):
         return None
-    dtype = np.dtype(space.dtype).name if getattr(space, "dtype", None) is not None else "unspecified"
+    dtype = (
+        np.dtype(space.dtype).name if getattr(space, "dtype", None) is not None else "unspecified"
+    )
     if name == "Dict":
         keys = tuple(space.spaces.keys())
         return SpaceOutline("dict", (), "unspecified", keys=tuple(str(k) for k in keys),
                          children=tuple(outline_of(space.spaces[k], f"{where}.{k}") for k in keys))  # fmt: skip
     if name == "Tuple":
-        return SpaceOutline("tuple", (), "unspecified", children=tuple(outline_of(c, f"{where}[{i}]") for i, c in enumerate(space.spaces)))
+        return SpaceOutline(
+            "tuple",
+            (),
+            "unspecified",
+            children=tuple(outline_of(c, f"{where}[{i}]") for i, c in enumerate(space.spaces)),
+        )
     if name == "Box":
         lo, hi = _bounds(space.low, space.high)
         return SpaceOutline("box", tuple(space.shape), dtype, lo, hi)

@@ -161,7 +161,9 @@ class Field:
                 if getattr(self, n) is not None
             ]
             if extra:
-                raise ValueError(f"a role-less field (a skip) cannot carry {extra}; give it a role or drop them")
+                raise ValueError(
+                    f"a role-less field (a skip) cannot carry {extra}; give it a role or drop them"
+                )
             return
         set_(self, "encoding", _env_encoding(self.encoding, f"Field {self.role!r}"))
         if self.range is not None:
@@ -217,8 +219,7 @@ class UnknownLeaf:
 
 
 ObsLeaf = ImageTag | StateTag | TextTag | Split
-ObsNode = Union[
-    ObsLeaf, "dict[str, ObsNode]", "tuple[ObsNode, ...]"]
+ObsNode = Union[ObsLeaf, "dict[str, ObsNode]", "tuple[ObsNode, ...]"]
 _LEAVES = (ImageTag, StateTag, TextTag, Split)
 
 
@@ -252,7 +253,9 @@ def iter_leaves(node: Any, path: tuple[str | int, ...] = ()) -> Any:
         yield path, node
 
 
-def check_tree(node: Any, where: str, leaves: tuple[type, ...], *, slot: str, list_hint: str, expected: str) -> Any:
+def check_tree(
+    node: Any, where: str, leaves: tuple[type, ...], *, slot: str, list_hint: str, expected: str
+) -> Any:
     """Validate a tag or model-input tree: dict -> plain dict, tuple stays tuple, leaves as given.
 
     Args:
@@ -267,18 +270,26 @@ def check_tree(node: Any, where: str, leaves: tuple[type, ...], *, slot: str, li
             if not isinstance(k, str):
                 raise TypeError(f"{where}: dict keys must be strings, got {k!r}")
             if k == "type":
-                raise ValueError(f"{where}: the key 'type' is reserved by the wire format and cannot name {slot}")
-            out[k] = check_tree(v, f"{where}.{k}", leaves, slot=slot, list_hint=list_hint, expected=expected)
+                raise ValueError(
+                    f"{where}: the key 'type' is reserved by the wire format and cannot name {slot}"
+                )
+            out[k] = check_tree(
+                v, f"{where}.{k}", leaves, slot=slot, list_hint=list_hint, expected=expected
+            )
         return out
     if isinstance(node, tuple):
         return tuple(
-            check_tree(v, f"{where}[{i}]", leaves, slot=slot, list_hint=list_hint, expected=expected)
+            check_tree(
+                v, f"{where}[{i}]", leaves, slot=slot, list_hint=list_hint, expected=expected
+            )
             for i, v in enumerate(node)
         )
     if isinstance(node, (*leaves, UnknownLeaf)):
         return node
     if isinstance(node, list):
-        raise TypeError(f"{where} must be a leaf, a dict, or a tuple: use a tuple (not a list) {list_hint}")
+        raise TypeError(
+            f"{where} must be a leaf, a dict, or a tuple: use a tuple (not a list) {list_hint}"
+        )
     raise TypeError(f"{where}: expected a dict, a tuple, or {expected}, got {type(node).__name__}")
 
 
@@ -303,7 +314,9 @@ def check_duplicates(observation: Any) -> None:
                 ("image", identity(leaf.role, leaf.part), None, leaf.role, leaf.part)
             ]
         elif isinstance(leaf, StateTag):
-            keys = [("state", identity(leaf.role, leaf.part), leaf.provenance, leaf.role, leaf.part)]
+            keys = [
+                ("state", identity(leaf.role, leaf.part), leaf.provenance, leaf.role, leaf.part)
+            ]
         elif isinstance(leaf, TextTag):
             keys = [("text", (leaf.role, None), None, leaf.role, None)]
         elif isinstance(leaf, Split):

@@ -86,7 +86,9 @@ def validate_generated_at(value: str) -> str:
     '2026-06-01T12:00:00.5+02:00'
     """
     if not isinstance(value, str):
-        raise ValueError(f"generated_at must be an RFC-3339 string, got {type(value).__name__} {value!r}")
+        raise ValueError(
+            f"generated_at must be an RFC-3339 string, got {type(value).__name__} {value!r}"
+        )
     m = _RFC3339.fullmatch(value)
     ok = m is not None and 20 <= len(value) <= 64
     if m is not None and ok:
@@ -156,7 +158,9 @@ def build_envelope(kind: str, pieces: Mapping[str, Any], generated_at: str | Non
     encoded: dict[str, bytes] = {k: _ENCODER.encode(json_value(v)) for k, v in pieces.items()}
     size = sum(len(b) for b in encoded.values())
     if size > _PIECES_MAX_BYTES:
-        raise ValueError(f"describe pieces are {size} bytes of JSON; the limit is {_PIECES_MAX_BYTES} (4 MiB)")
+        raise ValueError(
+            f"describe pieces are {size} bytes of JSON; the limit is {_PIECES_MAX_BYTES} (4 MiB)"
+        )
     head = {"schema_version": b"1", "kind": _ENCODER.encode(kind)}
     if generated_at is not None:
         head["generated_at"] = _ENCODER.encode(generated_at)

@@ -20,7 +20,14 @@ from .._build import validate_edition
 from ..adapters._roles import is_sanctioned
 from ._describe import describe
 
-__all__ = ["DESCRIBE_LABEL", "PACKAGE_LABEL", "CheckReport", "check_envelope", "check_labels", "check_target"]
+__all__ = [
+    "DESCRIBE_LABEL",
+    "PACKAGE_LABEL",
+    "CheckReport",
+    "check_envelope",
+    "check_labels",
+    "check_target",
+]
 
 DESCRIBE_LABEL = "dev.rlmesh.describe"
 PACKAGE_LABEL = "dev.rlmesh.package"
@@ -101,7 +108,9 @@ def check_envelope(doc: Any, report: CheckReport, *, baked: bool) -> None:
                 report.warnings.append(msg)
         tags = doc.get("env_tags")
         if tags is None:
-            report.failed.append("the env publishes no adapter tags; set EnvFactory.tags = EnvTags(...)")
+            report.failed.append(
+                "the env publishes no adapter tags; set EnvFactory.tags = EnvTags(...)"
+            )
         elif _is_badge(tags):
             report.warnings.append(f"env_tags: {tags['error']}")
         else:
@@ -182,7 +191,9 @@ def _check_package(raw: str, report: CheckReport) -> None:
         report.failed.append(f"{PACKAGE_LABEL} must be a JSON object")
         return
     if pkg.get("schemaVersion") != 1:
-        report.failed.append(f"{PACKAGE_LABEL} schemaVersion must be 1, got {pkg.get('schemaVersion')!r}")
+        report.failed.append(
+            f"{PACKAGE_LABEL} schemaVersion must be 1, got {pkg.get('schemaVersion')!r}"
+        )
         return
     defaults = 0
     for i, cp in enumerate(pkg.get("checkpoints") or []):
@@ -191,7 +202,9 @@ def _check_package(raw: str, report: CheckReport) -> None:
             continue
         name = cp.get("name")
         if not isinstance(name, str) or len(name) > 63 or not _DNS_LABEL.fullmatch(name):
-            report.failed.append(f"{PACKAGE_LABEL} checkpoint name {name!r} is not a DNS label (a-z, 0-9, '-', <= 63)")
+            report.failed.append(
+                f"{PACKAGE_LABEL} checkpoint name {name!r} is not a DNS label (a-z, 0-9, '-', <= 63)"
+            )
         if not cp.get("uri"):
             report.failed.append(f"{PACKAGE_LABEL} checkpoint {name!r} has no uri")
         defaults += bool(cp.get("default"))

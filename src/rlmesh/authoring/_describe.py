@@ -48,7 +48,11 @@ def _corners(obj: Any, cls: type) -> list[str]:
         return [c for c in CORNERS if c in set(published)]
     out = []
     for name in CORNERS:
-        if not isinstance(obj, type) and name in getattr(obj, "__dict__", {}) and callable(obj.__dict__[name]):
+        if (
+            not isinstance(obj, type)
+            and name in getattr(obj, "__dict__", {})
+            and callable(obj.__dict__[name])
+        ):
             out.append(name)  # duck policy instance attribute
             continue
         owner = next((k for k in cls.__mro__ if name in k.__dict__), None)
@@ -214,7 +218,11 @@ def describe(
     """
     doc: dict[str, Any] = json.loads(
         describe_json(
-            obj, kind=kind, generated_at=generated_at, build_env=build_env, include_runtime=include_runtime
+            obj,
+            kind=kind,
+            generated_at=generated_at,
+            build_env=build_env,
+            include_runtime=include_runtime,
         )
     )
     return doc

@@ -34,7 +34,9 @@ def _env_spec(env: Any) -> dict[str, Any]:
         if not env:
             raise ValueError("make() returned an empty list of envs")
         env = env[0]
-    vector = any(hasattr(env, a) for a in ("num_envs", "single_observation_space", "single_action_space"))
+    vector = any(
+        hasattr(env, a) for a in ("num_envs", "single_observation_space", "single_action_space")
+    )
     if vector:  # SRV-3: vector envs publish their per-lane spaces
         obs = getattr(env, "single_observation_space", None)
         act = getattr(env, "single_action_space", None)
@@ -45,7 +47,10 @@ def _env_spec(env: Any) -> dict[str, Any]:
             "action_space": space_dict(act),
             "num_envs": int(env.num_envs),
         }
-    return {"observation_space": space_dict(env.observation_space), "action_space": space_dict(env.action_space)}
+    return {
+        "observation_space": space_dict(env.observation_space),
+        "action_space": space_dict(env.action_space),
+    }
 
 
 def _missing_required(target: Callable[..., Any] | None, kwargs: Mapping[str, Any]) -> bool:
@@ -78,7 +83,9 @@ class _Gatherer:
         self.served_env = served_env
         self.build_env = build_env
         self.is_factory = hasattr(obj if isinstance(obj, type) else type(obj), "make")
-        self.cls: type | None = (obj if isinstance(obj, type) else type(obj)) if self.is_factory else None
+        self.cls: type | None = (
+            (obj if isinstance(obj, type) else type(obj)) if self.is_factory else None
+        )
         self.instance: Any = None
 
     def _instance(self) -> Any:
@@ -102,7 +109,11 @@ class _Gatherer:
         env: Any = None
         built = False
         if self.served_env is not None:
-            env = self.served_env[0] if isinstance(self.served_env, (list, tuple)) else self.served_env
+            env = (
+                self.served_env[0]
+                if isinstance(self.served_env, (list, tuple))
+                else self.served_env
+            )
         elif not self.build_env:
             env_spec: Any = {"error": "not built (build_env=False)", "error_type": "NotBuilt"}
             return env_spec, self._class_tags(None), None
@@ -151,7 +162,9 @@ class _Gatherer:
             return json_value(metadata[ENV_METADATA_KEY])
         return None
 
-    def env_contracts(self, top_spec: Any, top_tags: Any, base_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    def env_contracts(
+        self, top_spec: Any, top_tags: Any, base_kwargs: Mapping[str, Any]
+    ) -> dict[str, Any]:
         """Every contract branch of a ``tag_params`` factory, default first (DELTA-53)."""
         cls = self.cls
         assert cls is not None
@@ -168,7 +181,14 @@ class _Gatherer:
                     except Exception as exc:
                         tags_d = badge(exc)
                     spec_d = self._branch_spec({**base_kwargs, **branch})
-                out.append({"params": json_value(branch), "default": i == 0, "env_tags": tags_d, "env_spec": spec_d})
+                out.append(
+                    {
+                        "params": json_value(branch),
+                        "default": i == 0,
+                        "env_tags": tags_d,
+                        "env_spec": spec_d,
+                    }
+                )
             return {"discriminants": list(cls.tag_params), "branches": out}  # type: ignore[attr-defined]
         except Exception as exc:
             return badge(exc)
@@ -203,7 +223,9 @@ def env_pieces(obj: Any, *, served_env: Any, build_env: bool) -> tuple[dict[str,
     pieces["env_spec"] = env_spec
     pieces["env_tags"] = env_tags
     if cls is not None and getattr(cls, "tag_params", None):
-        pieces["env_contracts"] = g.env_contracts(env_spec, env_tags, g.default_kwargs(typed_spec, target, catalog))
+        pieces["env_contracts"] = g.env_contracts(
+            env_spec, env_tags, g.default_kwargs(typed_spec, target, catalog)
+        )
     pieces["params"] = params_section(spec, target)
     if variants is not None:
         pieces["variants"] = variants

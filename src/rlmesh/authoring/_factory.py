@@ -110,7 +110,9 @@ class EnvFactory(ABC):
             value = cls.__dict__[attr]
             if isinstance(value, str) or not all(isinstance(v, str) for v in value or ()):
                 hint = f"; write {attr} = ({value!r},)" if isinstance(value, str) else ""
-                raise TypeError(f"{cls.__qualname__}.{attr} must be a tuple of strings, got {value!r}{hint}")
+                raise TypeError(
+                    f"{cls.__qualname__}.{attr} must be a tuple of strings, got {value!r}{hint}"
+                )
             setattr(cls, attr, tuple(value or ()))
         if cls.params is not None and not isinstance(cls.params, ParamSpec):
             raise TypeError(
@@ -197,7 +199,9 @@ class EnvFactory(ABC):
         """
         from ..serve import serve_env  # lazy: serving sits above authoring
 
-        if sessions != 1 or prewarm:  # issue 25 (passed only when asked for: the default call is unchanged)
+        if (
+            sessions != 1 or prewarm
+        ):  # issue 25 (passed only when asked for: the default call is unchanged)
             make_kwargs = {**make_kwargs, "sessions": sessions, "prewarm": prewarm}
         serve_env(  # seed 000: EnvFactory.serve forwards to rlmesh.serve.serve_env (CNF2-A8)
             self,
@@ -337,9 +341,13 @@ def _check_branches(cls: type[EnvFactory]) -> None:
     for p in cls.tag_params:
         declared = spec.get(p) if spec is not None else None
         if declared is None:
-            raise TypeError(f"{name}.tag_params names {p!r}, which is not a declared Param in {name}.params")
+            raise TypeError(
+                f"{name}.tag_params names {p!r}, which is not a declared Param in {name}.params"
+            )
         if not declared.choices:
-            raise TypeError(f"{name}.tag_params: Param {p!r} needs choices=(...) (one per contract branch)")
+            raise TypeError(
+                f"{name}.tag_params: Param {p!r} needs choices=(...) (one per contract branch)"
+            )
         sp = sig.parameters.get(p)
         if sp is None or sp.default is inspect.Parameter.empty:
             raise TypeError(
@@ -365,7 +373,9 @@ def _check_branches(cls: type[EnvFactory]) -> None:
             )
         results.append(tags)
     if len({r is None for r in results}) > 1:
-        raise TypeError(f"{name}.tags_for() mixes EnvTags and None across branches; tag every branch or none")
+        raise TypeError(
+            f"{name}.tags_for() mixes EnvTags and None across branches; tag every branch or none"
+        )
     if cls.tags is None:
         cls.tags = results[0]
     elif cls.tags != results[0]:
@@ -419,7 +429,9 @@ def build_env(
     """
     instance = factory() if isinstance(factory, type) else factory
     if not isinstance(instance, EnvFactory):
-        raise TypeError(f"expected an EnvFactory subclass or instance, got {type(instance).__name__}")
+        raise TypeError(
+            f"expected an EnvFactory subclass or instance, got {type(instance).__name__}"
+        )
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
     if vectorization_mode not in _VECTORIZATION_MODES:
@@ -429,7 +441,9 @@ def build_env(
     mode = None if autoreset is None else autoreset_name(autoreset)
     cls = type(instance)
     binding = dict(make_kwargs or {})
-    resolved = resolve_params(cls.params, instance.make, binding, where=f"{cls.__qualname__}.make()")
+    resolved = resolve_params(
+        cls.params, instance.make, binding, where=f"{cls.__qualname__}.make()"
+    )
     instance.prepare()
     stamp = binding_metadata(cls.params, instance.make, resolved)
     if vectorization_mode is not None:
@@ -437,11 +451,20 @@ def build_env(
             import gymnasium
         except ImportError as exc:
             raise DependencyMissing(
-                'vectorization_mode needs Gymnasium; pip install gymnasium (the "gymnasium" extra of rlmesh-py)', name="gymnasium"
+                'vectorization_mode needs Gymnasium; pip install gymnasium (the "gymnasium" extra of rlmesh-py)',
+                name="gymnasium",
             ) from exc
         thunks: list[Any] = [functools.partial(instance.make, **resolved) for _ in range(num_envs)]
-        vec_cls = gymnasium.vector.SyncVectorEnv if vectorization_mode == "sync" else gymnasium.vector.AsyncVectorEnv
-        env: Any = vec_cls(thunks) if mode is None else vec_cls(thunks, autoreset_mode=gymnasium.vector.AutoresetMode(mode))
+        vec_cls = (
+            gymnasium.vector.SyncVectorEnv
+            if vectorization_mode == "sync"
+            else gymnasium.vector.AsyncVectorEnv
+        )
+        env: Any = (
+            vec_cls(thunks)
+            if mode is None
+            else vec_cls(thunks, autoreset_mode=gymnasium.vector.AutoresetMode(mode))
+        )
         merge_metadata(env, stamp)
         return instance, env
     envs = []

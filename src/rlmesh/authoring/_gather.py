@@ -36,7 +36,11 @@ def load_entrypoint(entrypoint: str) -> Any:
 
 def is_bare_callable(obj: Any) -> bool:
     """A function/lambda/partial rather than a factory or model class/instance."""
-    return not isinstance(obj, type) and not hasattr(type(obj), "predict") and not hasattr(type(obj), "make")
+    return (
+        not isinstance(obj, type)
+        and not hasattr(type(obj), "predict")
+        and not hasattr(type(obj), "make")
+    )
 
 
 def qualname_of(obj: Any) -> str:
@@ -45,7 +49,9 @@ def qualname_of(obj: Any) -> str:
     if not isinstance(target, type) and not inspect.isroutine(target):
         target = type(target)
     module = getattr(target, "__module__", None) or "?"
-    qual = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    qual = (
+        getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    )
     return f"{module}:{qual}"
 
 
@@ -110,7 +116,9 @@ def variants_section(
         try:
             axes = cls.enumerate_params()  # type: ignore[attr-defined]
             if not isinstance(axes, Mapping):
-                raise ValueError(f"enumerate_params() must return a mapping of axis -> values, got {type(axes).__name__}")
+                raise ValueError(
+                    f"enumerate_params() must return a mapping of axis -> values, got {type(axes).__name__}"
+                )
             out["variations"] = {str(k): _axis_values(v) for k, v in axes.items()}
         except Exception as exc:
             out["variations_error"] = badge(exc)["error"]
@@ -123,7 +131,11 @@ def variants_section(
         else:
             entries = []
             for v in catalog:
-                entry: dict[str, Any] = {"id": v.id, "params": json_value(v.params), "metadata": json_value(v.metadata)}
+                entry: dict[str, Any] = {
+                    "id": v.id,
+                    "params": json_value(v.params),
+                    "metadata": json_value(v.metadata),
+                }
                 try:
                     resolve_params(spec, target, v.params)  # lint only; params stay verbatim
                 except Exception as exc:
@@ -134,6 +146,10 @@ def variants_section(
 
 
 def _axis_values(values: Any) -> list[Any]:
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__") or isinstance(values, Mapping):
+    if (
+        isinstance(values, (str, bytes))
+        or not hasattr(values, "__iter__")
+        or isinstance(values, Mapping)
+    ):
         return [json_value(values)]
     return [json_value(v) for v in values]

@@ -105,7 +105,9 @@ class Vector:
 
     def __post_init__(self) -> None:
         if isinstance(self.dim, bool) or not isinstance(self.dim, int):
-            raise TypeError(f"Vector dim must be an int, got {type(self.dim).__name__} {self.dim!r}")
+            raise TypeError(
+                f"Vector dim must be an int, got {type(self.dim).__name__} {self.dim!r}"
+            )
         if self.dim < 1:
             raise ValueError(f"Vector dim must be >= 1, got {self.dim}")
         if not isinstance(self.unit, bool):
@@ -137,7 +139,9 @@ class Vector:
                 if hasattr(x, "item") and not isinstance(x, bool):
                     x = x.item()  # numpy scalars
                 if isinstance(x, bool) or not isinstance(x, (int, float)):
-                    raise ValueError(f"component {i} must be a number, got {type(x).__name__} {x!r}")
+                    raise ValueError(
+                        f"component {i} must be a number, got {type(x).__name__} {x!r}"
+                    )
             f = float(x)
             if not math.isfinite(f):
                 raise ValueError(f"component {i} must be finite, got {f!r}")
@@ -168,7 +172,9 @@ def _canonical_type(t: type | str | Vector) -> str | Vector:
         if not t:
             raise ValueError("Param type must not be an empty string")
         return t
-    raise TypeError(f"Param type must be a type, a string or a Vector, got {type(t).__name__} {t!r}")
+    raise TypeError(
+        f"Param type must be a type, a string or a Vector, got {type(t).__name__} {t!r}"
+    )
 
 
 def coerce_value(kind: str | Vector, value: Any) -> Any:
@@ -198,7 +204,9 @@ def coerce_value(kind: str | Vector, value: Any) -> Any:
     if kind == "float":
         if isinstance(value, bool) or type(value).__name__ == "bool_":
             raise ValueError(f"expected float, got bool {value!r}")
-        if isinstance(value, (int, float)) or type(value).__name__.startswith(("float", "int", "uint")):
+        if isinstance(value, (int, float)) or type(value).__name__.startswith(
+            ("float", "int", "uint")
+        ):
             try:
                 f = float(value)
             except (TypeError, ValueError):
@@ -271,14 +279,22 @@ class Param:
                 try:
                     coerced.append(coerce_value(kind, c))
                 except ValueError as exc:
-                    raise ValueError(f"Param {self.name!r}: choice {c!r} is invalid: {exc}") from None
+                    raise ValueError(
+                        f"Param {self.name!r}: choice {c!r} is invalid: {exc}"
+                    ) from None
             if not coerced:
-                raise ValueError(f"Param {self.name!r}: choices must not be empty (use None for no choices)")
+                raise ValueError(
+                    f"Param {self.name!r}: choices must not be empty (use None for no choices)"
+                )
             object.__setattr__(self, "choices", tuple(coerced))
         elif kind == "enum":
-            raise ValueError(f"Param {self.name!r}: type 'enum' needs choices=(...) (its whole domain)")
+            raise ValueError(
+                f"Param {self.name!r}: type 'enum' needs choices=(...) (its whole domain)"
+            )
         if not isinstance(self.description, str):
-            raise TypeError(f"Param {self.name!r}: description must be a str, got {self.description!r}")
+            raise TypeError(
+                f"Param {self.name!r}: description must be a str, got {self.description!r}"
+            )
         if self.group is not None and not isinstance(self.group, str):
             raise TypeError(f"Param {self.name!r}: group must be a str or None, got {self.group!r}")
 
@@ -302,7 +318,9 @@ class Param:
             raise ParamError(f"{self.name}: {value!r} not in choices {list(self.choices)!r}")
         return out
 
-    def to_dict(self, *, default: Any = inspect.Parameter.empty, required: bool = True) -> dict[str, Any]:
+    def to_dict(
+        self, *, default: Any = inspect.Parameter.empty, required: bool = True
+    ) -> dict[str, Any]:
         """Describe form (AUTH-16): name, type, required, then optional keys."""
         kind = self._kind  # type: ignore[attr-defined]
         d: dict[str, Any] = {"name": self.name, "type": self.type_name, "required": required}
@@ -435,5 +453,7 @@ class ParamSpec:
         return {"params": out, "extra": self._extra}
 
 
-def _rebuild_param_spec(params: tuple[Param, ...], extra: Literal["forbid", "passthrough"]) -> ParamSpec:
+def _rebuild_param_spec(
+    params: tuple[Param, ...], extra: Literal["forbid", "passthrough"]
+) -> ParamSpec:
     return ParamSpec(*params, extra=extra)

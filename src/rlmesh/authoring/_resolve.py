@@ -70,7 +70,6 @@ def signature_tier(
     return out
 
 
-
 def resolve_params(
     spec: ParamSpec | None,
     target: Callable[..., Any] | None,

@@ -12,7 +12,6 @@ __all__ = ["SCALARS", "Sig", "annotation_name", "json_safe", "signature_of", "wh
 SCALARS: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
 
 
-
 class Sig:
     """The keyword surface of a target callable."""
 

@@ -87,7 +87,11 @@ def normalize_catalog(entries: Iterable[Any]) -> list[Variant]:
                 raise ValueError(f"catalog entry {i}: metadata must be a mapping, got {meta!r}")
             params = entry.get("params", {})
             try:
-                v = Variant(entry.get("id"), params, **{**dict(meta), **{str(k): x for k, x in extra.items()}})  # type: ignore[arg-type]
+                v = Variant(
+                    entry.get("id"),  # type: ignore[arg-type]
+                    params,
+                    **{**dict(meta), **{str(k): x for k, x in extra.items()}},
+                )
             except ValueError as exc:
                 raise ValueError(f"catalog entry {i}: {exc}") from None
         else:
@@ -95,7 +99,9 @@ def normalize_catalog(entries: Iterable[Any]) -> list[Variant]:
                 f"catalog entry {i} must be a Variant or a mapping, got {type(entry).__name__} {entry!r}"
             )
         if v.id in seen:
-            raise ValueError(f"catalog entry {i}: duplicate variant id {v.id!r}; ids must be factory-unique")
+            raise ValueError(
+                f"catalog entry {i}: duplicate variant id {v.id!r}; ids must be factory-unique"
+            )
         seen.add(v.id)
         out.append(v)
     return out

@@ -70,7 +70,9 @@ class _RemoteEnvBase:
         connect_timeout = check_timeout("connect_timeout_seconds", connect_timeout_seconds)
         self._request_timeout = check_timeout("request_timeout_seconds", request_timeout_seconds)
         self._bridge.ensure_available()  # CLT-3: before dialing
-        addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=False)
+        addr = resolve_address(
+            address, host=host, port=port, path=path, transport=transport, bind=False
+        )
         declared = resolve_declared_edition(workflow_edition)
         self._env_id = uuid7()  # this connection's UUIDv7 (CLT-7)
         self._session = ClientSession.connect(
@@ -102,7 +104,9 @@ class _RemoteEnvBase:
         self._num_envs = n
         self._autoreset = contract.autoreset_mode if self._vector else "Disabled"
         obs, act = contract.observation_space, contract.action_space
-        self._tms = int(self._request_timeout * 1000) if self._request_timeout else 0  # Step.timeout_ms
+        self._tms = (
+            int(self._request_timeout * 1000) if self._request_timeout else 0
+        )  # Step.timeout_ms
         self._bind_plans(obs, act)
         self._episode_ids: list[str] = [""] * n
         self._over = np.zeros(n, dtype=bool)  # lanes whose episode ended and was not restarted
@@ -125,11 +129,17 @@ class _RemoteEnvBase:
         self._obs_decode = obs_plan.decode
         self._obs_identity = obs_plan.decode is _identity  # decoding changes nothing (numpy)
         k = self._n_obs_segments = obs_plan.segment_count
-        self._step_segments = k + 3 if self._vector else k  # the vector reply adds three lane arrays
+        self._step_segments = (
+            k + 3 if self._vector else k
+        )  # the vector reply adds three lane arrays
         # one array leaf at the root (not bool, whose bytes are checked): the reply's segment
         # is viewed as the observation directly, after the join's own checks, inline
         self._obs_view: tuple[np.dtype[Any], tuple[int, ...], int] | None = None
-        if obs_plan.leaf == "segment" and obs.kind in ("box", "multi_binary", "multi_discrete") and obs.dtype != "bool":
+        if (
+            obs_plan.leaf == "segment"
+            and obs.kind in ("box", "multi_binary", "multi_discrete")
+            and obs.dtype != "bool"
+        ):
             dt = np_dtype(obs.dtype)
             shape = tuple(obs._shape) if self._lanes is None else (self._lanes, *obs._shape)
             nbytes = dt.itemsize
@@ -146,7 +156,9 @@ class _RemoteEnvBase:
         n = contract.num_envs
         if not self._vector and n > 1:
             self._session.detach()
-            raise ValueError(f"Endpoint '{url}' serves {n} environments. Use RemoteVectorEnv instead.")
+            raise ValueError(
+                f"Endpoint '{url}' serves {n} environments. Use RemoteVectorEnv instead."
+            )
         if self._vector and n < 2:
             self._session.detach()
             raise ValueError(
@@ -228,12 +240,22 @@ class _RemoteEnvBase:
     # -- requests ------------------------------------------------------------------------------
 
     def _reset(
-        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+        self,
+        seeds: list[int | None],
+        options: Any,
+        env_indices: list[int],
+        *,
+        seed_int: bool = False,
     ) -> tuple[Any, dict[str, Any]]:
         return self._reset_recv(self._reset_send(seeds, options, env_indices, seed_int=seed_int))
 
     def _reset_send(
-        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+        self,
+        seeds: list[int | None],
+        options: Any,
+        env_indices: list[int],
+        *,
+        seed_int: bool = False,
     ) -> tuple[list[str], list[int], int]:
         """The sending half of a reset (a many-endpoint vector env sends to all, then gathers)."""
         self._check_idle("reset")
@@ -338,7 +360,9 @@ class _RemoteEnvBase:
         if push:
             self._push = {}
         reply, frame = self._session.call(
-            m.Step(action=scalars, episode_ids=push, timeout_ms=self._tms), segments, timeout=self._request_timeout
+            m.Step(action=scalars, episode_ids=push, timeout_ms=self._tms),
+            segments,
+            timeout=self._request_timeout,
         )
         return self._step_result(reply, frame)
 
@@ -363,7 +387,9 @@ class _RemoteEnvBase:
 
     def _step_recv(self) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         if not self._step_pending:
-            raise NoAsyncCallError(f"step_wait() on '{self._address}' with no step in flight: call step_async(action) first")
+            raise NoAsyncCallError(
+                f"step_wait() on '{self._address}' with no step in flight: call step_async(action) first"
+            )
         self._step_pending = False
         reply, frame = self._session.receive(timeout=self._request_timeout)
         return self._step_result(reply, frame)
@@ -389,7 +415,9 @@ class _RemoteEnvBase:
             if self._vector:
                 k = self._n_obs_segments
                 if len(segs) != k + 3:
-                    raise ProtocolException("the env's step reply carries no reward/termination lanes")
+                    raise ProtocolException(
+                        "the env's step reply carries no reward/termination lanes"
+                    )
                 n = self._num_envs
                 raw_r, raw_t, raw_u = segs[k], segs[k + 1], segs[k + 2]
                 if raw_r.nbytes != 8 * n or raw_t.nbytes != n or raw_u.nbytes != n:
@@ -402,7 +430,11 @@ class _RemoteEnvBase:
                 ended = done.nonzero()[0].tolist()
                 # INFO-2: each episode once; a lane left done (DISABLED) is not recounted
                 completed = len((done & ~self._over).nonzero()[0]) if ended else 0
-                if self._own_inject and "episode_ids" not in info and "completed_episodes" not in info:
+                if (
+                    self._own_inject
+                    and "episode_ids" not in info
+                    and "completed_episodes" not in info
+                ):
                     info["episode_ids"] = list(self._episode_ids)
                     info["completed_episodes"] = completed
                 else:
@@ -418,7 +450,9 @@ class _RemoteEnvBase:
                             self._push[i] = eid
                 if self._bridge is NUMPY:
                     return canonical, rewards, terminated, truncated, info
-                rewards, terminated, truncated = self._bridge.decode_lanes(rewards, terminated, truncated)
+                rewards, terminated, truncated = self._bridge.decode_lanes(
+                    rewards, terminated, truncated
+                )
                 return self._obs_decode(canonical), rewards, terminated, truncated, info
             terminated, truncated = reply.terminated, reply.truncated
             ended_now = bool(terminated or truncated)
@@ -440,7 +474,9 @@ class _RemoteEnvBase:
 
     def _join_reset(self, reply: Any, frame: Any, env_indices: list[int], count: int) -> Any:
         if env_indices:
-            part = value_plan(self._contract.observation_space, lanes=count).join(reply.obs, frame.segments)
+            part = value_plan(self._contract.observation_space, lanes=count).join(
+                reply.obs, frame.segments
+            )
             return _merge_lanes(self._last_obs, part, env_indices, self._num_envs)
         return self._obs_join(reply.obs, frame.segments)
 
@@ -449,7 +485,9 @@ class _RemoteEnvBase:
         if key in info:
             if key not in self._shadow_warned:
                 self._shadow_warned.add(key)
-                log.warning("the env's info key %r shadows the runtime-reserved key of the same name", key)
+                log.warning(
+                    "the env's info key %r shadows the runtime-reserved key of the same name", key
+                )
             return
         info[key] = value
 
@@ -528,7 +566,9 @@ class RemoteEnv(_RemoteEnvBase):
         >>> env.close(); server.shutdown()
     """
 
-    def reset(self, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         """Start an episode; ``info`` carries ``episode_ids`` (INFO-1)."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")

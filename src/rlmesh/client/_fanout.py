@@ -88,7 +88,18 @@ class _EndpointClient(_RemoteEnvBase):
 class _Part:
     """One endpoint of a fan-out: its client, its lanes, and what is in flight."""
 
-    __slots__ = ("address", "broken", "client", "index", "n", "needs_reset", "obs", "offset", "scalar", "sent")
+    __slots__ = (
+        "address",
+        "broken",
+        "client",
+        "index",
+        "n",
+        "needs_reset",
+        "obs",
+        "offset",
+        "scalar",
+        "sent",
+    )
 
     def __init__(self, index: int, address: str, client: _EndpointClient, offset: int) -> None:
         self.index = index
@@ -214,10 +225,17 @@ class FanOut:
     def step_async(self, actions: Any) -> None:
         """Send every endpoint its lanes' actions (NumPy trees with a leading lane axis)."""
         if self._pending:
-            raise AlreadyPendingCallError("step_async() while a step is in flight: call step_wait() first")
+            raise AlreadyPendingCallError(
+                "step_async() while a step is in flight: call step_wait() first"
+            )
         self._check_usable()
         n = self.num_envs
-        slices = [take(actions, slice(p.offset, p.offset + p.n) if not p.scalar else p.offset, n, "actions") for p in self._parts]
+        slices = [
+            take(
+                actions, slice(p.offset, p.offset + p.n) if not p.scalar else p.offset, n, "actions"
+            )
+            for p in self._parts
+        ]
         errors: list[tuple[_Part, BaseException]] = []
         self._pending = True
         for part, local in zip(self._parts, slices):
@@ -232,10 +250,21 @@ class FanOut:
                 errors.append((part, exc))
         self._send_errors = errors
 
-    def step_wait(self) -> tuple[Any, np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], dict[str, Any], dict[str, Any]]:
+    def step_wait(
+        self,
+    ) -> tuple[
+        Any,
+        np.ndarray[Any, Any],
+        np.ndarray[Any, Any],
+        np.ndarray[Any, Any],
+        dict[str, Any],
+        dict[str, Any],
+    ]:
         """Gather every endpoint's reply: ``(obs, rewards, terminations, truncations, info, runtime)``."""
         if not self._pending:
-            raise NoAsyncCallError("step_wait() with no step in flight: call step_async(actions) first")
+            raise NoAsyncCallError(
+                "step_wait() with no step in flight: call step_async(actions) first"
+            )
         self._pending = False
         errors = list(self._send_errors)
         self._send_errors = []
@@ -265,7 +294,11 @@ class FanOut:
                 continue
             if part.scalar:
                 done = bool(term or trunc)
-                rewards[part.offset], terms[part.offset], truncs[part.offset] = float(rew), bool(term), bool(trunc)
+                rewards[part.offset], terms[part.offset], truncs[part.offset] = (
+                    float(rew),
+                    bool(term),
+                    bool(trunc),
+                )
                 if done and same_step:
                     per_lane[part.offset] = {"final_obs": obs, "final_info": info}
                     again.append(part)
@@ -317,9 +350,13 @@ class FanOut:
         some lanes of a vector endpoint a partial one (``env_indices``).
         """
         if self._pending:
-            raise AlreadyPendingCallError("reset() while a step is in flight: call step_wait() first")
+            raise AlreadyPendingCallError(
+                "reset() while a step is in flight: call step_wait() first"
+            )
         if self._closed:
-            raise SessionClosed("not connected: this vector env was closed; create a new one to reconnect")
+            raise SessionClosed(
+                "not connected: this vector env was closed; create a new one to reconnect"
+            )
         n = self.num_envs
         if env_indices is None:
             chosen = list(range(n))
@@ -328,9 +365,13 @@ class FanOut:
             if not chosen:
                 raise ValueError("env_indices selects no lane")
             if chosen[0] < 0 or chosen[-1] >= n:
-                raise ValueError(f"env_indices must be lane numbers in 0..{n - 1}, got {list(env_indices)}")
+                raise ValueError(
+                    f"env_indices must be lane numbers in 0..{n - 1}, got {list(env_indices)}"
+                )
             if any(p.obs is None for p in self._parts if not set(p.lanes) <= set(chosen)):
-                raise ValueError("a partial reset (env_indices) needs a full reset() first; call reset() without env_indices")
+                raise ValueError(
+                    "a partial reset (env_indices) needs a full reset() first; call reset() without env_indices"
+                )
         seeds = lane_seeds(seed, n, chosen)
         plans: list[tuple[_Part, list[int]]] = []
         for part in self._parts:
@@ -376,7 +417,9 @@ class FanOut:
             else:
                 part.obs = obs
                 full = len(local) == part.n
-                for j, lane in zip(local, lane_infos(info, part.n if full else len(local), False, None)):
+                for j, lane in zip(
+                    local, lane_infos(info, part.n if full else len(local), False, None)
+                ):
                     per_lane[part.offset + j] = lane
         if errors:
             self._raise(errors)
@@ -386,7 +429,9 @@ class FanOut:
 
     def _check_usable(self) -> None:
         if self._closed:
-            raise SessionClosed("not connected: this vector env was closed; create a new one to reconnect")
+            raise SessionClosed(
+                "not connected: this vector env was closed; create a new one to reconnect"
+            )
         for part in self._parts:
             if part.broken:
                 raise EndpointLost(
@@ -423,7 +468,9 @@ class FanOut:
             ConnectionError: the endpoint still does not answer.
         """
         if self._pending:
-            raise AlreadyPendingCallError("reconnect() while a step is in flight: call step_wait() first")
+            raise AlreadyPendingCallError(
+                "reconnect() while a step is in flight: call step_wait() first"
+            )
         part = self._find(endpoint)
         part.client.close()
         client = self._dial(part.address)
@@ -431,10 +478,20 @@ class FanOut:
         try:
             if fresh.n != part.n:
                 raise ValueError(f"{part.name()} now serves {fresh.n} lanes, not {part.n}")
-            _check_same(fresh, part, "observation", client.observation_space_spec, part.client.observation_space_spec)
-            _check_same(fresh, part, "action", client.action_space_spec, part.client.action_space_spec)
+            _check_same(
+                fresh,
+                part,
+                "observation",
+                client.observation_space_spec,
+                part.client.observation_space_spec,
+            )
+            _check_same(
+                fresh, part, "action", client.action_space_spec, part.client.action_space_spec
+            )
             if not fresh.scalar and client._autoreset != self.mode:
-                raise ValueError(f"{part.name()} now autoresets {client._autoreset!r}, not {self.mode!r}")
+                raise ValueError(
+                    f"{part.name()} now autoresets {client._autoreset!r}, not {self.mode!r}"
+                )
         except BaseException:
             client.close()
             raise

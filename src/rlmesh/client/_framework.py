@@ -60,7 +60,12 @@ class FrameworkEnvClient(_RemoteEnvBase):
         return self._bridge.to_device(tree, self._place)
 
     def _reset(
-        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+        self,
+        seeds: list[int | None],
+        options: Any,
+        env_indices: list[int],
+        *,
+        seed_int: bool = False,
     ) -> tuple[Any, dict[str, Any]]:
         obs, info = super()._reset(seeds, options, env_indices, seed_int=seed_int)
         if self._place is not None:
@@ -71,7 +76,9 @@ class FrameworkEnvClient(_RemoteEnvBase):
         obs, reward, terminated, truncated, info = super()._step_result(reply, frame)
         if self._place is not None:
             if self._vector:  # one call for the whole step (jax: one device_put)
-                obs, reward, terminated, truncated = self._move((obs, reward, terminated, truncated))
+                obs, reward, terminated, truncated = self._move(
+                    (obs, reward, terminated, truncated)
+                )
             else:
                 obs = self._move(obs)
         return obs, reward, terminated, truncated, info

@@ -31,7 +31,9 @@ def lane_seeds(seed: Any, n: int, chosen: list[int]) -> list[int | None] | None:
         for g, s in zip(chosen, values):
             out[g] = s
         return out
-    raise ValueError(f"expected {n} seeds (one per lane) or {len(chosen)} (one per reset lane), got {len(values)}")
+    raise ValueError(
+        f"expected {n} seeds (one per lane) or {len(chosen)} (one per reset lane), got {len(values)}"
+    )
 
 
 def take(tree: Any, where: slice | int, n: int, path: str) -> Any:
@@ -85,8 +87,16 @@ def lane_infos(info: Mapping[str, Any], n: int, same_step: bool, done: Any) -> l
             own = dict(lane) if isinstance(lane, Mapping) else {}
             if same_step and done is not None and done[i]:
                 ended = final_obs[i] if isinstance(final_obs, list) and i < len(final_obs) else None
-                nxt = reset_infos[i] if isinstance(reset_infos, list) and i < len(reset_infos) else None
-                own = {"final_obs": ended, "final_info": own, **(dict(nxt) if isinstance(nxt, Mapping) else {})}
+                nxt = (
+                    reset_infos[i]
+                    if isinstance(reset_infos, list) and i < len(reset_infos)
+                    else None
+                )
+                own = {
+                    "final_obs": ended,
+                    "final_info": own,
+                    **(dict(nxt) if isinstance(nxt, Mapping) else {}),
+                }
             out.append(own)
         return out
     return [lane_of(info, i, n) for i in range(n)]

@@ -39,7 +39,9 @@ class RemoteRoute:
 
     spec_less = True
 
-    def __init__(self, handle: RemoteModel, *, execution_horizon: int, workflow_edition: str | None) -> None:
+    def __init__(
+        self, handle: RemoteModel, *, execution_horizon: int, workflow_edition: str | None
+    ) -> None:
         self.handle = handle
         self.horizon = execution_horizon
         self.requested_horizon = execution_horizon
@@ -83,8 +85,12 @@ class RemoteRoute:
             )
         except ModelError as exc:
             self.close()
-            if "AdapterResolutionError:" in str(exc):  # the model's spec and the env's tags do not pair
-                raise AdapterResolutionError(str(exc).split("AdapterResolutionError: ", 1)[1]) from None
+            if "AdapterResolutionError:" in str(
+                exc
+            ):  # the model's spec and the env's tags do not pair
+                raise AdapterResolutionError(
+                    str(exc).split("AdapterResolutionError: ", 1)[1]
+                ) from None
             raise
         self.horizon = reply.horizon
         self.spec_less = reply.spec_less
@@ -124,12 +130,17 @@ class RemoteRoute:
                 recoverable=True,
             )
         try:
-            return self.session.request(msg, list(segments), timeout=self.handle.request_timeout_seconds)
+            return self.session.request(
+                msg, list(segments), timeout=self.handle.request_timeout_seconds
+            )
         except EnvironmentException as exc:  # MOD-38: a served handler failure
-            raise ModelError(f"model error: {exc.message}", code=exc.code, recoverable=exc.recoverable) from exc
+            raise ModelError(
+                f"model error: {exc.message}", code=exc.code, recoverable=exc.recoverable
+            ) from exc
         except RequestTimeout as exc:
             raise RequestTimeout(
-                f"remote model request timed out after {exc.timeout_seconds:.3f}s", timeout_seconds=exc.timeout_seconds
+                f"remote model request timed out after {exc.timeout_seconds:.3f}s",
+                timeout_seconds=exc.timeout_seconds,
             ) from None
 
     def close(self) -> None:
@@ -177,11 +188,17 @@ class RemoteModel:
             raise ValueError(
                 "address cannot be combined with the host/port/path/transport helpers; pass one or the other"
             )
-        self._addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=False)
+        self._addr = resolve_address(
+            address, host=host, port=port, path=path, transport=transport, bind=False
+        )
         # DELTA-23 / CNF2-B7: an explicit address is reported as requested; helpers render as a URL.
         self._requested = address if isinstance(address, str) else None
-        self.connect_timeout_seconds = check_timeout("connect_timeout_seconds", connect_timeout_seconds)
-        self.request_timeout_seconds = check_timeout("request_timeout_seconds", request_timeout_seconds)
+        self.connect_timeout_seconds = check_timeout(
+            "connect_timeout_seconds", connect_timeout_seconds
+        )
+        self.request_timeout_seconds = check_timeout(
+            "request_timeout_seconds", request_timeout_seconds
+        )
 
     @property
     def address(self) -> str:

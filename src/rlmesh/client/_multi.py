@@ -34,7 +34,11 @@ def multi_class(cls: type) -> type:
         made = type(
             cls.__name__,
             (MultiEndpointVectorEnv, cls),
-            {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": MultiEndpointVectorEnv.__doc__},
+            {
+                "__module__": cls.__module__,
+                "__qualname__": cls.__qualname__,
+                "__doc__": MultiEndpointVectorEnv.__doc__,
+            },
         )
         _CLASSES[cls] = made
     return made
@@ -193,7 +197,9 @@ class MultiEndpointVectorEnv:
         obs = bridge.decode(obs)
         rewards, terms, truncs = bridge.decode_lanes(rewards, terms, truncs)
         if self._place is not None:
-            obs, rewards, terms, truncs = bridge.to_device((obs, rewards, terms, truncs), self._place)
+            obs, rewards, terms, truncs = bridge.to_device(
+                (obs, rewards, terms, truncs), self._place
+            )
         return obs, rewards, terms, truncs, info
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
@@ -209,7 +215,11 @@ class MultiEndpointVectorEnv:
         """Lane ``env_index``'s frame, rendered by the endpoint that owns it."""
         for part in self._fan.parts:
             if env_index in part.lanes:
-                frame = part.client.render(env_index=env_index - part.offset) if not part.scalar else part.client.render()
+                frame = (
+                    part.client.render(env_index=env_index - part.offset)
+                    if not part.scalar
+                    else part.client.render()
+                )
                 return None if frame is None else self._bridge.decode(frame)
         raise ValueError(f"env_index must be in 0..{self._num_envs - 1}, got {env_index}")
 

@@ -33,7 +33,12 @@ from ..transport.stream import _advance
 from ..wire import frames, handshake, messages as m
 from ..wire.session import CLIENT, Session
 
-__all__ = ["ATTACH_AFTER_REQUESTS", "DEFAULT_CONNECT_TIMEOUT_SECONDS", "ClientSession", "check_timeout"]
+__all__ = [
+    "ATTACH_AFTER_REQUESTS",
+    "DEFAULT_CONNECT_TIMEOUT_SECONDS",
+    "ClientSession",
+    "check_timeout",
+]
 
 #: A session moves into shared-memory rings before this request (same host only): a
 #: probe (connect, reset, close) never pays the ~0.1 ms of setting them up.
@@ -51,7 +56,9 @@ def check_timeout(name: str, value: float | None) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a non-negative finite float or None, got {type(value).__name__}")
+        raise TypeError(
+            f"{name} must be a non-negative finite float or None, got {type(value).__name__}"
+        )
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a non-negative finite float or None")
     return float(value) or None
@@ -70,7 +77,9 @@ def _dial(address: Address, service: str, noun: str, ct: float, budget: float) -
             timeout_seconds=ct,
         ) from None
     except OSError as exc:
-        raise ConnectFailed(f"could not connect to {noun} at '{url}'; is the {server} running? ({exc})") from exc
+        raise ConnectFailed(
+            f"could not connect to {noun} at '{url}'; is the {server} running? ({exc})"
+        ) from exc
     return Connection(sock, frames.PRE_HANDSHAKE_LIMITS)
 
 
@@ -140,7 +149,12 @@ class ClientSession:
         if limits is None:
             limits = frames.default_limits()  # RLMESH_MAX_FRAME_BYTES
         reply = self._handshake(
-            service, component, declared, ct, ct if handshake_timeout is None else handshake_timeout, capabilities
+            service,
+            component,
+            declared,
+            ct,
+            ct if handshake_timeout is None else handshake_timeout,
+            capabilities,
         )
         url = self._url
         if isinstance(reply, m.Busy):
@@ -218,7 +232,9 @@ class ClientSession:
                     raise
                 if left <= 0:
                     raise EndpointBusy(f"{exc} (waited {ct:.3f}s for a free session)") from None
-            time.sleep(min(pause, left))  # issue 25: wait for a free session within the connect timeout
+            time.sleep(
+                min(pause, left)
+            )  # issue 25: wait for a free session within the connect timeout
             pause = min(pause * 2, _SLOT_POLL_MAX_SECONDS)
 
     @property
@@ -226,21 +242,32 @@ class ClientSession:
         return self.address.url if self.address is not None else "an open connection"
 
     def _handshake(
-        self, service: str, component: str, declared: str | None, ct: float, budget: float, capabilities: dict[str, str] | None
+        self,
+        service: str,
+        component: str,
+        declared: str | None,
+        ct: float,
+        budget: float,
+        capabilities: dict[str, str] | None,
     ) -> Any:
         """Say Hello within ``budget`` seconds and return the reply (the connection closes on failure)."""
         url = self._url
-        hello = handshake.make_hello(component, declared, service=service, capabilities=capabilities)
+        hello = handshake.make_hello(
+            component, declared, service=service, capabilities=capabilities
+        )
         try:
             return self._exchange(hello, timeout=budget)
         except RequestTimeout:
             self.conn.close()
             raise RequestTimeout(
-                f"{self.peer} connect timed out after {ct:.3f}s (handshake with {url})", timeout_seconds=ct
+                f"{self.peer} connect timed out after {ct:.3f}s (handshake with {url})",
+                timeout_seconds=ct,
             ) from None
         except (ConnectionLost, ProtocolException) as exc:
             self.conn.close()
-            raise ConnectFailed(f"connected to {self.noun} at '{url}', but the handshake failed ({exc})") from exc
+            raise ConnectFailed(
+                f"connected to {self.noun} at '{url}', but the handshake failed ({exc})"
+            ) from exc
         except BaseException:
             self.conn.close()
             raise
@@ -266,7 +293,9 @@ class ClientSession:
         self.send(msg, segments, timeout=timeout)
         return self.receive(timeout=timeout)
 
-    def send(self, msg: Any, segments: list[Any] | tuple[Any, ...] = (), *, timeout: float | None = None) -> None:
+    def send(
+        self, msg: Any, segments: list[Any] | tuple[Any, ...] = (), *, timeout: float | None = None
+    ) -> None:
         """The first half of :meth:`request`: send one request and return without its reply.
 
         Pair it with exactly one :meth:`receive` (issue 26: a trainer sends to many
@@ -295,14 +324,20 @@ class ClientSession:
         way) it encodes, writes, reads and decodes in one frame of Python, with the
         socket calls inline; otherwise it is :meth:`send` then :meth:`receive`.
         """
-        if self._closed_reason is not None or self._pending_attach is not None or self._attach_after > 0:
+        if (
+            self._closed_reason is not None
+            or self._pending_attach is not None
+            or self._attach_after > 0
+        ):
             self.send(msg, segments, timeout=timeout)
             return self.receive(timeout=timeout)
         buffers = self.protocol.send(msg, segments)  # illegal now: raises, nothing is sent
         conn = self.conn
         if timeout != conn._timeout:
             conn.settimeout(timeout)
-        if conn.shm is None and len(buffers) == 1:  # one small frame on the socket: as ``post`` does
+        if (
+            conn.shm is None and len(buffers) == 1
+        ):  # one small frame on the socket: as ``post`` does
             one = buffers[0]
             try:
                 sent = conn.sock.send(one)
@@ -408,7 +443,9 @@ class ClientSession:
         self._send_request(msg, segments, timeout)
         return self._await_reply(timeout)
 
-    def _send_request(self, msg: Any, segments: list[Any] | tuple[Any, ...], timeout: float | None = None) -> None:
+    def _send_request(
+        self, msg: Any, segments: list[Any] | tuple[Any, ...], timeout: float | None = None
+    ) -> None:
         buffers = self.protocol.send(msg, segments)  # illegal now: raises, nothing is sent
         conn = self.conn
         if timeout != conn._timeout:  # a syscall: only when it changes
@@ -422,7 +459,8 @@ class ClientSession:
         except TimeoutError:
             self._end("the connection broke: a request could not be sent before the timeout")
             raise RequestTimeout(
-                f"{self.peer} call timed out after {timeout or 0:.3f}s while sending", timeout_seconds=timeout
+                f"{self.peer} call timed out after {timeout or 0:.3f}s while sending",
+                timeout_seconds=timeout,
             ) from None
         except ConnectionLost as exc:
             self._end(f"connection closed: {exc}")
@@ -436,7 +474,8 @@ class ClientSession:
         if isinstance(exc, TimeoutError):
             self._end("the connection broke: a request could not be sent before the timeout")
             raise RequestTimeout(
-                f"{self.peer} call timed out after {timeout or 0:.3f}s while sending", timeout_seconds=timeout
+                f"{self.peer} call timed out after {timeout or 0:.3f}s while sending",
+                timeout_seconds=timeout,
             ) from None
         if isinstance(exc, (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)):
             lost = ConnectionLost(f"the peer closed the connection ({exc.strerror or exc})")
@@ -544,4 +583,3 @@ class ClientSession:
     def detach(self) -> None:
         """Close the socket without a Close round trip."""
         self._end("not connected: this client was closed; create a new one to reconnect")
-

@@ -38,6 +38,7 @@ ActT = TypeVar("ActT")
 #: Upper bound on ``execution_horizon`` (DELTA-38).
 MAX_EXECUTION_HORIZON = 1024
 
+
 def _check_horizon(execution_horizon: Any, has_chunk: bool, who: str) -> int:
     if isinstance(execution_horizon, bool) or not isinstance(execution_horizon, int):
         raise TypeError(f"execution_horizon must be an int, got {type(execution_horizon).__name__}")
@@ -51,7 +52,9 @@ def _check_horizon(execution_horizon: Any, has_chunk: bool, who: str) -> int:
             stacklevel=_user_stacklevel(),
         )
     if execution_horizon > MAX_EXECUTION_HORIZON:
-        raise ValueError(f"execution_horizon must be <= {MAX_EXECUTION_HORIZON}, got {execution_horizon}")
+        raise ValueError(
+            f"execution_horizon must be <= {MAX_EXECUTION_HORIZON}, got {execution_horizon}"
+        )
     return execution_horizon
 
 
@@ -109,12 +112,16 @@ def _make_session(
     )
 
 
-def _random_session(env: Any, *, close_env: bool, execution_horizon: int, view: Any, workflow_edition: str | None) -> Session[Any, Any]:
+def _random_session(
+    env: Any, *, close_env: bool, execution_horizon: int, view: Any, workflow_edition: str | None
+) -> Session[Any, Any]:
     _check_horizon(execution_horizon, False, "RANDOM_SAMPLE")
     view_cfg = _check_view(view)
     edition = _check_edition(workflow_edition)
     kind = classify_target(env)
-    return new_session(RandomRoute(), env, kind, close_env=close_env, workflow_edition=edition, view=view_cfg)
+    return new_session(
+        RandomRoute(), env, kind, close_env=close_env, workflow_edition=edition, view=view_cfg
+    )
 
 
 @overload
@@ -195,7 +202,9 @@ def _dispatch(model: Any, env: Any, *, prefetch_lead: int = 0, **kw: Any) -> Ses
                 "model forward to overlap -- pass prefetch_lead=0"
             )
         if kw["instruction"] is not None:
-            warnings.warn("RANDOM_SAMPLE ignores instruction=", UserWarning, stacklevel=_user_stacklevel())
+            warnings.warn(
+                "RANDOM_SAMPLE ignores instruction=", UserWarning, stacklevel=_user_stacklevel()
+            )
         return _random_session(
             env,
             close_env=kw["close_env"],
@@ -209,7 +218,11 @@ def _dispatch(model: Any, env: Any, *, prefetch_lead: int = 0, **kw: Any) -> Ses
         instance = model()
         return _make_session(instance, env, owns_model=True, prefetch_lead=prefetch_lead, **kw)
     served = getattr(model, "session", None)
-    if callable(served) and not isinstance(model, type) and not callable(getattr(model, "predict", None)):
+    if (
+        callable(served)
+        and not isinstance(model, type)
+        and not callable(getattr(model, "predict", None))
+    ):
         if prefetch_lead:
             raise ValueError(
                 f"prefetch_lead={prefetch_lead} drives the native runtime loop; a served model's "
@@ -293,7 +306,9 @@ def run(
             journal=journal,
         )
     if journal is not None:
-        raise ValueError("journal= records the episodes of a distributed run; pass workers=1 (or more) with it")
+        raise ValueError(
+            "journal= records the episodes of a distributed run; pass workers=1 (or more) with it"
+        )
     sess = _dispatch(
         model,
         env,
@@ -349,8 +364,16 @@ def served_session(
             "(the server decides what it imports) -- drop trust_entrypoints="
         )
     kind = classify_target(env, served=True)  # CNF2-A6: a bad env names env_contract
-    if isinstance(execution_horizon, bool) or not isinstance(execution_horizon, int) or execution_horizon < 1:
+    if (
+        isinstance(execution_horizon, bool)
+        or not isinstance(execution_horizon, int)
+        or execution_horizon < 1
+    ):
         raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
     view_cfg = _check_view(view)
-    route = RemoteRoute(model, execution_horizon=execution_horizon, workflow_edition=workflow_edition)
-    return new_session(route, env, kind, close_env=close_env, workflow_edition=workflow_edition, view=view_cfg)
+    route = RemoteRoute(
+        model, execution_horizon=execution_horizon, workflow_edition=workflow_edition
+    )
+    return new_session(
+        route, env, kind, close_env=close_env, workflow_edition=workflow_edition, view=view_cfg
+    )

@@ -75,12 +75,18 @@ def validate_caps(
     """Validate the per-episode caps before connecting (EVAL-20, DELTA-47)."""
     if max_episode_steps is not None:
         if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, int):
-            raise TypeError(f"max_episode_steps must be an int, got {type(max_episode_steps).__name__}")
+            raise TypeError(
+                f"max_episode_steps must be an int, got {type(max_episode_steps).__name__}"
+            )
         if max_episode_steps < 1:
             raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
     if max_episode_seconds is not None:
-        if isinstance(max_episode_seconds, bool) or not isinstance(max_episode_seconds, (int, float)):
-            raise TypeError(f"max_episode_seconds must be a number, got {type(max_episode_seconds).__name__}")
+        if isinstance(max_episode_seconds, bool) or not isinstance(
+            max_episode_seconds, (int, float)
+        ):
+            raise TypeError(
+                f"max_episode_seconds must be a number, got {type(max_episode_seconds).__name__}"
+            )
         if not max_episode_seconds > 0:
             raise ValueError(f"max_episode_seconds must be > 0, got {max_episode_seconds}")
     _check_count("trial_index_base", trial_index_base)

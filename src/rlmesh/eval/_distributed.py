@@ -126,7 +126,19 @@ def merge_telemetry(rows: Sequence[TelemetryRow]) -> tuple[TelemetryRow, ...]:
         def mean(attr: str, rs: list[TelemetryRow] = rs, n: int = n) -> float:
             return float(sum(getattr(r, attr) * r.count for r in rs) / n)
 
-        out.append(TelemetryRow(op, component, metric, unit, n, mean("avg"), mean("p50"), mean("p95"), max(r.p99 for r in rs)))
+        out.append(
+            TelemetryRow(
+                op,
+                component,
+                metric,
+                unit,
+                n,
+                mean("avg"),
+                mean("p50"),
+                mean("p95"),
+                max(r.p99 for r in rs),
+            )
+        )
     return tuple(out)
 
 
@@ -184,7 +196,9 @@ class WorkerPool:
         t0 = time.perf_counter()
         n = workers.n
         if self.backend == "ray":
-            self._backend: Any = RayBackend(workers)  # starts (and then owns) a local Ray if none is running
+            self._backend: Any = RayBackend(
+                workers
+            )  # starts (and then owns) a local Ray if none is running
             n = n if n is not None else _ray_cpus()
             self._backend.expected = n
         else:
@@ -226,9 +240,13 @@ class WorkerPool:
     def _lease(self) -> Any:
         """The backend, for one run (released by :meth:`_unlease`)."""
         if self.closed:
-            raise ValueError(f"workers={self!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()")
+            raise ValueError(
+                f"workers={self!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()"
+            )
         if not self._lock.acquire(blocking=False):
-            raise RuntimeError(f"workers={self!r} is running another run: a pool runs one run at a time")
+            raise RuntimeError(
+                f"workers={self!r} is running another run: a pool runs one run at a time"
+            )
         return self._backend
 
     def _unlease(self) -> None:
@@ -261,7 +279,9 @@ class _Driver:
         self.plain_hooks = hooks if hooks is not None and self.side is None else None
         self.journal = journal
         self.journal_path = journal_path
-        self.pending: deque[tuple[int, int | None, int]] = deque(t for t in plan if t[0] not in done)
+        self.pending: deque[tuple[int, int | None, int]] = deque(
+            t for t in plan if t[0] not in done
+        )
         self.inflight: dict[int, deque[tuple[int, int | None, int]]] = {}  # per worker, in order
         self.ready: set[int] = set()
         self.started_at: dict[int, float] = {}
@@ -344,7 +364,9 @@ class _Driver:
         self.inherited.discard(slot)
         self.started_at.pop(slot, None)
         label = self.labels[slot]
-        self.stats[label] = WorkerStats(label, str(info.get("host", "")), int(info.get("pid", 0)), str(info.get("node", "")))
+        self.stats[label] = WorkerStats(
+            label, str(info.get("host", "")), int(info.get("pid", 0)), str(info.get("node", ""))
+        )
         if not self.run_started:
             self.run_started = True
             if self.plain_hooks is not None:
@@ -395,7 +417,9 @@ class _Driver:
         self.ready.discard(slot)
         self.started_at.pop(slot, None)
         queue = self.inflight.pop(slot, None) or deque()
-        task = queue.popleft() if queue else None  # the episode it was running; the rest never started
+        task = (
+            queue.popleft() if queue else None
+        )  # the episode it was running; the rest never started
         self.pending.extendleft(reversed(queue))
         label = self.labels.get(slot, f"w{slot}")
         if slot in self.inherited:  # a pool worker that died between runs: replaced, not a retry
@@ -478,9 +502,13 @@ class _Driver:
                     self.backend = _make_backend(self.cfg, self.n)
                 else:
                     self.backend = self.pool._lease()
-                    self.inherited = {slot for slot in range(self.n) if self.backend.has_worker(slot)}
+                    self.inherited = {
+                        slot for slot in range(self.n) if self.backend.has_worker(slot)
+                    }
                 self.backend.set_job(job_bytes, self.journal_path)
-                for slot in range(self.n):  # start every missing worker first, then hand out the job
+                for slot in range(
+                    self.n
+                ):  # start every missing worker first, then hand out the job
                     if not self.backend.has_worker(slot):
                         self.backend.spawn(slot, f"w{slot}")
                 for slot in range(self.n):
@@ -510,7 +538,9 @@ class _Driver:
             if backend is None:
                 return
             if self.pool is None:
-                for slot in list(self.started_at):  # still starting: nothing to finish, stop them now
+                for slot in list(
+                    self.started_at
+                ):  # still starting: nothing to finish, stop them now
                     backend.kill(slot)
                 backend.close(force=force)
                 return
@@ -525,7 +555,9 @@ class _Driver:
                 for slot in slots:  # still running an episode the run no longer needs
                     if self.inflight.get(slot):
                         backend.kill(slot)
-                backend.release([slot for slot in slots if backend.has_worker(slot)], STOP_GRACE_SECONDS)
+                backend.release(
+                    [slot for slot in slots if backend.has_worker(slot)], STOP_GRACE_SECONDS
+                )
             except BaseException:
                 for slot in range(self.n):
                     backend.kill(slot)
@@ -540,10 +572,18 @@ class _Driver:
             error = self.failure[1]
         limit = self.failure[0] if self.failure is not None else None
         episodes = tuple(
-            self.results[i] for i, _, _ in self.plan if i in self.results and (limit is None or i < limit)
+            self.results[i]
+            for i, _, _ in self.plan
+            if i in self.results and (limit is None or i < limit)
         )
         workers = tuple(st.freeze() for st in self.stats.values())
-        result = RunResult(episodes, merge_telemetry(self.telemetry), (), workers=workers, retries=tuple(self.retries))
+        result = RunResult(
+            episodes,
+            merge_telemetry(self.telemetry),
+            (),
+            workers=workers,
+            retries=tuple(self.retries),
+        )
         if self.journal is not None:
             try:
                 self.journal.close()
@@ -556,7 +596,9 @@ class _Driver:
                 self.side.end(result)
             except BaseException as exc:
                 error = error or exc
-        if self.plain_hooks is not None and (self.run_started or not self._work_left() or error is None):
+        if self.plain_hooks is not None and (
+            self.run_started or not self._work_left() or error is None
+        ):
             try:
                 self.plain_hooks.on_run_end(result)
             except BaseException as exc:
@@ -608,7 +650,9 @@ def run_distributed(
     if isinstance(workers, WorkerPool):
         pool, workers = workers, workers.workers
         if pool.closed:
-            raise ValueError(f"workers={pool!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()")
+            raise ValueError(
+                f"workers={pool!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()"
+            )
     recipes, limit = env_recipe(env, pool.n if pool is not None else workers.n)
     mrecipe = model_recipe(model)
     side = driver_side_for(hooks) if hooks is not None else None
@@ -628,7 +672,10 @@ def run_distributed(
         run_kw={"max_episode_steps": max_episode_steps, "max_episode_seconds": max_episode_seconds},
         hooks_plan=side.plan if side is not None else None,
     )
-    plan = [(i, seed_list[i] if i < len(seed_list) else None, trial_index_base + i) for i in range(count)]
+    plan = [
+        (i, seed_list[i] if i < len(seed_list) else None, trial_index_base + i)
+        for i in range(count)
+    ]
     journal_obj: Journal | None = None
     done: dict[int, EpisodeResult] = {}
     journal_path: str | None = None

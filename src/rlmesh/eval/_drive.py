@@ -70,9 +70,7 @@ class Drive:
 
     def ensure_open(self) -> None:
         if self.closed:
-            raise RuntimeError(
-                "session is closed; open a new one with rlmesh.session(model, env)"
-            )
+            raise RuntimeError("session is closed; open a new one with rlmesh.session(model, env)")
 
     def connect(self) -> EnvSide:
         """Open the env on first use: dial/build, contract, checks, route bound (EVAL-10)."""
@@ -111,7 +109,9 @@ class Drive:
             self.episode_open = False
             self.route.end_episode(self.episode.id)
 
-    def reset_options(self, env: EnvSide, trial_index: int | None, *, warn: bool) -> dict[str, Any] | None:
+    def reset_options(
+        self, env: EnvSide, trial_index: int | None, *, warn: bool
+    ) -> dict[str, Any] | None:
         if trial_index is None:
             return None
         if declares_reset_option(env.metadata, TRIAL_INDEX):
@@ -125,7 +125,9 @@ class Drive:
             )
         return None
 
-    def begin(self, seed: int | None, trial_index: int | None, *, warn: bool) -> tuple[Any, Mapping[str, Any]]:
+    def begin(
+        self, seed: int | None, trial_index: int | None, *, warn: bool
+    ) -> tuple[Any, Mapping[str, Any]]:
         """End the open episode, reset the single env and begin the route's next episode."""
         self.end_open_episode()
         env = self.connect()
@@ -185,7 +187,13 @@ class Drive:
         """Close the viewer, end the open episode, release the route, the model, the env; the errors, in order."""
         self.closed = True
         errors: list[BaseException] = []
-        for step in (self.close_view, self.end_open_episode, self.route.close, self.close_model, self.close_env_side):
+        for step in (
+            self.close_view,
+            self.end_open_episode,
+            self.route.close,
+            self.close_model,
+            self.close_env_side,
+        ):
             try:
                 step()
             except BaseException as exc:

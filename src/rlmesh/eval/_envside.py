@@ -57,9 +57,13 @@ class EnvSide:
         self.checks: Checks | None = None
         if not conn.remote:  # CNF-4: the policy is resolved once per session
             self.checks = local_checks(
-                contract.observation_space, contract.action_space, conn.num_envs if conn.is_vector else None
+                contract.observation_space,
+                contract.action_space,
+                conn.num_envs if conn.is_vector else None,
             )
-        self.step: Any = env.step if conn.remote or conn.is_vector else local_scalar_step(env.step, self.checks)
+        self.step: Any = (
+            env.step if conn.remote or conn.is_vector else local_scalar_step(env.step, self.checks)
+        )
 
     @property
     def lanes(self) -> int:
@@ -92,7 +96,9 @@ class EnvSide:
 
     # -- a single env ------------------------------------------------------------------------
 
-    def reset(self, seed: int | None, options: Mapping[str, Any] | None) -> tuple[Any, Mapping[str, Any]]:
+    def reset(
+        self, seed: int | None, options: Mapping[str, Any] | None
+    ) -> tuple[Any, Mapping[str, Any]]:
         """Reset a single env; the observation and info are read (and checked) as a server reads them."""
         env = self._env
         if options is not None:
@@ -123,10 +129,14 @@ class EnvSide:
             n = self.num_envs
             mask = np.zeros(n, dtype=np.bool_)
             mask[list(which)] = True
-            ret = env.reset(seed=[seeds[i] if mask[i] else None for i in range(n)], options={"reset_mask": mask})
+            ret = env.reset(
+                seed=[seeds[i] if mask[i] else None for i in range(n)], options={"reset_mask": mask}
+            )
         else:
             chosen = [seeds[i] for i in which]
-            ret = env.reset(seed=chosen if any(s is not None for s in chosen) else None, env_indices=list(which))
+            ret = env.reset(
+                seed=chosen if any(s is not None for s in chosen) else None, env_indices=list(which)
+            )
         return self._read_reset(ret)[0]
 
     def _read_reset(self, ret: Any) -> tuple[Any, dict[str, Any]]:

@@ -22,9 +22,27 @@ class Episode:
     (0, 0.0, False)
     """
 
-    __slots__ = ("id", "last_info", "pred_s", "reward", "seed", "start", "step_s", "steps", "terminated", "trial", "truncated")
+    __slots__ = (
+        "id",
+        "last_info",
+        "pred_s",
+        "reward",
+        "seed",
+        "start",
+        "step_s",
+        "steps",
+        "terminated",
+        "trial",
+        "truncated",
+    )
 
-    def __init__(self, episode_id: str = "", seed: int | None = None, trial: int | None = None, info: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        episode_id: str = "",
+        seed: int | None = None,
+        trial: int | None = None,
+        info: Mapping[str, Any] | None = None,
+    ) -> None:
         self.id = episode_id
         self.seed = seed
         self.trial = trial

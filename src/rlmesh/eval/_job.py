@@ -43,7 +43,16 @@ from ..models._sentinels import RANDOM_SAMPLE
 from ._results import EpisodeResult
 from ._targets import LocalContract, classify_target
 
-__all__ = ["EnvRecipe", "Job", "ModelRecipe", "WorkerCore", "WorkerHost", "dumps", "env_recipe", "model_recipe"]
+__all__ = [
+    "EnvRecipe",
+    "Job",
+    "ModelRecipe",
+    "WorkerCore",
+    "WorkerHost",
+    "dumps",
+    "env_recipe",
+    "model_recipe",
+]
 
 _ADDRESS = re.compile(r"^(tcp://|unix://|[\w.\-]+:\d+$|\d+$|\[[0-9a-fA-F:]+\]:\d+$)")
 
@@ -98,7 +107,11 @@ def _zero_arg_callable(obj: Any) -> bool:
     for p in sig.parameters.values():
         if p.kind is p.VAR_POSITIONAL:
             return False
-        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+        if p.default is p.empty and p.kind in (
+            p.POSITIONAL_ONLY,
+            p.POSITIONAL_OR_KEYWORD,
+            p.KEYWORD_ONLY,
+        ):
             return False
     return True
 
@@ -186,14 +199,19 @@ def env_recipe(env: Any, n: int | None) -> tuple[list[EnvRecipe], int | None]:
                 f"Gymnasium id ({type(exc).__name__}: {exc})"
             ) from None
         return [EnvRecipe("gym", env, env)], None
-    if getattr(env, "_sandbox_info", None) is not None or type(env).__name__ in ("SandboxEnv", "SandboxVectorEnv"):
+    if getattr(env, "_sandbox_info", None) is not None or type(env).__name__ in (
+        "SandboxEnv",
+        "SandboxVectorEnv",
+    ):
         source = getattr(env, "source", "SOURCE")
         raise ValueError(
             f"{type(env).__name__} is one running sandbox; with workers= pass "
             f"functools.partial(rlmesh.SandboxEnv, {source!r}, ...) so each worker starts its own"
         )
     if isinstance(env, type):
-        has_reset_step = callable(getattr(env, "reset", None)) and callable(getattr(env, "step", None))
+        has_reset_step = callable(getattr(env, "reset", None)) and callable(
+            getattr(env, "step", None)
+        )
         if callable(getattr(env, "make", None)):
             return [EnvRecipe("target", _shipped(env, "env factory"), env.__qualname__)], None
         if has_reset_step:
@@ -210,7 +228,9 @@ def env_recipe(env: Any, n: int | None) -> tuple[list[EnvRecipe], int | None]:
     if kind == "remote":
         address = _address_of(env)
         if address is None:
-            raise TypeError(f"{type(env).__name__} is a live remote env without an address; pass its address instead")
+            raise TypeError(
+                f"{type(env).__name__} is a live remote env without an address; pass its address instead"
+            )
         return [EnvRecipe("target", address, address)], None
     if kind == "factory":
         return [EnvRecipe("target", _shipped(env, "env factory"), type(env).__qualname__)], None
@@ -267,7 +287,9 @@ def model_recipe(model: Any) -> ModelRecipe:
         return ModelRecipe("random", None, "RANDOM_SAMPLE")
     if type(model).__name__ == "SandboxModel" and hasattr(model, "serving"):
         if model.serving:  # a running container: every worker opens its own session on it
-            return ModelRecipe("as_is", RemoteModel(model.address), f"SandboxModel({model.address})")
+            return ModelRecipe(
+                "as_is", RemoteModel(model.address), f"SandboxModel({model.address})"
+            )
         return ModelRecipe("as_is", _shipped(model, "model"), repr(model))
     if isinstance(model, type):
         return ModelRecipe("as_is", _shipped(model, "model class"), model.__qualname__)
@@ -320,7 +342,9 @@ def portable_error(exc: BaseException, where: str) -> BaseException:
             return clone
     except Exception:
         pass
-    return RuntimeError(f"{type(exc).__module__}.{type(exc).__qualname__}: {exc} (raised in {where}; not picklable)")
+    return RuntimeError(
+        f"{type(exc).__module__}.{type(exc).__qualname__}: {exc} (raised in {where}; not picklable)"
+    )
 
 
 class WorkerCore:
@@ -424,7 +448,9 @@ class WorkerHost:
         self.core: WorkerCore | None = None
         self.broken = False
 
-    def setup(self, job_bytes: bytes, slot: int, label: str, open_journal: Callable[[], Any] | None) -> tuple[Any, ...]:
+    def setup(
+        self, job_bytes: bytes, slot: int, label: str, open_journal: Callable[[], Any] | None
+    ) -> tuple[Any, ...]:
         """``("ready", info)`` or ``("setup_failed", error)`` (the worker stays usable either way)."""
         self.release()
         journal = None
@@ -448,7 +474,11 @@ class WorkerHost:
         """``("done", outcome)`` or ``("failed", index, error)``; a failed rebuild raises (the worker is lost)."""
         core = self.core
         if core is None:
-            return ("failed", index, RuntimeError(f"worker (pid {os.getpid()}) was handed episode {index} before a job"))
+            return (
+                "failed",
+                index,
+                RuntimeError(f"worker (pid {os.getpid()}) was handed episode {index} before a job"),
+            )
         if self.broken:  # the env may be unusable after an error: rebuild it, as a new run would
             core.close(keep_journal=True)
             core.setup()

@@ -186,7 +186,9 @@ class Journal:
 
     def done(self) -> dict[int, EpisodeResult]:
         """The episodes already recorded, by index."""
-        return {int(i): _decode(text) for i, text in self.db.execute("SELECT idx, result FROM episodes")}
+        return {
+            int(i): _decode(text) for i, text in self.db.execute("SELECT idx, result FROM episodes")
+        }
 
     def close(self) -> None:
         try:
@@ -195,4 +197,3 @@ class Journal:
             if self.lock is not None:
                 self.lock.release()
                 self.lock = None
-

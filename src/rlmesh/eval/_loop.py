@@ -57,7 +57,9 @@ def run_session(
         if missing:
             raise TypeError(f"hooks must be a rlmesh.RunHooks, got {type(hooks).__name__}")
     if count == 0:  # EVAL-21: empty result, no env reset required
-        return finish_run(drive, [], (), ObserverList([HooksObserver(hooks)] if hooks is not None else []), None)
+        return finish_run(
+            drive, [], (), ObserverList([HooksObserver(hooks)] if hooks is not None else []), None
+        )
     env = drive.connect()
     observers = drive.observers(hooks, context)  # the user's hooks, then the live viewer (VIEW-6)
     if env.is_vector:
@@ -82,7 +84,18 @@ def run_session(
             observers.on_run_start(context)
         for i in range(count):
             seed = seed_list[i] if i < len(seed_list) else None
-            episode = play_episode(drive, context, i, seed, trial_index_base + i, count, cap, max_secs, observers, timings)
+            episode = play_episode(
+                drive,
+                context,
+                i,
+                seed,
+                trial_index_base + i,
+                count,
+                cap,
+                max_secs,
+                observers,
+                timings,
+            )
             result = episode.result(i)
             done.append(result)
             if observers:
@@ -164,10 +177,24 @@ def play_episode(
                 te, tr = bool(te), bool(tr)
                 capped = steps >= cap and not te and not tr  # DELTA-46
                 event = StepEvent(
-                    i, seed, steps - 1, obs, action, r, te, tr or capped, info,
-                    (t1 - t0) * 1e3, (t2 - t1) * 1e3, functools.partial(read, obs),
+                    i,
+                    seed,
+                    steps - 1,
+                    obs,
+                    action,
+                    r,
+                    te,
+                    tr or capped,
+                    info,
+                    (t1 - t0) * 1e3,
+                    (t2 - t1) * 1e3,
+                    functools.partial(read, obs),
                 )
-            skip = observers.on_step(DriveStep(0, event, next_obs, steps, reward, r, action, (t1 - t0) * 1e3, (t2 - t1) * 1e3))
+            skip = observers.on_step(
+                DriveStep(
+                    0, event, next_obs, steps, reward, r, action, (t1 - t0) * 1e3, (t2 - t1) * 1e3
+                )
+            )
         obs = next_obs
         if te or tr:
             terminated, truncated = bool(te), bool(tr)

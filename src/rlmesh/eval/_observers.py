@@ -46,7 +46,18 @@ class DriveStep:
         step_ms: Wall time of the env step, in ms.
     """
 
-    __slots__ = ("action", "batched", "event", "lane", "observation", "predict_ms", "ret", "reward", "step_ms", "steps")
+    __slots__ = (
+        "action",
+        "batched",
+        "event",
+        "lane",
+        "observation",
+        "predict_ms",
+        "ret",
+        "reward",
+        "step_ms",
+        "steps",
+    )
 
     def __init__(
         self,
@@ -85,7 +96,9 @@ class Observer:
     def on_run_start(self, context: Any) -> None:
         """Once, after the env connects and before the first reset."""
 
-    def on_episode_start(self, episode: int, seed: int | None, lane: int, observation: Any, episodes: int) -> None:
+    def on_episode_start(
+        self, episode: int, seed: int | None, lane: int, observation: Any, episodes: int
+    ) -> None:
         """A scored episode started on ``lane`` with ``observation`` (a vector env's batch)."""
 
     def on_step(self, step: DriveStep) -> bool:
@@ -110,7 +123,9 @@ class HooksObserver(Observer):
     def on_run_start(self, context: Any) -> None:
         self.hooks.on_run_start(context)
 
-    def on_episode_start(self, episode: int, seed: int | None, lane: int, observation: Any, episodes: int) -> None:
+    def on_episode_start(
+        self, episode: int, seed: int | None, lane: int, observation: Any, episodes: int
+    ) -> None:
         self.hooks.on_episode_start(episode=episode, seed=seed)
 
     def on_step(self, step: DriveStep) -> bool:
@@ -159,7 +174,9 @@ class ViewerObserver(Observer):
         lane = self.viewer.selected_lane
         return lane if lane < self.lanes else 0
 
-    def on_episode_start(self, episode: int, seed: int | None, lane: int, observation: Any, episodes: int) -> None:
+    def on_episode_start(
+        self, episode: int, seed: int | None, lane: int, observation: Any, episodes: int
+    ) -> None:
         if lane == self.viewer.selected_lane:
             self.viewer.begin_episode(episode, seed, episodes, observation)
 
@@ -168,7 +185,15 @@ class ViewerObserver(Observer):
             return False
         action = _lane_action(step.action, step.lane) if step.batched else step.action
         return bool(
-            self.viewer.step(step.observation, step.steps, step.ret, step.reward, step.predict_ms, step.step_ms, action)
+            self.viewer.step(
+                step.observation,
+                step.steps,
+                step.ret,
+                step.reward,
+                step.predict_ms,
+                step.step_ms,
+                action,
+            )
         )
 
     def on_episode_end(self, result: EpisodeResult, lane: int) -> None:
@@ -196,7 +221,9 @@ class ObserverList(Observer):
         for o in self.observers:
             o.on_run_start(context)
 
-    def on_episode_start(self, episode: int, seed: int | None, lane: int, observation: Any, episodes: int) -> None:
+    def on_episode_start(
+        self, episode: int, seed: int | None, lane: int, observation: Any, episodes: int
+    ) -> None:
         for o in self.observers:
             o.on_episode_start(episode, seed, lane, observation, episodes)
 

@@ -92,7 +92,9 @@ def process_main(conn: Any, slot: int, label: str) -> None:
                 return
             if message[0] == "job":
                 _, job_bytes, slot, label, journal = message
-                reply = host.setup(job_bytes, slot, label, journal.open if journal is not None else None)
+                reply = host.setup(
+                    job_bytes, slot, label, journal.open if journal is not None else None
+                )
             elif message[0] == "release":
                 reply = host.release()
             else:
@@ -137,7 +139,10 @@ def _helpers() -> list[Any]:
 
 
 def _running(helper: Any) -> bool:
-    return getattr(helper, "_forkserver_pid", None) is not None or getattr(helper, "_pid", None) is not None
+    return (
+        getattr(helper, "_forkserver_pid", None) is not None
+        or getattr(helper, "_pid", None) is not None
+    )
 
 
 def _stop_helpers(helpers: list[Any]) -> None:
@@ -257,7 +262,9 @@ class ProcessBackend:
                 exited.add(slot)
         return self._finish(events, exited, live)
 
-    def _finish(self, events: list[tuple[Any, ...]], exited: set[int], live: dict[int, _Proc]) -> list[tuple[Any, ...]]:
+    def _finish(
+        self, events: list[tuple[Any, ...]], exited: set[int], live: dict[int, _Proc]
+    ) -> list[tuple[Any, ...]]:
         for slot in sorted(exited):
             p = live[slot]
             p.process.join(1.0)
@@ -266,7 +273,13 @@ class ProcessBackend:
                 p.conn.close()
             except Exception:
                 pass
-            events.append(("lost", slot, f"worker {p.label} (pid {p.process.pid}) {describe_exit(p.process.exitcode)}"))
+            events.append(
+                (
+                    "lost",
+                    slot,
+                    f"worker {p.label} (pid {p.process.pid}) {describe_exit(p.process.exitcode)}",
+                )
+            )
         return events
 
     def wait_started(self, slots: list[int], timeout: float) -> None:
@@ -286,7 +299,9 @@ class ProcessBackend:
                 if event[0] == "lost":
                     raise RuntimeError(f"a pool worker could not start: {event[2]}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(waiting)} pool worker(s) did not start within {timeout:.0f}s")
+                raise TimeoutError(
+                    f"{len(waiting)} pool worker(s) did not start within {timeout:.0f}s"
+                )
 
     def release(self, slots: list[int], grace: float) -> None:
         """Have the workers in ``slots`` close their run's env and model; one that does not
@@ -355,4 +370,3 @@ def _stop_processes(procs: list[_Proc], *, grace: float) -> None:
         if p.process.is_alive():
             p.process.kill()
             p.process.join(5.0)
-

@@ -47,7 +47,9 @@ class RunProgress:
 
     PLAIN_EVERY_SECONDS = 5.0
 
-    def __init__(self, total: int, workers: int, *, enabled: bool | None, out: TextIO | None = None) -> None:
+    def __init__(
+        self, total: int, workers: int, *, enabled: bool | None, out: TextIO | None = None
+    ) -> None:
         self.out = out if out is not None else sys.stderr
         tty = bool(getattr(self.out, "isatty", lambda: False)())
         self.enabled = tty if enabled is None else bool(enabled)
@@ -70,7 +72,12 @@ class RunProgress:
                 pass
             else:
                 self._text = Text
-                self._live = Live(Text(self.line()), console=Console(file=self.out), transient=False, auto_refresh=False)
+                self._live = Live(
+                    Text(self.line()),
+                    console=Console(file=self.out),
+                    transient=False,
+                    auto_refresh=False,
+                )
                 self._live.start()
 
     def line(self) -> str:
@@ -91,7 +98,14 @@ class RunProgress:
             f"workers {self.alive}/{self.workers}"
         )
 
-    def update(self, *, episode: Any = None, resumed: Any = None, alive: int | None = None, force: bool = False) -> None:
+    def update(
+        self,
+        *,
+        episode: Any = None,
+        resumed: Any = None,
+        alive: int | None = None,
+        force: bool = False,
+    ) -> None:
         for result, is_resumed in ((episode, False), (resumed, True)):
             if result is None:
                 continue

@@ -54,11 +54,17 @@ class RayWorker:
     def hello(self) -> dict[str, Any]:
         return worker_info()
 
-    def setup(self, job_bytes: bytes, slot: int, label: str, journal: tuple[str, str] | None = None) -> tuple[Any, ...]:
+    def setup(
+        self, job_bytes: bytes, slot: int, label: str, journal: tuple[str, str] | None = None
+    ) -> tuple[Any, ...]:
         opener = None
         # On the driver's host the actor journals its own episodes (as process workers
         # do); elsewhere the driver records what it reports.
-        if journal is not None and journal[1] == socket.gethostname() and os.path.exists(journal[0]):
+        if (
+            journal is not None
+            and journal[1] == socket.gethostname()
+            and os.path.exists(journal[0])
+        ):
             opener = JournalSpec(journal[0]).open
         return self.host.setup(job_bytes, slot, label, opener)
 
@@ -210,7 +216,9 @@ class RayBackend:
         try:
             ray.get(ready)
         except ray.exceptions.RayError as exc:
-            raise RuntimeError(f"a pool worker could not start: {type(exc).__name__}: {exc}") from exc
+            raise RuntimeError(
+                f"a pool worker could not start: {type(exc).__name__}: {exc}"
+            ) from exc
 
     def release(self, slots: list[int], grace: float) -> None:
         """Have the actors in ``slots`` close their run's env and model; one that does not

@@ -132,7 +132,17 @@ def aggregate_telemetry(
         arr = np.asarray(samples, dtype=np.float64)
         p50, p95, p99 = np.percentile(arr, [50, 95, 99])
         rows.append(
-            TelemetryRow(op, component, metric, unit, int(arr.size), float(arr.mean()), float(p50), float(p95), float(p99))
+            TelemetryRow(
+                op,
+                component,
+                metric,
+                unit,
+                int(arr.size),
+                float(arr.mean()),
+                float(p50),
+                float(p95),
+                float(p99),
+            )
         )
     return tuple(rows)
 
@@ -151,7 +161,9 @@ class RunResult:
     episodes: tuple[EpisodeResult, ...] = ()
     telemetry: tuple[TelemetryRow, ...] = ()
     advisories: tuple[Any, ...] = ()
-    _warned: list[bool] = field(default_factory=lambda: [False], init=False, compare=False, repr=False)
+    _warned: list[bool] = field(
+        default_factory=lambda: [False], init=False, compare=False, repr=False
+    )
     #: Distributed runs (``workers=``): what each worker did (``rlmesh.eval.WorkerTiming``), empty otherwise.
     workers: tuple[WorkerTiming, ...] = field(default=(), compare=False)
     #: Distributed runs: episodes re-run after their worker was lost (``rlmesh.eval.EpisodeRetry``).
@@ -215,14 +227,24 @@ class RunResult:
             return "(no telemetry: populated by Model.run's native loop)"
         header = ["op", "metric", "unit", "count", "avg", "p50", "p95", "p99"]
         body = [
-            [r.op, r.metric, r.unit, str(r.count), f"{r.avg:.2f}", f"{r.p50:.2f}", f"{r.p95:.2f}", f"{r.p99:.2f}"]
+            [
+                r.op,
+                r.metric,
+                r.unit,
+                str(r.count),
+                f"{r.avg:.2f}",
+                f"{r.p50:.2f}",
+                f"{r.p95:.2f}",
+                f"{r.p99:.2f}",
+            ]
             for r in self.telemetry
         ]
         widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
 
         def line(cells: list[str]) -> str:
             return "  ".join(
-                c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+                c.ljust(w) if i < 3 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
             ).rstrip()
 
         return "\n".join(line(r) for r in [header, *body])
@@ -248,7 +270,10 @@ class RunResult:
         """``workers`` and ``retries`` of a distributed run (no keys for a single-process one)."""
         if not self.workers and not self.retries:
             return {}
-        return {"workers": [asdict(w) for w in self.workers], "retries": [asdict(r) for r in self.retries]}
+        return {
+            "workers": [asdict(w) for w in self.workers],
+            "retries": [asdict(r) for r in self.retries],
+        }
 
     def __repr__(self) -> str:
         return (

@@ -64,7 +64,13 @@ class Session(Generic[ObsT, ActT]):
     ) -> Session[Any, Any]:
         self = object.__new__(cls)
         self._drive = Drive(
-            route, target, kind, close_env=close_env, workflow_edition=workflow_edition, owned_model=owned_model, view=view
+            route,
+            target,
+            kind,
+            close_env=close_env,
+            workflow_edition=workflow_edition,
+            owned_model=owned_model,
+            view=view,
         )
         self._read_cache = {}
         return self
@@ -134,7 +140,9 @@ class Session(Generic[ObsT, ActT]):
 
     # -- manual driving --------------------------------------------------------------------
 
-    def reset(self, *, seed: int | None = None, trial_index: int | None = None) -> tuple[ObsT, Mapping[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, trial_index: int | None = None
+    ) -> tuple[ObsT, Mapping[str, Any]]:
         """Begin a new episode: end the previous one, then reset the env and adapter (EVAL-12).
 
         Ending the previous episode fires the model's ``on_episode_end``.
@@ -172,7 +180,9 @@ class Session(Generic[ObsT, ActT]):
         episode.reward += r
         if view is not None and not view.viewer.disabled:
             env_ms = (time.perf_counter() - t0) * 1e3
-            if view.on_step(DriveStep(0, None, obs, episode.steps, episode.reward, r, action, 0.0, env_ms)) and not (te or tr):
+            if view.on_step(
+                DriveStep(0, None, obs, episode.steps, episode.reward, r, action, 0.0, env_ms)
+            ) and not (te or tr):
                 tr = True  # the viewer's "end episode": this step reports the episode truncated
             if te or tr:
                 view.outcome(te, tr, info)
@@ -279,7 +289,9 @@ class Session(Generic[ObsT, ActT]):
 
     def __repr__(self) -> str:
         drive = self._drive
-        state = "closed" if drive.closed else ("connected" if drive.env is not None else "unconnected")
+        state = (
+            "closed" if drive.closed else ("connected" if drive.env is not None else "unconnected")
+        )
         model = getattr(drive.route, "model", drive.route)
         return f"<Session model={model!r} env={type(drive.target).__name__} {state}>"
 
@@ -296,7 +308,13 @@ def new_session(
 ) -> Session[Any, Any]:
     """A session binding ``route`` to the classified env ``target`` (nothing is opened yet, EVAL-10)."""
     return Session._new(
-        route, target, kind, close_env=close_env, workflow_edition=workflow_edition, owned_model=owned_model, view=view
+        route,
+        target,
+        kind,
+        close_env=close_env,
+        workflow_edition=workflow_edition,
+        owned_model=owned_model,
+        view=view,
     )
 
 

@@ -63,7 +63,9 @@ class Timings:
         """Add one sample."""
         buf = self._buf
         buf.append(x)
-        if len(buf) >= EXACT_SAMPLES + (self._hist is None):  # the first fold: one past the exact samples
+        if len(buf) >= EXACT_SAMPLES + (
+            self._hist is None
+        ):  # the first fold: one past the exact samples
             self._fold()
 
     def _fold(self) -> None:

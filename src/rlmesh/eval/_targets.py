@@ -54,7 +54,9 @@ def classify_target(target: Any, *, served: bool = False) -> str:
     """
     if isinstance(target, str):
         return "address"
-    has_reset_step = callable(getattr(target, "reset", None)) and callable(getattr(target, "step", None))
+    has_reset_step = callable(getattr(target, "reset", None)) and callable(
+        getattr(target, "step", None)
+    )
     if has_reset_step and not isinstance(target, type):
         return "remote" if _static_has(target, "env_contract") else "local"
     if callable(getattr(target, "make", None)):
@@ -137,7 +139,9 @@ def local_contract(env: Any, *, vector: bool, num_envs: int) -> Any:
             metadata=metadata,
             autoreset_mode=mode,
         )
-    except Exception:  # spaces that do not convert: keep them raw (adapters accept gymnasium spaces)
+    except (
+        Exception
+    ):  # spaces that do not convert: keep them raw (adapters accept gymnasium spaces)
         return LocalContract(
             str(ident),
             obs_space,
@@ -309,13 +313,21 @@ def open_target(target: Any, kind: str, *, workflow_edition: str | None = None) 
     raise AssertionError(f"unknown target kind {kind!r}")  # pragma: no cover
 
 
-def _local_conn(env: Any, *, user_obj: Any, built: bool = False, factory: Any = None, owns_factory: bool = False) -> EnvConn:
+def _local_conn(
+    env: Any, *, user_obj: Any, built: bool = False, factory: Any = None, owns_factory: bool = False
+) -> EnvConn:
     lanes = vector_lanes(env)
     vector = lanes is not None
     num_envs = lanes or 1
     contract = local_contract(env, vector=vector, num_envs=num_envs)
     return EnvConn(
-        env, contract, remote=False, built=built, factory=factory, owns_factory=owns_factory, user_obj=user_obj
+        env,
+        contract,
+        remote=False,
+        built=built,
+        factory=factory,
+        owns_factory=owns_factory,
+        user_obj=user_obj,
     )
 
 
@@ -336,7 +348,15 @@ def _factory_conn(target: Any) -> EnvConn:
         )
     kind = classify_target(env)
     if kind == "remote":
-        conn = EnvConn(env, env.env_contract, remote=True, built=True, factory=factory, owns_factory=owns, user_obj=target)
+        conn = EnvConn(
+            env,
+            env.env_contract,
+            remote=True,
+            built=True,
+            factory=factory,
+            owns_factory=owns,
+            user_obj=target,
+        )
     else:
         conn = _local_conn(env, user_obj=target, built=True, factory=factory, owns_factory=owns)
     return conn

@@ -112,7 +112,9 @@ def _refuse_unowned(
             "independent lanes (rlmesh serve ENV --num-envs N)"
         )
     if trial_index_base:
-        _refuse(f"trial_index_base={trial_index_base} needs driver-owned resets; this env autoresets")
+        _refuse(
+            f"trial_index_base={trial_index_base} needs driver-owned resets; this env autoresets"
+        )
 
 
 def run_vector(
@@ -150,7 +152,15 @@ def run_vector(
     )
     if not how:
         refuse()
-    run = _VectorRun(drive, context, count, seed_list, observers, trial_index_base if how else None, max_episode_steps)
+    run = _VectorRun(
+        drive,
+        context,
+        count,
+        seed_list,
+        observers,
+        trial_index_base if how else None,
+        max_episode_steps,
+    )
     try:
         if observers:
             observers.on_run_start(context)
@@ -191,7 +201,9 @@ class _VectorRun:
         self.observers = observers
         self.observing = bool(observers)  # no observers: not one observer call per lane-step
         self.events = observers.wants_events
-        self.trial_base = trial_index_base  # None: the env resets lanes, episodes carry no trial index
+        self.trial_base = (
+            trial_index_base  # None: the env resets lanes, episodes carry no trial index
+        )
         self.cap = max_episode_steps if max_episode_steps is not None else BUILTIN_STEP_BOUND
         self.route = drive.route
         self.lanes = _Lanes(n)
@@ -200,7 +212,9 @@ class _VectorRun:
         self.started = 0
         self.error: BaseException | None = None
         self.obs: Any = None
-        self.last_action: Any = None  # the batch the last step sent (the viewer plots its watched lane)
+        self.last_action: Any = (
+            None  # the batch the last step sent (the viewer plots its watched lane)
+        )
 
     @property
     def finished(self) -> bool:
@@ -275,7 +289,15 @@ class _VectorRun:
         return rew, term, trunc, info, per_obs, t1 - t0, t2 - t1
 
     def advance(
-        self, lane: int, r: float, te: bool, tr: bool, info: dict[str, Any], per_obs: Any, pred_s: float, step_s: float
+        self,
+        lane: int,
+        r: float,
+        te: bool,
+        tr: bool,
+        info: dict[str, Any],
+        per_obs: Any,
+        pred_s: float,
+        step_s: float,
     ) -> tuple[bool, bool]:
         """Book one step of a running lane (and ``on_step``).
 
@@ -294,13 +316,32 @@ class _VectorRun:
             event = None
             if per_obs is not None:
                 event = StepEvent(
-                    lanes.ep[lane], lanes.seed[lane], books.steps - 1,
-                    per_obs[lane], lanes.last_action[lane], r, te,
-                    tr or capped, lane_info(info, lane, self.n), pred_s * 1e3,
-                    step_s * 1e3, functools.partial(self.read, per_obs[lane]),
+                    lanes.ep[lane],
+                    lanes.seed[lane],
+                    books.steps - 1,
+                    per_obs[lane],
+                    lanes.last_action[lane],
+                    r,
+                    te,
+                    tr or capped,
+                    lane_info(info, lane, self.n),
+                    pred_s * 1e3,
+                    step_s * 1e3,
+                    functools.partial(self.read, per_obs[lane]),
                 )
             asked = self.observers.on_step(
-                DriveStep(lane, event, self.obs, books.steps, books.reward, r, self.last_action, pred_s * 1e3, step_s * 1e3, True)
+                DriveStep(
+                    lane,
+                    event,
+                    self.obs,
+                    books.steps,
+                    books.reward,
+                    r,
+                    self.last_action,
+                    pred_s * 1e3,
+                    step_s * 1e3,
+                    True,
+                )
             )
         return te or tr or capped, asked
 
@@ -332,7 +373,8 @@ def _drive_owned(run: _VectorRun, how: str, max_secs: float | None, refuse: Any)
         if max_secs is not None:
             now = time.perf_counter()
             expired = [
-                lane for lane in range(n)
+                lane
+                for lane in range(n)
                 if lanes.ep[lane] != UNSCORED and now - lanes.books[lane].start >= max_secs
             ]
             for lane in expired:
@@ -350,7 +392,9 @@ def _drive_owned(run: _VectorRun, how: str, max_secs: float | None, refuse: Any)
                 run.finish(lane, te, True if not te else tr, lane_final_info(info, lane, n))
                 ended.append(lane)
             elif asked:
-                run.finish(lane, False, True, {})  # an observer's "end episode" (the viewer's watched lane)
+                run.finish(
+                    lane, False, True, {}
+                )  # an observer's "end episode" (the viewer's watched lane)
                 ended.append(lane)
         if ended and not run.finished:
             _reset_lanes(run, how, ended, refuse)
@@ -371,7 +415,10 @@ def _drive_next_step(run: _VectorRun) -> None:
             if lanes.rolling[lane]:
                 if rew[lane] != 0 or term[lane] or trunc[lane]:
                     raise EnvironmentException(
-                        f"step failed: {next_step_violation(lane)}", code="INTERNAL", op="step", recoverable=False
+                        f"step failed: {next_step_violation(lane)}",
+                        code="INTERNAL",
+                        op="step",
+                        recoverable=False,
                     )
                 lanes.rolling[lane] = False
                 run.assign(lane)

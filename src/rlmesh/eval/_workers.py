@@ -44,7 +44,9 @@ class WorkerLost(RLMeshException, ConnectionError):
         reasons: Why each attempt was lost (one line per attempt).
     """
 
-    def __init__(self, message: str, *, index: int | None = None, reasons: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, message: str, *, index: int | None = None, reasons: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(message)
         self.index = index
         self.reasons = reasons
@@ -95,19 +97,38 @@ class Workers:
         if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
             raise TypeError(f"Workers(n=...) must be an int, got {type(n).__name__}")
         if n is not None and n < 1:
-            raise ValueError(f"Workers(n={n}): need at least one worker (workers=None runs in this process)")
+            raise ValueError(
+                f"Workers(n={n}): need at least one worker (workers=None runs in this process)"
+            )
         if self.backend is not None and self.backend not in BACKENDS:
-            raise ValueError(f"Workers(backend={self.backend!r}): expected one of {', '.join(map(repr, BACKENDS))}")
-        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValueError(
+                f"Workers(backend={self.backend!r}): expected one of {', '.join(map(repr, BACKENDS))}"
+            )
+        if (
+            isinstance(self.max_retries, bool)
+            or not isinstance(self.max_retries, int)
+            or self.max_retries < 0
+        ):
             raise ValueError(f"Workers(max_retries={self.max_retries!r}) must be an int >= 0")
         if self.address is not None and not isinstance(self.address, str):
-            raise TypeError(f"Workers(address=...) must be a str such as 'auto', got {type(self.address).__name__}")
+            raise TypeError(
+                f"Workers(address=...) must be a str such as 'auto', got {type(self.address).__name__}"
+            )
         if self.resources is not None:
             if not isinstance(self.resources, Mapping):
-                raise TypeError(f"Workers(resources=...) must be a mapping like {{'CPU': 1}}, got {type(self.resources).__name__}")
+                raise TypeError(
+                    f"Workers(resources=...) must be a mapping like {{'CPU': 1}}, got {type(self.resources).__name__}"
+                )
             for key, value in self.resources.items():
-                if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                    raise ValueError(f"Workers(resources=...): {key!r}: {value!r} must map a resource name to a number >= 0")
+                if (
+                    not isinstance(key, str)
+                    or isinstance(value, bool)
+                    or not isinstance(value, (int, float))
+                    or value < 0
+                ):
+                    raise ValueError(
+                        f"Workers(resources=...): {key!r}: {value!r} must map a resource name to a number >= 0"
+                    )
         if self.backend == "processes" and (self.address is not None or self.resources is not None):
             raise ValueError(
                 "Workers(backend='processes') runs local processes: address= and resources= are Ray options "
@@ -161,7 +182,9 @@ def normalize_workers(workers: Any) -> Workers | WorkerPool | None:
         return workers
     if _POOL_TYPE is not None and isinstance(workers, _POOL_TYPE):
         if workers.closed:
-            raise ValueError(f"workers={workers!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()")
+            raise ValueError(
+                f"workers={workers!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()"
+            )
         pool: WorkerPool = workers
         return pool
     if isinstance(workers, bool) or not isinstance(workers, int):
@@ -237,4 +260,13 @@ class WorkerStats:
     busy_s: float = 0.0
 
     def freeze(self) -> WorkerTiming:
-        return WorkerTiming(self.worker, self.host, self.pid, self.node, self.episodes, self.env_ms, self.model_ms, self.busy_s)
+        return WorkerTiming(
+            self.worker,
+            self.host,
+            self.pid,
+            self.node,
+            self.episodes,
+            self.env_ms,
+            self.model_ms,
+            self.busy_s,
+        )

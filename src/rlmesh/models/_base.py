@@ -412,7 +412,9 @@ class ModelBase(Generic[ObsT, ActT]):
         """
         from ..serve import ModelServer
 
-        ModelServer(self, address, host=host, port=port, path=path, transport=transport, options=options).serve()
+        ModelServer(
+            self, address, host=host, port=port, path=path, transport=transport, options=options
+        ).serve()
 
     @classmethod
     def describe(cls) -> dict[str, Any]:

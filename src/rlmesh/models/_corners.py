@@ -71,7 +71,8 @@ def analyze_corner(fn: Callable[..., Any], *, chunk: bool) -> CornerShape:
         if len(others) >= 2 or var_pos:
             horizon = "positional"
         elif any(
-            p.name == "execution_horizon" and p.kind is inspect.Parameter.KEYWORD_ONLY for p in params
+            p.name == "execution_horizon" and p.kind is inspect.Parameter.KEYWORD_ONLY
+            for p in params
         ):
             horizon = "keyword"
     return CornerShape(horizon, context)
@@ -130,7 +131,9 @@ class CornerSet:
         return self.predict_chunk is not None or self.predict_chunk_batch is not None
 
 
-def build_corners(defined: dict[str, Callable[..., Any]], bridge: Bridge, *, owner: str) -> CornerSet:
+def build_corners(
+    defined: dict[str, Callable[..., Any]], bridge: Bridge, *, owner: str
+) -> CornerSet:
     """Normalize the authored corners and derive the missing ones (MOD-14, MOD-15).
 
     Args:
@@ -186,7 +189,9 @@ def _debatch(pb: Callable[[Any, Any], Any], bridge: Bridge) -> Callable[[Any, An
     return predict
 
 
-def _debatch_chunk(pcb: Callable[[Any, int, Any], Any], bridge: Bridge) -> Callable[[Any, int, Any], Any]:
+def _debatch_chunk(
+    pcb: Callable[[Any, int, Any], Any], bridge: Bridge
+) -> Callable[[Any, int, Any], Any]:
     def predict_chunk(obs: Any, horizon: int, ctx: Any) -> Any:
         out = pcb(bridge.tree_stack([obs]), horizon, None if ctx is None else [ctx])
         return bridge.tree_unstack(out, 1)[0]
@@ -198,5 +203,7 @@ def _dechunk(pc: Callable[[Any, int, Any], Any]) -> Callable[[Any, Any], Any]:
     return lambda obs, ctx: first_frame(pc(obs, 1, ctx))
 
 
-def _dechunk_batch(pcb: Callable[[Any, int, Any], Any], bridge: Bridge) -> Callable[[Any, Any], Any]:
+def _dechunk_batch(
+    pcb: Callable[[Any, int, Any], Any], bridge: Bridge
+) -> Callable[[Any, Any], Any]:
     return lambda batch, ctxs: bridge.dechunk_batch(pcb(batch, 1, ctxs))

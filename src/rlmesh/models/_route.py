@@ -206,7 +206,9 @@ def box_caster(space: Any) -> Callable[[Any], Any] | None:
                     f"adapter action {arr.tolist()} is not integral; the env's action space is "
                     f"{dtype.name}{list(shape)}"
                 )
-            if info is not None and (arr.min(initial=0) < info.min or arr.max(initial=0) > info.max):
+            if info is not None and (
+                arr.min(initial=0) < info.min or arr.max(initial=0) > info.max
+            ):
                 raise ValueError(f"adapter action {arr.tolist()} is out of range for {dtype.name}")
         return arr.astype(dtype).reshape(shape)
 
@@ -247,7 +249,9 @@ class Route(Protocol):
 
     def predict(self, observation: Any) -> Any: ...
 
-    def predict_lanes(self, observation: Any, rolling: Sequence[bool], last_action: list[Any]) -> Any: ...
+    def predict_lanes(
+        self, observation: Any, rolling: Sequence[bool], last_action: list[Any]
+    ) -> Any: ...
 
     @property
     def chunk_pos(self) -> int:
@@ -264,7 +268,9 @@ class Route(Protocol):
     def close(self) -> None: ...
 
 
-def _sample_lanes(space: Any, n: int, last_action: list[Any], rolling: Sequence[bool] | None) -> Any:
+def _sample_lanes(
+    space: Any, n: int, last_action: list[Any], rolling: Sequence[bool] | None
+) -> Any:
     """Fill ``last_action`` with a sample for every lane (or only the rolling lanes still without one)."""
     for lane in range(n):
         if rolling is None or (rolling[lane] and last_action[lane] is None):
@@ -308,7 +314,9 @@ class RandomRoute:
         assert self._sample is not None
         return self._sample()
 
-    def predict_lanes(self, observation: Any, rolling: Sequence[bool], last_action: list[Any]) -> Any:
+    def predict_lanes(
+        self, observation: Any, rolling: Sequence[bool], last_action: list[Any]
+    ) -> Any:
         """One sample of the per-lane action space per lane."""
         return _sample_lanes(self._single, len(last_action), last_action, None)
 
@@ -351,7 +359,9 @@ class ServedRoute:
     def predict(self, observation: Any) -> Any:
         return self.inner.predict(observation)
 
-    def predict_lanes(self, observation: Any, rolling: Sequence[bool], last_action: list[Any]) -> Any:
+    def predict_lanes(
+        self, observation: Any, rolling: Sequence[bool], last_action: list[Any]
+    ) -> Any:
         """One request per lane that needs an action; a rolling lane repeats its last one."""
         n = len(last_action)
         per_obs = _NP.tree_unstack(to_numpy_tree(observation), n)
@@ -400,7 +410,9 @@ def _numeric_leaves(value: Any) -> np.ndarray[Any, Any] | None:
     def walk(v: Any) -> bool:
         if isinstance(v, Mapping):
             return all(walk(v[k]) for k in sorted(v, key=str))
-        if isinstance(v, (list, tuple)) and not (v and all(isinstance(x, (int, float, bool)) for x in v)):
+        if isinstance(v, (list, tuple)) and not (
+            v and all(isinstance(x, (int, float, bool)) for x in v)
+        ):
             return all(walk(x) for x in v)
         try:
             out.append(np.asarray(to_numpy_tree(v), dtype=np.float64).reshape(-1))
@@ -459,11 +471,23 @@ def probe_hidden_state(route: LocalRoute, observation_space: Any) -> None:
         for adapter in route.adapters:  # the probe's frames never reach an episode
             if adapter is not None:
                 adapter.reset()
-    if first is None or again is None or replay is None or other is None or first.shape != replay.shape:
+    if (
+        first is None
+        or again is None
+        or replay is None
+        or other is None
+        or first.shape != replay.shape
+    ):
         return
-    if first.shape == other.shape and np.array_equal(first, other) and np.array_equal(first, replay):
+    if (
+        first.shape == other.shape
+        and np.array_equal(first, other)
+        and np.array_equal(first, replay)
+    ):
         return  # the inputs did not tell the model anything different
-    noise = float(np.max(np.abs(first - again))) if first.size and first.shape == again.shape else 0.0
+    noise = (
+        float(np.max(np.abs(first - again))) if first.size and first.shape == again.shape else 0.0
+    )
     drift = float(np.max(np.abs(replay - again))) if replay.size else 0.0
     if drift > max(noise * _PROBE_NOISE_FACTOR, _PROBE_ATOL):
         name = type(route.model).__name__
@@ -520,7 +544,9 @@ class LocalRoute:
         self._pending: Future[Any] | None = None
         self._pool: ThreadPoolExecutor | None = None
         self.instruction = instruction
-        self.trust = model._trust_entrypoints if trust_entrypoints is None else bool(trust_entrypoints)
+        self.trust = (
+            model._trust_entrypoints if trust_entrypoints is None else bool(trust_entrypoints)
+        )
         self.requested_horizon = execution_horizon
         cs = model._corners
         self.corners = cs
@@ -573,15 +599,24 @@ class LocalRoute:
         """
         model = self.model
         self.env_canonical = bool(getattr(conn, "canonical", False))
-        self.canonical = None if self.env_canonical else observation_plan(getattr(conn.contract, "observation_space", None))
+        self.canonical = (
+            None
+            if self.env_canonical
+            else observation_plan(getattr(conn.contract, "observation_space", None))
+        )
         self.single_action_space = getattr(conn, "single_action_space", None)
         self.queues = [self.queue] + [deque() for _ in range(lanes - 1)]
         self.lane_episode = [""] * lanes
         self.adapter = resolve_adapter(model._spec, conn.contract, trust_entrypoints=self.trust)
-        self.adapters = [self.adapter] + [
-            resolve_adapter(model._spec, conn.contract, trust_entrypoints=self.trust)
-            for _ in range(lanes - 1)
-        ] if self.adapter is not None else [None] * lanes
+        self.adapters = (
+            [self.adapter]
+            + [
+                resolve_adapter(model._spec, conn.contract, trust_entrypoints=self.trust)
+                for _ in range(lanes - 1)
+            ]
+            if self.adapter is not None
+            else [None] * lanes
+        )
         self.spec_less = self.adapter is None
         if self.prefetch_lead and lanes > 1:
             raise ValueError(
@@ -596,7 +631,9 @@ class LocalRoute:
         k = getattr(model, "native_chunk", None)
         if k is not None:
             if not isinstance(k, int) or k < 1:
-                raise ValueError(f"{type(model).__name__}.native_chunk must be an int >= 1, got {k!r}")
+                raise ValueError(
+                    f"{type(model).__name__}.native_chunk must be an int >= 1, got {k!r}"
+                )
             if self.requested_horizon > k:
                 raise ValueError(
                     f"execution_horizon={self.requested_horizon} exceeds the model's declared "
@@ -607,7 +644,9 @@ class LocalRoute:
         # The chunk path runs at h > 1, and at h == 1 when predict itself is frame 0 of a
         # chunk corner and K is declared (DELTA-34 checks chunk lengths at every horizon).
         self.chunk_mode = self.horizon > 1 or (k is not None and "predict" in cs.dechunked)
-        self.wants_ctx = cs.wants_context.get("predict_chunk" if self.chunk_mode else "predict", False)
+        self.wants_ctx = cs.wants_context.get(
+            "predict_chunk" if self.chunk_mode else "predict", False
+        )
         #: Whether any corner takes a context (then episodes are registered in the store).
         self.any_ctx = any(cs.wants_context.values())
         if lanes > 1:  # MOD-37: one model object serves every lane
@@ -736,8 +775,14 @@ class LocalRoute:
             self.env_plain = has_tensor_leaf(observation)
         if self.queue:
             self.chunk_pos += 1
-            if self.prefetch_lead and self._pending is None and len(self.queue) <= self.prefetch_lead:
-                self._prefetch(observation)  # the adapter sees this step's frame through model_input
+            if (
+                self.prefetch_lead
+                and self._pending is None
+                and len(self.queue) <= self.prefetch_lead
+            ):
+                self._prefetch(
+                    observation
+                )  # the adapter sees this step's frame through model_input
             else:
                 adapter = self.adapter
                 if adapter is not None:  # DELTA-69: frame windows see every step, not only re-plans
@@ -760,7 +805,9 @@ class LocalRoute:
             out = frames[0]
         return self.env_action(out)
 
-    def predict_lanes(self, observation: Any, rolling: Sequence[bool], last_action: list[Any]) -> Any:
+    def predict_lanes(
+        self, observation: Any, rolling: Sequence[bool], last_action: list[Any]
+    ) -> Any:
         """One batched env action for all lanes (EVAL-61..63, MOD-35).
 
         Lanes that need a model forward this step (not rolling, nothing queued) are
@@ -778,11 +825,17 @@ class LocalRoute:
         queues = self.queues
         need = [i for i in range(n) if not rolling[i] and not queues[i]]
         chunked = h > 1
-        batched = (cs.predict_chunk_batch if chunked else None) or (None if chunked and cs.predict_chunk else cs.predict_batch)
+        batched = (cs.predict_chunk_batch if chunked else None) or (
+            None if chunked and cs.predict_chunk else cs.predict_batch
+        )
         per_lane_actions: list[Any] = [None] * n
         if batched is None and not chunked and self.spec_less:
             # Spec-less predict-only route: the whole batch goes to predict (DELTA-49).
-            x = observation if self.identity_decode and not self.env_plain else bridge.decode(to_numpy_tree(observation))
+            x = (
+                observation
+                if self.identity_decode and not self.env_plain
+                else bridge.decode(to_numpy_tree(observation))
+            )
             ctx = self.store.next("") if self.wants_ctx else None
             out = cs.predict(x, ctx)  # type: ignore[misc]
             try:
@@ -807,7 +860,11 @@ class LocalRoute:
                 inputs_batch = bridge.tree_stack(inputs) if batched is not None else None
             eids = self.lane_episode
             if batched is not None:
-                ctxs = [self.store.next(eids[i]) for i in need] if self.cs_wants(chunked, True) else None
+                ctxs = (
+                    [self.store.next(eids[i]) for i in need]
+                    if self.cs_wants(chunked, True)
+                    else None
+                )
                 fused: Any = batched
                 out = fused(inputs_batch, h, ctxs) if chunked else fused(inputs_batch, ctxs)
                 outs = bridge.tree_unstack(out, len(need))

@@ -183,7 +183,9 @@ def get_bridge(name: str) -> ModelBridge:
     found = _BRIDGES.get(name)
     if found is None:
         if name not in ("plain", "numpy", "torch", "jax"):
-            raise ValueError(f"unknown model bridge {name!r}; expected one of ['jax', 'numpy', 'plain', 'torch']")
+            raise ValueError(
+                f"unknown model bridge {name!r}; expected one of ['jax', 'numpy', 'plain', 'torch']"
+            )
         found = _BRIDGES[name] = ModelBridge(resolve_bridge(name))
     return found
 

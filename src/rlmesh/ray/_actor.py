@@ -64,13 +64,17 @@ class EnvSpec:
             return _sandboxed(self.env, self.lanes, kwargs, self.sandbox), None
         env = self.env
         if isinstance(env, str):
-            return load_env_target(env, num_envs=self.lanes, kwargs=kwargs, autoreset=self.autoreset)
+            return load_env_target(
+                env, num_envs=self.lanes, kwargs=kwargs, autoreset=self.autoreset
+            )
         if isinstance(env, EnvFactory) or (isinstance(env, type) and issubclass(env, EnvFactory)):
             factory, built = build_env(env, kwargs, num_envs=self.lanes, autoreset=self.autoreset)
             return built, factory
         if self.lanes == 1:
             return env(**kwargs), None
-        return Lanes([env(**kwargs) for _ in range(self.lanes)], self.autoreset or "next-step"), None
+        return Lanes(
+            [env(**kwargs) for _ in range(self.lanes)], self.autoreset or "next-step"
+        ), None
 
 
 def _sandboxed(source: str, lanes: int, kwargs: dict[str, Any], sandbox: Mapping[str, Any]) -> Any:

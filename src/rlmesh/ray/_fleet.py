@@ -24,7 +24,9 @@ from ._vector import open_fleet_vector_env
 __all__ = ["ActorLost", "EnvFleet", "FleetStartError", "FleetStartTimeout"]
 
 _FLAVOURS = ("gymnasium", "numpy", "torch", "jax")
-_CLOSE_SECONDS = 10.0  # per actor: the server drains and closes its env within ServeOptions' 5 + 5 s
+_CLOSE_SECONDS = (
+    10.0  # per actor: the server drains and closes its env within ServeOptions' 5 + 5 s
+)
 
 
 class FleetStartError(RLMeshException):
@@ -51,7 +53,9 @@ def _ray() -> Any:
     try:
         return importlib.import_module("ray")
     except ImportError as exc:
-        raise DependencyMissing('EnvFleet needs Ray; pip install ray (the "ray" extra of rlmesh-py)', name="ray") from exc
+        raise DependencyMissing(
+            'EnvFleet needs Ray; pip install ray (the "ray" extra of rlmesh-py)', name="ray"
+        ) from exc
 
 
 def _check_count(name: str, value: Any) -> int:
@@ -75,13 +79,20 @@ def _resource_options(resources: Mapping[str, float] | None) -> dict[str, Any]:
     if resources is None:
         return {}
     if not isinstance(resources, Mapping):
-        raise TypeError(f"resources must be a mapping of resource name to amount, got {type(resources).__name__}")
+        raise TypeError(
+            f"resources must be a mapping of resource name to amount, got {type(resources).__name__}"
+        )
     out: dict[str, Any] = {}
     custom: dict[str, float] = {}
     for name, amount in resources.items():
         if not isinstance(name, str) or not name:
             raise TypeError(f"resource names must be non-empty strings, got {name!r}")
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or not math.isfinite(amount) or amount < 0:
+        if (
+            isinstance(amount, bool)
+            or not isinstance(amount, (int, float))
+            or not math.isfinite(amount)
+            or amount < 0
+        ):
             raise ValueError(f"resource {name!r} must be a finite amount >= 0, got {amount!r}")
         if name == "CPU":
             out["num_cpus"] = amount
@@ -111,13 +122,17 @@ def _sandbox_options(sandbox: Any, env: Any) -> dict[str, Any] | None:
         if bad:
             raise TypeError(f"sandbox= takes the keys {sorted(allowed)}, got {bad}")
         return dict(sandbox)
-    raise TypeError(f"sandbox must be None, a backend name ('auto', 'venv', 'docker') or a mapping, got {type(sandbox).__name__}")
+    raise TypeError(
+        f"sandbox must be None, a backend name ('auto', 'venv', 'docker') or a mapping, got {type(sandbox).__name__}"
+    )
 
 
 def _check_env(env: Any) -> None:
     if isinstance(env, str):
         if not env.strip():
-            raise ValueError("env must name an env: a Gymnasium id, a 'module:attr' target or a sandbox source")
+            raise ValueError(
+                "env must name an env: a Gymnasium id, a 'module:attr' target or a sandbox source"
+            )
         return
     if isinstance(env, EnvFactory) or (isinstance(env, type) and issubclass(env, EnvFactory)):
         return
@@ -202,29 +217,39 @@ class EnvFleet:
         start_timeout_seconds: float = 120.0,
     ) -> None:
         self._actors: list[Any] = []
-        self._serving: set[int] = set()  # actors that have served at least once (close() drains them)
+        self._serving: set[int] = (
+            set()
+        )  # actors that have served at least once (close() drains them)
         self._closed = True
         _check_env(env)
         self._n = _check_count("n", n)
         self._lanes = _check_count("lanes", lanes)
         if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
-            raise ValueError(f"max_restarts must be an int >= -1 (-1: always restart), got {max_restarts!r}")
+            raise ValueError(
+                f"max_restarts must be an int >= -1 (-1: always restart), got {max_restarts!r}"
+            )
         if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
             raise TypeError(f"env_kwargs must be a mapping, got {type(env_kwargs).__name__}")
         if autoreset is not None and lanes == 1:
-            raise ValueError("autoreset applies to lanes > 1; a single env per actor never autoresets")
+            raise ValueError(
+                "autoreset applies to lanes > 1; a single env per actor never autoresets"
+            )
         if options is not None and not isinstance(options, ServeOptions):
             raise TypeError(f"options must be a ServeOptions, got {type(options).__name__}")
         self._timeout = _check_seconds("start_timeout_seconds", start_timeout_seconds)
         ray_options: dict[str, Any] = {
             "max_restarts": max_restarts,
-            "max_task_retries": -1 if max_restarts != 0 else 0,  # info()/close() ride through a restart
+            "max_task_retries": -1
+            if max_restarts != 0
+            else 0,  # info()/close() ride through a restart
             "scheduling_strategy": scheduling_strategy,
             **_resource_options(resources),
         }
         if actor_options:
             if "lifetime" in actor_options:
-                raise ValueError("EnvFleet actors are never detached: they must not outlive the driver")
+                raise ValueError(
+                    "EnvFleet actors are never detached: they must not outlive the driver"
+                )
             ray_options.update(actor_options)
         spec = EnvSpec(
             env,
@@ -309,7 +334,9 @@ class EnvFleet:
             ValueError: an unknown flavour.
         """
         if flavour not in _FLAVOURS:
-            raise ValueError(f"flavour must be one of {', '.join(map(repr, _FLAVOURS))}, got {flavour!r}")
+            raise ValueError(
+                f"flavour must be one of {', '.join(map(repr, _FLAVOURS))}, got {flavour!r}"
+            )
         self._check_open()
         return open_fleet_vector_env(self, flavour, kwargs)
 
@@ -331,7 +358,9 @@ class EnvFleet:
             return
         refs = []
         for index, actor in enumerate(actors):
-            if index not in self._serving:  # never served (not placed, or its env failed): nothing to drain
+            if (
+                index not in self._serving
+            ):  # never served (not placed, or its env failed): nothing to drain
                 continue
             with contextlib.suppress(Exception):
                 refs.append(actor.close.remote())
@@ -375,8 +404,10 @@ class EnvFleet:
             except exceptions.RayTaskError as exc:  # the env's own error, raised in the actor
                 cause = getattr(exc, "cause", None) or exc
                 what = f"actor {index} of the fleet could not serve its env: {type(cause).__name__}: {cause}"
-                lost: Exception = FleetStartError(what) if starting else ActorLost(
-                    f"{what} (after a restart); close the fleet", index=index
+                lost: Exception = (
+                    FleetStartError(what)
+                    if starting
+                    else ActorLost(f"{what} (after a restart); close the fleet", index=index)
                 )
                 lost.__cause__ = cause
                 error = error or lost
@@ -386,8 +417,10 @@ class EnvFleet:
                     f"actor {index} of the fleet is dead and Ray will not restart it "
                     f"(max_restarts={self._max_restarts} used up, or it was killed for good): {first}"
                 )
-                lost = FleetStartError(what) if starting else ActorLost(
-                    f"{what}; close the fleet and start a new one", index=index
+                lost = (
+                    FleetStartError(what)
+                    if starting
+                    else ActorLost(f"{what}; close the fleet and start a new one", index=index)
                 )
                 lost.__cause__ = exc
                 error = error or lost

@@ -53,7 +53,9 @@ class LanesLost(ConnectionLost):
         lanes: The lost lanes of the vector env, in order.
     """
 
-    def __init__(self, message: str, *, actors: list[int], addresses: list[str], lanes: list[int]) -> None:
+    def __init__(
+        self, message: str, *, actors: list[int], addresses: list[str], lanes: list[int]
+    ) -> None:
         self.actors = actors
         self.addresses = addresses
         self.lanes = lanes
@@ -166,7 +168,10 @@ class FleetVectorEnv:
                     raise
                 time.sleep(0.05)
         old = self.__dict__.get("_inner")
-        if old is not None and (inner.num_envs != old.num_envs or inner.single_observation_space != old.single_observation_space):
+        if old is not None and (
+            inner.num_envs != old.num_envs
+            or inner.single_observation_space != old.single_observation_space
+        ):
             inner.close()
             raise ConnectionLost(
                 "a restarted fleet actor serves a different env (lanes or spaces changed); close the fleet"
@@ -208,16 +213,23 @@ class FleetVectorEnv:
             except Exception:
                 lost.extend(unsure)
             else:
-                lost.extend(i for i in unsure if current[i].incarnation != self._infos[i].incarnation)
+                lost.extend(
+                    i for i in unsure if current[i].incarnation != self._infos[i].incarnation
+                )
             lost.sort()
-        if not lost:  # every endpoint is the one we dialed, yet the connection broke: count them all
+        if (
+            not lost
+        ):  # every endpoint is the one we dialed, yet the connection broke: count them all
             lost = list(range(len(self._infos)))
         starts = [0]
         for info in self._infos:
             starts.append(starts[-1] + info.num_envs)
         lanes = [lane for i in lost for lane in range(starts[i], starts[i + 1])]
         addresses = [self._infos[i].address for i in lost]
-        names = ", ".join(f"actor {i} at {self._infos[i].address} (lanes {starts[i]}..{starts[i + 1] - 1})" for i in lost)
+        names = ", ".join(
+            f"actor {i} at {self._infos[i].address} (lanes {starts[i]}..{starts[i + 1] - 1})"
+            for i in lost
+        )
         return LanesLost(
             f"lost {names}: {exc}; call reset() to reconnect once Ray has restarted it, or close()",
             actors=lost,

@@ -23,7 +23,16 @@ from ._html import build_index
 from ._reader import MAX_DOCUMENT_BYTES, Bundle, open_bundle, open_inside, read_document, safe_rel
 from ._records import SCHEMA, ResultSet, json_safe, sanitize_name
 
-__all__ = ["Bundle", "archive_mode", "bundle_files", "dumps_document", "json_safe", "merge", "open_bundle", "write_bundle"]
+__all__ = [
+    "Bundle",
+    "archive_mode",
+    "bundle_files",
+    "dumps_document",
+    "json_safe",
+    "merge",
+    "open_bundle",
+    "write_bundle",
+]
 
 _TEXT_SUFFIXES = (".json", ".jsonl", ".html")
 
@@ -149,7 +158,9 @@ def write_bundle(
             fh.close()
             present.append(rel)
     if missing:
-        warn(f"recorder: {len(missing)} media file(s) are missing from staging (first: {missing[0]}); exported without them")
+        warn(
+            f"recorder: {len(missing)} media file(s) are missing from staging (first: {missing[0]}); exported without them"
+        )
 
     def read_text(rel: str) -> str | None:
         fh = local(rel)
@@ -165,7 +176,9 @@ def write_bundle(
     index_html = build_index(json_safe(document), read_text)
     if as_zip:
         if target.is_dir():
-            raise FileExistsError(f"{target} is a directory; pass archive='folder' or export to a .zip file path")
+            raise FileExistsError(
+                f"{target} is a directory; pass archive='folder' or export to a .zip file path"
+            )
         if os.path.lexists(target) and _read_bundle_schema(target, as_zip=True) is None:
             raise FileExistsError(
                 f"refusing to overwrite {target}: it is not an {SCHEMA} zip bundle; export to a different path"
@@ -179,7 +192,9 @@ def write_bundle(
                     fh = local(rel)
                     if fh is None:
                         continue
-                    kind = zipfile.ZIP_DEFLATED if rel.endswith(_TEXT_SUFFIXES) else zipfile.ZIP_STORED
+                    kind = (
+                        zipfile.ZIP_DEFLATED if rel.endswith(_TEXT_SUFFIXES) else zipfile.ZIP_STORED
+                    )
                     info = zipfile.ZipInfo(rel, time.localtime()[:6])
                     info.compress_type = kind
                     info.external_attr = 0o644 << 16
@@ -300,7 +315,12 @@ def merge(
                 if not merged.result_set_id:
                     merged.result_set_id = doc.result_set_id
                 for w in doc.workloads:
-                    key = (w.model, w.env, w.task, json.dumps(w.config, sort_keys=True, default=str))
+                    key = (
+                        w.model,
+                        w.env,
+                        w.task,
+                        json.dumps(w.config, sort_keys=True, default=str),
+                    )
                     if combine and key in keyed:
                         ordinal = keyed[key]
                         into = merged.workloads[ordinal]
@@ -321,9 +341,13 @@ def merge(
                             else:
                                 warn(f"recorder.merge: {src}: {m.path} is missing; dropped")
                         step_log = None
-                        if ep.step_log and bundle.copy_to(ep.step_log, staging / safe_rel(f"{ep_dir}/steps.jsonl")):
+                        if ep.step_log and bundle.copy_to(
+                            ep.step_log, staging / safe_rel(f"{ep_dir}/steps.jsonl")
+                        ):
                             step_log = f"{ep_dir}/steps.jsonl"
-                        into.episodes.append(_replace(ep, index=index, media=tuple(media), step_log=step_log))
+                        into.episodes.append(
+                            _replace(ep, index=index, media=tuple(media), step_log=step_log)
+                        )
         return write_bundle(target, merged.to_dict(recorded_at=recorded_at), staging, as_zip=as_zip)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

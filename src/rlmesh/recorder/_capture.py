@@ -91,7 +91,9 @@ def parse_record(record: object) -> RecordPolicy:
     if callable(record):
         return RecordPolicy("callable", predicate=record)
     if not isinstance(record, str):
-        raise TypeError(f"record must be a str or a callable on the EpisodeResult, got {type(record).__name__}")
+        raise TypeError(
+            f"record must be a str or a callable on the EpisodeResult, got {type(record).__name__}"
+        )
     text = record.strip().lower()
     if text in ("all", "failures", "successes"):
         return RecordPolicy(text)
@@ -158,7 +160,9 @@ def _resolve_cameras(context: Any, cameras: Sequence[str] | None) -> list[_Camer
 
 def _source_camera(source: Any, label: str | None = None) -> _Camera:
     fetch = source.fetch
-    return _Camera(label or source.label, lambda obs, _read: fetch(obs, 0), after_step=source.kind == "render")
+    return _Camera(
+        label or source.label, lambda obs, _read: fetch(obs, 0), after_step=source.kind == "render"
+    )
 
 
 def _render_fetch(thunk: Callable[[int], Any]) -> Callable[[Any, Any], Any]:
@@ -266,7 +270,9 @@ class CaptureHooks(RunHooks):
         self._included = included_in_metrics
         self._policy = policy
         self._step_log = step_log
-        self._base = f"media/w{ordinal:03d}-{sanitize_name(workload.model)}/{sanitize_name(workload.task)}"
+        self._base = (
+            f"media/w{ordinal:03d}-{sanitize_name(workload.model)}/{sanitize_name(workload.task)}"
+        )
         self._context: Any = None
         self._cams: list[_Camera] | None = None
         self._episodes: dict[int, _Episode] = {}
@@ -305,7 +311,9 @@ class CaptureHooks(RunHooks):
         try:
             cams = _resolve_cameras(self._context, self._cameras_arg)
         except Exception as exc:
-            warn(f"recorder: camera discovery failed ({type(exc).__name__}: {exc}); recording metrics only")
+            warn(
+                f"recorder: camera discovery failed ({type(exc).__name__}: {exc}); recording metrics only"
+            )
             cams = []
         if not cams and self._cameras_arg is None:
             warn(
@@ -352,7 +360,9 @@ class CaptureHooks(RunHooks):
         if self._step_log:
             self._log(ep, event)
 
-    def _frame(self, ep: _Episode, cam: _Camera, obs: Any, pts: int, read: Callable[[object], object]) -> None:
+    def _frame(
+        self, ep: _Episode, cam: _Camera, obs: Any, pts: int, read: Callable[[object], object]
+    ) -> None:
         try:
             frame = normalize_frame(cam.fetch(obs, read))
         except Exception as exc:
@@ -377,7 +387,9 @@ class CaptureHooks(RunHooks):
             ep.writers.pop(cam.label, None)
             if writer is not None:
                 writer.discard()
-            warn(f"recorder: camera {cam.label!r} disabled for the rest of the run: {type(exc).__name__}: {exc}")
+            warn(
+                f"recorder: camera {cam.label!r} disabled for the rest of the run: {type(exc).__name__}: {exc}"
+            )
 
     def _log(self, ep: _Episode, event: StepEvent) -> None:
         try:
@@ -412,7 +424,9 @@ class CaptureHooks(RunHooks):
                         "terminated": event.terminated,
                         "truncated": event.truncated,
                         "action": action,
-                        "observation": observation_state(event.observation),  # LeRobot export: observation.state
+                        "observation": observation_state(
+                            event.observation
+                        ),  # LeRobot export: observation.state
                         "modelMs": event.predict_ms,
                         "envMs": event.step_ms,
                         "info": scalars,
@@ -437,7 +451,9 @@ class CaptureHooks(RunHooks):
             keep = self._policy.keeps(result)
         except Exception as exc:
             keep = False
-            warn(f"recorder: record= callable raised {type(exc).__name__}: {exc}; episode {ep.index} kept without media")
+            warn(
+                f"recorder: record= callable raised {type(exc).__name__}: {exc}; episode {ep.index} kept without media"
+            )
         media: list[MediaRef] = []
         step_log: str | None = None
         if keep:
@@ -468,7 +484,9 @@ class CaptureHooks(RunHooks):
         else:
             for writer in ep.writers.values():
                 writer.discard()
-        record = self._rec._append(self._workload, result, ep.index, self._included, media, step_log)
+        record = self._rec._append(
+            self._workload, result, ep.index, self._included, media, step_log
+        )
         for ref in media:
             pending = ep.writers.get(ref.camera)
             if pending is not None and ref.codec is not None:

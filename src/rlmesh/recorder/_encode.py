@@ -99,12 +99,19 @@ def encoder_spec(codec: str, quality: int) -> EncoderSpec:
     if codec == "av1":
         crf = str(round(4 + worse * 59))  # SVT-AV1 / libaom crf 4..63
         if _has_encoder("libsvtav1"):
-            return EncoderSpec("av1", "libsvtav1", "yuv420p", {"preset": "12", "crf": crf, "svtav1-params": "lp=1"})
+            return EncoderSpec(
+                "av1", "libsvtav1", "yuv420p", {"preset": "12", "crf": crf, "svtav1-params": "lp=1"}
+            )
         if _has_encoder("libaom-av1"):
             return EncoderSpec(
-                "av1", "libaom-av1", "yuv420p", {"cpu-used": "8", "usage": "realtime", "row-mt": "1", "crf": crf, "b": "0"}
+                "av1",
+                "libaom-av1",
+                "yuv420p",
+                {"cpu-used": "8", "usage": "realtime", "row-mt": "1", "crf": crf, "b": "0"},
             )
-        raise ValueError("this PyAV build has no AV1 encoder (libsvtav1 / libaom-av1); use codec='h264'")
+        raise ValueError(
+            "this PyAV build has no AV1 encoder (libsvtav1 / libaom-av1); use codec='h264'"
+        )
     if codec == "h264":
         if not _has_encoder("libx264"):
             raise ValueError("this PyAV build has no libx264 encoder; use codec='av1'")
@@ -170,7 +177,12 @@ class EncoderProcess:
         env.setdefault("SVT_LOG", "1")  # errors only: SVT-AV1 prints a banner per encoder otherwise
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, str(Path(__file__).with_name("_worker.py")), str(to_child_r), str(from_child_w)],
+                [
+                    sys.executable,
+                    str(Path(__file__).with_name("_worker.py")),
+                    str(to_child_r),
+                    str(from_child_w),
+                ],
                 pass_fds=(to_child_r, from_child_w),
                 stdin=subprocess.DEVNULL,
                 env=env,
@@ -331,13 +343,17 @@ class VideoWriter:
         """
         h, w = frame.shape[0] & ~1, frame.shape[1] & ~1
         if h == 0 or w == 0:
-            raise ValueError(f"frame of {frame.shape[1]}x{frame.shape[0]} is too small to encode (needs >= 2x2)")
+            raise ValueError(
+                f"frame of {frame.shape[1]}x{frame.shape[0]} is too small to encode (needs >= 2x2)"
+            )
         if self.error is not None:
             raise self.error
         if not self._started:
             self._open(h, w)
         elif (w, h) != (self.width, self.height):
-            raise ValueError(f"camera changed resolution mid-episode: {self.width}x{self.height} -> {w}x{h}")
+            raise ValueError(
+                f"camera changed resolution mid-episode: {self.width}x{self.height} -> {w}x{h}"
+            )
         if pts <= self._last_pts:
             raise ValueError(f"frame pts must increase: {pts} after {self._last_pts}")
         k = self.pushed
@@ -398,8 +414,20 @@ class VideoWriter:
             self._wid = self._encoder.register(self)
             try:
                 self._encoder.send(
-                    ("open", self._wid, self._ring_path, self._slots, h, w, str(self.path), spec.encoder,
-                     spec.pix_fmt, dict(spec.options), self.fps, KEYFRAME_INTERVAL)
+                    (
+                        "open",
+                        self._wid,
+                        self._ring_path,
+                        self._slots,
+                        h,
+                        w,
+                        str(self.path),
+                        spec.encoder,
+                        spec.pix_fmt,
+                        dict(spec.options),
+                        self.fps,
+                        KEYFRAME_INTERVAL,
+                    )
                 )
             except RuntimeError as exc:
                 self._closed_by_worker(0, str(exc))

@@ -82,13 +82,15 @@ def build_index(document: Mapping[str, Any], read_text: Callable[[str], str | No
         m = w.get("metrics") or {}
         rate = m.get("successRate")
         parts.append(
-            f'<section><h2>{esc(str(w.get("model")))} &middot; {esc(str(w.get("task")))}</h2>'
+            f"<section><h2>{esc(str(w.get('model')))} &middot; {esc(str(w.get('task')))}</h2>"
             f'<p class="meta">env {esc(str(w.get("env")))} &middot; {w.get("numEpisodes", 0)} episodes &middot; '
-            f'mean reward {_fmt(m.get("meanReward"))} &middot; success rate '
-            f'{"&ndash;" if rate is None else f"{100 * rate:.1f}%"} &middot; {m.get("totalSteps", 0)} steps</p>'
+            f"mean reward {_fmt(m.get('meanReward'))} &middot; success rate "
+            f"{'&ndash;' if rate is None else f'{100 * rate:.1f}%'} &middot; {m.get('totalSteps', 0)} steps</p>"
         )
         if w.get("config"):
-            parts.append(f'<pre class="cfg">{esc(json.dumps(w["config"], indent=1, default=str))}</pre>')
+            parts.append(
+                f'<pre class="cfg">{esc(json.dumps(w["config"], indent=1, default=str))}</pre>'
+            )
         rows = []
         details = []
         for ep in w.get("episodes") or ():
@@ -98,7 +100,7 @@ def build_index(document: Mapping[str, Any], read_text: Callable[[str], str | No
             link = f'<a href="#{anchor}">{len(media)} video(s)</a>' if media else ""
             rows.append(
                 f"<tr><td>{ep.get('index')}</td><td>{_fmt(ep.get('seed'))}</td><td>{ep.get('steps')}</td>"
-                f"<td>{_fmt(ep.get('reward'))}</td><td class=\"{outcome}\">{outcome}</td>"
+                f'<td>{_fmt(ep.get("reward"))}</td><td class="{outcome}">{outcome}</td>'
                 f"<td>{_fmt(ep.get('durationS'), 2)}</td><td>{'' if ep.get('includedInMetrics', True) else 'excluded'}</td>"
                 f"<td>{link}</td></tr>"
             )
@@ -111,8 +113,16 @@ def build_index(document: Mapping[str, Any], read_text: Callable[[str], str | No
                     plot_id = anchor
                     plots[anchor] = reward_series(text)
             vids = "".join(_video(v, plot_id) for v in media)
-            plot = f'<svg class="plot" id="plot-{plot_id}" viewBox="0 0 400 160"></svg>' if plot_id else ""
-            log = f' &middot; <a href="{esc(str(ep["stepLog"]), quote=True)}">steps.jsonl</a>' if ep.get("stepLog") else ""
+            plot = (
+                f'<svg class="plot" id="plot-{plot_id}" viewBox="0 0 400 160"></svg>'
+                if plot_id
+                else ""
+            )
+            log = (
+                f' &middot; <a href="{esc(str(ep["stepLog"]), quote=True)}">steps.jsonl</a>'
+                if ep.get("stepLog")
+                else ""
+            )
             details.append(
                 f'<div class="ep" id="{anchor}"><h3>episode {ep.get("index")} &middot; seed {_fmt(ep.get("seed"))} '
                 f'&middot; <span class="{outcome}">{outcome}</span> &middot; reward {_fmt(ep.get("reward"))}{log}</h3>'

@@ -83,7 +83,9 @@ def owner_alive(header: dict[str, Any]) -> bool | None:
     except PermissionError:
         pass
     start = _start_time(pid)
-    return not (start and header.get("start") and header["start"] != start)  # else: the pid was reused
+    return not (
+        start and header.get("start") and header["start"] != start
+    )  # else: the pid was reused
 
 
 class Journal:
@@ -114,11 +116,22 @@ class Journal:
             self._fh.write(line.encode("utf-8") + b"\n")
             self._fh.flush()
         except (OSError, ValueError, TypeError) as exc:
-            warn(f"recorder: the crash journal {self.path} could not be written ({exc}); it is no longer kept")
+            warn(
+                f"recorder: the crash journal {self.path} could not be written ({exc}); it is no longer kept"
+            )
             self.close()
 
     def workload(self, ordinal: int, w: WorkloadRecord) -> None:
-        self.write({"op": "workload", "ordinal": ordinal, "model": w.model, "env": w.env, "task": w.task, "config": w.config})
+        self.write(
+            {
+                "op": "workload",
+                "ordinal": ordinal,
+                "model": w.model,
+                "env": w.env,
+                "task": w.task,
+                "config": w.config,
+            }
+        )
 
     def episode(self, ordinal: int, record: EpisodeRecord) -> None:
         self.write({"op": "episode", "workload": ordinal, "record": record.to_dict()})
@@ -174,7 +187,9 @@ def read_journal(staging: Path) -> tuple[dict[str, Any], ResultSet]:
                 by_ordinal[int(entry["ordinal"])] = w
                 doc.workloads.append(w)
             elif op == "episode":
-                by_ordinal[int(entry["workload"])].episodes.append(EpisodeRecord.from_dict(entry["record"]))
+                by_ordinal[int(entry["workload"])].episodes.append(
+                    EpisodeRecord.from_dict(entry["record"])
+                )
             elif op == "drop":
                 w = by_ordinal[int(entry["workload"])]
                 index, rel = int(entry["index"]), str(entry["path"])
@@ -182,7 +197,9 @@ def read_journal(staging: Path) -> tuple[dict[str, Any], ResultSet]:
                     if ep.index == index:
                         w.episodes[i] = _without(ep, {rel})
         except (KeyError, TypeError, ValueError) as exc:
-            warn(f"recorder: journal entry {str(entry)[:120]} skipped ({type(exc).__name__}: {exc})")
+            warn(
+                f"recorder: journal entry {str(entry)[:120]} skipped ({type(exc).__name__}: {exc})"
+            )
     return header, doc
 
 
@@ -254,11 +271,17 @@ def recover(
     header, doc = read_journal(src)
     dropped = _check_media(src, doc)
     if dropped:
-        warn(f"recorder.recover: {dropped} media file(s) were missing or incomplete in {src}; recovered without them")
-    out = write_bundle(target, doc.to_dict(recorded_at=recorded_at), src, as_zip=as_zip, extra={"partial": True})
+        warn(
+            f"recorder.recover: {dropped} media file(s) were missing or incomplete in {src}; recovered without them"
+        )
+    out = write_bundle(
+        target, doc.to_dict(recorded_at=recorded_at), src, as_zip=as_zip, extra={"partial": True}
+    )
     if remove:
         if owner_alive(header):
-            warn(f"recorder.recover: {src} belongs to a running process (pid {header.get('pid')}); not removed")
+            warn(
+                f"recorder.recover: {src} belongs to a running process (pid {header.get('pid')}); not removed"
+            )
         else:
             shutil.rmtree(src, ignore_errors=True)
     return out

@@ -128,7 +128,9 @@ def _flat(value: Any) -> list[float]:
         return [x for v in value for x in _flat(v)]
     if value is None:
         return []
-    raise ValueError(f"an action of type {type(value).__name__} ({value!r:.40}) has no numeric LeRobot form")
+    raise ValueError(
+        f"an action of type {type(value).__name__} ({value!r:.40}) has no numeric LeRobot form"
+    )
 
 
 def _names(prefix: str, sizes: Iterable[tuple[str, int]]) -> list[str]:
@@ -187,7 +189,9 @@ def _video_stats(path: Path, length: int) -> dict[str, Any] | None:
 
 
 class _Episode:
-    def __init__(self, rows: list[dict[str, Any]], task: str, record: Any, media: dict[str, Any]) -> None:
+    def __init__(
+        self, rows: list[dict[str, Any]], task: str, record: Any, media: dict[str, Any]
+    ) -> None:
         self.rows = rows
         self.task = task
         self.record = record
@@ -235,11 +239,14 @@ def export_lerobot(
         import pyarrow.parquet as pq
     except ImportError:
         raise DependencyMissing(
-            'ResultSet.to_lerobot needs pyarrow: pip install ".[lerobot]" (or pip install pyarrow)', name="pyarrow"
+            'ResultSet.to_lerobot needs pyarrow: pip install ".[lerobot]" (or pip install pyarrow)',
+            name="pyarrow",
         ) from None
     target = Path(path)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise FileExistsError(f"{target} exists and is not an empty folder; export the LeRobot dataset to a new path")
+        raise FileExistsError(
+            f"{target} exists and is not an empty folder; export the LeRobot dataset to a new path"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
 
     with open_bundle(bundle) as src:
@@ -259,7 +266,11 @@ def export_lerobot(
                 if not rows:
                     skipped += 1
                     continue
-                media = {m.camera: m for m in rec.media if m.kind == "video" and m.format == "mp4" and m.width}
+                media = {
+                    m.camera: m
+                    for m in rec.media
+                    if m.kind == "video" and m.format == "mp4" and m.width
+                }
                 episodes.append(_Episode(rows, w.task or w.env, rec, media))
         if not episodes:
             raise ValueError(
@@ -267,7 +278,9 @@ def export_lerobot(
                 "Recorder(...).capture(...) and step_log=True (the default)"
             )
         if skipped:
-            warn(f"recorder: {skipped} episode(s) without a step log are not in the LeRobot dataset")
+            warn(
+                f"recorder: {skipped} episode(s) without a step log are not in the LeRobot dataset"
+            )
         rate = _fps_of(episodes, fps)
 
         # the layouts, fixed by the first episode's first step
@@ -278,9 +291,14 @@ def export_lerobot(
         cameras = [c for c in episodes[0].media if all(c in ep.media for ep in episodes)]
         dropped = sorted({c for ep in episodes for c in ep.media} - set(cameras))
         if dropped:
-            warn(f"recorder: camera(s) {dropped} are missing from some episodes; left out of the LeRobot dataset")
+            warn(
+                f"recorder: camera(s) {dropped} are missing from some episodes; left out of the LeRobot dataset"
+            )
         # the media file stem is the camera name made path-safe (and unique) by the recorder
-        video_keys = {c: f"observation.images.{PurePosixPath(episodes[0].media[c].path).stem}" for c in cameras}
+        video_keys = {
+            c: f"observation.images.{PurePosixPath(episodes[0].media[c].path).stem}"
+            for c in cameras
+        }
 
         tasks: dict[str, int] = {}
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
@@ -318,7 +336,9 @@ def export_lerobot(
                     columns["observation.state"] = pa.FixedSizeListArray.from_arrays(
                         pa.array(state.reshape(-1)), state.shape[1]
                     )
-                columns["action"] = pa.FixedSizeListArray.from_arrays(pa.array(action.reshape(-1)), action_dim)
+                columns["action"] = pa.FixedSizeListArray.from_arrays(
+                    pa.array(action.reshape(-1)), action_dim
+                )
                 columns["next.reward"] = pa.array(reward)
                 columns["next.done"] = pa.array(done)
                 columns["timestamp"] = pa.array((frame_index / rate).astype(np.float32))
@@ -332,9 +352,13 @@ def export_lerobot(
                 pq.write_table(pa.table(columns), out)
                 image_stats: dict[str, Any] = {}
                 for cam, key in video_keys.items():
-                    dest = tmp / _VIDEO_PATH.format(episode_chunk=chunk, video_key=key, episode_index=ei)
+                    dest = tmp / _VIDEO_PATH.format(
+                        episode_chunk=chunk, video_key=key, episode_index=ei
+                    )
                     if not src.copy_to(ep.media[cam].path, dest):
-                        raise FileNotFoundError(f"the bundle lacks {ep.media[cam].path} (camera {cam!r})")
+                        raise FileNotFoundError(
+                            f"the bundle lacks {ep.media[cam].path} (camera {cam!r})"
+                        )
                     stats = _video_stats(dest, n)
                     if stats is not None:
                         image_stats[key] = stats
@@ -354,7 +378,10 @@ def export_lerobot(
                 if state_keys:
                     numeric["observation.state"] = state
                 stats_lines.append(
-                    {"episode_index": ei, "stats": {**{k: _stats(v) for k, v in numeric.items()}, **image_stats}}
+                    {
+                        "episode_index": ei,
+                        "stats": {**{k: _stats(v) for k, v in numeric.items()}, **image_stats},
+                    }
                 )
 
             features: dict[str, Any] = {}
@@ -362,7 +389,11 @@ def export_lerobot(
                 features["observation.state"] = {
                     "dtype": "float32", "shape": [state.shape[1]], "names": _names("state", state_keys),
                 }  # fmt: skip
-            features["action"] = {"dtype": "float32", "shape": [action_dim], "names": _names("action", [("action", action_dim)])}
+            features["action"] = {
+                "dtype": "float32",
+                "shape": [action_dim],
+                "names": _names("action", [("action", action_dim)]),
+            }
             for cam, key in video_keys.items():
                 m = episodes[0].media[cam]
                 features[key] = {

@@ -85,10 +85,16 @@ def open_inside(root: Path, rel: str) -> IO[bytes]:
         UnsafeBundle: a component is a symlink, or the file is not a regular file.
     """
     parts = safe_rel(rel).parts
-    if os.open not in getattr(os, "supports_dir_fd", set()) or not _NOFOLLOW:  # pragma: no cover - not POSIX
+    if (
+        os.open not in getattr(os, "supports_dir_fd", set()) or not _NOFOLLOW
+    ):  # pragma: no cover - not POSIX
         path = Path(root, *parts)
         real, base = os.path.realpath(path), os.path.realpath(root)
-        if os.path.commonpath([real, base]) != base or os.path.islink(path) or not os.path.isfile(path):
+        if (
+            os.path.commonpath([real, base]) != base
+            or os.path.islink(path)
+            or not os.path.isfile(path)
+        ):
             raise UnsafeBundle(f"{rel!r} is not a regular file inside {root}")
         return open(path, "rb")
     fd = os.open(root, os.O_RDONLY | _DIRECTORY)
@@ -98,7 +104,9 @@ def open_inside(root: Path, rel: str) -> IO[bytes]:
                 nxt = os.open(part, os.O_RDONLY | _DIRECTORY | _NOFOLLOW, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise UnsafeBundle(f"{rel!r}: {part!r} is a symlink or not a directory; not followed") from None
+                    raise UnsafeBundle(
+                        f"{rel!r}: {part!r} is a symlink or not a directory; not followed"
+                    ) from None
                 raise
             os.close(fd)
             fd = nxt

@@ -136,17 +136,23 @@ class Recorder:
 
     # -- recording -----------------------------------------------------------------------
 
-    def _new_workload(self, model: str, env: str, task: str | None, config: Any) -> tuple[WorkloadRecord, int]:
+    def _new_workload(
+        self, model: str, env: str, task: str | None, config: Any
+    ) -> tuple[WorkloadRecord, int]:
         if self._closed:
             raise RuntimeError("Recorder is closed; create a new Recorder to record more")
         for name, value in (("model", model), ("env", env)):
             if not isinstance(value, str):
-                raise TypeError(f"{name} must be a str naming the {name}, got {type(value).__name__}")
+                raise TypeError(
+                    f"{name} must be a str naming the {name}, got {type(value).__name__}"
+                )
         if task is not None and not isinstance(task, str):
             raise TypeError(f"task must be a str or None, got {type(task).__name__}")
         if config is not None and not isinstance(config, dict):
             raise TypeError(f"config must be a dict or None, got {type(config).__name__}")
-        workload = WorkloadRecord(model=model, env=env, task=env if task is None else task, config=dict(config or {}))
+        workload = WorkloadRecord(
+            model=model, env=env, task=env if task is None else task, config=dict(config or {})
+        )
         self._set.workloads.append(workload)
         ordinal = len(self._set.workloads) - 1
         if self._journal is not None:
@@ -226,8 +232,12 @@ class Recorder:
             video_dirs = tuple(Path(d).resolve() for d in env_video_dirs)
         if isinstance(video_info_keys, str) or not all(isinstance(k, str) for k in video_info_keys):
             raise TypeError("video_info_keys must be a tuple of info key strings")
-        if cameras is not None and (isinstance(cameras, str) or not all(isinstance(c, str) for c in cameras)):
-            raise TypeError("cameras must be a list of camera names (roles or 'render'), [] or None")
+        if cameras is not None and (
+            isinstance(cameras, str) or not all(isinstance(c, str) for c in cameras)
+        ):
+            raise TypeError(
+                "cameras must be a list of camera names (roles or 'render'), [] or None"
+            )
         if cameras is None or cameras:
             if cameras:
                 self._encoder()  # fail now, not mid-run, without PyAV
@@ -264,7 +274,9 @@ class Recorder:
             try:
                 self._proc = self._owned["proc"] = EncoderProcess()
             except (OSError, ValueError) as exc:  # no subprocess / pipes here
-                self._proc_error = f"could not start the encoder process: {type(exc).__name__}: {exc}"
+                self._proc_error = (
+                    f"could not start the encoder process: {type(exc).__name__}: {exc}"
+                )
                 return None
         return self._proc
 
@@ -286,7 +298,9 @@ class Recorder:
             try:
                 self._journal = Journal(self._staging, self.result_set_id)
             except OSError as exc:
-                warn(f"recorder: no crash journal in {self._staging} ({exc}); a killed run will not be recoverable")
+                warn(
+                    f"recorder: no crash journal in {self._staging} ({exc}); a killed run will not be recoverable"
+                )
             else:
                 for ordinal, w in enumerate(self._set.workloads):
                     self._journal.workload(ordinal, w)
@@ -317,7 +331,12 @@ class Recorder:
         if proc is None:
             raise RuntimeError(self._proc_error)
         return VideoWriter(
-            path, spec, fps=self.fps if fps is None else fps, encoder=proc, queue_frames=self.queue_frames, drop_frames_ok=self.drop_frames_ok
+            path,
+            spec,
+            fps=self.fps if fps is None else fps,
+            encoder=proc,
+            queue_frames=self.queue_frames,
+            drop_frames_ok=self.drop_frames_ok,
         )
 
     def _append(
@@ -342,14 +361,18 @@ class Recorder:
     def _ordinal(self, workload: WorkloadRecord) -> int:
         return next(i for i, w in enumerate(self._set.workloads) if w is workload)
 
-    def _pending_writer(self, workload: WorkloadRecord, index: int, rel: str, writer: VideoWriter) -> None:
+    def _pending_writer(
+        self, workload: WorkloadRecord, index: int, rel: str, writer: VideoWriter
+    ) -> None:
         """Track a writer finishing in the background; too many -> wait for the oldest."""
         self._finishing.append((workload, index, rel, writer))
         if self._proc is not None:
             with self._proc.lock:
                 self._proc.pump(0)
         # forget the videos that completed fine; keep the busy ones and the failures for _settle
-        self._finishing = [e for e in self._finishing if e[3].busy or e[3].error is not None or e[3].encoded == 0]
+        self._finishing = [
+            e for e in self._finishing if e[3].busy or e[3].error is not None or e[3].encoded == 0
+        ]
         busy = [entry for entry in self._finishing if entry[3].busy]
         if len(busy) > MAX_FINISHING:
             busy[0][3].finish()
@@ -360,14 +383,18 @@ class Recorder:
         for workload, index, rel, writer in finishing:
             if writer.finish():
                 continue
-            warn(f"recorder: video {rel} failed to encode ({writer.error!r}); dropped from the bundle")
+            warn(
+                f"recorder: video {rel} failed to encode ({writer.error!r}); dropped from the bundle"
+            )
             writer.discard()
             self._patch(workload, index, rel, lambda _m: None)
             if self._journal is not None:
                 self._journal.drop(self._ordinal(workload), index, rel)
 
     @staticmethod
-    def _patch(workload: WorkloadRecord, index: int, rel: str, fix: Callable[[MediaRef], MediaRef | None]) -> None:
+    def _patch(
+        workload: WorkloadRecord, index: int, rel: str, fix: Callable[[MediaRef], MediaRef | None]
+    ) -> None:
         for i, ep in enumerate(workload.episodes):
             if ep.index != index:
                 continue
@@ -391,7 +418,9 @@ class Recorder:
     def _has_media(self) -> bool:
         return any(ep.media or ep.step_log for w in self._set.workloads for ep in w.episodes)
 
-    def export(self, path: str | Path, *, archive: bool | str | None = None, recorded_at: str | None = None) -> Path:
+    def export(
+        self, path: str | Path, *, archive: bool | str | None = None, recorded_at: str | None = None
+    ) -> Path:
         """Write the bundle to a folder or a zip and return its path (REC-9).
 
         ``archive``: ``True``/``"zip"`` -> zip; ``False``/``"folder"``/``"dir"`` -> folder;
@@ -419,7 +448,9 @@ class Recorder:
         out = write_bundle(target, document, self._staging, as_zip=as_zip)
         self._journaled = 0
         self._owned["dirty"] = False
-        if self._closed and self._staging is not None:  # kept after an exception; now safe in the bundle
+        if (
+            self._closed and self._staging is not None
+        ):  # kept after an exception; now safe in the bundle
             shutil.rmtree(self._staging, ignore_errors=True)
             self._staging = None
             self._owned.pop("staging", None)
@@ -464,9 +495,13 @@ class Recorder:
             tmp = staging / ".result.json.tmp"
             tmp.write_text(dumps_document(document), "utf-8")
             os.replace(tmp, staging / "result.json")
-            (staging / "index.html").write_text(build_index(json_safe(document), _staged_text(staging)), "utf-8")
+            (staging / "index.html").write_text(
+                build_index(json_safe(document), _staged_text(staging)), "utf-8"
+            )
         except (OSError, ValueError, TypeError) as exc:
-            warn(f"recorder: could not write the partial result.json into {staging} ({exc}); its journal remains")
+            warn(
+                f"recorder: could not write the partial result.json into {staging} ({exc}); its journal remains"
+            )
         warn(
             f"recorder: the run ended with {reason}; the {self._journaled} finished episode(s) not yet exported "
             f"are kept in {staging} (a partial bundle). Call rec.export(path), or from another process "
@@ -476,8 +511,15 @@ class Recorder:
     def __enter__(self) -> Recorder:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc_type is not None and not self._closed and self._staging is not None and self._journaled:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        if (
+            exc_type is not None
+            and not self._closed
+            and self._staging is not None
+            and self._journaled
+        ):
             self._close_keeping(exc_type.__name__)
         else:
             self.close()

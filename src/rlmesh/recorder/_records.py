@@ -115,7 +115,12 @@ class MediaRef:
 
     def to_dict(self) -> dict[str, Any]:
         """The media row of ``rlmesh.result.v1`` (optional keys only when known)."""
-        out: dict[str, Any] = {"camera": self.camera, "kind": self.kind, "path": self.path, "format": self.format}
+        out: dict[str, Any] = {
+            "camera": self.camera,
+            "kind": self.kind,
+            "path": self.path,
+            "format": self.format,
+        }
         for key, value in (
             ("frameCount", self.frame_count),
             ("width", self.width),
@@ -362,7 +367,12 @@ class ResultSet:
         return out
 
     def to_lerobot(
-        self, path: Any, *, bundle: Any = None, fps: float | None = None, robot_type: str | None = None
+        self,
+        path: Any,
+        *,
+        bundle: Any = None,
+        fps: float | None = None,
+        robot_type: str | None = None,
     ) -> Path:
         """Write the episodes as a LeRobot-format dataset (v2.1 layout) at ``path``; see docs/recording.md.
 

@@ -58,7 +58,20 @@ def ring_layout(slots: int, height: int, width: int) -> tuple[int, int]:
 
 class _Writer:
     def __init__(self, msg: tuple[Any, ...]) -> None:
-        (_, self.wid, ring_path, slots, h, w, self.path, self.encoder, self.pix_fmt, self.options, self.fps, self.gop) = msg
+        (
+            _,
+            self.wid,
+            ring_path,
+            slots,
+            h,
+            w,
+            self.path,
+            self.encoder,
+            self.pix_fmt,
+            self.options,
+            self.fps,
+            self.gop,
+        ) = msg
         self.h, self.w = h, w
         self.encoded = 0
         self.error: str | None = None
@@ -90,7 +103,9 @@ class _Writer:
                 try:
                     if self.container is None:
                         self.open(av)
-                    vf = av.VideoFrame.from_ndarray(self.ring[slot], format="rgb24")  # copies the slot out
+                    vf = av.VideoFrame.from_ndarray(
+                        self.ring[slot], format="rgb24"
+                    )  # copies the slot out
                     vf.pts = int(self.pts[slot])
                 except Exception as exc:
                     self.error = f"{type(exc).__name__}: {exc}"

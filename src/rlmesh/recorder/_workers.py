@@ -54,7 +54,11 @@ class _WorkerSide:
         return self.metrics
 
     def collect(self, index: int, result: Any) -> dict[str, Any] | None:
-        workload = self.frames._workload if self.plan.policy.wants_frames(index) else self.metrics._workload
+        workload = (
+            self.frames._workload
+            if self.plan.policy.wants_frames(index)
+            else self.metrics._workload
+        )
         self.rec._settle()  # the episode's videos are complete
         if not workload.episodes:
             return None
@@ -63,7 +67,9 @@ class _WorkerSide:
             keep = self.plan.policy.keeps(result)
         except Exception as exc:
             keep = False
-            warn(f"recorder: record= callable raised {type(exc).__name__}: {exc}; episode {index} kept without media")
+            warn(
+                f"recorder: record= callable raised {type(exc).__name__}: {exc}; episode {index} kept without media"
+            )
         staging = self.rec._staging
         files: dict[str, bytes] = {}
         names = [m.path for m in record.media] + ([record.step_log] if record.step_log else [])
@@ -88,7 +94,9 @@ class _DriverSide:
     def __init__(self, hooks: CaptureHooks) -> None:
         rec: Recorder = hooks._rec
         if hooks._session is not None:
-            warn("recorder: capture(session=...) is ignored with workers=: each worker reads its own env's cameras")
+            warn(
+                "recorder: capture(session=...) is ignored with workers=: each worker reads its own env's cameras"
+            )
         self.hooks = hooks
         workload = hooks._workload
         self.plan = CapturePlan(

@@ -37,7 +37,9 @@ from ..serve._pool import EnvRecipe, SessionsEnvServer
 
 __all__ = ["main"]
 
-USAGE = "usage: python -m rlmesh.sandbox._bootstrap [bootstrap.json]  (or set RLMESH_BOOTSTRAP_JSON)"
+USAGE = (
+    "usage: python -m rlmesh.sandbox._bootstrap [bootstrap.json]  (or set RLMESH_BOOTSTRAP_JSON)"
+)
 
 
 def _load_spec(argv: Sequence[str]) -> dict[str, Any] | None:
@@ -74,7 +76,9 @@ def _select(obj: Any, suite: str | None, task: str | None) -> Any:
             return obj
         if key is None:
             if len(obj) != 1:
-                raise ValueError(f"make_env() returned several {level}s {sorted(obj)}; name one in the hf:// source")
+                raise ValueError(
+                    f"make_env() returned several {level}s {sorted(obj)}; name one in the hf:// source"
+                )
             key = next(iter(obj))
         if key not in obj:
             raise ValueError(f"make_env() has no {level} {key!r}; choose one of {sorted(obj)}")
@@ -147,12 +151,16 @@ def build_target(spec: dict[str, Any]) -> tuple[Any, Any]:
     _imports(spec.get("imports") or ())
     kind = spec.get("kind", "gym")
     if kind == "gym":
-        env, factory = load_env_target(str(spec["env_id"]), num_envs=num_envs, vectorization_mode=mode, kwargs=kwargs)
+        env, factory = load_env_target(
+            str(spec["env_id"]), num_envs=num_envs, vectorization_mode=mode, kwargs=kwargs
+        )
         if isinstance(env, list):  # DELTA-26/75: lanes of a gym id get reproducible episode seeds
             env = [LaneSeeds.wrap(lane) for lane in env]
         return env, factory
     if kind == "factory":
-        return load_env_target(str(spec["entrypoint"]), num_envs=num_envs, vectorization_mode=mode, kwargs=kwargs)
+        return load_env_target(
+            str(spec["entrypoint"]), num_envs=num_envs, vectorization_mode=mode, kwargs=kwargs
+        )
     if kind == "hf":
         return _hf_env(spec, kwargs, num_envs), None
     raise ValueError(f"unknown sandbox spec kind {kind!r} (expected gym, hf or factory)")
@@ -195,7 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if spec is None:
         print(USAGE, file=sys.stderr)
         return 2
-    address = os.environ.get("RLMESH_ADDRESS") or f"0.0.0.0:{os.environ.get('RLMESH_PORT', '50051')}"
+    address = (
+        os.environ.get("RLMESH_ADDRESS") or f"0.0.0.0:{os.environ.get('RLMESH_PORT', '50051')}"
+    )
     sessions = int(os.environ.get("RLMESH_SESSIONS") or spec.get("sessions") or 1)
     env: Any = None
     factory: Any = None

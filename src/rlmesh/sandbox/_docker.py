@@ -137,12 +137,16 @@ class DockerCLI:
                 f"the Docker daemon is not reachable ({host}): {_tail(err, 3)}. Start it (or set DOCKER_HOST), "
                 "or use backend='venv' for a gym:// source"
             )
-        return SandboxError(f"'docker {' '.join(args[:2])}' failed (exit {proc.returncode}): {_tail(err, 10)}")
+        return SandboxError(
+            f"'docker {' '.join(args[:2])}' failed (exit {proc.returncode}): {_tail(err, 10)}"
+        )
 
     def daemon_running(self, timeout: float = 5.0) -> bool:
         """Whether a daemon answers within ``timeout`` (never raises)."""
         try:
-            proc = self.run(["version", "--format", "{{.Server.Version}}"], timeout=timeout, check=False)
+            proc = self.run(
+                ["version", "--format", "{{.Server.Version}}"], timeout=timeout, check=False
+            )
         except SandboxError:
             return False
         return proc.returncode == 0 and bool(proc.stdout.strip())
@@ -245,7 +249,9 @@ def parse_port(text: str) -> int:
             tail = line.rsplit(":", 1)[1].strip()
             if tail.isdigit():
                 return int(tail)
-    raise SandboxError(f"could not read the container's host port from 'docker port' output {text!r}")
+    raise SandboxError(
+        f"could not read the container's host port from 'docker port' output {text!r}"
+    )
 
 
 class Container:
@@ -273,11 +279,15 @@ class Container:
 
     def state(self) -> tuple[str, int]:
         """``(status, exit_code)`` from ``docker inspect``; a failure raises a distinct error (SBX-17)."""
-        proc = self.cli.run(["inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", self.id], check=False)
+        proc = self.cli.run(
+            ["inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", self.id], check=False
+        )
         if proc.returncode != 0:
             if any(s in proc.stderr.lower() for s in _NOT_FOUND):
                 return "removed", -1
-            raise SandboxStartError(f"could not inspect {self.describe()} (docker daemon busy?): {_tail(proc.stderr, 3)}")
+            raise SandboxStartError(
+                f"could not inspect {self.describe()} (docker daemon busy?): {_tail(proc.stderr, 3)}"
+            )
         status, _, code = proc.stdout.strip().partition(" ")
         return status, int(code) if code.lstrip("-").isdigit() else -1
 
@@ -305,7 +315,9 @@ class Container:
             self.stopped = True
             return
         if status in ("running", "restarting", "unknown"):
-            proc = self.cli.run(["stop", "-t", "5", self.id], check=False, timeout=CALL_TIMEOUT_SECONDS)
+            proc = self.cli.run(
+                ["stop", "-t", "5", self.id], check=False, timeout=CALL_TIMEOUT_SECONDS
+            )
             if proc.returncode != 0 and not any(s in proc.stderr.lower() for s in _NOT_FOUND):
                 raise self.cli.error(["stop", self.id], proc)
         proc = self.cli.run(["rm", "-f", self.id], check=False)
@@ -357,7 +369,13 @@ def reap_orphans(cli: DockerCLI) -> list[str]:
     Best effort, never raises; see :func:`orphan_verdict` for the rule.
     """
     reaped: list[str] = []
-    fmt = "\t".join(["{{.ID}}", "{{.State}}", *('{{.Label "' + f"{LABEL}.{key}" + '"}}' for key in _OWNER_LABELS)])
+    fmt = "\t".join(
+        [
+            "{{.ID}}",
+            "{{.State}}",
+            *('{{.Label "' + f"{LABEL}.{key}" + '"}}' for key in _OWNER_LABELS),
+        ]
+    )
     try:
         proc = cli.run(["ps", "-a", "--filter", f"label={LABEL}=1", "--format", fmt], check=False)
     except SandboxError:
@@ -371,7 +389,10 @@ def reap_orphans(cli: DockerCLI) -> list[str]:
         if not cid:
             continue
         labels = {key: fields[2 + i].strip() for i, key in enumerate(_OWNER_LABELS)}
-        if orphan_verdict(labels, me=me, my_boot_id=my_boot, my_pid_ns=my_ns, alive=_pid_alive) is not None:
+        if (
+            orphan_verdict(labels, me=me, my_boot_id=my_boot, my_pid_ns=my_ns, alive=_pid_alive)
+            is not None
+        ):
             continue
         with contextlib.suppress(SandboxError):
             if cli.run(["rm", "-f", cid], check=False).returncode == 0:
@@ -462,7 +483,11 @@ _SIZE = re.compile(r"^\d+(\.\d+)?[bkmg]?$", re.IGNORECASE)
 
 def parse_build_memory(value: str | None) -> str | None:
     """SBX-11: ``None``/""/off/none/unbounded -> no cap; ``auto`` -> max(RAM - 8 GiB, 4 GiB); a size as is."""
-    text = (value if value is not None else os.environ.get("RLMESH_SANDBOX_BUILD_MEMORY", "")).strip().lower()
+    text = (
+        (value if value is not None else os.environ.get("RLMESH_SANDBOX_BUILD_MEMORY", ""))
+        .strip()
+        .lower()
+    )
     if text in ("", "off", "none", "unbounded"):
         return None
     if text == "auto":
@@ -473,7 +498,9 @@ def parse_build_memory(value: str | None) -> str | None:
         gib = max(total // (1 << 30) - 8, 4)
         return f"{gib}g"
     if not _SIZE.match(text):
-        raise ValueError(f"build_memory must be a size like '8g' or '512m', 'auto' or 'off', got {value!r}")
+        raise ValueError(
+            f"build_memory must be a size like '8g' or '512m', 'auto' or 'off', got {value!r}"
+        )
     return text
 
 
@@ -492,7 +519,9 @@ def build_image(cli: DockerCLI, plan: BuildPlan, progress: Any) -> str:
         if memory:
             argv += ["--memory", memory, "--memory-swap", memory]
         argv.append(str(ctx))
-        proc = cli.run(argv, timeout=BUILD_TIMEOUT_SECONDS, check=False, env={"DOCKER_BUILDKIT": "0"})
+        proc = cli.run(
+            argv, timeout=BUILD_TIMEOUT_SECONDS, check=False, env={"DOCKER_BUILDKIT": "0"}
+        )
     if proc.returncode != 0:
         err = cli.error(argv, proc)
         if isinstance(err, DockerUnavailable):

@@ -65,7 +65,9 @@ class SandboxMixin:
         except ConnectionError as exc:
             logs = handle.logs_tail()
             self._stop_handle()
-            raise SandboxStartError(f"could not attach to {handle.describe()}: {exc}; recent logs:\n{logs}") from exc
+            raise SandboxStartError(
+                f"could not attach to {handle.describe()}: {exc}; recent logs:\n{logs}"
+            ) from exc
         except BaseException:
             self._stop_handle()
             raise
@@ -92,12 +94,16 @@ class SandboxMixin:
             return None
         deadline = time.monotonic() + 2.0
         alive = handle.alive()
-        while alive is True and time.monotonic() < deadline:  # the socket closes a moment before the exit
+        while (
+            alive is True and time.monotonic() < deadline
+        ):  # the socket closes a moment before the exit
             time.sleep(0.1)
             alive = handle.alive()
         if alive is not False:
             return None
-        return SandboxCrashed(f"the sandboxed env server died ({handle.describe()}): {exc}; last log lines:\n{handle.logs_tail(20)}")
+        return SandboxCrashed(
+            f"the sandboxed env server died ({handle.describe()}): {exc}; last log lines:\n{handle.logs_tail(20)}"
+        )
 
     def _guarded(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         try:
@@ -180,7 +186,9 @@ class ScalarSandbox(SandboxMixin):
     ) -> None:
         for key in _VECTOR_PARAMS:
             if key in params:
-                raise TypeError(f"SandboxEnv is single-env only; use SandboxVectorEnv(source, num_envs=...) ({key}= given)")
+                raise TypeError(
+                    f"SandboxEnv is single-env only; use SandboxVectorEnv(source, num_envs=...) ({key}= given)"
+                )
         self._attach(
             source,
             num_envs=1,
@@ -192,7 +200,9 @@ class ScalarSandbox(SandboxMixin):
             params=params,
         )
 
-    def reset(self, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         """Start an episode (see :meth:`rlmesh.RemoteEnv.reset`); a dead server raises ``SandboxCrashed``."""
         out: tuple[Any, dict[str, Any]] = self._guarded(super().reset, seed=seed, options=options)  # type: ignore[misc]
         return out
@@ -221,9 +231,13 @@ class VectorSandbox(SandboxMixin):
         if isinstance(num_envs, bool) or not isinstance(num_envs, int):
             raise TypeError(f"num_envs must be an int, got {type(num_envs).__name__}")
         if num_envs < 2:
-            raise ValueError(f"SandboxVectorEnv needs num_envs >= 2, got {num_envs}; use SandboxEnv for one env")
+            raise ValueError(
+                f"SandboxVectorEnv needs num_envs >= 2, got {num_envs}; use SandboxEnv for one env"
+            )
         if vectorization_mode not in (None, "sync", "async"):
-            raise ValueError(f"vectorization_mode must be None, 'sync' or 'async', got {vectorization_mode!r}")
+            raise ValueError(
+                f"vectorization_mode must be None, 'sync' or 'async', got {vectorization_mode!r}"
+            )
         self._attach(
             source,
             num_envs=num_envs,
@@ -243,7 +257,12 @@ class VectorSandbox(SandboxMixin):
         env_indices: Sequence[int] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Reset all lanes or ``env_indices`` (see :meth:`rlmesh.RemoteVectorEnv.reset`)."""
-        out: tuple[Any, dict[str, Any]] = self._guarded(super().reset, seed=seed, options=options, env_indices=env_indices)  # type: ignore[misc]
+        out: tuple[Any, dict[str, Any]] = self._guarded(
+            super().reset,  # type: ignore[misc]
+            seed=seed,
+            options=options,
+            env_indices=env_indices,
+        )
         return out
 
 

@@ -15,7 +15,13 @@ from __future__ import annotations
 
 from ..errors import ConnectionLost, RLMeshException
 
-__all__ = ["DockerUnavailable", "SandboxBuildError", "SandboxCrashed", "SandboxError", "SandboxStartError"]
+__all__ = [
+    "DockerUnavailable",
+    "SandboxBuildError",
+    "SandboxCrashed",
+    "SandboxError",
+    "SandboxStartError",
+]
 
 
 class SandboxError(RLMeshException):

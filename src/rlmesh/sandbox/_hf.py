@@ -37,10 +37,17 @@ def _git(args: list[str], what: str) -> str:
     env = {**os.environ, "GIT_LFS_SKIP_SMUDGE": "1", "GIT_TERMINAL_PROMPT": "0"}
     try:
         proc = subprocess.run(
-            [git, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=GIT_TIMEOUT_SECONDS, env=env
+            [git, *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            env=env,
         )
     except subprocess.TimeoutExpired:
-        raise SandboxBuildError(f"{what}: git did not finish within {GIT_TIMEOUT_SECONDS:g}s") from None
+        raise SandboxBuildError(
+            f"{what}: git did not finish within {GIT_TIMEOUT_SECONDS:g}s"
+        ) from None
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
         raise SandboxBuildError(f"{what} failed (git exit {proc.returncode}):\n{tail}")
@@ -79,5 +86,7 @@ def materialize(value: str, dest: Path, *, allow_unpinned: bool) -> tuple[str, P
     _git(["-C", str(dest), "checkout", "--quiet", commit], f"checking out {commit} of {url}")
     shutil.rmtree(dest / ".git", ignore_errors=True)
     if not (dest / "env.py").is_file():
-        raise ValueError(f"hf://{value} has no env.py at the repository root (it must define make_env(**kwargs))")
+        raise ValueError(
+            f"hf://{value} has no env.py at the repository root (it must define make_env(**kwargs))"
+        )
     return commit, dest

@@ -37,26 +37,39 @@ def check_options(build: Any, runtime: Any) -> tuple[SandboxBuild, SandboxRuntim
 
 
 def check_timeout(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not value > 0
+        or value == float("inf")
+    ):
         raise ValueError(f"connect_timeout_seconds must be a positive finite number, got {value!r}")
     return float(value)
 
 
 def choose_backend(requested: str | None, source: Source, cli: DockerCLI) -> str:
     """``auto``: Docker for image sources; for gym/hf sources Docker if its daemon answers, else venv."""
-    backend = requested if requested is not None else (os.environ.get("RLMESH_SANDBOX_BACKEND") or "auto")
+    backend = (
+        requested if requested is not None else (os.environ.get("RLMESH_SANDBOX_BACKEND") or "auto")
+    )
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}")
+        raise ValueError(
+            f"backend must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}"
+        )
     if not source.build:
         if backend == "venv":
-            raise ValueError(f"{source.requested!r} is a prebuilt image: it needs backend='docker' (or 'auto')")
+            raise ValueError(
+                f"{source.requested!r} is a prebuilt image: it needs backend='docker' (or 'auto')"
+            )
         return "docker"
     if backend == "auto":
         return "docker" if cli.cli_available() and cli.daemon_running() else "venv"
     return backend
 
 
-def check_source_options(source: Source, build: SandboxBuild, runtime: SandboxRuntime | None, backend: str) -> None:
+def check_source_options(
+    source: Source, build: SandboxBuild, runtime: SandboxRuntime | None, backend: str
+) -> None:
     """SBX-5: security grants are never silently ignored; runtime flags only for a prebuilt image."""
     if not source.build:
         if build.trust_remote_code or build.allow_unpinned_hf:
@@ -101,9 +114,25 @@ def start_env_sandbox(
     ok = False
     try:
         if src.build:
-            handle, resolved = _start_build(src, build, runtime, chosen, cli, kwargs, num_envs, vectorization_mode, timeout, progress)
+            handle, resolved = _start_build(
+                src,
+                build,
+                runtime,
+                chosen,
+                cli,
+                kwargs,
+                num_envs,
+                vectorization_mode,
+                timeout,
+                progress,
+            )
         else:
-            handle, resolved = _start_prebuilt(src, runtime, cli, kwargs, num_envs, vectorization_mode, timeout, progress), src.resolved
+            handle, resolved = (
+                _start_prebuilt(
+                    src, runtime, cli, kwargs, num_envs, vectorization_mode, timeout, progress
+                ),
+                src.resolved,
+            )
         ok = True
     finally:
         progress.done("ready" if ok else "failed")
@@ -130,7 +159,12 @@ def _start_build(
         plan = make_plan(src, build, Path(tmp))
         if backend == "docker":
             tag = build_image(cli, plan, progress)
-            boot = plan.bootstrap_spec(kwargs=kwargs, num_envs=num_envs, vectorization_mode=mode, source_dir="/opt/rlmesh/source")
+            boot = plan.bootstrap_spec(
+                kwargs=kwargs,
+                num_envs=num_envs,
+                vectorization_mode=mode,
+                source_dir="/opt/rlmesh/source",
+            )
             hint = ""
             if plan.wheel is None:
                 hint = (
@@ -149,12 +183,26 @@ def _start_build(
             )
             return handle, plan.resolved_source()
         root = ensure_venv(plan, progress)
-        boot = plan.bootstrap_spec(kwargs=kwargs, num_envs=num_envs, vectorization_mode=mode, source_dir=str(root / "source"))
-        server = start_server(root, boot, env={}, connect_timeout_seconds=timeout, progress=progress, label=plan.venv_name)
+        boot = plan.bootstrap_spec(
+            kwargs=kwargs,
+            num_envs=num_envs,
+            vectorization_mode=mode,
+            source_dir=str(root / "source"),
+        )
+        server = start_server(
+            root,
+            boot,
+            env={},
+            connect_timeout_seconds=timeout,
+            progress=progress,
+            label=plan.venv_name,
+        )
         return server, plan.resolved_source()
 
 
-def prebuilt_env(kwargs: Mapping[str, Any], num_envs: int | None, mode: str | None) -> dict[str, str]:
+def prebuilt_env(
+    kwargs: Mapping[str, Any], num_envs: int | None, mode: str | None
+) -> dict[str, str]:
     """SBX-14: ``RLMESH_MAKE_KWARGS`` if non-empty, ``RLMESH_NUM_ENVS`` if != 1, the mode if set."""
     env: dict[str, str] = {}
     if kwargs:
@@ -187,7 +235,9 @@ def _start_prebuilt(
         except DockerUnavailable:
             raise
         except Exception as exc:
-            raise ValueError(f"image {src.value!r} is not available locally and could not be pulled: {exc}") from None
+            raise ValueError(
+                f"image {src.value!r} is not available locally and could not be pulled: {exc}"
+            ) from None
     return start_container(
         cli,
         src.value,

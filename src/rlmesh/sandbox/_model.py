@@ -51,7 +51,9 @@ class SandboxModel:
         **params: ``load()`` keyword arguments, sent as ``RLMESH_MAKE_KWARGS`` (JSON values).
     """
 
-    def __init__(self, source: str, /, *, runtime: SandboxRuntime | None = None, **params: Any) -> None:
+    def __init__(
+        self, source: str, /, *, runtime: SandboxRuntime | None = None, **params: Any
+    ) -> None:
         self._source = classify_model_source(source)
         if runtime is not None and not isinstance(runtime, SandboxRuntime):
             raise TypeError(f"runtime must be a SandboxRuntime, got {type(runtime).__name__}")
@@ -71,7 +73,9 @@ class SandboxModel:
 
     def _require(self) -> Any:
         if self._handle is None:
-            raise RuntimeError("SandboxModel is not serving; call serve() or use it in a `with` block first")
+            raise RuntimeError(
+                "SandboxModel is not serving; call serve() or use it in a `with` block first"
+            )
         return self._handle
 
     @property
@@ -137,10 +141,18 @@ class SandboxModel:
         session stops it). A container started with :meth:`serve` / ``with`` outlives its sessions.
         """
         if instruction is not None:
-            raise ValueError("a sandboxed model rejects instruction=; the env's own instruction is used")
+            raise ValueError(
+                "a sandboxed model rejects instruction=; the env's own instruction is used"
+            )
         if trust_entrypoints is not None:
-            raise ValueError("a sandboxed model rejects trust_entrypoints=; the container decides what it loads")
-        if isinstance(execution_horizon, bool) or not isinstance(execution_horizon, int) or execution_horizon < 1:
+            raise ValueError(
+                "a sandboxed model rejects trust_entrypoints=; the container decides what it loads"
+            )
+        if (
+            isinstance(execution_horizon, bool)
+            or not isinstance(execution_horizon, int)
+            or execution_horizon < 1
+        ):
             raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
         view_cfg = _check_view(view)
         kind = classify_target(env)
@@ -148,7 +160,9 @@ class SandboxModel:
         self.serve(connect_timeout_seconds=connect_timeout_seconds)
         try:
             remote = RemoteModel(self.address, connect_timeout_seconds=connect_timeout_seconds)
-            route = RemoteRoute(remote, execution_horizon=execution_horizon, workflow_edition=workflow_edition)
+            route = RemoteRoute(
+                remote, execution_horizon=execution_horizon, workflow_edition=workflow_edition
+            )
             return Session._new(
                 route,
                 env,
@@ -179,5 +193,9 @@ class SandboxModel:
             self.shutdown()
 
     def __repr__(self) -> str:
-        where = f", address={self._handle.address!r}, container_id={self._handle.id[:12]!r}" if self._handle else ""
+        where = (
+            f", address={self._handle.address!r}, container_id={self._handle.id[:12]!r}"
+            if self._handle
+            else ""
+        )
         return f"SandboxModel({self.source!r}{where})"

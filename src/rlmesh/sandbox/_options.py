@@ -16,7 +16,9 @@ def _strings(name: str, value: Any) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, (str, bytes)):
-        raise TypeError(f"{name}= expects a sequence of strings, not a bare str (write [{value!r}])")
+        raise TypeError(
+            f"{name}= expects a sequence of strings, not a bare str (write [{value!r}])"
+        )
     if not isinstance(value, Sequence) and not isinstance(value, (set, frozenset)):
         raise TypeError(f"{name}= expects a sequence of strings, got {type(value).__name__}")
     out = []
@@ -71,14 +73,18 @@ class SandboxBuild:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_image", _optional_text("base_image", self.base_image))
-        object.__setattr__(self, "rlmesh_package", _optional_text("rlmesh_package", self.rlmesh_package))
+        object.__setattr__(
+            self, "rlmesh_package", _optional_text("rlmesh_package", self.rlmesh_package)
+        )
         object.__setattr__(self, "packages", _strings("packages", self.packages))
         object.__setattr__(self, "imports", _strings("imports", self.imports))
         for flag in ("trust_remote_code", "allow_unpinned_hf"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} must be a bool, got {getattr(self, flag)!r}")
         if self.build_memory is not None and not isinstance(self.build_memory, str):
-            raise TypeError(f"build_memory must be a str or None, got {type(self.build_memory).__name__}")
+            raise TypeError(
+                f"build_memory must be a str or None, got {type(self.build_memory).__name__}"
+            )
 
     def options_set(self) -> list[str]:
         """Names of the fields that differ from their defaults."""
@@ -111,14 +117,18 @@ class SandboxRuntime:
             if isinstance(gpus, bool) or not isinstance(gpus, (str, int)):
                 raise TypeError(f"gpus= must be a str, an int or None, got {type(gpus).__name__}")
             if isinstance(gpus, str) and not gpus.strip():
-                raise ValueError("gpus= must not be blank (use gpus='all', a count or 'device=...')")
+                raise ValueError(
+                    "gpus= must not be blank (use gpus='all', a count or 'device=...')"
+                )
             object.__setattr__(self, "gpus", gpus.strip() if isinstance(gpus, str) else gpus)
         object.__setattr__(self, "devices", _strings("devices", self.devices))
         object.__setattr__(self, "volumes", _strings("volumes", self.volumes))
         user = self.user
         if user is not None:
             if isinstance(user, bool) or not isinstance(user, (int, str)):
-                raise TypeError(f"user= must be an int uid or a 'uid[:gid]' str, got {type(user).__name__}")
+                raise TypeError(
+                    f"user= must be an int uid or a 'uid[:gid]' str, got {type(user).__name__}"
+                )
             if isinstance(user, int) and user < 0:
                 raise ValueError(f"user= must be a uid >= 0, got {user}")
             if isinstance(user, str) and not _USER.match(user.strip()):
@@ -150,7 +160,9 @@ class SandboxInfo:
     backend: str = "docker"
 
 
-_RESERVED = {f.name for f in dataclasses.fields(SandboxBuild)} | {f.name for f in dataclasses.fields(SandboxRuntime)}
+_RESERVED = {f.name for f in dataclasses.fields(SandboxBuild)} | {
+    f.name for f in dataclasses.fields(SandboxRuntime)
+}
 
 
 def check_params(params: Mapping[str, Any]) -> None:

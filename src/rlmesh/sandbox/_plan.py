@@ -94,20 +94,28 @@ class BuildPlan:
         return self.source.resolved
 
     def identity(self, backend: str) -> dict[str, Any]:
-        base = self.base_image if backend == "docker" else f"venv:{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}:{sys.base_prefix}"
+        base = (
+            self.base_image
+            if backend == "docker"
+            else f"venv:{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}:{sys.base_prefix}"
+        )
         return {
             "schema": SCHEMA_VERSION,
             "source": self.resolved_source(),
             "base": base,
             "package": {"ref": self.package, "sha256": self.wheel_sha256},
             "packages": list(self.packages),
-            "local_files": dict(sorted(self.local_files.items())),  # a rebuilt wheel of the same name rebuilds
+            "local_files": dict(
+                sorted(self.local_files.items())
+            ),  # a rebuilt wheel of the same name rebuilds
             "imports": list(self.imports),
         }
 
     def digest(self, backend: str) -> str:
         if backend not in self._digests:
-            blob = json.dumps(self.identity(backend), sort_keys=True, separators=(",", ":")).encode()
+            blob = json.dumps(
+                self.identity(backend), sort_keys=True, separators=(",", ":")
+            ).encode()
             self._digests[backend] = hashlib.sha256(blob).hexdigest()
         return self._digests[backend]
 
@@ -137,10 +145,19 @@ class BuildPlan:
         if "gymnasium" not in names:
             reqs.append("gymnasium")
         for p in self.packages:
-            reqs.append(f"/opt/rlmesh/packages/{Path(p).name}" if in_image and p in self.local_files else p)
+            reqs.append(
+                f"/opt/rlmesh/packages/{Path(p).name}" if in_image and p in self.local_files else p
+            )
         return reqs
 
-    def bootstrap_spec(self, *, kwargs: dict[str, Any], num_envs: int, vectorization_mode: str | None, source_dir: str | None) -> dict[str, Any]:
+    def bootstrap_spec(
+        self,
+        *,
+        kwargs: dict[str, Any],
+        num_envs: int,
+        vectorization_mode: str | None,
+        source_dir: str | None,
+    ) -> dict[str, Any]:
         """SBX-12: the ``RLMESH_BOOTSTRAP_JSON`` payload."""
         spec: dict[str, Any] = {
             "imports": list(self.imports),
@@ -159,7 +176,9 @@ class BuildPlan:
 
     def dockerfile(self, *, with_wheel: bool, with_certs: bool) -> str:
         """SBX-8: the generated Dockerfile (one RUN, every argument shell-quoted)."""
-        ref = f"/opt/rlmesh/packages/{self.wheel.name}" if with_wheel and self.wheel else self.package
+        ref = (
+            f"/opt/rlmesh/packages/{self.wheel.name}" if with_wheel and self.wheel else self.package
+        )
         pip = ["python3", "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check"]
         steps = [shlex.join([*pip, *self.requirements(ref, in_image=True)])]
         if self.source.kind == "hf":
@@ -206,7 +225,9 @@ class BuildPlan:
             shutil.copyfile(ca, ctx / "certs" / "ca.crt")
         if self.source_dir is not None:
             shutil.copytree(self.source_dir, ctx / "source")
-        (ctx / "Dockerfile").write_text(self.dockerfile(with_wheel=with_wheel, with_certs=ca is not None))
+        (ctx / "Dockerfile").write_text(
+            self.dockerfile(with_wheel=with_wheel, with_certs=ca is not None)
+        )
 
 
 def host_ca_bundle() -> Path | None:
@@ -249,8 +270,14 @@ def make_plan(source: Source, build: SandboxBuild, workdir: Path) -> BuildPlan:
         plan.wheel = path
     if plan.wheel is not None:
         plan.wheel_sha256 = _sha256_file(plan.wheel)
-    for req in plan.packages:  # local wheels / sdists: copied into an image build, hashed by content
-        if "://" not in req and (os.sep in req or req.endswith((".whl", ".tar.gz", ".zip"))) and Path(req).expanduser().is_file():
+    for (
+        req
+    ) in plan.packages:  # local wheels / sdists: copied into an image build, hashed by content
+        if (
+            "://" not in req
+            and (os.sep in req or req.endswith((".whl", ".tar.gz", ".zip")))
+            and Path(req).expanduser().is_file()
+        ):
             plan.local_files[req] = _sha256_file(Path(req).expanduser())
     if source.kind == "hf":
         if not build.trust_remote_code:
@@ -258,7 +285,9 @@ def make_plan(source: Source, build: SandboxBuild, workdir: Path) -> BuildPlan:
                 f"{source.requested!r} runs the repository's env.py; pass build=SandboxBuild(trust_remote_code=True) "
                 "if you trust it"
             )
-        plan.hf_commit, plan.source_dir = materialize(source.value, workdir / "source", allow_unpinned=build.allow_unpinned_hf)
+        plan.hf_commit, plan.source_dir = materialize(
+            source.value, workdir / "source", allow_unpinned=build.allow_unpinned_hf
+        )
     return plan
 
 

@@ -18,7 +18,9 @@ __all__ = ["Progress"]
 
 
 class Progress:
-    def __init__(self, label: str, *, stream: TextIO | None = None, delay_seconds: float = 1.0) -> None:
+    def __init__(
+        self, label: str, *, stream: TextIO | None = None, delay_seconds: float = 1.0
+    ) -> None:
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.delay = delay_seconds
@@ -32,7 +34,9 @@ class Progress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if self.enabled:
-            self._thread = threading.Thread(target=self._tick, name="rlmesh-sandbox-progress", daemon=True)
+            self._thread = threading.Thread(
+                target=self._tick, name="rlmesh-sandbox-progress", daemon=True
+            )
             self._thread.start()
 
     def phase(self, text: str) -> None:

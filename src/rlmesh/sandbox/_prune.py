@@ -90,7 +90,11 @@ def _prune_venvs(report: PruneReport, dry_run: bool) -> None:
         return
     in_use = _venvs_in_use(root)
     entries = sorted(root.iterdir())
-    ours = {p.name for p in entries if p.is_dir() and not p.is_symlink() and (p / READY_MARKER).is_file()}
+    ours = {
+        p.name
+        for p in entries
+        if p.is_dir() and not p.is_symlink() and (p / READY_MARKER).is_file()
+    }
     removed: set[str] = set()
 
     def remove(path: Path, what: str) -> None:
@@ -123,7 +127,9 @@ def _prune_venvs(report: PruneReport, dry_run: bool) -> None:
                 remove(path, "partial venv")
     for path in entries:  # a venv's build log and lock go with it
         log, lock = _LOG.match(path.name), _LOCK.match(path.name)
-        if path.is_file() and ((log and log["name"] in removed) or (lock and lock["name"] in removed)):
+        if path.is_file() and (
+            (log and log["name"] in removed) or (lock and lock["name"] in removed)
+        ):
             remove(path, "file")
         elif path.name in ours or _TMP.match(path.name) or (path.is_file() and (log or lock)):
             continue
@@ -136,7 +142,16 @@ def _prune_docker(report: PruneReport, dry_run: bool, cli: DockerCLI) -> None:
         report.kept.append("docker: no daemon answers; images and containers not examined")
         return
     try:
-        ps = cli.run(["ps", "-a", "--filter", f"label={LABEL}=1", "--format", "{{.ID}}\t{{.State}}\t{{.Names}}"])
+        ps = cli.run(
+            [
+                "ps",
+                "-a",
+                "--filter",
+                f"label={LABEL}=1",
+                "--format",
+                "{{.ID}}\t{{.State}}\t{{.Names}}",
+            ]
+        )
         for line in ps.stdout.splitlines():
             cid, state, name = ([*line.split("\t"), "", ""])[:3]
             if not cid.strip():
@@ -149,14 +164,24 @@ def _prune_docker(report: PruneReport, dry_run: bool, cli: DockerCLI) -> None:
                 continue
             report.removed.append(f"container {name or cid}")
         images = cli.run(
-            ["image", "ls", "--filter", f"label={LABEL}.image=1", "--format", "{{.ID}}\t{{.Repository}}:{{.Tag}}"]
+            [
+                "image",
+                "ls",
+                "--filter",
+                f"label={LABEL}.image=1",
+                "--format",
+                "{{.ID}}\t{{.Repository}}:{{.Tag}}",
+            ]
         )
         for line in images.stdout.splitlines():
             iid, ref = ([*line.split("\t"), ""])[:2]
             if not iid.strip():
                 continue
             if not dry_run:
-                proc = cli.run(["rmi", ref.strip() if ref.strip() and "<none>" not in ref else iid.strip()], check=False)
+                proc = cli.run(
+                    ["rmi", ref.strip() if ref.strip() and "<none>" not in ref else iid.strip()],
+                    check=False,
+                )
                 if proc.returncode != 0:
                     why = ((proc.stderr or "").strip().splitlines() or ["in use"])[-1]
                     report.kept.append(f"image {ref or iid} ({why})")
@@ -166,7 +191,9 @@ def _prune_docker(report: PruneReport, dry_run: bool, cli: DockerCLI) -> None:
         report.errors.append(f"docker: {exc}")
 
 
-def prune(*, dry_run: bool = False, venvs: bool = True, docker: bool = True, cli: DockerCLI | None = None) -> PruneReport:
+def prune(
+    *, dry_run: bool = False, venvs: bool = True, docker: bool = True, cli: DockerCLI | None = None
+) -> PruneReport:
     """Remove cached sandbox venvs / images / stopped containers this tool made (see the module doc)."""
     report = PruneReport()
     if venvs:

@@ -86,7 +86,9 @@ def parse_hf(value: str) -> HfRef:
     repo_part, _, revision = head.partition("@")
     parts = repo_part.split("/")
     if len(parts) != 2 or not all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", p) for p in parts):
-        raise ValueError(f"hf source must look like hf://org/repo[@revision][:suite[/task]], got 'hf://{value}'")
+        raise ValueError(
+            f"hf source must look like hf://org/repo[@revision][:suite[/task]], got 'hf://{value}'"
+        )
     if revision and (revision.startswith("-") or _HF_REV_BAD.search(revision)):
         raise ValueError(f"hf revision {revision!r} is not a plain branch, tag or commit name")
     suite, _, task = selector.partition("/")
@@ -106,7 +108,9 @@ def classify_env_source(source: object, probe: Callable[[], ImageProbe]) -> Sour
         raise TypeError(f"sandbox source must be a str, got {type(source).__name__}")
     text = source.strip()
     if not text:
-        raise ValueError("sandbox source must not be empty (e.g. 'gym://CartPole-v1' or 'docker://my/image:tag')")
+        raise ValueError(
+            "sandbox source must not be empty (e.g. 'gym://CartPole-v1' or 'docker://my/image:tag')"
+        )
     scheme, sep, rest = text.partition("://")
     if sep:
         if scheme not in _SCHEMES:
@@ -115,7 +119,9 @@ def classify_env_source(source: object, probe: Callable[[], ImageProbe]) -> Sour
             )
         if not rest.strip():
             if scheme in ("docker", "image"):
-                raise ValueError(f"{source!r}: an image source must include an image tag, e.g. docker://repo/name:tag")
+                raise ValueError(
+                    f"{source!r}: an image source must include an image tag, e.g. docker://repo/name:tag"
+                )
             raise ValueError(f"{source!r} names nothing after {scheme}://")
         rest = rest.strip()
         if scheme == "hf":
@@ -135,14 +141,18 @@ def classify_env_source(source: object, probe: Callable[[], ImageProbe]) -> Sour
     explicit = f"write 'gym://{text}' to build a gym env or 'docker://{text}' to run an image"
     if _image_shaped(text):
         if not docker.cli_available():
-            raise RuntimeError(f"{source!r} looks like a Docker image but the Docker CLI is not on PATH; install Docker")
+            raise RuntimeError(
+                f"{source!r} looks like a Docker image but the Docker CLI is not on PATH; install Docker"
+            )
         if not docker.image_exists(text):
             print(f"rlmesh: pulling image {text!r} ...", file=sys.stderr, flush=True)
             try:
                 docker.pull(text)
             except Exception as exc:
                 tail = "\n".join(str(exc).strip().splitlines()[-5:])
-                raise ValueError(f"{source!r} is neither a local image nor pullable; {explicit}. Pull error:\n{tail}") from None
+                raise ValueError(
+                    f"{source!r} is neither a local image nor pullable; {explicit}. Pull error:\n{tail}"
+                ) from None
         out = Source(source, "image", text)
         _announce(source, f"prebuilt ({out.resolved})")
         return out
@@ -155,7 +165,9 @@ def classify_env_source(source: object, probe: Callable[[], ImageProbe]) -> Sour
             out = Source(source, "image", text)
             _announce(source, f"prebuilt ({out.resolved}, local image)")
             return out
-        raise ValueError(f"{source!r} is not a gym id (no -v<N> suffix) and no local image has that name; {explicit}")
+        raise ValueError(
+            f"{source!r} is not a gym id (no -v<N> suffix) and no local image has that name; {explicit}"
+        )
     raise ValueError(
         f"{source!r} is not a gym id (no -v<N> suffix) and the Docker CLI is not on PATH to look for an image; {explicit}"
     )
@@ -164,16 +176,22 @@ def classify_env_source(source: object, probe: Callable[[], ImageProbe]) -> Sour
 def classify_model_source(source: object) -> Source:
     """SBX-2: a model sandbox always runs a prebuilt image; ``image://``/``docker://`` are stripped."""
     if not isinstance(source, str):
-        raise TypeError(f"SandboxModel source must be a str image reference, got {type(source).__name__}")
+        raise TypeError(
+            f"SandboxModel source must be a str image reference, got {type(source).__name__}"
+        )
     text = source.strip()
     for prefix in ("image://", "docker://"):
         if text.startswith(prefix):
             text = text[len(prefix) :].strip()
             break
     if not text:
-        raise ValueError(f"{source!r}: a SandboxModel source must include an image tag, e.g. 'docker://my/policy:latest'")
+        raise ValueError(
+            f"{source!r}: a SandboxModel source must include an image tag, e.g. 'docker://my/policy:latest'"
+        )
     if "://" in text:
-        raise ValueError(f"SandboxModel source must be an image reference (docker://...), got {source!r}")
+        raise ValueError(
+            f"SandboxModel source must be an image reference (docker://...), got {source!r}"
+        )
     if _GYM_ID.search(text) and not _image_shaped(text):
         raise ValueError(
             f"{source!r} looks like a gym env id, not a model image; SandboxModel runs a prebuilt image "

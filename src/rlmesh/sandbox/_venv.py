@@ -72,7 +72,9 @@ def find_uv() -> str | None:
         except Exception:
             found = None
     if found is None and choice == "uv":
-        raise SandboxBuildError("RLMESH_SANDBOX_INSTALLER=uv but uv is not installed (pip install uv)")
+        raise SandboxBuildError(
+            "RLMESH_SANDBOX_INSTALLER=uv but uv is not installed (pip install uv)"
+        )
     return found
 
 
@@ -88,7 +90,9 @@ def log_cap() -> int:
     try:
         value = int(raw) if raw else LOG_BYTES
     except ValueError:
-        raise ValueError(f"RLMESH_SANDBOX_LOG_BYTES must be a number of bytes, got {raw!r}") from None
+        raise ValueError(
+            f"RLMESH_SANDBOX_LOG_BYTES must be a number of bytes, got {raw!r}"
+        ) from None
     return max(value, 64 * 1024)
 
 
@@ -176,21 +180,31 @@ if gone_at is not None or os.getppid() != owner:
 """
 
 
-def _run_logged(argv: list[str], log: Path, timeout: float, what: str, env: Mapping[str, str] | None = None) -> None:
+def _run_logged(
+    argv: list[str], log: Path, timeout: float, what: str, env: Mapping[str, str] | None = None
+) -> None:
     with open(log, "a") as out:
         out.write(f"$ {' '.join(argv)}\n")
         out.flush()
         try:
             proc = subprocess.run(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
                 env=None if env is None else {**os.environ, **env},
             )
         except subprocess.TimeoutExpired:
-            raise SandboxBuildError(f"{what} did not finish within {timeout:g}s; last output:\n{_tail_file(log, 20)}") from None
+            raise SandboxBuildError(
+                f"{what} did not finish within {timeout:g}s; last output:\n{_tail_file(log, 20)}"
+            ) from None
         except OSError as exc:
             raise SandboxBuildError(f"{what} could not run {argv[0]!r}: {exc}") from None
     if proc.returncode != 0:
-        raise SandboxBuildError(f"{what} failed (exit {proc.returncode}); last output:\n{_tail_file(log, 20)}")
+        raise SandboxBuildError(
+            f"{what} failed (exit {proc.returncode}); last output:\n{_tail_file(log, 20)}"
+        )
 
 
 def _installer_env() -> dict[str, str]:
@@ -233,24 +247,55 @@ def ensure_venv(plan: BuildPlan, progress: Any) -> Path:
         try:
             progress.phase("creating venv" + (" (uv)" if uv else ""))
             if uv:
-                _run_logged([uv, "venv", "--quiet", "--python", sys.executable, str(tmp)], log, CREATE_TIMEOUT_SECONDS, "creating the sandbox venv", _installer_env())
+                _run_logged(
+                    [uv, "venv", "--quiet", "--python", sys.executable, str(tmp)],
+                    log,
+                    CREATE_TIMEOUT_SECONDS,
+                    "creating the sandbox venv",
+                    _installer_env(),
+                )
             else:
-                _run_logged([sys.executable, "-m", "venv", str(tmp)], log, CREATE_TIMEOUT_SECONDS, "creating the sandbox venv")
+                _run_logged(
+                    [sys.executable, "-m", "venv", str(tmp)],
+                    log,
+                    CREATE_TIMEOUT_SECONDS,
+                    "creating the sandbox venv",
+                )
             wheel = str(plan.wheel) if plan.wheel is not None else plan.package
             reqs = plan.requirements(wheel)
             if plan.source_dir is not None and (plan.source_dir / "requirements.txt").is_file():
-                reqs += ["-r", str(plan.source_dir / "requirements.txt")]  # SBX-8: an hf repo's own pins
+                reqs += [
+                    "-r",
+                    str(plan.source_dir / "requirements.txt"),
+                ]  # SBX-8: an hf repo's own pins
             progress.phase(f"installing {len(reqs)} packages")
             py = str(venv_python(tmp))
             if uv:
-                argv = [uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", py, *reqs]
-                _run_logged(argv, log, INSTALL_TIMEOUT_SECONDS, "installing the sandbox packages", _installer_env())
+                argv = [
+                    uv,
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--compile-bytecode",
+                    "--python",
+                    py,
+                    *reqs,
+                ]
+                _run_logged(
+                    argv,
+                    log,
+                    INSTALL_TIMEOUT_SECONDS,
+                    "installing the sandbox packages",
+                    _installer_env(),
+                )
             else:
                 argv = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *reqs]
                 _run_logged(argv, log, INSTALL_TIMEOUT_SECONDS, "installing the sandbox packages")
             if plan.source_dir is not None:
                 shutil.copytree(plan.source_dir, tmp / "source")
-            (tmp / READY_MARKER).write_text(json.dumps(plan.identity("venv"), indent=2, sort_keys=True))
+            (tmp / READY_MARKER).write_text(
+                json.dumps(plan.identity("venv"), indent=2, sort_keys=True)
+            )
             shutil.rmtree(root, ignore_errors=True)  # a half-built leftover without the marker
             tmp.rename(root)
         except BaseException:
@@ -332,7 +377,11 @@ def start_server(
     deadline = time.monotonic() + connect_timeout_seconds
     rundir = Path(tempfile.mkdtemp(prefix="rlmsbx-"))
     sock, ready, log = rundir / "env.sock", rundir / "ready", rundir / "server.log"
-    child_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
+    child_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
+    }
     child_env.update(env)
     child_env.update(
         RLMESH_BOOTSTRAP_JSON=json.dumps(bootstrap),
@@ -357,13 +406,27 @@ def start_server(
             )
         except OSError as exc:
             shutil.rmtree(rundir, ignore_errors=True)
-            raise SandboxStartError(f"could not start the sandbox interpreter {venv_python(root)}: {exc}") from None
+            raise SandboxStartError(
+                f"could not start the sandbox interpreter {venv_python(root)}: {exc}"
+            ) from None
         os.close(write_end)
         write_end = -1
         try:
             keeper = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _KEEPER, str(log), str(cap), str(os.getpid()), str(proc.pid),
-                 str(rundir), str(WATCHDOG_GRACE_SECONDS), str(OWNER_POLL_SECONDS)],
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    "-c",
+                    _KEEPER,
+                    str(log),
+                    str(cap),
+                    str(os.getpid()),
+                    str(proc.pid),
+                    str(rundir),
+                    str(WATCHDOG_GRACE_SECONDS),
+                    str(OWNER_POLL_SECONDS),
+                ],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -371,7 +434,9 @@ def start_server(
             )
         except OSError as exc:
             ServerProcess(proc, rundir, log, f"unix://{sock}", label).stop()
-            raise SandboxStartError(f"could not start the sandbox log keeper ({sys.executable}): {exc}") from None
+            raise SandboxStartError(
+                f"could not start the sandbox log keeper ({sys.executable}): {exc}"
+            ) from None
     finally:
         os.close(read_end)
         if write_end >= 0:

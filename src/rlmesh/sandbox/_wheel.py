@@ -37,7 +37,9 @@ def _requires() -> list[str]:
         reqs = metadata.requires("rlmesh")
     except metadata.PackageNotFoundError:
         reqs = None
-    core = [r for r in reqs or () if "extra ==" not in r]  # extras are installed explicitly, by name
+    core = [
+        r for r in reqs or () if "extra ==" not in r
+    ]  # extras are installed explicitly, by name
     return core or ["numpy>=1.24", "msgspec>=0.18"]
 
 
@@ -55,7 +57,12 @@ def _record_hash(data: bytes) -> str:
 
 
 def _metadata_text(version: str) -> str:
-    lines = ["Metadata-Version: 2.1", "Name: rlmesh", f"Version: {version}", "Requires-Python: >=3.10"]
+    lines = [
+        "Metadata-Version: 2.1",
+        "Name: rlmesh",
+        f"Version: {version}",
+        "Requires-Python: >=3.10",
+    ]
     lines += [f"Requires-Dist: {r}" for r in _requires()]
     return "\n".join(lines) + "\n"
 
@@ -70,9 +77,14 @@ def build_wheel(dest_dir: Path) -> Path:
         entries.append((f"rlmesh/{path.relative_to(root).as_posix()}", path.read_bytes()))
     entries.append((f"{dist_info}/METADATA", _metadata_text(version).encode()))
     entries.append(
-        (f"{dist_info}/WHEEL", b"Wheel-Version: 1.0\nGenerator: rlmesh.sandbox\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        (
+            f"{dist_info}/WHEEL",
+            b"Wheel-Version: 1.0\nGenerator: rlmesh.sandbox\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
     )
-    entries.append((f"{dist_info}/entry_points.txt", b"[console_scripts]\nrlmesh = rlmesh.cli:main\n"))
+    entries.append(
+        (f"{dist_info}/entry_points.txt", b"[console_scripts]\nrlmesh = rlmesh.cli:main\n")
+    )
     record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in entries)
     record += f"{dist_info}/RECORD,,\n"
     entries.append((f"{dist_info}/RECORD", record.encode()))

@@ -8,4 +8,15 @@ from ._model import ModelServer as ModelServer
 from ._options import ServeOptions as ServeOptions
 from ._server import EnvServer as EnvServer
 
-__all__ = ["EnvServer", "Health", "Lanes", "ModelServer", "ServeOptions", "main", "ping", "serve_env", "startup_marks", "wait_ready"]
+__all__ = [
+    "EnvServer",
+    "Health",
+    "Lanes",
+    "ModelServer",
+    "ServeOptions",
+    "main",
+    "ping",
+    "serve_env",
+    "startup_marks",
+    "wait_ready",
+]

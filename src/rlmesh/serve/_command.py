@@ -123,14 +123,22 @@ def load_env_target(
     if num_envs < 1:
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     if vectorization_mode not in (None, "sync", "async"):
-        raise ValueError(f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}")
+        raise ValueError(
+            f"vectorization_mode must be 'sync' or 'async', got {vectorization_mode!r}"
+        )
     mode = None if autoreset is None else autoreset_name(autoreset)
     if mode is not None and num_envs == 1 and mode != Autoreset.DISABLED:
-        raise ValueError("--autoreset applies to several lanes (--num-envs N > 1); a single env never autoresets")
+        raise ValueError(
+            "--autoreset applies to several lanes (--num-envs N > 1); a single env never autoresets"
+        )
     obj = _resolve(target)
     if isinstance(obj, EnvFactory) or (isinstance(obj, type) and issubclass(obj, EnvFactory)):
         factory, env = build_env(
-            obj, kwargs, num_envs=num_envs, vectorization_mode=vectorization_mode, autoreset=autoreset
+            obj,
+            kwargs,
+            num_envs=num_envs,
+            vectorization_mode=vectorization_mode,
+            autoreset=autoreset,
         )
         return env, factory
     vector_kwargs = {} if mode is None else {"autoreset_mode": _gym_autoreset(mode)}
@@ -140,16 +148,28 @@ def load_env_target(
         if num_envs == 1:
             return gym.make(target, **kwargs), None
         if vectorization_mode is None:
-            return Lanes([gym.make(target, **kwargs) for _ in range(num_envs)], mode or Autoreset.NEXT_STEP), None
+            return Lanes(
+                [gym.make(target, **kwargs) for _ in range(num_envs)], mode or Autoreset.NEXT_STEP
+            ), None
         return gym.make_vec(
-            target, num_envs=num_envs, vectorization_mode=vectorization_mode, vector_kwargs=vector_kwargs, **kwargs
+            target,
+            num_envs=num_envs,
+            vectorization_mode=vectorization_mode,
+            vector_kwargs=vector_kwargs,
+            **kwargs,
         ), None
-    if callable(getattr(obj, "reset", None)) and callable(getattr(obj, "step", None)) and not isinstance(obj, type):
+    if (
+        callable(getattr(obj, "reset", None))
+        and callable(getattr(obj, "step", None))
+        and not isinstance(obj, type)
+    ):
         if kwargs or num_envs != 1:
             raise ValueError(f"{target} is an env instance; it takes no kwargs and serves one env")
         return obj, None
     if not callable(obj):
-        raise TypeError(f"{target} is a {type(obj).__name__}, not an env, an env factory or a callable")
+        raise TypeError(
+            f"{target} is a {type(obj).__name__}, not an env, an env factory or a callable"
+        )
     if num_envs == 1:
         return obj(**kwargs), None
     if vectorization_mode is None:
@@ -157,7 +177,9 @@ def load_env_target(
     import gymnasium as gym
 
     thunks = [lambda: obj(**kwargs) for _ in range(num_envs)]
-    vec_cls = gym.vector.SyncVectorEnv if vectorization_mode == "sync" else gym.vector.AsyncVectorEnv
+    vec_cls = (
+        gym.vector.SyncVectorEnv if vectorization_mode == "sync" else gym.vector.AsyncVectorEnv
+    )
     return vec_cls(thunks, **vector_kwargs), None
 
 

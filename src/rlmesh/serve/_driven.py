@@ -42,7 +42,14 @@ from .._keys import AUTORESET_MODE_KEY
 from ..spaces._gym import as_spec
 from ..spaces._spec import SpaceSpec
 
-__all__ = ["DrivenEnv", "DrivenLanes", "DrivenOneLane", "DrivenScalar", "DrivenVector", "driven_env"]
+__all__ = [
+    "DrivenEnv",
+    "DrivenLanes",
+    "DrivenOneLane",
+    "DrivenScalar",
+    "DrivenVector",
+    "driven_env",
+]
 
 log = logging.getLogger("rlmesh.serve")
 
@@ -63,7 +70,12 @@ class DrivenEnv:
     supports_partial_reset = False
 
     def reset(
-        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+        self,
+        seeds: list[int | None],
+        options: Any,
+        env_indices: list[int],
+        *,
+        seed_int: bool = False,
     ) -> tuple[Any, dict[str, Any]]:
         raise NotImplementedError
 
@@ -102,7 +114,12 @@ class DrivenScalar(DrivenEnv):
         self._warned_options = False
 
     def reset(
-        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+        self,
+        seeds: list[int | None],
+        options: Any,
+        env_indices: list[int],
+        *,
+        seed_int: bool = False,
     ) -> tuple[Any, dict[str, Any]]:
         kwargs: dict[str, Any] = {}
         if seeds and seeds[0] is not None:
@@ -158,7 +175,12 @@ class DrivenVector(DrivenEnv):
         self.supports_partial_reset = self.autoreset != Autoreset.NEXT_STEP or subset_resets(env)
 
     def reset(
-        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+        self,
+        seeds: list[int | None],
+        options: Any,
+        env_indices: list[int],
+        *,
+        seed_int: bool = False,
     ) -> tuple[Any, dict[str, Any]]:
         kwargs: dict[str, Any] = {}
         if seeds and any(s is not None for s in seeds):
@@ -245,7 +267,10 @@ class DrivenLanes(DrivenEnv):
             autoreset = declared_autoreset(md)  # like gymnasium.make_vec
         self.autoreset = autoreset_name(autoreset)
         try:
-            self.metadata = {**dict(md or {}), AUTORESET_MODE_KEY: self.autoreset}  # the contract says so
+            self.metadata = {
+                **dict(md or {}),
+                AUTORESET_MODE_KEY: self.autoreset,
+            }  # the contract says so
         except (TypeError, ValueError):
             self.metadata = {AUTORESET_MODE_KEY: self.autoreset}
         self._pending = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: lanes owing an autoreset
@@ -254,7 +279,12 @@ class DrivenLanes(DrivenEnv):
         self._lane_action = _lane_splitter(self.act_space)  # None: plain ``action[i]``
 
     def reset(
-        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+        self,
+        seeds: list[int | None],
+        options: Any,
+        env_indices: list[int],
+        *,
+        seed_int: bool = False,
     ) -> tuple[Any, dict[str, Any]]:
         indices = env_indices or list(range(self.num_envs))
         obs_out: list[Any] = [None] * len(indices)
@@ -279,7 +309,9 @@ class DrivenLanes(DrivenEnv):
         final_obs: list[Any] | None = None
         reset_infos: list[Any] | None = None
         for i, lane in enumerate(self.lanes_):
-            if mode == Autoreset.NEXT_STEP and pending[i]:  # the autoreset step: reward 0, not done (AR-6)
+            if (
+                mode == Autoreset.NEXT_STEP and pending[i]
+            ):  # the autoreset step: reward 0, not done (AR-6)
                 obs[i], infos[i] = lane.reset([], None, [])
                 pending[i] = False
                 continue
@@ -296,7 +328,9 @@ class DrivenLanes(DrivenEnv):
         done = terminated | truncated
         info: dict[str, Any] = {"final_info": infos, "_final_info": done}
         if final_obs is not None:
-            info.update(final_obs=final_obs, _final_obs=done, reset_info=reset_infos, _reset_info=done)
+            info.update(
+                final_obs=final_obs, _final_obs=done, reset_info=reset_infos, _reset_info=done
+            )
         return obs, rewards, terminated, truncated, info
 
     def render(self, env_index: int) -> Any:
@@ -334,7 +368,12 @@ class DrivenOneLane(DrivenScalar):
         self._describe(env, md)
 
     def reset(
-        self, seeds: list[int | None], options: Any, env_indices: list[int], *, seed_int: bool = False
+        self,
+        seeds: list[int | None],
+        options: Any,
+        env_indices: list[int],
+        *,
+        seed_int: bool = False,
     ) -> tuple[Any, dict[str, Any]]:
         kwargs: dict[str, Any] = {}
         if seeds and seeds[0] is not None:

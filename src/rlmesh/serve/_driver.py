@@ -34,6 +34,7 @@ __all__ = ["Driver", "RequestFailed"]
 
 log = logging.getLogger("rlmesh.serve")
 
+
 class LaneState(enum.IntEnum):
     """Where a lane's episode stands (AR-4..AR-6)."""
 
@@ -42,7 +43,11 @@ class LaneState(enum.IntEnum):
     IDLE = 2  # not started, or ended with no autoreset owed: waits for an explicit reset
 
 
-ACTIVE, PENDING, IDLE = LaneState.ACTIVE, LaneState.PENDING, LaneState.IDLE  # module-level: hot-path lookups
+ACTIVE, PENDING, IDLE = (
+    LaneState.ACTIVE,
+    LaneState.PENDING,
+    LaneState.IDLE,
+)  # module-level: hot-path lookups
 _INTERRUPTED_CAP = 100  # AR-4
 
 
@@ -57,7 +62,12 @@ class RequestFailed(Exception):
         self.recoverable = recoverable
 
     def to_message(self) -> m.Error:
-        return m.Error(code=CODE_NUMBERS[self.code], message=self.message, recoverable=self.recoverable, op=self.op)
+        return m.Error(
+            code=CODE_NUMBERS[self.code],
+            message=self.message,
+            recoverable=self.recoverable,
+            op=self.op,
+        )
 
     @classmethod
     def of(cls, exc: EnvironmentException) -> RequestFailed:
@@ -176,7 +186,9 @@ class Driver:
         # read straight off the frame; the observation's split when it is one segment.
         self._action_in = self.checks.action_in
         self._obs_fast = self.checks.observation_fast
-        self._act_leaf, self._act_dtype, self._act_shape, self._act_nbytes = _direct_leaf(env.act_space, self.lanes)
+        self._act_leaf, self._act_dtype, self._act_shape, self._act_nbytes = _direct_leaf(
+            env.act_space, self.lanes
+        )
         self._obs_leaf = _SEGMENT if self.obs_plan.leaf == "segment" else None
         self._books = _Books(n)
         self._interrupted: deque[m.EpisodeRecord] = deque()
@@ -211,15 +223,27 @@ class Driver:
         if indices:
             if not self.env.supports_partial_reset:
                 raise RequestFailed(
-                    "UNSUPPORTED", "this endpoint does not support partial reset (env_indices)", op="reset"
+                    "UNSUPPORTED",
+                    "this endpoint does not support partial reset (env_indices)",
+                    op="reset",
                 )
             if len(set(indices)) != len(indices) or any(not 0 <= i < n for i in indices):
-                raise RequestFailed("INVALID_ACTION", f"env_indices must be unique lanes in [0, {n}), got {indices}", op="reset")
+                raise RequestFailed(
+                    "INVALID_ACTION",
+                    f"env_indices must be unique lanes in [0, {n}), got {indices}",
+                    op="reset",
+                )
         count = len(indices) if indices else n
         if req.seeds and len(req.seeds) != count:
-            raise RequestFailed("INVALID_ACTION", f"expected {count} seeds, got {len(req.seeds)}", op="reset")
+            raise RequestFailed(
+                "INVALID_ACTION", f"expected {count} seeds, got {len(req.seeds)}", op="reset"
+            )
         if req.episode_ids and len(req.episode_ids) != count:
-            raise RequestFailed("INVALID_ACTION", f"expected {count} episode ids, got {len(req.episode_ids)}", op="reset")
+            raise RequestFailed(
+                "INVALID_ACTION",
+                f"expected {count} episode ids, got {len(req.episode_ids)}",
+                op="reset",
+            )
         try:
             obs, info = self.env.reset(list(req.seeds), req.options, indices, seed_int=req.seed_int)
         except Exception as exc:
@@ -236,7 +260,9 @@ class Driver:
         self._has_reset = True
         scalars, segments = self._split_obs(canonical, partial=len(indices) if indices else None)
         info_out = self._info(info, "reset")
-        return m.ResetReply(obs=scalars, info=info_out, endpoint_ns=time.perf_counter_ns() - started), segments
+        return m.ResetReply(
+            obs=scalars, info=info_out, endpoint_ns=time.perf_counter_ns() - started
+        ), segments
 
     def step(self, req: m.Step, segments: list[Any]) -> tuple[m.StepReply, list[Any]]:
         """One step, straight through (issue 24): decode the action, call the env, check
@@ -251,9 +277,21 @@ class Driver:
         act = req.action
         leaf = self._act_leaf
         try:
-            if leaf is _SCALAR and req.has_action and len(act) == 1 and not segments and type(act[0]) is int:
+            if (
+                leaf is _SCALAR
+                and req.has_action
+                and len(act) == 1
+                and not segments
+                and type(act[0]) is int
+            ):
                 action = self._action_in(act[0])
-            elif leaf is _SEGMENT and req.has_action and not act and len(segments) == 1 and segments[0].nbytes == self._act_nbytes:
+            elif (
+                leaf is _SEGMENT
+                and req.has_action
+                and not act
+                and len(segments) == 1
+                and segments[0].nbytes == self._act_nbytes
+            ):
                 action = self._action_in(segments[0].view(self._act_dtype).reshape(self._act_shape))
             else:
                 action = self._decode_action(req, segments)
@@ -261,7 +299,9 @@ class Driver:
             raise RequestFailed.of(exc) from None
         except (ValueError, TypeError, KeyError) as exc:
             raise RequestFailed(
-                "INVALID_ACTION", f"action does not match action_space at {path_text(exc)}", op="step"
+                "INVALID_ACTION",
+                f"action does not match action_space at {path_text(exc)}",
+                op="step",
             ) from None
         if req.episode_ids:
             lanes = self._books.lanes
@@ -324,10 +364,23 @@ class Driver:
                 segs,
             )
         segs.append(np.ascontiguousarray(reward, dtype="<f8"))
-        segs.append(terminated.view(np.uint8) if terminated.dtype == _BOOL and terminated.flags.c_contiguous else _flag_bytes(terminated))
-        segs.append(truncated.view(np.uint8) if truncated.dtype == _BOOL and truncated.flags.c_contiguous else _flag_bytes(truncated))
+        segs.append(
+            terminated.view(np.uint8)
+            if terminated.dtype == _BOOL and terminated.flags.c_contiguous
+            else _flag_bytes(terminated)
+        )
+        segs.append(
+            truncated.view(np.uint8)
+            if truncated.dtype == _BOOL and truncated.flags.c_contiguous
+            else _flag_bytes(truncated)
+        )
         return (
-            m.StepReply(obs=scalars, info=info_out, completed=completed, endpoint_ns=time.perf_counter_ns() - started),
+            m.StepReply(
+                obs=scalars,
+                info=info_out,
+                completed=completed,
+                endpoint_ns=time.perf_counter_ns() - started,
+            ),
             segs,
         )
 
@@ -337,10 +390,14 @@ class Driver:
         n = self.env.num_envs
         if self.lanes is None and req.env_index != 0:
             raise RequestFailed(
-                "INVALID_ACTION", f"single-env render only supports env_index 0, got {req.env_index}", op="render"
+                "INVALID_ACTION",
+                f"single-env render only supports env_index 0, got {req.env_index}",
+                op="render",
             )
         if not 0 <= req.env_index < n:
-            raise RequestFailed("INVALID_ACTION", f"env_index must be in [0, {n}), got {req.env_index}", op="render")
+            raise RequestFailed(
+                "INVALID_ACTION", f"env_index must be in [0, {n}), got {req.env_index}", op="render"
+            )
         try:
             frame = self.env.render(req.env_index)
         except Exception as exc:
@@ -358,14 +415,18 @@ class Driver:
         try:
             raw = self.act_plan.join(req.action, segments)
         except ProtocolException as exc:
-            raise RequestFailed("INVALID_ACTION", f"action does not match action_space: {exc}", op="step") from None
+            raise RequestFailed(
+                "INVALID_ACTION", f"action does not match action_space: {exc}", op="step"
+            ) from None
         try:
             return self.checks.action(raw)
         except EnvironmentException as exc:  # CNF-4 strict: out of range
             raise RequestFailed.of(exc) from None
         except (ValueError, TypeError, KeyError) as exc:
             raise RequestFailed(
-                "INVALID_ACTION", f"action does not match action_space at {path_text(exc)}", op="step"
+                "INVALID_ACTION",
+                f"action does not match action_space at {path_text(exc)}",
+                op="step",
             ) from None
 
     def _partial(self, k: int) -> ValuePlan:
@@ -374,7 +435,9 @@ class Driver:
 
     def _encode_obs(self, obs: Any, op: str, partial: int | None = None) -> Any:
         try:
-            return self.checks.observation(obs, op, None if partial is None else self._partial(partial).encode)
+            return self.checks.observation(
+                obs, op, None if partial is None else self._partial(partial).encode
+            )
         except EnvironmentException as exc:  # SRV-60: the env broke its own contract
             raise RequestFailed.of(exc) from None
 
@@ -394,7 +457,9 @@ class Driver:
             log.warning("interrupted-episode buffer full; dropping episode %s", dropped.episode_id)
         self._interrupted.append(record)
 
-    def _account(self, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any]) -> list[m.EpisodeRecord]:
+    def _account(
+        self, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any]
+    ) -> list[m.EpisodeRecord]:
         """AR-5/AR-6: per-lane step accounting; returns the episodes that ended."""
         books = self._books
         state = books.state
@@ -405,16 +470,23 @@ class Driver:
             books.reward[0] += reward
             if terminated or truncated:
                 books.park(0, IDLE)
-                return [books.record(0, bool(terminated), bool(truncated), _final_info_scalar(info))]
+                return [
+                    books.record(0, bool(terminated), bool(truncated), _final_info_scalar(info))
+                ]
             return []
         done = terminated | truncated
         waiting = books.waiting
         if waiting:
-            if self.env.autoreset == Autoreset.NEXT_STEP:  # AR-6: validated before any state changes
+            if (
+                self.env.autoreset == Autoreset.NEXT_STEP
+            ):  # AR-6: validated before any state changes
                 for i in waiting:
                     if state[i] == PENDING and (done[i] or reward[i] != 0):
                         raise RequestFailed(
-                            "INTERNAL", f"step failed: {next_step_violation(i)}", op="step", recoverable=False
+                            "INTERNAL",
+                            f"step failed: {next_step_violation(i)}",
+                            op="step",
+                            recoverable=False,
                         )
             extra = books.extra_steps
             for i in waiting:
@@ -435,13 +507,23 @@ class Driver:
         lanes = books.lanes
         mode = self.env.autoreset
         now = time.time_ns()
-        for i in [i for i in books.waiting if state[i] == PENDING]:  # the autoreset obs starts an episode (AR-5)
+        for i in [
+            i for i in books.waiting if state[i] == PENDING
+        ]:  # the autoreset obs starts an episode (AR-5)
             books.start(i, lanes[i].episode_id or new_episode_id(), None, now)
         completed: list[m.EpisodeRecord] = []
         for i in ended:
             if state[i] != ACTIVE:
                 continue
-            completed.append(books.record(i, bool(terminated[i]), bool(truncated[i]), _final_info_lane(info, i, len(state)), now))
+            completed.append(
+                books.record(
+                    i,
+                    bool(terminated[i]),
+                    bool(truncated[i]),
+                    _final_info_lane(info, i, len(state)),
+                    now,
+                )
+            )
             if mode == Autoreset.NEXT_STEP:
                 books.park(i, PENDING)
             elif mode == Autoreset.SAME_STEP:

@@ -56,7 +56,9 @@ def resolve_framework(framework: Any, device: Any) -> tuple[Bridge | None, Any]:
     try:
         bridge = resolve_bridge(framework)
     except (ValueError, TypeError):
-        raise ValueError(f"unknown framework {framework!r}; expected 'numpy', 'torch' or 'jax'") from None
+        raise ValueError(
+            f"unknown framework {framework!r}; expected 'numpy', 'torch' or 'jax'"
+        ) from None
     if bridge.name in _HOST:
         if device is not None:
             raise ValueError(
@@ -65,7 +67,9 @@ def resolve_framework(framework: Any, device: Any) -> tuple[Bridge | None, Any]:
         return None, None
     bridge.ensure_available()
     if device is not None and not bridge.supports_device():
-        raise ValueError(f"device={device!r} requires a framework with a device; {bridge!r} has none")
+        raise ValueError(
+            f"device={device!r} requires a framework with a device; {bridge!r} has none"
+        )
     return bridge, bridge.resolve_device(device) if device is not None else None
 
 
@@ -75,7 +79,9 @@ def bridge_env(driven: DrivenEnv, bridge: Bridge, device: Any) -> None:
         for lane in driven.lanes_:
             lane.env = BridgedEnv(lane.env, bridge, device, lane.act_space, None)
         return
-    lanes = 1 if isinstance(driven, DrivenOneLane) else driven.lanes  # a 1-lane vector env takes [1, ...]
+    lanes = (
+        1 if isinstance(driven, DrivenOneLane) else driven.lanes
+    )  # a 1-lane vector env takes [1, ...]
     env = driven.env  # type: ignore[attr-defined]
     driven.env = BridgedEnv(env, bridge, device, driven.act_space, lanes)  # type: ignore[attr-defined]
 
@@ -83,7 +89,9 @@ def bridge_env(driven: DrivenEnv, bridge: Bridge, device: Any) -> None:
 class BridgedEnv:
     """The env as the driver sees it: numpy in, numpy out; the env itself sees its framework."""
 
-    def __init__(self, env: Any, bridge: Bridge, device: Any, act_space: Any, lanes: int | None) -> None:
+    def __init__(
+        self, env: Any, bridge: Bridge, device: Any, act_space: Any, lanes: int | None
+    ) -> None:
         self._env = env
         self._bridge = bridge
         self._device = device

@@ -31,7 +31,9 @@ _S = TypeVar("_S", bound="ServerBase")
 class Lifecycle:
     """Server state shared with the GC finalizer (which must not reference the server)."""
 
-    def __init__(self, loop: ServeLoop, closer: Callable[[], None], close_env: bool, unix_path: str | None) -> None:
+    def __init__(
+        self, loop: ServeLoop, closer: Callable[[], None], close_env: bool, unix_path: str | None
+    ) -> None:
         self.loop = loop
         self.closer = closer
         self.close_env = close_env
@@ -133,7 +135,11 @@ class ServerBase:
     _life: Lifecycle
 
     def _init_lifecycle(
-        self, loop: ServeLoop, closer: Callable[[], None], close_on_shutdown: bool, unix_path: str | None
+        self,
+        loop: ServeLoop,
+        closer: Callable[[], None],
+        close_on_shutdown: bool,
+        unix_path: str | None,
     ) -> None:
         self._life = Lifecycle(loop, closer, close_on_shutdown, unix_path)
         self._finalizer = weakref.finalize(self, finalize, self._life)
@@ -163,7 +169,9 @@ class ServerBase:
             if life.state == "serving":
                 raise RuntimeError(f"{self._kind} is already serving; call shutdown() first")
             if life.state == "stopped":
-                raise RuntimeError(f"{self._kind} was shut down and cannot serve again; build a new {self._kind}")
+                raise RuntimeError(
+                    f"{self._kind} was shut down and cannot serve again; build a new {self._kind}"
+                )
             life.state = "serving"
             life.foreground = foreground
 
@@ -226,7 +234,9 @@ class ServerBase:
         """Serve on a background thread (no signal handlers); returns ``self``."""
         self._begin(foreground=False)
         life = self._life
-        thread = threading.Thread(target=life.run, name=f"rlmesh-serve {self._address}", daemon=True)
+        thread = threading.Thread(
+            target=life.run, name=f"rlmesh-serve {self._address}", daemon=True
+        )
         life.thread = thread
         thread.start()
         return self
@@ -234,12 +244,18 @@ class ServerBase:
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the background server stopped; ``False`` if ``timeout`` passes first (SRV-41)."""
         if timeout is not None and (timeout != timeout or timeout < 0 or timeout == float("inf")):
-            raise ValueError(f"timeout must be a non-negative finite number or None, got {timeout!r}")
+            raise ValueError(
+                f"timeout must be a non-negative finite number or None, got {timeout!r}"
+            )
         life = self._life
         if life.state == "created":
-            raise RuntimeError(f"{self._kind}.wait() called before start(): it needs a started server; call start() first")
+            raise RuntimeError(
+                f"{self._kind}.wait() called before start(): it needs a started server; call start() first"
+            )
         if life.state == "serving" and life.foreground:
-            raise RuntimeError(f"{self._kind}.wait() is for start(); serve() is running in the foreground")
+            raise RuntimeError(
+                f"{self._kind}.wait() is for start(); serve() is running in the foreground"
+            )
         return life.done.wait(timeout)
 
     def shutdown(self) -> None:
@@ -279,5 +295,3 @@ class ServerBase:
 
     def __exit__(self, *exc_info: object) -> None:
         self.shutdown()
-
-

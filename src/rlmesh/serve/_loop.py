@@ -88,7 +88,12 @@ def _accepted_at(peer: _Peer) -> float:
 
 
 _STEP = m.Step.KIND
-_OPS = {m.Reset.KIND: "reset", m.Step.KIND: "step", m.Render.KIND: "render", m.Configure.KIND: "configure"}
+_OPS = {
+    m.Reset.KIND: "reset",
+    m.Step.KIND: "step",
+    m.Render.KIND: "render",
+    m.Configure.KIND: "configure",
+}
 
 
 def _describe(exc: BaseException) -> str:
@@ -127,10 +132,14 @@ class ServeLoop:
         self._last_activity = time.monotonic()
         self.on_request: Callable[[], None] | None = None
         self._busy_poll = busy_poll_default()
-        self.fan_out_peer = False  # the active client steps several endpoints at once (no spinning for it)
+        self.fan_out_peer = (
+            False  # the active client steps several endpoints at once (no spinning for it)
+        )
         #: The service's straight road for ``Step`` (issue 24): ``step(msg, segments) ->
         #: (reply, segments)``, resolved once; ``None`` sends steps through ``handle``.
-        self._step: Callable[[Any, list[Any]], tuple[Any, list[Any]]] | None = getattr(service, "step", None)
+        self._step: Callable[[Any, list[Any]], tuple[Any, list[Any]]] | None = getattr(
+            service, "step", None
+        )
         # The requests the loop answers itself, whatever the service; every other legal
         # request goes to ``service.handle`` (each service keeps one table of its own).
         self._handlers: dict[int, Callable[[_Peer, Any, int], None]] = {
@@ -191,7 +200,9 @@ class ServeLoop:
                 active = self._active
                 if active is not None and active.conn.shm is not None:
                     # a request published just before the loop raised its flag rang no doorbell
-                    timeout = 0.0 if active.conn.shm.pending() else min(timeout, RING_RECHECK_SECONDS)
+                    timeout = (
+                        0.0 if active.conn.shm.pending() else min(timeout, RING_RECHECK_SECONDS)
+                    )
                 for obj in sel.poll(timeout):
                     if obj is self.listener:
                         self._accept()
@@ -257,8 +268,12 @@ class ServeLoop:
             except ProtocolException as exc:
                 self._protocol_error(peer, exc)
                 return
-            except Exception as exc:  # e.g. MemoryError for a body the limits allowed: that peer only
-                log.warning("reading from a client failed (%s); closing its connection", _describe(exc))
+            except (
+                Exception
+            ) as exc:  # e.g. MemoryError for a body the limits allowed: that peer only
+                log.warning(
+                    "reading from a client failed (%s); closing its connection", _describe(exc)
+                )
                 self._drop(peer)
                 return
             if frame is None:
@@ -270,7 +285,9 @@ class ServeLoop:
                     self._dispatch(peer, frame)
             except Exception as exc:  # nothing one connection sends may stop the loop
                 log.exception("handling a request failed unexpectedly; closing that connection")
-                self._protocol_error(peer, ProtocolException(f"the request could not be handled: {_describe(exc)}"))
+                self._protocol_error(
+                    peer, ProtocolException(f"the request could not be handled: {_describe(exc)}")
+                )
                 return
             if self._stopping:
                 return
@@ -281,7 +298,12 @@ class ServeLoop:
         if ch is not None and not ch.asleep and not conn.closed:
             ch.sleeping(True)  # from here on the client rings the doorbell; run() rechecks the ring
 
-    def _road(self, peer: _Peer, frame: frames.Frame, step: Callable[[Any, list[Any]], tuple[Any, list[Any]]]) -> None:
+    def _road(
+        self,
+        peer: _Peer,
+        frame: frames.Frame,
+        step: Callable[[Any, list[Any]], tuple[Any, list[Any]]],
+    ) -> None:
         """A ``Step`` of the active session, straight through (issue 24).
 
         What :meth:`_dispatch` and :meth:`_send` do for any request, for the one request
@@ -297,17 +319,25 @@ class ServeLoop:
             self._protocol_error(peer, exc, rid)
             return
         timeout_ms = msg.timeout_ms
-        started = time.perf_counter_ns() if timeout_ms else 0  # timed only when it carries a deadline
+        started = (
+            time.perf_counter_ns() if timeout_ms else 0
+        )  # timed only when it carries a deadline
         try:
             reply, segments = step(msg, frame.segments)
-            if timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms:  # SES-4: late result dropped
-                raise RequestFailed("TIMEOUT", f"env.step timed out after {timeout_ms}ms", op="step")
+            if (
+                timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms
+            ):  # SES-4: late result dropped
+                raise RequestFailed(
+                    "TIMEOUT", f"env.step timed out after {timeout_ms}ms", op="step"
+                )
         except Exception as exc:
             self._failed(peer, _STEP, rid, exc)
             return
         try:
             buffers = session.send(reply, segments)
-        except Exception:  # too large, or not encodable: the general path says so (the state is unchanged)
+        except (
+            Exception
+        ):  # too large, or not encodable: the general path says so (the state is unchanged)
             self._send(peer, reply, rid, segments)
             self._touch()
             return
@@ -345,10 +375,14 @@ class ServeLoop:
             self._protocol_error(peer, ProtocolException("request outside a session"), rid)
             return
         timeout_ms = getattr(msg, "timeout_ms", 0)
-        started = time.perf_counter_ns() if timeout_ms else 0  # timed only when it carries a deadline
+        started = (
+            time.perf_counter_ns() if timeout_ms else 0
+        )  # timed only when it carries a deadline
         try:
             reply, segments = self.service.handle(msg, frame)
-            if timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms:  # SES-4: late result dropped
+            if (
+                timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms
+            ):  # SES-4: late result dropped
                 op = _OPS.get(kind, "request")
                 raise RequestFailed("TIMEOUT", f"env.{op} timed out after {timeout_ms}ms", op=op)
         except Exception as exc:
@@ -371,18 +405,32 @@ class ServeLoop:
         # a pathological env or a bug: end this session, keep serving
         op = _OPS.get(kind, "request")
         log.error("%s failed unexpectedly; ending the session", op, exc_info=exc)
-        fatal = RequestFailed("INTERNAL", f"{op} failed: {_describe(exc)}", op=op, recoverable=False)
+        fatal = RequestFailed(
+            "INTERNAL", f"{op} failed: {_describe(exc)}", op=op, recoverable=False
+        )
         self._send(peer, fatal.to_message(), rid)
         self._end_active(peer)
         self._touch()
 
     def _ping(self, peer: _Peer, msg: m.Ping, rid: int) -> None:
         busy = self._active is not None and self._active is not peer
-        self._send(peer, m.Pong(state="busy" if busy else "ready", generation=PROTOCOL_GENERATION, service=self.service.service), rid)
+        self._send(
+            peer,
+            m.Pong(
+                state="busy" if busy else "ready",
+                generation=PROTOCOL_GENERATION,
+                service=self.service.service,
+            ),
+            rid,
+        )
 
     def _attach(self, peer: _Peer, msg: m.Attach, rid: int) -> None:
         # a ring nobody polls is slower than the socket
-        ring = None if peer.conn.shm is not None or not peer.conn.polling else shm.accept(msg.path, peer.conn.sock, peer.shm_token)
+        ring = (
+            None
+            if peer.conn.shm is not None or not peer.conn.polling
+            else shm.accept(msg.path, peer.conn.sock, peer.shm_token)
+        )
         self._send(peer, m.AttachReply(attached=ring is not None), rid)  # on the socket
         if ring is not None:
             peer.conn.shm = ring  # the client switches once it reads the reply
@@ -398,7 +446,13 @@ class ServeLoop:
         try:
             edition = validate_edition(msg.edition) if msg.edition.strip() else ""
         except ValueError as exc:
-            self._send(peer, RequestFailed("INVALID_ACTION", str(exc), op="configure", recoverable=False).to_message(), rid)
+            self._send(
+                peer,
+                RequestFailed(
+                    "INVALID_ACTION", str(exc), op="configure", recoverable=False
+                ).to_message(),
+                rid,
+            )
             self._end_active(peer)
         else:
             self._send(peer, m.ConfigureReply(edition=edition), rid)
@@ -449,7 +503,10 @@ class ServeLoop:
         if not self.options.remote_shutdown_allowed():
             self._send(
                 peer,
-                m.ShutdownReply(accepted=False, message="remote shutdown is disabled for this environment endpoint"),
+                m.ShutdownReply(
+                    accepted=False,
+                    message="remote shutdown is disabled for this environment endpoint",
+                ),
                 rid,
             )
             return
@@ -464,7 +521,9 @@ class ServeLoop:
         """Whether ``peer`` holds a session here (its replies may queue up to the session backlog)."""
         return peer is self._active
 
-    def _send(self, peer: _Peer, msg: Any, rid: int, segments: list[Any] | tuple[Any, ...] = ()) -> None:
+    def _send(
+        self, peer: _Peer, msg: Any, rid: int, segments: list[Any] | tuple[Any, ...] = ()
+    ) -> None:
         """Queue ``msg`` as the answer to the peer's request in flight (``rid``, for the record)."""
         if peer.conn.closed:
             return
@@ -501,9 +560,17 @@ class ServeLoop:
 
     def _oversized(self, peer: _Peer, msg: Any, rid: int, nbytes: int) -> None:
         """A reply larger than ``max_frame_bytes`` is never sent: a fatal env error says why."""
-        what = {m.ResetReply.KIND: "reset", m.StepReply.KIND: "step", m.RenderReply.KIND: "render"}.get(msg.KIND)
+        what = {
+            m.ResetReply.KIND: "reset",
+            m.StepReply.KIND: "step",
+            m.RenderReply.KIND: "render",
+        }.get(msg.KIND)
         op = what or "request"
-        thing = "observation" if what in ("reset", "step") else ("frame" if what == "render" else "reply")
+        thing = (
+            "observation"
+            if what in ("reset", "step")
+            else ("frame" if what == "render" else "reply")
+        )
         failure = RequestFailed(
             "INTERNAL",
             f"{op} failed: the {thing} is {nbytes} bytes on the wire, over the frame limit of "
@@ -518,7 +585,9 @@ class ServeLoop:
 
     def _protocol_error(self, peer: _Peer, exc: ProtocolException, rid: int = 0) -> None:
         log.info("protocol error from a client, closing its connection: %s", exc)
-        self._send(peer, m.Error(code=CODE_NUMBERS["PROTOCOL"], message=str(exc), recoverable=False), rid)
+        self._send(
+            peer, m.Error(code=CODE_NUMBERS["PROTOCOL"], message=str(exc), recoverable=False), rid
+        )
         self._drop(peer)
 
     def _end_active(self, peer: _Peer, *, already_ended: bool = False) -> None:
@@ -557,4 +626,3 @@ class ServeLoop:
         self._sel.close()
         self.close_listener()
         self._waker.close()
-

@@ -30,7 +30,14 @@ from ._server import EnvServer
 __all__ = ["main", "serve_env"]
 
 #: Binding keys that are serving options, never make/load parameters (CLI-4, DELTA-23).
-RESERVED_BINDING_KEYS = ("num_envs", "vectorization_mode", "framework", "device", "workflow_edition", "autoreset")
+RESERVED_BINDING_KEYS = (
+    "num_envs",
+    "vectorization_mode",
+    "framework",
+    "device",
+    "workflow_edition",
+    "autoreset",
+)
 _DEVICE_FRAMEWORKS = ("torch", "jax")
 
 
@@ -115,11 +122,15 @@ def _serve_env(
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
     if vectorization_mode not in (None, "sync", "async"):
-        raise ValueError(f"vectorization_mode must be None, 'sync' or 'async', got {vectorization_mode!r}")
+        raise ValueError(
+            f"vectorization_mode must be None, 'sync' or 'async', got {vectorization_mode!r}"
+        )
     is_factory = isinstance(env_source, EnvFactory) or (
         isinstance(env_source, type) and issubclass(env_source, EnvFactory)
     )
-    cls: Any = (env_source if isinstance(env_source, type) else type(env_source)) if is_factory else None
+    cls: Any = (
+        (env_source if isinstance(env_source, type) else type(env_source)) if is_factory else None
+    )
     pinned = cls._bridge if cls is not None else None
     fw = framework if framework is not None else framework_name(pinned)
     if vectorization_mode is not None and fw in _DEVICE_FRAMEWORKS:
@@ -150,12 +161,20 @@ def _serve_env(
     tags: Any = None
     if is_factory:
         factory, env = build_env(
-            env_source, make_kwargs, num_envs=num_envs, vectorization_mode=vectorization_mode, autoreset=autoreset
+            env_source,
+            make_kwargs,
+            num_envs=num_envs,
+            vectorization_mode=vectorization_mode,
+            autoreset=autoreset,
         )
         tags = None if (cls.tag_params or vectorization_mode is not None) else cls.tags
     else:
         env = _build_plain(
-            env_source, make_kwargs, num_envs=num_envs, vectorization_mode=vectorization_mode, autoreset=autoreset
+            env_source,
+            make_kwargs,
+            num_envs=num_envs,
+            vectorization_mode=vectorization_mode,
+            autoreset=autoreset,
         )
     built()
     try:

@@ -58,7 +58,9 @@ class _ModelService:
         self.open: dict[int, str] = {}  # lane -> episode in flight
         self.obs_plan: ValuePlan | None = None  # the bound env's value plans
         self.act_plan: ValuePlan | None = None
-        self.bound_key = ""  # the bound observation space (sessions with equal keys may share a forward)
+        self.bound_key = (
+            ""  # the bound observation space (sessions with equal keys may share a forward)
+        )
         self._contract = _model_contract(model)
         # The model service's requests (Configure, Close, Ping... are the loop's own).
         self._handlers: dict[int, Any] = {
@@ -94,7 +96,9 @@ class _ModelService:
     def handle(self, msg: Any, frame: frames.Frame) -> tuple[Any, list[Any]]:
         handler = self._handlers.get(msg.KIND)
         if handler is None:
-            raise RequestFailed("UNSUPPORTED", f"a model endpoint does not answer {type(msg).__name__}")
+            raise RequestFailed(
+                "UNSUPPORTED", f"a model endpoint does not answer {type(msg).__name__}"
+            )
         reply: tuple[Any, list[Any]] = handler(msg, frame)
         return reply
 
@@ -117,13 +121,19 @@ class _ModelService:
         if self.routes:
             self.end_session()
         if msg.execution_horizon < 1 or msg.lanes < 1:
-            raise RequestFailed("INVALID_ACTION", "bind: execution_horizon and lanes must be >= 1", op="bind")
+            raise RequestFailed(
+                "INVALID_ACTION", "bind: execution_horizon and lanes must be >= 1", op="bind"
+            )
         try:
             contract = EnvContract.from_dict(msg.contract)
             # issue 28: lanes and bytes are checked before one route is built
-            check_bound_size(contract.observation_space, contract.action_space, msg.lanes, "the Bind")
+            check_bound_size(
+                contract.observation_space, contract.action_space, msg.lanes, "the Bind"
+            )
         except ValueError as exc:
-            raise RequestFailed("INVALID_ACTION", f"bind: the env contract is invalid: {exc}", op="bind") from None
+            raise RequestFailed(
+                "INVALID_ACTION", f"bind: the env contract is invalid: {exc}", op="bind"
+            ) from None
         env = _BoundEnv(contract)
         routes = []
         for _ in range(msg.lanes):
@@ -140,10 +150,18 @@ class _ModelService:
         self.routes = routes
         self.obs_plan = value_plan(contract.observation_space)
         self.act_plan = value_plan(contract.action_space)
-        self.bound_key = repr(msg.contract.get("observation_space")) if isinstance(msg.contract, dict) else ""
+        self.bound_key = (
+            repr(msg.contract.get("observation_space")) if isinstance(msg.contract, dict) else ""
+        )
         adapter = routes[0].adapter
-        text = adapter.describe() if adapter is not None and callable(getattr(adapter, "describe", None)) else None
-        return m.BindReply(horizon=routes[0].horizon, adapter=text, spec_less=routes[0].spec_less), []
+        text = (
+            adapter.describe()
+            if adapter is not None and callable(getattr(adapter, "describe", None))
+            else None
+        )
+        return m.BindReply(
+            horizon=routes[0].horizon, adapter=text, spec_less=routes[0].spec_less
+        ), []
 
     def _predict(self, msg: m.Predict, frame: frames.Frame) -> tuple[m.PredictReply, list[Any]]:
         route = self._route(msg.lane)
@@ -151,7 +169,11 @@ class _ModelService:
         try:
             obs = self.obs_plan.join(msg.obs, frame.segments)
         except Exception as exc:
-            raise RequestFailed("INVALID_ACTION", f"predict: observation does not match the contract: {exc}", op="predict") from None
+            raise RequestFailed(
+                "INVALID_ACTION",
+                f"predict: observation does not match the contract: {exc}",
+                op="predict",
+            ) from None
         action = self._call("predict", route.predict, obs)
         try:
             scalars, segments = self.act_plan.pack(action)
@@ -166,9 +188,13 @@ class _ModelService:
 
     def _route(self, lane: int) -> Any:
         if not self.routes:
-            raise RequestFailed("NOT_READY", "the model is not bound to an env yet; send Bind first", op="predict")
+            raise RequestFailed(
+                "NOT_READY", "the model is not bound to an env yet; send Bind first", op="predict"
+            )
         if not 0 <= lane < len(self.routes):
-            raise RequestFailed("INVALID_ACTION", f"lane must be in [0, {len(self.routes)}), got {lane}")
+            raise RequestFailed(
+                "INVALID_ACTION", f"lane must be in [0, {len(self.routes)}), got {lane}"
+            )
         return self.routes[lane]
 
     @staticmethod
@@ -242,15 +268,21 @@ class ModelServer(ServerBase):
         if isinstance(sessions, bool) or not isinstance(sessions, int) or sessions < 1:
             raise ValueError(f"sessions must be an int >= 1, got {sessions!r}")
         if not callable(getattr(model, "_fire_episode_end", None)):
-            raise TypeError(f"ModelServer serves rlmesh.Model instances, got {type(model).__name__}")
-        if getattr(model, "device", None) is not None and not getattr(type(model), "_supports_device", False):
+            raise TypeError(
+                f"ModelServer serves rlmesh.Model instances, got {type(model).__name__}"
+            )
+        if getattr(model, "device", None) is not None and not getattr(
+            type(model), "_supports_device", False
+        ):
             raise ValueError(  # MOD-26
                 f"{type(model).__name__}.device={model.device!r} requires a torch/jax model; "
                 "numpy and native models run on the host -- set device=None"
             )
         self._options = options or ServeOptions()
         self.model = model
-        addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
+        addr = resolve_address(
+            address, host=host, port=port, path=path, transport=transport, bind=True
+        )
         declared = resolve_declared_edition(
             served=self._options.workflow_edition,
             class_attr=getattr(type(model), "workflow_edition", None),
@@ -271,7 +303,11 @@ class ModelServer(ServerBase):
             loop = ServeLoop(listener, _ModelService(model, declared), self._options)
         else:  # issue 25: N sessions on this one model, fused forwards where the model batches
             loop = ModelSessionsLoop(
-                listener, lambda: _ModelService(model, declared), self._options, sessions=sessions, fuse=bool(fuse)
+                listener,
+                lambda: _ModelService(model, declared),
+                self._options,
+                sessions=sessions,
+                fuse=bool(fuse),
             )
         self._loop = loop
         self._init_lifecycle(loop, model.close, close_model_on_shutdown, bound.path or None)

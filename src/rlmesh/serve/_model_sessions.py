@@ -88,7 +88,9 @@ class ModelSessionsLoop(ServeLoop):
         self.fuse = fuse
         self._sessions: dict[_Peer, Any] = {}
         self._queued: list[tuple[_Peer, Any, m.Predict, frames.Frame, int]] = []
-        self.fused_batches = 0  # forwards that served more than one session (for tests and benchmarks)
+        self.fused_batches = (
+            0  # forwards that served more than one session (for tests and benchmarks)
+        )
         self.fused_requests = 0
 
     # -- the loop -----------------------------------------------------------------------
@@ -134,7 +136,9 @@ class ModelSessionsLoop(ServeLoop):
 
     def _reap_pending(self) -> None:
         pending = [p for p in self._peers.values() if p not in self._sessions]
-        for peer in overdue(pending, lambda p: p.accepted_at, time.monotonic(), HANDSHAKE_DEADLINE_SECONDS):
+        for peer in overdue(
+            pending, lambda p: p.accepted_at, time.monotonic(), HANDSHAKE_DEADLINE_SECONDS
+        ):
             self._drop(peer)
 
     # -- dispatch -------------------------------------------------------------------------
@@ -180,7 +184,9 @@ class ModelSessionsLoop(ServeLoop):
         except Exception as exc:
             op = _OPS.get(kind, "request")
             log.exception("%s failed unexpectedly; ending the session", op)
-            fatal = RequestFailed("INTERNAL", f"{op} failed: {_describe(exc)}", op=op, recoverable=False)
+            fatal = RequestFailed(
+                "INTERNAL", f"{op} failed: {_describe(exc)}", op=op, recoverable=False
+            )
             self._send(peer, fatal.to_message(), rid)
             self._end_active(peer)
             self._touch()
@@ -208,7 +214,9 @@ class ModelSessionsLoop(ServeLoop):
             if route is None:
                 rest.append(item)
             else:
-                groups.setdefault(svc.bound_key, []).append((peer, svc, msg, frame, rid, route, obs))
+                groups.setdefault(svc.bound_key, []).append(
+                    (peer, svc, msg, frame, rid, route, obs)
+                )
         for group in groups.values():
             if len(group) >= 2:
                 self._fused(group)
@@ -218,7 +226,9 @@ class ModelSessionsLoop(ServeLoop):
             if not peer.conn.closed and self._sessions.get(peer) is svc:
                 self._serve_one(peer, svc, msg, frame, rid)
 
-    def _fused(self, group: list[tuple[_Peer, Any, m.Predict, frames.Frame, int, Any, Any]]) -> None:
+    def _fused(
+        self, group: list[tuple[_Peer, Any, m.Predict, frames.Frame, int, Any, Any]]
+    ) -> None:
         """One batched forward for the whole group (sessions bound to the same observation space).
 
         A failure of that forward is the model's failure for every session in it, as it would
@@ -231,12 +241,18 @@ class ModelSessionsLoop(ServeLoop):
             inputs = [route.model_input(obs) for *_x, route, obs in group]
             batch = bridge.tree_stack(inputs)
             wants = route0.cs_wants(False, True)
-            ctxs = [route.store.next(route.episode_id) for *_x, route, _obs in group] if wants else None
+            ctxs = (
+                [route.store.next(route.episode_id) for *_x, route, _obs in group]
+                if wants
+                else None
+            )
             outs = bridge.tree_unstack(cs.predict_batch(batch, ctxs), len(group))
         except Exception as exc:
             log.info("a fused forward over %d sessions failed: %s", len(group), _describe(exc))
             for peer, _svc, _msg, _frame, rid, _route, _obs in group:
-                failure = RequestFailed("INTERNAL", f"predict failed: {_describe(exc)}", op="predict", recoverable=False)
+                failure = RequestFailed(
+                    "INTERNAL", f"predict failed: {_describe(exc)}", op="predict", recoverable=False
+                )
                 self._send(peer, failure.to_message(), rid)
                 self._end_active(peer)
             self._touch()

@@ -62,7 +62,9 @@ class ServeOptions:
         self._close_timeout_seconds = _positive("close_timeout_seconds", close_timeout_seconds)
         if workflow_edition is not None and not workflow_edition.strip():
             workflow_edition = None
-        self._workflow_edition = None if workflow_edition is None else validate_edition(workflow_edition)
+        self._workflow_edition = (
+            None if workflow_edition is None else validate_edition(workflow_edition)
+        )
 
     @property
     def allow_remote_shutdown(self) -> bool:

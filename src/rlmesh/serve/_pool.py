@@ -84,7 +84,9 @@ __all__ = ["EnvRecipe", "SessionsEnvServer", "check_sessions", "serve_sessions"]
 
 log = logging.getLogger("rlmesh.serve")
 
-_CTRL_BYTES = 256 * 1024  # largest control message (a Hello header is bounded by PRE_HANDSHAKE_LIMITS)
+_CTRL_BYTES = (
+    256 * 1024
+)  # largest control message (a Hello header is bounded by PRE_HANDSHAKE_LIMITS)
 _CTRL_SEND_SECONDS = 5.0
 _TAIL_LINES = 12  # lines of a failed build's traceback the supervisor logs
 #: How session workers start: ``forkserver`` where the platform has it, else ``spawn``;
@@ -100,6 +102,8 @@ def _start_method() -> str:
             f"use one of {multiprocessing.get_all_start_methods()}"
         )
     return chosen
+
+
 _PRELOAD = ["rlmesh.serve._pool", "gymnasium", "numpy"]
 
 
@@ -111,7 +115,9 @@ def check_sessions(sessions: Any, prewarm: Any = 0) -> tuple[int, int]:
         if value < low:
             raise ValueError(f"{name} must be >= {low}, got {value}")
     if prewarm > sessions:
-        raise ValueError(f"prewarm={prewarm} exceeds sessions={sessions}: at most sessions env instances exist at once")
+        raise ValueError(
+            f"prewarm={prewarm} exceeds sessions={sessions}: at most sessions env instances exist at once"
+        )
     return sessions, prewarm
 
 
@@ -130,7 +136,11 @@ def _check_target(source: Any, sessions: int) -> None:
     if isinstance(source, EnvFactory):
         pass
     elif _is_live_env(source):
-        what = "a list of env instances" if isinstance(source, (list, tuple)) else f"a live {type(source).__name__} instance"
+        what = (
+            "a list of env instances"
+            if isinstance(source, (list, tuple))
+            else f"a live {type(source).__name__} instance"
+        )
         raise TypeError(
             f"sessions={sessions} builds one env per session, so it needs something to build envs from; got "
             f"{what}, which cannot be copied. Pass a Gymnasium id ('CartPole-v1'), 'module:attr', an EnvFactory, "
@@ -221,13 +231,21 @@ def _build_plain(
     """A non-factory env source -> one env, :class:`Lanes` of lane envs, or a Gymnasium vector env."""
     if isinstance(source, str):
         return load_env_target(
-            source, num_envs=num_envs, vectorization_mode=vectorization_mode, kwargs=kwargs, autoreset=autoreset
+            source,
+            num_envs=num_envs,
+            vectorization_mode=vectorization_mode,
+            kwargs=kwargs,
+            autoreset=autoreset,
         )[0]
-    if callable(getattr(source, "reset", None)) and callable(getattr(source, "step", None)) and not isinstance(
-        source, type
+    if (
+        callable(getattr(source, "reset", None))
+        and callable(getattr(source, "step", None))
+        and not isinstance(source, type)
     ):
         if kwargs or num_envs != 1:
-            raise ValueError(f"{type(source).__name__} is a live env; it takes no make kwargs and serves one env")
+            raise ValueError(
+                f"{type(source).__name__} is a live env; it takes no make kwargs and serves one env"
+            )
         return source
     if not callable(source):
         raise TypeError(
@@ -238,7 +256,9 @@ def _build_plain(
         return source(**kwargs)
     mode = None if autoreset is None else autoreset_name(autoreset)
     if vectorization_mode is None:
-        return Lanes([source(**kwargs) for _ in range(num_envs)], mode or Autoreset.NEXT_STEP)  # like gymnasium.make_vec
+        return Lanes(
+            [source(**kwargs) for _ in range(num_envs)], mode or Autoreset.NEXT_STEP
+        )  # like gymnasium.make_vec
     import gymnasium as gym
 
     thunks = [lambda: source(**kwargs) for _ in range(num_envs)]
@@ -280,11 +300,18 @@ class _SessionLoop(ServeLoop):
     """Today's serve loop, for one handed-over connection; its "listener" is the control channel."""
 
     def __init__(
-        self, ctrl: socket.socket, service: Any, options: ServeOptions, sock: socket.socket, first: tuple[int, int, bytes]
+        self,
+        ctrl: socket.socket,
+        service: Any,
+        options: ServeOptions,
+        sock: socket.socket,
+        first: tuple[int, int, bytes],
     ) -> None:
         super().__init__(ctrl, service, options)
         sock.setblocking(False)
-        self._client = _Peer(Connection(sock, frames.PRE_HANDSHAKE_LIMITS), self.limits.max_frame_bytes)
+        self._client = _Peer(
+            Connection(sock, frames.PRE_HANDSHAKE_LIMITS), self.limits.max_frame_bytes
+        )
         self._peers[sock.fileno()] = self._client
         self._sel.register(sock, self._client)
         self._first = first
@@ -292,7 +319,9 @@ class _SessionLoop(ServeLoop):
     def run(self) -> None:
         kind, rid, header = self._first
         try:
-            self._dispatch(self._client, frames.Frame(kind, rid, memoryview(header), []))  # answers the Hello
+            self._dispatch(
+                self._client, frames.Frame(kind, rid, memoryview(header), [])
+            )  # answers the Hello
         except BaseException:
             self._teardown()
             raise
@@ -301,7 +330,9 @@ class _SessionLoop(ServeLoop):
             return
         super().run()
 
-    def _accept(self) -> None:  # the control channel is readable: a stop request, or the supervisor is gone
+    def _accept(
+        self,
+    ) -> None:  # the control channel is readable: a stop request, or the supervisor is gone
         try:
             msg, fds = _ctrl_recv(self.listener)
         except (BlockingIOError, InterruptedError):
@@ -346,14 +377,21 @@ def _close_with_budget(closer: Callable[[], None], seconds: float, what: str) ->
 
     threading.Thread(target=run, name="rlmesh-session-close", daemon=True).start()
     if not done.wait(seconds):
-        log.warning("session worker %d: %s did not close within %.1fs; exiting anyway", os.getpid(), what, seconds)
+        log.warning(
+            "session worker %d: %s did not close within %.1fs; exiting anyway",
+            os.getpid(),
+            what,
+            seconds,
+        )
 
 
 def _warm_handshake(service: Any) -> None:
     """Run the handshake's first-call work (peer info, the contract's encoding) before the
     worker says it is ready, so a prewarmed worker answers its client's ``Hello`` at once."""
     try:
-        hello = handshake.make_hello("rlmesh-warmup", service.declared_edition, service=service.service)
+        hello = handshake.make_hello(
+            "rlmesh-warmup", service.declared_edition, service=service.service
+        )
         welcome = handshake.answer_hello(
             hello,
             declared=service.declared_edition,
@@ -384,7 +422,11 @@ def _log_fatal_failures(service: Any) -> None:
                 if not failure.recoverable and cause is not None:
                     lines = traceback.format_exception(type(cause), cause, cause.__traceback__)
                     tail = "".join("".join(lines).splitlines(keepends=True)[-_TAIL_LINES:])
-                    log.error("%s; the session ends. The env's traceback (tail):\n%s", failure.message, tail.rstrip())
+                    log.error(
+                        "%s; the session ends. The env's traceback (tail):\n%s",
+                        failure.message,
+                        tail.rstrip(),
+                    )
                 raise
 
         return logged
@@ -429,7 +471,9 @@ def _watch_activity(loop: _SessionLoop, board: Any, slot: int) -> None:
 
 def _worker_main(ctrl: socket.socket, recipe: EnvRecipe, board: Any = None, slot: int = -1) -> None:
     """A session worker: build the env, say ready, serve one handed-over session, close, exit."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the supervisor decides
+    signal.signal(
+        signal.SIGINT, signal.SIG_IGN
+    )  # Ctrl-C reaches the whole process group: the supervisor decides
     loop_box: list[_SessionLoop] = []
 
     def on_term(signum: int, frame: Any) -> None:
@@ -440,7 +484,10 @@ def _worker_main(ctrl: socket.socket, recipe: EnvRecipe, board: Any = None, slot
 
     signal.signal(signal.SIGTERM, on_term)
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.WARNING, format=f"rlmesh session worker {os.getpid()}: %(levelname)s %(message)s")
+        logging.basicConfig(
+            level=logging.WARNING,
+            format=f"rlmesh session worker {os.getpid()}: %(levelname)s %(message)s",
+        )
     env: Any = None
     factory: Any = None
     view: Any = None
@@ -502,7 +549,9 @@ class _Worker:
         self.ctrl = ctrl
         self.pid: int = proc.pid or 0
         self.state = "starting"  # starting -> ready -> serving -> gone
-        self.waiting: tuple[_Peer, frames.Frame] | None = None  # a client whose Hello waits for this worker
+        self.waiting: tuple[_Peer, frames.Frame] | None = (
+            None  # a client whose Hello waits for this worker
+        )
         self.started_at = time.monotonic()
 
 
@@ -514,7 +563,12 @@ class SessionSupervisor:
     """
 
     def __init__(
-        self, listener: socket.socket, recipe: EnvRecipe, options: ServeOptions, sessions: int, prewarm: int
+        self,
+        listener: socket.socket,
+        recipe: EnvRecipe,
+        options: ServeOptions,
+        sessions: int,
+        prewarm: int,
     ) -> None:
         self.listener = listener
         self.recipe = recipe
@@ -533,7 +587,9 @@ class SessionSupervisor:
         self._workers: list[_Worker] = []
         self._last_activity = time.monotonic()
         self._ctx: Any = None
-        self._board: Any = None  # per-slot time of each session's last request (see _watch_activity)
+        self._board: Any = (
+            None  # per-slot time of each session's last request (see _watch_activity)
+        )
         self._build_failures = 0  # in a row; prewarming pauses after each (doubling, capped)
         self._prewarm_after = 0.0  # time.monotonic() before which no worker is prewarmed
         self.crashes = 0  # workers that ended without a clean exit (for tests and logs)
@@ -565,7 +621,10 @@ class SessionSupervisor:
         return sum(1 for w in self._workers if w.state == "serving" or w.waiting is not None)
 
     def _free_slot(self) -> bool:
-        return any(w.state != "serving" and w.waiting is None for w in self._workers) or len(self._workers) < self.sessions
+        return (
+            any(w.state != "serving" and w.waiting is None for w in self._workers)
+            or len(self._workers) < self.sessions
+        )
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -609,8 +668,15 @@ class SessionSupervisor:
                     next_reap = now + 1.0
                     if self.prewarm:
                         self._replenish()  # after a paused prewarm (an env that failed to build)
-                    for peer in overdue(list(self._strangers.values()), _accepted_at, now, HANDSHAKE_DEADLINE_SECONDS):
-                        if not any(w.waiting is not None and w.waiting[0] is peer for w in self._workers):
+                    for peer in overdue(
+                        list(self._strangers.values()),
+                        _accepted_at,
+                        now,
+                        HANDSHAKE_DEADLINE_SECONDS,
+                    ):
+                        if not any(
+                            w.waiting is not None and w.waiting[0] is peer for w in self._workers
+                        ):
                             self._drop(peer)
         finally:
             self._teardown()
@@ -636,7 +702,10 @@ class SessionSupervisor:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             proc = ctx.Process(
-                target=_worker_main, args=(child, self.recipe, self._board, slot), name="rlmesh-session", daemon=False
+                target=_worker_main,
+                args=(child, self.recipe, self._board, slot),
+                name="rlmesh-session",
+                daemon=False,
             )
             proc.start()
         except Exception as exc:
@@ -657,7 +726,9 @@ class SessionSupervisor:
         """Keep ``prewarm`` workers ready (or starting, unclaimed), within the limit."""
         if self._stop.is_set() or time.monotonic() < self._prewarm_after:
             return
-        spare = sum(1 for w in self._workers if w.state in ("starting", "ready") and w.waiting is None)
+        spare = sum(
+            1 for w in self._workers if w.state in ("starting", "ready") and w.waiting is None
+        )
         while spare < self.prewarm and len(self._workers) < self.sessions:
             if self._spawn() is None:
                 return
@@ -688,11 +759,20 @@ class SessionSupervisor:
         elif what == "failed":
             log.error("a session worker could not build the env: %s\n%s", msg[1], msg[2].rstrip())
             self._build_failures += 1  # don't rebuild a failing env in a tight loop
-            self._prewarm_after = time.monotonic() + min(0.5 * 2 ** (self._build_failures - 1), 30.0)
+            self._prewarm_after = time.monotonic() + min(
+                0.5 * 2 ** (self._build_failures - 1), 30.0
+            )
             if worker.waiting is not None:
                 peer, _frame = worker.waiting
                 worker.waiting = None
-                self._send(peer, m.Error(code=CODE_NUMBERS["INTERNAL"], message=f"the env could not be built: {msg[1]}", recoverable=False))
+                self._send(
+                    peer,
+                    m.Error(
+                        code=CODE_NUMBERS["INTERNAL"],
+                        message=f"the env could not be built: {msg[1]}",
+                        recoverable=False,
+                    ),
+                )
                 self._drop(peer)
             worker.state = "failed"
         elif what == "shutdown":
@@ -713,14 +793,27 @@ class SessionSupervisor:
             self._workers.remove(worker)
         if code not in (0, None) or (was == "serving" and code is None):
             self.crashes += 1
-            how = f"was killed by signal {-code}" if isinstance(code, int) and code < 0 else f"exited with status {code}"
+            how = (
+                f"was killed by signal {-code}"
+                if isinstance(code, int) and code < 0
+                else f"exited with status {code}"
+            )
             log.warning(
-                "session worker %d %s; its session ended (the endpoint keeps serving the others)", worker.pid, how
+                "session worker %d %s; its session ended (the endpoint keeps serving the others)",
+                worker.pid,
+                how,
             )
         if worker.waiting is not None:
             peer, _frame = worker.waiting
             worker.waiting = None
-            self._send(peer, m.Error(code=CODE_NUMBERS["INTERNAL"], message="the session worker died while starting", recoverable=False))
+            self._send(
+                peer,
+                m.Error(
+                    code=CODE_NUMBERS["INTERNAL"],
+                    message="the session worker died while starting",
+                    recoverable=False,
+                ),
+            )
             self._drop(peer)
         self._touch()
         self._replenish()
@@ -731,10 +824,21 @@ class SessionSupervisor:
             self._replenish()
             return
         try:
-            _ctrl_send(worker.ctrl, ("session", frame.kind, frame.request_id, bytes(frame.header)), [sock.fileno()])
+            _ctrl_send(
+                worker.ctrl,
+                ("session", frame.kind, frame.request_id, bytes(frame.header)),
+                [sock.fileno()],
+            )
         except OSError as exc:
             log.warning("handing a session to worker %d failed (%s)", worker.pid, exc)
-            self._send(peer, m.Error(code=CODE_NUMBERS["INTERNAL"], message="the session could not be started", recoverable=False))
+            self._send(
+                peer,
+                m.Error(
+                    code=CODE_NUMBERS["INTERNAL"],
+                    message="the session could not be started",
+                    recoverable=False,
+                ),
+            )
             self._drop(peer)
             return
         worker.state = "serving"
@@ -753,7 +857,10 @@ class SessionSupervisor:
 
     def _accept(self) -> None:
         for sock in accept_ready(self.listener):
-            peer = _Peer(Connection(sock, frames.PRE_HANDSHAKE_LIMITS), frames.PRE_HANDSHAKE_LIMITS.max_frame_bytes)
+            peer = _Peer(
+                Connection(sock, frames.PRE_HANDSHAKE_LIMITS),
+                frames.PRE_HANDSHAKE_LIMITS.max_frame_bytes,
+            )
             self._strangers[sock.fileno()] = peer
             self._sel.register(sock, peer)
             if len(self._strangers) > MAX_PENDING:
@@ -791,7 +898,9 @@ class SessionSupervisor:
             if frame is None:
                 return
             if any(w.waiting is not None and w.waiting[0] is peer for w in self._workers):
-                self._protocol_error(peer, ProtocolException("a request arrived before the handshake was answered"))
+                self._protocol_error(
+                    peer, ProtocolException("a request arrived before the handshake was answered")
+                )
                 return
             try:
                 msg = peer.session.receive(frame)
@@ -820,14 +929,20 @@ class SessionSupervisor:
 
     def _admit(self, peer: _Peer, frame: frames.Frame, conn: Connection) -> None:
         if conn.buffered or conn.backlog:
-            self._protocol_error(peer, ProtocolException("a request arrived before the handshake was answered"))
+            self._protocol_error(
+                peer, ProtocolException("a request arrived before the handshake was answered")
+            )
             return
         ready = [w for w in self._workers if w.state == "ready" and w.waiting is None]
         if ready:
             self._hand_over(ready[0], peer, frame)
             return
         starting = [w for w in self._workers if w.state == "starting" and w.waiting is None]
-        worker = starting[0] if starting else (self._spawn() if len(self._workers) < self.sessions else None)
+        worker = (
+            starting[0]
+            if starting
+            else (self._spawn() if len(self._workers) < self.sessions else None)
+        )
         if worker is not None:
             worker.waiting = (peer, frame)
             self._replenish()
@@ -844,10 +959,22 @@ class SessionSupervisor:
 
     def _shutdown_request(self, peer: _Peer, msg: m.Shutdown) -> None:
         if not self.options.remote_shutdown_allowed():
-            self._send(peer, m.ShutdownReply(accepted=False, message="remote shutdown is disabled for this environment endpoint"))
+            self._send(
+                peer,
+                m.ShutdownReply(
+                    accepted=False,
+                    message="remote shutdown is disabled for this environment endpoint",
+                ),
+            )
             return
         reason = (msg.reason or "").strip()
-        self._send(peer, m.ShutdownReply(accepted=True, message=f"shutdown accepted: {reason}" if reason else "shutdown accepted"))
+        self._send(
+            peer,
+            m.ShutdownReply(
+                accepted=True,
+                message=f"shutdown accepted: {reason}" if reason else "shutdown accepted",
+            ),
+        )
         self.stop(f"remote shutdown: {reason}" if reason else "remote shutdown")
 
     def _send(self, peer: _Peer, msg: Any) -> None:
@@ -871,7 +998,9 @@ class SessionSupervisor:
 
     def _protocol_error(self, peer: _Peer, exc: ProtocolException) -> None:
         log.info("protocol error from a client, closing its connection: %s", exc)
-        self._send(peer, m.Error(code=CODE_NUMBERS["PROTOCOL"], message=str(exc), recoverable=False))
+        self._send(
+            peer, m.Error(code=CODE_NUMBERS["PROTOCOL"], message=str(exc), recoverable=False)
+        )
         self._drop(peer)
 
     def _drop(self, peer: _Peer) -> None:
@@ -914,7 +1043,9 @@ class SessionSupervisor:
             except OSError:
                 pass
         # a little inside shutdown()'s own wait (drain + close), so it sees the workers gone
-        budget = time.monotonic() + max(1.0, self.options.drain_seconds() + self.options.close_seconds() - 1.0)
+        budget = time.monotonic() + max(
+            1.0, self.options.drain_seconds() + self.options.close_seconds() - 1.0
+        )
         for w in workers:
             w.proc.join(max(0.0, budget - time.monotonic()))
         for w in workers:
@@ -995,11 +1126,17 @@ class SessionsEnvServer(EnvServer):
             _check_target(recipe.source, sessions)
         recipe.options = _declared_once(recipe.options)
         self._options = recipe.options
-        addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
+        addr = resolve_address(
+            address, host=host, port=port, path=path, transport=transport, bind=True
+        )
         try:
             listener, bound = listen(addr)
         except OSError as exc:
-            what = f"unix socket '{addr.path}'" if addr.transport == "unix" else f"tcp listener on {addr.url}"
+            what = (
+                f"unix socket '{addr.path}'"
+                if addr.transport == "unix"
+                else f"tcp listener on {addr.url}"
+            )
             raise BindFailed(f"failed to bind {what}: {exc}") from exc
         self._address = bound.url
         self._supervisor = SessionSupervisor(listener, recipe, recipe.options, sessions, prewarm)
@@ -1036,7 +1173,9 @@ class SessionsEnvServer(EnvServer):
 
 def _declared_once(options: ServeOptions) -> ServeOptions:
     """Resolve the declared edition here (one warning, if any), so no worker warns again."""
-    declared = resolve_declared_edition(served=options.workflow_edition, warn=True, who="this EnvServer")
+    declared = resolve_declared_edition(
+        served=options.workflow_edition, warn=True, who="this EnvServer"
+    )
     if declared == options.workflow_edition or not declared:
         return options
     return ServeOptions(
@@ -1061,4 +1200,3 @@ def serve_sessions(
     announce(server.address)
     server.serve()
     return server.stop_reason
-

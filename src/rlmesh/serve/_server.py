@@ -128,7 +128,9 @@ class EnvServer(ServerBase):
             from ._pool import SessionsEnvServer, check_sessions
 
             check_sessions(sessions, prewarm)
-            return object.__new__(SessionsEnvServer)  # Python then runs its __init__ with these arguments
+            return object.__new__(
+                SessionsEnvServer
+            )  # Python then runs its __init__ with these arguments
         return object.__new__(cls)
 
     def __init__(
@@ -150,22 +152,33 @@ class EnvServer(ServerBase):
     ) -> None:
         self._kind = "EnvServer"
         if sessions != 1 or prewarm:
-            raise ValueError(f"sessions={sessions!r}, prewarm={prewarm!r}: a single-session EnvServer serves one session")
+            raise ValueError(
+                f"sessions={sessions!r}, prewarm={prewarm!r}: a single-session EnvServer serves one session"
+            )
         bridge, dev = _check_framework(framework, device)
         if options is not None and not isinstance(options, ServeOptions):
             raise TypeError(f"options must be a ServeOptions, got {type(options).__name__}")
         self._options = options or ServeOptions()
-        addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
+        addr = resolve_address(
+            address, host=host, port=port, path=path, transport=transport, bind=True
+        )
         service, driven = _env_service(env, self._options, tags, bridge, dev)
         self._contract = service.env_contract
         try:
             listener, bound = listen(addr)
         except OSError as exc:
-            what = f"unix socket '{addr.path}'" if addr.transport == "unix" else f"tcp listener on {addr.url}"
+            what = (
+                f"unix socket '{addr.path}'"
+                if addr.transport == "unix"
+                else f"tcp listener on {addr.url}"
+            )
             raise BindFailed(f"failed to bind {what}: {exc}") from exc
         self._address = bound.url
         self._init_lifecycle(
-            ServeLoop(listener, service, self._options), driven.close, close_env_on_shutdown, bound.path or None
+            ServeLoop(listener, service, self._options),
+            driven.close,
+            close_env_on_shutdown,
+            bound.path or None,
         )
 
     # -- read-only surface ----------------------------------------------------------------
@@ -180,7 +193,9 @@ class EnvServer(ServerBase):
         return self._contract
 
 
-def _env_service(env: Any, options: ServeOptions, tags: Any, bridge: Any, dev: Any) -> tuple[_EnvService, Any]:
+def _env_service(
+    env: Any, options: ServeOptions, tags: Any, bridge: Any, dev: Any
+) -> tuple[_EnvService, Any]:
     """Check and wrap an env (or lanes) for the serve loop: ``(service, driven env)``.
 
     Shared by :class:`EnvServer` and a multi-session endpoint's session workers.
@@ -233,7 +248,12 @@ def _space_depth(space: Any) -> int:
 
 def _check_space_depth(env: Any) -> None:
     """Issue 18 defect 10: a space nested deeper than :data:`MAX_SPACE_DEPTH` is refused clearly."""
-    for name in ("single_observation_space", "observation_space", "single_action_space", "action_space"):
+    for name in (
+        "single_observation_space",
+        "observation_space",
+        "single_action_space",
+        "action_space",
+    ):
         try:
             space = getattr(env, name, None)
         except Exception:
@@ -292,4 +312,3 @@ def _contract_metadata(metadata: Any) -> dict[str, Any] | None:
         md["autoreset_mode"] = mode.value
     out: dict[str, Any] = normalize(md)
     return out
-

@@ -63,7 +63,9 @@ class TermWatch:
         self._terms += 1
         if self._terms == 1:
             self._stop()
-            threading.Thread(target=self._deadline, name="rlmesh-sigterm-deadline", daemon=True).start()
+            threading.Thread(
+                target=self._deadline, name="rlmesh-sigterm-deadline", daemon=True
+            ).start()
         else:
             self._exit("a second SIGTERM")
 

@@ -100,7 +100,9 @@ def _spec_from_gym(space: Any, gs: Any, path: str = "") -> SpaceSpec:
             {str(k): _spec_from_gym(v, gs, f"{path}[{str(k)!r}]") for k, v in space.spaces.items()}
         )
     if isinstance(space, gs.Tuple):
-        return SpaceSpec._tuple(_spec_from_gym(v, gs, f"{path}[{i}]") for i, v in enumerate(space.spaces))
+        return SpaceSpec._tuple(
+            _spec_from_gym(v, gs, f"{path}[{i}]") for i, v in enumerate(space.spaces)
+        )
     raise _unsupported(space, gs, path)
 
 

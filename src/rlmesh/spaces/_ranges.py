@@ -71,12 +71,17 @@ def _range_box(spec: SpaceSpec, path: str, lanes: int | None) -> _Check | None:
         def quick(a: np.ndarray[Any, Any]) -> bool:
             if not a.size:
                 return True
-            return (not need_lo or amin(a, axis=None) >= lo_s) and (not need_hi or amax(a, axis=None) <= hi_s)
+            return (not need_lo or amin(a, axis=None) >= lo_s) and (
+                not need_hi or amax(a, axis=None) <= hi_s
+            )
 
     elif lanes is None and numel <= 16 and name in FLOAT_DTYPES:
         # Tiny elementwise boxes (CartPole-like): comparing a handful of Python floats
         # against only the finite bounds beats four numpy calls per step.
-        lo_f, hi_f = np.broadcast_to(lo, spec._shape).reshape(-1), np.broadcast_to(hi, spec._shape).reshape(-1)
+        lo_f, hi_f = (
+            np.broadcast_to(lo, spec._shape).reshape(-1),
+            np.broadcast_to(hi, spec._shape).reshape(-1),
+        )
         pairs = [
             (i, float(lo_f[i]), float(hi_f[i]))
             for i in range(numel)
@@ -98,10 +103,17 @@ def _range_box(spec: SpaceSpec, path: str, lanes: int | None) -> _Check | None:
             hi_q = np.ascontiguousarray(np.broadcast_to(hi, full))
         else:
             lo_q, hi_q = lo, hi
-        less, greater, anyof = np.less, np.greater, np.logical_or.reduce  # all C: no Python-level call
+        less, greater, anyof = (
+            np.less,
+            np.greater,
+            np.logical_or.reduce,
+        )  # all C: no Python-level call
 
         def quick(a: np.ndarray[Any, Any]) -> bool:
-            return not ((need_lo and anyof(less(a, lo_q), axis=None)) or (need_hi and anyof(greater(a, hi_q), axis=None)))
+            return not (
+                (need_lo and anyof(less(a, lo_q), axis=None))
+                or (need_hi and anyof(greater(a, hi_q), axis=None))
+            )
 
     def check(a: np.ndarray[Any, Any], out: list[tuple[str, str]]) -> None:
         if quick(a):

@@ -108,7 +108,9 @@ class SpaceSpec:
     _d: dict[str, Any]
     _hash: int | None
     _np: Any
-    _plans: dict[Any, Any] | None  # compiled value plans (``rlmesh._plan.value_plan``), built lazily
+    _plans: (
+        dict[Any, Any] | None
+    )  # compiled value plans (``rlmesh._plan.value_plan``), built lazily
 
     def __init__(self) -> None:  # pragma: no cover - guarded
         raise TypeError(
@@ -153,12 +155,18 @@ class SpaceSpec:
             return cls._typed_box(dims, dt, numel, low, high)
         lo = cls._float_bound(low, dims, numel, "low", -math.inf)
         hi = cls._float_bound(high, dims, numel, "high", math.inf)
-        if np.ndim(lo) == 0 and np.ndim(hi) == 0:  # scalar bounds: nothing of the shape's size is built
+        if (
+            np.ndim(lo) == 0 and np.ndim(hi) == 0
+        ):  # scalar bounds: nothing of the shape's size is built
             if lo > hi:
                 raise ValueError("Box low must be <= high everywhere; element 0 has low > high")
             if np.isneginf(lo) and np.isposinf(hi):
-                return cls._new("box", dims, dt, {"bounds_kind": "unbounded", "low": None, "high": None})
-            return cls._new("box", dims, dt, {"bounds_kind": "uniform", "low": float(lo), "high": float(hi)})
+                return cls._new(
+                    "box", dims, dt, {"bounds_kind": "unbounded", "low": None, "high": None}
+                )
+            return cls._new(
+                "box", dims, dt, {"bounds_kind": "uniform", "low": float(lo), "high": float(hi)}
+            )
         lo_a, hi_a = np.broadcast_to(lo, dims), np.broadcast_to(hi, dims)
         if np.any(lo_a > hi_a):
             i = int(np.argmax((lo_a > hi_a).reshape(-1)))
@@ -258,7 +266,10 @@ class SpaceSpec:
             if lo > hi:
                 raise ValueError("Box low must be <= high everywhere; element 0 has low > high")
             return cls._new(
-                "box", dims, dt, {"bounds_kind": "typed_uniform", "low": [lo.item()], "high": [hi.item()]}
+                "box",
+                dims,
+                dt,
+                {"bounds_kind": "typed_uniform", "low": [lo.item()], "high": [hi.item()]},
             )
         lo_b, hi_b = np.broadcast_to(lo, dims), np.broadcast_to(hi, dims)
         if np.any(lo_b > hi_b):

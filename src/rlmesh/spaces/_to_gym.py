@@ -76,7 +76,9 @@ def _gym_from_spec(spec: SpaceSpec, gs: Any) -> Any:
         space.dtype = dt
         return space
     if kind == "text":
-        charset: Any = d["charset"] or string.printable  # unrestricted -> printable (GYM-7, CNF2-A2)
+        charset: Any = (
+            d["charset"] or string.printable
+        )  # unrestricted -> printable (GYM-7, CNF2-A2)
         return gs.Text(d["max_length"], min_length=d["min_length"], charset=charset)
     if kind == "dict":
         # An OrderedDict is never re-sorted by Gymnasium: declared order survives (OPP-12).

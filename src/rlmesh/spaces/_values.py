@@ -74,6 +74,7 @@ __all__ = ["check_value", "compile_encoder", "compile_range_check"]
 
 Encoder = Callable[[Any], Any]
 
+
 def _c_vdot() -> Callable[[Any, Any], Any]:
     """numpy's C ``vdot``, without the Python-level ``__array_function__`` dispatcher
     (one call less per checked value, issue 24); ``np.vdot`` where it cannot be found."""
@@ -232,7 +233,12 @@ def _compile_array(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
         vdot = _vdot
 
         def encode_float(v: Any) -> Any:
-            if type(v) is np.ndarray and v.dtype == dt and v.shape == shape and v.flags.c_contiguous:
+            if (
+                type(v) is np.ndarray
+                and v.dtype == dt
+                and v.shape == shape
+                and v.flags.c_contiguous
+            ):
                 total = vdot(v, v)  # see _nan_check
                 if total != total:
                     _nan_check(v, path, label, numel, lanes)
@@ -421,7 +427,9 @@ def _compile_text(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
             try:
                 v.encode("utf-8")
             except UnicodeEncodeError:
-                raise ValueError(f"{path}: Text value is not valid Unicode (lone surrogate){where}") from None
+                raise ValueError(
+                    f"{path}: Text value is not valid Unicode (lone surrogate){where}"
+                ) from None
         return v if type(v) is str else str(v)
 
     if lanes is None:

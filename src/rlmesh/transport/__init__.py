@@ -14,4 +14,12 @@ from .address import (
 )
 from .connection import Connection as Connection, dial as dial, listen as listen
 
-__all__ = ["Address", "Connection", "dial", "listen", "parse_bind_address", "parse_connect_address", "resolve_address"]
+__all__ = [
+    "Address",
+    "Connection",
+    "dial",
+    "listen",
+    "parse_bind_address",
+    "parse_connect_address",
+    "resolve_address",
+]

@@ -50,7 +50,9 @@ def _port(value: object, raw: str) -> int:
 
 def _unix(path: str, raw: str) -> Address:
     if sys.platform == "win32":
-        raise ValueError(f"invalid address: {raw!r}: unix sockets are unavailable on Windows; use tcp://host:port")
+        raise ValueError(
+            f"invalid address: {raw!r}: unix sockets are unavailable on Windows; use tcp://host:port"
+        )
     if not path:
         raise ValueError(f"invalid address: {raw!r} names no socket path")
     return Address("unix", path=os.path.abspath(path))
@@ -67,7 +69,9 @@ def _split_host_port(rest: str, raw: str, *, bind: bool) -> Address:
     elif ":" not in rest and bind and rest.isdigit():
         host, port_s = "", rest
     else:
-        raise ValueError(f"invalid address: {raw!r}; expected host:port, tcp://host:port or unix:///path")
+        raise ValueError(
+            f"invalid address: {raw!r}; expected host:port, tcp://host:port or unix:///path"
+        )
     host = host.strip()
     if bind and host in ("", "localhost"):
         host = "127.0.0.1"  # ADR-2
@@ -126,7 +130,9 @@ def resolve_address(
     helpers = host is not None or port is not None or path is not None or transport is not None
     if address is not None:
         if helpers:
-            raise ValueError("pass either address or the host/port/path/transport helpers, not both")
+            raise ValueError(
+                "pass either address or the host/port/path/transport helpers, not both"
+            )
         return parse_bind_address(address) if bind else parse_connect_address(address)
     if transport is not None and transport not in ("tcp", "unix"):
         raise ValueError(f"transport must be 'tcp' or 'unix', got {transport!r}")

@@ -26,8 +26,12 @@ import threading
 
 __all__ = ["FAN_OUT_CAPABILITY", "BusyPolling", "busy_poll_default"]
 
-_BUSY_POLL_DEFAULT_US = 1000  # covers a trainer thinking between steps and a few-lane step (issue 12)
-PROBE_EVERY = 8  # while polling is off, one read in this many polls anyway (it may be a sleeping pair) ...
+_BUSY_POLL_DEFAULT_US = (
+    1000  # covers a trainer thinking between steps and a few-lane step (issue 12)
+)
+PROBE_EVERY = (
+    8  # while polling is off, one read in this many polls anyway (it may be a sleeping pair) ...
+)
 PROBE_EVERY_MAX = 1024  # ... and each probe that catches nothing doubles the gap, up to this
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 #: ``Hello.capabilities`` key a client sets to ``"true"`` when it steps several endpoints at

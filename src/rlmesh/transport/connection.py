@@ -93,7 +93,9 @@ class Connection(SocketStream):
             self._sent_at = time.perf_counter()
 
     def _marker(self, ch: Channel, deadline: float | None) -> None:
-        limit = time.monotonic() + (SHM_STALL_SECONDS if deadline is None else max(0.0, deadline - time.monotonic()))
+        limit = time.monotonic() + (
+            SHM_STALL_SECONDS if deadline is None else max(0.0, deadline - time.monotonic())
+        )
         while True:  # bounded: the reader frees space or we give up
             try:
                 if ch.write_marker() is not None:
@@ -101,7 +103,9 @@ class Connection(SocketStream):
             except ProtocolException as exc:
                 raise ConnectionLost(f"the shared-memory ring is corrupt: {exc}") from exc
             if time.monotonic() > limit:
-                raise ConnectionLost("the peer stopped reading its shared-memory ring; dropping the connection")
+                raise ConnectionLost(
+                    "the peer stopped reading its shared-memory ring; dropping the connection"
+                )
             time.sleep(0.0001)
 
     # -- sending without blocking (the serve loop) ------------------------------------------
@@ -131,7 +135,9 @@ class Connection(SocketStream):
                 except BlockingIOError:
                     sent = 0
                 except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError) as exc:
-                    raise ConnectionLost(f"the peer closed the connection ({exc.strerror or exc})") from exc
+                    raise ConnectionLost(
+                        f"the peer closed the connection ({exc.strerror or exc})"
+                    ) from exc
                 except OSError as exc:
                     raise ConnectionLost(f"sending failed: {exc}") from exc
                 if type(one) is bytes and sent == len(one):
@@ -148,7 +154,9 @@ class Connection(SocketStream):
             asleep = ch.write(buffers, nbytes)
             if asleep is None:  # too big for the ring, or the ring is full: the socket, in order
                 if ch.write_marker() is None:
-                    raise ConnectionLost("the peer stopped reading its shared-memory ring; dropping the connection")
+                    raise ConnectionLost(
+                        "the peer stopped reading its shared-memory ring; dropping the connection"
+                    )
                 asleep = None
         except ProtocolException as exc:
             raise ConnectionLost(f"the shared-memory ring is corrupt: {exc}") from exc

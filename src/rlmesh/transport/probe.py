@@ -54,7 +54,10 @@ def ping(address: str, *, timeout_seconds: float = 5.0) -> Health:
     try:
         sock = dial(addr, timeout_seconds)
     except TimeoutError:
-        raise RequestTimeout(f"no answer from '{addr.url}' within {timeout_seconds:.3f}s", timeout_seconds=timeout_seconds) from None
+        raise RequestTimeout(
+            f"no answer from '{addr.url}' within {timeout_seconds:.3f}s",
+            timeout_seconds=timeout_seconds,
+        ) from None
     except OSError as exc:
         raise ConnectFailed(f"could not connect to '{addr.url}': {exc}") from exc
     conn = Connection(sock, frames.PRE_HANDSHAKE_LIMITS)
@@ -65,7 +68,10 @@ def ping(address: str, *, timeout_seconds: float = 5.0) -> Health:
         reply = decode_header(frame)
         counts = m.decode_sessions_pong(frame) if isinstance(reply, m.Pong) else None
     except TimeoutError:
-        raise RequestTimeout(f"no answer from '{addr.url}' within {timeout_seconds:.3f}s", timeout_seconds=timeout_seconds) from None
+        raise RequestTimeout(
+            f"no answer from '{addr.url}' within {timeout_seconds:.3f}s",
+            timeout_seconds=timeout_seconds,
+        ) from None
     except (ConnectionLost, ProtocolException) as exc:
         raise ConnectFailed(f"'{addr.url}' did not answer like an rlmesh endpoint: {exc}") from exc
     finally:
@@ -74,12 +80,24 @@ def ping(address: str, *, timeout_seconds: float = 5.0) -> Health:
         raise ConnectFailed(f"'{addr.url}' answered a ping with {type(reply).__name__}")
     latency = (time.perf_counter() - started) * 1e3
     if counts is not None and counts.limit > 0:  # a multi-session endpoint counts its sessions
-        return Health(addr.url, reply.state, reply.service, reply.generation, latency, counts.sessions, counts.limit)
-    in_use = 1 if reply.state == "busy" else 0  # a single-session endpoint: busy = its one session is taken
+        return Health(
+            addr.url,
+            reply.state,
+            reply.service,
+            reply.generation,
+            latency,
+            counts.sessions,
+            counts.limit,
+        )
+    in_use = (
+        1 if reply.state == "busy" else 0
+    )  # a single-session endpoint: busy = its one session is taken
     return Health(addr.url, reply.state, reply.service, reply.generation, latency, in_use, 1)
 
 
-def wait_ready(address: str, *, timeout_seconds: float = 30.0, interval_seconds: float = 0.05) -> Health:
+def wait_ready(
+    address: str, *, timeout_seconds: float = 30.0, interval_seconds: float = 0.05
+) -> Health:
     """Ping until the endpoint answers or ``timeout_seconds`` pass (bounded polling).
 
     Raises:
@@ -91,7 +109,8 @@ def wait_ready(address: str, *, timeout_seconds: float = 30.0, interval_seconds:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise RequestTimeout(
-                f"'{address}' was not ready within {timeout_seconds:.3f}s ({last})", timeout_seconds=timeout_seconds
+                f"'{address}' was not ready within {timeout_seconds:.3f}s ({last})",
+                timeout_seconds=timeout_seconds,
             ) from last
         try:
             return ping(address, timeout_seconds=min(remaining, 5.0))

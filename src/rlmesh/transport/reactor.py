@@ -52,7 +52,9 @@ class Poller:
                 self._epoll.modify(fd, select.EPOLLIN | select.EPOLLOUT if on else select.EPOLLIN)
             else:
                 assert self._sel is not None
-                events = selectors.EVENT_READ | selectors.EVENT_WRITE if on else selectors.EVENT_READ
+                events = (
+                    selectors.EVENT_READ | selectors.EVENT_WRITE if on else selectors.EVENT_READ
+                )
                 self._sel.modify(fd, events, obj)
         except (KeyError, ValueError, OSError):
             pass
@@ -74,7 +76,9 @@ class Poller:
         objs = self._objs
         if self._epoll is not None:
             out = []
-            for fd, _ in self._epoll.poll(timeout, len(objs)):  # a plain loop: no comprehension call per wake-up
+            for fd, _ in self._epoll.poll(
+                timeout, len(objs)
+            ):  # a plain loop: no comprehension call per wake-up
                 obj = objs.get(fd)
                 if obj is not None:
                     out.append(obj)
@@ -87,7 +91,6 @@ class Poller:
             self._epoll.close()
         if self._sel is not None:
             self._sel.close()
-
 
 
 class Waker:

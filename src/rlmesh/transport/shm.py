@@ -80,10 +80,15 @@ _MAGIC = b"RLMESHM1"
 _MAGIC_AT = 4032
 _TOKEN_AT = 4048  # the session's secret from Welcome.capabilities["shm.token"] (ASCII, <= 48 bytes)
 _TOKEN_MAX = _HEADER - _TOKEN_AT
-_RING = ((0, 8, 16), (24, 32, 40))  # (write, read, sleeping) u64 word indices of ring 0 and ring 1 (64 bytes apart)
+_RING = (
+    (0, 8, 16),
+    (24, 32, 40),
+)  # (write, read, sleeping) u64 word indices of ring 0 and ring 1 (64 bytes apart)
 _MARK = (1 << 64) - 1
 _U64 = struct.Struct("<Q")
-DEFAULT_CAPACITY = 256 * 1024  # per direction: a 224x224 camera frame fits; bigger frames take the socket
+DEFAULT_CAPACITY = (
+    256 * 1024
+)  # per direction: a 224x224 camera frame fits; bigger frames take the socket
 _fence_lock = threading.Lock()
 
 
@@ -268,7 +273,11 @@ def open_channel(path: str, *, uid: int | None = None, token: str = "") -> Chann
         mm.close()
         raise OSError("the shared-memory file does not carry this session's secret")
     capacity = _U64.unpack_from(mm, _MAGIC_AT + 8)[0]
-    if mm[_MAGIC_AT : _MAGIC_AT + 8] != _MAGIC or _HEADER + 2 * capacity != len(mm) or capacity % 4096:
+    if (
+        mm[_MAGIC_AT : _MAGIC_AT + 8] != _MAGIC
+        or _HEADER + 2 * capacity != len(mm)
+        or capacity % 4096
+    ):
         mm.close()
         raise OSError("the shared-memory file has an unknown layout")
     return Channel(mm, capacity, side=1)
@@ -331,7 +340,20 @@ class Channel:
         side: 0 for the client (writes ring 0), 1 for the server (writes ring 1).
     """
 
-    __slots__ = ("_bytes", "_cap", "_ctl", "_mm", "_rpos", "_rx", "_rx_data", "_tx", "_tx_data", "_wpos", "asleep", "closed")
+    __slots__ = (
+        "_bytes",
+        "_cap",
+        "_ctl",
+        "_mm",
+        "_rpos",
+        "_rx",
+        "_rx_data",
+        "_tx",
+        "_tx_data",
+        "_wpos",
+        "asleep",
+        "closed",
+    )
 
     def __init__(self, mm: mmap.mmap, capacity: int, *, side: int) -> None:
         self._mm = mm
@@ -360,7 +382,9 @@ class Channel:
         cap = self._cap
         used = w - self._ctl[self._tx[1]]
         if not 0 <= used <= cap:
-            raise ProtocolException(f"the peer's read position is inconsistent ({used} bytes in use)")
+            raise ProtocolException(
+                f"the peer's read position is inconsistent ({used} bytes in use)"
+            )
         if need > cap - used:
             return None
         out = self._bytes
@@ -386,7 +410,9 @@ class Channel:
         w = self._wpos
         used = w - self._ctl[self._tx[1]]
         if not 0 <= used <= self._cap:
-            raise ProtocolException(f"the peer's read position is inconsistent ({used} bytes in use)")
+            raise ProtocolException(
+                f"the peer's read position is inconsistent ({used} bytes in use)"
+            )
         if self._cap - used < 8:
             return None
         _U64.pack_into(self._bytes, self._tx_data + w % self._cap, _MARK)
@@ -429,15 +455,21 @@ class Channel:
             return MARKER
         need = 8 + length + (-length % 8)
         if length < PREFIX_SIZE or need > w - r:
-            raise ProtocolException(f"shared-memory entry of {length} bytes does not fit what was published")
+            raise ProtocolException(
+                f"shared-memory entry of {length} bytes does not fit what was published"
+            )
         pos = (pos + 8) % cap
         if pos + PREFIX_SIZE <= cap:
             plan = frames.decode_prefix_at(mem, base + pos, limits)
         else:
-            plan = frames.decode_prefix(self._copy_out(np.empty(PREFIX_SIZE, np.uint8), pos).tobytes(), limits)
+            plan = frames.decode_prefix(
+                self._copy_out(np.empty(PREFIX_SIZE, np.uint8), pos).tobytes(), limits
+            )
         n = plan.body_len
         if PREFIX_SIZE + n != length:
-            raise ProtocolException(f"frame of {n} body bytes in a {length}-byte shared-memory entry")
+            raise ProtocolException(
+                f"frame of {n} body bytes in a {length}-byte shared-memory entry"
+            )
         start = (pos + PREFIX_SIZE) % cap
         if n < frames.SMALL_BODY and start + n <= cap:  # the common case: one small copy
             body = np.frombuffer(bytearray(mem[base + start : base + start + n]), np.uint8)

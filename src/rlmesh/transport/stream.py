@@ -38,11 +38,18 @@ from .busypoll import _DONTWAIT, BusyPolling, yield_cpu
 
 __all__ = ["SocketStream", "dial", "listen"]
 
-_PREFIX, _MAGIC, _VERSION, _ALIGN = frames.PREFIX, frames.MAGIC, frames.VERSION, frames.SEGMENT_ALIGN
+_PREFIX, _MAGIC, _VERSION, _ALIGN = (
+    frames.PREFIX,
+    frames.MAGIC,
+    frames.VERSION,
+    frames.SEGMENT_ALIGN,
+)
 _U64 = struct.Struct("<Q")
 _new = object.__new__
 _IOV_MAX = 512  # stay well below the kernel's 1024-iovec limit per sendmsg
-_SCRATCH = 8 * 1024  # one recv_into fetches a whole small frame; large bodies go straight to their buffer
+_SCRATCH = (
+    8 * 1024
+)  # one recv_into fetches a whole small frame; large bodies go straight to their buffer
 
 
 class SocketStream(BusyPolling):
@@ -97,11 +104,15 @@ class SocketStream(BusyPolling):
 
     # -- sending ------------------------------------------------------------------------
 
-    def _send_socket(self, buffers: list[Any], deadline: float | None, nowait: bool = False) -> None:
+    def _send_socket(
+        self, buffers: list[Any], deadline: float | None, nowait: bool = False
+    ) -> None:
         sock = self.sock
         bufs = buffers
         try:
-            if len(bufs) == 1:  # a small frame: plain send() is cheaper than sendmsg() (TCP: ~0.5 µs)
+            if (
+                len(bufs) == 1
+            ):  # a small frame: plain send() is cheaper than sendmsg() (TCP: ~0.5 µs)
                 try:
                     sent = sock.send(bufs[0])
                 except BlockingIOError:
@@ -164,7 +175,9 @@ class SocketStream(BusyPolling):
         n = sum(_nbytes(b) for b in rest)
         if self.backlog and self.backlog + n > limit:
             return False
-        self._outq.append(memoryview(b"".join(b if type(b) is bytes else memoryview(b).cast("B") for b in rest)))
+        self._outq.append(
+            memoryview(b"".join(b if type(b) is bytes else memoryview(b).cast("B") for b in rest))
+        )
         self.backlog += n
         self.flush()
         return True
@@ -450,10 +463,17 @@ def _wait_for(sock: socket.socket, writable: bool, seconds: float | None) -> boo
     else ``select()``.
     """
     if not hasattr(select, "poll"):  # pragma: no cover - Windows
-        ready = select.select([], [sock], [], seconds) if writable else select.select([sock], [], [], seconds)
+        ready = (
+            select.select([], [sock], [], seconds)
+            if writable
+            else select.select([sock], [], [], seconds)
+        )
         return bool(ready[1] if writable else ready[0])
     poller = select.poll()
-    poller.register(sock.fileno(), (select.POLLOUT if writable else select.POLLIN) | select.POLLERR | select.POLLHUP)
+    poller.register(
+        sock.fileno(),
+        (select.POLLOUT if writable else select.POLLIN) | select.POLLERR | select.POLLHUP,
+    )
     timeout_ms = None if seconds is None else max(0, math.ceil(seconds * 1000))
     return bool(poller.poll(timeout_ms))
 

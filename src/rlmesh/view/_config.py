@@ -67,7 +67,9 @@ class View:
             raise ValueError("View token must be a non-empty str or None")
         hosts = self.allowed_hosts
         if isinstance(hosts, str) or not all(isinstance(h, str) and h.strip() for h in hosts):
-            raise ValueError(f"View allowed_hosts must be a list of non-empty host names, got {hosts!r}")
+            raise ValueError(
+                f"View allowed_hosts must be a list of non-empty host names, got {hosts!r}"
+            )
         object.__setattr__(self, "allowed_hosts", tuple(h.strip() for h in hosts))
 
 

@@ -62,7 +62,9 @@ class ViewerQuit(KeyboardInterrupt):
 def warn_view(message: str) -> None:
     """Emit ``"rlmesh view: <message>"`` as a ``UserWarning`` that can never raise (VIEW-9)."""
     try:
-        warnings.warn(f"rlmesh view: {term_safe(message, newlines=True)}", UserWarning, stacklevel=3)
+        warnings.warn(
+            f"rlmesh view: {term_safe(message, newlines=True)}", UserWarning, stacklevel=3
+        )
     except Exception:  # -W error: a viewer warning must not break the run
         pass
 
@@ -157,7 +159,9 @@ class Viewer:
 
     # -- the run's thread --------------------------------------------------------------------
 
-    def begin_episode(self, episode: int, seed: int | None, episodes: int, observation: Any) -> None:
+    def begin_episode(
+        self, episode: int, seed: int | None, episodes: int, observation: Any
+    ) -> None:
         """A new episode started with ``observation`` (fed like a step, VIEW-6)."""
         if self.disabled:
             return
@@ -278,7 +282,11 @@ class Viewer:
                 self.hud.paused = True
                 self._wake.set()
                 self._cv.notify_all()  # observers waiting for "the run is paused"
-                while self.paused and self._steps_allowed == 0 and not (self._skip or self._quit or self.closed):
+                while (
+                    self.paused
+                    and self._steps_allowed == 0
+                    and not (self._skip or self._quit or self.closed)
+                ):
                     if self._regrab:  # a new camera chosen while paused: show it now
                         self._regrab = False
                         self._cv.release()
@@ -320,7 +328,9 @@ class Viewer:
                 self.selected = (self.selected - 1) % n
             lane = kw.get("lane")
             if isinstance(lane, int) and not isinstance(lane, bool) and 0 <= lane < self.lanes:
-                if lane != self.selected_lane:  # the plots follow the watched lane from its next step
+                if (
+                    lane != self.selected_lane
+                ):  # the plots follow the watched lane from its next step
                     self.stats.rewards.clear()
                     self.stats.actions.clear()
                 self.selected_lane = lane
@@ -408,7 +418,9 @@ class Viewer:
                     try:
                         backend.frame(key, frame, stamp, seq)
                     except Exception as exc:
-                        warn_view(f"{backend.name} backend failed to draw: {type(exc).__name__}: {exc}")
+                        warn_view(
+                            f"{backend.name} backend failed to draw: {type(exc).__name__}: {exc}"
+                        )
             if now - last_meta >= 0.1:
                 last_meta = now
                 for backend in self.backends:
@@ -423,7 +435,12 @@ class Viewer:
         return self.hud.snapshot(time.perf_counter())
 
     def sources_doc(self) -> dict[str, Any]:
-        return {"sources": list(self.labels), "selected": self.selected, "lanes": self.lanes, "lane": self.selected_lane}
+        return {
+            "sources": list(self.labels),
+            "selected": self.selected,
+            "lanes": self.lanes,
+            "lane": self.selected_lane,
+        }
 
     def series_doc(self) -> dict[str, Any]:
         """The reward and action series of the watched lane's episode, and both plots as SVG.
@@ -452,14 +469,20 @@ class Viewer:
             "action_names": names,
             "lane": self.selected_lane,
             "reward_svg": line_plot_svg(
-                [rewards], ["reward per step"], x0=max(1, step - len(rewards) + 1), y_label="reward",
+                [rewards],
+                ["reward per step"],
+                x0=max(1, step - len(rewards) + 1),
+                y_label="reward",
                 title=f"reward per step{label}",
             ),
             "action_svg": line_plot_svg(
-                per_dim, names, x0=max(1, step - len(actions) + 1), y_label="action", title=f"action{label}"
+                per_dim,
+                names,
+                x0=max(1, step - len(actions) + 1),
+                y_label="action",
+                title=f"action{label}",
             ),
         }
 
     def episodes_doc(self) -> dict[str, Any]:
         return {"rows": self.stats.rows[-200:], **self.stats.summary()}
-

@@ -26,7 +26,11 @@ def make_encoder(fmt: str, quality: int) -> tuple[Callable[[np.ndarray[Any, Any]
             import simplejpeg
 
             def encode_sj(frame: np.ndarray[Any, Any]) -> bytes:
-                return bytes(simplejpeg.encode_jpeg(frame, quality=quality, colorspace="RGB", colorsubsampling="420"))
+                return bytes(
+                    simplejpeg.encode_jpeg(
+                        frame, quality=quality, colorspace="RGB", colorsubsampling="420"
+                    )
+                )
 
             return encode_sj, "image/jpeg"
         except ImportError:

@@ -212,7 +212,11 @@ class HttpBackend:
         r.add_get("/control", self._control)
         r.add_route("*", "/{tail:.*}", self._not_found)
         runner = web.AppRunner(
-            app, handle_signals=False, access_log=None, shutdown_timeout=1.0, keepalive_timeout=IDLE_SECONDS
+            app,
+            handle_signals=False,
+            access_log=None,
+            shutdown_timeout=1.0,
+            keepalive_timeout=IDLE_SECONDS,
         )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
@@ -278,7 +282,12 @@ class HttpBackend:
             return
         data = self.encode(frame)
         h, w = int(frame.shape[0]), int(frame.shape[1])
-        msg = FRAME_HEADER.pack(1, key[0] & 0xFF, key[1] & 0xFFFF, seq & 0xFFFFFFFF, stamp, w & 0xFFFF, h & 0xFFFF) + data
+        msg = (
+            FRAME_HEADER.pack(
+                1, key[0] & 0xFF, key[1] & 0xFFFF, seq & 0xFFFFFFFF, stamp, w & 0xFFFF, h & 0xFFFF
+            )
+            + data
+        )
         try:
             self.loop.call_soon_threadsafe(self._deliver, key, data, msg, seq)
         except RuntimeError:  # loop closed
@@ -328,7 +337,9 @@ class HttpBackend:
             texts, client.texts = client.texts, {}
             frames, client.frames = client.frames, {}
             try:  # a tab that stops reading is dropped after IDLE_SECONDS, never waited on forever
-                await asyncio.wait_for(_send_batch(ws, list(texts.values()), list(frames.values())), IDLE_SECONDS)
+                await asyncio.wait_for(
+                    _send_batch(ws, list(texts.values()), list(frames.values())), IDLE_SECONDS
+                )
             except asyncio.TimeoutError:
                 _abort(ws)
                 return
@@ -347,7 +358,10 @@ class HttpBackend:
 
         @web.middleware
         async def auth(request: Any, handler: Any) -> Any:
-            if not self.token and request.headers.get("Host", "").strip().lower() not in self._hosts:
+            if (
+                not self.token
+                and request.headers.get("Host", "").strip().lower() not in self._hosts
+            ):
                 return web.Response(
                     status=403,
                     text="forbidden: this viewer answers only to its own address (Host "
@@ -357,9 +371,14 @@ class HttpBackend:
             if _cross_site(request):
                 return web.Response(status=403, text="forbidden: cross-site request")
             if request.path in _STATE_CHANGING and not _same_origin(request):
-                return web.Response(status=403, text="forbidden: only this viewer's own page may control the run")
+                return web.Response(
+                    status=403, text="forbidden: only this viewer's own page may control the run"
+                )
             if not self._authorized(request):
-                return web.Response(status=403, text="forbidden: this viewer needs ?token=... (printed with its URL)")
+                return web.Response(
+                    status=403,
+                    text="forbidden: this viewer needs ?token=... (printed with its URL)",
+                )
             return await handler(request)
 
         return auth
@@ -380,7 +399,9 @@ class HttpBackend:
             if raw[1] > self.latest_seq.get(key, -1):
                 self.latest[key], self.latest_seq[key] = data, raw[1]
         data = self.latest.get(key, b"")
-        return web.Response(body=data, content_type=self.content_type, headers={"Cache-Control": "no-store"})
+        return web.Response(
+            body=data, content_type=self.content_type, headers={"Cache-Control": "no-store"}
+        )
 
     async def _sources(self, request: Any) -> Any:
         from aiohttp import web
@@ -439,16 +460,29 @@ class HttpBackend:
         from aiohttp import WSMsgType, web
 
         if self._open_streams() >= MAX_STREAMS:
-            return web.Response(status=503, text=f"busy: {MAX_STREAMS} tabs and streams are open already")
+            return web.Response(
+                status=503, text=f"busy: {MAX_STREAMS} tabs and streams are open already"
+            )
         # a tab that stops answering pings is dropped after ~1.5 x IDLE_SECONDS
-        ws = web.WebSocketResponse(heartbeat=IDLE_SECONDS, max_msg_size=1 << 16, compress=False)  # JPEG does not deflate
+        ws = web.WebSocketResponse(
+            heartbeat=IDLE_SECONDS, max_msg_size=1 << 16, compress=False
+        )  # JPEG does not deflate
         client = _Client(ws)
         v = self.viewer
         self._pending_ws += 1
         try:
             await asyncio.wait_for(ws.prepare(request), IDLE_SECONDS)
             await asyncio.wait_for(
-                ws.send_str(json.dumps({"type": "hello", "format": self.fmt, "fps": v.fps_target, **v.sources_doc()})),
+                ws.send_str(
+                    json.dumps(
+                        {
+                            "type": "hello",
+                            "format": self.fmt,
+                            "fps": v.fps_target,
+                            **v.sources_doc(),
+                        }
+                    )
+                ),
                 IDLE_SECONDS,
             )
         except asyncio.TimeoutError:
@@ -457,7 +491,12 @@ class HttpBackend:
         finally:
             self._pending_ws -= 1
         for key, data in self.latest.items():  # the newest picture of every camera at once
-            client.frames[key] = FRAME_HEADER.pack(1, key[0] & 0xFF, key[1] & 0xFFFF, self.latest_seq.get(key, 0), 0.0, 0, 0) + data
+            client.frames[key] = (
+                FRAME_HEADER.pack(
+                    1, key[0] & 0xFF, key[1] & 0xFFFF, self.latest_seq.get(key, 0), 0.0, 0, 0
+                )
+                + data
+            )
         client.texts["hud"] = json.dumps({"type": "hud", **v.hud_doc()})
         client.texts["episodes"] = json.dumps({"type": "episodes", **v.episodes_doc()}, default=str)
         client.event.set()
@@ -497,9 +536,14 @@ class HttpBackend:
                 return v.selected, v.selected_lane
 
         if self._open_streams() >= MAX_STREAMS:
-            return web.Response(status=503, text=f"busy: {MAX_STREAMS} tabs and streams are open already")
+            return web.Response(
+                status=503, text=f"busy: {MAX_STREAMS} tabs and streams are open already"
+            )
         resp = web.StreamResponse(
-            headers={"Content-Type": "multipart/x-mixed-replace; boundary=rlmeshframe", "Cache-Control": "no-store"}
+            headers={
+                "Content-Type": "multipart/x-mixed-replace; boundary=rlmeshframe",
+                "Cache-Control": "no-store",
+            }
         )
         await resp.prepare(request)
         ev = asyncio.Event()

@@ -118,7 +118,13 @@ def format_hud(hud: dict[str, Any], width: int = 1000) -> str:
     optional = {"timing": timing, "chunk": chunk, "frame": frame}
 
     def line() -> str:
-        groups = ["  ".join(progress), optional["timing"], optional["chunk"], reward, optional["frame"]]
+        groups = [
+            "  ".join(progress),
+            optional["timing"],
+            optional["chunk"],
+            reward,
+            optional["frame"],
+        ]
         return "  |  ".join(g for g in groups if g)
 
     for drop in ("frame", "chunk", "timing"):

@@ -28,7 +28,9 @@ def open_viewer(cfg: Any, context: Any, *, route: Any = None, sources: Any = Non
             return None
         lanes = int(getattr(context, "num_envs", 1) or 1)
         labels = [s.label for s in found]
-        viewer = Viewer(found, fps=cfg.fps, lanes=lanes, selected=select_index(labels, cfg.source), route=route)
+        viewer = Viewer(
+            found, fps=cfg.fps, lanes=lanes, selected=select_index(labels, cfg.source), route=route
+        )
         http = None
         if cfg.backend in ("http", "both"):
             try:

@@ -127,7 +127,9 @@ def line_plot_svg(
     out.append(f'<line x1="{_LEFT}" y1="{top}" x2="{_LEFT}" y2="{y1}"/>')
     out.append(f'<line x1="{_LEFT}" y1="{y1}" x2="{x1}" y2="{y1}"/>')
     if lo < 0 < hi:
-        out.append(f'<line x1="{_LEFT}" y1="{sy(0):.1f}" x2="{x1}" y2="{sy(0):.1f}" stroke-dasharray="2,2"/>')
+        out.append(
+            f'<line x1="{_LEFT}" y1="{sy(0):.1f}" x2="{x1}" y2="{sy(0):.1f}" stroke-dasharray="2,2"/>'
+        )
     out.append("</g>")
     out.append('<g class="ticks" fill="#9aa5b1">')
     ticks = [hi, lo] + ([0.0] if lo < 0 < hi else [])
@@ -136,14 +138,18 @@ def line_plot_svg(
     if n:
         out.append(f'<text x="{_LEFT}" y="{_H - 5}" text-anchor="start">{x0}</text>')
         out.append(f'<text x="{x1}" y="{_H - 5}" text-anchor="end">{x0 + n - 1}</text>')
-    out.append(f'<text x="{(_LEFT + x1) / 2:.0f}" y="{_H - 5}" text-anchor="middle">{escape(x_label)}</text>')
+    out.append(
+        f'<text x="{(_LEFT + x1) / 2:.0f}" y="{_H - 5}" text-anchor="middle">{escape(x_label)}</text>'
+    )
     if y_label:
         out.append(
             f'<text x="8" y="{(top + y1) / 2:.0f}" text-anchor="middle" '
             f'transform="rotate(-90 8 {(top + y1) / 2:.0f})">{escape(y_label)}</text>'
         )
     if not n:
-        out.append(f'<text x="{(_LEFT + x1) / 2:.0f}" y="{(top + y1) / 2:.0f}" text-anchor="middle">no data yet</text>')
+        out.append(
+            f'<text x="{(_LEFT + x1) / 2:.0f}" y="{(top + y1) / 2:.0f}" text-anchor="middle">no data yet</text>'
+        )
     out.append("</g>")
     # lines
     step = (x1 - _LEFT) / max(1, n - 1)
@@ -163,6 +169,8 @@ def line_plot_svg(
                 cx, cy = run.split(",")
                 out.append(f'<circle cx="{cx}" cy="{cy}" r="1.2" fill="{PALETTE[i]}"/>')
             else:
-                out.append(f'<polyline fill="none" stroke="{PALETTE[i]}" stroke-width="1.3" points="{run}"/>')
+                out.append(
+                    f'<polyline fill="none" stroke="{PALETTE[i]}" stroke-width="1.3" points="{run}"/>'
+                )
     out.append("</svg>")
     return "".join(out)

@@ -203,7 +203,12 @@ def _space_parts(space: Any) -> tuple[str, Any, Any, Any]:
         return "tuple", children, None, None
     shape = getattr(space, "shape", None)
     dtype = getattr(space, "dtype", None)
-    return "box", None, tuple(shape) if shape is not None else None, str(np.dtype(dtype)) if dtype is not None else None
+    return (
+        "box",
+        None,
+        tuple(shape) if shape is not None else None,
+        str(np.dtype(dtype)) if dtype is not None else None,
+    )
 
 
 def _image_shape(shape: tuple[int, ...] | None, dtype: str | None) -> bool:
@@ -320,7 +325,9 @@ def _num_envs(context: Any) -> int:
     return max(1, n)
 
 
-def discover_sources(context: Any, *, env: Any = None, leaves: bool = True) -> tuple[FrameSource, ...]:
+def discover_sources(
+    context: Any, *, env: Any = None, leaves: bool = True
+) -> tuple[FrameSource, ...]:
     """Every camera of a bound run, render first (VIEW-3; see the module docstring).
 
     ``context`` is a :class:`rlmesh.Session` or any object with ``contract``,
@@ -347,7 +354,11 @@ def discover_sources(context: Any, *, env: Any = None, leaves: bool = True) -> t
 
                 def fetch_all(_obs: Any) -> Any:  # one render() call for every lane
                     frames = render_fn(-1)
-                    if isinstance(frames, (tuple, list)) and frames and not isinstance(frames[0], (int, float)):
+                    if (
+                        isinstance(frames, (tuple, list))
+                        and frames
+                        and not isinstance(frames[0], (int, float))
+                    ):
                         return list(frames)
                     return [frames]
 

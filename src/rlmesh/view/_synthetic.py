@@ -38,10 +38,14 @@ def demo_frame(t: int, width: int = 240, height: int = 180) -> np.ndarray[Any, A
     return img
 
 
-def counter_frame(n: int, width: int = 640, height: int = 480, *, seed: int = 0) -> np.ndarray[Any, Any]:
+def counter_frame(
+    n: int, width: int = 640, height: int = 480, *, seed: int = 0
+) -> np.ndarray[Any, Any]:
     """An RGB frame whose top band encodes ``n`` (mod ``2**24``) in blocks; the rest is a gradient."""
     img = np.empty((height, width, 3), np.uint8)
-    img[:] = (np.arange(width, dtype=np.uint32)[None, :, None] * 255 // max(1, width - 1)).astype(np.uint8)
+    img[:] = (np.arange(width, dtype=np.uint32)[None, :, None] * 255 // max(1, width - 1)).astype(
+        np.uint8
+    )
     img[:, :, 1] = (seed * 40 + n) % 256
     block = max(4, width // COUNTER_BITS)
     band = min(height, max(8, block))
@@ -77,7 +81,9 @@ class CounterEnv:
     render_mode = "rgb_array"
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}
 
-    def __init__(self, width: int = 640, height: int = 480, *, cameras: int = 1, episode_steps: int = 1000) -> None:
+    def __init__(
+        self, width: int = 640, height: int = 480, *, cameras: int = 1, episode_steps: int = 1000
+    ) -> None:
         self.width, self.height, self.cameras = width, height, cameras
         self.episode_steps = episode_steps
         self.observation_space = Dict(
@@ -94,7 +100,9 @@ class CounterEnv:
         self.counter += 1
         n = self.counter
         self.fed[n] = time.time()
-        self._frames = [counter_frame(n, self.width, self.height, seed=i) for i in range(self.cameras)]
+        self._frames = [
+            counter_frame(n, self.width, self.height, seed=i) for i in range(self.cameras)
+        ]
         obs: dict[str, Any] = {f"cam{i}": f for i, f in enumerate(self._frames)}
         obs["t"] = np.array([self.t], np.float32)
         return obs

@@ -27,7 +27,14 @@ from ._core import Viewer, ViewerError
 from ._encode import make_encoder
 from ._hud import format_hud
 
-__all__ = ["TerminalBackend", "fit_size", "graphics_protocol", "halfblock_rows", "inline_image", "parse_keys"]
+__all__ = [
+    "TerminalBackend",
+    "fit_size",
+    "graphics_protocol",
+    "halfblock_rows",
+    "inline_image",
+    "parse_keys",
+]
 
 #: Long side cap of inline (Kitty / iTerm2) PNG images (VIEW-14, P-6).
 INLINE_MAX_SIDE = 1024
@@ -57,7 +64,11 @@ def fit_size(h: int, w: int, cols: int, rows: int) -> tuple[int, int]:
 def halfblock_rows(img: np.ndarray[Any, Any]) -> list[str]:
     """Rows of truecolor ``▀`` cells (fg = top pixel, bg = bottom pixel) for an even-height RGB image;
     colour escapes are emitted only when the colour changes (VIEW-14)."""
-    packed = (img[:, :, 0].astype(np.uint32) << 16) | (img[:, :, 1].astype(np.uint32) << 8) | img[:, :, 2]
+    packed = (
+        (img[:, :, 0].astype(np.uint32) << 16)
+        | (img[:, :, 1].astype(np.uint32) << 8)
+        | img[:, :, 2]
+    )
     out: list[str] = []
     for r in range(0, packed.shape[0] - 1, 2):
         parts: list[str] = []
@@ -90,14 +101,21 @@ def graphics_protocol(environ: dict[str, str] | None = None) -> str:
     prog = env.get("TERM_PROGRAM", "")
     if env.get("TMUX") or env.get("STY") or term.startswith(("screen", "tmux")):
         return "halfblock"
-    if "kitty" in term or "ghostty" in term or prog.lower() == "ghostty" or env.get("KITTY_WINDOW_ID"):
+    if (
+        "kitty" in term
+        or "ghostty" in term
+        or prog.lower() == "ghostty"
+        or env.get("KITTY_WINDOW_ID")
+    ):
         return "kitty"
     if prog in ("iTerm.app", "WezTerm", "mintty"):
         return "iterm"
     return "halfblock"
 
 
-def inline_image(png: bytes, protocol: str, cols: int, rows: int, *, image_id: int = 1, z: int = 0) -> str:
+def inline_image(
+    png: bytes, protocol: str, cols: int, rows: int, *, image_id: int = 1, z: int = 0
+) -> str:
     """The escape sequence drawing ``png`` into ``cols x rows`` cells with Kitty's or iTerm2's protocol.
 
     Kitty: base64 in 4096-byte chunks (``m=1`` until the last), quiet (``q=2``), image ``image_id``
@@ -118,7 +136,9 @@ def inline_image(png: bytes, protocol: str, cols: int, rows: int, *, image_id: i
     for n, chunk in enumerate(chunks):
         more = 1 if n < len(chunks) - 1 else 0
         if n == 0:
-            out.append(f"\x1b_Gf=100,a=T,i={image_id},p=1,c={cols},r={rows},z={z},C=1,q=2,m={more};{chunk}\x1b\\")
+            out.append(
+                f"\x1b_Gf=100,a=T,i={image_id},p=1,c={cols},r={rows},z={z},C=1,q=2,m={more};{chunk}\x1b\\"
+            )
         else:
             out.append(f"\x1b_Gm={more};{chunk}\x1b\\")
     return "".join(out)
@@ -253,7 +273,9 @@ class TerminalBackend:
                 n = os.write(self.out_fd, data)
                 data = data[n:]
 
-    def frame(self, key: tuple[int, int], frame: np.ndarray[Any, Any], stamp: float, seq: int) -> None:
+    def frame(
+        self, key: tuple[int, int], frame: np.ndarray[Any, Any], stamp: float, seq: int
+    ) -> None:
         if key != (self.viewer.selected, self.viewer.selected_lane):
             return
         self._last = frame
@@ -272,7 +294,10 @@ class TerminalBackend:
         v = self.viewer
         # labels are Dict keys and roles the env chose: escaped, so they cannot drive the terminal (issue 28)
         names = [term_safe(label) for label in v.labels]
-        labels = [f"\x1b[1m[{label}]\x1b[22m" if i == v.selected else label for i, label in enumerate(names)]
+        labels = [
+            f"\x1b[1m[{label}]\x1b[22m" if i == v.selected else label
+            for i, label in enumerate(names)
+        ]
         if v.lanes > 1:
             labels.append(f"lane {v.selected_lane}/{v.lanes}")
         if v.paused:
@@ -290,7 +315,9 @@ class TerminalBackend:
         if image and frame is not None and self._png is not None:
             parts.append(self._inline(frame, cols, img_rows))
             if self.protocol == "kitty" and self._kitty_id:
-                prev = 2 if self._kitty_id == 1 else 1  # double-buffered: drop the previous image after the new one
+                prev = (
+                    2 if self._kitty_id == 1 else 1
+                )  # double-buffered: drop the previous image after the new one
                 after = f"\x1b_Ga=d,d=i,i={prev},q=2\x1b\\"
         elif image and frame is not None:
             ph, pw = fit_size(frame.shape[0], frame.shape[1], cols, img_rows)

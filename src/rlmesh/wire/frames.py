@@ -92,7 +92,9 @@ class FrameLimits:
 #: Limits for a connection that has not completed its handshake: only Hello,
 #: Ping and Shutdown are legal there and all are tiny, so a stranger cannot make
 #: the server reserve a large buffer.
-PRE_HANDSHAKE_LIMITS = FrameLimits(max_frame_bytes=1024 * 1024, max_header_bytes=1024 * 1024, max_segments=0)
+PRE_HANDSHAKE_LIMITS = FrameLimits(
+    max_frame_bytes=1024 * 1024, max_header_bytes=1024 * 1024, max_segments=0
+)
 DEFAULT_LIMITS = FrameLimits()
 
 #: Environment variable that raises (or lowers) ``max_frame_bytes`` for a process: set it
@@ -117,7 +119,9 @@ def default_limits() -> FrameLimits:
         value = 0
     if value <= 0:
         raise ValueError(f"{MAX_FRAME_BYTES_ENV} must be a positive number of bytes, got {raw!r}")
-    return FrameLimits(max_frame_bytes=value, max_header_bytes=min(DEFAULT_LIMITS.max_header_bytes, value))
+    return FrameLimits(
+        max_frame_bytes=value, max_header_bytes=min(DEFAULT_LIMITS.max_header_bytes, value)
+    )
 
 
 class FramePlan:
@@ -125,7 +129,9 @@ class FramePlan:
 
     __slots__ = ("body_len", "header_len", "kind", "request_id", "segment_count")
 
-    def __init__(self, kind: int, request_id: int, header_len: int, segment_count: int, body_len: int) -> None:
+    def __init__(
+        self, kind: int, request_id: int, header_len: int, segment_count: int, body_len: int
+    ) -> None:
         self.kind = kind
         self.request_id = request_id
         self.header_len = header_len
@@ -145,7 +151,11 @@ class Frame:
     __slots__ = ("header", "kind", "request_id", "segments")
 
     def __init__(
-        self, kind: int, request_id: int, header: memoryview, segments: list[np.ndarray[Any, np.dtype[np.uint8]]]
+        self,
+        kind: int,
+        request_id: int,
+        header: memoryview,
+        segments: list[np.ndarray[Any, np.dtype[np.uint8]]],
     ) -> None:
         self.kind = kind
         self.request_id = request_id
@@ -220,7 +230,13 @@ def encode_frame(
         n = seg.nbytes if type(seg) is np.ndarray else memoryview(seg).nbytes
         pad = -pos % SEGMENT_ALIGN
         body = pos + pad + n
-        parts = (PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 1, body), header, _ZEROS[:hpad], _U64.pack(n), _ZEROS[:pad])
+        parts = (
+            PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 1, body),
+            header,
+            _ZEROS[:hpad],
+            _U64.pack(n),
+            _ZEROS[:pad],
+        )
         out = Buffers((b"".join((*parts, seg)),) if body <= INLINE_MAX else (b"".join(parts), seg))
         out.nbytes = PREFIX_SIZE + body  # a tiny frame (above): one buffer, one plain send()
         return out
@@ -237,7 +253,12 @@ def encode_frame(
         pos += pad + n
     table = _TABLES.get(count) or _table(count)
     out[0] = b"".join(
-        (PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos), header, _ZEROS[:hpad], table.pack(*lengths))
+        (
+            PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos),
+            header,
+            _ZEROS[:hpad],
+            table.pack(*lengths),
+        )
     )
     out.nbytes = PREFIX_SIZE + pos
     if pos <= INLINE_MAX:  # a tiny frame: one buffer, one plain send()
@@ -247,7 +268,9 @@ def encode_frame(
     return out
 
 
-def decode_prefix(prefix: bytes | bytearray | memoryview, limits: FrameLimits = DEFAULT_LIMITS) -> FramePlan:
+def decode_prefix(
+    prefix: bytes | bytearray | memoryview, limits: FrameLimits = DEFAULT_LIMITS
+) -> FramePlan:
     """Validate a 24-byte prefix against ``limits`` and say how many body bytes follow.
 
     Raises:
@@ -258,7 +281,9 @@ def decode_prefix(prefix: bytes | bytearray | memoryview, limits: FrameLimits = 
     return decode_prefix_at(prefix, 0, limits)
 
 
-def decode_prefix_at(buf: bytes | bytearray | memoryview, offset: int, limits: FrameLimits = DEFAULT_LIMITS) -> FramePlan:
+def decode_prefix_at(
+    buf: bytes | bytearray | memoryview, offset: int, limits: FrameLimits = DEFAULT_LIMITS
+) -> FramePlan:
     """:func:`decode_prefix` of the 24 bytes at ``buf[offset:]`` (no slice is made)."""
     magic, version, kind, request_id, hlen, count, body_len = PREFIX.unpack_from(buf, offset)
     if (
@@ -273,17 +298,25 @@ def decode_prefix_at(buf: bytes | bytearray | memoryview, offset: int, limits: F
     if magic != MAGIC:
         raise ProtocolException(f"not an rlmesh frame: magic {bytes(magic)!r}, expected {MAGIC!r}")
     if version != VERSION:
-        raise ProtocolException(f"unsupported frame version {version}; this build speaks version {VERSION}")
+        raise ProtocolException(
+            f"unsupported frame version {version}; this build speaks version {VERSION}"
+        )
     if hlen > limits.max_header_bytes:
-        raise ProtocolException(f"frame header of {hlen} bytes exceeds the limit of {limits.max_header_bytes}")
+        raise ProtocolException(
+            f"frame header of {hlen} bytes exceeds the limit of {limits.max_header_bytes}"
+        )
     if count > limits.max_segments:
         raise ProtocolException(f"frame has {count} segments; the limit is {limits.max_segments}")
     if body_len > limits.max_frame_bytes:
         raise ProtocolException(
             f"frame body of {body_len} bytes exceeds the limit of {limits.max_frame_bytes}"
         )
-    if body_len < (hlen + (-hlen % 8) + 8 * count if count else hlen):  # where the segment table ends
-        raise ProtocolException(f"frame body of {body_len} bytes is shorter than its header and table")
+    if body_len < (
+        hlen + (-hlen % 8) + 8 * count if count else hlen
+    ):  # where the segment table ends
+        raise ProtocolException(
+            f"frame body of {body_len} bytes is shorter than its header and table"
+        )
     return FramePlan(kind, request_id, hlen, count, body_len)
 
 
@@ -315,7 +348,9 @@ def split_body(plan: FramePlan, body: np.ndarray[Any, np.dtype[np.uint8]]) -> Fr
                 raise ProtocolException(
                     f"segment of {n} bytes at offset {pos} runs past the frame body ({plan.body_len} bytes)"
                 )
-            raise ProtocolException(f"frame body is {plan.body_len} bytes but its layout ends at {pos + n}")
+            raise ProtocolException(
+                f"frame body is {plan.body_len} bytes but its layout ends at {pos + n}"
+            )
         return Frame(plan.kind, plan.request_id, header, [body[pos : pos + n]])
     segments: list[np.ndarray[Any, np.dtype[np.uint8]]] = []
     if count:

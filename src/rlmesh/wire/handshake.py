@@ -45,12 +45,19 @@ def peer_info(component: str) -> m.PeerInfo:
         os_version=os_version,
         arch=platform.machine(),
         framework_versions=versions,
-        extra={"rlmesh.implementation": "rlmesh-py", "python.implementation": sys.implementation.name},
+        extra={
+            "rlmesh.implementation": "rlmesh-py",
+            "python.implementation": sys.implementation.name,
+        },
     )
 
 
 def make_hello(
-    component: str, declared: str | None, *, service: str = "env", capabilities: dict[str, str] | None = None
+    component: str,
+    declared: str | None,
+    *,
+    service: str = "env",
+    capabilities: dict[str, str] | None = None,
 ) -> m.Hello:
     """The Hello a client sends: our generation, the editions we offer (DEC-1), advisory capabilities (HS-8)."""
     editions, preferred = offer_for(declared)

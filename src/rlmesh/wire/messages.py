@@ -401,7 +401,9 @@ for _cls in _ENV_MESSAGES:
     register(_cls)
 
 
-def encode_message(msg: Any, request_id: int = 0, segments: list[Any] | tuple[Any, ...] = ()) -> Buffers:
+def encode_message(
+    msg: Any, request_id: int = 0, segments: list[Any] | tuple[Any, ...] = ()
+) -> Buffers:
     """Encode a message header and lay out its frame: a list of buffers for ``sendmsg``."""
     return encode_frame(msg.KIND, request_id, _ENCODER.encode(msg), segments)
 
@@ -504,5 +506,9 @@ def decode_header(frame: Frame) -> Any:
         ) from None
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ProtocolException(f"malformed {KINDS[frame.kind].__name__} header: {exc}") from None
-    except Exception as exc:  # ValueError, TypeError, OverflowError, MemoryError, a hook's error ...
-        raise ProtocolException(f"malformed {KINDS[frame.kind].__name__} header: {type(exc).__name__}: {exc}") from None
+    except (
+        Exception
+    ) as exc:  # ValueError, TypeError, OverflowError, MemoryError, a hook's error ...
+        raise ProtocolException(
+            f"malformed {KINDS[frame.kind].__name__} header: {type(exc).__name__}: {exc}"
+        ) from None

@@ -98,7 +98,9 @@ def _normalize(value: Any, path: str = "$", depth: int = 0) -> Any:
         return value
     if tp is int:
         return value if _I64_MIN <= value <= _U64_MAX else float(value)
-    if depth >= MAX_METADATA_DEPTH and (tp is dict or tp is list or isinstance(value, (Mapping, tuple))):
+    if depth >= MAX_METADATA_DEPTH and (
+        tp is dict or tp is list or isinstance(value, (Mapping, tuple))
+    ):
         raise TypeError(
             f"metadata nests deeper than {MAX_METADATA_DEPTH} levels at {path[:200]}"
             f"{'...' if len(path) > 200 else ''} (or contains itself); flatten it before sending"

@@ -272,7 +272,9 @@ class _ClientSession(Session):
     def send(self, msg: Any, segments: list[Any] | tuple[Any, ...] = ()) -> Buffers:
         kind = msg.KIND
         if kind not in self._legal:
-            raise LocalProtocolError(f"{_kind_name(kind)} is not allowed in session state {self.state!r}")
+            raise LocalProtocolError(
+                f"{_kind_name(kind)} is not allowed in session state {self.state!r}"
+            )
         rid = (self._next_id + 1) & _U32 or 1
         buffers = encode_frame(kind, rid, _ENCODER.encode(msg), segments)  # encode_message, inlined
         self._next_id = self._rid = rid
@@ -289,7 +291,8 @@ class _ClientSession(Session):
         decoder = _DECODERS.get(frame.kind)
         if decoder is not None and (
             len(header) <= MAX_HEADER_DEPTH  # cannot nest deeper (see messages._too_deep) ...
-            or len(header) - len(bytes(header).translate(None, _CONTAINER_BYTES)) <= MAX_HEADER_DEPTH  # ... nor this
+            or len(header) - len(bytes(header).translate(None, _CONTAINER_BYTES))
+            <= MAX_HEADER_DEPTH  # ... nor this
         ):
             try:  # decode_header's common case, inlined (issue 24)
                 msg = decoder.decode(header)
@@ -309,7 +312,9 @@ class _ClientSession(Session):
                     self._broken()
                 return msg
             self._broken()
-            raise ProtocolException(f"peer answered {_kind_name(self._kind)} with {_kind_name(kind)}")
+            raise ProtocolException(
+                f"peer answered {_kind_name(self._kind)} with {_kind_name(kind)}"
+            )
         self._rid = 0
         if kind in _MOVING:
             self._move(self._kind, kind)
@@ -331,13 +336,19 @@ class _ServerSession(Session):
                 if not msg.recoverable:
                     self._broken()
                 return buffers
-            asked = f"answers {_kind_name(self._kind)}" if self._rid else "answers no request in flight"
+            asked = (
+                f"answers {_kind_name(self._kind)}" if self._rid else "answers no request in flight"
+            )
             raise LocalProtocolError(f"{_kind_name(kind)} {asked}: not a legal reply")
-        buffers = encode_frame(kind, self._rid, _ENCODER.encode(msg), segments)  # encode_message, inlined
+        buffers = encode_frame(
+            kind, self._rid, _ENCODER.encode(msg), segments
+        )  # encode_message, inlined
         limit = self.max_frame_bytes
         if limit is not None and buffers.nbytes - PREFIX_SIZE > limit:
             nbytes = buffers.nbytes - PREFIX_SIZE
-            raise FrameTooLarge(f"{_kind_name(kind)} is {nbytes} bytes, over max_frame_bytes={limit}", nbytes)
+            raise FrameTooLarge(
+                f"{_kind_name(kind)} is {nbytes} bytes, over max_frame_bytes={limit}", nbytes
+            )
         self._rid = 0
         self._answers = _NOTHING
         if kind in _MOVING:
@@ -349,7 +360,9 @@ class _ServerSession(Session):
         self._rid = frame.request_id
         self._kind = kind
         if kind not in self._legal:
-            exc = ProtocolException(f"{_kind_name(kind)} is not allowed in session state {self.state!r}")
+            exc = ProtocolException(
+                f"{_kind_name(kind)} is not allowed in session state {self.state!r}"
+            )
             self._broken()
             raise exc
         self._answers = REPLIES.get(kind, _NOTHING)
@@ -357,7 +370,8 @@ class _ServerSession(Session):
         decoder = _DECODERS.get(kind)
         if decoder is not None and (
             len(header) <= MAX_HEADER_DEPTH  # cannot nest deeper (see messages._too_deep) ...
-            or len(header) - len(bytes(header).translate(None, _CONTAINER_BYTES)) <= MAX_HEADER_DEPTH  # ... nor this
+            or len(header) - len(bytes(header).translate(None, _CONTAINER_BYTES))
+            <= MAX_HEADER_DEPTH  # ... nor this
         ):
             try:  # decode_header's common case, inlined (issue 24)
                 return decoder.decode(header)

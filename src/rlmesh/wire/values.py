@@ -189,7 +189,11 @@ class ValueCodec:
         def join(scalars: list[Any], segments: list[Any], cur: list[int]) -> Any:
             value = scalars[cur[0]]
             cur[0] += 1
-            if type(value) is not list or len(value) != lanes or not all(type(v) is str for v in value):
+            if (
+                type(value) is not list
+                or len(value) != lanes
+                or not all(type(v) is str for v in value)
+            ):
                 raise ProtocolException(f"{path}: expected a list of {lanes} strings")
             return value
 

@@ -9,7 +9,9 @@ import pytest
 import rlmesh.adapters as A
 
 
-def box(shape: list[int], dtype: str = "float32", low: float | None = None, high: float | None = None) -> dict[str, Any]:
+def box(
+    shape: list[int], dtype: str = "float32", low: float | None = None, high: float | None = None
+) -> dict[str, Any]:
     """A Box space view (adapters.md section 18.2)."""
     view: dict[str, Any] = {"kind": "box", "dtype": dtype, "shape": list(shape)}
     if low is not None and high is not None:
@@ -19,7 +21,12 @@ def box(shape: list[int], dtype: str = "float32", low: float | None = None, high
 
 def dict_space(**children: dict[str, Any]) -> dict[str, Any]:
     """A Dict space view in keyword order."""
-    return {"kind": "dict", "dtype": "unspecified", "keys": list(children), "children": list(children.values())}
+    return {
+        "kind": "dict",
+        "dtype": "unspecified",
+        "keys": list(children),
+        "children": list(children.values()),
+    }
 
 
 TEXT = {"kind": "text", "dtype": "unspecified"}
@@ -64,8 +71,15 @@ def std_output() -> A.Action:
     )
 
 
-def resolve_std(inputs: Any, output: A.Action | None = None, *, tags: A.EnvTags | None = None, obs_space: Any = None,
-                action_space: Any = None, **kw: Any) -> A.Adapter:
+def resolve_std(
+    inputs: Any,
+    output: A.Action | None = None,
+    *,
+    tags: A.EnvTags | None = None,
+    obs_space: Any = None,
+    action_space: Any = None,
+    **kw: Any,
+) -> A.Adapter:
     """Resolve ``inputs`` against the standard env."""
     return A.resolve(
         tags or std_tags(),

@@ -17,7 +17,9 @@ IN = A.Text(A.INSTRUCTION, fill="x")
 
 
 def _adapter(env: A.Action, model: A.Action, space: Any = None) -> A.Adapter:
-    return A.resolve(A.EnvTags(OBS, env), OBS_SPACE, space or box([env.dim]), A.ModelSpec(IN, model))
+    return A.resolve(
+        A.EnvTags(OBS, env), OBS_SPACE, space or box([env.dim]), A.ModelSpec(IN, model)
+    )
 
 
 def _act(env: A.Action, model: A.Action, out: Any, space: Any = None) -> list[float]:
@@ -35,7 +37,12 @@ G = A.ACTION_GRIPPER
         (A.Actuator(G, 1, scale=2), A.Actuator(G, 1), 0.3, 0.6),
         (A.Actuator(G, 1, binary=True, invert=True), A.Actuator(G, 1), 0.8, -1.0),
         (A.Actuator(G, 1, range=(-1, 1)), A.Actuator(G, 1, range=(0, 1), binary=True), 1.2, 1.0),
-        (A.Actuator(G, 1, scale=2, invert=True, threshold=0.5, binary=True), A.Actuator(G, 1), 0.3, -1.0),
+        (
+            A.Actuator(G, 1, scale=2, invert=True, threshold=0.5, binary=True),
+            A.Actuator(G, 1),
+            0.3,
+            -1.0,
+        ),
         (A.Actuator(G, 1, binary=True, threshold=0.25), A.Actuator(G, 1), 0.25, 1.0),
         (A.Actuator(G, 1, binary=True), A.Actuator(G, 1), 0.0, 0.0),
         (A.Actuator(G, 1, invert=True), A.Actuator(G, 1, scale=2, invert=True), 0.3, 0.6),
@@ -44,7 +51,9 @@ G = A.ACTION_GRIPPER
         (A.Actuator(G, 1, offset=1.0), A.Actuator(G, 1, scale=2, offset=0.1), 0.1, 1.3),
     ],
 )
-def test_gripper_conventions_follow_the_worked_checks_ADP_112(env: A.Actuator, model: A.Actuator, value: float, expect: float) -> None:
+def test_gripper_conventions_follow_the_worked_checks_ADP_112(
+    env: A.Actuator, model: A.Actuator, value: float, expect: float
+) -> None:
     assert _act(A.Action(env), A.Action(model), [value]) == pytest.approx([expect], abs=1e-6)
 
 
@@ -58,7 +67,10 @@ def test_optional_env_roles_fall_back_to_their_fill_ADP_85() -> None:
     env = A.Action(A.Actuator(G, 1), A.Actuator(A.ACTION_GRIPPER_2, 1, optional=True, fill=-1.0))
     ad = _adapter(env, A.Action(A.Actuator(G, 1)))
     assert ad.transform_action([0.2]).tolist() == pytest.approx([0.2, -1.0])
-    assert '"action/gripper_2" <- fill -1 (1d; model did not output this optional role)' in ad.describe()
+    assert (
+        '"action/gripper_2" <- fill -1 (1d; model did not output this optional role)'
+        in ad.describe()
+    )
 
 
 def test_unrequested_and_opaque_model_slices_are_dropped_ADP_30_85() -> None:
@@ -71,7 +83,11 @@ def test_rotation_conversion_then_global_clip_ADP_111() -> None:
     model = A.Action(A.Actuator(A.ACTION_DELTA_ROT, 4, encoding="quat_xyzw"))
     out = _act(env, model, [0.5, 0.5, 0.5, 0.5])
     assert out == pytest.approx([1.0, 1.0, 1.0])
-    unclipped = _act(A.Action(A.Actuator(A.ACTION_DELTA_ROT, 3, encoding="axis_angle")), model, [0.5, 0.5, 0.5, 0.5])
+    unclipped = _act(
+        A.Action(A.Actuator(A.ACTION_DELTA_ROT, 3, encoding="axis_angle")),
+        model,
+        [0.5, 0.5, 0.5, 0.5],
+    )
     assert unclipped == pytest.approx([1.2091995] * 3, abs=1e-6)
 
 
@@ -122,7 +138,9 @@ def test_parts_route_each_arm_to_its_env_slice_DELTA_60() -> None:
 
 
 def test_seed_second_arm_roles_pair_with_right_arm_parts() -> None:
-    env = A.Action(A.Actuator(A.ACTION_DELTA_POS, 3), A.Actuator(A.ACTION_DELTA_POS, 3, part=A.RIGHT_ARM))
+    env = A.Action(
+        A.Actuator(A.ACTION_DELTA_POS, 3), A.Actuator(A.ACTION_DELTA_POS, 3, part=A.RIGHT_ARM)
+    )
     model = A.Action(A.Actuator(A.ACTION_DELTA_POS_2, 3), A.Actuator(A.ACTION_DELTA_POS, 3))
     assert _act(env, model, [2, 2, 2, 1, 1, 1]) == [1, 1, 1, 2, 2, 2]
     seed_only = A.Action(A.Actuator(A.ACTION_GRIPPER, 1), A.Actuator(A.ACTION_GRIPPER_2, 1))
@@ -139,12 +157,19 @@ def test_model_second_arm_outputs_are_dropped_on_a_single_arm_env_ADP_16() -> No
 def test_ad_hoc_model_roles_draw_an_advisory_outside_describe_DELTA_61() -> None:
     ad = _adapter(A.Action(A.Actuator(G, 1)), A.Action(A.Actuator(G, 1), A.Actuator("my/extra", 1)))
     (adv,) = ad.advisories()
-    assert adv.severity == "info" and adv.message.startswith('model declares ad-hoc role "my/extra" that this env does not')
+    assert adv.severity == "info" and adv.message.startswith(
+        'model declares ad-hoc role "my/extra" that this env does not'
+    )
     assert "dropped:" not in ad.describe()  # DEC-D2
 
 
 def test_action_custom_encoding_runs_to_base_before_conversion_ADP_38() -> None:
-    enc = A.CustomEncoding("quat_xyzw", from_base=lambda v: v[[3, 0, 1, 2]], to_base=lambda v: v[[1, 2, 3, 0]], name="wxyz")
+    enc = A.CustomEncoding(
+        "quat_xyzw",
+        from_base=lambda v: v[[3, 0, 1, 2]],
+        to_base=lambda v: v[[1, 2, 3, 0]],
+        name="wxyz",
+    )
     env = A.Action(A.Actuator(A.ACTION_DELTA_ROT, 4, encoding="quat_xyzw"))
     ad = _adapter(env, A.Action(A.Actuator(A.ACTION_DELTA_ROT, 4, encoding=enc)))
     out = np.array([1, 0, 0, 0], np.float32)

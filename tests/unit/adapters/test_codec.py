@@ -17,26 +17,54 @@ ACT = A.Action(A.Actuator(A.ACTION_GRIPPER, dim=1))
 
 
 def env_doc(obs: Any, action: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"observation": obs, "action": action or {"components": [{"role": "action/gripper", "dim": 1}], "clip": None}}
+    return {
+        "observation": obs,
+        "action": action or {"components": [{"role": "action/gripper", "dim": 1}], "clip": None},
+    }
 
 
 def model_doc(inp: Any) -> dict[str, Any]:
-    return {"input": inp, "output": {"components": [{"role": "action/gripper", "dim": 1}], "clip": None}}
+    return {
+        "input": inp,
+        "output": {"components": [{"role": "action/gripper", "dim": 1}], "clip": None},
+    }
 
 
 def test_env_tags_canonical_form_emits_the_always_keys() -> None:
     tags = A.EnvTags(
-        {"cam": A.ImageTag(A.IMAGE_PRIMARY), "q": A.StateTag(A.EEF_ROT, encoding="quat_xyzw"), "t": A.TextTag(A.INSTRUCTION)},
+        {
+            "cam": A.ImageTag(A.IMAGE_PRIMARY),
+            "q": A.StateTag(A.EEF_ROT, encoding="quat_xyzw"),
+            "t": A.TextTag(A.INSTRUCTION),
+        },
         A.Action(A.Actuator(A.ACTION_GRIPPER, dim=1, range=(-1, 1)), clip=(-1, 1)),
     )
     assert tags.to_dict() == {
         "observation": {
-            "cam": {"type": "image", "role": "image/primary", "layout": "hwc", "upside_down": False},
-            "q": {"type": "state", "role": "proprio/eef_rot", "encoding": "quat_xyzw", "range": None},
+            "cam": {
+                "type": "image",
+                "role": "image/primary",
+                "layout": "hwc",
+                "upside_down": False,
+            },
+            "q": {
+                "type": "state",
+                "role": "proprio/eef_rot",
+                "encoding": "quat_xyzw",
+                "range": None,
+            },
             "t": {"type": "text", "role": "text/instruction"},
         },
         "action": {
-            "components": [{"role": "action/gripper", "dim": 1, "encoding": None, "range": [-1.0, 1.0], "binary": False}],
+            "components": [
+                {
+                    "role": "action/gripper",
+                    "dim": 1,
+                    "encoding": None,
+                    "range": [-1.0, 1.0],
+                    "binary": False,
+                }
+            ],
             "clip": [-1.0, 1.0],
         },
     }
@@ -52,7 +80,9 @@ def test_actuator_optional_keys_appear_only_when_set_ADP_46() -> None:
         "axis_offset": [0.1, 0.2], "fill": 0.5, "invert": True, "threshold": 0.1, "clip": True, "optional": True,
         "frame": "world", "reference": "target", "part": "left_arm", "labels": ["u", "v"],
     }  # fmt: skip
-    opaque = A.EnvTags({}, A.Action(A.Actuator(dim=3, fill=0.5))).to_dict()["action"]["components"][0]
+    opaque = A.EnvTags({}, A.Action(A.Actuator(dim=3, fill=0.5))).to_dict()["action"]["components"][
+        0
+    ]
     assert opaque == {"dim": 3, "encoding": None, "range": None, "binary": False, "fill": 0.5}
 
 
@@ -74,12 +104,18 @@ def test_model_image_canonical_form_ADP_46() -> None:
 
 def test_state_parts_render_as_bare_role_strings_unless_parameterized_ADP_46() -> None:
     spec = A.ModelSpec(
-        A.Concat(A.EEF_POS, A.State(A.EEF_ROT, encoding="rot6d"), A.Constant(dim=2, fill=1.0), pad_to=12),
+        A.Concat(
+            A.EEF_POS, A.State(A.EEF_ROT, encoding="rot6d"), A.Constant(dim=2, fill=1.0), pad_to=12
+        ),
         ACT,
     )
     assert spec.to_dict()["input"] == {
         "type": "state",
-        "components": ["proprio/eef_pos", {"role": "proprio/eef_rot", "encoding": "rot6d"}, {"dim": 2, "fill": 1.0}],
+        "components": [
+            "proprio/eef_pos",
+            {"role": "proprio/eef_rot", "encoding": "rot6d"},
+            {"dim": 2, "fill": 1.0},
+        ],
         "dtype": "float32",
         "pad_to": 12,
     }
@@ -106,19 +142,37 @@ def test_text_and_previous_and_post_rotate_round_trip() -> None:
         A.Action(A.Actuator(A.ACTION_GRIPPER, dim=1)),
     )  # fmt: skip
     doc = spec.to_dict()
-    assert doc["input"]["t"] == {"type": "text", "role": "text/instruction", "container": "list", "fill": "go"}
-    assert doc["input"]["s"]["components"][1] == {"role": "action/gripper", "source": "action", "fill": -1.0}
+    assert doc["input"]["t"] == {
+        "type": "text",
+        "role": "text/instruction",
+        "container": "list",
+        "fill": "go",
+    }
+    assert doc["input"]["s"]["components"][1] == {
+        "role": "action/gripper",
+        "source": "action",
+        "fill": -1.0,
+    }
     assert A.ModelSpec.from_dict(doc) == spec
     assert A.ModelSpec.from_dict(doc).to_dict() == doc
 
 
 def test_split_and_fields_round_trip_with_skips() -> None:
     tags = A.EnvTags(
-        A.Split(A.Field(A.EEF_POS, 3, frame="world"), A.Field(dim=2), A.Field(A.JOINT_POS, 2, labels=("a", "b"))),
+        A.Split(
+            A.Field(A.EEF_POS, 3, frame="world"),
+            A.Field(dim=2),
+            A.Field(A.JOINT_POS, 2, labels=("a", "b")),
+        ),
         ACT,
     )
     doc = tags.to_dict()
-    assert doc["observation"]["fields"][1] == {"role": None, "dim": 2, "encoding": None, "range": None}
+    assert doc["observation"]["fields"][1] == {
+        "role": None,
+        "dim": 2,
+        "encoding": None,
+        "range": None,
+    }
     assert A.EnvTags.from_dict(doc) == tags
 
 
@@ -165,15 +219,26 @@ def test_custom_inputs_refuse_serialization_ADP_48() -> None:
         A.ModelSpec({"x": A.Custom(entrypoint="math:sqrt")}, ACT).to_metadata()
     with pytest.raises(A.AdapterResolutionError, match="placeholder"):
         A.ModelSpec.from_dict(model_doc({"type": "custom", "transform": "host:1"}))
-    assert A.ModelSpec.from_dict(model_doc({"type": "custom", "transform": "math:sqrt"})).input == A.Custom(entrypoint="math:sqrt")
+    assert A.ModelSpec.from_dict(
+        model_doc({"type": "custom", "transform": "math:sqrt"})
+    ).input == A.Custom(entrypoint="math:sqrt")
 
 
 def test_custom_encoding_wire_form_marks_local_arms_ADP_42() -> None:
     enc = A.CustomEncoding("quat_xyzw", from_base=lambda v: v, to_base=lambda v: v, name="mine")
-    doc = A.ModelSpec(A.State(A.EEF_ROT, encoding=enc), A.Action(A.Actuator(A.ACTION_DELTA_ROT, 4, encoding=enc))).to_dict()
-    assert doc["input"]["components"][0]["encoding"] == {"base": "quat_xyzw", "name": "mine", "from_base": "<local>", "to_base": "<local>"}
+    doc = A.ModelSpec(
+        A.State(A.EEF_ROT, encoding=enc), A.Action(A.Actuator(A.ACTION_DELTA_ROT, 4, encoding=enc))
+    ).to_dict()
+    assert doc["input"]["components"][0]["encoding"] == {
+        "base": "quat_xyzw",
+        "name": "mine",
+        "from_base": "<local>",
+        "to_base": "<local>",
+    }
     back = A.ModelSpec.from_dict(doc)
-    assert back.output.components[0].encoding == A.CustomEncoding("quat_xyzw", "<local>", "<local>", "mine")
+    assert back.output.components[0].encoding == A.CustomEncoding(
+        "quat_xyzw", "<local>", "<local>", "mine"
+    )
 
 
 def test_to_json_refuses_nan_ADP_47() -> None:
@@ -198,7 +263,9 @@ def test_to_json_refuses_nan_ADP_47() -> None:
         ("encoding", ["axis_angle"], "not a list"),
     ],
 )
-def test_actuator_parse_errors_name_the_problem_ADP_50_51(field: str, value: Any, message: str) -> None:
+def test_actuator_parse_errors_name_the_problem_ADP_50_51(
+    field: str, value: Any, message: str
+) -> None:
     comp = {"role": "action/gripper", "dim": 1, field: value}
     with pytest.raises(A.AdapterResolutionError, match=_re(message)):
         A.EnvTags.from_dict(env_doc({}, {"components": [comp], "clip": None}))
@@ -213,24 +280,52 @@ def _re(s: str) -> str:
 @pytest.mark.parametrize(
     ("leaf", "message"),
     [
-        ({"type": "image", "role": "image/primary", "stack": 65}, "stack must be between 1 and 64, got 65"),
-        ({"type": "image", "role": "image/primary", "stack": 0}, "stack must be between 1 and 64, got 0"),
-        ({"type": "image", "role": "image/primary", "height": -1}, "must be a non-negative integer, got -1"),
+        (
+            {"type": "image", "role": "image/primary", "stack": 65},
+            "stack must be between 1 and 64, got 65",
+        ),
+        (
+            {"type": "image", "role": "image/primary", "stack": 0},
+            "stack must be between 1 and 64, got 0",
+        ),
+        (
+            {"type": "image", "role": "image/primary", "height": -1},
+            "must be a non-negative integer, got -1",
+        ),
         ({"type": "image", "role": "image/primary", "optional": True, "fill": 300}, "0..255"),
         ({"type": "image", "role": "image/primary", "fill": 3}, "fill only applies"),
         ({"type": "image", "role": "image/primary", "layout": "whc"}, "layout"),
         ({"type": "state", "components": []}, "at least one component"),
-        ({"type": "state", "components": [{"role": "a", "dim": 1, "index": 0}]}, "both dim and index"),
+        (
+            {"type": "state", "components": [{"role": "a", "dim": 1, "index": 0}]},
+            "both dim and index",
+        ),
         ({"type": "state", "components": ["a"], "reshape": [1.5]}, "a whole number"),
         ({"type": "state", "components": ["a"], "reshape": [-1, -1]}, "at most one -1"),
         ({"type": "state", "components": ["a"], "reshape": [-2]}, "infer"),
-        ({"type": "state", "components": [{"role": "a", "bogus": 1}]}, 'unrecognized field "bogus"'),
-        ({"type": "state", "components": [{"role": "a", "encoding": {"base": "rot6d"}}]}, "at least one of from_base"),
-        ({"type": "state", "components": [{"role": "a", "encoding": {"base": "rot6d", "from_base": "m:f", "x": 1}}]},
-         'unrecognized field "x"'),
+        (
+            {"type": "state", "components": [{"role": "a", "bogus": 1}]},
+            'unrecognized field "bogus"',
+        ),
+        (
+            {"type": "state", "components": [{"role": "a", "encoding": {"base": "rot6d"}}]},
+            "at least one of from_base",
+        ),
+        (
+            {
+                "type": "state",
+                "components": [
+                    {"role": "a", "encoding": {"base": "rot6d", "from_base": "m:f", "x": 1}}
+                ],
+            },
+            'unrecognized field "x"',
+        ),
         ({"type": "state", "components": [{"dim": 2, "fill": 1.0}]}, "only Constant"),
         ({"type": "text", "role": "t", "container": "tuple"}, "container"),
-        ({"type": "mystery", "role": "t"}, 'declares unrecognized kind "mystery"; this core cannot build it'),
+        (
+            {"type": "mystery", "role": "t"},
+            'declares unrecognized kind "mystery"; this core cannot build it',
+        ),
         ({"type": "text", "role": "t", "bogus": 1}, 'declares unrecognized field "bogus"'),
         ({"type": 3, "role": "t"}, '"type" must be a string'),
     ],
@@ -244,11 +339,20 @@ def test_model_leaf_parse_errors_ADP_50_53(leaf: dict[str, Any], message: str) -
     ("obs", "message"),
     [
         ({"type": "split", "fields": []}, "at least one field"),
-        ({"type": "split", "fields": [{"role": "a", "dim": 1}, {"role": "a", "dim": 1}]}, "more than once"),
+        (
+            {"type": "split", "fields": [{"role": "a", "dim": 1}, {"role": "a", "dim": 1}]},
+            "more than once",
+        ),
         ({"type": "split", "fields": [{"role": "a", "dim": 0}]}, "state field dim must be >= 1"),
         ({"type": "split", "fields": [{"role": None, "dim": 1, "encoding": "rot6d"}]}, "role-less"),
-        ({"type": "split", "fields": [{"role": "a", "dim": 1, "oops": 1}]}, 'unrecognized field "oops"'),
-        ({"type": "split", "fields": [{"role": "a", "dim": 1}], "extra": 1}, 'unrecognized field "extra"'),
+        (
+            {"type": "split", "fields": [{"role": "a", "dim": 1, "oops": 1}]},
+            'unrecognized field "oops"',
+        ),
+        (
+            {"type": "split", "fields": [{"role": "a", "dim": 1}], "extra": 1},
+            'unrecognized field "extra"',
+        ),
         ({"type": "state", "role": "r", "encoding": []}, "at least one encoding"),
         ({"type": "image", "role": "r", "upside_down": "yes"}, "true or false"),
     ],
@@ -266,7 +370,9 @@ def test_action_envelope_is_strict_and_roles_must_be_unique_ADP_28_53() -> None:
         A.EnvTags.from_dict(env_doc({}, {"components": [], "clip": None, "extra": 1}))
     with pytest.raises(A.AdapterResolutionError, match="dim"):
         A.EnvTags.from_dict(env_doc({}, {"components": [{"role": "a"}], "clip": None}))
-    assert A.EnvTags.from_dict(env_doc({}, {"components": [], "clip": None})).action.components == ()
+    assert (
+        A.EnvTags.from_dict(env_doc({}, {"components": [], "clip": None})).action.components == ()
+    )
 
 
 def test_extension_prefixed_fields_are_ignored_by_the_strict_door_ADP_6() -> None:
@@ -276,7 +382,12 @@ def test_extension_prefixed_fields_are_ignored_by_the_strict_door_ADP_6() -> Non
 
 
 def test_tolerant_door_keeps_unknown_kinds_and_taints_unknown_fields_ADP_54() -> None:
-    doc = env_doc({"d": {"type": "depth", "role": "x/depth"}, "t": {"type": "text", "role": "x/t", "bogus": 1}})
+    doc = env_doc(
+        {
+            "d": {"type": "depth", "role": "x/depth"},
+            "t": {"type": "text", "role": "x/t", "bogus": 1},
+        }
+    )
     tags = env_tags_from_dict(doc, strict=False)
     assert tags.observation["d"].kind == "depth" and tags.observation["d"].role == "x/depth"
     assert unknown_fields(tags.observation["t"]) == ("bogus",)
@@ -294,7 +405,9 @@ def test_type_key_is_reserved_in_dict_nodes_ADP_44() -> None:
 # -- hypothesis round trips ------------------------------------------------------------------
 roles = st.sampled_from([A.EEF_POS, A.GRIPPER_POS, A.JOINT_POS, "x/custom", A.EEF_ROT])
 rng = st.one_of(st.none(), st.tuples(st.floats(-5, 0), st.floats(0, 5)))
-encs = st.one_of(st.none(), st.sampled_from(["quat_xyzw", "rot6d"]), st.just(("rot6d", "axis_angle")))
+encs = st.one_of(
+    st.none(), st.sampled_from(["quat_xyzw", "rot6d"]), st.just(("rot6d", "axis_angle"))
+)
 
 
 @st.composite
@@ -321,13 +434,19 @@ def actuators(draw: st.DrawFn) -> A.Actuator:
 def env_tags(draw: st.DrawFn) -> A.EnvTags:
     obs: dict[str, Any] = {}
     if draw(st.booleans()):
-        obs["cam"] = A.ImageTag(A.IMAGE_PRIMARY, draw(st.sampled_from(["hwc", "chw"])), draw(st.booleans()))
+        obs["cam"] = A.ImageTag(
+            A.IMAGE_PRIMARY, draw(st.sampled_from(["hwc", "chw"])), draw(st.booleans())
+        )
     if draw(st.booleans()):
-        obs["s"] = A.StateTag(draw(roles), range=draw(rng), part=draw(st.one_of(st.none(), st.just("left_arm"))))
+        obs["s"] = A.StateTag(
+            draw(roles), range=draw(rng), part=draw(st.one_of(st.none(), st.just("left_arm")))
+        )
     if draw(st.booleans()):
         obs["t"] = A.TextTag(A.INSTRUCTION)
     if draw(st.booleans()):
-        obs["flat"] = A.Split(A.Field("x/a", draw(st.integers(1, 3)), range=draw(rng)), A.Field(dim=2))
+        obs["flat"] = A.Split(
+            A.Field("x/a", draw(st.integers(1, 3)), range=draw(rng)), A.Field(dim=2)
+        )
     acts = draw(st.lists(actuators(), min_size=1, max_size=3, unique_by=lambda a: a.role or id(a)))
     return A.EnvTags(obs, A.Action(*acts, clip=draw(rng)))
 
@@ -370,7 +489,9 @@ def test_tags_and_specs_pickle_and_copy_by_value() -> None:
     import pickle
 
     tags = A.EnvTags({"cam": A.ImageTag(A.IMAGE_PRIMARY), "s": A.Split(A.Field(A.EEF_POS, 3))}, ACT)
-    spec = A.ModelSpec({"i": A.Image(A.IMAGE_PRIMARY, size=4, stack=2, stride=1), "s": A.Concat(A.EEF_POS)}, ACT)
+    spec = A.ModelSpec(
+        {"i": A.Image(A.IMAGE_PRIMARY, size=4, stack=2, stride=1), "s": A.Concat(A.EEF_POS)}, ACT
+    )
     for obj in (tags, spec):
         assert pickle.loads(pickle.dumps(obj)) == obj
         assert copy.deepcopy(obj) == obj

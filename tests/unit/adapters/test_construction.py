@@ -10,9 +10,21 @@ ACT = A.Action(A.Actuator(A.ACTION_GRIPPER, dim=1))
 
 
 def test_role_constants_have_their_wire_strings_ADP_15() -> None:
-    assert (A.IMAGE_PRIMARY, A.IMAGE_SECONDARY, A.IMAGE_WRIST) == ("image/primary", "image/secondary", "image/wrist")
-    assert (A.INSTRUCTION, A.JOINT_POS, A.JOINT_VEL) == ("text/instruction", "proprio/joint_pos", "proprio/joint_vel")
-    assert (A.EEF_POS, A.EEF_ROT, A.GRIPPER_POS) == ("proprio/eef_pos", "proprio/eef_rot", "proprio/gripper")
+    assert (A.IMAGE_PRIMARY, A.IMAGE_SECONDARY, A.IMAGE_WRIST) == (
+        "image/primary",
+        "image/secondary",
+        "image/wrist",
+    )
+    assert (A.INSTRUCTION, A.JOINT_POS, A.JOINT_VEL) == (
+        "text/instruction",
+        "proprio/joint_pos",
+        "proprio/joint_vel",
+    )
+    assert (A.EEF_POS, A.EEF_ROT, A.GRIPPER_POS) == (
+        "proprio/eef_pos",
+        "proprio/eef_rot",
+        "proprio/gripper",
+    )
     assert (A.ACTION_DELTA_POS, A.ACTION_DELTA_ROT, A.ACTION_GRIPPER) == (
         "action/delta_eef_pos", "action/delta_eef_rot", "action/gripper")  # fmt: skip
     assert (A.ACTION_JOINT_POS, A.ACTION_JOINT_VEL) == ("action/joint_pos", "action/joint_vel")
@@ -22,11 +34,23 @@ def test_role_constants_have_their_wire_strings_ADP_15() -> None:
 
 
 def test_seed_bimanual_second_arm_roles_exist_beside_parts() -> None:
-    assert (A.EEF_POS_2, A.EEF_ROT_2, A.GRIPPER_POS_2) == ("proprio/eef_pos_2", "proprio/eef_rot_2", "proprio/gripper_2")
+    assert (A.EEF_POS_2, A.EEF_ROT_2, A.GRIPPER_POS_2) == (
+        "proprio/eef_pos_2",
+        "proprio/eef_rot_2",
+        "proprio/gripper_2",
+    )
     assert (A.ACTION_DELTA_POS_2, A.ACTION_DELTA_ROT_2, A.ACTION_GRIPPER_2) == (
         "action/delta_eef_pos_2", "action/delta_eef_rot_2", "action/gripper_2")  # fmt: skip
     assert A.PARTS == ["left_arm", "right_arm", "head", "torso", "base", "left_leg", "right_leg"]
-    assert tuple(A.PARTS) == (A.LEFT_ARM, A.RIGHT_ARM, A.HEAD, A.TORSO, A.BASE, A.LEFT_LEG, A.RIGHT_LEG)
+    assert tuple(A.PARTS) == (
+        A.LEFT_ARM,
+        A.RIGHT_ARM,
+        A.HEAD,
+        A.TORSO,
+        A.BASE,
+        A.LEFT_LEG,
+        A.RIGHT_LEG,
+    )
     assert A.ENV_BRANCH_METADATA_KEY == "rlmesh.adapters.v1.env_branch"
     assert A.IMAGE_LAYOUTS == ["hwc", "chw"]
 
@@ -56,12 +80,33 @@ def test_duplicate_roles_within_a_kind_are_rejected_ADP_21() -> None:
 
 
 def test_duplicate_identity_includes_part_and_provenance_DELTA_60() -> None:
-    A.EnvTags({"l": A.StateTag(A.EEF_POS, part=A.LEFT_ARM), "r": A.StateTag(A.EEF_POS, part=A.RIGHT_ARM)}, ACT)
-    A.EnvTags({"s": A.StateTag(A.EEF_POS, provenance="sensed"), "e": A.StateTag(A.EEF_POS, provenance="estimated")}, ACT)
+    A.EnvTags(
+        {"l": A.StateTag(A.EEF_POS, part=A.LEFT_ARM), "r": A.StateTag(A.EEF_POS, part=A.RIGHT_ARM)},
+        ACT,
+    )
+    A.EnvTags(
+        {
+            "s": A.StateTag(A.EEF_POS, provenance="sensed"),
+            "e": A.StateTag(A.EEF_POS, provenance="estimated"),
+        },
+        ACT,
+    )
     with pytest.raises(ValueError, match="under part 'left_arm' more than once"):
-        A.EnvTags({"a": A.StateTag(A.EEF_POS, part=A.LEFT_ARM), "b": A.StateTag(A.EEF_POS, part=A.LEFT_ARM)}, ACT)
+        A.EnvTags(
+            {
+                "a": A.StateTag(A.EEF_POS, part=A.LEFT_ARM),
+                "b": A.StateTag(A.EEF_POS, part=A.LEFT_ARM),
+            },
+            ACT,
+        )
     with pytest.raises(ValueError, match="with provenance 'sensed'"):
-        A.EnvTags({"a": A.StateTag(A.EEF_POS, provenance="sensed"), "b": A.StateTag(A.EEF_POS, provenance="sensed")}, ACT)
+        A.EnvTags(
+            {
+                "a": A.StateTag(A.EEF_POS, provenance="sensed"),
+                "b": A.StateTag(A.EEF_POS, provenance="sensed"),
+            },
+            ACT,
+        )
 
 
 def test_a_second_arm_role_and_its_right_arm_part_spelling_are_one_identity() -> None:
@@ -85,7 +130,10 @@ def test_split_rules_ADP_25() -> None:
 
 def test_encoding_accept_sets_canonicalize_ADP_13() -> None:
     assert A.StateTag(A.EEF_ROT, encoding=["quat_xyzw"]).encoding == "quat_xyzw"
-    assert A.StateTag(A.EEF_ROT, encoding=["rot6d", "quat_xyzw", "rot6d"]).encoding == ("rot6d", "quat_xyzw")
+    assert A.StateTag(A.EEF_ROT, encoding=["rot6d", "quat_xyzw", "rot6d"]).encoding == (
+        "rot6d",
+        "quat_xyzw",
+    )
     assert A.State(A.EEF_ROT, encoding=("mystery", "rot6d")).encoding == ("mystery", "rot6d")
     with pytest.raises(ValueError, match="at least one encoding"):
         A.StateTag(A.EEF_ROT, encoding=[])
@@ -152,7 +200,9 @@ def test_image_rules_ADP_32() -> None:
         A.Image(A.IMAGE_PRIMARY, layout="whc")
     assert A.Image(A.IMAGE_PRIMARY, normalize=(0, 0)).normalize == (0.0, 0.0)
     assert A.Image(A.IMAGE_PRIMARY, fit=["crop", "pad"]).fit == ("crop", "pad")
-    assert A.Image(A.IMAGE_PRIMARY, resample="weird", dtype="weird").resample == "weird"  # judged at resolve
+    assert (
+        A.Image(A.IMAGE_PRIMARY, resample="weird", dtype="weird").resample == "weird"
+    )  # judged at resolve
 
 
 def test_image_release_fields_DELTA_67() -> None:

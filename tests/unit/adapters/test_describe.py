@@ -16,9 +16,13 @@ def test_float_rendering_styles_ADP_88() -> None:
 
 
 def test_full_image_step_list_ADP_93() -> None:
-    tags = A.EnvTags({"obs": {"cam": A.ImageTag(A.IMAGE_PRIMARY, layout="chw", upside_down=True)}}, ACT1)
+    tags = A.EnvTags(
+        {"obs": {"cam": A.ImageTag(A.IMAGE_PRIMARY, layout="chw", upside_down=True)}}, ACT1
+    )
     space = dict_space(obs=dict_space(cam=box([3, 224, 224], "uint8")))
-    leaf = A.Image(A.IMAGE_PRIMARY, size=112, normalize=(-1, 1), dtype="float32", layout="chw", lead_dims=1)
+    leaf = A.Image(
+        A.IMAGE_PRIMARY, size=112, normalize=(-1, 1), dtype="float32", layout="chw", lead_dims=1
+    )
     ad = A.resolve(tags, space, box([1]), A.ModelSpec({"pixels": leaf}, ACT1))
     assert ad.describe().splitlines()[1] == (
         '  "pixels" <- image "obs.cam" (chw->hwc, flip 180, resize 112x112 (bilinear), normalize [-1, 1], '
@@ -42,9 +46,25 @@ def test_describe_and_explain_are_the_same_text_without_a_trailing_newline_ADP_5
 
 
 def test_env_side_corrections_render_in_order_but_model_side_ones_do_not_ADP_92() -> None:
-    env = A.Action(A.Actuator(A.ACTION_GRIPPER, 1, scale=2, invert=True, threshold=0.5, binary=True, range=(-1, 1), clip=True))
+    env = A.Action(
+        A.Actuator(
+            A.ACTION_GRIPPER,
+            1,
+            scale=2,
+            invert=True,
+            threshold=0.5,
+            binary=True,
+            range=(-1, 1),
+            clip=True,
+        )
+    )
     model = A.Action(A.Actuator(A.ACTION_GRIPPER, 1, scale=3, invert=True, range=(0, 1)))
-    ad = A.resolve(A.EnvTags({"t": A.TextTag("x/t")}, env), dict_space(t=TEXT), box([1]), A.ModelSpec(A.Text("x/t"), model))
+    ad = A.resolve(
+        A.EnvTags({"t": A.TextTag("x/t")}, env),
+        dict_space(t=TEXT),
+        box([1]),
+        A.ModelSpec(A.Text("x/t"), model),
+    )
     assert ad.describe().splitlines()[3] == (
         '  "action/gripper" <- model[0:1] (range (0.0, 1.0)->(-1.0, 1.0)) (*2) (invert) (-0.5) (sign)'
     )
@@ -74,14 +94,22 @@ def test_custom_inputs_and_text_fill_render_ADP_91() -> None:
 
 
 def test_placements_render_dotted_keys_and_indices_in_sorted_key_order_ADP_67() -> None:
-    ad = resolve_std({"z": A.Text(A.INSTRUCTION), "a": {"b": (A.Text(A.INSTRUCTION), A.Text(A.INSTRUCTION))}})
+    ad = resolve_std(
+        {"z": A.Text(A.INSTRUCTION), "a": {"b": (A.Text(A.INSTRUCTION), A.Text(A.INSTRUCTION))}}
+    )
     lines = ad.describe().splitlines()
-    assert lines[1:4] == ['  "a.b[0]" <- text "instruction"', '  "a.b[1]" <- text "instruction"', '  "z" <- text "instruction"']
+    assert lines[1:4] == [
+        '  "a.b[0]" <- text "instruction"',
+        '  "a.b[1]" <- text "instruction"',
+        '  "z" <- text "instruction"',
+    ]
 
 
 def test_resolve_time_advisories_appear_under_dropped_sorted_ADP_87_95() -> None:
     tags = A.EnvTags({"cam": A.ImageTag(A.IMAGE_PRIMARY), "g": A.StateTag(A.GRIPPER_POS)}, ACT1)
-    spec = A.ModelSpec({"i": A.Image(A.IMAGE_WRIST), "s": A.State(A.GRIPPER_POS, range=(0, 1))}, ACT1)
+    spec = A.ModelSpec(
+        {"i": A.Image(A.IMAGE_WRIST), "s": A.State(A.GRIPPER_POS, range=(0, 1))}, ACT1
+    )
     ad = A.resolve(tags, dict_space(cam=box([2, 2, 3], "uint8"), g=box([1])), box([1]), spec)
     text = ad.describe()
     dropped = text.split("dropped:\n")[1].splitlines()
@@ -90,19 +118,34 @@ def test_resolve_time_advisories_appear_under_dropped_sorted_ADP_87_95() -> None
 
 
 def test_join_and_data_loss_advisories_never_appear_in_describe_ADP_66_94() -> None:
-    tags = A.EnvTags({"cam": A.ImageTag(A.IMAGE_PRIMARY), "s": A.StateTag("unregistered/role")}, ACT1)
-    spec = A.ModelSpec({"i": A.Image(A.IMAGE_PRIMARY, height=4, width=2, fit="crop"), "o": A.State("x/o", dim=1, optional=True)}, ACT1)
+    tags = A.EnvTags(
+        {"cam": A.ImageTag(A.IMAGE_PRIMARY), "s": A.StateTag("unregistered/role")}, ACT1
+    )
+    spec = A.ModelSpec(
+        {
+            "i": A.Image(A.IMAGE_PRIMARY, height=4, width=2, fit="crop"),
+            "o": A.State("x/o", dim=1, optional=True),
+        },
+        ACT1,
+    )
     ad = A.resolve(tags, dict_space(cam=box([4, 4, 3], "uint8"), s=box([1])), box([1]), spec)
     assert "dropped:" not in ad.describe()
     kinds = [(a.severity, a.message) for a in ad.advisories()]
-    assert kinds[0][0] == "info" and "role registry" in kinds[0][1]  # join advisories come before data-loss notes
+    assert (
+        kinds[0][0] == "info" and "role registry" in kinds[0][1]
+    )  # join advisories come before data-loss notes
     assert any("aspect crop drops edge pixels" in m for _, m in kinds)
     assert any("zero-filled" in m for _, m in kinds)
 
 
 def test_layout_hint_advisory_for_a_channel_first_looking_image_ADP_66() -> None:
     tags = A.EnvTags({"cam": A.ImageTag(A.IMAGE_PRIMARY)}, ACT1)
-    ad = A.resolve(tags, dict_space(cam=box([3, 32, 32], "uint8")), box([1]), A.ModelSpec({"i": A.Image(A.IMAGE_PRIMARY)}, ACT1))
+    ad = A.resolve(
+        tags,
+        dict_space(cam=box([3, 32, 32], "uint8")),
+        box([1]),
+        A.ModelSpec({"i": A.Image(A.IMAGE_PRIMARY)}, ACT1),
+    )
     (hint,) = ad.advisories()
     assert hint.message == (
         'image "image/primary": shape implies 32 channels under layout=hwc; this looks like chw -- declare layout="chw" if so'
@@ -119,20 +162,44 @@ def test_advisory_value_semantics_ADP_94() -> None:
 
 
 def test_part_markers_follow_bound_pieces_DELTA_60() -> None:
-    tags = A.EnvTags({"r": A.StateTag(A.EEF_POS, part=A.RIGHT_ARM), "l": A.StateTag(A.EEF_POS, part=A.LEFT_ARM)}, ACT1)
+    tags = A.EnvTags(
+        {"r": A.StateTag(A.EEF_POS, part=A.RIGHT_ARM), "l": A.StateTag(A.EEF_POS, part=A.LEFT_ARM)},
+        ACT1,
+    )
     spec = A.ModelSpec({"s": A.Concat(A.State(A.EEF_POS, part=A.RIGHT_ARM), A.State(A.EEF_POS, part=A.LEFT_ARM),
                                       A.State(A.GRIPPER_POS, part=A.LEFT_ARM, dim=3, optional=True))}, ACT1)  # fmt: skip
     ad = A.resolve(tags, dict_space(r=box([3]), l=box([3])), box([1]), spec)
-    assert ad.describe().splitlines()[1] == '  "s" <- concat(r#right_arm, l#left_arm, zeros(3)#left_arm)'
-    assert ad.transform_obs({"r": [1, 1, 1], "l": [2, 2, 2]})["s"].tolist() == [1, 1, 1, 2, 2, 2, 0, 0, 0]
+    assert (
+        ad.describe().splitlines()[1]
+        == '  "s" <- concat(r#right_arm, l#left_arm, zeros(3)#left_arm)'
+    )
+    assert ad.transform_obs({"r": [1, 1, 1], "l": [2, 2, 2]})["s"].tolist() == [
+        1,
+        1,
+        1,
+        2,
+        2,
+        2,
+        0,
+        0,
+        0,
+    ]
 
 
 def test_the_conformance_pairing_renders_exactly() -> None:
     spec_in = {
         "image": A.Image(A.IMAGE_PRIMARY, layout="chw", dtype="float32", normalize=True),
-        "state": A.Concat(A.State(A.EEF_POS, dim=3), A.State(A.EEF_ROT, encoding="rot6d"), A.State(A.GRIPPER_POS, dim=1)),
+        "state": A.Concat(
+            A.State(A.EEF_POS, dim=3),
+            A.State(A.EEF_ROT, encoding="rot6d"),
+            A.State(A.GRIPPER_POS, dim=1),
+        ),
     }
-    out = A.Action(*std_output().components[:1], A.Actuator(A.ACTION_DELTA_ROT, 6, encoding="rot6d"), std_output().components[2])
+    out = A.Action(
+        *std_output().components[:1],
+        A.Actuator(A.ACTION_DELTA_ROT, 6, encoding="rot6d"),
+        std_output().components[2],
+    )
     lines = resolve_std(spec_in, out).describe().splitlines()
     assert lines[1] == '  "image" <- image "cam" (normalize /255, float32, hwc->chw)'
     assert lines[2] == '  "state" <- concat(eef_pos[:3], eef_quat (quat_xyzw->rot6d), gripper[:1])'

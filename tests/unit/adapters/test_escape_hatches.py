@@ -15,7 +15,9 @@ import rlmesh.adapters as A
 from ._helpers import STD_ACTION_SPACE, resolve_std, std_obs_space, std_output, std_tags
 
 
-def test_custom_transform_receives_the_whole_observation_and_fills_its_slot_ADP_36_101(std_obs: dict[str, Any]) -> None:
+def test_custom_transform_receives_the_whole_observation_and_fills_its_slot_ADP_36_101(
+    std_obs: dict[str, Any],
+) -> None:
     seen: list[Any] = []
 
     def depth(obs: Any) -> Any:
@@ -52,7 +54,11 @@ def test_entrypoints_import_only_when_trusted_ADP_4_83(std_obs: dict[str, Any]) 
 
 
 def test_resolve_from_contract_passes_trust_through() -> None:
-    contract = types.SimpleNamespace(metadata=std_tags().to_metadata(), observation_space=std_obs_space(), action_space=STD_ACTION_SPACE)
+    contract = types.SimpleNamespace(
+        metadata=std_tags().to_metadata(),
+        observation_space=std_obs_space(),
+        action_space=STD_ACTION_SPACE,
+    )
     spec = A.ModelSpec({"c": A.Custom(entrypoint="math:fabs")}, std_output())
     with pytest.raises(A.AdapterResolutionError, match="trust_entrypoints"):
         A.resolve_from_contract(contract, spec)
@@ -91,7 +97,12 @@ def test_adapter_base_defaults_and_wrap_predict_ADP_131() -> None:
     raw = Raw()
     assert raw.explain() == raw.describe() == "Raw (custom adapter)"
     assert raw.wrap_predict(lambda x: x * 10)(1) == 21
-    assert raw.reset() is None and raw.observe(1) is None and raw.advisories() == [] and raw.history_keys() == ()
+    assert (
+        raw.reset() is None
+        and raw.observe(1) is None
+        and raw.advisories() == []
+        and raw.history_keys() == ()
+    )
     with pytest.raises(TypeError):
         A.AdapterBase()  # type: ignore[abstract]
 
@@ -109,7 +120,9 @@ def test_a_stateful_adapter_base_wraps_a_resolved_one_and_resets_ADP_132() -> No
 
 
 def test_pair_overrides_are_a_registry_consulted_before_resolve_ADP_133() -> None:
-    overrides: dict[tuple[str, str], Any] = {("my-model", "my-env"): lambda: TemporalEnsemble(resolve_std({"t": A.Text(A.INSTRUCTION)}))}
+    overrides: dict[tuple[str, str], Any] = {
+        ("my-model", "my-env"): lambda: TemporalEnsemble(resolve_std({"t": A.Text(A.INSTRUCTION)}))
+    }
 
     def adapter_for(model: str, env: str) -> A.AdapterBase:
         make = overrides.get((model, env))

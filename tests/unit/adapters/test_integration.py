@@ -63,7 +63,11 @@ def test_tag_emits_join_advisories_as_user_warnings_ADP_134() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         A.tag(env, tags)
-    assert len(caught) == 1 and issubclass(caught[0].category, UserWarning) and "role registry" in str(caught[0].message)
+    assert (
+        len(caught) == 1
+        and issubclass(caught[0].category, UserWarning)
+        and "role registry" in str(caught[0].message)
+    )
 
 
 def test_tag_rejects_action_roles_on_observations_DELTA_62() -> None:
@@ -74,17 +78,27 @@ def test_tag_rejects_action_roles_on_observations_DELTA_62() -> None:
 
 def test_validate_env_tags_returns_advisories_for_servers_SRV_20() -> None:
     assert A.validate_env_tags(std_tags(), std_obs_space(), STD_ACTION_SPACE) == []
-    advs = A.validate_env_tags(std_tags().to_dict(), FakeEnv().observation_space, FakeEnv().action_space)
+    advs = A.validate_env_tags(
+        std_tags().to_dict(), FakeEnv().observation_space, FakeEnv().action_space
+    )
     assert advs == []
     with pytest.raises(A.AdapterResolutionError):
-        A.validate_env_tags({"observation": {"x": {"type": "depth"}}, "action": std_tags().to_dict()["action"]}, std_obs_space(), STD_ACTION_SPACE)
+        A.validate_env_tags(
+            {"observation": {"x": {"type": "depth"}}, "action": std_tags().to_dict()["action"]},
+            std_obs_space(),
+            STD_ACTION_SPACE,
+        )
 
 
 def _contract(metadata: Any) -> Any:
-    return types.SimpleNamespace(metadata=metadata, observation_space=std_obs_space(), action_space=STD_ACTION_SPACE)
+    return types.SimpleNamespace(
+        metadata=metadata, observation_space=std_obs_space(), action_space=STD_ACTION_SPACE
+    )
 
 
-def test_resolve_from_contract_reads_raw_tags_from_metadata_ADP_136(std_obs: dict[str, Any]) -> None:
+def test_resolve_from_contract_reads_raw_tags_from_metadata_ADP_136(
+    std_obs: dict[str, Any],
+) -> None:
     spec = A.ModelSpec({"t": A.Text(A.INSTRUCTION)}, std_output())
     ad = A.resolve_from_contract(_contract(std_tags().to_metadata()), spec)
     assert ad.transform_obs(std_obs) == {"t": "stack the cups"}
@@ -95,41 +109,80 @@ def test_resolve_from_contract_accepts_an_rlmesh_env_contract() -> None:
     act = SpaceSpec._box((1,), "float32", -1.0, 1.0)
     tags = A.EnvTags({"p": A.StateTag(A.EEF_POS)}, A.Action(A.Actuator(A.ACTION_GRIPPER, 1)))
     contract = EnvContract("Toy-v0", obs, act, metadata=tags.to_metadata())
-    spec = A.ModelSpec({"s": A.State(A.EEF_POS, range=(0, 2))}, A.Action(A.Actuator(A.ACTION_GRIPPER, 1, range=(0, 1))))
+    spec = A.ModelSpec(
+        {"s": A.State(A.EEF_POS, range=(0, 2))},
+        A.Action(A.Actuator(A.ACTION_GRIPPER, 1, range=(0, 1))),
+    )
     ad = A.resolve_from_contract(contract, spec)
-    assert ad.transform_obs({"p": np.array([0.0, 1.0, -1.0], np.float32)})["s"].tolist() == [1.0, 2.0, 0.0]
-    assert ad.transform_action([1.0]).tolist() == [1.0] and ad.transform_action([0.0]).tolist() == [-1.0]
+    assert ad.transform_obs({"p": np.array([0.0, 1.0, -1.0], np.float32)})["s"].tolist() == [
+        1.0,
+        2.0,
+        0.0,
+    ]
+    assert ad.transform_action([1.0]).tolist() == [1.0] and ad.transform_action([0.0]).tolist() == [
+        -1.0
+    ]
 
 
 @pytest.mark.parametrize(
     ("metadata", "message"),
     [
-        (None, "env contract carries no adapter tags under 'rlmesh.adapters.v1.env_tags'; serve the env with rlmesh.adapters.tag(...)"),
+        (
+            None,
+            "env contract carries no adapter tags under 'rlmesh.adapters.v1.env_tags'; serve the env with rlmesh.adapters.tag(...)",
+        ),
         ({}, "carries no adapter tags"),
         ({A.ENV_METADATA_KEY: "str"}, "must hold a mapping"),
-        ({A.ENV_METADATA_KEY: {"observation": {}, "action": {"components": [], "clip": [float("nan"), 1.0]}}}, "not serializable JSON"),
+        (
+            {
+                A.ENV_METADATA_KEY: {
+                    "observation": {},
+                    "action": {"components": [], "clip": [float("nan"), 1.0]},
+                }
+            },
+            "not serializable JSON",
+        ),
         ({A.ENV_METADATA_KEY: {"observation": {1, 2}, "action": {}}}, "not serializable JSON"),
     ],
 )
-def test_resolve_from_contract_failures_are_adapter_resolution_errors_ADP_136(metadata: Any, message: str) -> None:
+def test_resolve_from_contract_failures_are_adapter_resolution_errors_ADP_136(
+    metadata: Any, message: str
+) -> None:
     spec = A.ModelSpec({"t": A.Text(A.INSTRUCTION)}, std_output())
-    with pytest.raises(A.AdapterResolutionError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+    with pytest.raises(
+        A.AdapterResolutionError,
+        match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\."),
+    ):
         A.resolve_from_contract(_contract(metadata), spec)
 
 
-def test_resolve_accepts_gymnasium_spaces_specs_and_wrappers_ADP_55(std_obs: dict[str, Any]) -> None:
+def test_resolve_accepts_gymnasium_spaces_specs_and_wrappers_ADP_55(
+    std_obs: dict[str, Any],
+) -> None:
     env = FakeEnv()
-    ad = A.resolve(std_tags(), env.observation_space, env.action_space, A.ModelSpec({"s": A.Concat(A.EEF_POS)}, std_output()))
+    ad = A.resolve(
+        std_tags(),
+        env.observation_space,
+        env.action_space,
+        A.ModelSpec({"s": A.Concat(A.EEF_POS)}, std_output()),
+    )
     assert ad.transform_obs(std_obs)["s"].tolist() == pytest.approx([0.1, -0.2, 0.3])
     spec_space = SpaceSpec._dict({"eef_pos": SpaceSpec._box((3,), "float32")})
     wrapper = types.SimpleNamespace(spec=spec_space)
     tags = A.EnvTags({"eef_pos": A.StateTag(A.EEF_POS)}, std_tags().action)
-    ad2 = A.resolve(tags, wrapper, SpaceSpec._box((7,), "float32"), A.ModelSpec({"s": A.Concat(A.EEF_POS)}, std_output()))
+    ad2 = A.resolve(
+        tags,
+        wrapper,
+        SpaceSpec._box((7,), "float32"),
+        A.ModelSpec({"s": A.Concat(A.EEF_POS)}, std_output()),
+    )
     assert ad2.transform_obs(std_obs)["s"].tolist() == pytest.approx([0.1, -0.2, 0.3])
 
 
 def test_reader_reads_roles_in_the_env_native_encoding_EVAL_15(std_obs: dict[str, Any]) -> None:
-    reader = A.build_reader((std_tags(), std_obs_space(), STD_ACTION_SPACE), A.EEF_ROT, A.IMAGE_PRIMARY, A.INSTRUCTION)
+    reader = A.build_reader(
+        (std_tags(), std_obs_space(), STD_ACTION_SPACE), A.EEF_ROT, A.IMAGE_PRIMARY, A.INSTRUCTION
+    )
     assert reader.roles == (A.EEF_ROT, A.IMAGE_PRIMARY, A.INSTRUCTION)
     out = reader(std_obs)
     assert list(out) == [A.EEF_ROT, A.IMAGE_PRIMARY, A.INSTRUCTION]
@@ -138,9 +191,13 @@ def test_reader_reads_roles_in_the_env_native_encoding_EVAL_15(std_obs: dict[str
     assert out[A.INSTRUCTION] == "stack the cups"
 
 
-def test_reader_leaves_declare_the_encoding_the_caller_wants_EVAL_15(std_obs: dict[str, Any]) -> None:
+def test_reader_leaves_declare_the_encoding_the_caller_wants_EVAL_15(
+    std_obs: dict[str, Any],
+) -> None:
     contract = _contract(std_tags().to_metadata())
-    reader = A.build_reader(contract, A.State(A.EEF_ROT, encoding="axis_angle"), A.Image(A.IMAGE_PRIMARY, layout="chw"))
+    reader = A.build_reader(
+        contract, A.State(A.EEF_ROT, encoding="axis_angle"), A.Image(A.IMAGE_PRIMARY, layout="chw")
+    )
     out = reader(std_obs)
     assert np.allclose(out[A.EEF_ROT], [1.2091995] * 3, atol=1e-6)
     assert out[A.IMAGE_PRIMARY].shape == (3, 8, 8)
@@ -185,10 +242,20 @@ def test_wrap_predict_sees_only_the_declared_payload_ADP_137(std_obs: dict[str, 
 
 
 def test_text_placements_and_serve_route_describe_the_plan() -> None:
-    ad = resolve_std({"t": A.Text(A.INSTRUCTION, container="list"), "x": (A.Text(A.INSTRUCTION),), "i": A.Image(A.IMAGE_PRIMARY, stack=2)})
+    ad = resolve_std(
+        {
+            "t": A.Text(A.INSTRUCTION, container="list"),
+            "x": (A.Text(A.INSTRUCTION),),
+            "i": A.Image(A.IMAGE_PRIMARY, stack=2),
+        }
+    )
     assert ad.text_placements() == ((("t",), "list"), (("x", 0), "str"))
     route = ad.serve_route()
-    assert route["stacks"] == {"i": 2} and route["model_action_dim"] == 7 and route["env_action_dim"] == 7
+    assert (
+        route["stacks"] == {"i": 2}
+        and route["model_action_dim"] == 7
+        and route["env_action_dim"] == 7
+    )
     assert route["referenced_obs_keys"] == ["cam", "instruction"]
 
 

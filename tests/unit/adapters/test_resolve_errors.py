@@ -25,7 +25,9 @@ def _fails(fn: Any, message: str, code: str | None = None) -> A.AdapterResolutio
 
 def _resolve(obs_tags: Any, obs_space: Any, inputs: Any, *, act_tags: A.Action = ACT1, act_space: Any = ACT1_SPACE,
              output: A.Action = ACT1, **kw: Any) -> A.Adapter:  # fmt: skip
-    return A.resolve(A.EnvTags(obs_tags, act_tags), obs_space, act_space, A.ModelSpec(inputs, output), **kw)
+    return A.resolve(
+        A.EnvTags(obs_tags, act_tags), obs_space, act_space, A.ModelSpec(inputs, output), **kw
+    )
 
 
 TXT_IN = A.Text(A.INSTRUCTION, fill="x")
@@ -65,8 +67,15 @@ def test_join_rejects_tags_that_do_not_fit_the_space(tags: Any, space: Any, mess
 
 def test_join_rejects_actions_that_do_not_fit_the_action_space_ADP_63_64() -> None:
     obs = ({"t": A.TextTag(A.INSTRUCTION)}, dict_space(t=TEXT))
-    _fails(lambda: _resolve(*obs, TXT_IN, act_space={"kind": "discrete"}), "the action space must be a flat Box but it is a Discrete space")
-    _fails(lambda: _resolve(*obs, TXT_IN, act_space=box([7])), "action component dims sum to 1 but the action space width is 7", "dim_mismatch")
+    _fails(
+        lambda: _resolve(*obs, TXT_IN, act_space={"kind": "discrete"}),
+        "the action space must be a flat Box but it is a Discrete space",
+    )
+    _fails(
+        lambda: _resolve(*obs, TXT_IN, act_space=box([7])),
+        "action component dims sum to 1 but the action space width is 7",
+        "dim_mismatch",
+    )
     bad_rot = A.Action(A.Actuator(A.ACTION_DELTA_ROT, 4, encoding="axis_angle"))
     _fails(lambda: _resolve(*obs, TXT_IN, act_tags=bad_rot, act_space=box([4])),
            'action component "action/delta_eef_rot" declares encoding axis_angle (3 dims) but its dim is 4')  # fmt: skip
@@ -87,14 +96,20 @@ def test_a_space_bound_within_tolerance_agrees_and_the_tag_value_is_kept_ADP_65(
 
 # -- unknown kinds and unknown fields (ADP-54, ADP-69) -----------------------------------------------
 RAW_ENV = {
-    "observation": {"d": {"type": "depth", "role": "x/depth"}, "t": {"type": "text", "role": "text/instruction"}},
+    "observation": {
+        "d": {"type": "depth", "role": "x/depth"},
+        "t": {"type": "text", "role": "text/instruction"},
+    },
     "action": {"components": [{"role": "action/gripper", "dim": 1}], "clip": None},
 }
 RAW_SPACE = dict_space(d=box([4, 4, 1]), t=TEXT)
 
 
 def test_a_model_leaf_of_unknown_kind_fails_ADP_69() -> None:
-    spec = {"input": {"v": {"type": "voxels"}}, "output": {"components": [{"role": "action/gripper", "dim": 1}]}}
+    spec = {
+        "input": {"v": {"type": "voxels"}},
+        "output": {"components": [{"role": "action/gripper", "dim": 1}]},
+    }
     _fails(lambda: A.resolve(RAW_ENV, RAW_SPACE, ACT1_SPACE, spec),
            'model input "v" is of unrecognized kind "voxels"; upgrade the runtime', "unsupported_kind")  # fmt: skip
 
@@ -113,7 +128,12 @@ def test_an_unreferenced_unknown_kind_is_an_info_advisory_ADP_69() -> None:
 
 
 def test_bare_unknown_fields_from_a_peer_fail_at_resolve_ADP_54() -> None:
-    raw = {**RAW_ENV, "observation": {"t": {"type": "text", "role": "text/instruction", "color": "red", "x-ok": 1}}}
+    raw = {
+        **RAW_ENV,
+        "observation": {
+            "t": {"type": "text", "role": "text/instruction", "color": "red", "x-ok": 1}
+        },
+    }
     spec = A.ModelSpec({"t": A.Text(A.INSTRUCTION)}, ACT1)
     err = _fails(lambda: A.resolve(raw, dict_space(t=TEXT), ACT1_SPACE, spec),
                  'feature "t" declares unrecognized field "color";', "unsupported_kind")  # fmt: skip
@@ -128,13 +148,26 @@ def test_duplicate_env_roles_from_a_peer_fail_at_resolve_ADP_67() -> None:
     raw = {"observation": {"a": {"type": "text", "role": "r"}, "b": {"type": "text", "role": "r"}},
            "action": {"components": [{"role": "action/gripper", "dim": 1}, {"role": "action/gripper", "dim": 1}], "clip": None}}  # fmt: skip
     spec = A.ModelSpec({"t": A.Text("r")}, ACT1)
-    _fails(lambda: A.resolve(raw, dict_space(a=TEXT, b=TEXT), box([2]), spec), 'duplicate env text role "r"', "duplicate")
+    _fails(
+        lambda: A.resolve(raw, dict_space(a=TEXT, b=TEXT), box([2]), spec),
+        'duplicate env text role "r"',
+        "duplicate",
+    )
     raw["observation"] = {"a": {"type": "image", "role": "i"}, "b": {"type": "image", "role": "i"}}
-    _fails(lambda: A.resolve(raw, dict_space(a=box([2, 2, 3]), b=box([2, 2, 3])), box([2]), spec), 'duplicate env image role "i"')
+    _fails(
+        lambda: A.resolve(raw, dict_space(a=box([2, 2, 3]), b=box([2, 2, 3])), box([2]), spec),
+        'duplicate env image role "i"',
+    )
     raw["observation"] = {"a": {"type": "state", "role": "s"}, "b": {"type": "state", "role": "s"}}
-    _fails(lambda: A.resolve(raw, dict_space(a=box([1]), b=box([1])), box([2]), spec), 'duplicate env state role "s"')
+    _fails(
+        lambda: A.resolve(raw, dict_space(a=box([1]), b=box([1])), box([2]), spec),
+        'duplicate env state role "s"',
+    )
     raw["observation"] = {"a": {"type": "text", "role": "r"}}
-    _fails(lambda: A.resolve(raw, dict_space(a=TEXT), box([2]), spec), 'duplicate env action role "action/gripper"')
+    _fails(
+        lambda: A.resolve(raw, dict_space(a=TEXT), box([2]), spec),
+        'duplicate env action role "action/gripper"',
+    )
 
 
 # -- images (ADP-70..74, DELTA-67) --------------------------------------------------------------------
@@ -164,7 +197,9 @@ def _img(leaf: A.Image, *, h: int = 8, w: int = 8, cams: int = 1) -> A.Adapter:
         (A.Image(A.IMAGE_PRIMARY, normalize=True), {}, 'model input "img": normalize yields fractional values that dtype "uint8" cannot hold', "unsupported"),
     ],
 )  # fmt: skip
-def test_image_planning_failures_ADP_71_74(leaf: A.Image, kw: dict[str, Any], message: str, code: str) -> None:
+def test_image_planning_failures_ADP_71_74(
+    leaf: A.Image, kw: dict[str, Any], message: str, code: str
+) -> None:
     _fails(lambda: _img(leaf, **kw), message, code)
 
 
@@ -212,7 +247,10 @@ def test_env_declaring_only_unknown_encodings_fails_when_read_ADP_78() -> None:
 def test_gravity_xyz_cannot_be_converted_out_of_DELTA_66() -> None:
     tags = A.EnvTags({"g": A.StateTag(A.BASE_ROT, encoding="gravity_xyz")}, ACT1)
     spec = A.ModelSpec({"s": A.State(A.BASE_ROT, encoding="quat_xyzw")}, ACT1)
-    _fails(lambda: A.resolve(tags, dict_space(g=box([3])), ACT1_SPACE, spec), "cannot convert encoding gravity_xyz to quat_xyzw")
+    _fails(
+        lambda: A.resolve(tags, dict_space(g=box([3])), ACT1_SPACE, spec),
+        "cannot convert encoding gravity_xyz to quat_xyzw",
+    )
 
 
 # -- text (ADP-82) ----------------------------------------------------------------------------------
@@ -224,7 +262,14 @@ def test_missing_text_without_fill_fails_ADP_82() -> None:
 # -- actions (ADP-84..86) ---------------------------------------------------------------------------
 def _act(env: A.Action, model: A.Action, width: int | None = None) -> A.Adapter:
     space = box([width if width is not None else env.dim])
-    return _resolve({"t": A.TextTag(A.INSTRUCTION)}, dict_space(t=TEXT), TXT_IN, act_tags=env, act_space=space, output=model)
+    return _resolve(
+        {"t": A.TextTag(A.INSTRUCTION)},
+        dict_space(t=TEXT),
+        TXT_IN,
+        act_tags=env,
+        act_space=space,
+        output=model,
+    )
 
 
 @pytest.mark.parametrize(
@@ -249,19 +294,27 @@ def _act(env: A.Action, model: A.Action, width: int | None = None) -> A.Adapter:
         (A.Action(A.Actuator("x/j", 2, range=(0, 1))), A.Action(A.Actuator("x/j", 2, range=(0, 0))), "has zero width", None),
     ],
 )  # fmt: skip
-def test_action_planning_failures_ADP_84_85(env: A.Action, model: A.Action, message: str, code: str | None) -> None:
+def test_action_planning_failures_ADP_84_85(
+    env: A.Action, model: A.Action, message: str, code: str | None
+) -> None:
     _fails(lambda: _act(env, model), message, code)
 
 
 def test_the_conformance_action_failures_keep_their_fragments() -> None:
-    _fails(lambda: resolve_std({"t": A.Text(A.INSTRUCTION)}, A.Action(A.Actuator(A.ACTION_DELTA_POS, 3))), "env action needs role")
+    _fails(
+        lambda: resolve_std(
+            {"t": A.Text(A.INSTRUCTION)}, A.Action(A.Actuator(A.ACTION_DELTA_POS, 3))
+        ),
+        "env action needs role",
+    )
     out = A.Action(*std_output().components[:2], A.Actuator(A.ACTION_GRIPPER, 2))
     _fails(lambda: resolve_std({"t": A.Text(A.INSTRUCTION)}, out), "model outputs 2 dims")
 
 
 # -- parts (DELTA-60) ---------------------------------------------------------------------------------
 BIMANUAL = A.EnvTags(
-    {"l": A.StateTag(A.EEF_POS, part=A.LEFT_ARM), "r": A.StateTag(A.EEF_POS, part=A.RIGHT_ARM)}, ACT1
+    {"l": A.StateTag(A.EEF_POS, part=A.LEFT_ARM), "r": A.StateTag(A.EEF_POS, part=A.RIGHT_ARM)},
+    ACT1,
 )
 BIMANUAL_SPACE = dict_space(l=box([3]), r=box([3]))
 
@@ -275,14 +328,31 @@ def test_part_mismatches_fail_with_the_part_in_the_message_DELTA_60() -> None:
            'model input "s" needs state role "proprio/eef_pos" (part "head") but the env offers ["proprio/eef_pos#left_arm", "proprio/eef_pos#right_arm"]')  # fmt: skip
     tags = A.EnvTags({"p": A.StateTag(A.EEF_POS)}, ACT1)
     spec = A.ModelSpec({"s": A.State(A.EEF_POS, part=A.LEFT_ARM)}, ACT1)
-    _fails(lambda: A.resolve(tags, dict_space(p=box([3])), ACT1_SPACE, spec), '(part "left_arm") but the env offers ["proprio/eef_pos"]')
+    _fails(
+        lambda: A.resolve(tags, dict_space(p=box([3])), ACT1_SPACE, spec),
+        '(part "left_arm") but the env offers ["proprio/eef_pos"]',
+    )
 
 
 def test_several_provenances_need_the_model_to_pin_one_DELTA_63() -> None:
-    tags = A.EnvTags({"a": A.StateTag(A.EEF_POS, provenance="sensed"), "b": A.StateTag(A.EEF_POS, provenance="estimated")}, ACT1)
+    tags = A.EnvTags(
+        {
+            "a": A.StateTag(A.EEF_POS, provenance="sensed"),
+            "b": A.StateTag(A.EEF_POS, provenance="estimated"),
+        },
+        ACT1,
+    )
     space = dict_space(a=box([3]), b=box([3]))
-    _fails(lambda: A.resolve(tags, space, ACT1_SPACE, A.ModelSpec({"s": A.State(A.EEF_POS)}, ACT1)), "declare provenance= to pin one")
-    ad = A.resolve(tags, space, ACT1_SPACE, A.ModelSpec({"s": A.State(A.EEF_POS, provenance="estimated")}, ACT1))
+    _fails(
+        lambda: A.resolve(tags, space, ACT1_SPACE, A.ModelSpec({"s": A.State(A.EEF_POS)}, ACT1)),
+        "declare provenance= to pin one",
+    )
+    ad = A.resolve(
+        tags,
+        space,
+        ACT1_SPACE,
+        A.ModelSpec({"s": A.State(A.EEF_POS, provenance="estimated")}, ACT1),
+    )
     assert ad.transform_obs({"a": [1, 1, 1], "b": [2, 2, 2]})["s"].tolist() == [2, 2, 2]
 
 
@@ -291,8 +361,16 @@ def test_untrusted_entrypoints_fail_resolve_ADP_83() -> None:
     spec_in = {"c": A.Custom(entrypoint="math:fabs")}
     err = _fails(lambda: resolve_std(spec_in), "trust_entrypoints", "untrusted_entrypoint")
     assert 'Custom(entrypoint="math:fabs")' in str(err)
-    _fails(lambda: resolve_std({"c": A.Custom(entrypoint="no_such_module_xyz:f")}, trust_entrypoints=True), "cannot import entrypoint")
-    _fails(lambda: resolve_std({"c": A.Custom(entrypoint="math:pi")}, trust_entrypoints=True), "is not callable")
+    _fails(
+        lambda: resolve_std(
+            {"c": A.Custom(entrypoint="no_such_module_xyz:f")}, trust_entrypoints=True
+        ),
+        "cannot import entrypoint",
+    )
+    _fails(
+        lambda: resolve_std({"c": A.Custom(entrypoint="math:pi")}, trust_entrypoints=True),
+        "is not callable",
+    )
 
 
 def test_custom_encoding_guards_ADP_39_DELTA_68() -> None:
@@ -301,17 +379,39 @@ def test_custom_encoding_guards_ADP_39_DELTA_68() -> None:
 
     to_only = A.CustomEncoding("quat_xyzw", to_base=ident)
     both = A.CustomEncoding("quat_xyzw", from_base=ident, to_base=ident)
-    _fails(lambda: resolve_std({"s": A.State(A.EEF_ROT, encoding=to_only)}), "on the observation side needs from_base")
-    _fails(lambda: resolve_std({"s": A.State(A.EEF_ROT, encoding=both, index=1)}), "cannot set index or optional")
-    _fails(lambda: resolve_std({"s": A.State(A.EEF_ROT, encoding=both, dim=3)}), "may set dim only to restate its width 4")
-    _fails(lambda: resolve_std({"s": A.State(A.EEF_ROT, encoding=both, container="list")}), 'container="list"')
+    _fails(
+        lambda: resolve_std({"s": A.State(A.EEF_ROT, encoding=to_only)}),
+        "on the observation side needs from_base",
+    )
+    _fails(
+        lambda: resolve_std({"s": A.State(A.EEF_ROT, encoding=both, index=1)}),
+        "cannot set index or optional",
+    )
+    _fails(
+        lambda: resolve_std({"s": A.State(A.EEF_ROT, encoding=both, dim=3)}),
+        "may set dim only to restate its width 4",
+    )
+    _fails(
+        lambda: resolve_std({"s": A.State(A.EEF_ROT, encoding=both, container="list")}),
+        'container="list"',
+    )
     wire = A.CustomEncoding("quat_xyzw", from_base="<local>", to_base="<local>")
-    _fails(lambda: resolve_std({"s": A.State(A.EEF_ROT, encoding=wire)}), "not an in-process callable", "untrusted_entrypoint")
+    _fails(
+        lambda: resolve_std({"s": A.State(A.EEF_ROT, encoding=wire)}),
+        "not an in-process callable",
+        "untrusted_entrypoint",
+    )
     from_only = A.CustomEncoding("axis_angle", from_base=ident)
-    out = A.Action(*std_output().components[:1], A.Actuator(A.ACTION_DELTA_ROT, 3, encoding=from_only), std_output().components[2])
+    out = A.Action(
+        *std_output().components[:1],
+        A.Actuator(A.ACTION_DELTA_ROT, 3, encoding=from_only),
+        std_output().components[2],
+    )
     _fails(lambda: resolve_std({"t": A.Text(A.INSTRUCTION)}, out), "needs to_base")
     bad = A.CustomEncoding("quat_xyzw", from_base=lambda v: v * 2, to_base=ident)
-    err = _fails(lambda: resolve_std({"s": A.State(A.EEF_ROT, encoding=bad)}), "check_inverse=False")
+    err = _fails(
+        lambda: resolve_std({"s": A.State(A.EEF_ROT, encoding=bad)}), "check_inverse=False"
+    )
     assert "to_base(from_base(p)) != p" in str(err)
     resolve_std({"s": A.State(A.EEF_ROT, encoding=bad)}, check_inverse=False)  # opting out works
     boom = A.CustomEncoding("quat_xyzw", from_base=lambda v: 1 / 0, to_base=ident)
@@ -321,14 +421,25 @@ def test_custom_encoding_guards_ADP_39_DELTA_68() -> None:
 def test_env_side_custom_encodings_are_refused() -> None:
     enc = A.CustomEncoding("axis_angle", from_base=abs, to_base=abs)
     env = A.Action(A.Actuator(A.ACTION_DELTA_ROT, 3, encoding=enc))
-    _fails(lambda: _act(env, A.Action(A.Actuator(A.ACTION_DELTA_ROT, 3, encoding="axis_angle"))), "model-side shims")
+    _fails(
+        lambda: _act(env, A.Action(A.Actuator(A.ACTION_DELTA_ROT, 3, encoding="axis_angle"))),
+        "model-side shims",
+    )
 
 
 def test_the_obs_key_is_reserved_for_flat_observations_ADP_97() -> None:
-    _fails(lambda: _resolve({"<obs>": A.StateTag("x/p")}, dict_space(**{"<obs>": box([1])}), {"s": A.Concat("x/p")}), '"<obs>" is reserved')
+    _fails(
+        lambda: _resolve(
+            {"<obs>": A.StateTag("x/p")}, dict_space(**{"<obs>": box([1])}), {"s": A.Concat("x/p")}
+        ),
+        '"<obs>" is reserved',
+    )
 
 
 def test_resolve_rejects_non_spec_arguments() -> None:
     _fails(lambda: A.resolve("tags", box([1]), box([1]), A.ModelSpec(TXT_IN, ACT1)), "EnvTags")
-    _fails(lambda: A.resolve(std_tags(), object(), STD_ACTION_SPACE, A.ModelSpec(TXT_IN, ACT1)), "Gymnasium space")
+    _fails(
+        lambda: A.resolve(std_tags(), object(), STD_ACTION_SPACE, A.ModelSpec(TXT_IN, ACT1)),
+        "Gymnasium space",
+    )
     _fails(lambda: A.resolve(std_tags(), dict_space(), STD_ACTION_SPACE, 3), "ModelSpec")

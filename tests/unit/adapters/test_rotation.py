@@ -85,7 +85,9 @@ def test_nothing_converts_out_of_gravity_xyz() -> None:
 
 
 def test_wrong_width_input_is_refused_with_the_expected_shape() -> None:
-    with pytest.raises(ValueError, match=r"expected 4-element quat_xyzw rotation, got shape \(3,\)"):
+    with pytest.raises(
+        ValueError, match=r"expected 4-element quat_xyzw rotation, got shape \(3,\)"
+    ):
         convert([0, 0, 1], "quat_xyzw", "rot6d")
 
 
@@ -130,7 +132,9 @@ def test_euler_at_gimbal_lock_reproduces_the_same_rotation(pitch: float) -> None
 @given(rotations())
 def test_gravity_xyz_is_R_transpose_times_down(R: np.ndarray) -> None:
     q = from_matrix(R.tolist(), "quat_xyzw")
-    assert np.allclose(convert(q, "quat_xyzw", "gravity_xyz"), R.T @ np.array([0, 0, -1.0]), atol=1e-9)
+    assert np.allclose(
+        convert(q, "quat_xyzw", "gravity_xyz"), R.T @ np.array([0, 0, -1.0]), atol=1e-9
+    )
 
 
 def test_post_rotate_multiplies_on_the_right_DELTA_66() -> None:

@@ -16,7 +16,9 @@ ACT1 = A.Action(A.Actuator("x/a", 1))
 
 def _adapter(leaf: A.Image) -> A.Adapter:
     tags = A.EnvTags({"cam": A.ImageTag(A.IMAGE_PRIMARY)}, ACT1)
-    return A.resolve(tags, dict_space(cam=box([1, 1, 1], "uint8")), box([1]), A.ModelSpec({"img": leaf}, ACT1))
+    return A.resolve(
+        tags, dict_space(cam=box([1, 1, 1], "uint8")), box([1]), A.ModelSpec({"img": leaf}, ACT1)
+    )
 
 
 def frame(n: int) -> dict[str, Any]:
@@ -71,7 +73,9 @@ def test_stride_with_black_padding_matches_the_release_windows_DELTA_69() -> Non
 
 
 def test_black_padding_pushes_a_raw_zero_frame_through_the_pipeline() -> None:
-    ad = _adapter(A.Image(A.IMAGE_PRIMARY, stack=2, stack_pad="black", normalize=(-1, 1), dtype="float32"))
+    ad = _adapter(
+        A.Image(A.IMAGE_PRIMARY, stack=2, stack_pad="black", normalize=(-1, 1), dtype="float32")
+    )
     out = ad.transform_obs(frame(255))["img"]
     assert out.reshape(-1).tolist() == [-1.0, 1.0]
 

@@ -19,7 +19,13 @@ def _one(obs_tags: Any, space: Any, inputs: Any) -> A.Adapter:
 
 
 def test_concat_slices_converts_and_keeps_declared_order(std_obs: dict[str, Any]) -> None:
-    ad = resolve_std({"s": A.Concat(A.GRIPPER_POS, A.State(A.EEF_POS, index=2), A.State(A.EEF_ROT, encoding="rot6d"))})
+    ad = resolve_std(
+        {
+            "s": A.Concat(
+                A.GRIPPER_POS, A.State(A.EEF_POS, index=2), A.State(A.EEF_ROT, encoding="rot6d")
+            )
+        }
+    )
     s = ad.transform_obs(std_obs)["s"]
     assert s.dtype == np.float32 and s.shape == (9,)
     assert np.allclose(s, [0.04, -0.04, 0.3, 0, 1, 0, 0, 0, 1], atol=1e-6)
@@ -37,17 +43,24 @@ def test_env_accept_set_first_recognized_entry_is_native_ADP_23() -> None:
     assert ad.transform_obs({"q": [1, 0, 0, 0]})["s"].tolist() == [0, 0, 0, 1]
 
 
-def test_optional_parts_zero_fill_with_widths_from_index_dim_or_encoding_ADP_33(std_obs: dict[str, Any]) -> None:
+def test_optional_parts_zero_fill_with_widths_from_index_dim_or_encoding_ADP_33(
+    std_obs: dict[str, Any],
+) -> None:
     ad = resolve_std({"s": A.Concat(
         A.State("x/a", index=4, optional=True), A.State("x/b", dim=2, optional=True),
         A.State("x/c", encoding=["nope", "rot6d"], optional=True), A.State("x/d", dim=2, optional=True, fill=-1.0),
     )})  # fmt: skip
     assert ad.transform_obs(std_obs)["s"].tolist() == [0.0] * 9 + [-1.0, -1.0]
     notes = [a for a in ad.advisories() if "zero-filled" in a.message]
-    assert notes[0].severity == "caution" and "4 component(s) zero-filled for an absent env role" in notes[0].message
+    assert (
+        notes[0].severity == "caution"
+        and "4 component(s) zero-filled for an absent env role" in notes[0].message
+    )
 
 
-def test_pad_to_right_pads_and_reshape_and_dtype_apply_last_ADP_104(std_obs: dict[str, Any]) -> None:
+def test_pad_to_right_pads_and_reshape_and_dtype_apply_last_ADP_104(
+    std_obs: dict[str, Any],
+) -> None:
     ad = resolve_std({"s": A.Concat(A.EEF_POS, pad_to=6, reshape=(2, -1), dtype="float64")})
     s = ad.transform_obs(std_obs)["s"]
     assert s.dtype == np.float64 and s.shape == (2, 3)
@@ -75,14 +88,22 @@ def test_range_map_is_affine_and_never_clamps_ADP_33() -> None:
 
 
 def test_a_model_range_against_an_unbounded_env_is_a_no_op_with_an_info_advisory_ADP_95() -> None:
-    ad = _one({"g": A.StateTag(A.GRIPPER_POS)}, dict_space(g=box([1])), {"s": A.State(A.GRIPPER_POS, range=(-1, 1))})
+    ad = _one(
+        {"g": A.StateTag(A.GRIPPER_POS)},
+        dict_space(g=box([1])),
+        {"s": A.State(A.GRIPPER_POS, range=(-1, 1))},
+    )
     assert ad.transform_obs({"g": [5.0]})["s"].tolist() == [5.0]
     (adv,) = ad.advisories()
     assert adv.severity == "info" and "no-op" in adv.message and "does not clamp" in adv.message
 
 
 def test_tag_range_supplies_bounds_where_the_space_has_none_ADP_23() -> None:
-    ad = _one({"g": A.StateTag(A.GRIPPER_POS, range=(0, 2))}, dict_space(g=box([1])), {"s": A.State(A.GRIPPER_POS, range=(0, 1))})
+    ad = _one(
+        {"g": A.StateTag(A.GRIPPER_POS, range=(0, 2))},
+        dict_space(g=box([1])),
+        {"s": A.State(A.GRIPPER_POS, range=(0, 1))},
+    )
     assert ad.transform_obs({"g": [1.0]})["s"].tolist() == [0.5]
 
 
@@ -100,7 +121,13 @@ def test_split_fields_read_their_slice_of_a_flat_root_ADP_59_97() -> None:
 
 def test_split_field_ranges_come_from_their_own_slice_of_the_bounds_ADP_59() -> None:
     tags = A.Split(A.Field("x/a", 2), A.Field("x/b", 1))
-    space = {"kind": "box", "dtype": "float32", "shape": [3], "low": [0.0, 0.0, -1.0], "high": [1.0, 1.0, 1.0]}
+    space = {
+        "kind": "box",
+        "dtype": "float32",
+        "shape": [3],
+        "low": [0.0, 0.0, -1.0],
+        "high": [1.0, 1.0, 1.0],
+    }
     ad = A.resolve(A.EnvTags(tags, ACT1), space, box([1]),
                    A.ModelSpec({"a": A.State("x/a", range=(0, 2)), "b": A.State("x/b", range=(0, 2))}, ACT1))  # fmt: skip
     out = ad.transform_obs(np.array([0.5, 1.0, 0.0], np.float32))
@@ -130,7 +157,9 @@ def test_nested_dict_and_tuple_sources_are_walked_ADP_97() -> None:
 
 
 def test_only_referenced_keys_are_read_ADP_98() -> None:
-    ad = _one({"a": A.StateTag("x/a")}, dict_space(a=box([1]), junk=box([1])), {"s": A.Concat("x/a")})
+    ad = _one(
+        {"a": A.StateTag("x/a")}, dict_space(a=box([1]), junk=box([1])), {"s": A.Concat("x/a")}
+    )
     assert ad.transform_obs({"a": [1], "junk": object()})["s"].tolist() == [1]
 
 
@@ -149,7 +178,11 @@ def test_state_scale_offset_then_leaf_clip_DELTA_65_66() -> None:
 
 
 def test_constant_parts_contribute_fixed_blocks_DELTA_66() -> None:
-    ad = _one({"p": A.StateTag("x/p")}, dict_space(p=box([1])), {"s": A.Concat("x/p", A.Constant(dim=2, fill=7))})
+    ad = _one(
+        {"p": A.StateTag("x/p")},
+        dict_space(p=box([1])),
+        {"s": A.Concat("x/p", A.Constant(dim=2, fill=7))},
+    )
     assert ad.transform_obs({"p": [1]})["s"].tolist() == [1, 7, 7]
     assert "const(2)=7" in ad.describe()
 
@@ -194,7 +227,9 @@ def test_text_sources_fall_back_to_fill_and_lists_wrap_ADP_105() -> None:
 
 
 def test_text_fill_only_plans_need_no_env_text_ADP_82() -> None:
-    ad = _one({"p": A.StateTag("x/p")}, dict_space(p=box([1])), {"t": A.Text(A.INSTRUCTION, fill="do it")})
+    ad = _one(
+        {"p": A.StateTag("x/p")}, dict_space(p=box([1])), {"t": A.Text(A.INSTRUCTION, fill="do it")}
+    )
     assert ad.transform_obs({"p": [0]}) == {"t": "do it"}
     assert '"t" <- text fill "do it"' in ad.describe()
 
@@ -212,7 +247,12 @@ def test_tuple_inputs_build_list_payloads_and_bare_leaves_build_bare_values_ADP_
 
 
 def test_flat_envs_accept_a_bare_observation_or_the_obs_envelope_ADP_97() -> None:
-    ad = A.resolve(A.EnvTags(A.StateTag("x/p"), ACT1), box([2]), box([1]), A.ModelSpec({"s": A.Concat("x/p")}, ACT1))
+    ad = A.resolve(
+        A.EnvTags(A.StateTag("x/p"), ACT1),
+        box([2]),
+        box([1]),
+        A.ModelSpec({"s": A.Concat("x/p")}, ACT1),
+    )
     assert ad.transform_obs([1, 2])["s"].tolist() == [1, 2]
     assert ad.transform_obs({"<obs>": np.array([1, 2])})["s"].tolist() == [1, 2]
     assert ad.referenced_obs_keys == ("<obs>",)
@@ -258,20 +298,40 @@ def test_second_arm_roles_and_right_arm_parts_bind_each_other_DELTA_60() -> None
 
 
 def test_an_optional_second_arm_part_zero_fills_on_a_single_arm_env_ADP_16() -> None:
-    ad = _one({"p": A.StateTag(A.EEF_POS)}, dict_space(p=box([3])), {"s": A.Concat(A.EEF_POS, A.State(A.EEF_POS_2, optional=True, dim=3))})
+    ad = _one(
+        {"p": A.StateTag(A.EEF_POS)},
+        dict_space(p=box([3])),
+        {"s": A.Concat(A.EEF_POS, A.State(A.EEF_POS_2, optional=True, dim=3))},
+    )
     assert ad.transform_obs({"p": [1, 1, 1]})["s"].tolist() == [1, 1, 1, 0, 0, 0]
     assert not [a for a in ad.advisories() if "ad-hoc" in a.message]
 
 
 def test_a_part_less_request_binds_the_only_part_with_an_info_advisory_DELTA_60() -> None:
-    ad = _one({"l": A.StateTag(A.EEF_POS, part=A.LEFT_ARM)}, dict_space(l=box([3])), {"s": A.Concat(A.EEF_POS)})
+    ad = _one(
+        {"l": A.StateTag(A.EEF_POS, part=A.LEFT_ARM)},
+        dict_space(l=box([3])),
+        {"s": A.Concat(A.EEF_POS)},
+    )
     assert ad.transform_obs({"l": [1, 2, 3]})["s"].tolist() == [1, 2, 3]
     (adv,) = ad.advisories()
-    assert adv.severity == "info" and 'declares it only under part "left_arm"; bound to that leaf' in adv.message
+    assert (
+        adv.severity == "info"
+        and 'declares it only under part "left_arm"; bound to that leaf' in adv.message
+    )
 
 
-def test_ad_hoc_optional_state_roles_draw_the_release_advisory_but_stay_out_of_describe_DELTA_61() -> None:
-    ad = _one({"p": A.StateTag("x/p")}, dict_space(p=box([1])), {"s": A.Concat("x/p", A.State("vendor/extra", dim=2, optional=True))})
+def test_ad_hoc_optional_state_roles_draw_the_release_advisory_but_stay_out_of_describe_DELTA_61() -> (
+    None
+):
+    ad = _one(
+        {"p": A.StateTag("x/p")},
+        dict_space(p=box([1])),
+        {"s": A.Concat("x/p", A.State("vendor/extra", dim=2, optional=True))},
+    )
     msgs = [a.message for a in ad.advisories()]
-    assert any(m.startswith('model declares ad-hoc role "vendor/extra" that this env does not') for m in msgs)
+    assert any(
+        m.startswith('model declares ad-hoc role "vendor/extra" that this env does not')
+        for m in msgs
+    )
     assert "dropped:" not in ad.describe()

@@ -47,7 +47,9 @@ class TinyFactory(EnvFactory):
     def enumerate_variants(cls) -> list[Variant]:
         return [Variant("small", {"size": 2}, name="Small"), Variant("large", {"size": 3})]
 
-    def make(self, size: int = 2, goal: tuple[float, float] = (0.0, 0.0), label: str = "tiny") -> TinyEnv:
+    def make(
+        self, size: int = 2, goal: tuple[float, float] = (0.0, 0.0), label: str = "tiny"
+    ) -> TinyEnv:
         print("TinyFactory.make printed this")  # describe must keep stdout clean
         env = TinyEnv(size, label)
         BUILT.append(env)

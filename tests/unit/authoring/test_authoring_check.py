@@ -19,10 +19,20 @@ def labels_for(doc: Any, **extra: str) -> dict[str, str]:
 
 def test_CheckReport_is_ok_only_without_failures_and_renders_a_summary() -> None:
     r = CheckReport(warnings=["w"], passed=["p"])
-    assert r.ok and r.to_dict() == {"failed": [], "warnings": ["w"], "not_checked": [], "passed": ["p"]}
+    assert r.ok and r.to_dict() == {
+        "failed": [],
+        "warnings": ["w"],
+        "not_checked": [],
+        "passed": ["p"],
+    }
     r.failed.append("f")
     assert not r.ok
-    assert r.render("img").splitlines() == ["FAIL: f", "warn: w", "ok: p", "FAIL: img: 1 failed, 1 warnings, 0 not checked"]
+    assert r.render("img").splitlines() == [
+        "FAIL: f",
+        "warn: w",
+        "ok: p",
+        "FAIL: img: 1 failed, 1 warnings, 0 not checked",
+    ]
 
 
 def test_a_missing_describe_label_is_not_checked_not_failed() -> None:
@@ -81,7 +91,10 @@ def test_the_package_label_is_validated() -> None:
     assert any("'ok' has no uri" in m for m in r.failed)
     assert any("checkpoint 4 must be an object" in m for m in r.failed)
     assert any("2 checkpoints as default" in m for m in r.warnings)
-    assert "schemaVersion must be 1" in check_labels({"dev.rlmesh.package": '{"schemaVersion": 2}'}).failed[0]
+    assert (
+        "schemaVersion must be 1"
+        in check_labels({"dev.rlmesh.package": '{"schemaVersion": 2}'}).failed[0]
+    )
 
 
 def test_module_cli_check_labels_prints_a_report_and_exits_1_on_failure(
@@ -90,13 +103,18 @@ def test_module_cli_check_labels_prints_a_report_and_exits_1_on_failure(
     path = tmp_path / "labels.json"
     path.write_text(json.dumps({}), encoding="utf-8")
     assert describe_module_main(["--check-labels", str(path)]) == 0
-    assert capfd.readouterr().out.splitlines()[-1] == f"ok: {path}: 0 failed, 0 warnings, 1 not checked"
+    assert (
+        capfd.readouterr().out.splitlines()[-1]
+        == f"ok: {path}: 0 failed, 0 warnings, 1 not checked"
+    )
     path.write_text(json.dumps(labels_for("{bad")), encoding="utf-8")
     assert describe_module_main(["--check-labels", str(path), "--json"]) == 1
     assert "not valid JSON" in json.loads(capfd.readouterr().out)["failed"][0]
 
 
-def test_module_cli_check_entrypoint_describes_and_checks(capfd: pytest.CaptureFixture[str]) -> None:
+def test_module_cli_check_entrypoint_describes_and_checks(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     assert describe_module_main(["--check-entrypoint", "authoring_targets:TinyFactory"]) == 1
     out = capfd.readouterr().out
     assert "FAIL: the env publishes no adapter tags" in out
@@ -109,7 +127,8 @@ def test_auth_check_an_ad_hoc_role_warns_and_registered_or_x_roles_do_not_DELTA_
 
     def check(*roles: str) -> CheckReport:
         spec = A.ModelSpec(
-            {f"s{i}": A.State(role, dim=2) for i, role in enumerate(roles)}, A.Action(A.Actuator("x/move", 2))
+            {f"s{i}": A.State(role, dim=2) for i, role in enumerate(roles)},
+            A.Action(A.Actuator("x/move", 2)),
         )
         doc = {"schema_version": 1, "kind": "model", "model_spec": spec.to_dict()}
         return check_labels(labels_for(doc))
@@ -117,5 +136,9 @@ def test_auth_check_an_ad_hoc_role_warns_and_registered_or_x_roles_do_not_DELTA_
     adhoc = check(A.EEF_POS, "proprio/wrist_torque_estimate", "x/my_sensor")
     assert adhoc.ok
     warned = [m for m in adhoc.warnings if "ad-hoc role" in m]
-    assert len(warned) == 1 and '"proprio/wrist_torque_estimate"' in warned[0] and '"x/" namespace' in warned[0]
+    assert (
+        len(warned) == 1
+        and '"proprio/wrist_torque_estimate"' in warned[0]
+        and '"x/" namespace' in warned[0]
+    )
     assert not [m for m in check(A.EEF_POS, "x/my_sensor").warnings if "ad-hoc role" in m]

@@ -21,7 +21,9 @@ def canonical(target: str = TARGET, **kwargs: object) -> str:
     return describe_json(target, **kwargs)  # type: ignore[arg-type]
 
 
-def test_describe_json_flag_prints_exactly_the_canonical_envelope(capfd: pytest.CaptureFixture[str]) -> None:
+def test_describe_json_flag_prints_exactly_the_canonical_envelope(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     assert describe_main([TARGET, "--json", "--generated-at", "2026-06-01T00:00:00Z"]) == 0
     out, err = capfd.readouterr()
     assert out == canonical(generated_at="2026-06-01T00:00:00Z") + "\n"
@@ -83,7 +85,9 @@ def test_module_cli_takes_exactly_one_mode() -> None:
         assert ei.value.code == 2
 
 
-def test_module_cli_env_and_model_modes_print_the_canonical_json(capfd: pytest.CaptureFixture[str]) -> None:
+def test_module_cli_env_and_model_modes_print_the_canonical_json(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
     assert describe_module_main(["--env", "authoring_targets:make_tiny"]) == 0
     assert capfd.readouterr().out == canonical("authoring_targets:make_tiny", kind="env") + "\n"
     assert describe_module_main(["--model", "authoring_targets:predict_zero"]) == 0
@@ -101,7 +105,10 @@ def test_python_m_rlmesh_describe_imports_nothing_beyond_the_target() -> None:
         "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
         "sys.exit(code)\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
     proc = subprocess.run([sys.executable, "-c", script], cwd=HERE, env=env, capture_output=True, text=True,
                           timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -128,5 +135,7 @@ def test_importing_rlmesh_authoring_does_not_load_the_describe_machinery_AUTH_12
         "assert callable(a.describe) and 'rlmesh.authoring._describe' in sys.modules\n"
         "assert 'describe' in dir(a)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr

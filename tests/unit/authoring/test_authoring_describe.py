@@ -60,7 +60,9 @@ def test_constants_match_the_release() -> None:
 
 
 def test_describe_json_of_a_factory_matches_the_pinned_bytes() -> None:
-    got = describe_json("authoring_targets:TinyFactory", generated_at="2026-06-01T12:00:00Z", include_runtime=False)
+    got = describe_json(
+        "authoring_targets:TinyFactory", generated_at="2026-06-01T12:00:00Z", include_runtime=False
+    )
     assert got == TINY_EXPECTED
 
 
@@ -73,11 +75,17 @@ def test_describe_json_is_byte_identical_across_runs() -> None:
     assert len(runs) == 1
 
 
-def test_runtime_comes_last_and_the_envelope_starts_with_schema_and_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runtime_comes_last_and_the_envelope_starts_with_schema_and_kind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(describe_module, "runtime_section", lambda **_: dict(FIXED_RUNTIME))
     got = describe_json("authoring_targets:TinyFactory", generated_at="2026-06-01T12:00:00Z")
     assert got.startswith('{"schema_version":1,"kind":"env",')
-    assert got == TINY_EXPECTED[:-1] + ',"runtime":{"component":"rlmesh-python","language":"python","language_version":"3.x"}}'
+    assert (
+        got
+        == TINY_EXPECTED[:-1]
+        + ',"runtime":{"component":"rlmesh-python","language":"python","language_version":"3.x"}}'
+    )
 
 
 def test_top_level_keys_follow_the_fixed_order_per_kind() -> None:
@@ -109,9 +117,16 @@ def test_nested_keys_are_sorted_regardless_of_producer_order() -> None:
      (1e15, "1000000000000000.0"), (-0.0, "-0.0"), (0.1, "0.1"), (math.inf, "null"), (math.nan, "null"),
      (2**70, "1180591620717411303424")],
 )  # fmt: skip
-def test_numbers_use_the_shortest_round_trip_serde_style_and_non_finite_is_null(value: float, text: str) -> None:
+def test_numbers_use_the_shortest_round_trip_serde_style_and_non_finite_is_null(
+    value: float, text: str
+) -> None:
     out = build_envelope("env", {"params": {"x": value}})
-    assert out == '{"schema_version":1,"kind":"env","env_spec":null,"env_tags":null,"params":{"x":' + text + "}}"
+    assert (
+        out
+        == '{"schema_version":1,"kind":"env","env_spec":null,"env_tags":null,"params":{"x":'
+        + text
+        + "}}"
+    )
 
 
 def test_non_ascii_is_written_raw_and_control_characters_escaped() -> None:
@@ -124,7 +139,9 @@ def test_non_json_values_are_rendered_with_repr() -> None:
         def __repr__(self) -> str:
             return "Thing()"
 
-    out = json.loads(build_envelope("env", {"params": {"t": Thing(), "s": {1, 2} and (1, 2), 3: "k"}}))
+    out = json.loads(
+        build_envelope("env", {"params": {"t": Thing(), "s": {1, 2} and (1, 2), 3: "k"}})
+    )
     assert out["params"] == {"t": "Thing()", "s": [1, 2], "3": "k"}
 
 
@@ -175,7 +192,12 @@ def test_builder_rejects_pieces_over_4_MiB() -> None:
 )  # fmt: skip
 def test_generated_at_accepts_rfc3339(ts: str) -> None:
     assert validate_generated_at(ts) == ts
-    assert json.loads(describe_json(TinyFactory, generated_at=ts, include_runtime=False))["generated_at"] == ts
+    assert (
+        json.loads(describe_json(TinyFactory, generated_at=ts, include_runtime=False))[
+            "generated_at"
+        ]
+        == ts
+    )
 
 
 @pytest.mark.parametrize(
@@ -193,13 +215,18 @@ def test_generated_at_rejects_anything_else_mentioning_RFC_3339(ts: Any) -> None
 
 
 def test_describe_is_the_parsed_canonical_string() -> None:
-    assert describe(TinyFactory, include_runtime=False) == json.loads(describe_json(TinyFactory, include_runtime=False))
+    assert describe(TinyFactory, include_runtime=False) == json.loads(
+        describe_json(TinyFactory, include_runtime=False)
+    )
 
 
 def test_factory_class_and_instance_describe_the_same() -> None:
     a = describe_json(TinyFactory, include_runtime=False)
     b = describe_json(TinyFactory(), include_runtime=False)
-    assert a == b and json.loads(a)["target"] == {"entrypoint": None, "qualname": "authoring_targets:TinyFactory"}
+    assert a == b and json.loads(a)["target"] == {
+        "entrypoint": None,
+        "qualname": "authoring_targets:TinyFactory",
+    }
 
 
 def test_EnvFactory_describe_classmethod_uses_kind_env() -> None:
@@ -212,7 +239,9 @@ def test_a_bare_callable_needs_kind() -> None:
         describe(authoring_targets.make_tiny)
     env = describe(authoring_targets.make_tiny, kind="env", include_runtime=False)
     assert env["env_spec"]["observation_space"]["shape"] == [2]
-    assert env["params"]["signature_tier"] == [{"name": "size", "type": "int", "default": 2, "required": False}]
+    assert env["params"]["signature_tier"] == [
+        {"name": "size", "type": "int", "default": 2, "required": False}
+    ]
     model = describe(authoring_targets.predict_zero, kind="model", include_runtime=False)
     assert model["corners"] == ["predict"] and model["model_spec"] is None
 
@@ -229,7 +258,10 @@ def test_an_object_that_is_neither_is_a_TypeError() -> None:
 
 def test_entrypoint_strings_resolve_nested_attributes_and_are_recorded() -> None:
     d = describe("authoring_targets:Outer.Inner", include_runtime=False)
-    assert d["target"] == {"entrypoint": "authoring_targets:Outer.Inner", "qualname": "authoring_targets:Outer.Inner"}
+    assert d["target"] == {
+        "entrypoint": "authoring_targets:Outer.Inner",
+        "qualname": "authoring_targets:Outer.Inner",
+    }
 
 
 @pytest.mark.parametrize(("target", "exc"), [("authoring_targets", ValueError), (":X", ValueError),
@@ -305,7 +337,9 @@ def test_required_params_fall_back_to_the_first_catalog_variant() -> None:
 
 def test_a_vector_env_publishes_single_spaces_and_num_envs() -> None:
     gym = pytest.importorskip("gymnasium")
-    d = describe(lambda: gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2), kind="env")
+    d = describe(
+        lambda: gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2), kind="env"
+    )
     spec = d["env_spec"]
     assert spec["num_envs"] == 2 and spec["observation_space"]["shape"] == [4]
     assert spec["action_space"]["kind"] == "discrete"
@@ -476,7 +510,9 @@ def test_runtime_reports_a_declared_edition_or_the_newest(monkeypatch: pytest.Mo
     assert served["preferred_workflow_edition"] == "2026.06"
 
 
-def test_an_undrivable_class_edition_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_undrivable_class_edition_is_reported_not_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("RLMESH_WORKFLOW_EDITION", raising=False)
 
     class Future(TinyFactory):

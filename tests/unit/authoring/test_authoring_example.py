@@ -29,7 +29,11 @@ def point_reach() -> Any:
 
 def test_the_example_declares_a_ParamSpec_and_two_variants(point_reach: Any) -> None:
     d = describe(point_reach.PointReachFactory, include_runtime=False)
-    assert [p["name"] for p in d["params"]["param_spec"]["params"]] == ["difficulty", "goal", "max_steps"]
+    assert [p["name"] for p in d["params"]["param_spec"]["params"]] == [
+        "difficulty",
+        "goal",
+        "max_steps",
+    ]
     assert [v["id"] for v in d["variants"]["catalog"]] == ["easy/center", "hard/corner"]
     assert all("error" not in v for v in d["variants"]["catalog"])
     assert d["env_spec"]["observation_space"]["shape"] == [4]
@@ -54,9 +58,13 @@ def test_the_example_rejects_a_bad_binding_before_building(point_reach: Any) -> 
         build_env(point_reach.PointReachFactory, {"difficulty": "medium"})
 
 
-def test_the_readme_summary_matches_the_cli_output(point_reach: Any, capfd: pytest.CaptureFixture[str]) -> None:
+def test_the_readme_summary_matches_the_cli_output(
+    point_reach: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
     assert describe_main(["point_reach:PointReachFactory"]) == 0
     out = capfd.readouterr().out.splitlines()
     readme = (EXAMPLE / "README.md").read_text(encoding="utf-8")
-    block = readme.split("$ rlmesh describe point_reach:PointReachFactory\n", 1)[1].split("\n\n", 1)[0]
+    block = readme.split("$ rlmesh describe point_reach:PointReachFactory\n", 1)[1].split(
+        "\n\n", 1
+    )[0]
     assert block.splitlines() == out

@@ -63,7 +63,9 @@ def test_EnvFactory_class_attributes_have_the_documented_defaults() -> None:
     assert EnvFactory.tags is None and EnvFactory.params is None
     assert EnvFactory.tag_params == () and EnvFactory.reset_options == ()
     assert EnvFactory.workflow_edition is None
-    assert not hasattr(EnvFactory, "enumerate_variants") and not hasattr(EnvFactory, "enumerate_params")
+    assert not hasattr(EnvFactory, "enumerate_variants") and not hasattr(
+        EnvFactory, "enumerate_params"
+    )
 
 
 def test_prepare_and_close_are_optional_no_ops() -> None:
@@ -108,7 +110,9 @@ def test_reset_options_are_stamped_as_a_list_DELTA_57() -> None:
 
     env = WithTrials().make()
     assert env.metadata[ENV_RESET_OPTIONS_KEY] == ["trial_index"]
-    assert SharedMetadataEnv.metadata == {"render_modes": []}  # the shared dict was copied, not mutated
+    assert SharedMetadataEnv.metadata == {
+        "render_modes": []
+    }  # the shared dict was copied, not mutated
 
 
 def test_reset_options_given_as_a_bare_string_is_a_TypeError_with_the_fix() -> None:
@@ -121,7 +125,9 @@ def test_reset_options_given_as_a_bare_string_is_a_TypeError_with_the_fix() -> N
 
 
 def test_tags_are_stamped_into_env_metadata_without_validation(adapters: Any) -> None:
-    tags = tags_for_joints(adapters, dim=7)  # TinyEnv's action space is Discrete: not validated here
+    tags = tags_for_joints(
+        adapters, dim=7
+    )  # TinyEnv's action space is Discrete: not validated here
 
     class Tagged(EnvFactory):
         def make(self) -> Any:
@@ -222,7 +228,10 @@ def test_tag_params_stamp_the_selected_branch_tags_and_branch_metadata(adapters:
 
 def test_a_discriminant_outside_its_choices_is_a_ParamError(adapters: Any) -> None:
     F = branch_factory(adapters)
-    with pytest.raises(ParamError, match=r"Branchy.make\(\) got mode='c', which is not one of the contract discriminant's choices"):
+    with pytest.raises(
+        ParamError,
+        match=r"Branchy.make\(\) got mode='c', which is not one of the contract discriminant's choices",
+    ):
         F().make(mode="c")
 
 
@@ -245,7 +254,12 @@ def test_tags_for_without_tag_params_is_a_TypeError() -> None:
     ],
 )
 def test_tag_params_must_name_declared_params_with_choices(body: str, match: str) -> None:
-    ns: dict[str, Any] = {"EnvFactory": EnvFactory, "ParamSpec": ParamSpec, "Param": Param, "Any": Any}
+    ns: dict[str, Any] = {
+        "EnvFactory": EnvFactory,
+        "ParamSpec": ParamSpec,
+        "Param": Param,
+        "Any": Any,
+    }
     src = f"class F(EnvFactory):\n    {body}\n    tag_params = ('mode',)\n    def make(self, mode='a'): ...\n"
     with pytest.raises(TypeError, match=match):
         exec(src, ns)
@@ -274,7 +288,9 @@ def test_more_than_eight_contract_branches_is_a_TypeError() -> None:
     with pytest.raises(TypeError, match="span 9 contract branches; at most 8"):
 
         class Wide(EnvFactory):
-            params = ParamSpec(Param("a", int, choices=(1, 2, 3)), Param("b", int, choices=(1, 2, 3)))
+            params = ParamSpec(
+                Param("a", int, choices=(1, 2, 3)), Param("b", int, choices=(1, 2, 3))
+            )
             tag_params = ("a", "b")
 
             def make(self, a: int = 1, b: int = 1) -> Any: ...
@@ -422,25 +438,35 @@ class FakeServer:
 @pytest.fixture
 def fake_server(monkeypatch: pytest.MonkeyPatch) -> type[FakeServer]:
     FakeServer.instances = []
-    monkeypatch.setattr("rlmesh.serve._main.EnvServer", FakeServer)  # the name serve_env builds with
+    monkeypatch.setattr(
+        "rlmesh.serve._main.EnvServer", FakeServer
+    )  # the name serve_env builds with
     return FakeServer
 
 
 def test_serve_builds_publishes_and_serves_then_closes_the_factory(
-    fake_server: type[FakeServer], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    fake_server: type[FakeServer],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv("RLMESH_WORKFLOW_EDITION", raising=False)  # rung 2 would shadow rung 3 (DELTA-7)
+    monkeypatch.delenv(
+        "RLMESH_WORKFLOW_EDITION", raising=False
+    )  # rung 2 would shadow rung 3 (DELTA-7)
     Recording().serve("127.0.0.1:0", size=3, workflow_edition="2026.06")
     (server,) = fake_server.instances
     assert server.served and server.requested == "127.0.0.1:0"
-    assert isinstance(server.env, TinyEnv) and server.env.metadata[PARAM_METADATA_KEY]["binding"] == {"size": 3}
+    assert isinstance(server.env, TinyEnv) and server.env.metadata[PARAM_METADATA_KEY][
+        "binding"
+    ] == {"size": 3}
     assert server.kwargs["options"].workflow_edition == "2026.06"
     assert server.kwargs["tags"] is None and server.kwargs["device"] is None
     assert Recording.calls == ["prepare", "make:3", "close"]
     assert "RLMesh serving env on tcp://127.0.0.1:5555" in capsys.readouterr().out
 
 
-def test_serve_rejects_a_bad_binding_before_building_or_binding(fake_server: type[FakeServer]) -> None:
+def test_serve_rejects_a_bad_binding_before_building_or_binding(
+    fake_server: type[FakeServer],
+) -> None:
     with pytest.raises(ParamError):
         Recording().serve("127.0.0.1:0", size=9)
     assert fake_server.instances == [] and Recording.calls == []
@@ -580,6 +606,10 @@ def test_metadata_keys_agree_with_the_adapters_and_eval_modules() -> None:
     from rlmesh.authoring import _factory
 
     assert _factory.ENV_METADATA_KEY == adapters.ENV_METADATA_KEY == "rlmesh.adapters.v1.env_tags"
-    assert ENV_BRANCH_METADATA_KEY == adapters.ENV_BRANCH_METADATA_KEY == "rlmesh.adapters.v1.env_branch"
+    assert (
+        ENV_BRANCH_METADATA_KEY
+        == adapters.ENV_BRANCH_METADATA_KEY
+        == "rlmesh.adapters.v1.env_branch"
+    )
     trial = pytest.importorskip("rlmesh.eval._trial")
     assert ENV_RESET_OPTIONS_KEY == trial.ENV_RESET_OPTIONS_KEY == "rlmesh.env.v1.reset_options"

@@ -101,7 +101,9 @@ def test_Param_defaults_match_the_seed_signature() -> None:
     [(int, "int"), (float, "float"), (str, "str"), (bool, "bool"), ("int", "int"),
      ("custom_thing", "custom_thing"), (Vector(3), "vec3")],
 )  # fmt: skip
-def test_Param_type_accepts_python_types_names_vectors_and_opaque_strings(type_: Any, name: str) -> None:
+def test_Param_type_accepts_python_types_names_vectors_and_opaque_strings(
+    type_: Any, name: str
+) -> None:
     assert Param("x", type_).type_name == name
 
 
@@ -151,7 +153,9 @@ def test_Param_coerce_accepts_per_type_rules(type_: str, value: Any, out: Any) -
      ("float", math.inf, "finite"), ("float", math.nan, "finite"), ("bool", 1, "expected bool, got int"),
      ("str", 3, "expected str, got int")],
 )  # fmt: skip
-def test_Param_coerce_rejects_wrong_types_naming_the_parameter(type_: str, value: Any, match: str) -> None:
+def test_Param_coerce_rejects_wrong_types_naming_the_parameter(
+    type_: str, value: Any, match: str
+) -> None:
     with pytest.raises(ParamError, match=f"^p: .*{match}"):
         Param("p", type_).coerce(value)
 
@@ -199,7 +203,9 @@ def test_ParamSpec_is_immutable_and_has_value_equality() -> None:
 # -- resolve (AUTH-9, DELTA-58) -----------------------------------------------------------------
 
 
-def make(robots: int = 1, mode: str = "a", goal: tuple[float, float] = (0.0, 0.0), seed: int = 0) -> None:
+def make(
+    robots: int = 1, mode: str = "a", goal: tuple[float, float] = (0.0, 0.0), seed: int = 0
+) -> None:
     """A target with only optional keyword parameters."""
 
 
@@ -248,19 +254,26 @@ def test_resolve_rejects_a_declared_value_outside_its_choices_naming_it() -> Non
 
 
 def test_resolve_forbid_rejects_unknown_keys_sorted_with_the_fix() -> None:
-    with pytest.raises(UnknownParamError, match="declare them in the ParamSpec or set extra='passthrough'") as ei:
+    with pytest.raises(
+        UnknownParamError, match="declare them in the ParamSpec or set extra='passthrough'"
+    ) as ei:
         resolve_params(SPEC, make, {"robtos": 1, "alpha": 2})
     assert ei.value.names == ("alpha", "robtos")
 
 
 def test_resolve_passthrough_forwards_unknown_keys_into_kwargs() -> None:
     spec = ParamSpec(Param("level", int), extra="passthrough")
-    assert resolve_params(spec, make_kwargs, {"level": 1, "extra": "x"}) == {"level": 1, "extra": "x"}
+    assert resolve_params(spec, make_kwargs, {"level": 1, "extra": "x"}) == {
+        "level": 1,
+        "extra": "x",
+    }
 
 
 def test_resolve_passthrough_without_var_kwargs_is_an_UnknownParamError() -> None:
     spec = ParamSpec(extra="passthrough")
-    with pytest.raises(UnknownParamError, match="extra='passthrough' but make has no \\*\\*kwargs to forward: z"):
+    with pytest.raises(
+        UnknownParamError, match="extra='passthrough' but make has no \\*\\*kwargs to forward: z"
+    ):
         resolve_params(spec, make, {"z": 1})
 
 
@@ -347,7 +360,9 @@ def test_a_param_spec_pickles_so_a_factory_with_params_reaches_pool_and_ray_work
 
     from rlmesh.authoring import Param, ParamSpec
 
-    spec = ParamSpec(Param("difficulty", str, choices=["easy", "hard"]), Param("n", int), extra="passthrough")
+    spec = ParamSpec(
+        Param("difficulty", str, choices=["easy", "hard"]), Param("n", int), extra="passthrough"
+    )
     back = pickle.loads(pickle.dumps(spec))
     assert back == spec and back.extra == "passthrough" and back.names == ("difficulty", "n")
     assert back.get("difficulty").choices == ("easy", "hard")

@@ -58,7 +58,9 @@ def test_path_to_file_py_colon_attr_imports_the_file_from_its_own_directory(
     assert load_target(f"{target_dir / 'sub' / 'lt_file.py'}:Outer.Inner.value") == 7
 
 
-def test_cwd_true_makes_the_current_directory_importable(target_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cwd_true_makes_the_current_directory_importable(
+    target_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(target_dir)
     sys.path[:] = [p for p in sys.path if p not in ("", ".", str(target_dir))]
     with pytest.raises(ModuleNotFoundError):
@@ -66,7 +68,9 @@ def test_cwd_true_makes_the_current_directory_importable(target_dir: Path, monke
     assert load_target("lt_mod:make", cwd=True)() == "made"
 
 
-def test_a_missing_file_is_FileNotFoundError_naming_the_path(target_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_file_is_FileNotFoundError_naming_the_path(
+    target_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(target_dir)
     with pytest.raises(FileNotFoundError, match=r"^no such file: sub/nope\.py$"):
         load_target("sub/nope.py:make")
@@ -79,17 +83,28 @@ def test_a_missing_module_is_Pythons_ModuleNotFoundError_naming_the_module() -> 
     assert str(info.value) == "No module named 'no_such_module_lt_xyz'"
 
 
-def test_a_missing_attribute_is_AttributeError_naming_module_attribute_and_target(target_dir: Path) -> None:
+def test_a_missing_attribute_is_AttributeError_naming_module_attribute_and_target(
+    target_dir: Path,
+) -> None:
     sys.path.insert(0, str(target_dir))
-    with pytest.raises(AttributeError, match=r"^cannot import 'mak' from 'lt_mod' \(target 'lt_mod:mak'\)$"):
+    with pytest.raises(
+        AttributeError, match=r"^cannot import 'mak' from 'lt_mod' \(target 'lt_mod:mak'\)$"
+    ):
         load_target("lt_mod:mak")
-    with pytest.raises(AttributeError, match=r"^cannot import 'Nope' from 'lt_mod\.Outer' \(target 'lt_mod:Outer\.Nope'\)$"):
+    with pytest.raises(
+        AttributeError,
+        match=r"^cannot import 'Nope' from 'lt_mod\.Outer' \(target 'lt_mod:Outer\.Nope'\)$",
+    ):
         load_target("lt_mod:Outer.Nope")
 
 
-@pytest.mark.parametrize("spec", ["no_colon", "mod:", ":attr", "mod:a..b", "mod:.a", "", "file.py:"])
+@pytest.mark.parametrize(
+    "spec", ["no_colon", "mod:", ":attr", "mod:a..b", "mod:.a", "", "file.py:"]
+)
 def test_a_bad_form_is_ValueError_showing_both_forms(spec: str) -> None:
-    with pytest.raises(ValueError, match=r"expected a target of the form 'module:attr' or 'path/to/file\.py:attr'") as info:
+    with pytest.raises(
+        ValueError, match=r"expected a target of the form 'module:attr' or 'path/to/file\.py:attr'"
+    ) as info:
         load_target(spec)
     assert repr(spec) in str(info.value)
 
@@ -99,7 +114,9 @@ def test_split_target_splits_a_path_at_its_last_colon_and_a_module_at_its_first(
     assert split_target("pkg.mod:Env-v0") == ("pkg.mod", "Env-v0")  # a Gymnasium "module:EnvId"
 
 
-def test_importable_leaves_a_module_target_alone_and_maps_a_file_to_its_stem(target_dir: Path) -> None:
+def test_importable_leaves_a_module_target_alone_and_maps_a_file_to_its_stem(
+    target_dir: Path,
+) -> None:
     assert importable("pkg.mod:attr") == "pkg.mod:attr"
     assert importable(f"{target_dir / 'sub' / 'lt_file.py'}:make") == "lt_file:make"
 
@@ -115,12 +132,16 @@ def test_serve_resolves_a_miss_to_a_gymnasium_id_and_a_file_target_to_its_object
     assert _resolve("sub/lt_file.py:make")() == "made"
 
 
-def test_describe_loads_through_it_and_keeps_ImportError_for_a_missing_attribute(target_dir: Path) -> None:
+def test_describe_loads_through_it_and_keeps_ImportError_for_a_missing_attribute(
+    target_dir: Path,
+) -> None:
     from rlmesh.authoring._gather import load_entrypoint
 
     sys.path.insert(0, str(target_dir))
     assert load_entrypoint("lt_mod:Outer.Inner.value") == 7
-    with pytest.raises(ImportError, match=r"^cannot import 'mak' from 'lt_mod' \(target 'lt_mod:mak'\)$"):
+    with pytest.raises(
+        ImportError, match=r"^cannot import 'mak' from 'lt_mod' \(target 'lt_mod:mak'\)$"
+    ):
         load_entrypoint("lt_mod:mak")
     with pytest.raises(ValueError, match="expected a target of the form"):
         load_entrypoint("lt_mod")

@@ -82,7 +82,9 @@ class MemorySocket:
             if flags or self._timeout == 0.0:
                 raise BlockingIOError(11, "Resource temporarily unavailable")
             if self._timeout is None:
-                raise WouldBlockForever("the client waits with no timeout for a reply that will never come")
+                raise WouldBlockForever(
+                    "the client waits with no timeout for a reply that will never come"
+                )
             raise TimeoutError("timed out")
         view = memoryview(buffer).cast("B")
         n = min(nbytes or len(view), len(view), len(out), self.server.chunk or len(out))
@@ -133,7 +135,12 @@ class Endpoint:
     """
 
     def __init__(
-        self, service: Any, address: str, *, capabilities: dict[str, str] | None = None, family: int = socket.AF_UNSPEC
+        self,
+        service: Any,
+        address: str,
+        *,
+        capabilities: dict[str, str] | None = None,
+        family: int = socket.AF_UNSPEC,
     ) -> None:
         self.service = service
         self.address = address
@@ -174,7 +181,9 @@ class ScriptedServer:
         self.chunk = 0  # >0: hand the client at most this many bytes per read
         self.take = 0  # >0: take at most this many bytes per send (a partial write)
         self.send_error: BaseException | None = None  # what the next sends raise
-        self.held: list[bytes] = []  # replies kept back (silence): sent late, before the next answer
+        self.held: list[
+            bytes
+        ] = []  # replies kept back (silence): sent late, before the next answer
 
     # -- bytes in ------------------------------------------------------------------------
 
@@ -259,7 +268,13 @@ class ScriptedServer:
             self.reply(welcome)
         elif isinstance(msg, m.Ping):
             busy = ep.active is not None and ep.active is not self
-            self.reply(m.Pong(state="busy" if busy else "ready", generation=PROTOCOL_GENERATION, service=svc.service))
+            self.reply(
+                m.Pong(
+                    state="busy" if busy else "ready",
+                    generation=PROTOCOL_GENERATION,
+                    service=svc.service,
+                )
+            )
         elif isinstance(msg, m.Close):
             records = svc.end_session()
             ep.active = None
@@ -369,7 +384,9 @@ class Network:
         service, _view = _env_service(env, ServeOptions(), None, None, None)
         return self.serve(service, address, **kwargs)
 
-    def serve_model(self, model: Any, address: str = "tcp://model.test:1", **kwargs: Any) -> Endpoint:
+    def serve_model(
+        self, model: Any, address: str = "tcp://model.test:1", **kwargs: Any
+    ) -> Endpoint:
         """Serve ``model`` as ``ModelServer`` would."""
         from rlmesh.serve._model import _ModelService
 
@@ -399,4 +416,6 @@ class Network:
 
     def connect(self, address: str) -> Connection:
         """An open connection to ``address``, as ``ClientSession.connect`` makes before Hello."""
-        return Connection(self.dial(parse_connect_address(address), None), frames.PRE_HANDSHAKE_LIMITS)
+        return Connection(
+            self.dial(parse_connect_address(address), None), frames.PRE_HANDSHAKE_LIMITS
+        )

@@ -178,7 +178,9 @@ def test_a_render_reply_that_is_not_a_frame_is_none(net: Network) -> None:
     env.close()
 
 
-def test_the_env_info_keys_win_over_the_runtime_keys_with_one_warning(net: Network, caplog: Any) -> None:
+def test_the_env_info_keys_win_over_the_runtime_keys_with_one_warning(
+    net: Network, caplog: Any
+) -> None:
     net.serve_env(Camera(info={"episode_ids": "mine", "completed_episodes": -1}))
     env = rnp.RemoteEnv(ENV)
     with caplog.at_level(logging.WARNING, logger="rlmesh.client"):
@@ -262,7 +264,9 @@ def test_a_reset_reply_that_does_not_decode_ends_the_session(net: Network) -> No
     assert env.closed
 
 
-def test_a_request_timeout_is_the_clients_and_the_next_request_reads_its_own_reply(net: Network) -> None:
+def test_a_request_timeout_is_the_clients_and_the_next_request_reads_its_own_reply(
+    net: Network,
+) -> None:
     ep = net.serve_env(gym.make("CartPole-v1"))
     env = rnp.RemoteEnv(ENV, request_timeout_seconds=0.5)
     env.reset(seed=4)
@@ -292,7 +296,9 @@ def test_shutdown_asks_the_endpoint_to_stop(net: Network) -> None:
 
 
 def test_connect_failures_are_worded_for_an_env(net: Network) -> None:
-    with pytest.raises(ConnectionError, match=r"could not connect to an env at 'tcp://nowhere.test:1'"):
+    with pytest.raises(
+        ConnectionError, match=r"could not connect to an env at 'tcp://nowhere.test:1'"
+    ):
         rnp.RemoteEnv("tcp://nowhere.test:1")
     with pytest.raises(ValueError, match="connect_timeout_seconds"):
         rnp.RemoteEnv(ENV, connect_timeout_seconds=-1)
@@ -323,7 +329,9 @@ def test_the_client_kind_must_match_the_endpoint(net: Network) -> None:
     with pytest.raises(ValueError, match=r"serves 2 environments. Use RemoteVectorEnv instead"):
         rnp.RemoteEnv(ENV)
     net.serve_env(gym.make("CartPole-v1"), "tcp://one.test:1")
-    with pytest.raises(ValueError, match=r"serves a single environment \(num_envs=1\). Use RemoteEnv instead"):
+    with pytest.raises(
+        ValueError, match=r"serves a single environment \(num_envs=1\). Use RemoteEnv instead"
+    ):
         rnp.RemoteVectorEnv("tcp://one.test:1")
 
 
@@ -346,7 +354,9 @@ def test_a_dropped_client_frees_the_endpoint(net: Network) -> None:
 # -- vector endpoints --------------------------------------------------------------------------
 
 
-def test_a_remote_vector_env_gives_the_values_of_the_local_one_across_autoresets(net: Network) -> None:
+def test_a_remote_vector_env_gives_the_values_of_the_local_one_across_autoresets(
+    net: Network,
+) -> None:
     net.serve_env(gym.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync"))
     local = gym.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync")
     env = rnp.RemoteVectorEnv(ENV)
@@ -432,7 +442,12 @@ def test_a_vector_step_reply_with_short_lane_arrays_ends_the_session(net: Networ
     ep = net.serve_env(gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync"))
     env = rnp.RemoteVectorEnv(ENV)
     env.reset(seed=0)
-    lanes = [np.zeros((2, 4), np.float32), np.zeros(2, np.float64), np.zeros(1, np.uint8), np.zeros(2, np.uint8)]
+    lanes = [
+        np.zeros((2, 4), np.float32),
+        np.zeros(2, np.float64),
+        np.zeros(1, np.uint8),
+        np.zeros(2, np.uint8),
+    ]
     ep.then(reply(m.StepReply(obs=[]), lanes))
     with pytest.raises(ProtocolException, match="carries 1 bytes for 2 lanes"):
         env.step(np.array([0, 1]))
@@ -455,8 +470,12 @@ class Arm(gym.Env[Any, Any]):
     """A Dict action (two leaves) and a Tuple observation (a box and a discrete leaf)."""
 
     def __init__(self) -> None:
-        self.observation_space = spaces.Tuple((spaces.Box(-5.0, 5.0, (2,), np.float32), spaces.Discrete(4)))
-        self.action_space = spaces.Dict({"move": spaces.Box(-1.0, 1.0, (2,), np.float32), "grip": spaces.Discrete(2)})
+        self.observation_space = spaces.Tuple(
+            (spaces.Box(-5.0, 5.0, (2,), np.float32), spaces.Discrete(4))
+        )
+        self.action_space = spaces.Dict(
+            {"move": spaces.Box(-1.0, 1.0, (2,), np.float32), "grip": spaces.Discrete(2)}
+        )
         self.pos = np.zeros(2, np.float32)
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> Any:

@@ -104,7 +104,9 @@ def test_a_vector_endpoint_and_a_scalar_one_make_one_batch(net: Network) -> None
     env.close()
 
 
-def test_a_partial_reset_resets_only_the_lanes_asked_for_on_the_endpoint_that_owns_them(net: Network) -> None:
+def test_a_partial_reset_resets_only_the_lanes_asked_for_on_the_endpoint_that_owns_them(
+    net: Network,
+) -> None:
     cartpoles(net, A, B, C)
     env = rnp.RemoteVectorEnv([A, B, C])
     with pytest.raises(ValueError, match="needs a full reset"):
@@ -126,16 +128,22 @@ def test_a_partial_reset_resets_only_the_lanes_asked_for_on_the_endpoint_that_ow
 def test_endpoints_must_serve_the_same_spaces_and_autoreset_mode(net: Network) -> None:
     cartpoles(net, A)
     net.serve_env(gym.make("MountainCar-v0"), B)
-    with pytest.raises(ValueError, match=r"endpoint 1 \('tcp://b.test:1', lanes 1..1\) has observation space"):
+    with pytest.raises(
+        ValueError, match=r"endpoint 1 \('tcp://b.test:1', lanes 1..1\) has observation space"
+    ):
         rnp.RemoteVectorEnv([A, B])
     net.serve_env(Lanes([gym.make("CartPole-v1")] * 2, autoreset="disabled"), C)
-    with pytest.raises(ValueError, match="autoresets 'Disabled' but autoreset_mode= says 'NextStep'"):
+    with pytest.raises(
+        ValueError, match="autoresets 'Disabled' but autoreset_mode= says 'NextStep'"
+    ):
         rnp.RemoteVectorEnv([C], autoreset_mode="next-step")
     with pytest.raises(ValueError, match="autoreset_mode must be next-step, same-step or disabled"):
         rnp.RemoteVectorEnv([A], autoreset_mode="sometimes")
     with pytest.raises(ValueError, match="needs a non-empty list"):
         rnp.RemoteVectorEnv([])
-    assert all(ep.active is None for ep in net.endpoints.values())  # every dialled endpoint was closed
+    assert all(
+        ep.active is None for ep in net.endpoints.values()
+    )  # every dialled endpoint was closed
 
 
 def test_a_lost_endpoint_is_named_and_can_be_dialled_again(net: Network) -> None:
@@ -143,7 +151,9 @@ def test_a_lost_endpoint_is_named_and_can_be_dialled_again(net: Network) -> None
     env = rnp.RemoteVectorEnv([A, B])
     env.reset(seed=0)
     b.then(hang_up())
-    with pytest.raises(EndpointLost, match=r"endpoint 1 \('tcp://b.test:1', lanes 1..1\) was lost") as info:
+    with pytest.raises(
+        EndpointLost, match=r"endpoint 1 \('tcp://b.test:1', lanes 1..1\) was lost"
+    ) as info:
         env.step(np.array([0, 1]))
     assert (info.value.index, list(info.value.lanes), info.value.address) == (1, [1], B)
     with pytest.raises(EndpointLost, match=r"call reconnect\(1\) then reset\(\)"):
@@ -171,7 +181,9 @@ def test_reconnecting_to_an_endpoint_that_changed_is_refused(net: Network) -> No
     env.close()
 
 
-def test_a_failing_endpoint_raises_after_the_others_replied_and_they_stay_in_step(net: Network) -> None:
+def test_a_failing_endpoint_raises_after_the_others_replied_and_they_stay_in_step(
+    net: Network,
+) -> None:
     a, _ = cartpoles(net, A, B)
     env = rnp.RemoteVectorEnv([A, B])
     ref = local(2)
@@ -280,7 +292,9 @@ def test_an_autoreset_that_fails_under_same_step_is_raised(net: Network) -> None
     env.reset(seed=0)
     a.on(m.Reset, error("INTERNAL", "autoreset broke", op="reset"))
     with pytest.raises(EnvironmentException, match="autoreset broke"):
-        for _ in range(200):  # until lane 0's episode ends (CartPole falls within 200 pushes one way)
+        for _ in range(
+            200
+        ):  # until lane 0's episode ends (CartPole falls within 200 pushes one way)
             env.step(np.array([1, 0]))
     env.close()
 
@@ -299,10 +313,14 @@ def test_an_endpoint_whose_socket_fails_on_sending_is_lost(net: Network, when: s
     env.close()
 
 
-def test_reconnecting_to_an_endpoint_that_changed_its_autoreset_mode_is_refused(net: Network) -> None:
+def test_reconnecting_to_an_endpoint_that_changed_its_autoreset_mode_is_refused(
+    net: Network,
+) -> None:
     net.serve_env(gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync"), A)
     env = rnp.RemoteVectorEnv([A])
-    net.serve_env(Lanes([gym.make("CartPole-v1"), gym.make("CartPole-v1")], autoreset="same-step"), A)
+    net.serve_env(
+        Lanes([gym.make("CartPole-v1"), gym.make("CartPole-v1")], autoreset="same-step"), A
+    )
     with pytest.raises(ValueError, match="now autoresets 'SameStep', not 'NextStep'"):
         env.reconnect(0)
     env.close()

@@ -63,7 +63,9 @@ def test_a_served_model_drives_a_remote_env(net: Network) -> None:
 
 def test_a_model_failure_reaches_the_caller_as_a_model_error(net: Network) -> None:
     net.serve_model(Broken())
-    with pytest.raises(ModelError, match=r"model error: predict failed: RuntimeError: weights missing"):
+    with pytest.raises(
+        ModelError, match=r"model error: predict failed: RuntimeError: weights missing"
+    ):
         rlmesh.RemoteModel(MODEL).run(gym.make("CartPole-v1"), seeds=[0])
 
 
@@ -79,11 +81,15 @@ def test_a_silent_model_is_a_remote_model_timeout(net: Network) -> None:
     ep = net.serve_model(Recorder())
     ep.on(m.Predict, silence())
     with pytest.raises(RequestTimeout, match=r"remote model request timed out after 0.250s"):
-        rlmesh.RemoteModel(MODEL, request_timeout_seconds=0.25).run(gym.make("CartPole-v1"), seeds=[0])
+        rlmesh.RemoteModel(MODEL, request_timeout_seconds=0.25).run(
+            gym.make("CartPole-v1"), seeds=[0]
+        )
 
 
 def test_an_env_endpoint_is_not_a_model(net: Network) -> None:
-    net.serve_env(gym.make("CartPole-v1"), MODEL)  # the wrong kind of endpoint at the model's address
+    net.serve_env(
+        gym.make("CartPole-v1"), MODEL
+    )  # the wrong kind of endpoint at the model's address
     with pytest.raises(HandshakeError):
         rlmesh.RemoteModel(MODEL).run(gym.make("CartPole-v1"), seeds=[0])
 
@@ -91,12 +97,17 @@ def test_an_env_endpoint_is_not_a_model(net: Network) -> None:
 def test_nothing_is_dialled_until_a_session_starts(net: Network) -> None:
     rlmesh.RemoteModel(MODEL)
     assert net.dialled == []
-    with pytest.raises(ConnectionError, match=r"could not connect to a model at 'tcp://model.test:1'; is the ModelServer running"):
+    with pytest.raises(
+        ConnectionError,
+        match=r"could not connect to a model at 'tcp://model.test:1'; is the ModelServer running",
+    ):
         rlmesh.RemoteModel(MODEL).run(gym.make("CartPole-v1"), seeds=[0])
 
 
 def test_the_model_address_is_one_form_or_the_other() -> None:
-    with pytest.raises(ValueError, match="cannot be combined with the host/port/path/transport helpers"):
+    with pytest.raises(
+        ValueError, match="cannot be combined with the host/port/path/transport helpers"
+    ):
         rlmesh.RemoteModel("tcp://x.test:1", port=2)
     assert rlmesh.RemoteModel(host="127.0.0.1", port=9).address == "tcp://127.0.0.1:9"
     assert rlmesh.RemoteModel("127.0.0.1:9").address == "127.0.0.1:9"  # as given

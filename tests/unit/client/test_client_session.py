@@ -54,7 +54,12 @@ def open_session(net: Network, address: str = ENV, **kwargs: Any) -> ClientSessi
 
 def connect(net: Network, address: str = ENV, **kwargs: Any) -> ClientSession:
     options: dict[str, Any] = dict(
-        service="env", component="test", declared=None, connect_timeout=1.0, request_timeout=1.0, noun="an env"
+        service="env",
+        component="test",
+        declared=None,
+        connect_timeout=1.0,
+        request_timeout=1.0,
+        noun="an env",
     )
     options.update(kwargs)
     return ClientSession.connect(parse_connect_address(address), **options)
@@ -67,7 +72,9 @@ def _obs(frame: frames.Frame) -> np.ndarray[Any, Any]:
 # -- handshake -----------------------------------------------------------------------------
 
 
-def test_the_session_says_hello_on_the_connection_it_is_given_and_reads_the_contract(net: Network) -> None:
+def test_the_session_says_hello_on_the_connection_it_is_given_and_reads_the_contract(
+    net: Network,
+) -> None:
     _cartpole(net)
     session = open_session(net)
     assert session.welcome.service == "env"
@@ -81,13 +88,17 @@ def test_the_session_says_hello_on_the_connection_it_is_given_and_reads_the_cont
     assert step.reward == 1.0 and not step.terminated
     records = session.close()
     assert session.closed
-    assert [(r.step_count, r.truncated, r.seed) for r in records] == [(1, True, 3)]  # the open episode, cut short
+    assert [(r.step_count, r.truncated, r.seed) for r in records] == [
+        (1, True, 3)
+    ]  # the open episode, cut short
 
 
 def test_a_session_without_an_address_still_words_its_errors(net: Network) -> None:
     ep = _cartpole(net)
     ep.then(error("INTERNAL", "no"))
-    with pytest.raises(ConnectFailed, match=r"an env at 'an open connection', but the handshake failed \(no\)"):
+    with pytest.raises(
+        ConnectFailed, match=r"an env at 'an open connection', but the handshake failed \(no\)"
+    ):
         ClientSession(
             net.connect(ENV),
             service="env",
@@ -103,7 +114,9 @@ def test_a_busy_endpoint_refuses_the_handshake_and_the_connection_is_closed(net:
     ep = _cartpole(net)
     first = open_session(net)
     conn = net.connect(ENV)
-    with pytest.raises(EndpointBusy, match=f"an env at '{ENV}' is busy: environment already has an active session"):
+    with pytest.raises(
+        EndpointBusy, match=f"an env at '{ENV}' is busy: environment already has an active session"
+    ):
         ClientSession(
             conn,
             service="env",
@@ -123,12 +136,20 @@ def test_a_busy_endpoint_refuses_the_handshake_and_the_connection_is_closed(net:
 @pytest.mark.parametrize(
     ("answer", "raises", "words"),
     [
-        (reply(m.Incompatible(message="generation 9 only")), HandshakeError, "handshake failed: generation 9 only"),
+        (
+            reply(m.Incompatible(message="generation 9 only")),
+            HandshakeError,
+            "handshake failed: generation 9 only",
+        ),
         (error("INTERNAL", "boom"), ConnectFailed, "but the handshake failed \\(boom\\)"),
         (hang_up(), ConnectFailed, "but the handshake failed \\(the peer closed the connection\\)"),
         (raw(b"not a frame at all, just words" * 2), ConnectFailed, "but the handshake failed"),
         (wrong(m.Pong(state="ready")), ConnectFailed, "peer answered Hello with Pong"),
-        (silence(), RequestTimeout, "remote environment connect timed out after 1.000s \\(handshake with tcp://"),
+        (
+            silence(),
+            RequestTimeout,
+            "remote environment connect timed out after 1.000s \\(handshake with tcp://",
+        ),
     ],
 )
 def test_a_failed_handshake_raises_a_typed_worded_error_and_closes_the_connection(
@@ -159,15 +180,23 @@ def test_connect_dials_then_handshakes(net: Network) -> None:
 
 
 def test_connect_words_an_address_nobody_serves_and_a_dial_that_times_out(net: Network) -> None:
-    with pytest.raises(ConnectFailed, match=r"could not connect to an env at 'tcp://nobody.test:1'; is the EnvServer running"):
+    with pytest.raises(
+        ConnectFailed,
+        match=r"could not connect to an env at 'tcp://nobody.test:1'; is the EnvServer running",
+    ):
         connect(net, "tcp://nobody.test:1")
     net.refuse("tcp://slow.test:1", TimeoutError("timed out"))
-    with pytest.raises(RequestTimeout, match=r"remote model connect timed out after 0.250s \(dialing tcp://slow.test:1\); is the ModelServer") as info:
+    with pytest.raises(
+        RequestTimeout,
+        match=r"remote model connect timed out after 0.250s \(dialing tcp://slow.test:1\); is the ModelServer",
+    ) as info:
         connect(net, "tcp://slow.test:1", service="model", noun="a model", connect_timeout=0.25)
     assert info.value.timeout_seconds == 0.25
 
 
-def test_connect_checks_the_frame_limit_setting_before_dialing(net: Network, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_connect_checks_the_frame_limit_setting_before_dialing(
+    net: Network, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _cartpole(net)
     monkeypatch.setenv(frames.MAX_FRAME_BYTES_ENV, "lots")
     with pytest.raises(ValueError):
@@ -210,7 +239,9 @@ def test_send_then_receive_is_request_in_two_halves(net: Network) -> None:
 
 
 @pytest.mark.parametrize("road", ["request", "call"])
-def test_a_recoverable_server_error_raises_its_type_and_the_session_goes_on(net: Network, road: str) -> None:
+def test_a_recoverable_server_error_raises_its_type_and_the_session_goes_on(
+    net: Network, road: str
+) -> None:
     ep = _cartpole(net)
     session = open_session(net)
     session.request(m.Reset(seeds=[0]))
@@ -238,7 +269,9 @@ def test_a_fatal_server_error_ends_the_session(net: Network, road: str) -> None:
     assert session.close() == []  # closing a finished session is quiet
 
 
-def test_a_server_protocol_error_raises_protocol_exception_and_ends_the_session(net: Network) -> None:
+def test_a_server_protocol_error_raises_protocol_exception_and_ends_the_session(
+    net: Network,
+) -> None:
     ep = _cartpole(net)
     session = open_session(net)
     ep.then(error("PROTOCOL", "header does not decode"))
@@ -256,7 +289,9 @@ def test_a_server_protocol_error_raises_protocol_exception_and_ends_the_session(
         (raw(b"\x00" * 64), "magic"),
     ],
 )
-def test_a_reply_that_is_not_an_answer_ends_the_session(net: Network, road: str, answer: Any, words: str) -> None:
+def test_a_reply_that_is_not_an_answer_ends_the_session(
+    net: Network, road: str, answer: Any, words: str
+) -> None:
     ep = _cartpole(net)
     session = open_session(net)
     session.request(m.Reset(seeds=[0]))
@@ -293,14 +328,18 @@ def test_sending_to_a_peer_that_is_gone_ends_the_session(net: Network, road: str
 
 
 @pytest.mark.parametrize("road", ["request", "call"])
-def test_a_timeout_leaves_the_session_usable_and_the_late_reply_is_discarded(net: Network, road: str) -> None:
+def test_a_timeout_leaves_the_session_usable_and_the_late_reply_is_discarded(
+    net: Network, road: str
+) -> None:
     """SES-3: the late answer to the step that timed out never passes for the next one's."""
     ep = _cartpole(net)
     session = open_session(net)
     _, frame = session.request(m.Reset(seeds=[5]))
     first = _obs(frame).copy()
     ep.then(silence(late=True))
-    with pytest.raises(RequestTimeout, match=r"remote environment call timed out after 0.200s") as info:
+    with pytest.raises(
+        RequestTimeout, match=r"remote environment call timed out after 0.200s"
+    ) as info:
         getattr(session, road)(m.Step(action=[0]), timeout=0.2)
     assert info.value.timeout_seconds == 0.2
     assert not session.closed
@@ -341,7 +380,9 @@ def test_close_is_bounded_and_idempotent_even_when_the_server_does_not_answer(ne
     assert session.close("bye") == []
     assert session.closed
     assert session.close() == []
-    with pytest.raises(SessionClosed, match="this client was closed; create a new one to reconnect"):
+    with pytest.raises(
+        SessionClosed, match="this client was closed; create a new one to reconnect"
+    ):
         session.request(m.Ping())
 
 
@@ -409,7 +450,6 @@ def _image_env() -> Any:
     return Camera()
 
 
-
 # -- the socket underneath ---------------------------------------------------------------------
 
 
@@ -425,13 +465,21 @@ def test_an_interrupt_during_the_handshake_still_closes_the_connection(net: Netw
     conn = net.connect(ENV)
     with pytest.raises(Interrupted):
         ClientSession(
-            conn, service="env", component="t", declared=None, connect_timeout=1.0, request_timeout=1.0, noun="an env"
+            conn,
+            service="env",
+            component="t",
+            declared=None,
+            connect_timeout=1.0,
+            request_timeout=1.0,
+            noun="an env",
         )
     assert conn.closed
 
 
 @pytest.mark.parametrize("road", ["request", "call"])
-def test_a_socket_that_takes_a_few_bytes_at_a_time_still_gets_whole_frames(net: Network, road: str) -> None:
+def test_a_socket_that_takes_a_few_bytes_at_a_time_still_gets_whole_frames(
+    net: Network, road: str
+) -> None:
     ep = net.serve_env(_image_env(), ENV)
     session = open_session(net)
     ep.connections[0].take = 7
@@ -488,7 +536,9 @@ def _ring_offer(net: Network, monkeypatch: pytest.MonkeyPatch) -> Any:
         pytest.skip("no shared memory on this platform")
     monkeypatch.setenv("RLMESH_BUSY_POLL_US", "1000")
     monkeypatch.setattr("rlmesh.transport.busypoll._usable_cpus", lambda: 2)
-    monkeypatch.setattr("rlmesh.transport.busypoll.threading.active_count", lambda: 1)  # no other thread
+    monkeypatch.setattr(
+        "rlmesh.transport.busypoll.threading.active_count", lambda: 1
+    )  # no other thread
     caps = {shm.OFFER_KEY: "1", shm.TOKEN_KEY: "secret"}
     return net.serve_env(gym.make("CartPole-v1"), ENV, capabilities=caps, family=socket.AF_UNIX)
 
@@ -505,11 +555,21 @@ def test_rings_are_offered_after_a_probe_and_a_declined_offer_leaves_the_session
         _, frame = session.call(m.Step(action=[action]))
         np.testing.assert_array_equal(_obs(frame), local.step(action)[0])
     kinds = [type(r).__name__ for r in ep.requests]
-    assert kinds == ["Hello", "Reset", "Step", "Attach", "Step", "Step", "Step"]  # asked once, before the third request
+    assert kinds == [
+        "Hello",
+        "Reset",
+        "Step",
+        "Attach",
+        "Step",
+        "Step",
+        "Step",
+    ]  # asked once, before the third request
     session.close()
 
 
-def test_an_error_answering_the_ring_offer_reaches_the_caller(net: Network, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_error_answering_the_ring_offer_reaches_the_caller(
+    net: Network, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ep = _ring_offer(net, monkeypatch)
     session = open_session(net, request_timeout=None)
     session.request(m.Reset(seeds=[1]))
@@ -522,7 +582,9 @@ def test_an_error_answering_the_ring_offer_reaches_the_caller(net: Network, monk
     session.close()
 
 
-def test_a_peer_lost_while_answering_the_ring_offer_ends_the_session(net: Network, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_peer_lost_while_answering_the_ring_offer_ends_the_session(
+    net: Network, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ep = _ring_offer(net, monkeypatch)
     session = open_session(net, request_timeout=None)
     session.request(m.Reset(seeds=[1]))

@@ -61,7 +61,9 @@ class Painted(gym.Env):  # type: ignore[type-arg]
     action_space = gym.spaces.Discrete(2)
     render_mode = "rgb_array"
 
-    def reset(self, *, seed: int | None = None, options: object = None) -> tuple[int, dict[str, object]]:
+    def reset(
+        self, *, seed: int | None = None, options: object = None
+    ) -> tuple[int, dict[str, object]]:
         return 0, {}
 
     def render(self) -> np.ndarray:  # type: ignore[type-arg]
@@ -73,7 +75,11 @@ def test_a_torch_client_renders_a_tensor_frame(net: Network) -> None:
     env = rt.RemoteEnv(ENV)
     env.reset()
     frame = env.render()
-    assert isinstance(frame, torch.Tensor) and tuple(frame.shape) == (2, 3, 3) and int(frame[0, 0, 0]) == 9
+    assert (
+        isinstance(frame, torch.Tensor)
+        and tuple(frame.shape) == (2, 3, 3)
+        and int(frame[0, 0, 0]) == 9
+    )
     env.close()
 
 

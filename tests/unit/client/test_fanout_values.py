@@ -31,12 +31,17 @@ def test_an_int_seed_seeds_lane_i_with_seed_plus_i_and_lists_go_per_lane_or_per_
 
 
 def test_actions_are_sliced_per_endpoint_and_a_wrong_lane_count_is_a_ValueError():
-    actions = {"arm": np.arange(12, dtype=np.float32).reshape(6, 2), "grip": np.array([0, 1, 0, 1, 1, 0])}
+    actions = {
+        "arm": np.arange(12, dtype=np.float32).reshape(6, 2),
+        "grip": np.array([0, 1, 0, 1, 1, 0]),
+    }
     part = take(actions, slice(1, 3), 6, "actions")
     assert part["arm"].tolist() == [[2, 3], [4, 5]] and part["grip"].tolist() == [1, 0]
     one = take(actions, 4, 6, "actions")
     assert one["arm"].tolist() == [8, 9] and int(one["grip"]) == 1
-    with pytest.raises(ValueError, match=r"actions\['grip'\] has shape \[5\]; expected a leading lane axis of 6"):
+    with pytest.raises(
+        ValueError, match=r"actions\['grip'\] has shape \[5\]; expected a leading lane axis of 6"
+    ):
         take({"grip": np.zeros(5)}, 0, 6, "actions")
 
 
@@ -71,7 +76,11 @@ def test_a_lane_endpoints_info_is_split_per_lane_with_same_step_final_obs():
     }
     lanes = lane_infos(info, 2, True, np.array([False, True]))
     assert lanes[0] == {"t": 1}
-    assert lanes[1]["final_info"] == {"t": 9} and lanes[1]["seed"] == -1 and lanes[1]["final_obs"].tolist() == [4.0]
+    assert (
+        lanes[1]["final_info"] == {"t": 9}
+        and lanes[1]["seed"] == -1
+        and lanes[1]["final_obs"].tolist() == [4.0]
+    )
     vector_layout = {"t": np.array([1, 2]), "_t": np.array([False, True]), "shared": 7}
     assert lane_of(vector_layout, 0, 2) == {"shared": 7} and lane_of(vector_layout, 1, 2)["t"] == 2
 

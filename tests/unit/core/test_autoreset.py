@@ -11,7 +11,11 @@ from rlmesh._envkit.classify import autoreset_name
 
 
 def test_members_are_the_wire_names() -> None:
-    assert [m.value for m in Autoreset] == ["NextStep", "SameStep", "Disabled"] == list(AUTORESET_MODES)
+    assert (
+        [m.value for m in Autoreset]
+        == ["NextStep", "SameStep", "Disabled"]
+        == list(AUTORESET_MODES)
+    )
     for mode in Autoreset:
         assert mode == mode.value and hash(mode) == hash(mode.value)
         assert str(mode) == f"{mode}" == mode.value
@@ -21,7 +25,10 @@ def test_members_are_the_wire_names() -> None:
 
 
 def test_gymnasium_agrees() -> None:
-    vector = require("gymnasium.vector", "the Gymnasium facade maps the modes onto gymnasium.vector.AutoresetMode")
+    vector = require(
+        "gymnasium.vector",
+        "the Gymnasium facade maps the modes onto gymnasium.vector.AutoresetMode",
+    )
     assert {m.value for m in vector.AutoresetMode} == {m.value for m in Autoreset}
     for mode in Autoreset:
         assert vector.AutoresetMode(mode.value).value == mode

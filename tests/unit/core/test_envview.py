@@ -52,13 +52,22 @@ def test_one_lane_of_a_masked_vector_info() -> None:
         "shared": 3,
         "nested": {"x": np.array([1, 2])},
     }
-    assert lane_info(info, 0, 2) == {"is_success": True, "names": "a", "shared": 3, "nested": {"x": 1}}
+    assert lane_info(info, 0, 2) == {
+        "is_success": True,
+        "names": "a",
+        "shared": 3,
+        "nested": {"x": 1},
+    }
     assert lane_info(info, 1, 2) == {"names": "b", "shared": 3, "nested": {"x": 2}}
 
 
 def test_final_info_wins_for_the_lane_that_ended() -> None:
     """AR-7: a lane's ``final_info`` entry (list or batched dict) is its episode's last info."""
-    listed = {"final_info": [{"is_success": True}, {}], "_final_info": np.array([True, False]), "t": np.array([5, 6])}
+    listed = {
+        "final_info": [{"is_success": True}, {}],
+        "_final_info": np.array([True, False]),
+        "t": np.array([5, 6]),
+    }
     assert lane_final_info(listed, 0, 2) == {"is_success": True}
     assert lane_final_info(listed, 1, 2) == {}
     batched = {"final_info": {"r": np.array([1.0, 2.0]), "_r": np.array([False, True])}}
@@ -119,14 +128,24 @@ def test_an_observation_out_of_range_is_fatal_under_strict_and_warned_once_under
     with pytest.raises(EnvironmentException) as err:
         _box_checks("strict").observation([0.5, 2.0], "step")
     assert (err.value.code, err.value.recoverable) == ("INTERNAL", False)
-    assert err.value.message == "step failed: observation out of range at $: Box value at element 1 out of bounds: above high bound"
+    assert (
+        err.value.message
+        == "step failed: observation out of range at $: Box value at element 1 out of bounds: above high bound"
+    )
     warn = _box_checks("warn")
     for _ in range(2):
         warn.observation([0.5, 2.0], "step")
     info = warn.local_info({"x": 1}, "step")
-    assert info == {"x": 1, CONFORMANCE_WARNING_KEY: [
-        {"kind": "observation", "path": "$", "detail": "Box value at element 1 out of bounds: above high bound"}
-    ]}
+    assert info == {
+        "x": 1,
+        CONFORMANCE_WARNING_KEY: [
+            {
+                "kind": "observation",
+                "path": "$",
+                "detail": "Box value at element 1 out of bounds: above high bound",
+            }
+        ],
+    }
     assert warn.local_info({}, "step") == {}
     warn.begin_session()
     warn.observation([0.5, 2.0], "reset")
@@ -137,7 +156,10 @@ def test_a_structural_deviation_is_refused_under_every_policy() -> None:
     """CNF-2: an observation of the wrong shape is fatal; an action's encoder error is raised as is."""
     for policy in ("strict", "warn", "off"):
         checks = _box_checks(policy)
-        with pytest.raises(EnvironmentException, match="does not match observation_space at \\$: Box value has shape"):
+        with pytest.raises(
+            EnvironmentException,
+            match="does not match observation_space at \\$: Box value has shape",
+        ):
             checks.observation([0.5], "reset")
         with pytest.raises(ValueError, match=r"^\$: Box value contains NaN"):
             checks.action([float("nan")])
@@ -151,7 +173,9 @@ def test_an_action_out_of_range_is_a_recoverable_invalid_action_under_strict_onl
     assert _box_checks("off").local_info({}, "step") == {}
 
 
-def test_in_process_checks_are_none_under_off_or_for_unconvertible_spaces(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_in_process_checks_are_none_under_off_or_for_unconvertible_spaces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """CNF-4: under "off" an in-process run checks nothing (its hot path is the bare env call)."""
     from rlmesh.spaces import Box
 
@@ -168,7 +192,12 @@ def test_an_unreadable_reward_is_worded_as_the_served_driver_words_it() -> None:
     step = local_scalar_step(lambda action: (0, "one", False, False, {}), None)
     with pytest.raises(EnvironmentException) as err:
         step(0)
-    assert str(err.value) == "[INTERNAL] step failed: ValueError: could not convert string to float: 'one'"
+    assert (
+        str(err.value)
+        == "[INTERNAL] step failed: ValueError: could not convert string to float: 'one'"
+    )
     assert not err.value.recoverable
     with pytest.raises(ValueError, match="vector env returned 3 values for 2 lanes"):
-        read_vector_step((np.zeros((2, 1)), np.ones(3), np.zeros(2, bool), np.zeros(2, bool), {}), 2)
+        read_vector_step(
+            (np.zeros((2, 1)), np.ones(3), np.zeros(2, bool), np.zeros(2, bool), {}), 2
+        )

@@ -27,12 +27,16 @@ def exception_classes() -> list[type[BaseException]]:
     return [
         c
         for _, c in inspect.getmembers(errors, inspect.isclass)
-        if issubclass(c, BaseException) and c.__module__ == errors.__name__ and not issubclass(c, Warning)
+        if issubclass(c, BaseException)
+        and c.__module__ == errors.__name__
+        and not issubclass(c, Warning)
     ]
 
 
 @pytest.mark.parametrize("cls", exception_classes(), ids=lambda c: c.__name__)
-def test_every_exception_is_an_RLMeshException_and_its_documented_builtin(cls: type[BaseException]) -> None:
+def test_every_exception_is_an_RLMeshException_and_its_documented_builtin(
+    cls: type[BaseException],
+) -> None:
     assert issubclass(cls, RLMeshException) and issubclass(cls, RuntimeError)
     if cls.__name__ in BUILTINS:
         assert issubclass(cls, BUILTINS[cls.__name__])
@@ -50,7 +54,9 @@ def test_err4_mapping_to_builtins() -> None:
     assert isinstance(exception_for_code("INVALID_ACTION", "x"), ValueError)
     assert exception_for_code("INTERNAL", "x").recoverable is False
     assert exception_for_code("NOT_READY", "x").recoverable is True
-    assert exception_for_code("INTERNAL", "x", recoverable=True).recoverable is True  # the flag wins
+    assert (
+        exception_for_code("INTERNAL", "x", recoverable=True).recoverable is True
+    )  # the flag wins
 
 
 def test_recoverable_env_error_marks_itself_and_checks_its_code() -> None:

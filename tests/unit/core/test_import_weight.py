@@ -20,12 +20,18 @@ OPTIONAL = ("aiohttp", "av", "simplejpeg", "PIL", "docker", "torch", "jax", "jax
 
 
 def _fresh(*argv: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSTARTUP", "RLMESH_BOOTSTRAP_JSON")}
-    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=120, env=env)
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONSTARTUP", "RLMESH_BOOTSTRAP_JSON")
+    }
+    return subprocess.run(
+        [sys.executable, *argv], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def test_import_rlmesh_loads_no_optional_dependency() -> None:
-    proc = _fresh("-c", f"import sys, rlmesh; print(sorted(m for m in {OPTIONAL!r} if m in sys.modules))")
+    proc = _fresh(
+        "-c", f"import sys, rlmesh; print(sorted(m for m in {OPTIONAL!r} if m in sys.modules))"
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
 
@@ -40,7 +46,14 @@ def test_import_rlmesh_leaves_the_viewer_http_backend_unloaded() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["rlmesh.spaces", "rlmesh.adapters", "rlmesh.view", "rlmesh.recorder", "rlmesh.sandbox", "rlmesh._cli.view_test"],
+    [
+        "rlmesh.spaces",
+        "rlmesh.adapters",
+        "rlmesh.view",
+        "rlmesh.recorder",
+        "rlmesh.sandbox",
+        "rlmesh._cli.view_test",
+    ],
 )
 def test_each_leaf_package_imports_alone_in_a_fresh_interpreter(module: str) -> None:
     proc = _fresh("-c", f"import {module}")

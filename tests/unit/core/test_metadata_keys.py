@@ -10,7 +10,9 @@ import rlmesh
 from rlmesh import _keys
 
 SRC = Path(rlmesh.__file__).parent
-NAMESPACED = sorted(v for k, v in vars(_keys).items() if k.endswith("_KEY") and v.startswith("rlmesh."))
+NAMESPACED = sorted(
+    v for k, v in vars(_keys).items() if k.endswith("_KEY") and v.startswith("rlmesh.")
+)
 
 
 def test_every_namespaced_key_lives_in_the_rlmesh_namespace() -> None:
@@ -24,6 +26,7 @@ def test_no_module_spells_a_key_out_again(key: str) -> None:
     offenders = [
         str(path.relative_to(SRC))
         for path in SRC.rglob("*.py")
-        if path.name != "_keys.py" and (f'"{key}"' in path.read_text() or f"'{key}'" in path.read_text())
+        if path.name != "_keys.py"
+        and (f'"{key}"' in path.read_text() or f"'{key}'" in path.read_text())
     ]
     assert offenders == []

@@ -30,9 +30,25 @@ def test_accepted_values_pass_through_unchanged() -> None:
 def test_rich_values_become_their_str_and_the_codec_accepts_the_result() -> None:
     P = namedtuple("P", "x y")
     out = rlmesh.sanitize_metadata(
-        {"pose": Pose(), 7: np.arange(3), "s": np.float32(1.5), "t": (1, 2), "nt": P(1, 2), "m": Mode.FAST, "o": Mode.OBJ}
+        {
+            "pose": Pose(),
+            7: np.arange(3),
+            "s": np.float32(1.5),
+            "t": (1, 2),
+            "nt": P(1, 2),
+            "m": Mode.FAST,
+            "o": Mode.OBJ,
+        }
     )
-    assert out == {"pose": "Pose(p=[0, 0, 1])", "7": [0, 1, 2], "s": 1.5, "t": [1, 2], "nt": {"x": 1, "y": 2}, "m": "fast", "o": "OBJ"}
+    assert out == {
+        "pose": "Pose(p=[0, 0, 1])",
+        "7": [0, 1, 2],
+        "s": 1.5,
+        "t": [1, 2],
+        "nt": {"x": 1, "y": 2},
+        "m": "fast",
+        "o": "OBJ",
+    }
     normalize(out)  # travels verbatim
 
 

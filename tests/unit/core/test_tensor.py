@@ -15,9 +15,19 @@ def test_construction_copies_and_validates_the_byte_length() -> None:
     t = Tensor(raw, [2, 3], "float32")
     raw[:4] = b"\xff\xff\xff\xff"  # the tensor owns a copy
     assert np.asarray(t)[0, 0] == 0.0
-    assert (t.shape, t.dtype, t.ndim, t.size, t.nbytes, t.strides, t.device) == ([2, 3], "float32", 2, 6, 24, [12, 4], "cpu")
+    assert (t.shape, t.dtype, t.ndim, t.size, t.nbytes, t.strides, t.device) == (
+        [2, 3],
+        "float32",
+        2,
+        6,
+        24,
+        [12, 4],
+        "cpu",
+    )
     assert repr(t) == "Tensor(dtype='float32', shape=[2, 3], bytes=24)"
-    with pytest.raises(ValueError, match="tensor byte length mismatch: expected 24 bytes for shape"):
+    with pytest.raises(
+        ValueError, match="tensor byte length mismatch: expected 24 bytes for shape"
+    ):
         Tensor(b"\x00" * 23, [2, 3], "float32")
     with pytest.raises(ValueError, match="unsupported tensor dtype"):
         Tensor(b"", [0], "complex64")
@@ -48,7 +58,9 @@ def test_reshape_copy_tobytes_and_equality() -> None:
     r = t.reshape([2, -1])
     assert r.shape == [2, 3] and np.shares_memory(np.asarray(r), np.asarray(t))
     assert t.is_contiguous() and r.is_contiguous()
-    assert not Tensor._wrap(np.arange(6, dtype=np.uint8).reshape(2, 3).T).is_contiguous()  # a strided view
+    assert not Tensor._wrap(
+        np.arange(6, dtype=np.uint8).reshape(2, 3).T
+    ).is_contiguous()  # a strided view
     with pytest.raises(ValueError, match="cannot reshape"):
         t.reshape([4, -1])
     with pytest.raises(ValueError, match="at most one -1"):

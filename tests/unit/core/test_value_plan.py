@@ -52,20 +52,29 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (tuple, list)):
         return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, np.ndarray):
-        return isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+        return (
+            isinstance(b, np.ndarray)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and np.array_equal(a, b, equal_nan=True)
+        )
     return type(a) is type(b) and a == b
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), lanes=st.sampled_from([None, 1, 3]))
-def test_pack_then_unpack_is_encode_then_decode(data: Any, lanes: int | None) -> None:  # VAL-6, VAL-15
+def test_pack_then_unpack_is_encode_then_decode(
+    data: Any, lanes: int | None
+) -> None:  # VAL-6, VAL-15
     spec = data.draw(space_specs())
     value = data.draw(values_for(spec, lanes))
     plan = value_plan(spec, lanes=lanes, bridge=NUMPY)
     back = plan.unpack(*_travel(*plan.pack(value)))
     assert _same(back, compile_encoder(spec, lanes=lanes)(value))
     plain = value_plan(spec, lanes=lanes, bridge=PLAIN)
-    assert repr(plain.unpack(*_travel(*plain.pack(value)))) == repr(PLAIN.compile_decoder(spec, lanes=lanes)(back))
+    assert repr(plain.unpack(*_travel(*plain.pack(value)))) == repr(
+        PLAIN.compile_decoder(spec, lanes=lanes)(back)
+    )
 
 
 def test_a_plan_is_compiled_once_per_space_lanes_and_bridge() -> None:

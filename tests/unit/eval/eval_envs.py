@@ -17,7 +17,14 @@ class CountEnv:
     metadata: dict[str, Any] = {}
     render_mode = None
 
-    def __init__(self, length: int = 3, *, success: Any = None, success_key: str = "is_success", truncate: bool = False) -> None:
+    def __init__(
+        self,
+        length: int = 3,
+        *,
+        success: Any = None,
+        success_key: str = "is_success",
+        truncate: bool = False,
+    ) -> None:
         self.length = length
         self.success = success
         self.success_key = success_key
@@ -29,7 +36,9 @@ class CountEnv:
         self.actions: list[Any] = []
         self.closed = 0
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         self.resets.append((seed, options))
         self.t = 0
         return np.array([0.0], dtype=np.float32), {"reset": True}
@@ -58,7 +67,9 @@ class DictEnv(CountEnv):
 
     def __init__(self, length: int = 3) -> None:
         super().__init__(length)
-        self.action_space = spaces.Dict({"arm": spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)})
+        self.action_space = spaces.Dict(
+            {"arm": spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)}
+        )
 
 
 class ContractOnly:

@@ -119,7 +119,9 @@ class RecordingRoute:
         self.calls.append(("predict",))
         return 7
 
-    def predict_lanes(self, observation: Any, rolling: Sequence[bool], last_action: list[Any]) -> Any:
+    def predict_lanes(
+        self, observation: Any, rolling: Sequence[bool], last_action: list[Any]
+    ) -> Any:
         self.calls.append(("predict_lanes", list(rolling)))
         for lane in range(len(last_action)):
             last_action[lane] = lane
@@ -135,14 +137,18 @@ class RecordingRoute:
 class Recorder(Observer):
     """An observer writing every call into a shared log; ends the episode at step ``end_at``."""
 
-    def __init__(self, name: str, log: list[Any], end_at: int | None = None, events: bool = False) -> None:
+    def __init__(
+        self, name: str, log: list[Any], end_at: int | None = None, events: bool = False
+    ) -> None:
         self.name, self.log, self.end_at = name, log, end_at
         self.wants_events = events
 
     def on_run_start(self, context: Any) -> None:
         self.log.append((self.name, "run_start"))
 
-    def on_episode_start(self, episode: int, seed: int | None, lane: int, observation: Any, episodes: int) -> None:
+    def on_episode_start(
+        self, episode: int, seed: int | None, lane: int, observation: Any, episodes: int
+    ) -> None:
         self.log.append((self.name, "episode_start", episode, seed, lane))
 
     def on_step(self, step: DriveStep) -> bool:
@@ -165,8 +171,13 @@ def _drive(side: Any, route: Any, observers: Sequence[Observer] = ()) -> Drive:
 
 def _run(drive: Drive, **kw: Any) -> Any:
     args: dict[str, Any] = dict(
-        seeds=None, max_episodes=None, episodes=None, max_episode_steps=None,
-        max_episode_seconds=None, hooks=None, trial_index_base=0,
+        seeds=None,
+        max_episodes=None,
+        episodes=None,
+        max_episode_steps=None,
+        max_episode_seconds=None,
+        hooks=None,
+        trial_index_base=0,
     )
     args.update(kw)
     return run_session(drive, Context(), **args)
@@ -178,14 +189,22 @@ def _run(drive: Drive, **kw: Any) -> Any:
 def test_a_scripted_env_side_and_route_drive_the_scalar_loop() -> None:
     side, route = ScalarSide(3), RecordingRoute()
     result = _run(_drive(side, route), seeds=[5, 6])
-    assert [(e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.success) for e in result.episodes] == [
+    assert [
+        (e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.success)
+        for e in result.episodes
+    ] == [
         (0, 5, 3, 6.0, True, False, True),
         (1, 6, 3, 6.0, True, False, True),
     ]
     assert result.advisories == ("advice",)  # the route's advisories reach the result
     assert side.calls[0] == ("reset", 5, None) and side.calls[1] == ("step", 7)
     # begin/end per episode, the last episode ended when the run ends
-    assert [c for c in route.calls if c[0] in ("begin", "end")] == [("begin", 5, 0), ("end", 0), ("begin", 6, 0), ("end", 0)]
+    assert [c for c in route.calls if c[0] in ("begin", "end")] == [
+        ("begin", 5, 0),
+        ("end", 0),
+        ("begin", 6, 0),
+        ("end", 0),
+    ]
 
 
 def test_the_scalar_loop_returns_the_episode_books_the_session_reads() -> None:
@@ -193,7 +212,12 @@ def test_the_scalar_loop_returns_the_episode_books_the_session_reads() -> None:
     drive = _drive(side, route)
     result = _run(drive, max_episode_steps=4)
     episode = drive.episode  # the one record the loop filled
-    assert (episode.steps, episode.reward, episode.terminated, episode.truncated) == (4, 10.0, False, True)
+    assert (episode.steps, episode.reward, episode.terminated, episode.truncated) == (
+        4,
+        10.0,
+        False,
+        True,
+    )
     assert result.episodes[0].truncated and result.episodes[0].steps == 4
 
 
@@ -202,22 +226,43 @@ def test_the_observer_list_fans_out_in_order_and_builds_events_only_when_wanted(
     observers = [Recorder("a", log), Recorder("b", log)]
     _run(_drive(ScalarSide(2), RecordingRoute(), observers))
     assert log == [
-        ("a", "run_start"), ("b", "run_start"),
-        ("a", "episode_start", 0, None, 0), ("b", "episode_start", 0, None, 0),
-        ("a", "step", 0, 1, False), ("b", "step", 0, 1, False),
-        ("a", "step", 0, 2, False), ("b", "step", 0, 2, False),
-        ("a", "episode_end", 0, 0), ("b", "episode_end", 0, 0),
-        ("a", "run_end", 1), ("b", "run_end", 1),
+        ("a", "run_start"),
+        ("b", "run_start"),
+        ("a", "episode_start", 0, None, 0),
+        ("b", "episode_start", 0, None, 0),
+        ("a", "step", 0, 1, False),
+        ("b", "step", 0, 1, False),
+        ("a", "step", 0, 2, False),
+        ("b", "step", 0, 2, False),
+        ("a", "episode_end", 0, 0),
+        ("b", "episode_end", 0, 0),
+        ("a", "run_end", 1),
+        ("b", "run_end", 1),
     ]
     log.clear()
-    _run(_drive(ScalarSide(1), RecordingRoute(), [Recorder("a", log), Recorder("b", log, events=True)]))
-    assert ("a", "step", 0, 1, True) in log  # one observer wants events: every observer sees the event
+    _run(
+        _drive(
+            ScalarSide(1), RecordingRoute(), [Recorder("a", log), Recorder("b", log, events=True)]
+        )
+    )
+    assert (
+        "a",
+        "step",
+        0,
+        1,
+        True,
+    ) in log  # one observer wants events: every observer sees the event
 
 
 def test_an_observer_ending_the_episode_truncates_it() -> None:
     log: list[Any] = []
-    result = _run(_drive(ScalarSide(100), RecordingRoute(), [Recorder("v", log, end_at=2)]), seeds=[1, 2])
-    assert [(e.steps, e.terminated, e.truncated) for e in result.episodes] == [(2, False, True), (2, False, True)]
+    result = _run(
+        _drive(ScalarSide(100), RecordingRoute(), [Recorder("v", log, end_at=2)]), seeds=[1, 2]
+    )
+    assert [(e.steps, e.terminated, e.truncated) for e in result.episodes] == [
+        (2, False, True),
+        (2, False, True),
+    ]
 
 
 def test_every_observer_sees_on_run_end_even_when_one_raises() -> None:
@@ -270,19 +315,27 @@ def test_no_observers_means_no_observer_calls() -> None:
 def test_a_scripted_vector_env_side_and_route_drive_the_vector_loop() -> None:
     side, route = VectorSide([2, 3]), RecordingRoute()
     result = _run(_drive(side, route), seeds=[10, 11, 12])
-    assert sorted((e.index, e.seed, e.steps) for e in result.episodes) == [(0, 10, 2), (1, 11, 3), (2, 12, 2)]
+    assert sorted((e.index, e.seed, e.steps) for e in result.episodes) == [
+        (0, 10, 2),
+        (1, 11, 3),
+        (2, 12, 2),
+    ]
     assert side.calls[0] == ("reset_all", [10, 11])
     assert ("reset_lanes", "mask", [0], [12]) in side.calls
     assert side.calls[1] == ("step_lanes", [0, 1])  # the route's batched action reaches the env
     begins = [c for c in route.calls if c[0] == "begin"]
     assert begins[:2] == [("begin", 10, 0), ("begin", 11, 1)] and ("begin", 12, 0) in begins
-    assert route.calls.count(("end", 0)) >= 2 and ("end", 1) in route.calls  # every lane episode ended
+    assert (
+        route.calls.count(("end", 0)) >= 2 and ("end", 1) in route.calls
+    )  # every lane episode ended
 
 
 def test_an_observer_ending_a_vector_lane_truncates_it_and_the_lane_is_reset() -> None:
     log: list[Any] = []
     side = VectorSide([50, 50])
-    result = _run(_drive(side, RecordingRoute(), [Recorder("v", log, end_at=3)]), seeds=[1, 2, 3, 4])
+    result = _run(
+        _drive(side, RecordingRoute(), [Recorder("v", log, end_at=3)]), seeds=[1, 2, 3, 4]
+    )
     assert all((e.steps, e.truncated, e.terminated) == (3, True, False) for e in result.episodes)
     assert [e.seed for e in sorted(result.episodes, key=lambda e: e.index)] == [1, 2, 3, 4]
     assert any(c[0] == "reset_lanes" for c in side.calls)
@@ -292,22 +345,42 @@ def test_an_observer_ending_a_vector_lane_truncates_it_and_the_lane_is_reset() -
 
 
 def test_every_route_speaks_the_route_protocol() -> None:
-    local = LocalRoute(rlmesh.numpy.Model(lambda o: 0), instruction=None, trust_entrypoints=None, execution_horizon=1)
+    local = LocalRoute(
+        rlmesh.numpy.Model(lambda o: 0),
+        instruction=None,
+        trust_entrypoints=None,
+        execution_horizon=1,
+    )
     random = RandomRoute()
     assert as_route(local) is local and as_route(random) is random
     served = as_route(types.SimpleNamespace(horizon=1, spec_less=True))
     assert isinstance(served, ServedRoute)
     for route in (local, random, served):
-        for name in ("bind", "begin_episode", "end_episode", "predict", "predict_lanes", "advisories", "close"):
+        for name in (
+            "bind",
+            "begin_episode",
+            "end_episode",
+            "predict",
+            "predict_lanes",
+            "advisories",
+            "close",
+        ):
             assert callable(getattr(route, name)), (route, name)
         assert route.chunk_pos == 0 and route.chunk_len == 0
 
 
 def test_a_local_route_does_not_canonicalise_a_remote_env_side_observation_again() -> None:
-    contract = types.SimpleNamespace(observation_space=Box(0.0, 1.0, (2,)).spec, action_space=Discrete(2).spec, num_envs=1)
+    contract = types.SimpleNamespace(
+        observation_space=Box(0.0, 1.0, (2,)).spec, action_space=Discrete(2).spec, num_envs=1
+    )
     local_side = types.SimpleNamespace(contract=contract, canonical=False)
     remote_side = types.SimpleNamespace(contract=contract, canonical=True)
-    route = LocalRoute(rlmesh.numpy.Model(lambda o: 0), instruction=None, trust_entrypoints=None, execution_horizon=1)
+    route = LocalRoute(
+        rlmesh.numpy.Model(lambda o: 0),
+        instruction=None,
+        trust_entrypoints=None,
+        execution_horizon=1,
+    )
     route.bind(local_side)
     assert route.canonical is not None
     assert route.model_input([0.5, 0.25]).dtype == np.float32  # a local env's list is canonicalised
@@ -322,16 +395,24 @@ def test_a_local_route_predicts_a_batch_for_every_lane() -> None:
         def predict_batch(self, obs: Any) -> Any:
             return np.asarray(obs)[:, 0].astype(np.int64) % 2
 
-    contract = types.SimpleNamespace(observation_space=Box(0.0, 9.0, (1,)).spec, action_space=Discrete(2).spec, num_envs=3)
-    side = types.SimpleNamespace(contract=contract, canonical=False, single_action_space=gym.spaces.Discrete(2))
+    contract = types.SimpleNamespace(
+        observation_space=Box(0.0, 9.0, (1,)).spec, action_space=Discrete(2).spec, num_envs=3
+    )
+    side = types.SimpleNamespace(
+        contract=contract, canonical=False, single_action_space=gym.spaces.Discrete(2)
+    )
     route = LocalRoute(Batched(), instruction=None, trust_entrypoints=None, execution_horizon=1)
     route.bind(side, lanes=3)
     for lane in range(3):
         route.begin_episode(f"e{lane}", None, lane)
     last: list[Any] = [None, None, None]
-    action = route.predict_lanes(np.array([[1.0], [2.0], [3.0]], np.float32), [False, True, False], last)
+    action = route.predict_lanes(
+        np.array([[1.0], [2.0], [3.0]], np.float32), [False, True, False], last
+    )
     assert action.tolist()[0] == 1 and action.tolist()[2] == 1
-    assert last[0] == 1 and last[1] is not None  # a rolling lane still gets an action the env ignores
+    assert (
+        last[0] == 1 and last[1] is not None
+    )  # a rolling lane still gets an action the env ignores
 
 
 # -- the env side ------------------------------------------------------------------------------

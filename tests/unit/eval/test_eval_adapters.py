@@ -37,7 +37,11 @@ class Robo(gym.Env[Any, Any]):
         return self._obs(), {}
 
     def _obs(self) -> Any:
-        return {"img": np.full((8, 8, 3), self.t, np.uint8), "pos": np.array([0.1, 0.2, 0.3], np.float32), "goal": "env goal"}
+        return {
+            "img": np.full((8, 8, 3), self.t, np.uint8),
+            "pos": np.array([0.1, 0.2, 0.3], np.float32),
+            "goal": "env goal",
+        }
 
     def step(self, action: Any) -> Any:
         self.actions.append(action)
@@ -51,7 +55,9 @@ TAGS = adapt.EnvTags(
         "pos": adapt.StateTag(adapt.EEF_POS),
         "goal": adapt.TextTag(adapt.INSTRUCTION),
     },
-    action=adapt.Action(adapt.Actuator(adapt.ACTION_DELTA_POS, dim=3), adapt.Actuator(adapt.ACTION_GRIPPER, dim=1)),
+    action=adapt.Action(
+        adapt.Actuator(adapt.ACTION_DELTA_POS, dim=3), adapt.Actuator(adapt.ACTION_GRIPPER, dim=1)
+    ),
 )
 SPEC = adapt.ModelSpec(
     input={
@@ -59,7 +65,9 @@ SPEC = adapt.ModelSpec(
         "state": adapt.State(adapt.EEF_POS),
         "task": adapt.Text(adapt.INSTRUCTION),
     },
-    output=adapt.Action(adapt.Actuator(adapt.ACTION_DELTA_POS, dim=3), adapt.Actuator(adapt.ACTION_GRIPPER, dim=1)),
+    output=adapt.Action(
+        adapt.Actuator(adapt.ACTION_DELTA_POS, dim=3), adapt.Actuator(adapt.ACTION_GRIPPER, dim=1)
+    ),
 )
 
 
@@ -68,7 +76,9 @@ def env() -> Robo:
     return adapt.tag(Robo(), TAGS)  # type: ignore[no-any-return]
 
 
-def test_a_spec_d_model_sees_only_its_payload_and_the_env_gets_its_own_action_dtype(env: Robo) -> None:
+def test_a_spec_d_model_sees_only_its_payload_and_the_env_gets_its_own_action_dtype(
+    env: Robo,
+) -> None:
     seen: list[Any] = []
 
     def predict(x: Any) -> Any:
@@ -86,7 +96,11 @@ def test_a_spec_d_model_sees_only_its_payload_and_the_env_gets_its_own_action_dt
 def test_instruction_overrides_every_text_leaf(env: Robo) -> None:
     # MOD-30
     seen: list[Any] = []
-    ev.run(NumpyModel(lambda x: seen.append(x["task"]) or np.zeros(4, np.float32), spec=SPEC), env, instruction="pick it")
+    ev.run(
+        NumpyModel(lambda x: seen.append(x["task"]) or np.zeros(4, np.float32), spec=SPEC),
+        env,
+        instruction="pick it",
+    )
     assert seen == ["pick it", "pick it"]
 
 
@@ -151,7 +165,10 @@ def test_replayed_chunk_steps_keep_frame_stacks_consecutive() -> None:
             return obs, r, self.t >= 5, tr, info
 
     spec = adapt.ModelSpec(
-        input={"image": adapt.Image(adapt.IMAGE_PRIMARY, stack=3), "state": adapt.State(adapt.EEF_POS)},
+        input={
+            "image": adapt.Image(adapt.IMAGE_PRIMARY, stack=3),
+            "state": adapt.State(adapt.EEF_POS),
+        },
         output=SPEC.output,
     )
     stacks: list[list[int]] = []
@@ -165,10 +182,14 @@ def test_replayed_chunk_steps_keep_frame_stacks_consecutive() -> None:
     assert stacks == [[0, 0, 0], [0, 1, 2], [2, 3, 4]]
 
 
-def test_frame_history_over_the_budget_is_refused(env: Robo, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_frame_history_over_the_budget_is_refused(
+    env: Robo, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # DELTA-48: 1 env x stack 3 x (8*8*3 bytes) = 576 bytes
     monkeypatch.setenv("RLMESH_FRAME_HISTORY_LIMIT_BYTES", "500")
-    spec = adapt.ModelSpec(input={"image": adapt.Image(adapt.IMAGE_PRIMARY, stack=3)}, output=SPEC.output)
+    spec = adapt.ModelSpec(
+        input={"image": adapt.Image(adapt.IMAGE_PRIMARY, stack=3)}, output=SPEC.output
+    )
     with pytest.raises(ValueError, match="frame history would hold 576 bytes"):
         ev.run(NumpyModel(lambda x: np.zeros(4, np.float32), spec=spec), env)
     monkeypatch.setenv("RLMESH_FRAME_HISTORY_LIMIT_BYTES", "576")

@@ -13,7 +13,9 @@ import pytest
 from rlmesh._cli.eval import main as eval_main, parse_seeds, resolve_env_arg
 
 
-def test_random_model_on_a_gymnasium_id_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_random_model_on_a_gymnasium_id_writes_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "r.json"
     code = eval_main(
         ["random", "CartPole-v1", "--seeds", "1..3", "--max-episode-steps", "5", "--json", str(out)]
@@ -29,7 +31,9 @@ def test_random_model_on_a_gymnasium_id_writes_json(tmp_path: Path, capsys: pyte
     assert "3 episodes" in text
 
 
-def test_a_module_attr_model_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_module_attr_model_and_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "my_eval_targets.py").write_text(
         textwrap.dedent(
             """
@@ -45,7 +49,9 @@ def test_a_module_attr_model_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyP
     )
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    code = eval_main(["my_eval_targets:model", "my_eval_targets:make_env", "--episodes", "2", "--no-progress"])
+    code = eval_main(
+        ["my_eval_targets:model", "my_eval_targets:make_env", "--episodes", "2", "--no-progress"]
+    )
     assert code == 0
     assert "2 episodes" in capsys.readouterr().out
     sys.modules.pop("my_eval_targets", None)
@@ -68,7 +74,9 @@ def test_seed_tokens_accept_ints_lists_and_ranges() -> None:
         parse_seeds(["5..1"])
 
 
-@pytest.mark.parametrize("address", ["127.0.0.1:5555", "tcp://h:1", "unix:///tmp/x.sock", "localhost:80"])
+@pytest.mark.parametrize(
+    "address", ["127.0.0.1:5555", "tcp://h:1", "unix:///tmp/x.sock", "localhost:80"]
+)
 def test_addresses_are_passed_through_undialed(address: str) -> None:
     assert resolve_env_arg(address) == (address, False)
 
@@ -82,7 +90,12 @@ def test_rich_progress_and_table_render_to_the_given_stream() -> None:
     out = io.StringIO()
     progress = _Progress(2, out, rich_ok=True)
     progress.on_run_start(None)
-    result = RunResult((EpisodeResult(0, 1, 5, 5.0, True, False, True), EpisodeResult(1, 2, 3, 3.0, True, False, False)))
+    result = RunResult(
+        (
+            EpisodeResult(0, 1, 5, 5.0, True, False, True),
+            EpisodeResult(1, 2, 3, 3.0, True, False, False),
+        )
+    )
     for ep in result.episodes:
         progress.on_episode_end(ep)
     progress.on_run_end(result)
@@ -96,11 +109,13 @@ def _table_indices(text: str) -> list[str]:
     """The "#" column of the plain results table (rows after the header)."""
     lines = text.splitlines()
     head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["#", "seed"])
-    rows = [line.split() for line in lines[head + 1:] if len(line.split()) == 10]
+    rows = [line.split() for line in lines[head + 1 :] if len(line.split()) == 10]
     return [r[0] for r in rows]
 
 
-def test_the_progress_line_and_the_table_number_episodes_alike(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_progress_line_and_the_table_number_episodes_alike(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert eval_main(["random", "CartPole-v1", "--seeds", "5..7", "--max-episode-steps", "3"]) == 0
     text = capsys.readouterr().out
     progress = re.findall(r"episode #(\d+) \((\d+)/3\)", text)
@@ -110,7 +125,9 @@ def test_the_progress_line_and_the_table_number_episodes_alike(capsys: pytest.Ca
 
 
 @pytest.mark.parametrize("bad", [["x"], ["3..1"], ["1..y"]])
-def test_seed_parse_errors_are_usage_errors(bad: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_seed_parse_errors_are_usage_errors(
+    bad: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     assert eval_main(["random", "CartPole-v1", "--seeds", *bad]) == 2
     err = capsys.readouterr().err
     assert "usage: rlmesh eval" in err and "--seeds" in err and "A..B" in err
@@ -123,7 +140,9 @@ def test_env_kwargs_must_be_a_json_object(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_env_kwargs_and_render_mode_reach_gymnasium_make() -> None:
-    env, built = resolve_env_arg("CartPole-v1", {"render_mode": "rgb_array", "max_episode_steps": 7})
+    env, built = resolve_env_arg(
+        "CartPole-v1", {"render_mode": "rgb_array", "max_episode_steps": 7}
+    )
     try:
         assert built and env.render_mode == "rgb_array" and env.spec.max_episode_steps == 7
     finally:
@@ -134,12 +153,25 @@ def test_env_kwargs_and_render_mode_reach_gymnasium_make() -> None:
 
 def test_json_is_to_dict_plus_the_success_signal(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
-    assert eval_main(["random", "CartPole-v1", "--seeds", "0..2", "--no-progress", "--json", str(out)]) == 0
+    assert (
+        eval_main(["random", "CartPole-v1", "--seeds", "0..2", "--no-progress", "--json", str(out)])
+        == 0
+    )
     doc = json.loads(out.read_text())["result"]
     assert doc.pop("success_signal") is False
-    assert doc["success_rate"] == 1.0  # the API's value: the terminated fallback (a random CartPole falls)
-    assert set(doc) == {"num_episodes", "total_steps", "mean_reward", "success_rate", "reported_success_rate",
-                        "episodes", "telemetry", "advisories"}
+    assert (
+        doc["success_rate"] == 1.0
+    )  # the API's value: the terminated fallback (a random CartPole falls)
+    assert set(doc) == {
+        "num_episodes",
+        "total_steps",
+        "mean_reward",
+        "success_rate",
+        "reported_success_rate",
+        "episodes",
+        "telemetry",
+        "advisories",
+    }
 
 
 def test_a_policy_exception_names_the_policy_and_the_observation_layout(
@@ -166,8 +198,9 @@ def test_a_policy_exception_names_the_policy_and_the_observation_layout(
     assert "float32[4]" in err and "Box(" in err  # the input it got and the env's observation space
 
 
-def test_an_env_exception_is_not_blamed_on_the_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_env_exception_is_not_blamed_on_the_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "my_bad_env.py").write_text(
         textwrap.dedent(
             """
@@ -208,7 +241,12 @@ def test_view_on_a_gymnasium_id_builds_it_with_rgb_array(monkeypatch: pytest.Mon
     monkeypatch.setattr(cli, "run", fake_run)
     assert eval_main(["random", "CartPole-v1", "--view", "http:9", "--no-progress"]) == 0
     assert seen["render_mode"] == "rgb_array" and seen["view"] is not None
-    assert eval_main(["random", "CartPole-v1", "--view", "http:9", "--render-mode", "human", "--no-progress"]) == 0
+    assert (
+        eval_main(
+            ["random", "CartPole-v1", "--view", "http:9", "--render-mode", "human", "--no-progress"]
+        )
+        == 0
+    )
     assert seen["render_mode"] == "human"
     assert eval_main(["random", "CartPole-v1", "--no-progress"]) == 0
     assert seen["render_mode"] is None and seen["view"] is None

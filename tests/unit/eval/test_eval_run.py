@@ -55,12 +55,16 @@ class Trace(RunHooks):
         ({"episodes": 2}, [None, None]),
     ],
 )
-def test_seeds_and_episode_counts_decide_which_episodes_run(kwargs: dict[str, Any], expected_seeds: list[Any]) -> None:
+def test_seeds_and_episode_counts_decide_which_episodes_run(
+    kwargs: dict[str, Any], expected_seeds: list[Any]
+) -> None:
     env = CountEnv(length=1)
     result = ev.run(NumpyModel(zero), env, **kwargs)
     assert [e.seed for e in result.episodes] == expected_seeds
     assert [s for s, _ in env.resets] == expected_seeds
-    assert [e.index for e in result.episodes] == list(range(len(expected_seeds)))  # 0-based (DECISION-3)
+    assert [e.index for e in result.episodes] == list(
+        range(len(expected_seeds))
+    )  # 0-based (DECISION-3)
 
 
 @pytest.mark.parametrize("kwargs", [{"seeds": []}, {"max_episodes": 0}, {"episodes": 0}])
@@ -107,7 +111,9 @@ def test_max_episode_steps_marks_the_episode_and_the_capped_step_truncated() -> 
     assert [e.truncated for e in hooks.results] == [False, False, True]
 
 
-def test_max_episode_seconds_truncates_at_the_top_of_the_step_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_max_episode_seconds_truncates_at_the_top_of_the_step_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # A fake clock: every perf_counter() call advances one second.
     ticks = iter(range(10_000))
     monkeypatch.setattr(loop.time, "perf_counter", lambda: float(next(ticks)))
@@ -117,7 +123,9 @@ def test_max_episode_seconds_truncates_at_the_top_of_the_step_loop(monkeypatch: 
     assert 0 < ep.steps < 100
 
 
-def test_the_built_in_step_bound_truncates_endless_episodes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_built_in_step_bound_truncates_endless_episodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     assert loop.BUILTIN_STEP_BOUND == 100_000
     monkeypatch.setattr(loop, "BUILTIN_STEP_BOUND", 5)
     (ep,) = ev.run(NumpyModel(zero), CountEnv(length=10**9)).episodes
@@ -137,8 +145,12 @@ def test_hooks_fire_in_order_and_on_run_end_gets_the_returned_result() -> None:
     result = ev.run(NumpyModel(zero), CountEnv(length=1), seeds=[7, 8], hooks=hooks)
     assert hooks.events == [
         ("run_start", 1),
-        ("start", 0, 7), ("step", 0, 0), ("end", 0),
-        ("start", 1, 8), ("step", 1, 0), ("end", 1),
+        ("start", 0, 7),
+        ("step", 0, 0),
+        ("end", 0),
+        ("start", 1, 8),
+        ("step", 1, 0),
+        ("end", 1),
         ("run_end", 2),
     ]
     assert hooks.final is result
@@ -155,7 +167,9 @@ def test_step_events_carry_the_pre_step_observation_and_the_env_action() -> None
 
 
 @pytest.mark.parametrize("exc_type", [RuntimeError, KeyboardInterrupt])
-def test_on_run_end_fires_exactly_once_with_completed_episodes_when_the_run_fails(exc_type: type[BaseException]) -> None:
+def test_on_run_end_fires_exactly_once_with_completed_episodes_when_the_run_fails(
+    exc_type: type[BaseException],
+) -> None:
     ends: list[str] = []
 
     class Boom(Trace):
@@ -215,13 +229,26 @@ def test_session_run_leaves_the_session_open_and_can_run_again() -> None:
 
 
 def test_episode_results_report_reward_success_timings_and_trial() -> None:
-    result = ev.run(NumpyModel(zero), CountEnv(length=3, success=True), seeds=[5], trial_index_base=10)
+    result = ev.run(
+        NumpyModel(zero), CountEnv(length=3, success=True), seeds=[5], trial_index_base=10
+    )
     (ep,) = result.episodes
-    assert (ep.index, ep.seed, ep.steps, ep.reward, ep.terminated, ep.success, ep.trial) == (0, 5, 3, 3.0, True, True, 10)
+    assert (ep.index, ep.seed, ep.steps, ep.reward, ep.terminated, ep.success, ep.trial) == (
+        0,
+        5,
+        3,
+        3.0,
+        True,
+        True,
+        10,
+    )
     assert ep.duration_s > 0 and ep.predict_ms > 0 and ep.step_ms > 0
 
 
-@pytest.mark.parametrize(("key", "value", "expected"), [("success", 0, False), ("task_success", 1.0, True), ("is_success", "yes", None)])
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [("success", 0, False), ("task_success", 1.0, True), ("is_success", "yes", None)],
+)
 def test_success_comes_from_the_final_info(key: str, value: Any, expected: Any) -> None:
     (ep,) = ev.run(NumpyModel(zero), CountEnv(length=2, success=value, success_key=key)).episodes
     assert ep.success is expected
@@ -300,7 +327,9 @@ def test_view_none_works_and_a_viewer_without_cameras_warns_once_and_the_run_goe
     ev.run(NumpyModel(zero), CountEnv(), view=None)
     ev.run(NumpyModel(zero), CountEnv(), view=False)
     with pytest.warns(UserWarning, match="rlmesh view: env declares no image roles") as record:
-        result = ev.run(NumpyModel(zero), CountEnv(), view="terminal", max_episodes=2)  # VIEW-3, VIEW-9
+        result = ev.run(
+            NumpyModel(zero), CountEnv(), view="terminal", max_episodes=2
+        )  # VIEW-3, VIEW-9
     assert len(result.episodes) == 2
     assert sum("rlmesh view" in str(w.message) for w in record) == 1
 
@@ -334,8 +363,12 @@ class Chunker(NumpyModel):
         return np.arange(self.length, dtype=np.float32).reshape(self.length, 1) + 10 * self.calls
 
 
-@pytest.mark.parametrize(("horizon", "steps", "calls"), [(1, 6, 6), (2, 6, 3), (3, 6, 2), (4, 6, 2)])
-def test_chunk_replay_calls_the_model_once_per_horizon(horizon: int, steps: int, calls: int) -> None:
+@pytest.mark.parametrize(
+    ("horizon", "steps", "calls"), [(1, 6, 6), (2, 6, 3), (3, 6, 2), (4, 6, 2)]
+)
+def test_chunk_replay_calls_the_model_once_per_horizon(
+    horizon: int, steps: int, calls: int
+) -> None:
     m = Chunker(length=4)
     ev.run(m, CountEnv(length=steps), execution_horizon=horizon, max_episode_steps=steps)
     assert m.calls == calls
@@ -371,7 +404,9 @@ def test_native_chunk_checks_the_horizon_and_every_chunk_length() -> None:
     class K(Chunker):
         native_chunk = 4
 
-    with pytest.raises(ValueError, match="execution_horizon=8 exceeds the model's declared native_chunk=4"):
+    with pytest.raises(
+        ValueError, match="execution_horizon=8 exceeds the model's declared native_chunk=4"
+    ):
         ev.run(K(), CountEnv(), execution_horizon=8)
     bad = K(length=3)
     with pytest.raises(ValueError, match="native_chunk=4 but its chunk corner returned 3 frames"):

@@ -196,7 +196,7 @@ def test_trial_index_reaches_only_an_env_that_declares_it() -> None:
     plain = CountEnv()
     with (
         ev.session(NumpyModel(lambda o: o), plain) as sess,
-        pytest.warns(UserWarning, match="declares no \"trial_index\" reset option"),
+        pytest.warns(UserWarning, match='declares no "trial_index" reset option'),
     ):
         sess.reset(trial_index=3)
     assert plain.resets == [(None, None)]

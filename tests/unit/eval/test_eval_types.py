@@ -16,20 +16,30 @@ from rlmesh.eval._results import success_from_info
 from rlmesh.eval._view import normalize_view
 
 
-def ep(i: int = 0, *, terminated: bool = True, success: Any = None, reward: float = 1.0) -> EpisodeResult:
+def ep(
+    i: int = 0, *, terminated: bool = True, success: Any = None, reward: float = 1.0
+) -> EpisodeResult:
     return EpisodeResult(i, None, 3, reward, terminated, not terminated, success)
 
 
 def test_episode_result_positional_order_and_defaults() -> None:
     e = EpisodeResult(0, 7, 10, 2.5, True, False)
-    assert (e.success, e.duration_s, e.predict_ms, e.step_ms, e.trial) == (None, 0.0, 0.0, 0.0, None)
+    assert (e.success, e.duration_s, e.predict_ms, e.step_ms, e.trial) == (
+        None,
+        0.0,
+        0.0,
+        0.0,
+        None,
+    )
     with pytest.raises(AttributeError):
         e.index = 1  # type: ignore[misc]
 
 
 def test_success_rate_prefers_reported_success_and_falls_back_to_terminated() -> None:
     # EVAL-42 example: [(term, False), (trunc, True), (term, None)] -> 2/3
-    r = RunResult((ep(0, success=False), ep(1, terminated=False, success=True), ep(2, success=None)))
+    r = RunResult(
+        (ep(0, success=False), ep(1, terminated=False, success=True), ep(2, success=None))
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert r.success_rate == pytest.approx(2 / 3)

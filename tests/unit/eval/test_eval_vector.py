@@ -85,7 +85,13 @@ def test_a_chunked_batched_corner_runs_once_per_horizon_in_model_order() -> None
             if event.episode == 0:
                 seen.append(float(np.asarray(event.action)[0]))
 
-    ev.run(Chunks(), counting_vector(2, length=4), max_episodes=2, execution_horizon=2, hooks=SeeActions())
+    ev.run(
+        Chunks(),
+        counting_vector(2, length=4),
+        max_episodes=2,
+        execution_horizon=2,
+        hooks=SeeActions(),
+    )
     assert calls["pcb"] == 2
     assert seen == [0.25, 0.75, 0.25, 0.75]
 
@@ -104,7 +110,12 @@ def test_per_lane_step_events_and_episode_hooks_fire_for_scored_lanes() -> None:
             events.append(("step", event.episode, event.step))
 
     ev.run(Batched(), counting_vector(2, length=2), max_episodes=2, hooks=H())
-    assert sorted(e for e in events if e[0] == "step") == [("step", 0, 0), ("step", 0, 1), ("step", 1, 0), ("step", 1, 1)]
+    assert sorted(e for e in events if e[0] == "step") == [
+        ("step", 0, 0),
+        ("step", 0, 1),
+        ("step", 1, 0),
+        ("step", 1, 1),
+    ]
     assert sorted(e for e in events if e[0] == "end") == [("end", 0), ("end", 1)]
 
 
@@ -137,7 +148,11 @@ def test_a_native_model_batched_corner_receives_a_per_lane_list() -> None:
 
 
 def test_lane_info_reads_gymnasium_masked_vector_info() -> None:
-    info = {"is_success": np.array([True, False]), "_is_success": np.array([True, False]), "other": 3}
+    info = {
+        "is_success": np.array([True, False]),
+        "_is_success": np.array([True, False]),
+        "other": 3,
+    }
     assert lane_info(info, 0, 2) == {"is_success": True, "other": 3}
     assert lane_info(info, 1, 2) == {"other": 3}
 

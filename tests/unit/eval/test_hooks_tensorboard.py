@@ -46,7 +46,10 @@ def _scalars(logdir: Path) -> dict[str, list[tuple[int, float]]]:
 
     acc = EventAccumulator(str(logdir))
     acc.Reload()
-    return {tag: [(e.step, round(e.value, 6)) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+    return {
+        tag: [(e.step, round(e.value, 6)) for e in acc.Scalars(tag)]
+        for tag in acc.Tags()["scalars"]
+    }
 
 
 def test_episode_metrics_are_read_back_from_the_event_file(tmp_path: Path) -> None:
@@ -55,7 +58,9 @@ def test_episode_metrics_are_read_back_from_the_event_file(tmp_path: Path) -> No
 
     with rlmesh.hooks.TensorBoard(tmp_path / "tb") as tb:
         result = rlmesh.run(Model(lambda obs: 0), Alternating(), max_episodes=4, hooks=tb)
-        rlmesh.run(Model(lambda obs: 0), Alternating(), max_episodes=1, hooks=tb)  # the step axis keeps counting
+        rlmesh.run(
+            Model(lambda obs: 0), Alternating(), max_episodes=1, hooks=tb
+        )  # the step axis keeps counting
     assert result.num_episodes == 4
     got = _scalars(tmp_path / "tb")
     assert got["episode/return"] == [(0, 2.0), (1, 3.0), (2, 4.0), (3, 5.0), (4, 2.0)]

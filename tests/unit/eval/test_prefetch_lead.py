@@ -96,7 +96,9 @@ class WaitsForTheEnv(NumpyModel[Any, Any]):
         seen = int(obs[0])
         if seen > 0:
             with self.env.moved:
-                self.overlapped.append(self.env.moved.wait_for(lambda: self.env.t > seen, timeout=30))
+                self.overlapped.append(
+                    self.env.moved.wait_for(lambda: self.env.t > seen, timeout=30)
+                )
         return np.zeros((horizon, 1), np.float32)
 
 
@@ -118,7 +120,9 @@ def test_delta_40_a_failed_prefetch_raises_its_own_type_when_its_chunk_is_due() 
     env = CountEnv(length=10)
     with pytest.raises(ZeroDivisionError, match="prefetched forward failed"):
         ev.run(FailsWhenPrefetched(), env, execution_horizon=4, prefetch_lead=3)
-    assert len(env.actions) == 4  # the first chunk played out; the failure surfaced when the next was due
+    assert (
+        len(env.actions) == 4
+    )  # the first chunk played out; the failure surfaced when the next was due
 
 
 def test_delta_40_prefetch_lead_is_refused_where_there_is_no_native_loop_to_overlap() -> None:

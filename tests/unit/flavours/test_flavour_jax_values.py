@@ -95,7 +95,9 @@ def test_small_lane_vectors_with_equal_contents_reuse_one_immutable_array() -> N
     b = JAX.decode(np.zeros(8, dtype=bool))
     c = JAX.decode(np.array([True] + [False] * 7))
     assert a is b and c is not a and c.tolist()[0] is True
-    assert JAX.decode(np.array([0.0])).tolist() == [0.0] and JAX.decode(np.array([-0.0])) is not JAX.decode(np.array([0.0]))
+    assert JAX.decode(np.array([0.0])).tolist() == [0.0] and JAX.decode(
+        np.array([-0.0])
+    ) is not JAX.decode(np.array([0.0]))
 
 
 def test_encoding_jax_arrays_gives_host_arrays_and_rejects_bfloat16() -> None:
@@ -109,7 +111,11 @@ def test_encoding_jax_arrays_gives_host_arrays_and_rejects_bfloat16() -> None:
 def test_from_array_copies_into_a_Tensor_and_unwraps_0d() -> None:
     """BKD-20."""
     out = rj.from_array(jnp.arange(3, dtype=jnp.int16))
-    assert isinstance(out, rlmesh.Tensor) and out.dtype == "int16" and np.asarray(out).tolist() == [0, 1, 2]
+    assert (
+        isinstance(out, rlmesh.Tensor)
+        and out.dtype == "int16"
+        and np.asarray(out).tolist() == [0, 1, 2]
+    )
     assert rj.from_array(jnp.float32(2.5)) == 2.5
     with pytest.raises(TypeError, match=r"jax\.Array"):
         rj.from_array([1, 2])
@@ -143,7 +149,9 @@ def test_devices_resolve_or_fail_with_a_ValueError_that_says_why() -> None:
 
 
 @pytest.mark.parametrize("fast", [True, False])
-def test_client_leaves_are_the_same_with_and_without_jax_fast_put(fast: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_client_leaves_are_the_same_with_and_without_jax_fast_put(
+    fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The receive-buffer path (jax's own put, probed once) and its public fallback agree on values and dtypes."""
     from rlmesh import _bridge
     from rlmesh._bridge import _jax_probe
@@ -157,7 +165,9 @@ def test_client_leaves_are_the_same_with_and_without_jax_fast_put(fast: bool, mo
     if fast:  # a fresh aligned buffer is aliased, not copied
         assert out.unsafe_buffer_pointer() == buf.ctypes.data
     ints = _bridge.jax_wrap_fresh(np.array([1, -2, 3], np.int64))
-    assert ints.tolist() == [1, -2, 3] and ints.dtype == (jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
+    assert ints.tolist() == [1, -2, 3] and ints.dtype == (
+        jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+    )
     if not jax.config.jax_enable_x64:
         with pytest.raises(ValueError, match="jax_enable_x64"):
             _bridge.jax_wrap_fresh(np.array([2**40], np.int64))

@@ -40,7 +40,10 @@ def test_a_torch_model_sees_tensors_on_its_device_and_may_return_tensors() -> No
 
     result = rlmesh.run(Policy(), cartpole(), seeds=[0])
     assert result.episodes[0].steps == len(seen) > 5
-    assert all(isinstance(o, torch.Tensor) and o.device.type == "cpu" and o.dtype == torch.float32 for o in seen)
+    assert all(
+        isinstance(o, torch.Tensor) and o.device.type == "cpu" and o.dtype == torch.float32
+        for o in seen
+    )
 
 
 def test_a_torch_model_device_set_in_load_is_honoured_at_predict_time() -> None:
@@ -170,7 +173,9 @@ def test_jax_models_fuse_dict_observations_and_split_dict_actions() -> None:
     from rlmesh.models import _values
 
     bridge = _values.get_bridge("jax")
-    fused = bridge.tree_stack([{"x": np.ones(2, np.float32), "t": "a"}, {"x": np.zeros(2, np.float32), "t": "b"}])
+    fused = bridge.tree_stack(
+        [{"x": np.ones(2, np.float32), "t": "a"}, {"x": np.zeros(2, np.float32), "t": "b"}]
+    )
     assert fused["x"].shape == (2, 2) and fused["t"] == ["a", "b"]
     lanes = bridge.tree_unstack({"a": jnp.arange(2), "b": [0, 1]}, 2)
     assert [int(lane["a"]) for lane in lanes] == [0, 1] and [lane["b"] for lane in lanes] == [0, 1]

@@ -12,14 +12,39 @@ import rlmesh
 pytestmark = pytest.mark.slow  # fresh interpreters: kept out of make test-fast
 
 # api-surface A.3/A.4: each flavour also carries its sandboxed clients and the sandbox re-exports
-SANDBOX_NAMES = {"SandboxBuild", "SandboxEnv", "SandboxInfo", "SandboxModel", "SandboxRuntime", "SandboxVectorEnv"}
+SANDBOX_NAMES = {
+    "SandboxBuild",
+    "SandboxEnv",
+    "SandboxInfo",
+    "SandboxModel",
+    "SandboxRuntime",
+    "SandboxVectorEnv",
+}
 TORCH_NAMES = {
-    "EnvFactory", "Model", "RemoteEnv", "RemoteModel", "RemoteVectorEnv", "TorchValue",
-    "as_tensor", "ensure_available", "from_tensor", "space_from_spec", *SANDBOX_NAMES,
+    "EnvFactory",
+    "Model",
+    "RemoteEnv",
+    "RemoteModel",
+    "RemoteVectorEnv",
+    "TorchValue",
+    "as_tensor",
+    "ensure_available",
+    "from_tensor",
+    "space_from_spec",
+    *SANDBOX_NAMES,
 }
 JAX_NAMES = {
-    "EnvFactory", "JaxValue", "Model", "RemoteEnv", "RemoteModel", "RemoteVectorEnv",
-    "asarray", "ensure_available", "from_array", "space_from_spec", *SANDBOX_NAMES,
+    "EnvFactory",
+    "JaxValue",
+    "Model",
+    "RemoteEnv",
+    "RemoteModel",
+    "RemoteVectorEnv",
+    "asarray",
+    "ensure_available",
+    "from_array",
+    "space_from_spec",
+    *SANDBOX_NAMES,
 }
 
 
@@ -58,7 +83,9 @@ def test_the_flavours_expose_the_names_of_the_api_surface() -> None:
         ("jax", "jax", "rj.RemoteVectorEnv('127.0.0.1:1')"),
     ],
 )
-def test_without_the_framework_construction_raises_ImportError_naming_the_extra(module: str, extra: str, construct: str) -> None:
+def test_without_the_framework_construction_raises_ImportError_naming_the_extra(
+    module: str, extra: str, construct: str
+) -> None:
     """MOD-1/BKD-4/CLT-3: the check happens at construction, before any dial."""
     proc = _run(
         f"import sys; sys.modules[{module!r}] = None\n"

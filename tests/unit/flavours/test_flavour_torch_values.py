@@ -129,4 +129,7 @@ def test_devices_resolve_or_fail_with_a_ValueError_that_says_why() -> None:
             TORCH.resolve_device("cuda:0")
     moved = TORCH.to_device({"a": torch.zeros(2), "n": 3}, "meta")  # a device every build has
     assert moved["a"].device.type == "meta" and moved["n"] == 3
-    assert TORCH.to_host(torch.tensor([1.0, 2.0])) == [1.0, 2.0] and TORCH.to_host(torch.tensor(True)) is True
+    assert (
+        TORCH.to_host(torch.tensor([1.0, 2.0])) == [1.0, 2.0]
+        and TORCH.to_host(torch.tensor(True)) is True
+    )

@@ -10,7 +10,9 @@ from rlmesh import cli
 
 
 @pytest.mark.parametrize("command", ["serve", "serve-model", "health", "eval"])
-def test_every_option_has_help_text_with_its_default(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_option_has_help_text_with_its_default(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen: list[argparse.ArgumentParser] = []
 
     def capture(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:

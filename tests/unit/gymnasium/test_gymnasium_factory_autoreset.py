@@ -24,12 +24,16 @@ def test_factory_lanes_autoreset_next_step_by_default_and_as_asked() -> None:
 
 
 def test_factory_vector_fan_out_takes_the_autoreset_mode() -> None:
-    _, vec = build_env(CartPoleFactory(), num_envs=2, vectorization_mode="sync", autoreset="same-step")
+    _, vec = build_env(
+        CartPoleFactory(), num_envs=2, vectorization_mode="sync", autoreset="same-step"
+    )
     assert vec.metadata["autoreset_mode"] is gym.vector.AutoresetMode.SAME_STEP
     vec.close()
 
 
-@pytest.mark.parametrize(("mode", "wire"), [(None, "NextStep"), ("disabled", "Disabled"), ("same-step", "SameStep")])
+@pytest.mark.parametrize(
+    ("mode", "wire"), [(None, "NextStep"), ("disabled", "Disabled"), ("same-step", "SameStep")]
+)
 def test_the_cli_loader_builds_lanes_with_the_requested_mode(mode: str | None, wire: str) -> None:
     env, _ = load_env_target("CartPole-v1", num_envs=2, autoreset=mode)
     assert driven_env(env).autoreset == wire

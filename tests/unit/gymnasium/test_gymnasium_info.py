@@ -21,7 +21,12 @@ def test_the_classes_are_real_gymnasium_types() -> None:
 
 def test_a_served_vector_info_gets_arrays_and_masks_back() -> None:
     space = gym.spaces.Box(0, 1, (2,), np.float32)
-    info = {"x": [1, 2, 3], "_x": [True, False, True], "name": ["a", "b", "c"], "final_obs": [None, [0.5, 1], None]}
+    info = {
+        "x": [1, 2, 3],
+        "_x": [True, False, True],
+        "name": ["a", "b", "c"],
+        "final_obs": [None, [0.5, 1], None],
+    }
     out = _arrayify(info, 3, space)
     assert out["x"].tolist() == [1, 2, 3] and out["_x"].dtype == bool
     assert out["name"].dtype == object and out["name"][1] == "b"
@@ -29,7 +34,9 @@ def test_a_served_vector_info_gets_arrays_and_masks_back() -> None:
 
 
 def test_plain_values_come_back_in_the_space_types() -> None:
-    space = gym.spaces.Dict({"a": gym.spaces.Box(0, 1, (2,), np.float32), "b": gym.spaces.Discrete(3)})
+    space = gym.spaces.Dict(
+        {"a": gym.spaces.Box(0, 1, (2,), np.float32), "b": gym.spaces.Discrete(3)}
+    )
     value = _as_space_value(space, {"a": [0.0, 1.0], "b": 2})
     assert value["a"].dtype == np.float32 and value["b"] == 2
     assert space.contains(value)

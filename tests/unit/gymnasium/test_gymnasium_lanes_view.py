@@ -88,8 +88,12 @@ def test_a_partial_reset_clears_a_pending_autoreset() -> None:
 
 @pytest.mark.parametrize(
     ("given", "wire"),
-    [("next-step", "NextStep"), ("SAME_STEP", "SameStep"), ("Disabled", "Disabled"),
-     (gym.vector.AutoresetMode.DISABLED, "Disabled")],
+    [
+        ("next-step", "NextStep"),
+        ("SAME_STEP", "SameStep"),
+        ("Disabled", "Disabled"),
+        (gym.vector.AutoresetMode.DISABLED, "Disabled"),
+    ],
 )
 def test_autoreset_names_accept_cli_wire_and_gymnasium_spellings(given: Any, wire: str) -> None:
     assert autoreset_name(given) == wire

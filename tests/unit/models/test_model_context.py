@@ -60,11 +60,19 @@ def test_unseeded_episode_has_no_predict_seed_and_seed_zero_is_kept() -> None:
 def test_anonymous_episode_gets_a_fresh_unstored_context() -> None:
     store = EpisodeStore()
     ctx = store.next("")
-    assert ctx == {"episode_id": "", "episode_seed": None, "predict_index": 0, "predict_seed": None, "state": {}}
+    assert ctx == {
+        "episode_id": "",
+        "episode_seed": None,
+        "predict_index": 0,
+        "predict_seed": None,
+        "state": {},
+    }
     assert len(store) == 0
 
 
-def test_store_is_bounded_and_refuses_a_new_episode_past_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_store_is_bounded_and_refuses_a_new_episode_past_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("RLMESH_EPISODE_CAPACITY", "2")
     store = EpisodeStore()
     store.begin("a", None)

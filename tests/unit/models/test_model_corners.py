@@ -65,7 +65,9 @@ def test_predict_chunk_batch_alone_gives_all_four_corners_with_consistent_values
     # de-batch pcb for pc: lane 0's full chunk
     np.testing.assert_array_equal(cs.predict_chunk(obs, 3, None), [[1001.0], [1002.0], [1003.0]])
     # de-chunk pcb for pb: frame 0 of every lane
-    np.testing.assert_array_equal(cs.predict_batch(np.stack([obs, obs + 1]), None), [[1001.0], [1002.0]])
+    np.testing.assert_array_equal(
+        cs.predict_batch(np.stack([obs, obs + 1]), None), [[1001.0], [1002.0]]
+    )
     # predict comes from pb (tie rule: un-chunked)
     np.testing.assert_array_equal(cs.predict(obs, None), [1001.0])
 
@@ -144,7 +146,9 @@ def test_native_model_batched_corner_gets_a_per_lane_list() -> None:
         (lambda obs, *args: 0, True, CornerShape("positional", "positional")),
     ],
 )
-def test_corner_signatures_are_read_once_into_a_calling_convention(fn: Any, chunk: bool, expected: CornerShape) -> None:
+def test_corner_signatures_are_read_once_into_a_calling_convention(
+    fn: Any, chunk: bool, expected: CornerShape
+) -> None:
     assert analyze_corner(fn, chunk=chunk) == expected
 
 

@@ -121,7 +121,9 @@ def test_subclass_load_runs_once_in_init() -> None:
 
 def test_defining_reset_on_a_subclass_is_a_type_error_at_class_creation() -> None:
     # DELTA-28
-    with pytest.raises(TypeError, match=r"\.reset is never called: the Model episode hook is on_episode_end"):
+    with pytest.raises(
+        TypeError, match=r"\.reset is never called: the Model episode hook is on_episode_end"
+    ):
 
         class Bad(Model):
             def predict(self, obs: Any) -> Any:
@@ -143,7 +145,9 @@ def test_on_episode_end_receives_the_id_when_it_takes_a_positional_parameter() -
 
     Sub()._fire_episode_end("abc")
     NumpyModel(lambda o: 0, on_episode_end=lambda: got.append("noarg"))._fire_episode_end("x")
-    NumpyModel(lambda o: 0, on_episode_end=lambda eid: got.append(("arg", eid)))._fire_episode_end("y")
+    NumpyModel(lambda o: 0, on_episode_end=lambda eid: got.append(("arg", eid)))._fire_episode_end(
+        "y"
+    )
     assert got == ["abc", "noarg", ("arg", "y")]
 
 

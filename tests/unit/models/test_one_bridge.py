@@ -44,9 +44,14 @@ def test_a_model_flavour_converts_through_its_clients_bridge(name: str) -> None:
     ("name", "expected"),
     [("plain", (float, 1.5)), ("numpy", (np.float32, 1.5))],
 )
-def test_numpy_scalars_decode_alike_for_models_and_clients(name: str, expected: tuple[type, float]) -> None:
+def test_numpy_scalars_decode_alike_for_models_and_clients(
+    name: str, expected: tuple[type, float]
+) -> None:
     """BKD-1/BKD-2: np.float32(1.5) is a Python float on the plain flavour, numpy's own on numpy."""
-    for out in (get_bridge(name).decode(np.float32(1.5)), resolve_bridge(name).decode(np.float32(1.5))):
+    for out in (
+        get_bridge(name).decode(np.float32(1.5)),
+        resolve_bridge(name).decode(np.float32(1.5)),
+    ):
         assert type(out) is expected[0] and out == expected[1]
 
 
@@ -129,10 +134,17 @@ def test_a_local_route_and_a_served_route_hand_the_model_the_same_values(data: A
     value = data.draw(values_for(spec))
     plan = value_plan(spec)
     scalars, segments = plan.pack(value)
-    wire = plan.join(scalars, [np.frombuffer(np.ascontiguousarray(s).tobytes(), np.uint8).copy() for s in segments])
-    contract = types.SimpleNamespace(observation_space=spec, action_space=Discrete(2).spec, num_envs=1)
+    wire = plan.join(
+        scalars,
+        [np.frombuffer(np.ascontiguousarray(s).tobytes(), np.uint8).copy() for s in segments],
+    )
+    contract = types.SimpleNamespace(
+        observation_space=spec, action_space=Discrete(2).spec, num_envs=1
+    )
     for flavour in (rlmesh.Model, rlmesh.numpy.Model):
-        route = LocalRoute(flavour(lambda obs: 0), instruction=None, trust_entrypoints=None, execution_horizon=1)
+        route = LocalRoute(
+            flavour(lambda obs: 0), instruction=None, trust_entrypoints=None, execution_horizon=1
+        )
         route.bind(types.SimpleNamespace(contract=contract))
         assert _shape(route.model_input(value)) == _shape(route.model_input(wire))
 
@@ -143,10 +155,19 @@ def test_a_local_route_hands_a_nonconforming_observation_over_as_the_env_returne
     from rlmesh.models._route import LocalRoute
     from rlmesh.spaces import Box, Discrete
 
-    contract = types.SimpleNamespace(observation_space=Box(-1.0, 1.0, (2,)).spec, action_space=Discrete(2).spec, num_envs=1)
-    route = LocalRoute(rlmesh.numpy.Model(lambda obs: 0), instruction=None, trust_entrypoints=None, execution_horizon=1)
+    contract = types.SimpleNamespace(
+        observation_space=Box(-1.0, 1.0, (2,)).spec, action_space=Discrete(2).spec, num_envs=1
+    )
+    route = LocalRoute(
+        rlmesh.numpy.Model(lambda obs: 0),
+        instruction=None,
+        trust_entrypoints=None,
+        execution_horizon=1,
+    )
     route.bind(types.SimpleNamespace(contract=contract))
     nan = np.array([np.nan, 0.0], np.float32)
     assert route.model_input(nan) is nan
-    assert route.model_input([0.5, 0.25]).dtype == np.float32  # a conforming list becomes the space's array
+    assert (
+        route.model_input([0.5, 0.25]).dtype == np.float32
+    )  # a conforming list becomes the space's array
     assert route.model_input([1.0, 2.0, 3.0]) == [1.0, 2.0, 3.0]

@@ -116,7 +116,11 @@ def tagged(env: CamEnv, roles: dict[str, str]) -> Any:
     """``env`` with image roles declared for its observation keys (``{key: role}``)."""
     observation: dict[str, Any] = {key: adapt.ImageTag(role) for key, role in roles.items()}
     observation["pos"] = adapt.StateTag(adapt.EEF_POS)
-    tags = adapt.EnvTags(observation=observation, action=adapt.Action(adapt.Actuator(adapt.ACTION_GRIPPER, dim=1)))
+    tags = adapt.EnvTags(
+        observation=observation, action=adapt.Action(adapt.Actuator(adapt.ACTION_GRIPPER, dim=1))
+    )
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # custom (unregistered) image roles are the point of some tests
+        warnings.simplefilter(
+            "ignore"
+        )  # custom (unregistered) image roles are the point of some tests
         return adapt.tag(env, tags)

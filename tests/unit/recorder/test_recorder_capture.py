@@ -44,7 +44,9 @@ def decode(path: Path) -> list[np.ndarray]:
 
 
 def run(rec: Recorder, env: Any, *, seeds: Any = (0,), **capture: Any) -> Any:
-    hooks = rec.capture(model=capture.pop("model", "pi"), env=capture.pop("env", "Cam-v0"), **capture)
+    hooks = rec.capture(
+        model=capture.pop("model", "pi"), env=capture.pop("env", "Cam-v0"), **capture
+    )
     return rlmesh.run(rlmesh.RANDOM_SAMPLE, env, seeds=list(seeds), hooks=hooks)
 
 
@@ -53,12 +55,16 @@ def media(rec: Recorder, w: int = 0) -> list[list[dict[str, Any]]]:
 
 
 def test_REC3_discovers_render_first_then_image_roles_and_decodes_back(tmp_path: Path) -> None:
-    env = tagged(CamEnv(6, images=("front", "wrist")), {"front": "image/primary", "wrist": "image/wrist"})
+    env = tagged(
+        CamEnv(6, images=("front", "wrist")), {"front": "image/primary", "wrist": "image/wrist"}
+    )
     with Recorder(fps=12) as rec:
         run(rec, env, seeds=[1, 2])
         out = rec.export(tmp_path / "b")
         rows = media(rec)
-    assert [[m["camera"] for m in ep] for ep in rows] == [["render", "image/primary", "image/wrist"]] * 2
+    assert [[m["camera"] for m in ep] for ep in rows] == [
+        ["render", "image/primary", "image/wrist"]
+    ] * 2
     assert [m["path"] for m in rows[1]] == [
         "media/w000-pi/Cam-v0/ep00001/render.mp4",
         "media/w000-pi/Cam-v0/ep00001/image_primary.mp4",
@@ -67,7 +73,14 @@ def test_REC3_discovers_render_first_then_image_roles_and_decodes_back(tmp_path:
     for ep in rows:
         for m in ep:
             count = 7 if m["camera"] == "render" else 6  # render(): the reset frame too
-            assert (m["kind"], m["format"], m["frameCount"], m["width"], m["height"], m["fps"]) == ("video", "mp4", count, 64, 48, 12.0)
+            assert (m["kind"], m["format"], m["frameCount"], m["width"], m["height"], m["fps"]) == (
+                "video",
+                "mp4",
+                count,
+                64,
+                48,
+                12.0,
+            )
             path = out / m["path"]
             assert path.read_bytes()[4:8] == b"ftyp"
             frames = decode(path)
@@ -123,7 +136,9 @@ def test_REC7_colliding_camera_names_get_numbered_suffixes(tmp_path: Path) -> No
         (rows,) = media(rec)
         out = rec.export(tmp_path / "b")
     assert [(m["camera"], m["path"].rsplit("/", 1)[1]) for m in rows] == [
-        ("render", "render.mp4"), ("image/primary", "image_primary.mp4"), ("image_primary", "image_primary-2.mp4"),
+        ("render", "render.mp4"),
+        ("image/primary", "image_primary.mp4"),
+        ("image_primary", "image_primary-2.mp4"),
     ]
     assert all((out / m["path"]).is_file() for m in rows)
 
@@ -133,7 +148,9 @@ def test_REC3_explicit_render_prefers_a_declared_role_named_render() -> None:
     with Recorder() as rec:
         run(rec, env, cameras=["render"])
         (rows,) = media(rec)
-        frames = decode(Path(rec._staging or "") / rows[0]["path"])  # the role frame(i, salt=1), not render()
+        frames = decode(
+            Path(rec._staging or "") / rows[0]["path"]
+        )  # the role frame(i, salt=1), not render()
     assert [m["camera"] for m in rows] == ["render"]
     assert min(psnr(f, frame(i, salt=1)) for i, f in enumerate(frames)) > PSNR_FLOOR_DB
     assert env.renders == 0
@@ -156,11 +173,18 @@ def test_REC3_explicit_empty_cameras_record_metrics_only_without_discovery() -> 
         doc = rec.to_dict()
     assert env.renders == 0
     assert [("media" in e) for e in doc["workloads"][0]["episodes"]] == [False, False]
-    assert doc["workloads"][0]["metrics"] == {"meanReward": 5.0, "successRate": 1.0, "totalSteps": 8}
+    assert doc["workloads"][0]["metrics"] == {
+        "meanReward": 5.0,
+        "successRate": 1.0,
+        "totalSteps": 8,
+    }
 
 
 def test_REC3_an_env_without_cameras_warns_and_records_metrics_only() -> None:
-    with Recorder() as rec, pytest.warns(UserWarning, match="no render\\(\\) or image roles discovered"):
+    with (
+        Recorder() as rec,
+        pytest.warns(UserWarning, match="no render\\(\\) or image roles discovered"),
+    ):
         run(rec, CamEnv(3, render=False), seeds=[0, 1])
         doc = rec.to_dict()
         assert rec._staging is not None and not list(rec._staging.rglob("*.mp4"))
@@ -206,7 +230,9 @@ def _video_info(path: str) -> Any:
     return lambda t: {"video_artifact_path": path} if t >= 2 else {}
 
 
-def test_REC5_env_video_paths_under_the_run_directory_are_copied_at_episode_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_REC5_env_video_paths_under_the_run_directory_are_copied_at_episode_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     Path("vids").mkdir()
     Path("vids/ep.webm").write_bytes(WEBM + b"first episode video")
@@ -215,12 +241,21 @@ def test_REC5_env_video_paths_under_the_run_directory_are_copied_at_episode_end(
         Path("vids/ep.webm").write_bytes(b"overwritten later")  # must not clobber the copy
         (rows,) = media(rec)
         out = rec.export(tmp_path / "out")
-    assert rows == [{"camera": "video_artifact_path", "kind": "video", "path": "media/w000-pi/Cam-v0/ep00000/video_artifact_path.webm", "format": "webm"}]
+    assert rows == [
+        {
+            "camera": "video_artifact_path",
+            "kind": "video",
+            "path": "media/w000-pi/Cam-v0/ep00000/video_artifact_path.webm",
+            "format": "webm",
+        }
+    ]
     assert (out / rows[0]["path"]).read_bytes() == WEBM + b"first episode video"
 
 
 @pytest.mark.parametrize("where", ["outside", "escape", "symlink", "directory", "missing", "url"])
-def test_DELTA52_unreadable_env_video_paths_warn_and_are_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+def test_DELTA52_unreadable_env_video_paths_warn_and_are_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     monkeypatch.chdir(run_dir)
@@ -245,7 +280,9 @@ def test_REC7_media_paths_are_unique_across_workloads_runs_and_episodes(tmp_path
     with Recorder() as rec:
         hooks = rec.capture(model="pi", env="Cam-v0")
         rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(2), seeds=[0, 1], hooks=hooks)
-        rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(2), seeds=[2], hooks=hooks)  # same workload, second run
+        rlmesh.run(
+            rlmesh.RANDOM_SAMPLE, CamEnv(2), seeds=[2], hooks=hooks
+        )  # same workload, second run
         run(rec, CamEnv(2), seeds=[0, 1])  # same names, new workload
         doc = rec.to_dict()
         out = rec.export(tmp_path / "b.zip")
@@ -255,7 +292,9 @@ def test_REC7_media_paths_are_unique_across_workloads_runs_and_episodes(tmp_path
     assert paths[3].startswith("media/w001-pi/Cam-v0/ep00000/")
     with zipfile.ZipFile(out) as zf:
         for p in paths:
-            assert zf.getinfo(p).compress_type == zipfile.ZIP_STORED  # REC-9: media stored uncompressed
+            assert (
+                zf.getinfo(p).compress_type == zipfile.ZIP_STORED
+            )  # REC-9: media stored uncompressed
 
 
 def test_REC9_export_after_close_with_staged_media_is_a_RuntimeError(tmp_path: Path) -> None:
@@ -300,12 +339,18 @@ def test_steps_jsonl_lines_up_with_the_video_timeline(tmp_path: Path) -> None:
         episode = rec.to_dict()["workloads"][0]["episodes"][0]
     lines = [json.loads(x) for x in (out / episode["stepLog"]).read_text().splitlines()]
     assert episode["stepLog"] == "media/w000-pi/Cam-v0/ep00000/steps.jsonl"
-    assert [(r["step"], r["t"], r["reward"]) for r in lines] == [(i, i / 20, 0.5 * (i + 1)) for i in range(4)]
+    assert [(r["step"], r["t"], r["reward"]) for r in lines] == [
+        (i, i / 20, 0.5 * (i + 1)) for i in range(4)
+    ]
     assert sum(r["reward"] for r in lines) == result.episodes[0].reward
-    assert lines[0]["info"]["dist"] == pytest.approx(0.1) and isinstance(lines[0]["info"]["pose"], str)
+    assert lines[0]["info"]["dist"] == pytest.approx(0.1) and isinstance(
+        lines[0]["info"]["pose"], str
+    )
     assert "deep" not in lines[0]["info"]  # scalars only
     assert lines[-1]["info"]["is_success"] is True and lines[-1]["terminated"] is True
-    assert isinstance(lines[0]["action"], list) and lines[0]["modelMs"] >= 0 and lines[0]["envMs"] >= 0
+    assert (
+        isinstance(lines[0]["action"], list) and lines[0]["modelMs"] >= 0 and lines[0]["envMs"] >= 0
+    )
 
 
 def test_drop_frames_ok_never_waits_for_a_stalled_encoder(tmp_path: Path) -> None:
@@ -315,7 +360,14 @@ def test_drop_frames_ok_never_waits_for_a_stalled_encoder(tmp_path: Path) -> Non
 
     proc = EncoderProcess()
     try:
-        writer = VideoWriter(tmp_path / "v.mp4", encoder_spec("h264", 60), fps=10, encoder=proc, queue_frames=2, drop_frames_ok=True)
+        writer = VideoWriter(
+            tmp_path / "v.mp4",
+            encoder_spec("h264", 60),
+            fps=10,
+            encoder=proc,
+            queue_frames=2,
+            drop_frames_ok=True,
+        )
         os.kill(proc.proc.pid, signal.SIGSTOP)  # the encoder stalls: every slot stays in flight
         try:
             accepted = [writer.push(frame(t), t) for t in range(6)]  # would hang if push waited
@@ -329,7 +381,9 @@ def test_drop_frames_ok_never_waits_for_a_stalled_encoder(tmp_path: Path) -> Non
     assert len(decode(tmp_path / "v.mp4")) == 2
 
 
-def test_a_dead_encoder_process_fails_the_camera_not_the_run_and_the_next_run_gets_a_new_one(tmp_path: Path) -> None:
+def test_a_dead_encoder_process_fails_the_camera_not_the_run_and_the_next_run_gets_a_new_one(
+    tmp_path: Path,
+) -> None:
     rec = Recorder(queue_frames=1)
 
     def kill_encoder(t: int) -> dict[str, Any]:
@@ -340,7 +394,9 @@ def test_a_dead_encoder_process_fails_the_camera_not_the_run_and_the_next_run_ge
 
     with rec, pytest.warns(UserWarning, match="disabled for the rest of the run"):
         hooks = rec.capture(model="pi", env="Cam-v0")
-        result = rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(20, info=kill_encoder), seeds=[0, 1], hooks=hooks)
+        result = rlmesh.run(
+            rlmesh.RANDOM_SAMPLE, CamEnv(20, info=kill_encoder), seeds=[0, 1], hooks=hooks
+        )
         assert result.num_episodes == 2  # the eval went on without the camera
         assert [len(r) for r in media(rec)] == [0, 0]
         rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(4), seeds=[2], hooks=hooks)
@@ -382,8 +438,18 @@ def test_vector_env_with_cameras_is_refused_and_metrics_only_works() -> None:
     vec = gym.vector.SyncVectorEnv([G, G])
     with Recorder() as rec:
         with pytest.raises(ValueError, match="Pass cameras=\\[\\] to record metrics only"):
-            rlmesh.run(rlmesh.RANDOM_SAMPLE, vec, max_episodes=2, hooks=rec.capture(model="m", env="e", cameras=["render"]))
-        rlmesh.run(rlmesh.RANDOM_SAMPLE, vec, max_episodes=2, hooks=rec.capture(model="m", env="e", cameras=[]))
+            rlmesh.run(
+                rlmesh.RANDOM_SAMPLE,
+                vec,
+                max_episodes=2,
+                hooks=rec.capture(model="m", env="e", cameras=["render"]),
+            )
+        rlmesh.run(
+            rlmesh.RANDOM_SAMPLE,
+            vec,
+            max_episodes=2,
+            hooks=rec.capture(model="m", env="e", cameras=[]),
+        )
         w = rec.workloads[1]
     assert [e.index for e in w.episodes] == [0, 1] and w.total_steps == 6
 
@@ -397,9 +463,14 @@ def test_merge_joins_worker_bundles_into_one_workload(tmp_path: Path) -> None:
             bundles.append(rec.export(tmp_path / (f"w{worker}.zip" if worker else f"w{worker}")))
     out = merge(bundles, tmp_path / "all", result_set_id="merged", recorded_at="T")
     doc = json.loads((out / "result.json").read_text())
-    assert doc["resultSetId"] == "merged" and [w["model"] for w in doc["workloads"]] == ["pi", "other"]
+    assert doc["resultSetId"] == "merged" and [w["model"] for w in doc["workloads"]] == [
+        "pi",
+        "other",
+    ]
     w = doc["workloads"][0]
-    assert [e["index"] for e in w["episodes"]] == [0, 1, 2] and [e["seed"] for e in w["episodes"]] == [0, 1, 2]
+    assert [e["index"] for e in w["episodes"]] == [0, 1, 2] and [
+        e["seed"] for e in w["episodes"]
+    ] == [0, 1, 2]
     assert w["metrics"] == {"meanReward": 3.0, "successRate": pytest.approx(2 / 3), "totalSteps": 9}
     for e in w["episodes"]:
         (m,) = e["media"]
@@ -443,14 +514,24 @@ def test_an_aborted_episode_leaves_no_record_no_file_and_no_index_hole(tmp_path:
         doc = rec.to_dict()
         staging = rec._staging or Path()
         staged = sorted(str(p.relative_to(staging)) for p in staging.rglob("*.mp4"))
-        assert [len(decode(staging / p)) for p in staged] == [4, 4]  # the crashed episode's file is gone
+        assert [len(decode(staging / p)) for p in staged] == [
+            4,
+            4,
+        ]  # the crashed episode's file is gone
     assert [(e["index"], e["seed"]) for e in doc["workloads"][0]["episodes"]] == [(0, 0), (1, 2)]
-    assert [e["media"][0]["path"] for e in doc["workloads"][0]["episodes"]] == staged == [
-        "media/w000-pi/Cam-v0/ep00000/render.mp4", "media/w000-pi/Cam-v0/ep00001/render.mp4",
-    ]
+    assert (
+        [e["media"][0]["path"] for e in doc["workloads"][0]["episodes"]]
+        == staged
+        == [
+            "media/w000-pi/Cam-v0/ep00000/render.mp4",
+            "media/w000-pi/Cam-v0/ep00001/render.mp4",
+        ]
+    )
 
 
-def test_frame_rings_fall_back_to_the_next_directory_when_one_has_no_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_frame_rings_fall_back_to_the_next_directory_when_one_has_no_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import rlmesh.recorder._encode as encode
 
     ok = tmp_path / "rings"

@@ -17,8 +17,17 @@ from rlmesh.recorder._capture import parse_record
 from rlmesh.recorder._records import sanitize_name
 
 
-def ep(i: int, *, success: bool | None = True, reward: float = 1.0, steps: int = 3, seed: int | None = None) -> EpisodeResult:
-    return EpisodeResult(i, seed, steps, reward, success is not None, success is None, success, 0.25, 9.0, 9.0)
+def ep(
+    i: int,
+    *,
+    success: bool | None = True,
+    reward: float = 1.0,
+    steps: int = 3,
+    seed: int | None = None,
+) -> EpisodeResult:
+    return EpisodeResult(
+        i, seed, steps, reward, success is not None, success is None, success, 0.25, 9.0, 9.0
+    )
 
 
 def test_module_exports_the_A10_names_plus_merge_and_crash_recovery() -> None:
@@ -68,7 +77,9 @@ def test_REC1_context_manager_closes_and_close_is_idempotent() -> None:
 # -- REC-2 / REC-8 -------------------------------------------------------------------------
 
 
-def test_REC2_add_makes_a_workload_renumbered_from_zero_task_defaults_to_env_config_copied() -> None:
+def test_REC2_add_makes_a_workload_renumbered_from_zero_task_defaults_to_env_config_copied() -> (
+    None
+):
     rec = Recorder()
     config = {"horizon": 8}
     w = rec.add(RunResult((ep(5, seed=7), ep(9, seed=8))), model="pi", env="Cart-v1", config=config)
@@ -82,7 +93,13 @@ def test_REC2_add_makes_a_workload_renumbered_from_zero_task_defaults_to_env_con
 
 def test_REC8_document_shape_and_field_names() -> None:
     rec = Recorder(result_set_id="abc")
-    rec.add(RunResult((ep(0, seed=3, reward=2.0, steps=4),)), model="m", env="e", task="t", config={"k": [1]})
+    rec.add(
+        RunResult((ep(0, seed=3, reward=2.0, steps=4),)),
+        model="m",
+        env="e",
+        task="t",
+        config={"k": [1]},
+    )
     doc = rec.to_dict(recorded_at="2026-01-02T03:04:05+00:00")
     assert doc == {
         "schema": "rlmesh.result.v1",
@@ -121,11 +138,15 @@ def test_REC8_recorded_at_defaults_to_now_in_utc_iso8601() -> None:
 
 def test_REC8_metrics_count_included_episodes_and_success_rate_may_be_null() -> None:
     rec = Recorder()
-    w = rec.add(RunResult((ep(0, reward=1.0), ep(1, success=False, reward=3.0))), model="m", env="e")
+    w = rec.add(
+        RunResult((ep(0, reward=1.0), ep(1, success=False, reward=3.0))), model="m", env="e"
+    )
     assert (w.mean_reward, w.success_rate, w.total_steps) == (2.0, 0.5, 6)
     w2 = rec.add(RunResult((ep(0, success=None), ep(1))), model="m", env="e")
     assert w2.success_rate is None  # DELTA-44/52: an episode without an outcome -> null
-    excluded = rec.add(RunResult((ep(0, reward=5.0),)), model="m", env="e", included_in_metrics=False)
+    excluded = rec.add(
+        RunResult((ep(0, reward=5.0),)), model="m", env="e", included_in_metrics=False
+    )
     assert (excluded.mean_reward, excluded.success_rate, excluded.total_steps) == (0.0, None, 3)
     empty = rec.add(RunResult(()), model="m", env="e")
     assert (empty.mean_reward, empty.success_rate, empty.total_steps) == (0.0, None, 0)
@@ -144,13 +165,26 @@ def test_REC8_mixed_inclusion_within_a_workload() -> None:
 
 
 def test_documents_round_trip_through_from_dict() -> None:
-    media = (MediaRef("render", "video", "media/w000-m/e/ep00000/render.mp4", "mp4", 5, 64, 48, 30.0, "av1"),)
-    record = EpisodeRecord(0, 1, 5, 2.5, True, False, None, 0.5, True, media, "media/w000-m/e/ep00000/steps.jsonl")
+    media = (
+        MediaRef(
+            "render", "video", "media/w000-m/e/ep00000/render.mp4", "mp4", 5, 64, 48, 30.0, "av1"
+        ),
+    )
+    record = EpisodeRecord(
+        0, 1, 5, 2.5, True, False, None, 0.5, True, media, "media/w000-m/e/ep00000/steps.jsonl"
+    )
     rs = ResultSet("id", [WorkloadRecord("m", "e", "t", {"a": 1}, [record])])
     doc = rs.to_dict(recorded_at="now")
     assert doc["workloads"][0]["episodes"][0]["media"][0] == {
-        "camera": "render", "kind": "video", "path": "media/w000-m/e/ep00000/render.mp4", "format": "mp4",
-        "frameCount": 5, "width": 64, "height": 48, "fps": 30.0, "codec": "av1",
+        "camera": "render",
+        "kind": "video",
+        "path": "media/w000-m/e/ep00000/render.mp4",
+        "format": "mp4",
+        "frameCount": 5,
+        "width": 64,
+        "height": 48,
+        "fps": 30.0,
+        "codec": "av1",
     }
     assert ResultSet.from_dict(doc).to_dict(recorded_at="now") == doc
     with pytest.raises(ValueError, match=r"rlmesh\.result\.v1"):
@@ -183,10 +217,18 @@ def test_REC9_export_folder_writes_result_json_indented_and_index_html(tmp_path:
     assert (out / "index.html").is_file()
 
 
-@pytest.mark.parametrize(("name", "archive", "is_zip"), [
-    ("b.zip", None, True), ("b", None, False), ("b", True, True), ("b", "zip", True),
-    ("b.zip", False, False), ("b", "folder", False), ("b", "dir", False),
-])
+@pytest.mark.parametrize(
+    ("name", "archive", "is_zip"),
+    [
+        ("b.zip", None, True),
+        ("b", None, False),
+        ("b", True, True),
+        ("b", "zip", True),
+        ("b.zip", False, False),
+        ("b", "folder", False),
+        ("b", "dir", False),
+    ],
+)
 def test_REC9_archive_modes(tmp_path: Path, name: str, archive: object, is_zip: bool) -> None:
     out = _rec().export(tmp_path / name, archive=archive)  # type: ignore[arg-type]
     assert zipfile.is_zipfile(out) is is_zip and out.is_dir() is not is_zip
@@ -215,7 +257,9 @@ def test_REC9_folder_export_refuses_a_file_and_a_foreign_media_dir(tmp_path: Pat
     assert (tmp_path / "foreign" / "media" / "precious.mp4").read_bytes() == b"keep"
 
 
-def test_REC9_folder_export_never_deletes_a_media_file_the_old_bundle_does_not_name(tmp_path: Path) -> None:
+def test_REC9_folder_export_never_deletes_a_media_file_the_old_bundle_does_not_name(
+    tmp_path: Path,
+) -> None:
     target = _rec().export(tmp_path / "b")
     stray = target / "media" / "w000-old" / "e" / "ep00000" / "render.mp4"
     stray.parent.mkdir(parents=True)
@@ -231,7 +275,12 @@ def test_REC9_folder_export_never_deletes_a_media_file_the_old_bundle_does_not_n
 def test_REC9_export_after_close_without_media_is_fine(tmp_path: Path) -> None:
     rec = _rec()
     rec.close()
-    assert json.loads((rec.export(tmp_path / "b") / "result.json").read_text())["workloads"][0]["numEpisodes"] == 1
+    assert (
+        json.loads((rec.export(tmp_path / "b") / "result.json").read_text())["workloads"][0][
+            "numEpisodes"
+        ]
+        == 1
+    )
 
 
 def test_ResultSet_load_reads_folder_and_zip_bundles(tmp_path: Path) -> None:
@@ -257,9 +306,21 @@ def test_record_policy_parsing() -> None:
 
 
 def test_record_policy_decisions() -> None:
-    win, loss, unknown_term = ep(0), ep(1, success=False), EpisodeResult(2, None, 3, 0.0, True, False)
-    assert [parse_record("failures").keeps(r) for r in (win, loss, unknown_term)] == [False, True, False]
-    assert [parse_record("successes").keeps(r) for r in (win, loss, unknown_term)] == [True, False, True]
+    win, loss, unknown_term = (
+        ep(0),
+        ep(1, success=False),
+        EpisodeResult(2, None, 3, 0.0, True, False),
+    )
+    assert [parse_record("failures").keeps(r) for r in (win, loss, unknown_term)] == [
+        False,
+        True,
+        False,
+    ]
+    assert [parse_record("successes").keeps(r) for r in (win, loss, unknown_term)] == [
+        True,
+        False,
+        True,
+    ]
     first = parse_record("first:2")
     assert [first.wants_frames(i) for i in range(4)] == [True, True, False, False]
 
@@ -283,25 +344,67 @@ def test_a_bundle_shaped_like_the_references_loads_and_merges(tmp_path: Path) ->
     video = theirs / "media" / "w000-my_model_x" / "Env_v1" / "ep00000" / "render.mp4"
     video.parent.mkdir(parents=True)
     video.write_bytes(b"\x00\x00\x00\x18ftypisom")
-    (theirs / "result.json").write_text(json.dumps({
-        "schema": "rlmesh.result.v1", "resultSetId": "f11c", "recordedAt": "2026-12-02T19:02:54.634450+00:00",
-        "workloads": [{
-            "model": "my model/x", "env": "Env:v1", "task": "Env:v1", "config": {"a": 1}, "numEpisodes": 1,
-            "metrics": {"meanReward": 5.0, "successRate": None, "totalSteps": 5},
-            "episodes": [{
-                "index": 0, "seed": 3, "steps": 5, "reward": 5.0, "terminated": True, "truncated": False,
-                "success": None, "durationS": 0.008, "includedInMetrics": True,
-                "media": [{"camera": "render", "kind": "video", "path": "media/w000-my_model_x/Env_v1/ep00000/render.mp4",
-                           "format": "mp4", "frameCount": 5, "width": 80, "height": 62, "fps": 10.0}],
-            }],
-        }],
-    }))
+    (theirs / "result.json").write_text(
+        json.dumps(
+            {
+                "schema": "rlmesh.result.v1",
+                "resultSetId": "f11c",
+                "recordedAt": "2026-12-02T19:02:54.634450+00:00",
+                "workloads": [
+                    {
+                        "model": "my model/x",
+                        "env": "Env:v1",
+                        "task": "Env:v1",
+                        "config": {"a": 1},
+                        "numEpisodes": 1,
+                        "metrics": {"meanReward": 5.0, "successRate": None, "totalSteps": 5},
+                        "episodes": [
+                            {
+                                "index": 0,
+                                "seed": 3,
+                                "steps": 5,
+                                "reward": 5.0,
+                                "terminated": True,
+                                "truncated": False,
+                                "success": None,
+                                "durationS": 0.008,
+                                "includedInMetrics": True,
+                                "media": [
+                                    {
+                                        "camera": "render",
+                                        "kind": "video",
+                                        "path": "media/w000-my_model_x/Env_v1/ep00000/render.mp4",
+                                        "format": "mp4",
+                                        "frameCount": 5,
+                                        "width": 80,
+                                        "height": 62,
+                                        "fps": 10.0,
+                                    }
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
+    )
     loaded = ResultSet.load(theirs)
-    assert loaded.to_dict(recorded_at="T")["workloads"] == json.loads((theirs / "result.json").read_text())["workloads"]
+    assert (
+        loaded.to_dict(recorded_at="T")["workloads"]
+        == json.loads((theirs / "result.json").read_text())["workloads"]
+    )
     out = merge([theirs, _rec().export(tmp_path / "ours.zip")], tmp_path / "merged")
     doc = json.loads((out / "result.json").read_text())
     assert [w["model"] for w in doc["workloads"]] == ["my model/x", "m"]
     row = doc["workloads"][0]["episodes"][0]["media"][0]
-    assert row == {"camera": "render", "kind": "video", "path": "media/w000-my_model_x/Env_v1/ep00000/render.mp4",
-                   "format": "mp4", "frameCount": 5, "width": 80, "height": 62, "fps": 10.0}
+    assert row == {
+        "camera": "render",
+        "kind": "video",
+        "path": "media/w000-my_model_x/Env_v1/ep00000/render.mp4",
+        "format": "mp4",
+        "frameCount": 5,
+        "width": 80,
+        "height": 62,
+        "fps": 10.0,
+    }
     assert (out / row["path"]).read_bytes() == video.read_bytes()

@@ -52,7 +52,11 @@ def decode(path: Path) -> list[np.ndarray]:
 
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` (hidden ones included) and its bytes."""
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _no_constants(name: str) -> Any:
@@ -80,9 +84,15 @@ class _Crash(CamEnv):
     [RuntimeError("simulator crashed"), ConnectionLost("the env server died"), KeyboardInterrupt()],
     ids=["crashed-env", "dead-server", "ctrl-c"],
 )
-def test_an_exception_from_the_run_keeps_the_finished_episodes_exportable(tmp_path: Path, error: BaseException) -> None:
+def test_an_exception_from_the_run_keeps_the_finished_episodes_exportable(
+    tmp_path: Path, error: BaseException
+) -> None:
     _av()
-    with pytest.raises(type(error)), pytest.warns(UserWarning, match="finished episode"), Recorder() as rec:
+    with (
+        pytest.raises(type(error)),
+        pytest.warns(UserWarning, match="finished episode"),
+        Recorder() as rec,
+    ):
         hooks = rec.capture(model="pi", env="Cam-v0")
         rlmesh.run(rlmesh.RANDOM_SAMPLE, _Crash(error), seeds=[0, 1, 2, 3], hooks=hooks)
         rec.export(tmp_path / "never")  # the documented pattern: skipped by the exception
@@ -90,7 +100,9 @@ def test_an_exception_from_the_run_keeps_the_finished_episodes_exportable(tmp_pa
     assert staging is not None and staging.is_dir()
     # On disk already: a partial bundle that ResultSet.load reads.
     partial = json.loads((staging / "result.json").read_text(), parse_constant=_no_constants)
-    assert partial["partial"] is True and [e["seed"] for e in partial["workloads"][0]["episodes"]] == [0, 1]
+    assert partial["partial"] is True and [
+        e["seed"] for e in partial["workloads"][0]["episodes"]
+    ] == [0, 1]
     assert ResultSet.load(staging).workloads[0].num_episodes == 2
     # And still exportable after the exception.
     out = rec.export(tmp_path / "b")
@@ -107,7 +119,9 @@ def test_an_exception_from_the_run_keeps_the_finished_episodes_exportable(tmp_pa
 def test_a_clean_close_still_deletes_the_staging_dir(tmp_path: Path) -> None:
     _av()
     with Recorder(staging_dir=tmp_path / "stage") as rec:
-        rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(2), seeds=[0], hooks=rec.capture(model="pi", env="e"))
+        rlmesh.run(
+            rlmesh.RANDOM_SAMPLE, CamEnv(2), seeds=[0], hooks=rec.capture(model="pi", env="e")
+        )
         staging = rec.staging
         assert staging is not None and (staging / "journal.jsonl").is_file()
     assert not staging.exists()
@@ -115,10 +129,13 @@ def test_a_clean_close_still_deletes_the_staging_dir(tmp_path: Path) -> None:
 
 # -- item 2: recovery (the SIGKILL case is tests/integration/test_recorder_crash.py) ---------------
 
+
 def test_recover_drops_a_video_that_was_cut_short(tmp_path: Path) -> None:
     require("av", "video recording")
     rec = Recorder(staging_dir=tmp_path / "stage")
-    rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(3), seeds=[0, 1], hooks=rec.capture(model="pi", env="e"))
+    rlmesh.run(
+        rlmesh.RANDOM_SAMPLE, CamEnv(3), seeds=[0, 1], hooks=rec.capture(model="pi", env="e")
+    )
     assert rec.result_set.workloads  # waits for the videos to finish
     staging = rec._staging
     assert staging is not None
@@ -130,7 +147,6 @@ def test_recover_drops_a_video_that_was_cut_short(tmp_path: Path) -> None:
     assert [len(e.media) for e in episodes] == [0, 1] and all(e.step_log for e in episodes)
     assert staging.exists()  # remove=False
     rec.close()
-
 
 
 def test_a_torn_last_journal_line_is_ignored_and_live_staging_is_no_orphan(tmp_path: Path) -> None:
@@ -158,14 +174,21 @@ def test_a_recorder_dropped_without_close_or_export_keeps_its_episodes(tmp_path:
     import gc
 
     rec = Recorder(staging_dir=tmp_path / "stage")
-    rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(2, render=False), seeds=[0], hooks=rec.capture(model="pi", env="e", cameras=[]))
+    rlmesh.run(
+        rlmesh.RANDOM_SAMPLE,
+        CamEnv(2, render=False),
+        seeds=[0],
+        hooks=rec.capture(model="pi", env="e", cameras=[]),
+    )
     staging = rec._staging
     with pytest.warns(UserWarning, match="dropped without export"):
         del rec
         gc.collect()
     assert staging is not None and (staging / "journal.jsonl").is_file()
     with pytest.warns(UserWarning, match="belongs to a running process"):
-        out = recorder.recover(staging, tmp_path / "b")  # its owner is alive: recovered, not removed
+        out = recorder.recover(
+            staging, tmp_path / "b"
+        )  # its owner is alive: recovered, not removed
     assert ResultSet.load(out).workloads[0].num_episodes == 1
     shutil.rmtree(staging)
 
@@ -175,7 +198,9 @@ def test_a_recorder_dropped_without_close_or_export_keeps_its_episodes(tmp_path:
 
 def _recorded(tmp_path: Path, seeds: list[int], length: int = 3) -> Recorder:
     rec = Recorder()
-    rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(length), seeds=seeds, hooks=rec.capture(model="pi", env="e"))
+    rlmesh.run(
+        rlmesh.RANDOM_SAMPLE, CamEnv(length), seeds=seeds, hooks=rec.capture(model="pi", env="e")
+    )
     return rec
 
 
@@ -205,7 +230,9 @@ def test_a_re_export_failing_on_a_full_disk_leaves_the_previous_bundle_byte_for_
         monkeypatch.undo()
         after = {"b.zip": target.read_bytes()} if as_zip else snapshot(target)
         assert after == before
-        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp left behind
+        assert [
+            p.name for p in tmp_path.iterdir() if p.name.startswith(".")
+        ] == []  # no temp left behind
         second.export(target)  # with room again: replaced
     assert ResultSet.load(target).workloads[0].num_episodes == 3
     if not as_zip:
@@ -266,7 +293,12 @@ def test_non_finite_rewards_are_written_as_null_and_read_back_as_nan(tmp_path: P
     nan, inf = float("nan"), float("inf")
     rec = Recorder()
     rec.add(
-        RunResult((EpisodeResult(0, 1, 3, nan, True, False, True), EpisodeResult(1, 2, 3, -inf, True, False, True, inf))),
+        RunResult(
+            (
+                EpisodeResult(0, 1, 3, nan, True, False, True),
+                EpisodeResult(1, 2, 3, -inf, True, False, True, inf),
+            )
+        ),
         model="m",
         env="e",
         config={"lr": nan},
@@ -310,7 +342,12 @@ def test_merge_copies_no_file_a_symlink_points_at(tmp_path: Path, how: str) -> N
     secret = tmp_path / "home" / ".ssh" / "id_ed25519"
     secret.parent.mkdir(parents=True)
     secret.write_bytes(b"-----BEGIN OPENSSH PRIVATE KEY-----")
-    src = _bundle_with(tmp_path, "evil", "media/w000-m/e/ep00000/id_ed25519", step_log="media/w000-m/e/ep00000/steps.jsonl")
+    src = _bundle_with(
+        tmp_path,
+        "evil",
+        "media/w000-m/e/ep00000/id_ed25519",
+        step_log="media/w000-m/e/ep00000/steps.jsonl",
+    )
     ep_dir = src / "media" / "w000-m" / "e" / "ep00000"
     if how == "file-link":
         ep_dir.mkdir(parents=True)
@@ -362,8 +399,18 @@ def test_a_zip_bomb_document_is_refused_before_inflating(tmp_path: Path) -> None
 
 @pytest.mark.filterwarnings("ignore:recorder.merge.*is missing; dropped")
 def test_merge_refuses_a_zip_bomb_media_entry_without_writing_it(tmp_path: Path) -> None:
-    src = _bundle_with(tmp_path, "doc", "media/w000-m/e/ep00000/render.mp4", step_log="media/w000-m/e/ep00000/steps.jsonl")
-    bomb = _bomb(tmp_path / "bomb.zip", "media/w000-m/e/ep00000/steps.jsonl", 1 << 27, (src / "result.json").read_bytes())
+    src = _bundle_with(
+        tmp_path,
+        "doc",
+        "media/w000-m/e/ep00000/render.mp4",
+        step_log="media/w000-m/e/ep00000/steps.jsonl",
+    )
+    bomb = _bomb(
+        tmp_path / "bomb.zip",
+        "media/w000-m/e/ep00000/steps.jsonl",
+        1 << 27,
+        (src / "result.json").read_bytes(),
+    )
     with pytest.warns(UserWarning, match="zip bomb"):
         out = merge([bomb], tmp_path / "merged")
     assert sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) < 1 << 20
@@ -377,7 +424,9 @@ def _video_info(path: str) -> Any:
     return lambda t: {"video_artifact_path": path} if t >= 2 else {}
 
 
-@pytest.mark.parametrize("name,content", [("creds", b"AWS_SECRET_ACCESS_KEY=abc\n"), ("fake.mp4", b"not a video at all")])
+@pytest.mark.parametrize(
+    "name,content", [("creds", b"AWS_SECRET_ACCESS_KEY=abc\n"), ("fake.mp4", b"not a video at all")]
+)
 def test_an_env_cannot_make_the_recorder_copy_a_non_video_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, content: bytes
 ) -> None:
@@ -387,15 +436,26 @@ def test_an_env_cannot_make_the_recorder_copy_a_non_video_file(
         rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(3, render=False, info=_video_info(name)), seeds=[0],
                    hooks=rec.capture(model="m", env="e", cameras=[]))  # fmt: skip
         out = rec.export(tmp_path / "out")
-    assert [p for p in (out / "media").rglob("*") if p.is_file() and p.read_bytes() == content] == []
-    assert "media" not in json.loads((out / "result.json").read_text())["workloads"][0]["episodes"][0]
+    assert [
+        p for p in (out / "media").rglob("*") if p.is_file() and p.read_bytes() == content
+    ] == []
+    assert (
+        "media" not in json.loads((out / "result.json").read_text())["workloads"][0]["episodes"][0]
+    )
 
 
-def test_a_real_env_video_is_copied_from_an_allowed_dir_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_real_env_video_is_copied_from_an_allowed_dir_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _av()
     with Recorder(codec="h264") as rec:  # a real MP4 to play the env's video
-        rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(3), seeds=[0], hooks=rec.capture(model="m", env="e"))
-        mp4 = rec.export(tmp_path / "src") / rec.to_dict()["workloads"][0]["episodes"][0]["media"][0]["path"]
+        rlmesh.run(
+            rlmesh.RANDOM_SAMPLE, CamEnv(3), seeds=[0], hooks=rec.capture(model="m", env="e")
+        )
+        mp4 = (
+            rec.export(tmp_path / "src")
+            / rec.to_dict()["workloads"][0]["episodes"][0]["media"][0]["path"]
+        )
     vids = tmp_path / "vids"
     vids.mkdir()
     shutil.copyfile(mp4, vids / "episode")  # no suffix: recognised by content
@@ -403,11 +463,22 @@ def test_a_real_env_video_is_copied_from_an_allowed_dir_only(tmp_path: Path, mon
     cut.write_bytes(mp4.read_bytes()[: mp4.stat().st_size // 2])  # a file cut short: no moov box
     monkeypatch.chdir(tmp_path)
     with Recorder() as rec, pytest.warns(UserWarning) as caught:
-        env = CamEnv(3, render=False, info=lambda t: {"video_artifact_path": str(vids / ("episode" if env.episode == 0 else "cut.mp4"))})
+        env = CamEnv(
+            3,
+            render=False,
+            info=lambda t: {
+                "video_artifact_path": str(vids / ("episode" if env.episode == 0 else "cut.mp4"))
+            },
+        )
         hooks = rec.capture(model="m", env="e", cameras=[], env_video_dirs=[vids])
         rlmesh.run(rlmesh.RANDOM_SAMPLE, env, seeds=[0, 1], hooks=hooks)
         off = rec.capture(model="m", env="e", cameras=[], env_video_dirs=[])
-        rlmesh.run(rlmesh.RANDOM_SAMPLE, CamEnv(3, render=False, info=_video_info(str(vids / "episode"))), seeds=[0], hooks=off)
+        rlmesh.run(
+            rlmesh.RANDOM_SAMPLE,
+            CamEnv(3, render=False, info=_video_info(str(vids / "episode"))),
+            seeds=[0],
+            hooks=off,
+        )
         out = rec.export(tmp_path / "out")
         doc = rec.to_dict()
     first, second = doc["workloads"][0]["episodes"]
@@ -417,7 +488,9 @@ def test_a_real_env_video_is_copied_from_an_allowed_dir_only(tmp_path: Path, mon
     assert "media" not in second  # the cut file is refused
     assert "media" not in doc["workloads"][1]["episodes"][0]  # env_video_dirs=[]: off
     messages = [str(w.message) for w in caught]
-    assert any("not a complete MP4" in m for m in messages) and any("not under an allowed directory" in m for m in messages)
+    assert any("not a complete MP4" in m for m in messages) and any(
+        "not under an allowed directory" in m for m in messages
+    )
 
 
 # -- issue 29 item 10: cameras, reset frame, fps, runtime keys -----------------------------------
@@ -438,13 +511,29 @@ def test_explicit_cameras_without_a_session_read_through_the_step_event(tmp_path
         for t in range(3):
             obs = {"wrist": frame(t)}
             hooks.on_step(
-                StepEvent(0, 0, t, obs, 0.0, 1.0, t == 2, False, {}, 0.0, 0.0, lambda item, o=obs: o["wrist"])
+                StepEvent(
+                    0,
+                    0,
+                    t,
+                    obs,
+                    0.0,
+                    1.0,
+                    t == 2,
+                    False,
+                    {},
+                    0.0,
+                    0.0,
+                    lambda item, o=obs: o["wrist"],
+                )
             )
         hooks.on_episode_end(EpisodeResult(0, 0, 3, 3.0, True, False))
         hooks.on_run_end(RunResult(()))
         (row,) = rec.to_dict()["workloads"][0]["episodes"][0]["media"]
         frames = decode(rec.export(tmp_path / "b") / row["path"])
-    assert row["camera"] == "image/wrist" and [np.array_equal(f, frame(t)) for t, f in enumerate(frames)] == [True] * 3
+    assert (
+        row["camera"] == "image/wrist"
+        and [np.array_equal(f, frame(t)) for t, f in enumerate(frames)] == [True] * 3
+    )
 
 
 def test_the_reset_frame_is_recorded_and_fps_follows_render_fps(tmp_path: Path) -> None:
@@ -466,5 +555,9 @@ def test_the_reset_frame_is_recorded_and_fps_follows_render_fps(tmp_path: Path) 
         assert container.streams.video[0].average_rate == 12
     lines = [json.loads(x) for x in (out / episode["stepLog"]).read_text().splitlines()]
     assert [r["t"] for r in lines] == [0.0, 1 / 12, 2 / 12]
-    assert [sorted(r["info"]) for r in lines] == [["dist"], ["dist"], ["dist", "is_success"]]  # no runtime keys
+    assert [sorted(r["info"]) for r in lines] == [
+        ["dist"],
+        ["dist"],
+        ["dist", "is_success"],
+    ]  # no runtime keys
     assert Recorder(fps=20)._fps_for(None) == 20  # an explicit fps wins

@@ -82,14 +82,20 @@ def test_a_recorded_cartpole_bundle_reads_back_frame_for_frame(tmp_path: Path) -
     log = Log()
     with Recorder(fps=50) as rec:
         hooks = rec.capture(model="random", env="CartPole-v1", task="balance the pole", cameras=[])
-        result = rlmesh.run(rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[0, 1, 2], hooks=Both(hooks, log))
+        result = rlmesh.run(
+            rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[0, 1, 2], hooks=Both(hooks, log)
+        )
         bundle = rec.export(tmp_path / "bundle")
     out = ResultSet.load(bundle).to_lerobot(tmp_path / "lerobot")
 
     info = json.loads((out / "meta/info.json").read_text())
     lengths = [e.steps for e in result.episodes]
     assert info["codebase_version"] == "v2.1" and info["fps"] == 50.0
-    assert info["total_episodes"] == 3 and info["total_frames"] == sum(lengths) and info["total_videos"] == 0
+    assert (
+        info["total_episodes"] == 3
+        and info["total_frames"] == sum(lengths)
+        and info["total_videos"] == 0
+    )
     assert info["features"]["observation.state"]["shape"] == [4]
     assert info["features"]["action"]["shape"] == [1]
     assert info["data_path"] == "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
@@ -107,7 +113,9 @@ def test_a_recorded_cartpole_bundle_reads_back_frame_for_frame(tmp_path: Path) -
         assert t["next.done"] == [False] * (n - 1) + [True]  # the episode boundary
         assert t["next.reward"] == [1.0] * n
         np.testing.assert_allclose(t["timestamp"], np.arange(n) / 50.0, rtol=1e-6)
-        np.testing.assert_allclose(np.array(t["observation.state"]), np.stack(log.obs[i]), rtol=1e-6)
+        np.testing.assert_allclose(
+            np.array(t["observation.state"]), np.stack(log.obs[i]), rtol=1e-6
+        )
         assert [a[0] for a in t["action"]] == [float(a) for a in log.actions[i]]
         start += n
     first_obs, _ = gym.make("CartPole-v1").reset(seed=0)
@@ -151,13 +159,20 @@ def test_a_pixel_bundle_exports_one_video_per_camera_per_episode(tmp_path: Path)
             assert len(frames) == (7 if key.endswith("render") else 6)
             assert (frames[0].height, frames[0].width) == (48, 64)
             stamps = [float(f.pts * f.time_base) for f in frames]
-            np.testing.assert_allclose(stamps[:6], t["timestamp"], atol=1e-4)  # frame i at timestamp i / fps (LeRobot's tolerance)
+            np.testing.assert_allclose(
+                stamps[:6], t["timestamp"], atol=1e-4
+            )  # frame i at timestamp i / fps (LeRobot's tolerance)
 
 
 def test_refusals_name_the_fix(tmp_path: Path) -> None:
     gym = require("gymnasium")
     with Recorder() as rec:
-        rlmesh.run(rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[0], hooks=rec.capture(model="m", env="e", cameras=[]))
+        rlmesh.run(
+            rlmesh.RANDOM_SAMPLE,
+            gym.make("CartPole-v1"),
+            seeds=[0],
+            hooks=rec.capture(model="m", env="e", cameras=[]),
+        )
         bundle = rec.export(tmp_path / "b")
     loaded = ResultSet.load(bundle)
     (tmp_path / "taken").mkdir()
@@ -166,7 +181,9 @@ def test_refusals_name_the_fix(tmp_path: Path) -> None:
         loaded.to_lerobot(tmp_path / "taken")
     assert (tmp_path / "taken" / "keep.txt").read_text() == "mine"  # nothing of ours deleted
     with pytest.raises(ValueError, match=r"ResultSet\.load"):
-        ResultSet.from_dict(json.loads((bundle / "result.json").read_text())).to_lerobot(tmp_path / "x")
+        ResultSet.from_dict(json.loads((bundle / "result.json").read_text())).to_lerobot(
+            tmp_path / "x"
+        )
     with pytest.raises(ValueError, match="positive"):
         loaded.to_lerobot(tmp_path / "y", fps=0)
     assert not (tmp_path / "y").exists()  # a refused export leaves nothing behind
@@ -177,9 +194,18 @@ def test_refusals_name_the_fix(tmp_path: Path) -> None:
 def test_episodes_without_a_step_log_are_left_out_with_a_warning(tmp_path: Path) -> None:
     gym = require("gymnasium")
     with Recorder() as rec:
-        rlmesh.run(rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[0], hooks=rec.capture(model="m", env="e", cameras=[]))
-        rlmesh.run(rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[1],
-                   hooks=rec.capture(model="m", env="e", cameras=[], step_log=False))
+        rlmesh.run(
+            rlmesh.RANDOM_SAMPLE,
+            gym.make("CartPole-v1"),
+            seeds=[0],
+            hooks=rec.capture(model="m", env="e", cameras=[]),
+        )
+        rlmesh.run(
+            rlmesh.RANDOM_SAMPLE,
+            gym.make("CartPole-v1"),
+            seeds=[1],
+            hooks=rec.capture(model="m", env="e", cameras=[], step_log=False),
+        )
         bundle = rec.export(tmp_path / "b")
     with pytest.warns(UserWarning, match="1 episode"):
         out = ResultSet.load(bundle).to_lerobot(tmp_path / "ds")
@@ -195,23 +221,40 @@ def test_lerobot_loads_it_where_lerobot_installs(tmp_path: Path) -> None:
         pytest.skip("lerobot is not installed (not an rlmesh extra: it pins torch and many more)")
     gym = require("gymnasium")
     with Recorder(fps=50) as rec:
-        rlmesh.run(rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[0, 1], hooks=rec.capture(model="m", env="e", cameras=[]))
+        rlmesh.run(
+            rlmesh.RANDOM_SAMPLE,
+            gym.make("CartPole-v1"),
+            seeds=[0, 1],
+            hooks=rec.capture(model="m", env="e", cameras=[]),
+        )
         bundle = rec.export(tmp_path / "b")
     out = ResultSet.load(bundle).to_lerobot(tmp_path / "ds")
     ds = LeRobotDataset("local/cartpole", root=out)
     assert ds.num_episodes == 2 and ds.fps == 50
 
 
-def test_the_export_command_writes_the_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_export_command_writes_the_dataset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     gym = require("gymnasium")
     from rlmesh.cli import main
 
     with Recorder(fps=20) as rec:
-        rlmesh.run(rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[0, 1], hooks=rec.capture(model="m", env="e", cameras=[]))
+        rlmesh.run(
+            rlmesh.RANDOM_SAMPLE,
+            gym.make("CartPole-v1"),
+            seeds=[0, 1],
+            hooks=rec.capture(model="m", env="e", cameras=[]),
+        )
         bundle = rec.export(tmp_path / "b.zip")
-    assert main(["export", str(bundle), "--lerobot", str(tmp_path / "ds"), "--robot-type", "cartpole"]) == 0
+    assert (
+        main(["export", str(bundle), "--lerobot", str(tmp_path / "ds"), "--robot-type", "cartpole"])
+        == 0
+    )
     info = json.loads((tmp_path / "ds" / "meta" / "info.json").read_text())
     assert info["total_episodes"] == 2 and info["fps"] == 20.0 and info["robot_type"] == "cartpole"
-    assert main(["export", str(bundle), "--lerobot", str(tmp_path / "ds")]) == 1  # not empty any more
+    assert (
+        main(["export", str(bundle), "--lerobot", str(tmp_path / "ds")]) == 1
+    )  # not empty any more
     assert "FileExistsError" in capsys.readouterr().err
     assert main(["export", str(bundle)]) == 2  # --lerobot is required

@@ -21,7 +21,11 @@ def main() -> int:
     key = " ".join(args[:2]) if args and args[0] in TWO_WORD else (args[0] if args else "")
     with open(root / "calls.jsonl", "a") as f:
         f.write(json.dumps(args) + "\n")
-    scenario = json.loads((root / "scenario.json").read_text()) if (root / "scenario.json").exists() else {}
+    scenario = (
+        json.loads((root / "scenario.json").read_text())
+        if (root / "scenario.json").exists()
+        else {}
+    )
     replies = scenario.get(key)
     if not replies:
         return 0

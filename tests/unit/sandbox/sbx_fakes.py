@@ -18,7 +18,7 @@ class FakeDocker:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.exe = root / "docker"
-        self.exe.write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'fake_docker.py'} \"$@\"\n")
+        self.exe.write_text(f'#!/bin/sh\nexec {sys.executable} {HERE / "fake_docker.py"} "$@"\n')
         self.exe.chmod(self.exe.stat().st_mode | stat.S_IEXEC)
         self.scenario: dict[str, list[dict[str, Any]]] = {}
 

@@ -12,12 +12,18 @@ from conftest import require
 from rlmesh.sandbox._bootstrap import LaneSeeds, _select, build_target, main
 
 
-def test_SBX12_usage_errors_exit_2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_SBX12_usage_errors_exit_2(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv("RLMESH_BOOTSTRAP_JSON", raising=False)
     assert main([]) == 2
     assert "usage" in capsys.readouterr().err
-    monkeypatch.setenv("RLMESH_BOOTSTRAP_JSON", json.dumps({"spec": {"kind": "gym", "env_id": "CartPole-v1"}}))
-    assert main([str(tmp_path / "bootstrap.json")]) == 2  # the inline spec wins: no argument allowed
+    monkeypatch.setenv(
+        "RLMESH_BOOTSTRAP_JSON", json.dumps({"spec": {"kind": "gym", "env_id": "CartPole-v1"}})
+    )
+    assert (
+        main([str(tmp_path / "bootstrap.json")]) == 2
+    )  # the inline spec wins: no argument allowed
     monkeypatch.setenv("RLMESH_BOOTSTRAP_JSON", "[1]")
     assert main([]) == 2
 
@@ -26,7 +32,9 @@ def test_SBX12_env_overrides_and_imports(monkeypatch: pytest.MonkeyPatch) -> Non
     require("gymnasium")
     monkeypatch.setenv("RLMESH_NUM_ENVS", "3")
     monkeypatch.setenv("RLMESH_MAKE_KWARGS", '{"max_episode_steps": 4}')
-    env, _ = build_target({"kind": "gym", "env_id": "CartPole-v1", "imports": ["json"], "num_envs": 1})
+    env, _ = build_target(
+        {"kind": "gym", "env_id": "CartPole-v1", "imports": ["json"], "num_envs": 1}
+    )
     assert isinstance(env, list) and len(env) == 3
     assert env[0].spec.max_episode_steps == 4
     with pytest.raises(ImportError, match=r"SandboxBuild\(packages="):

@@ -54,7 +54,9 @@ def test_SBX13_run_argv_is_hardened_and_labelled() -> None:
     joined = " ".join(argv)
     assert "-p 127.0.0.1::50051" in joined
     assert "--cap-drop ALL" in joined and "--security-opt no-new-privileges" in joined
-    assert "--label rlmesh.sandbox=1" in joined and "--label rlmesh.sandbox.owner-pid=4242" in joined
+    assert (
+        "--label rlmesh.sandbox=1" in joined and "--label rlmesh.sandbox.owner-pid=4242" in joined
+    )
     if os.path.exists("/proc/self/ns/pid"):
         assert "rlmesh.sandbox.owner-pid-ns=pid:[" in joined
     assert "--rm" not in argv
@@ -63,7 +65,9 @@ def test_SBX13_run_argv_is_hardened_and_labelled() -> None:
 
 
 def test_SBX13_runtime_flags_in_order_before_the_image() -> None:
-    rt = SandboxRuntime(gpus="all", devices=["nvidia.com/gpu=all", "/dev/dri"], volumes=["/a:/b:ro"], user=1000)
+    rt = SandboxRuntime(
+        gpus="all", devices=["nvidia.com/gpu=all", "/dev/dri"], volumes=["/a:/b:ro"], user=1000
+    )
     argv = run_argv("img:1", name="n", env={"K": "V"}, runtime=rt)
     tail = argv[argv.index("--gpus") :]
     assert tail == [
@@ -74,7 +78,12 @@ def test_SBX13_runtime_flags_in_order_before_the_image() -> None:
 
 @pytest.mark.parametrize(
     ("text", "port"),
-    [("127.0.0.1:49153\n", 49153), ("0.0.0.0:1234\n[::]:1234\n", 1234), ("[::]:5555", 5555), ("\n127.0.0.1:7\n", 7)],
+    [
+        ("127.0.0.1:49153\n", 49153),
+        ("0.0.0.0:1234\n[::]:1234\n", 1234),
+        ("[::]:5555", 5555),
+        ("\n127.0.0.1:7\n", 7),
+    ],
 )
 def test_SBX13_port_parsing(text: str, port: int) -> None:
     assert parse_port(text) == port
@@ -98,7 +107,9 @@ def test_SBX14_prebuilt_env_injection() -> None:
 # -- missing CLI, down daemon, hang guard (SBX-16) --------------------------------------------
 
 
-def test_docker_cli_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+def test_docker_cli_missing_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
     monkeypatch.setenv("RLMESH_DOCKER", str(tmp_path / "no-docker"))
     cli = DockerCLI()
     assert not cli.cli_available()
@@ -122,7 +133,9 @@ def test_SBX16_a_hung_docker_call_is_bounded(fake_docker: Any) -> None:
         DockerCLI().run(["ps"], timeout=0.5)
 
 
-def test_auto_backend_picks_venv_for_gym_when_the_daemon_is_down(fake_docker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_backend_picks_venv_for_gym_when_the_daemon_is_down(
+    fake_docker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("RLMESH_SANDBOX_BACKEND", raising=False)
     gym, image = Source("gym://X-v0", "gym", "X-v0"), Source("docker://i:1", "image", "i:1")
     fake_docker.on("version", {"rc": 1, "stderr": DOWN})
@@ -142,34 +155,70 @@ def test_auto_backend_picks_venv_for_gym_when_the_daemon_is_down(fake_docker: An
 
 
 def test_SBX13_a_failed_docker_run_removes_the_container_by_name(fake_docker: Any) -> None:
-    fake_docker.on("run", {"rc": 125, "stderr": "docker: Error response from daemon: bad device.\n"})
+    fake_docker.on(
+        "run", {"rc": 125, "stderr": "docker: Error response from daemon: bad device.\n"}
+    )
     with pytest.raises(SandboxError, match="bad device"):
-        start_container(DockerCLI(), "img:1", slug="x", env={}, runtime=None, connect_timeout_seconds=5, progress=quiet())
+        start_container(
+            DockerCLI(),
+            "img:1",
+            slug="x",
+            env={},
+            runtime=None,
+            connect_timeout_seconds=5,
+            progress=quiet(),
+        )
     calls = fake_docker.calls()
-    name = calls[[c[0] for c in calls].index("run")][calls[[c[0] for c in calls].index("run")].index("--name") + 1]
+    name = calls[[c[0] for c in calls].index("run")][
+        calls[[c[0] for c in calls].index("run")].index("--name") + 1
+    ]
     assert ["rm", "-f", name] in calls
 
 
-def test_SBX17_container_exiting_before_ready_fails_fast_with_logs_and_is_removed(fake_docker: Any) -> None:
+def test_SBX17_container_exiting_before_ready_fails_fast_with_logs_and_is_removed(
+    fake_docker: Any,
+) -> None:
     fake_docker.on("run", {"stdout": CID + "\n"})
     fake_docker.on("port", {"stdout": "127.0.0.1:9\n"})  # nothing listens on port 9
     fake_docker.on("inspect", {"stdout": "exited 1\n"})
     fake_docker.on("logs", {"stdout": "Traceback ...\nValueError: make() exploded\n"})
     with pytest.raises(SandboxStartError, match="exited before becoming ready") as info:
-        start_container(DockerCLI(), "img:1", slug="x", env={}, runtime=None, connect_timeout_seconds=30, progress=quiet())
+        start_container(
+            DockerCLI(),
+            "img:1",
+            slug="x",
+            env={},
+            runtime=None,
+            connect_timeout_seconds=30,
+            progress=quiet(),
+        )
     assert "make() exploded" in str(info.value)
     assert ["rm", "-f", CID] in fake_docker.calls()
 
 
-def test_SBX17_readiness_deadline_names_the_timeout_and_removes_the_container(fake_docker: Any) -> None:
+def test_SBX17_readiness_deadline_names_the_timeout_and_removes_the_container(
+    fake_docker: Any,
+) -> None:
     fake_docker.on("run", {"stdout": CID + "\n"})
     fake_docker.on("port", {"stdout": "127.0.0.1:9\n"})
     fake_docker.on("inspect", {"stdout": "running 0\n"})
     fake_docker.on("logs", {"stdout": "still importing\n"})
     with pytest.raises(SandboxStartError, match=r"did not become ready within 0\.5s") as info:
-        start_container(DockerCLI(), "img:1", slug="x", env={}, runtime=None, connect_timeout_seconds=0.5, progress=quiet())
+        start_container(
+            DockerCLI(),
+            "img:1",
+            slug="x",
+            env={},
+            runtime=None,
+            connect_timeout_seconds=0.5,
+            progress=quiet(),
+        )
     assert "still importing" in str(info.value)
-    assert ["stop", "-t", "5", CID] in fake_docker.calls() and ["rm", "-f", CID] in fake_docker.calls()
+    assert ["stop", "-t", "5", CID] in fake_docker.calls() and [
+        "rm",
+        "-f",
+        CID,
+    ] in fake_docker.calls()
 
 
 def test_SBX17_an_inspect_failure_is_a_distinct_error(fake_docker: Any) -> None:
@@ -177,7 +226,15 @@ def test_SBX17_an_inspect_failure_is_a_distinct_error(fake_docker: Any) -> None:
     fake_docker.on("port", {"stdout": "127.0.0.1:9\n"})
     fake_docker.on("inspect", {"rc": 1, "stderr": "context deadline exceeded\n"})
     with pytest.raises(SandboxStartError, match=r"could not inspect .* \(docker daemon busy\?\)"):
-        start_container(DockerCLI(), "img:1", slug="x", env={}, runtime=None, connect_timeout_seconds=30, progress=quiet())
+        start_container(
+            DockerCLI(),
+            "img:1",
+            slug="x",
+            env={},
+            runtime=None,
+            connect_timeout_seconds=30,
+            progress=quiet(),
+        )
     assert ["rm", "-f", CID] in fake_docker.calls()
 
 
@@ -187,7 +244,15 @@ def test_SBX18_a_crash_while_reading_the_port_is_reported_with_logs(fake_docker:
     fake_docker.on("logs", {"stdout": "ImportError: no module named gymnasium\n"})
     fake_docker.on("inspect", {"stdout": "exited 1\n"})
     with pytest.raises(SandboxStartError, match="did not publish its port") as info:
-        start_container(DockerCLI(), "img:1", slug="x", env={}, runtime=None, connect_timeout_seconds=30, progress=quiet())
+        start_container(
+            DockerCLI(),
+            "img:1",
+            slug="x",
+            env={},
+            runtime=None,
+            connect_timeout_seconds=30,
+            progress=quiet(),
+        )
     assert "no module named gymnasium" in str(info.value)
     assert ["rm", "-f", CID] in fake_docker.calls()
 
@@ -214,7 +279,9 @@ def test_SBX19_no_such_container_counts_as_stopped(fake_docker: Any) -> None:
 
 def test_SBX19_a_failed_remove_raises_and_can_be_retried(fake_docker: Any) -> None:
     fake_docker.on("inspect", {"stdout": "exited 0\n"})
-    fake_docker.on("rm", {"rc": 1, "stderr": "Error response from daemon: removal in progress\n"}, {"rc": 0})
+    fake_docker.on(
+        "rm", {"rc": 1, "stderr": "Error response from daemon: removal in progress\n"}, {"rc": 0}
+    )
     c = Container(DockerCLI(), CID, "n", "img:1")
     with pytest.raises(SandboxError, match="removal in progress"):
         c.stop()
@@ -232,7 +299,9 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-def test_SBX15_reaping_removes_only_provable_orphans_of_this_host(fake_docker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_SBX15_reaping_removes_only_provable_orphans_of_this_host(
+    fake_docker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 28 item 15: a shared daemon's other hosts, other namespaces and unlabelled containers are spared."""
     ns, boot = "pid:[4026531836]", "e821ddb8-85f2-4229-9e62-15cc4fec582c"
     other_boot = "0f0f0f0f-1111-2222-3333-444444444444"
@@ -259,7 +328,9 @@ def test_SBX15_reaping_removes_only_provable_orphans_of_this_host(fake_docker: A
     assert "rlmesh.sandbox.owner-boot-id" in ps[-1]
 
 
-def test_SBX15_a_host_without_a_boot_id_reaps_nothing(fake_docker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_SBX15_a_host_without_a_boot_id_reaps_nothing(
+    fake_docker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(_docker, "_pid_namespace", lambda: "pid:[1]")
     monkeypatch.setattr(_docker, "boot_id", lambda: None)
     fake_docker.on("ps", {"stdout": f"aaa\texited\t{_dead_pid()}\tpid:[1]\t\n"})
@@ -280,14 +351,18 @@ def test_SBX15_a_host_without_a_boot_id_reaps_nothing(fake_docker: Any, monkeypa
     ],
 )
 def test_SBX15_orphan_verdict(labels: dict[str, str], kept: str | None) -> None:
-    verdict = orphan_verdict(labels, me=1, my_boot_id="B", my_pid_ns="ns", alive=lambda pid: pid == 9)
+    verdict = orphan_verdict(
+        labels, me=1, my_boot_id="B", my_pid_ns="ns", alive=lambda pid: pid == 9
+    )
     if kept is None:
         assert verdict is None
     else:
         assert verdict is not None and kept in verdict
 
 
-def test_SBX15_containers_are_labelled_with_this_hosts_boot_id(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_SBX15_containers_are_labelled_with_this_hosts_boot_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(_docker, "boot_id", lambda: "B00T")
     argv = run_argv("img:1", name="n", env={}, owner_pid=4242)
     assert "rlmesh.sandbox.owner-boot-id=B00T" in argv
@@ -305,21 +380,36 @@ def test_SBX15_reaping_never_fails_a_start(fake_docker: Any) -> None:
 
 
 def test_SBX7_an_existing_tag_is_reused_without_building(fake_docker: Any, tmp_path: Any) -> None:
-    plan = make_plan(Source("gym://CartPole-v1", "gym", "CartPole-v1"), SandboxBuild(base_image="b:1"), tmp_path)
+    plan = make_plan(
+        Source("gym://CartPole-v1", "gym", "CartPole-v1"), SandboxBuild(base_image="b:1"), tmp_path
+    )
     fake_docker.on("image inspect", {"stdout": "sha256:abc\n"})
     assert build_image(DockerCLI(), plan, quiet()) == plan.image_tag
     assert "build" not in fake_docker.commands()
 
 
 def test_SBX8_a_failed_build_reports_the_build_output_tail(fake_docker: Any, tmp_path: Any) -> None:
-    plan = make_plan(Source("gym://CartPole-v1", "gym", "CartPole-v1"), SandboxBuild(base_image="b:1", build_memory="2g"), tmp_path)
+    plan = make_plan(
+        Source("gym://CartPole-v1", "gym", "CartPole-v1"),
+        SandboxBuild(base_image="b:1", build_memory="2g"),
+        tmp_path,
+    )
     fake_docker.on("image inspect", {"rc": 1, "stderr": "Error: No such image: x\n"})
-    fake_docker.on("build", {"rc": 1, "stdout": "Step 5/6 : RUN pip install\nERROR: No matching distribution found for nope\n"})
+    fake_docker.on(
+        "build",
+        {
+            "rc": 1,
+            "stdout": "Step 5/6 : RUN pip install\nERROR: No matching distribution found for nope\n",
+        },
+    )
     with pytest.raises(SandboxBuildError, match="No matching distribution found for nope"):
         build_image(DockerCLI(), plan, quiet())
     build = next(c for c in fake_docker.calls() if c[0] == "build")
     assert "--force-rm" in build and build[build.index("-t") + 1] == plan.image_tag
-    assert build[build.index("--memory") + 1] == "2g" and build[build.index("--memory-swap") + 1] == "2g"
+    assert (
+        build[build.index("--memory") + 1] == "2g"
+        and build[build.index("--memory-swap") + 1] == "2g"
+    )
 
 
 # -- SandboxModel (SBX-23) -----------------------------------------------------------------------

@@ -41,7 +41,13 @@ def test_SBX20_options_and_timeout_are_checked_before_any_work(fake_docker: Any)
 
 
 def test_docker_backend_on_a_down_daemon_fails_clearly(fake_docker: Any) -> None:
-    fake_docker.on("version", {"rc": 1, "stderr": "Cannot connect to the Docker daemon at unix:///x. Is the docker daemon running?"})
+    fake_docker.on(
+        "version",
+        {
+            "rc": 1,
+            "stderr": "Cannot connect to the Docker daemon at unix:///x. Is the docker daemon running?",
+        },
+    )
     with pytest.raises(DockerUnavailable, match="daemon is not reachable"):
         SandboxEnv("gym://CartPole-v1", backend="docker", build=SandboxBuild(base_image="b:1"))
     with pytest.raises(DockerUnavailable):
@@ -50,9 +56,26 @@ def test_docker_backend_on_a_down_daemon_fails_clearly(fake_docker: Any) -> None
 
 
 def test_the_sandbox_names_are_exported() -> None:
-    for name in ("SandboxBuild", "SandboxEnv", "SandboxModel", "SandboxRuntime", "SandboxVectorEnv"):
+    for name in (
+        "SandboxBuild",
+        "SandboxEnv",
+        "SandboxModel",
+        "SandboxRuntime",
+        "SandboxVectorEnv",
+    ):
         assert name in rlmesh.__all__ and hasattr(rlmesh, name)
-    for name in ("SandboxBuild", "SandboxEnv", "SandboxInfo", "SandboxModel", "SandboxRuntime", "SandboxVectorEnv"):
+    for name in (
+        "SandboxBuild",
+        "SandboxEnv",
+        "SandboxInfo",
+        "SandboxModel",
+        "SandboxRuntime",
+        "SandboxVectorEnv",
+    ):
         assert name in rnp.__all__ and hasattr(rnp, name)
-    assert issubclass(rnp.SandboxEnv, rnp.RemoteEnv) and issubclass(rnp.SandboxVectorEnv, rnp.RemoteVectorEnv)
-    assert issubclass(rlmesh.SandboxEnv, rlmesh.RemoteEnv) and issubclass(rlmesh.SandboxVectorEnv, rlmesh.RemoteVectorEnv)
+    assert issubclass(rnp.SandboxEnv, rnp.RemoteEnv) and issubclass(
+        rnp.SandboxVectorEnv, rnp.RemoteVectorEnv
+    )
+    assert issubclass(rlmesh.SandboxEnv, rlmesh.RemoteEnv) and issubclass(
+        rlmesh.SandboxVectorEnv, rlmesh.RemoteVectorEnv
+    )

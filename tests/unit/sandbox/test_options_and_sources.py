@@ -16,7 +16,9 @@ from rlmesh.sandbox._source import classify_env_source, classify_model_source, p
 class Probe:
     """A stand-in for the Docker lookups classification needs."""
 
-    def __init__(self, *, cli: bool = True, local: tuple[str, ...] = (), pull_error: str | None = None) -> None:
+    def __init__(
+        self, *, cli: bool = True, local: tuple[str, ...] = (), pull_error: str | None = None
+    ) -> None:
         self.cli = cli
         self.local = set(local)
         self.pull_error = pull_error
@@ -94,7 +96,12 @@ def test_SBX3_base_image_and_package_are_trimmed_single_lines() -> None:
 
 def test_SandboxInfo_has_the_four_spec_fields_first() -> None:
     info = SandboxInfo("gym://X-v0", "gym://X-v0", "tcp://127.0.0.1:1", "abc")
-    assert [f.name for f in dataclasses.fields(info)][:4] == ["requested_source", "resolved_source", "address", "container_id"]
+    assert [f.name for f in dataclasses.fields(info)][:4] == [
+        "requested_source",
+        "resolved_source",
+        "address",
+        "container_id",
+    ]
 
 
 # -- SBX-4 -------------------------------------------------------------------------------------
@@ -102,7 +109,9 @@ def test_SandboxInfo_has_the_four_spec_fields_first() -> None:
 
 @pytest.mark.parametrize("name", ["packages", "gpus", "base_image", "volumes", "trust_remote_code"])
 def test_SBX4_param_named_like_an_option_is_a_TypeError(name: str) -> None:
-    with pytest.raises(TypeError, match=r"build=SandboxBuild\(...\) or runtime=SandboxRuntime\(...\)"):
+    with pytest.raises(
+        TypeError, match=r"build=SandboxBuild\(...\) or runtime=SandboxRuntime\(...\)"
+    ):
         check_params({name: 1})
 
 
@@ -145,7 +154,9 @@ def test_SBX5_runtime_flags_on_a_build_source_are_an_error() -> None:
         ("hf://org/repo@main:suite/task", "hf", "org/repo@main:suite/task"),
     ],
 )
-def test_SBX1_schemes(source: str, kind: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_SBX1_schemes(
+    source: str, kind: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = classify(source)
     assert (src.kind, src.value) == (kind, value)
     assert f"rlmesh: resolved {source!r} ->" in capsys.readouterr().err
@@ -180,7 +191,9 @@ def test_SBX1_image_shaped_bare_name_uses_a_local_image() -> None:
     assert src.kind == "image" and probe.pulled == []
 
 
-def test_SBX1_image_shaped_bare_name_is_pulled_when_missing(capsys: pytest.CaptureFixture[str]) -> None:
+def test_SBX1_image_shaped_bare_name_is_pulled_when_missing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     probe = Probe()
     assert classify("repo/img:1", probe).kind == "image"
     assert probe.pulled == ["repo/img:1"]
@@ -211,7 +224,13 @@ def test_SBX1_bare_tagless_name_only_if_a_local_image_exists() -> None:
 
 def test_SBX10_hf_references_parse_and_bad_revisions_are_refused() -> None:
     ref = parse_hf("org/repo@v1.0:libero/task_3")
-    assert (ref.org, ref.repo, ref.revision, ref.suite, ref.task) == ("org", "repo", "v1.0", "libero", "task_3")
+    assert (ref.org, ref.repo, ref.revision, ref.suite, ref.task) == (
+        "org",
+        "repo",
+        "v1.0",
+        "libero",
+        "task_3",
+    )
     for bad in ("org/repo@-x", "org/repo@a*b", "org/repo@a..b", "justrepo", "a/b/c"):
         with pytest.raises(ValueError):
             parse_hf(bad)

@@ -22,7 +22,11 @@ GYM = Source("gym://CartPole-v1", "gym", "CartPole-v1")
 
 @pytest.fixture(autouse=True)
 def _no_env_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("RLMESH_SANDBOX_BASE_IMAGE", "RLMESH_SANDBOX_RLMESH_PACKAGE", "RLMESH_SANDBOX_BUILD_MEMORY"):
+    for var in (
+        "RLMESH_SANDBOX_BASE_IMAGE",
+        "RLMESH_SANDBOX_RLMESH_PACKAGE",
+        "RLMESH_SANDBOX_BUILD_MEMORY",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -43,7 +47,9 @@ def test_O10_the_wheel_is_reproducible_and_holds_the_package(tmp_path: Path) -> 
 
 def test_SBX6_defaults_and_env_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     plan = make_plan(GYM, SandboxBuild(), tmp_path)
-    assert plan.base_image == DEFAULT_BASE_IMAGE and plan.package == "local" and plan.wheel is not None
+    assert (
+        plan.base_image == DEFAULT_BASE_IMAGE and plan.package == "local" and plan.wheel is not None
+    )
     monkeypatch.setenv("RLMESH_SANDBOX_BASE_IMAGE", "  my/base:1 ")
     monkeypatch.setenv("RLMESH_SANDBOX_RLMESH_PACKAGE", "rlmesh==0.1.0")
     plan = make_plan(GYM, SandboxBuild(), tmp_path)
@@ -56,7 +62,10 @@ def test_SBX7_tag_is_content_addressed_and_stable(tmp_path: Path) -> None:
     a = make_plan(GYM, SandboxBuild(packages=["numpy<2"]), tmp_path / "a")
     b = make_plan(GYM, SandboxBuild(packages=["numpy<2"]), tmp_path / "b")
     assert a.image_tag == b.image_tag
-    assert a.image_tag.startswith("rlmesh-sandbox-cartpole-v1:") and len(a.image_tag.split(":")[1]) == 12
+    assert (
+        a.image_tag.startswith("rlmesh-sandbox-cartpole-v1:")
+        and len(a.image_tag.split(":")[1]) == 12
+    )
     c = make_plan(GYM, SandboxBuild(packages=["numpy<3"]), tmp_path / "c")
     d = make_plan(GYM, SandboxBuild(packages=["numpy<2"], base_image="other:1"), tmp_path / "d")
     e = make_plan(GYM, SandboxBuild(packages=["numpy<2"], imports=["pkg"]), tmp_path / "e")
@@ -68,7 +77,9 @@ def test_SBX7_tag_is_content_addressed_and_stable(tmp_path: Path) -> None:
 def test_SBX7_runtime_parameters_are_not_hash_inputs(tmp_path: Path) -> None:
     plan = make_plan(GYM, SandboxBuild(), tmp_path)
     tag = plan.image_tag
-    spec1 = plan.bootstrap_spec(kwargs={"x": 1}, num_envs=4, vectorization_mode="sync", source_dir=None)
+    spec1 = plan.bootstrap_spec(
+        kwargs={"x": 1}, num_envs=4, vectorization_mode="sync", source_dir=None
+    )
     spec2 = plan.bootstrap_spec(kwargs={}, num_envs=1, vectorization_mode=None, source_dir=None)
     assert spec1 != spec2 and plan.image_tag == tag
     identity = str(plan.identity("docker"))
@@ -77,7 +88,9 @@ def test_SBX7_runtime_parameters_are_not_hash_inputs(tmp_path: Path) -> None:
 
 def test_SBX12_bootstrap_spec_carries_the_gym_spec(tmp_path: Path) -> None:
     plan = make_plan(GYM, SandboxBuild(imports=["ale_py"]), tmp_path)
-    spec = plan.bootstrap_spec(kwargs={"render_mode": "rgb_array"}, num_envs=2, vectorization_mode=None, source_dir=None)
+    spec = plan.bootstrap_spec(
+        kwargs={"render_mode": "rgb_array"}, num_envs=2, vectorization_mode=None, source_dir=None
+    )
     assert spec == {
         "spec": {
             "kind": "gym",
@@ -91,7 +104,11 @@ def test_SBX12_bootstrap_spec_carries_the_gym_spec(tmp_path: Path) -> None:
 
 
 def test_SBX8_generated_dockerfile(tmp_path: Path) -> None:
-    plan = make_plan(GYM, SandboxBuild(base_image="base:1", packages=["box2d-py", "weird name;rm -rf /"]), tmp_path)
+    plan = make_plan(
+        GYM,
+        SandboxBuild(base_image="base:1", packages=["box2d-py", "weird name;rm -rf /"]),
+        tmp_path,
+    )
     text = plan.dockerfile(with_wheel=True, with_certs=False)
     lines = text.splitlines()
     assert lines[0] == "FROM base:1"
@@ -100,7 +117,9 @@ def test_SBX8_generated_dockerfile(tmp_path: Path) -> None:
     run = next(line for line in lines if line.startswith("RUN "))
     assert f"/opt/rlmesh/packages/rlmesh-{rlmesh.__version__}-py3-none-any.whl" in run
     assert "--no-cache-dir" in run and "gymnasium" in run
-    assert "'\"'\"'weird name;rm -rf /'\"'\"'" in run  # quoted twice: for the inner sh and for RUN sh -c
+    assert (
+        "'\"'\"'weird name;rm -rf /'\"'\"'" in run
+    )  # quoted twice: for the inner sh and for RUN sh -c
     assert "EXPOSE 50051" in lines
     assert lines[-1] == 'ENTRYPOINT ["python3", "-m", "rlmesh.sandbox._bootstrap"]'
 
@@ -114,7 +133,9 @@ def test_SBX8_a_pinned_gymnasium_replaces_the_default_one(tmp_path: Path) -> Non
 def test_SBX9_a_wheel_path_is_injected_and_hashed(tmp_path: Path) -> None:
     wheel = build_wheel(tmp_path / "w")
     plan = make_plan(GYM, SandboxBuild(rlmesh_package=str(wheel)), tmp_path / "p")
-    assert plan.wheel == wheel and plan.wheel_sha256 == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert (
+        plan.wheel == wheel and plan.wheel_sha256 == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    )
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     plan.write_context(ctx)
@@ -129,7 +150,18 @@ def test_SBX10_hf_sources_need_trust_remote_code(tmp_path: Path) -> None:
         make_plan(src, SandboxBuild(), tmp_path)
 
 
-@pytest.mark.parametrize(("raw", "expected"), [(None, None), ("", None), ("off", None), ("None", None), ("unbounded", None), ("8g", "8g"), ("512M", "512m")])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, None),
+        ("", None),
+        ("off", None),
+        ("None", None),
+        ("unbounded", None),
+        ("8g", "8g"),
+        ("512M", "512m"),
+    ],
+)
 def test_SBX11_build_memory(raw: str | None, expected: str | None) -> None:
     assert parse_build_memory(raw) == expected
 
@@ -141,17 +173,34 @@ def test_SBX11_build_memory_auto_and_bad() -> None:
         parse_build_memory("lots")
 
 
-@pytest.mark.parametrize(("raw", "slug"), [("CartPole-v1", "cartpole-v1"), ("ALE/Pong-v5", "ale-pong-v5"), ("pkg:Env-v0", "pkg-env-v0"), ("///", "env")])
+@pytest.mark.parametrize(
+    ("raw", "slug"),
+    [
+        ("CartPole-v1", "cartpole-v1"),
+        ("ALE/Pong-v5", "ale-pong-v5"),
+        ("pkg:Env-v0", "pkg-env-v0"),
+        ("///", "env"),
+    ],
+)
 def test_SBX7_slug(raw: str, slug: str) -> None:
     assert sanitize_slug(raw) == slug
 
 
-def test_SBX9_local_package_files_are_copied_into_the_image_and_hashed_by_content(tmp_path: Path) -> None:
+def test_SBX9_local_package_files_are_copied_into_the_image_and_hashed_by_content(
+    tmp_path: Path,
+) -> None:
     extra = tmp_path / "dep-1.0-py3-none-any.whl"
     extra.write_bytes(b"one")
     plan = make_plan(GYM, SandboxBuild(packages=[str(extra), "numpy<2"]), tmp_path / "a")
-    assert plan.requirements("W") == ["W", "gymnasium", str(extra), "numpy<2"]  # the venv installs the file itself
-    assert plan.requirements("W", in_image=True)[2] == "/opt/rlmesh/packages/dep-1.0-py3-none-any.whl"
+    assert plan.requirements("W") == [
+        "W",
+        "gymnasium",
+        str(extra),
+        "numpy<2",
+    ]  # the venv installs the file itself
+    assert (
+        plan.requirements("W", in_image=True)[2] == "/opt/rlmesh/packages/dep-1.0-py3-none-any.whl"
+    )
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     plan.write_context(ctx)
@@ -159,4 +208,7 @@ def test_SBX9_local_package_files_are_copied_into_the_image_and_hashed_by_conten
     assert "/opt/rlmesh/packages/dep-1.0-py3-none-any.whl" in (ctx / "Dockerfile").read_text()
     tag = plan.image_tag
     extra.write_bytes(b"two")  # same name, new content: a new identity
-    assert make_plan(GYM, SandboxBuild(packages=[str(extra), "numpy<2"]), tmp_path / "b").image_tag != tag
+    assert (
+        make_plan(GYM, SandboxBuild(packages=[str(extra), "numpy<2"]), tmp_path / "b").image_tag
+        != tag
+    )

@@ -32,7 +32,9 @@ def test_a_slow_start_shows_each_phase_once(monkeypatch: pytest.MonkeyPatch) -> 
         "make() running",
         "ready",
     ]
-    assert all(line.startswith("rlmesh sandbox gym://X-v0: ") and line.endswith("s)") for line in lines)
+    assert all(
+        line.startswith("rlmesh sandbox gym://X-v0: ") and line.endswith("s)") for line in lines
+    )
 
 
 def test_RLMESH_SANDBOX_PROGRESS_0_silences_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -48,9 +48,15 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_prune_removes_only_the_venvs_rlmesh_made(cache: Path) -> None:
     report = prune(docker=False)
-    assert sorted(p.name for p in cache.iterdir()) == [".gym-ddd.tmp-" + str(os.getpid()), "my-project-env", "notes.txt"]
+    assert sorted(p.name for p in cache.iterdir()) == [
+        ".gym-ddd.tmp-" + str(os.getpid()),
+        "my-project-env",
+        "notes.txt",
+    ]
     assert (cache / "my-project-env" / "keep.txt").read_text() == "mine"
-    assert sorted(report.foreign) == sorted([str(cache / "my-project-env"), str(cache / "notes.txt")])
+    assert sorted(report.foreign) == sorted(
+        [str(cache / "my-project-env"), str(cache / "notes.txt")]
+    )
     assert report.freed_bytes >= 2000 and not report.errors
     assert any("being built" in k for k in report.kept)
 
@@ -75,23 +81,43 @@ def test_a_venv_in_use_is_kept(cache: Path) -> None:
         proc.wait(timeout=10)
 
 
-def test_docker_prune_removes_labelled_stopped_containers_and_images_only(fake_docker: Any, cache: Path) -> None:
+def test_docker_prune_removes_labelled_stopped_containers_and_images_only(
+    fake_docker: Any, cache: Path
+) -> None:
     fake_docker.on("version", {"stdout": "27.0\n"})
-    fake_docker.on("ps", {"stdout": "c1\texited\trlmesh-sandbox-a\nc2\trunning\trlmesh-sandbox-b\n"})
-    fake_docker.on("image ls", {"stdout": "i1\trlmesh-sandbox/gym:abc\ni2\trlmesh-sandbox/gym:def\n"})
-    fake_docker.on("rmi", {"rc": 0}, {"rc": 1, "stderr": "conflict: image is being used by running container c2\n"})
+    fake_docker.on(
+        "ps", {"stdout": "c1\texited\trlmesh-sandbox-a\nc2\trunning\trlmesh-sandbox-b\n"}
+    )
+    fake_docker.on(
+        "image ls", {"stdout": "i1\trlmesh-sandbox/gym:abc\ni2\trlmesh-sandbox/gym:def\n"}
+    )
+    fake_docker.on(
+        "rmi",
+        {"rc": 0},
+        {"rc": 1, "stderr": "conflict: image is being used by running container c2\n"},
+    )
     report = prune(venvs=False, cli=DockerCLI())
     calls = fake_docker.calls()
     ps = next(c for c in calls if c[0] == "ps")
     ls = next(c for c in calls if c[:2] == ["image", "ls"])
-    assert "label=rlmesh.sandbox=1" in ps and "label=rlmesh.sandbox.image=1" in ls  # only what we labelled
+    assert (
+        "label=rlmesh.sandbox=1" in ps and "label=rlmesh.sandbox.image=1" in ls
+    )  # only what we labelled
     assert [c for c in calls if c[0] == "rm"] == [["rm", "c1"]]  # never the running one, never -f
-    assert [c[1] for c in calls if c[0] == "rmi"] == ["rlmesh-sandbox/gym:abc", "rlmesh-sandbox/gym:def"]
-    assert "container rlmesh-sandbox-a" in report.removed and "image rlmesh-sandbox/gym:abc" in report.removed
+    assert [c[1] for c in calls if c[0] == "rmi"] == [
+        "rlmesh-sandbox/gym:abc",
+        "rlmesh-sandbox/gym:def",
+    ]
+    assert (
+        "container rlmesh-sandbox-a" in report.removed
+        and "image rlmesh-sandbox/gym:abc" in report.removed
+    )
     assert any("being used" in k for k in report.kept) and any("running" in k for k in report.kept)
 
 
-def test_the_cli_prunes_and_reports(cache: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_prunes_and_reports(
+    cache: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RLMESH_DOCKER", "definitely-not-docker-here")
     assert cli_main(["sandbox", "prune", "--dry-run"]) == 0
     out = capsys.readouterr().out

@@ -34,8 +34,20 @@ def _gone(pid: int) -> bool:
 
 
 def _keeper_argv(rundir: Path, cap: int, owner: int, server: int) -> list[str]:
-    return [sys.executable, "-I", "-S", "-c", _venv._KEEPER, str(rundir / "server.log"), str(cap), str(owner),
-            str(server), str(rundir), "1.0", "0.05"]
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        _venv._KEEPER,
+        str(rundir / "server.log"),
+        str(cap),
+        str(owner),
+        str(server),
+        str(rundir),
+        "1.0",
+        "0.05",
+    ]
 
 
 def test_the_tail_of_a_huge_log_is_read_in_o_tail(tmp_path: Path) -> None:
@@ -58,14 +70,20 @@ def test_a_rotated_log_still_gives_enough_lines(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     (tmp_path / "server.log.1").write_text("".join(f"old {i}\n" for i in range(10)))
     log.write_text("new 0\n")
-    assert _venv._tail_file(log, 3, previous=tmp_path / "server.log.1").splitlines() == ["old 8", "old 9", "new 0"]
+    assert _venv._tail_file(log, 3, previous=tmp_path / "server.log.1").splitlines() == [
+        "old 8",
+        "old 9",
+        "new 0",
+    ]
     assert _venv._tail_file(tmp_path / "missing.log", 3) == "<no log>"
 
 
 def test_the_keeper_rotates_at_its_cap_and_keeps_the_tail(tmp_path: Path) -> None:
     cap = 64 * 1024
     server = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    keeper = subprocess.Popen(_keeper_argv(tmp_path, cap, os.getpid(), server.pid), stdin=subprocess.PIPE)
+    keeper = subprocess.Popen(
+        _keeper_argv(tmp_path, cap, os.getpid(), server.pid), stdin=subprocess.PIPE
+    )
     try:
         assert keeper.stdin is not None
         line = b"x" * 99 + b"\n"
@@ -76,7 +94,10 @@ def test_the_keeper_rotates_at_its_cap_and_keeps_the_tail(tmp_path: Path) -> Non
         assert keeper.wait(timeout=30) == 0
         sizes = [p.stat().st_size for p in tmp_path.glob("server.log*")]
         assert len(sizes) == 2 and max(sizes) <= cap
-        assert _venv._tail_file(tmp_path / "server.log", 1, previous=tmp_path / "server.log.1") == "the end"
+        assert (
+            _venv._tail_file(tmp_path / "server.log", 1, previous=tmp_path / "server.log.1")
+            == "the end"
+        )
         assert not _gone(server.pid)  # a live owner: the keeper never touches the server
         assert tmp_path.exists()
     finally:
@@ -85,7 +106,9 @@ def test_the_keeper_rotates_at_its_cap_and_keeps_the_tail(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("ignores_term", [False, True])
-def test_the_keeper_stops_the_server_when_the_owner_dies(tmp_path: Path, ignores_term: bool) -> None:
+def test_the_keeper_stops_the_server_when_the_owner_dies(
+    tmp_path: Path, ignores_term: bool
+) -> None:
     """A stuck server (one that even ignores SIGTERM) is gone within a bound after its owner's kill -9."""
     rundir = tmp_path / "run"
     rundir.mkdir()

@@ -71,12 +71,21 @@ def test_next_step_lanes_count_only_their_own_steps() -> None:
 
 def test_same_step_lanes_restart_on_the_ending_step() -> None:
     records = drive("SameStep", 6)
-    assert [(r.env_index, r.step_count) for r in records] == [(0, 2), (1, 3), (0, 2), (0, 2), (1, 3)]
+    assert [(r.env_index, r.step_count) for r in records] == [
+        (0, 2),
+        (1, 3),
+        (0, 2),
+        (0, 2),
+        (1, 3),
+    ]
 
 
 def test_disabled_lanes_stay_done_and_stop_counting() -> None:
     records = drive("Disabled", 6)
-    assert [(r.env_index, r.step_count, r.terminated) for r in records] == [(0, 2, True), (1, 3, True)]
+    assert [(r.env_index, r.step_count, r.terminated) for r in records] == [
+        (0, 2, True),
+        (1, 3, True),
+    ]
 
 
 def test_ending_a_session_truncates_the_episodes_in_flight() -> None:
@@ -85,7 +94,10 @@ def test_ending_a_session_truncates_the_episodes_in_flight() -> None:
     d.reset(m.Reset(episode_ids=["a", "b"]))
     d.step(m.Step(action=[]), [np.zeros(2, np.int64).view(np.uint8)])
     final = d.end_session()
-    assert [(r.episode_id, r.step_count, r.truncated) for r in final] == [("a", 1, True), ("b", 1, True)]
+    assert [(r.episode_id, r.step_count, r.truncated) for r in final] == [
+        ("a", 1, True),
+        ("b", 1, True),
+    ]
 
 
 def test_an_autoreset_step_that_reports_done_breaks_the_next_step_contract() -> None:
@@ -107,7 +119,9 @@ def test_a_lane_reset_after_idling_counts_only_its_new_episode() -> None:
     d.begin_session()
     d.reset(m.Reset(episode_ids=["a", "b"]))
     seg = [np.zeros(2, np.int64).view(np.uint8)]
-    for _ in range(5):  # lane 0 ends at step 2, then idles (the env still pays it reward) for 3 steps
+    for _ in range(
+        5
+    ):  # lane 0 ends at step 2, then idles (the env still pays it reward) for 3 steps
         d.step(m.Step(action=[]), seg)
     env.t[0] = 0
     d.reset(m.Reset(env_indices=[0], episode_ids=["a2"]))
@@ -115,6 +129,8 @@ def test_a_lane_reset_after_idling_counts_only_its_new_episode() -> None:
     for _ in range(2):
         reply, _ = d.step(m.Step(action=[]), seg)
         completed.extend(reply.completed)
-    assert [(r.episode_id, r.step_count, r.cumulative_reward) for r in completed] == [("a2", 2, 2.0)]
+    assert [(r.episode_id, r.step_count, r.cumulative_reward) for r in completed] == [
+        ("a2", 2, 2.0)
+    ]
     final = d.end_session()
     assert [(r.episode_id, r.step_count, r.cumulative_reward) for r in final] == [("b", 7, 7.0)]

@@ -61,19 +61,27 @@ def test_a_torch_env_gets_tensors_and_its_tensors_travel_as_arrays(started: Any)
         client.request(m.Reset())
         assert obs_of(client.segments) == [0.0, 0.0, 0.0]
         reply = client.request(m.Step(action=[]), [np.array([0.5, -0.5], np.float32)])
-        assert isinstance(reply, m.StepReply) and reply.reward == 1.5 and obs_of(client.segments) == [0.25] * 3
+        assert (
+            isinstance(reply, m.StepReply)
+            and reply.reward == 1.5
+            and obs_of(client.segments) == [0.25] * 3
+        )
         assert client.request(m.Render()).shape == [2, 2, 3]
     assert isinstance(env.received[0], torch.Tensor) and env.received[0].tolist() == [0.5, -0.5]
 
 
-def test_a_torch_env_returning_numpy_observations_is_warned_once(started: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_torch_env_returning_numpy_observations_is_warned_once(
+    started: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     require("torch")
     server = started(EnvServer, TorchEnv(host_obs=True), framework="torch", device="cpu")
     with caplog.at_level(logging.WARNING, logger="rlmesh.serve"), Wire(server.address) as client:
         client.hello()
         client.request(m.Reset())
         for _ in range(2):
-            assert isinstance(client.request(m.Step(action=[]), [np.zeros(2, np.float32)]), m.StepReply)
+            assert isinstance(
+                client.request(m.Step(action=[]), [np.zeros(2, np.float32)]), m.StepReply
+            )
     assert caplog.text.count("returned an observation leaf of type numpy.ndarray") == 1
 
 

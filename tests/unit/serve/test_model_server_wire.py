@@ -68,11 +68,15 @@ def _bound(server: Any, contract: dict[str, Any], lanes: int = 1) -> Wire:
     return client
 
 
-def test_a_bound_session_predicts_and_tells_the_model_about_its_episodes(started: Any, contract: dict[str, Any]) -> None:
+def test_a_bound_session_predicts_and_tells_the_model_about_its_episodes(
+    started: Any, contract: dict[str, Any]
+) -> None:
     model = Sign()
     server = started(ModelServer, model)
     with _bound(server, contract) as client:
-        assert client.request(m.BeginEpisode(episode_id="e1", seed=3)) == m.EpisodeAck(episode_id="e1")
+        assert client.request(m.BeginEpisode(episode_id="e1", seed=3)) == m.EpisodeAck(
+            episode_id="e1"
+        )
         reply = client.request(m.Predict(obs=[]), [OBS])
         assert isinstance(reply, m.PredictReply) and reply.action == [1]
         reply = client.request(m.Predict(obs=[]), [-OBS])
@@ -93,7 +97,9 @@ def test_requests_before_bind_out_of_range_or_for_envs_are_refused_and_the_sessi
     with Wire(server.address) as client:
         client.hello(service="model")
         err = client.request(m.Predict(obs=[]), [OBS])
-        assert CODES[err.code] == "NOT_READY" and "send Bind first" in err.message and err.recoverable
+        assert (
+            CODES[err.code] == "NOT_READY" and "send Bind first" in err.message and err.recoverable
+        )
         err = client.request(m.Bind(contract=contract, lanes=0))
         assert CODES[err.code] == "INVALID_ACTION" and ">= 1" in err.message
         err = client.request(m.Bind(contract={"observation_space": "nonsense"}))
@@ -104,11 +110,16 @@ def test_requests_before_bind_out_of_range_or_for_envs_are_refused_and_the_sessi
         err = client.request(m.Predict(obs=[]), [np.zeros(5, np.float32)])
         assert CODES[err.code] == "INVALID_ACTION" and "does not match the contract" in err.message
         err = client.request(m.Reset())
-        assert CODES[err.code] == "UNSUPPORTED" and "model endpoint does not answer Reset" in err.message
+        assert (
+            CODES[err.code] == "UNSUPPORTED"
+            and "model endpoint does not answer Reset" in err.message
+        )
         assert client.request(m.Predict(obs=[], lane=1), [OBS]).action == [1]
 
 
-def test_a_model_that_raises_ends_its_session_and_still_ends_the_episode(started: Any, contract: dict[str, Any]) -> None:
+def test_a_model_that_raises_ends_its_session_and_still_ends_the_episode(
+    started: Any, contract: dict[str, Any]
+) -> None:
     model = Sign()
     server = started(ModelServer, model)
     with _bound(server, contract) as client:
@@ -124,7 +135,9 @@ def test_a_model_that_raises_ends_its_session_and_still_ends_the_episode(started
         assert again.request(m.Predict(obs=[]), [-OBS]).action == [0]
 
 
-def test_an_action_outside_the_env_space_is_a_fatal_error(started: Any, contract: dict[str, Any]) -> None:
+def test_an_action_outside_the_env_space_is_a_fatal_error(
+    started: Any, contract: dict[str, Any]
+) -> None:
     class Wild(Sign):
         def predict(self, obs: Any) -> Any:
             return {"not": "an int"}
@@ -135,7 +148,9 @@ def test_an_action_outside_the_env_space_is_a_fatal_error(started: Any, contract
         assert CODES[err.code] == "INTERNAL" and not err.recoverable
 
 
-def test_a_client_that_vanishes_mid_episode_still_ends_the_episode_for_the_model(started: Any, contract: dict[str, Any]) -> None:
+def test_a_client_that_vanishes_mid_episode_still_ends_the_episode_for_the_model(
+    started: Any, contract: dict[str, Any]
+) -> None:
     model = Sign()
     server = started(ModelServer, model)
     client = _bound(server, contract)
@@ -182,7 +197,9 @@ class Batched(Sign):
         return np.array([int(o[0] > 0) for o in observations])
 
 
-def test_sessions_share_one_model_and_requests_of_one_round_share_one_forward(started: Any, contract: dict[str, Any]) -> None:
+def test_sessions_share_one_model_and_requests_of_one_round_share_one_forward(
+    started: Any, contract: dict[str, Any]
+) -> None:
     model = Batched()
     server = started(ModelServer, model, sessions=3)
     a, b, c = (_bound(server, contract) for _ in range(3))
@@ -215,7 +232,9 @@ def test_sessions_share_one_model_and_requests_of_one_round_share_one_forward(st
             client.close()
 
 
-def test_a_failing_fused_forward_ends_every_session_in_it(started: Any, contract: dict[str, Any]) -> None:
+def test_a_failing_fused_forward_ends_every_session_in_it(
+    started: Any, contract: dict[str, Any]
+) -> None:
     class BrokenBatch(Batched):
         def predict_batch(self, observations: Any, context: Any) -> Any:
             raise RuntimeError("the batch exploded")
@@ -241,7 +260,9 @@ def test_a_failing_fused_forward_ends_every_session_in_it(started: Any, contract
             client.close()
 
 
-def test_fuse_false_serves_each_request_in_turn_and_errors_stay_per_session(started: Any, contract: dict[str, Any]) -> None:
+def test_fuse_false_serves_each_request_in_turn_and_errors_stay_per_session(
+    started: Any, contract: dict[str, Any]
+) -> None:
     model = Batched()
     server = started(ModelServer, model, sessions=2, fuse=False)
     a, b = _bound(server, contract), _bound(server, contract)

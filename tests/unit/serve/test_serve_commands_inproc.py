@@ -61,7 +61,9 @@ def _interrupt_when_serving(address: str) -> threading.Thread:
     return thread
 
 
-def test_serve_env_serves_until_interrupted_and_announces_the_address(short_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_env_serves_until_interrupted_and_announces_the_address(
+    short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     address = f"unix://{short_dir}/e.sock"
     helper = _interrupt_when_serving(address)
     serve_env(ScriptedEnv, address)
@@ -97,7 +99,9 @@ def test_serve_env_refuses_bad_counts_modes_and_vector_fanout_for_torch(short_di
         serve_env(ScriptedEnv, address, num_envs=0)
     with pytest.raises(ValueError, match="vectorization_mode must be None, 'sync' or 'async'"):
         serve_env(ScriptedEnv, address, vectorization_mode="threads")
-    with pytest.raises(NotImplementedError, match="cannot be served through a Gymnasium vector env"):
+    with pytest.raises(
+        NotImplementedError, match="cannot be served through a Gymnasium vector env"
+    ):
         serve_env(ScriptedEnv, address, num_envs=2, vectorization_mode="sync", framework="torch")
 
 
@@ -108,11 +112,15 @@ def test_serve_env_closes_what_it_built_when_the_server_cannot_bind(short_dir: P
     assert live.closed == 1
 
 
-def test_main_serves_an_env_target_and_writes_the_ready_file(short_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_serves_an_env_target_and_writes_the_ready_file(
+    short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     address = f"unix://{short_dir}/m.sock"
     ready = short_dir / "ready"
     helper = _interrupt_when_serving(address)
-    code = main(["--env", "serve_wire:ScriptedEnv", "--address", address, "--ready-file", str(ready)])
+    code = main(
+        ["--env", "serve_wire:ScriptedEnv", "--address", address, "--ready-file", str(ready)]
+    )
     helper.join(10.0)
     assert code == 0 and ready.read_text() == f"{address}\n"
     out = capsys.readouterr().out
@@ -129,8 +137,19 @@ def test_main_serves_a_model_target(short_dir: Path, capsys: pytest.CaptureFixtu
     assert "declares no spec" in captured.err
 
 
-def test_main_reports_a_target_that_fails_in_one_line_with_status_1(short_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["--env", f"{__name__}:LIVE", "--kwargs-json", '{"x": 1}', "--address", f"unix://{short_dir}/z.sock"])
+def test_main_reports_a_target_that_fails_in_one_line_with_status_1(
+    short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "--env",
+            f"{__name__}:LIVE",
+            "--kwargs-json",
+            '{"x": 1}',
+            "--address",
+            f"unix://{short_dir}/z.sock",
+        ]
+    )
     assert code == 1
     assert "Error: ValueError: " in capsys.readouterr().err
 
@@ -146,11 +165,19 @@ def test_main_reports_a_target_that_fails_in_one_line_with_status_1(short_dir: P
         (["--env", "a:b", "--kwargs-json", '{"num_envs": 2}'], {}, "use $RLMESH_NUM_ENVS"),
         (["--env", "a:b"], {"RLMESH_NUM_ENVS": "two"}, "RLMESH_NUM_ENVS must be an int >= 1"),
         (["--env", "a:b"], {"RLMESH_NUM_ENVS": "0"}, "RLMESH_NUM_ENVS must be an int >= 1"),
-        (["--env", "a:b"], {"RLMESH_VECTORIZATION_MODE": "threads"}, "RLMESH_VECTORIZATION_MODE must be"),
+        (
+            ["--env", "a:b"],
+            {"RLMESH_VECTORIZATION_MODE": "threads"},
+            "RLMESH_VECTORIZATION_MODE must be",
+        ),
     ],
 )
 def test_main_misuse_is_a_usage_error_before_anything_is_built(
-    argv: list[str], environ: dict[str, str], words: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    argv: list[str],
+    environ: dict[str, str],
+    words: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     for key, value in environ.items():
         monkeypatch.setenv(key, value)
@@ -180,7 +207,9 @@ def test_the_ready_fd_gets_the_address_and_only_a_real_spare_descriptor_is_accep
         _serving.ready_fd_arg(str(w))  # closed by write_ready_fd
 
 
-def test_the_ready_file_replaces_a_planted_symlink_instead_of_writing_through_it(tmp_path: Path) -> None:
+def test_the_ready_file_replaces_a_planted_symlink_instead_of_writing_through_it(
+    tmp_path: Path,
+) -> None:
     victim = tmp_path / "victim"
     victim.write_text("keep")
     ready = tmp_path / "ready"
@@ -210,8 +239,12 @@ def test_startup_marks_are_milliseconds_from_process_start() -> None:
     assert _command.startup_text().startswith(" (startup: ")
 
 
-def test_serve_until_stopped_prints_why_and_returns_the_exit_status(short_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    server = EnvServer(ScriptedEnv(), f"unix://{short_dir}/i.sock", options=ServeOptions(idle_timeout_seconds=0.05))
+def test_serve_until_stopped_prints_why_and_returns_the_exit_status(
+    short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = EnvServer(
+        ScriptedEnv(), f"unix://{short_dir}/i.sock", options=ServeOptions(idle_timeout_seconds=0.05)
+    )
     assert _serving.serve_until_stopped(server) == 0
     assert "RLMesh server stopped (idle timeout)" in capsys.readouterr().out
 
@@ -233,7 +266,9 @@ def test_run_command_maps_outcomes_to_exit_codes(capsys: pytest.CaptureFixture[s
     assert "Traceback" in capsys.readouterr().err
 
 
-def test_bindings_options_and_the_announcement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bindings_options_and_the_announcement(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = argparse.Namespace(kwargs_json='{"a": 1}', param=["b=2", "c=text", "d=[1, 2]"])
     assert _serving.binding_of(args) == {"a": 1, "b": 2, "c": "text", "d": [1, 2]}
     with pytest.raises(ValueError, match="must be a JSON object"):
@@ -246,7 +281,9 @@ def test_bindings_options_and_the_announcement(tmp_path: Path, capsys: pytest.Ca
     assert options.allow_remote_shutdown and options.idle_timeout_seconds == 3.0
     r, w = os.pipe()
     ready = tmp_path / "ready"
-    _serving.announce(argparse.Namespace(ready_fd=w, ready_file=str(ready)), "env", "tcp://0.0.0.0:7")
+    _serving.announce(
+        argparse.Namespace(ready_fd=w, ready_file=str(ready)), "env", "tcp://0.0.0.0:7"
+    )
     try:
         assert os.read(r, 100) == b"tcp://0.0.0.0:7\n"
     finally:
@@ -268,7 +305,9 @@ def test_env_targets_load_from_ids_module_attrs_factories_and_instances() -> Non
     assert _command.load_env_target(f"{__name__}:LIVE")[0] is LIVE
     assert isinstance(_command.load_env_target("serve_wire:ScriptedEnv")[0], ScriptedEnv)
     assert len(_command.load_env_target("serve_wire:ScriptedEnv", num_envs=2)[0]) == 2
-    venv, _ = _command.load_env_target("serve_wire:ScriptedEnv", num_envs=2, vectorization_mode="sync")
+    venv, _ = _command.load_env_target(
+        "serve_wire:ScriptedEnv", num_envs=2, vectorization_mode="sync"
+    )
     assert isinstance(venv, gym.vector.SyncVectorEnv)
     with pytest.raises(ValueError, match="is a serving option"):
         _command.load_env_target("CartPole-v1", kwargs={"num_envs": 2})
@@ -289,7 +328,9 @@ def test_targets_resolve_to_objects_or_stay_gymnasium_ids() -> None:
     assert _command._resolve("no_such_module_here:Env") is None
     assert _command._resolve("serve_wire:NoSuchAttr") is None
     assert _command._resolve("serve_wire:ScriptedEnv") is ScriptedEnv
-    assert _serving.is_model_target(f"{__name__}:ZERO", []) and _serving.is_model_target(f"{__name__}:Zero", [])
+    assert _serving.is_model_target(f"{__name__}:ZERO", []) and _serving.is_model_target(
+        f"{__name__}:Zero", []
+    )
     assert not _serving.is_model_target("serve_wire:ScriptedEnv", [])
     assert not _serving.is_model_target("x:y", ["no_such_package_here"])
     env = ScriptedEnv()

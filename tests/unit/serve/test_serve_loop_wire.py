@@ -61,12 +61,16 @@ def test_a_session_resets_steps_renders_and_closes_with_its_episode_books(starte
         client.request(m.Step(action=[1]))
         closed = client.request(m.Close())
         assert isinstance(closed, m.CloseReply)
-        assert [(r.episode_id, r.step_count, r.truncated) for r in closed.final_episodes] == [("ep-2", 1, True)]
+        assert [(r.episode_id, r.step_count, r.truncated) for r in closed.final_episodes] == [
+            ("ep-2", 1, True)
+        ]
         assert client.closed_by_server()
     assert env.actions == [1, 0, 1]
 
 
-def test_ping_before_a_handshake_says_ready_then_busy_while_another_client_holds_the_session(started: Any) -> None:
+def test_ping_before_a_handshake_says_ready_then_busy_while_another_client_holds_the_session(
+    started: Any,
+) -> None:
     server = started(EnvServer, ScriptedEnv())
     with Wire(server.address) as probe:
         pong = probe.request(m.Ping())
@@ -131,14 +135,20 @@ def test_a_request_before_hello_is_a_protocol_error_and_the_server_survives(star
     with Wire(server.address) as rude:
         rude.send_bytes(frame_bytes(m.Reset(), 1))
         err = rude.read_frame()
-        assert isinstance(err, m.Error) and CODES[err.code] == "PROTOCOL" and "not allowed" in err.message
+        assert (
+            isinstance(err, m.Error)
+            and CODES[err.code] == "PROTOCOL"
+            and "not allowed" in err.message
+        )
         assert rude.closed_by_server()
     with Wire(server.address) as junk:
         junk.send_bytes(b"GET / HTTP/1.1\r\n\r\n" + bytes(64))
         err = junk.read_frame()
         assert err is None or CODES[err.code] == "PROTOCOL"
         assert junk.closed_by_server()
-    with Wire(server.address) as huge:  # a prefix announcing a body far over the pre-handshake limit
+    with Wire(
+        server.address
+    ) as huge:  # a prefix announcing a body far over the pre-handshake limit
         huge.send_bytes(PREFIX.pack(MAGIC, VERSION, m.Hello.KIND, 1, 2**31, 0, 2**40))
         assert huge.closed_by_server()
     with _session(server) as client:
@@ -146,7 +156,9 @@ def test_a_request_before_hello_is_a_protocol_error_and_the_server_survives(star
         assert isinstance(client.request(m.Step(action=[0])), m.StepReply)
 
 
-def test_a_hello_from_another_generation_or_for_another_service_is_incompatible(started: Any) -> None:
+def test_a_hello_from_another_generation_or_for_another_service_is_incompatible(
+    started: Any,
+) -> None:
     server = started(EnvServer, ScriptedEnv())
     with Wire(server.address) as client:
         answer = client.hello(service="model")
@@ -167,7 +179,9 @@ def test_pipelined_requests_are_answered_in_order(started: Any) -> None:
     with Wire(server.address) as client:
         hello = handshake.make_hello("pipe", None)
         client.send_bytes(
-            frame_bytes(hello, 1) + frame_bytes(m.Reset(), 2) + frame_bytes(m.Step(action=[1]), 3)
+            frame_bytes(hello, 1)
+            + frame_bytes(m.Reset(), 2)
+            + frame_bytes(m.Step(action=[1]), 3)
             + frame_bytes(m.Step(action=[0]), 4)
         )
         kinds = [type(client.read_frame()).__name__ for _ in range(4)]
@@ -175,11 +189,17 @@ def test_pipelined_requests_are_answered_in_order(started: Any) -> None:
     assert env.actions == [1, 0]
 
 
-def test_remote_shutdown_is_refused_by_default_and_stops_the_server_when_allowed(started: Any) -> None:
+def test_remote_shutdown_is_refused_by_default_and_stops_the_server_when_allowed(
+    started: Any,
+) -> None:
     server = started(EnvServer, ScriptedEnv())
     with Wire(server.address) as client:
         reply = client.request(m.Shutdown(reason="please"))
-        assert isinstance(reply, m.ShutdownReply) and not reply.accepted and "disabled" in reply.message
+        assert (
+            isinstance(reply, m.ShutdownReply)
+            and not reply.accepted
+            and "disabled" in reply.message
+        )
     assert not server.wait(0.05)
     allowed = started(EnvServer, ScriptedEnv(), options=ServeOptions(allow_remote_shutdown=True))
     with _session(allowed) as client:
@@ -189,7 +209,9 @@ def test_remote_shutdown_is_refused_by_default_and_stops_the_server_when_allowed
     assert allowed.stop_reason == "remote shutdown: maintenance"
 
 
-def test_remote_shutdown_can_be_enabled_from_the_environment(started: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_remote_shutdown_can_be_enabled_from_the_environment(
+    started: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RLMESH_ALLOW_REMOTE_SHUTDOWN", "true")
     server = started(EnvServer, ScriptedEnv())
     with Wire(server.address) as client:
@@ -211,7 +233,9 @@ def test_configure_accepts_an_edition_and_a_bad_one_ends_the_session(started: An
         ok = client.request(m.Configure(edition=""))
         assert isinstance(ok, m.ConfigureReply) and ok.edition == ""
         bad = client.request(m.Configure(edition="not an edition"))
-        assert isinstance(bad, m.Error) and CODES[bad.code] == "INVALID_ACTION" and not bad.recoverable
+        assert (
+            isinstance(bad, m.Error) and CODES[bad.code] == "INVALID_ACTION" and not bad.recoverable
+        )
         assert client.closed_by_server()
 
 
@@ -227,7 +251,11 @@ def test_a_request_past_its_timeout_gets_TIMEOUT(started: Any) -> None:
             err = client.request(m.Step(action=[1], timeout_ms=1))
         finally:
             timer.cancel()
-        assert isinstance(err, m.Error) and CODES[err.code] == "TIMEOUT" and "env.step timed out after 1ms" in err.message
+        assert (
+            isinstance(err, m.Error)
+            and CODES[err.code] == "TIMEOUT"
+            and "env.step timed out after 1ms" in err.message
+        )
         env.release = None
         assert isinstance(client.request(m.Step(action=[1])), m.StepReply)
 
@@ -252,7 +280,9 @@ def test_a_reply_over_the_frame_limit_is_a_fatal_error_naming_the_limit(
     class Big(ScriptedEnv):
         def __init__(self) -> None:
             super().__init__()
-            self.observation_space = __import__("gymnasium").spaces.Box(-1.0, 1.0, (40_000,), np.float32)
+            self.observation_space = __import__("gymnasium").spaces.Box(
+                -1.0, 1.0, (40_000,), np.float32
+            )
 
         def reset(self, *, seed: Any = None, options: Any = None) -> Any:
             return np.zeros(40_000, np.float32), {}
@@ -261,11 +291,16 @@ def test_a_reply_over_the_frame_limit_is_a_fatal_error_naming_the_limit(
     with _session(server) as client:
         err = client.request(m.Reset())
         assert isinstance(err, m.Error) and not err.recoverable
-        assert "over the frame limit of 65536 bytes" in err.message and frames.MAX_FRAME_BYTES_ENV in err.message
+        assert (
+            "over the frame limit of 65536 bytes" in err.message
+            and frames.MAX_FRAME_BYTES_ENV in err.message
+        )
         assert client.closed_by_server()
 
 
-def test_an_observation_outside_the_space_is_refused_under_strict(started: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_observation_outside_the_space_is_refused_under_strict(
+    started: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RLMESH_VALIDATION_POLICY", "strict")
     env = ScriptedEnv()
     server = started(EnvServer, env)
@@ -276,7 +311,9 @@ def test_an_observation_outside_the_space_is_refused_under_strict(started: Any, 
         assert isinstance(err, m.Error) and not err.recoverable and "observation" in err.message
 
 
-def test_a_client_that_leaves_mid_session_ends_the_episode_and_frees_the_endpoint(started: Any) -> None:
+def test_a_client_that_leaves_mid_session_ends_the_episode_and_frees_the_endpoint(
+    started: Any,
+) -> None:
     env = ScriptedEnv(length=10)
     server = started(EnvServer, env)
     client = _session(server)

@@ -40,7 +40,9 @@ def _address(short_dir: Path, name: str = "s.sock") -> str:
     return f"unix://{short_dir}/{name}"
 
 
-def test_start_twice_wait_before_start_and_serve_after_shutdown_are_refused(short_dir: Path) -> None:
+def test_start_twice_wait_before_start_and_serve_after_shutdown_are_refused(
+    short_dir: Path,
+) -> None:
     env = ScriptedEnv()
     server = EnvServer(env, _address(short_dir))
     assert repr(server) == f"EnvServer(address='{server.address}')"
@@ -76,7 +78,9 @@ def test_close_env_on_shutdown_false_leaves_the_env_open(short_dir: Path) -> Non
     assert env.closed == 0
 
 
-def test_a_failing_env_close_is_logged_and_shutdown_still_completes(short_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failing_env_close_is_logged_and_shutdown_still_completes(
+    short_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     env = ScriptedEnv()
     env.close_error = RuntimeError("close exploded")
     server = EnvServer(env, _address(short_dir)).start()
@@ -98,7 +102,9 @@ def test_a_dropped_server_is_stopped_and_its_env_closed_by_the_finalizer(short_d
     life = running._life
     del running
     gc.collect()
-    assert life.done.wait(10.0) and env2.closed == 1 and life.loop.stop_reason == "garbage collected"
+    assert (
+        life.done.wait(10.0) and env2.closed == 1 and life.loop.stop_reason == "garbage collected"
+    )
 
 
 def test_only_the_socket_file_this_server_created_is_removed(short_dir: Path) -> None:
@@ -116,7 +122,10 @@ def test_only_the_socket_file_this_server_created_is_removed(short_dir: Path) ->
         assert not _lifecycle.remove_own_socket(path, None)
     finally:
         other.close()
-    assert _lifecycle.socket_identity(None) is None and _lifecycle.socket_identity(str(short_dir / "none")) is None
+    assert (
+        _lifecycle.socket_identity(None) is None
+        and _lifecycle.socket_identity(str(short_dir / "none")) is None
+    )
 
 
 def test_shutdown_with_an_env_call_stuck_past_the_budget_closes_the_listener(
@@ -150,7 +159,9 @@ def _serve_on_main_thread(server: Any, act: Any) -> None:
     def helper() -> None:
         try:
             with Wire(server.address) as probe:
-                assert probe.request(m.Ping()).state == "ready"  # the loop runs: the handlers are in place
+                assert (
+                    probe.request(m.Ping()).state == "ready"
+                )  # the loop runs: the handlers are in place
             act()
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -163,7 +174,9 @@ def _serve_on_main_thread(server: Any, act: Any) -> None:
     assert not errors, errors
 
 
-def test_serve_on_the_main_thread_stops_gracefully_on_SIGINT_and_restores_the_handlers(short_dir: Path) -> None:
+def test_serve_on_the_main_thread_stops_gracefully_on_SIGINT_and_restores_the_handlers(
+    short_dir: Path,
+) -> None:
     before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
     env = ScriptedEnv()
     server = EnvServer(env, _address(short_dir))
@@ -200,7 +213,9 @@ class _Exited(Exception):
     pass
 
 
-def _watch(monkeypatch: pytest.MonkeyPatch, budget: float, done: threading.Event) -> tuple[Any, list[Any]]:
+def _watch(
+    monkeypatch: pytest.MonkeyPatch, budget: float, done: threading.Event
+) -> tuple[Any, list[Any]]:
     calls: list[Any] = []
 
     def fake_exit(code: int) -> None:
@@ -208,12 +223,18 @@ def _watch(monkeypatch: pytest.MonkeyPatch, budget: float, done: threading.Event
 
     monkeypatch.setattr(_terminate.os, "_exit", fake_exit)
     watch = _terminate.TermWatch(
-        lambda: calls.append("stop"), done, budget, lambda: calls.append("abandon"), "EnvServer at unix:///x"
+        lambda: calls.append("stop"),
+        done,
+        budget,
+        lambda: calls.append("abandon"),
+        "EnvServer at unix:///x",
     )
     return watch, calls
 
 
-def test_a_second_SIGTERM_exits_at_once_with_status_143(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_second_SIGTERM_exits_at_once_with_status_143(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     done = threading.Event()
     watch, calls = _watch(monkeypatch, 60.0, done)
     try:
@@ -228,7 +249,9 @@ def test_a_second_SIGTERM_exits_at_once_with_status_143(monkeypatch: pytest.Monk
     _no_deadline_thread()
 
 
-def test_SIGTERM_exits_when_the_call_in_flight_outlives_the_budget(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+def test_SIGTERM_exits_when_the_call_in_flight_outlives_the_budget(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     watch, calls = _watch(monkeypatch, 0.01, threading.Event())
     watch.on_sigterm()
     for _ in range(500):
@@ -280,7 +303,9 @@ def test_a_space_nested_too_deep_is_refused_with_the_limit() -> None:
         EnvServer(env, "unix:///nonexistent/never-bound.sock")
 
 
-def test_the_expected_env_branch_must_match(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_expected_env_branch_must_match(
+    short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     env = ScriptedEnv()
     env.metadata[ENV_BRANCH_KEY] = {"name": "main"}
     monkeypatch.setenv("RLMESH_EXPECTED_ENV_BRANCH", "not json")

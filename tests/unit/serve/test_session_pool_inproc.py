@@ -40,10 +40,15 @@ _PIDS = itertools.count(900_000)
 class ThreadWorker:
     """Stands in for a worker process: ``_worker_main`` on a thread, with its own copy of the control socket."""
 
-    def __init__(self, target: Any, args: tuple[Any, ...], name: str = "", daemon: bool = False) -> None:
+    def __init__(
+        self, target: Any, args: tuple[Any, ...], name: str = "", daemon: bool = False
+    ) -> None:
         ctrl, *rest = args
         self._target = target
-        self._args = (ctrl.dup(), *rest)  # the supervisor closes its copy of the child end, as after a fork
+        self._args = (
+            ctrl.dup(),
+            *rest,
+        )  # the supervisor closes its copy of the child end, as after a fork
         self.pid: int | None = None
         self.exitcode: int | None = None
         self._thread = threading.Thread(target=self._run, name="rlmesh-test-worker", daemon=True)
@@ -73,7 +78,9 @@ class ThreadWorker:
 
 
 class ThreadContext:
-    def Process(self, target: Any, args: tuple[Any, ...], name: str = "", daemon: bool = False) -> ThreadWorker:
+    def Process(
+        self, target: Any, args: tuple[Any, ...], name: str = "", daemon: bool = False
+    ) -> ThreadWorker:
         return ThreadWorker(target, args, name, daemon)
 
     def RawArray(self, typecode: str, size: int) -> list[float]:
@@ -85,7 +92,9 @@ def thread_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_pool.SessionSupervisor, "_context", lambda self: ThreadContext())
     real = signal.signal
 
-    def main_thread_only(signum: int, handler: Any) -> Any:  # a worker thread cannot install handlers
+    def main_thread_only(
+        signum: int, handler: Any
+    ) -> Any:  # a worker thread cannot install handlers
         if threading.current_thread() is threading.main_thread():
             return real(signum, handler)
         return signal.SIG_DFL
@@ -142,7 +151,10 @@ def test_each_session_gets_its_own_fresh_env_and_the_limit_is_enforced(started: 
         assert (health.state, health.sessions_in_use, health.session_limit) == ("busy", 2, 2)
         with Wire(server.address) as third:
             busy = third.hello()
-            assert isinstance(busy, m.Busy) and "all 2 sessions of this endpoint are in use" in busy.message
+            assert (
+                isinstance(busy, m.Busy)
+                and "all 2 sessions of this endpoint are in use" in busy.message
+            )
         a.request(m.Reset(episode_ids=["a"]))
         b.request(m.Reset(episode_ids=["b"]))
         assert a.request(m.Step(action=[1])).reward == 1.0
@@ -181,7 +193,9 @@ def test_prewarm_builds_an_env_before_any_client_and_publishes_the_contract(shor
     _until(lambda: all(e.closed == 1 for e in Counted.built), "every env to close")
 
 
-def test_an_env_that_fails_to_build_is_an_error_for_that_client_only(started: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_env_that_fails_to_build_is_an_error_for_that_client_only(
+    started: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     server = started(EnvServer, Unbuildable, sessions=2)
     with caplog.at_level(logging.ERROR, logger="rlmesh.serve"), Wire(server.address) as client:
         err = client.hello()
@@ -192,7 +206,9 @@ def test_an_env_that_fails_to_build_is_an_error_for_that_client_only(started: An
     assert ping(server.address).state == "ready"
 
 
-def test_a_worker_that_dies_ends_only_its_session(started: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_worker_that_dies_ends_only_its_session(
+    started: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     Counted.built.clear()
     server = started(EnvServer, Crashing, sessions=2)
     with caplog.at_level(logging.WARNING, logger="rlmesh.serve"):
@@ -233,7 +249,9 @@ def test_a_session_asking_for_shutdown_is_refused_by_default(started: Any) -> No
     assert not server.wait(0.05)
 
 
-def test_the_supervisor_answers_shutdown_and_protocol_errors_before_any_session(started: Any) -> None:
+def test_the_supervisor_answers_shutdown_and_protocol_errors_before_any_session(
+    started: Any,
+) -> None:
     server = started(EnvServer, Counted, sessions=2)
     with Wire(server.address) as client:
         reply = client.request(m.Shutdown())
@@ -241,7 +259,9 @@ def test_the_supervisor_answers_shutdown_and_protocol_errors_before_any_session(
     with Wire(server.address) as rude:
         rude.send_bytes(b"\x00" * 64)
         assert rude.closed_by_server()
-    allowed = started(EnvServer, Counted, sessions=2, options=ServeOptions(allow_remote_shutdown=True))
+    allowed = started(
+        EnvServer, Counted, sessions=2, options=ServeOptions(allow_remote_shutdown=True)
+    )
     with Wire(allowed.address) as client:
         reply = client.request(m.Shutdown(reason="bye"))
         assert reply.accepted and reply.message == "shutdown accepted: bye"
@@ -282,7 +302,9 @@ def test_a_live_env_or_a_local_callable_cannot_serve_many_sessions(short_dir: An
         EnvServer(Counted, f"unix://{short_dir}/no/such/dir.sock", sessions=2)
 
 
-def test_the_start_method_can_be_chosen_and_a_bad_one_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_start_method_can_be_chosen_and_a_bad_one_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("RLMESH_SESSION_START_METHOD", "spawn")
     assert _pool._start_method() == "spawn"
     monkeypatch.setenv("RLMESH_SESSION_START_METHOD", "teleport")
@@ -308,10 +330,15 @@ def test_recipes_build_from_ids_factories_builders_and_callables() -> None:
     assert env.length == 9 and factory is None and tags == "t"
     lanes, _f, _t = _pool.EnvRecipe(ScriptedEnv, num_envs=2).build()
     assert len(lanes) == 2 and lanes.autoreset_mode == "NextStep"
-    venv, _f, _t = _pool.EnvRecipe(ScriptedEnv, num_envs=2, vectorization_mode="sync", autoreset="same-step").build()
+    venv, _f, _t = _pool.EnvRecipe(
+        ScriptedEnv, num_envs=2, vectorization_mode="sync", autoreset="same-step"
+    ).build()
     assert isinstance(venv, gym.vector.SyncVectorEnv)
     venv.close()
-    assert _pool._build_plain("CartPole-v1", {}, num_envs=1, vectorization_mode=None).spec.id == "CartPole-v1"
+    assert (
+        _pool._build_plain("CartPole-v1", {}, num_envs=1, vectorization_mode=None).spec.id
+        == "CartPole-v1"
+    )
     live = ScriptedEnv()
     assert _pool._build_plain(live, {}, num_envs=1, vectorization_mode=None) is live
     with pytest.raises(ValueError, match="is a live env; it takes no make kwargs"):

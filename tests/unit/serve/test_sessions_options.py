@@ -45,7 +45,9 @@ def test_a_target_must_be_buildable_in_another_process():
     _check_target("CartPole-v1", 2)
     _check_target(_make, 2)
     _check_target(functools.partial(_make), 2)
-    with pytest.raises(TypeError, match=r"a live _Live instance, which cannot be copied.*sessions=1"):
+    with pytest.raises(
+        TypeError, match=r"a live _Live instance, which cannot be copied.*sessions=1"
+    ):
         _check_target(_Live(), 2)
     with pytest.raises(TypeError, match="a list of env instances"):
         _check_target([_Live(), _Live()], 2)
@@ -56,7 +58,9 @@ def test_a_target_must_be_buildable_in_another_process():
 
 
 def test_a_recipe_travels_to_a_worker_with_its_options():
-    recipe = EnvRecipe("CartPole-v1", {"x": 1}, num_envs=3, options=ServeOptions(idle_timeout_seconds=2.0))
+    recipe = EnvRecipe(
+        "CartPole-v1", {"x": 1}, num_envs=3, options=ServeOptions(idle_timeout_seconds=2.0)
+    )
     back = pickle.loads(pickle.dumps(recipe))
     assert back.source == "CartPole-v1" and back.num_envs == 3 and back.make_kwargs == {"x": 1}
     assert back.options.idle_timeout_seconds == 2.0
@@ -64,7 +68,9 @@ def test_a_recipe_travels_to_a_worker_with_its_options():
 
 def test_a_single_session_pong_keeps_its_bytes_and_a_multi_session_one_adds_the_counts():
     old = m.encode_message(m.Pong(state="ready", generation="g", service="env"), 1)
-    assert b"".join(bytes(b) for b in old).endswith(b"\x93\xa5ready\xa1g\xa3env")  # three fields, as before
+    assert b"".join(bytes(b) for b in old).endswith(
+        b"\x93\xa5ready\xa1g\xa3env"
+    )  # three fields, as before
     new = m.SessionsPong(state="busy", generation="g", service="env", sessions=3, limit=4)
     frame_bytes = b"".join(bytes(b) for b in m.encode_message(new, 1))
     assert frame_bytes.endswith(b"\x95\xa4busy\xa1g\xa3env\x03\x04")
@@ -74,7 +80,9 @@ def test_a_single_session_pong_keeps_its_bytes_and_a_multi_session_one_adds_the_
 
     plan = decode_prefix(frame_bytes[:24])
     frame = split_body(plan, np.frombuffer(frame_bytes[24:], np.uint8).copy())
-    assert m.decode_header(frame) == m.Pong(state="busy", generation="g", service="env")  # an old reader's view
+    assert m.decode_header(frame) == m.Pong(
+        state="busy", generation="g", service="env"
+    )  # an old reader's view
     assert (m.decode_sessions_pong(frame).sessions, m.decode_sessions_pong(frame).limit) == (3, 4)
     plan = decode_prefix(b"".join(bytes(b) for b in old)[:24])
     frame = split_body(plan, np.frombuffer(b"".join(bytes(b) for b in old)[24:], np.uint8).copy())
@@ -82,7 +90,9 @@ def test_a_single_session_pong_keeps_its_bytes_and_a_multi_session_one_adds_the_
 
 
 def test_the_serve_command_takes_sessions_and_prewarm():
-    args = build_parser().parse_args(["CartPole-v1", "--sessions", "4", "--prewarm", "2", "--num-envs", "3"])
+    args = build_parser().parse_args(
+        ["CartPole-v1", "--sessions", "4", "--prewarm", "2", "--num-envs", "3"]
+    )
     assert (args.sessions, args.prewarm, args.num_envs) == (4, 2, 3)
     args = build_parser().parse_args(["CartPole-v1"])
     assert (args.sessions, args.prewarm) == (1, 0)  # the default: today's single session

@@ -148,7 +148,9 @@ def test_from_array_copies_arrays_and_unwraps_scalars() -> None:  # BKD-2
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed")
 def test_torch_bridge_without_torch_names_the_extra() -> None:  # BKD-10
-    with pytest.raises(DependencyMissing, match=r'pip install torch \(the "torch" extra of rlmesh-py\)'):
+    with pytest.raises(
+        DependencyMissing, match=r'pip install torch \(the "torch" extra of rlmesh-py\)'
+    ):
         TORCH.ensure_available()
     with pytest.raises(ImportError):
         TORCH.decode(np.zeros(1))

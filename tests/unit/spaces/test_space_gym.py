@@ -131,8 +131,12 @@ def test_text_default_charset_means_unrestricted() -> None:  # GYM-5
     assert from_gymnasium_space(gs.Text(5)).charset == ""
     assert from_gymnasium_space(gs.Text(5, charset="cab")).charset == "abc"
     # unrestricted goes out over string.printable (GYM-7, CNF2-A2); only the default comes back as ""
-    assert to_gymnasium_space(Text(4, min_length=0)) == gs.Text(4, min_length=0, charset=string.printable)
-    assert to_gymnasium_space(from_gymnasium_space(gs.Text(5))) == gs.Text(5, charset=string.printable)
+    assert to_gymnasium_space(Text(4, min_length=0)) == gs.Text(
+        4, min_length=0, charset=string.printable
+    )
+    assert to_gymnasium_space(from_gymnasium_space(gs.Text(5))) == gs.Text(
+        5, charset=string.printable
+    )
     assert from_gymnasium_space(gs.Text(4, min_length=0)).min_length == 0
 
 
@@ -154,7 +158,9 @@ def test_gym_dict_keys_are_stringified() -> None:  # GYM-6
     ids=lambda s: type(s).__name__,
 )
 def test_unsupported_gymnasium_spaces_raise_TypeError(gym_space) -> None:  # GYM-6
-    with pytest.raises(TypeError, match=f"^Unsupported space type: {type(gym_space).__name__} at \\['x'\\] "):
+    with pytest.raises(
+        TypeError, match=f"^Unsupported space type: {type(gym_space).__name__} at \\['x'\\] "
+    ):
         from_gymnasium_space(gs.Dict({"x": gym_space}))
 
 
@@ -183,7 +189,9 @@ def test_missing_gymnasium_raises_DependencyMissing_naming_the_extra(monkeypatch
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
-    with pytest.raises(ImportError, match=r'pip install gymnasium \(the "gymnasium" extra of rlmesh-py\)') as info:
+    with pytest.raises(
+        ImportError, match=r'pip install gymnasium \(the "gymnasium" extra of rlmesh-py\)'
+    ) as info:
         to_gymnasium_space(Discrete(2))
     assert isinstance(info.value, DependencyMissing)
 

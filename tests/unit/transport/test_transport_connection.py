@@ -97,7 +97,9 @@ def test_a_late_answer_is_still_read_after_the_poll_gives_up(
     assert reply is not None and reply.request_id == 7
 
 
-def test_slow_answers_switch_polling_off_and_fast_ones_back_on(pair: tuple[Connection, Connection]) -> None:
+def test_slow_answers_switch_polling_off_and_fast_ones_back_on(
+    pair: tuple[Connection, Connection],
+) -> None:
     client, server = pair
     client.busy_poll = 200e-6
     for _ in range(3):
@@ -115,7 +117,9 @@ def test_slow_answers_switch_polling_off_and_fast_ones_back_on(pair: tuple[Conne
     assert client._wait < client.busy_poll
 
 
-def test_a_pair_that_fell_asleep_probes_and_polls_again(pair: tuple[Connection, Connection]) -> None:
+def test_a_pair_that_fell_asleep_probes_and_polls_again(
+    pair: tuple[Connection, Connection],
+) -> None:
     """Answers timed across a sleep include the wake-ups; a probe that catches one by polling
     turns polling back on at once (the pair would otherwise stay asleep; issue 12)."""
     client, server = pair
@@ -126,7 +130,9 @@ def test_a_pair_that_fell_asleep_probes_and_polls_again(pair: tuple[Connection, 
         assert server.recv_frame() is not None
         server.send(_ping())  # answered before the client reads: a probe catches it at once
         assert client.recv_frame() is not None
-    assert client._wait < client.busy_poll  # a plain moving average would still be far above the cap
+    assert (
+        client._wait < client.busy_poll
+    )  # a plain moving average would still be far above the cap
 
 
 def test_probes_that_catch_nothing_back_off() -> None:
@@ -158,7 +164,9 @@ def test_a_timeout_still_applies_while_polling(pair: tuple[Connection, Connectio
     assert frame is not None and frame.request_id == 1
 
 
-def test_a_non_blocking_socket_reports_dry_after_polling(pair: tuple[Connection, Connection]) -> None:
+def test_a_non_blocking_socket_reports_dry_after_polling(
+    pair: tuple[Connection, Connection],
+) -> None:
     client, server = pair
     server.sock.setblocking(False)
     server.settimeout(0.0)
@@ -174,7 +182,9 @@ def test_a_non_blocking_socket_reports_dry_after_polling(pair: tuple[Connection,
     assert frame is not None and frame.request_id == 3
 
 
-def test_the_peer_closing_during_a_poll_is_connection_lost(pair: tuple[Connection, Connection]) -> None:
+def test_the_peer_closing_during_a_poll_is_connection_lost(
+    pair: tuple[Connection, Connection],
+) -> None:
     client, server = pair
     client.busy_poll = 250e-6
     client.send(_ping())
@@ -226,7 +236,9 @@ def test_post_never_blocks_queues_in_order_and_refuses_past_its_bound() -> None:
 def test_a_request_deadline_bounds_a_trickled_frame(pair: tuple[Connection, Connection]) -> None:
     """Issue 18 defect 5: the deadline covers the whole frame, however slowly it arrives."""
     client, server = pair
-    data = b"".join(bytes(x) for x in encode_message(m.Pong(state="ready", generation="g" * 100), 1))
+    data = b"".join(
+        bytes(x) for x in encode_message(m.Pong(state="ready", generation="g" * 100), 1)
+    )
     client.settimeout(0.5)
     client.deadline = time.monotonic() + 0.5
     stop = threading.Event()

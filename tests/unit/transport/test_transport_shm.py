@@ -17,12 +17,15 @@ from rlmesh.transport.connection import Connection
 from rlmesh.wire import frames, messages as m
 from rlmesh.wire.messages import encode_message
 
-pytestmark = pytest.mark.skipif(not shm.shm_supported(), reason="shared-memory rings need x86-64 Linux")
+pytestmark = pytest.mark.skipif(
+    not shm.shm_supported(), reason="shared-memory rings need x86-64 Linux"
+)
 
 LIMITS = frames.DEFAULT_LIMITS
 
 
 TOKEN = "a-session-secret"  # what Welcome.capabilities["shm.token"] carries
+
 
 @pytest.fixture
 def pair():
@@ -200,7 +203,9 @@ def test_a_connection_pair_exchanges_small_and_oversized_frames_in_order(conns) 
 def test_a_sleeping_reader_is_woken_by_the_doorbell(conns, monkeypatch) -> None:
     from rlmesh.transport import connection
 
-    monkeypatch.setattr(connection, "_RING_RECHECK_SECONDS", 60.0)  # only the doorbell can wake it in time
+    monkeypatch.setattr(
+        connection, "_RING_RECHECK_SECONDS", 60.0
+    )  # only the doorbell can wake it in time
     client, server = conns
 
     def answer_late() -> None:

@@ -25,7 +25,9 @@ def pair() -> Iterator[tuple[Connection, Connection]]:
 
 
 def _raw(buffers: list[object]) -> bytes:
-    return b"".join(bytes(memoryview(b).cast("B")) if not isinstance(b, bytes) else b for b in buffers)  # type: ignore[arg-type]
+    return b"".join(
+        bytes(memoryview(b).cast("B")) if not isinstance(b, bytes) else b for b in buffers
+    )  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("count", [0, 1, 2, 4])
@@ -34,7 +36,11 @@ def test_small_frames_arrive_whole(pair: tuple[Connection, Connection], count: i
     segs = [np.arange(k + 1, dtype=np.float64) for k in range(count)]
     a.send(frames.encode_frame(5, 9, b"\x91\x01", segs))
     frame = b.recv_frame()
-    assert frame is not None and (frame.kind, frame.request_id, bytes(frame.header)) == (5, 9, b"\x91\x01")
+    assert frame is not None and (frame.kind, frame.request_id, bytes(frame.header)) == (
+        5,
+        9,
+        b"\x91\x01",
+    )
     assert [s.view(np.float64).tolist() for s in frame.segments] == [s.tolist() for s in segs]
     assert not b.buffered
 
@@ -50,10 +56,16 @@ def test_two_frames_in_one_read_are_both_delivered(pair: tuple[Connection, Conne
     assert second is not None and second.request_id == 2 and not b.buffered
 
 
-def test_a_corrupt_segment_table_is_the_general_paths_error(pair: tuple[Connection, Connection]) -> None:
+def test_a_corrupt_segment_table_is_the_general_paths_error(
+    pair: tuple[Connection, Connection],
+) -> None:
     a, b = pair
-    raw = bytearray(_raw(frames.encode_frame(5, 1, b"\x90", [np.zeros(8, np.uint8), np.zeros(8, np.uint8)])))
-    struct.pack_into("<Q", raw, frames.PREFIX_SIZE + 8, 10_000)  # the first segment's length runs past the body
+    raw = bytearray(
+        _raw(frames.encode_frame(5, 1, b"\x90", [np.zeros(8, np.uint8), np.zeros(8, np.uint8)]))
+    )
+    struct.pack_into(
+        "<Q", raw, frames.PREFIX_SIZE + 8, 10_000
+    )  # the first segment's length runs past the body
     a.sock.sendall(bytes(raw))
     with pytest.raises(ProtocolException, match="runs past the frame body"):
         b.recv_frame()

@@ -100,7 +100,9 @@ def test_pause_blocks_at_a_step_boundary_and_single_step_advances_one() -> None:
         assert not th.join(0.05) and th.is_alive()
         v.request("step")
         with v._cv:
-            assert v._cv.wait_for(lambda: out.get("step") == 2 and v._steps_allowed == 0 and v.hud.paused, BOUND)
+            assert v._cv.wait_for(
+                lambda: out.get("step") == 2 and v._steps_allowed == 0 and v.hud.paused, BOUND
+            )
         assert th.is_alive()
         v.request("resume")
         th.join(BOUND)
@@ -154,7 +156,9 @@ def test_closing_releases_a_paused_run() -> None:
 
 
 def test_selection_requests() -> None:
-    v = Viewer([FrameSource(f"c{i}", "leaf", f"c{i}", lambda o, lane: None) for i in range(3)], fps=30)
+    v = Viewer(
+        [FrameSource(f"c{i}", "leaf", f"c{i}", lambda o, lane: None) for i in range(3)], fps=30
+    )
     v.request("next")
     assert v.selected == 1
     v.request("prev")
@@ -176,7 +180,9 @@ def test_view9_feed_error_warns_once_and_the_run_goes_on() -> None:
         raise RuntimeError("camera unplugged")
 
     v, rec = _viewer(broken)
-    with pytest.warns(UserWarning, match="rlmesh view: disabled after feed error: RuntimeError: camera unplugged"):
+    with pytest.warns(
+        UserWarning, match="rlmesh view: disabled after feed error: RuntimeError: camera unplugged"
+    ):
         v.begin_episode(0, None, 1, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -193,19 +199,31 @@ def test_view9_warnings_never_raise_even_under_error_filter() -> None:
     assert v.disabled
 
 
-def test_view9_a_setup_error_is_one_warning_and_the_run_completes(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_view9_a_setup_error_is_one_warning_and_the_run_completes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import rlmesh.view._open as op
 
     def boom(*a: Any, **k: Any) -> Any:
         raise RuntimeError("no display")
 
     monkeypatch.setattr(op, "discover_sources", boom)
-    with pytest.warns(UserWarning, match="rlmesh view: disabled after setup error: RuntimeError: no display"):
-        result = rlmesh.run(Model(lambda o: np.zeros(2, np.float32)), CounterEnv(8, 8, episode_steps=3), view="http")
+    with pytest.warns(
+        UserWarning, match="rlmesh view: disabled after setup error: RuntimeError: no display"
+    ):
+        result = rlmesh.run(
+            Model(lambda o: np.zeros(2, np.float32)), CounterEnv(8, 8, episode_steps=3), view="http"
+        )
     assert result.episodes[0].steps == 3
 
 
 def test_view11_terminal_unavailable_without_a_tty_is_a_warning() -> None:
-    with pytest.warns(UserWarning, match=r"rlmesh view: terminal backend unavailable \(stdout not a TTY\?\)"):
-        result = rlmesh.run(Model(lambda o: np.zeros(2, np.float32)), CounterEnv(16, 16, episode_steps=3), view="terminal")
+    with pytest.warns(
+        UserWarning, match=r"rlmesh view: terminal backend unavailable \(stdout not a TTY\?\)"
+    ):
+        result = rlmesh.run(
+            Model(lambda o: np.zeros(2, np.float32)),
+            CounterEnv(16, 16, episode_steps=3),
+            view="terminal",
+        )
     assert result.total_steps == 3

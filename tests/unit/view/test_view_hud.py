@@ -13,9 +13,21 @@ from rlmesh.view._sources import FrameSource
 from rlmesh.view._terminal import fit_size, halfblock_rows, parse_keys
 
 FULL = {
-    "episode": 3, "episodes": 10, "step": 42, "elapsed_s": 3725.0, "seed": 5, "model_ms": 4.56,
-    "env_ms": 12.4, "sps": 30.04, "chunk_pos": 2, "chunk_len": 8, "reward": 1.5, "outcome": "success",
-    "width": 640, "height": 480, "fps": 29.6,
+    "episode": 3,
+    "episodes": 10,
+    "step": 42,
+    "elapsed_s": 3725.0,
+    "seed": 5,
+    "model_ms": 4.56,
+    "env_ms": 12.4,
+    "sps": 30.04,
+    "chunk_pos": 2,
+    "chunk_len": 8,
+    "reward": 1.5,
+    "outcome": "success",
+    "width": 640,
+    "height": 480,
+    "fps": 29.6,
 }
 
 
@@ -39,8 +51,15 @@ def test_view15_groups_drop_frame_then_chunk_then_timing() -> None:
 
 
 def test_view15_unknown_values_are_omitted() -> None:
-    line = format_hud({"step": 1, "reward": -2.0, "episode": 0, "seed": -1, "width": 0, "chunk_len": 1})
-    assert not line.startswith("ep ") and "seed" not in line and "fps" not in line and "chunk" not in line
+    line = format_hud(
+        {"step": 1, "reward": -2.0, "episode": 0, "seed": -1, "width": 0, "chunk_len": 1}
+    )
+    assert (
+        not line.startswith("ep ")
+        and "seed" not in line
+        and "fps" not in line
+        and "chunk" not in line
+    )
     assert "R -2.00" in line
     assert format_hud({"step": 1, "episode": 4, "episodes": 0}).startswith("ep 4  step 1")
 
@@ -92,8 +111,23 @@ def test_eval70_ema_seeded_by_first_sample_and_replays_do_not_count() -> None:
     doc = v.hud_doc()
     assert doc["episode"] == 1 and doc["episodes"] == 3 and doc["seed"] == 7 and doc["step"] == 3
     assert doc["chunk_pos"] == 1 and doc["chunk_len"] == 4
-    assert set(doc) >= {"step", "reward", "outcome", "fps", "model_ms", "env_ms", "sps", "elapsed_s", "episode",
-                        "episodes", "seed", "width", "height", "chunk_pos", "chunk_len"}  # VIEW-16 /hud.json
+    assert set(doc) >= {
+        "step",
+        "reward",
+        "outcome",
+        "fps",
+        "model_ms",
+        "env_ms",
+        "sps",
+        "elapsed_s",
+        "episode",
+        "episodes",
+        "seed",
+        "width",
+        "height",
+        "chunk_pos",
+        "chunk_len",
+    }  # VIEW-16 /hud.json
 
 
 def test_view8_unseeded_episode_reports_seed_minus_one() -> None:
@@ -140,9 +174,17 @@ def test_view12_keys() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"fps": 0}, "fps"), ({"format": "gif"}, "format"), ({"quality": 0}, "quality"), ({"quality": 101}, "quality"),
-     ({"port": 0}, "port"), ({"port": 65536}, "port"), ({"backend": "tv"}, "backend"), ({"host": ""}, "host"),
-     ({"token": ""}, "token")],
+    [
+        ({"fps": 0}, "fps"),
+        ({"format": "gif"}, "format"),
+        ({"quality": 0}, "quality"),
+        ({"quality": 101}, "quality"),
+        ({"port": 0}, "port"),
+        ({"port": 65536}, "port"),
+        ({"backend": "tv"}, "backend"),
+        ({"host": ""}, "host"),
+        ({"token": ""}, "token"),
+    ],
 )
 def test_view1_validation(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):

@@ -28,11 +28,15 @@ def _texts(root: ET.Element, cls: str) -> list[str]:
 
 
 def test_a_plot_has_both_axes_tick_labels_and_a_legend() -> None:
-    root = _parse(line_plot_svg([[1.0, -2.0, 3.0], [0.5, 0.5, 0.5]], ["a[0]", "a[1]"], x0=7, y_label="action"))
+    root = _parse(
+        line_plot_svg([[1.0, -2.0, 3.0], [0.5, 0.5, 0.5]], ["a[0]", "a[1]"], x0=7, y_label="action")
+    )
     axes = next(g for g in root.iter(f"{SVG}g") if g.get("class") == "axes")
     assert len(list(axes.iter(f"{SVG}line"))) == 3  # y axis, x axis, the dashed zero line
     ticks = _texts(root, "ticks")
-    assert {"3", "-2", "0", "7", "9", "step", "action"} <= set(ticks)  # y range, x range, axis names
+    assert {"3", "-2", "0", "7", "9", "step", "action"} <= set(
+        ticks
+    )  # y range, x range, axis names
     assert _texts(root, "legend") == ["a[0]", "a[1]"]
     swatches = [r.get("fill") for r in root.iter(f"{SVG}rect")]
     lines = [p.get("stroke") for p in root.iter(f"{SVG}polyline")]
@@ -61,7 +65,9 @@ def test_non_finite_values_are_gaps_and_names_are_escaped() -> None:
         (np.arange(20), [float(i) for i in range(8)], [f"a[{i}]" for i in range(8)]),
     ],
 )
-def test_actions_flatten_to_named_numbers(action: Any, values: list[float], names: list[str]) -> None:
+def test_actions_flatten_to_named_numbers(
+    action: Any, values: list[float], names: list[str]
+) -> None:
     assert flatten_action(action) == (values, names)
 
 
@@ -154,7 +160,9 @@ def test_selecting_another_lane_restarts_the_plots_on_it(viewers: list[Viewer]) 
 
     rlmesh.run(Model(policy), venv, seeds=[0, 1, 2], view="http")
     doc = viewers[0].series_doc()
-    assert doc["lane"] == 2 and doc["actions"] and all(row == [20.0, -2.0] for row in doc["actions"])
+    assert (
+        doc["lane"] == 2 and doc["actions"] and all(row == [20.0, -2.0] for row in doc["actions"])
+    )
 
 
 def test_quit_from_the_viewer_returns_the_finished_episodes(viewers: list[Viewer]) -> None:
@@ -172,7 +180,9 @@ def test_quit_from_the_viewer_returns_the_finished_episodes(viewers: list[Viewer
     result = rlmesh.run(Model(lambda obs: np.zeros(2, np.float32)), _lane_env(1.0)(), seeds=list(range(10)),
                         view="http", hooks=Quit())  # fmt: skip
     assert isinstance(result, rlmesh.RunResult)
-    assert [e.index for e in result.episodes] == episodes == [0, 1]  # the third, unfinished, is dropped
+    assert (
+        [e.index for e in result.episodes] == episodes == [0, 1]
+    )  # the third, unfinished, is dropped
     del gym
 
 
@@ -196,7 +206,10 @@ def test_rlmesh_eval_view_renders_a_gymnasium_id(viewers: list[Viewer]) -> None:
 
     if "UsersGymCam-v0" not in gym.registry:
         gym.register("UsersGymCam-v0", entry_point=Cam)
-    assert eval_main(["random", "UsersGymCam-v0", "--seeds", "0", "--view", "http", "--no-progress"]) == 0
+    assert (
+        eval_main(["random", "UsersGymCam-v0", "--seeds", "0", "--view", "http", "--no-progress"])
+        == 0
+    )
     (v,) = viewers
     assert v.labels[0] == "render"
     assert renders and set(renders) == {"rgb_array"}
@@ -213,6 +226,8 @@ def test_quit_on_a_vector_run_returns_the_finished_episodes(viewers: list[Viewer
             if len(ended) == 3:
                 viewers[0].request("quit")
 
-    result = rlmesh.run(rlmesh.RANDOM_SAMPLE, venv, seeds=list(range(50)), view="http", hooks=Quit())
+    result = rlmesh.run(
+        rlmesh.RANDOM_SAMPLE, venv, seeds=list(range(50)), view="http", hooks=Quit()
+    )
     assert isinstance(result, rlmesh.RunResult)
     assert 3 <= result.num_episodes < 50 and [e.index for e in result.episodes] == ended

@@ -31,7 +31,13 @@ def test_view7_uint8_hwc_rgb_passes_through_without_copy() -> None:
 
 @pytest.mark.parametrize(
     ("shape", "out"),
-    [((4, 5), (4, 5, 3)), ((4, 5, 1), (4, 5, 3)), ((4, 5, 4), (4, 5, 3)), ((3, 4, 5), (4, 5, 3)), ((1, 4, 5), (4, 5, 3))],
+    [
+        ((4, 5), (4, 5, 3)),
+        ((4, 5, 1), (4, 5, 3)),
+        ((4, 5, 4), (4, 5, 3)),
+        ((3, 4, 5), (4, 5, 3)),
+        ((1, 4, 5), (4, 5, 3)),
+    ],
 )
 def test_view7_shapes_become_hwc_rgb(shape: tuple[int, ...], out: tuple[int, ...]) -> None:
     f = normalize_frame(np.full(shape, 7, np.uint8))
@@ -62,12 +68,23 @@ def test_view7_float_ranges() -> None:
 
 
 def test_view7_non_images_are_skipped() -> None:
-    for bad in (None, np.zeros(5), np.zeros((2, 2, 2, 3)), np.zeros((5, 6, 7)), "text", np.zeros((0, 3, 3))):
+    for bad in (
+        None,
+        np.zeros(5),
+        np.zeros((2, 2, 2, 3)),
+        np.zeros((5, 6, 7)),
+        "text",
+        np.zeros((0, 3, 3)),
+    ):
         assert normalize_frame(bad) is None
 
 
 def test_view7_tensor_and_list_inputs() -> None:
-    t = rlmesh.Tensor.from_numpy(np.full((2, 3, 3), 9, np.uint8)) if hasattr(rlmesh.Tensor, "from_numpy") else None
+    t = (
+        rlmesh.Tensor.from_numpy(np.full((2, 3, 3), 9, np.uint8))
+        if hasattr(rlmesh.Tensor, "from_numpy")
+        else None
+    )
     if t is not None:
         f = normalize_frame(t)
         assert f is not None and f.shape == (2, 3, 3)
@@ -124,8 +141,14 @@ def test_view5_render_thunk_by_signature() -> None:
 
 
 def test_image_leaves_of_spaces() -> None:
-    space = Dict({"cams": Dict({"front": Box(0, 255, (32, 48, 3), "uint8")}), "chw": Box(0, 255, (3, 16, 16), "uint8"),
-                  "small": Box(0, 255, (4, 4, 3), "uint8"), "state": Box(-1.0, 1.0, (7,))})
+    space = Dict(
+        {
+            "cams": Dict({"front": Box(0, 255, (32, 48, 3), "uint8")}),
+            "chw": Box(0, 255, (3, 16, 16), "uint8"),
+            "small": Box(0, 255, (4, 4, 3), "uint8"),
+            "state": Box(-1.0, 1.0, (7,)),
+        }
+    )
     assert [label for _, label in image_leaves(space)] == ["cams/front", "chw"]
     gym = pytest.importorskip("gymnasium")
     gspace = gym.spaces.Dict({"pixels": gym.spaces.Box(0, 255, (20, 20, 3), np.uint8)})
@@ -155,7 +178,10 @@ class CamEnv:
         self.t = 0
 
     def _obs(self) -> Any:
-        return {"front": np.full((8, 10, 3), self.t, np.uint8), "wrist": np.full((8, 10, 3), 100 + self.t, np.uint8)}
+        return {
+            "front": np.full((8, 10, 3), self.t, np.uint8),
+            "wrist": np.full((8, 10, 3), 100 + self.t, np.uint8),
+        }
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
         self.t = 0
@@ -178,7 +204,9 @@ TAGS = adapt.EnvTags(
 def test_view3_discovery_from_session_roles_and_render() -> None:
     env = CamEnv()
     adapt.tag(env, TAGS)
-    with rlmesh.session(Model(lambda o: np.zeros(3, np.float32), spec=rlmesh.NO_ADAPTER), env) as sess:
+    with rlmesh.session(
+        Model(lambda o: np.zeros(3, np.float32), spec=rlmesh.NO_ADAPTER), env
+    ) as sess:
         srcs = discover_sources(sess)
         assert [s.label for s in srcs] == ["render", "x/front", "x/wrist"]
         assert tuple(s.label for s in srcs) == sess.frame_sources()

@@ -37,7 +37,13 @@ def _backend(monkeypatch: pytest.MonkeyPatch, **env: str) -> tuple[TerminalBacke
         monkeypatch.setenv(key, value)
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    v = Viewer([FrameSource("a", "leaf", "a", lambda o, lane: None), FrameSource("b", "leaf", "b", lambda o, lane: None)], fps=30)
+    v = Viewer(
+        [
+            FrameSource("a", "leaf", "a", lambda o, lane: None),
+            FrameSource("b", "leaf", "b", lambda o, lane: None),
+        ],
+        fps=30,
+    )
     return TerminalBackend(v, out_fd=slave, in_fd=slave), master, slave
 
 
@@ -45,13 +51,17 @@ FRAME: Any = np.zeros((40, 60, 3), np.uint8)
 FRAME[:20] = (255, 0, 0)
 
 
-def test_view11_halfblocks_on_a_pty_and_the_terminal_is_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_view11_halfblocks_on_a_pty_and_the_terminal_is_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     term, master, slave = _backend(monkeypatch, TERM="xterm-256color")
     before = termios.tcgetattr(slave)
     try:
         term.start()
         during = termios.tcgetattr(slave)
-        assert not during[3] & termios.ECHO and not during[3] & termios.ISIG  # keys raw, Ctrl-C is a key
+        assert (
+            not during[3] & termios.ECHO and not during[3] & termios.ISIG
+        )  # keys raw, Ctrl-C is a key
         term.frame((0, 0), FRAME, 0.0, 1)
         out = _read_all(master).decode("utf-8", "replace")
         assert "\x1b[?1049h" in out and "\x1b[?25l" in out  # alternate screen, hidden cursor
@@ -72,8 +82,16 @@ def test_view11_halfblocks_on_a_pty_and_the_terminal_is_restored(monkeypatch: py
         os.close(slave)
 
 
-@pytest.mark.parametrize(("env", "marker"), [({"TERM": "xterm-kitty"}, "\x1b_Gf=100,a=T"), ({"TERM_PROGRAM": "iTerm.app", "TERM": "xterm"}, "\x1b]1337;File=inline=1")])
-def test_view14_native_inline_images_by_environment(monkeypatch: pytest.MonkeyPatch, env: dict[str, str], marker: str) -> None:
+@pytest.mark.parametrize(
+    ("env", "marker"),
+    [
+        ({"TERM": "xterm-kitty"}, "\x1b_Gf=100,a=T"),
+        ({"TERM_PROGRAM": "iTerm.app", "TERM": "xterm"}, "\x1b]1337;File=inline=1"),
+    ],
+)
+def test_view14_native_inline_images_by_environment(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], marker: str
+) -> None:
     # Pillow (a test dependency) encodes the inline PNGs
     term, master, slave = _backend(monkeypatch, **env)
     try:
@@ -83,7 +101,9 @@ def test_view14_native_inline_images_by_environment(monkeypatch: pytest.MonkeyPa
         out = _read_all(master).decode("utf-8", "replace")
         assert out.count(marker) == 2 and "▀" not in out
         if "kitty" in env.get("TERM", ""):
-            assert "i=1," in out and "i=2," in out and "\x1b_Ga=d,d=i,i=1,q=2" in out  # double-buffered
+            assert (
+                "i=1," in out and "i=2," in out and "\x1b_Ga=d,d=i,i=1,q=2" in out
+            )  # double-buffered
     finally:
         term.close()
         os.close(master)

@@ -81,13 +81,21 @@ def test_frame_without_segments_is_prefix_plus_header() -> None:
     [
         (b"XX" + bytes(22), "not an rlmesh frame"),
         (struct.pack("<2sBBIIIQ", b"RM", 9, 1, 0, 1, 0, 1), "unsupported frame version 9"),
-        (struct.pack("<2sBBIIIQ", b"RM", 1, 1, 0, 2**31, 0, 2**31), "header of 2147483648 bytes exceeds"),
+        (
+            struct.pack("<2sBBIIIQ", b"RM", 1, 1, 0, 2**31, 0, 2**31),
+            "header of 2147483648 bytes exceeds",
+        ),
         (struct.pack("<2sBBIIIQ", b"RM", 1, 1, 0, 1, 2**20, 2**24), "segments; the limit is 4096"),
-        (struct.pack("<2sBBIIIQ", b"RM", 1, 1, 0, 1, 0, 2**40), "body of 1099511627776 bytes exceeds"),
+        (
+            struct.pack("<2sBBIIIQ", b"RM", 1, 1, 0, 1, 0, 2**40),
+            "body of 1099511627776 bytes exceeds",
+        ),
         (struct.pack("<2sBBIIIQ", b"RM", 1, 1, 0, 8, 2, 4), "shorter than its header and table"),
     ],
 )
-def test_bad_prefixes_raise_ProtocolException_before_any_allocation(prefix: bytes, match: str) -> None:
+def test_bad_prefixes_raise_ProtocolException_before_any_allocation(
+    prefix: bytes, match: str
+) -> None:
     with pytest.raises(ProtocolException, match=match):
         decode_prefix(prefix)
 
@@ -109,8 +117,12 @@ def valid_frames() -> list[bytes]:
     peer = m.PeerInfo(component="fuzz")
     msgs = [
         encode_message(m.Hello(generation="rlmesh-py-v1", peer=peer, editions=["2026.06"]), 1),
-        encode_message(m.Step(action=[1, "x"], episode_ids={0: "id"}), 2, [np.arange(40, dtype=np.float32)]),
-        encode_message(m.StepReply(obs=[], info={"a": np.arange(3)}), 2, [np.zeros(100, np.uint8)] * 3),
+        encode_message(
+            m.Step(action=[1, "x"], episode_ids={0: "id"}), 2, [np.arange(40, dtype=np.float32)]
+        ),
+        encode_message(
+            m.StepReply(obs=[], info={"a": np.arange(3)}), 2, [np.zeros(100, np.uint8)] * 3
+        ),
         encode_message(m.Reset(seeds=[1, None], options={"k": [1, 2.5, "s"]}), 3),
         encode_message(m.Error(code=10, message="boom", recoverable=False), 4),
     ]
@@ -190,4 +202,6 @@ def test_layers_import_only_downward(package: str) -> None:
                     base = ".".join([*parts, base] if base else parts)
                 names = [base]
             for name in names:
-                assert not any(name == f or name.startswith(f + ".") for f in forbidden), f"{path}: imports {name}"
+                assert not any(name == f or name.startswith(f + ".") for f in forbidden), (
+                    f"{path}: imports {name}"
+                )

@@ -107,11 +107,17 @@ def test_shared_vector_decodes_to_the_message(name: str) -> None:
     body = np.frombuffer(bytearray(raw[PREFIX_SIZE:]), dtype=np.uint8)
     frame = split_body(plan, body)
     assert _eq(decode_header(frame), msg)
-    assert [bytes(s) for s in frame.segments] == [np.ascontiguousarray(s).tobytes() for s in segments]
+    assert [bytes(s) for s in frame.segments] == [
+        np.ascontiguousarray(s).tobytes() for s in segments
+    ]
 
 
 def test_docs_show_the_golden_bytes() -> None:
     """docs/protocol.md section 11 carries the same prefixes (kept in sync by hand)."""
     text = (ROOT / "docs" / "protocol.md").read_text()
-    for prefix in ("524d0101 01000000 57000000", "524d0103 02000000 06000000", "524d0185 02000000 10000000"):
+    for prefix in (
+        "524d0101 01000000 57000000",
+        "524d0103 02000000 06000000",
+        "524d0185 02000000 10000000",
+    ):
         assert prefix in text

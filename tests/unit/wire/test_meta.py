@@ -24,9 +24,15 @@ def round_trip(value: Any) -> Any:
 
 
 plain = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False)
-    | st.text(st.characters(blacklist_categories=("Cs",))) | st.binary(),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(st.characters(blacklist_categories=("Cs",)))
+    | st.binary(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -38,9 +44,13 @@ def test_plain_values_survive_exactly(value: Any) -> None:
     assert out == value and type(out) is type(value)
 
 
-@pytest.mark.parametrize("dtype", ["bool", "uint8", "int16", "uint64", "float16", "float32", "float64"])
+@pytest.mark.parametrize(
+    "dtype", ["bool", "uint8", "int16", "uint64", "float16", "float32", "float64"]
+)
 @pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
-def test_numpy_arrays_come_back_as_writable_arrays_of_the_same_dtype_and_shape(dtype: str, shape: tuple) -> None:
+def test_numpy_arrays_come_back_as_writable_arrays_of_the_same_dtype_and_shape(
+    dtype: str, shape: tuple
+) -> None:
     a = (np.arange(int(np.prod(shape))) % 2).astype(dtype).reshape(shape)
     out = round_trip({"a": a})["a"]
     assert out.dtype == a.dtype and out.shape == a.shape and np.array_equal(out, a)
@@ -54,7 +64,13 @@ def test_unwrapping_rules() -> None:
         RED = 1
 
     value = {"p": Point(1, 2), "t": (1, 2), "c": Color.RED, "s": np.float32(1.5), "big": 2**70}
-    assert round_trip(value) == {"p": {"x": 1, "y": 2}, "t": [1, 2], "c": 1, "s": 1.5, "big": float(2**70)}
+    assert round_trip(value) == {
+        "p": {"x": 1, "y": 2},
+        "t": [1, 2],
+        "c": 1,
+        "s": 1.5,
+        "big": float(2**70),
+    }
 
 
 def test_key_order_is_preserved() -> None:
@@ -62,13 +78,18 @@ def test_key_order_is_preserved() -> None:
 
 
 def test_unsupported_values_name_the_path_and_the_remedy() -> None:
-    with pytest.raises(TypeError, match=r"'object' at \$\.a\.b is not supported.*sanitize_metadata"):
+    with pytest.raises(
+        TypeError, match=r"'object' at \$\.a\.b is not supported.*sanitize_metadata"
+    ):
         normalize({"a": {"b": object()}})
     with pytest.raises(TypeError, match="keys must be str"):
         normalize({1: "x"})
 
 
-@pytest.mark.parametrize("payload", [b"", b"\x63\x00", b"\x0b\x01\x02", b"\x0b\x01" + (3).to_bytes(8, "little") + b"\x00"])
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"\x63\x00", b"\x0b\x01\x02", b"\x0b\x01" + (3).to_bytes(8, "little") + b"\x00"],
+)
 def test_malformed_array_extensions_raise_ProtocolException(payload: bytes) -> None:
     with pytest.raises(ProtocolException):
         ext_hook(1, memoryview(payload))

@@ -76,8 +76,13 @@ def test_a_large_flat_header_is_not_mistaken_for_a_deep_one():
     bounds = rng.standard_normal(50_000).tolist()  # float bytes hit 0x80-0x9f often
     contract = {"observation_space": {"kind": "box", "details": {"low": bounds, "high": bounds}}}
     welcome = m.Welcome(
-        generation="g", peer=m.PeerInfo(), editions=["2026.06"], preferred=None, selected="2026.06",
-        session_id="s", contract=contract,
+        generation="g",
+        peer=m.PeerInfo(),
+        editions=["2026.06"],
+        preferred=None,
+        selected="2026.06",
+        session_id="s",
+        contract=contract,
     )
     header = m._ENCODER.encode(welcome)
     assert decode_header(frame(m.Welcome.KIND, header)).contract == contract
@@ -98,7 +103,9 @@ def test_hostile_ext_payloads_and_garbage_are_protocol_errors():
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(sorted(m.KINDS)), st.binary(max_size=400), st.integers(0, 3_000))
 def test_no_bytes_make_decode_header_raise_anything_but_ProtocolException(kind, tail, depth):
-    header = bytes([0x90 + min(15, len(m.KINDS[kind].__struct_fields__) + 1)]) + arrays(depth) + tail
+    header = (
+        bytes([0x90 + min(15, len(m.KINDS[kind].__struct_fields__) + 1)]) + arrays(depth) + tail
+    )
     try:
         decode_header(frame(kind, header))
     except ProtocolException:

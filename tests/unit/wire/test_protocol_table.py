@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.fixture(scope="module")
 def gen() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_protocol_table", ROOT / "tools" / "gen_protocol_table.py")
+    spec = importlib.util.spec_from_file_location(
+        "gen_protocol_table", ROOT / "tools" / "gen_protocol_table.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -34,7 +36,9 @@ def test_the_doc_table_is_the_session_table(gen: ModuleType) -> None:
     )
 
 
-def test_the_table_follows_a_change_to_the_session(gen: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_table_follows_a_change_to_the_session(
+    gen: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The generator reads the session's data (so the staleness check can fail)."""
     before = gen.render_table()
     assert "| `READY` | `Close` | `CloseReply` | `CLOSED` |" in before
@@ -50,4 +54,7 @@ def test_every_legal_request_and_reply_is_in_the_table(gen: ModuleType) -> None:
     for state, legal in s.LEGAL.items():
         for request in legal:
             for reply in s.REPLIES[request]:
-                assert f"`{m.KINDS[request].__name__}`" in table and f"`{m.KINDS[reply].__name__}`" in table, (state, request)
+                assert (
+                    f"`{m.KINDS[request].__name__}`" in table
+                    and f"`{m.KINDS[reply].__name__}`" in table
+                ), (state, request)

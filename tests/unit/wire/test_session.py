@@ -7,7 +7,9 @@ from rlmesh.wire import answer_hello, make_hello, messages as m
 
 
 def test_server_selects_the_highest_mutual_edition() -> None:
-    welcome = answer_hello(make_hello("c", None), declared=None, service="env", component="s", session_id="x")
+    welcome = answer_hello(
+        make_hello("c", None), declared=None, service="env", component="s", session_id="x"
+    )
     assert isinstance(welcome, m.Welcome) and welcome.selected == "2026.06"
 
 
@@ -19,17 +21,34 @@ def test_generation_mismatch_is_incompatible() -> None:
 
 
 def test_no_mutual_edition_names_both_offers() -> None:
-    hello = m.Hello(generation=PROTOCOL_GENERATION, peer=m.PeerInfo(), editions=["2030.01"], preferred="2030.01")
+    hello = m.Hello(
+        generation=PROTOCOL_GENERATION, peer=m.PeerInfo(), editions=["2030.01"], preferred="2030.01"
+    )
     answer = answer_hello(hello, declared=None, service="env", component="s", session_id="x")
     assert isinstance(answer, m.Incompatible) and "no mutual workflow edition" in answer.message
 
 
 def test_wrong_service_is_incompatible() -> None:
-    answer = answer_hello(make_hello("c", None, service="model"), declared=None, service="env", component="s", session_id="x")
-    assert isinstance(answer, m.Incompatible) and "serves the env service; the client asked for the model service" in answer.message
+    answer = answer_hello(
+        make_hello("c", None, service="model"),
+        declared=None,
+        service="env",
+        component="s",
+        session_id="x",
+    )
+    assert (
+        isinstance(answer, m.Incompatible)
+        and "serves the env service; the client asked for the model service" in answer.message
+    )
 
 
 def test_edition_ordering_puts_cohorts_above_their_base() -> None:
-    assert select_edition(["2026.06", "2026.06-0.1.0-rc.5"], ["2026.06", "2026.06-0.1.0-rc.5"]) == "2026.06-0.1.0-rc.5"
-    assert select_edition(["2026.06", "2026.06-rc"], ["2026.06", "2026.06-rc"], ceilings=["2026.06"]) == "2026.06"
+    assert (
+        select_edition(["2026.06", "2026.06-0.1.0-rc.5"], ["2026.06", "2026.06-0.1.0-rc.5"])
+        == "2026.06-0.1.0-rc.5"
+    )
+    assert (
+        select_edition(["2026.06", "2026.06-rc"], ["2026.06", "2026.06-rc"], ceilings=["2026.06"])
+        == "2026.06"
+    )
     assert select_edition(["2026.06"], ["2025.12"]) is None

@@ -136,7 +136,9 @@ def test_a_reply_with_no_request_in_flight_is_ignored() -> None:
 
 def test_a_request_before_hello_is_a_ProtocolException_that_breaks_the_server_side() -> None:
     client = Session(CLIENT)
-    with pytest.raises(LocalProtocolError, match="Step is not allowed in session state AWAIT_HELLO"):
+    with pytest.raises(
+        LocalProtocolError, match="Step is not allowed in session state AWAIT_HELLO"
+    ):
         client.send(m.Step(action=[0]))
     assert client.state is AWAIT_HELLO and client.pending_id == 0  # nothing was sent
     server = Session(SERVER)

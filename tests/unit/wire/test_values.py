@@ -29,7 +29,10 @@ def wire_round_trip(spec: SpaceSpec, value: Any, lanes: int | None) -> Any:
     canonical = compile_encoder(spec, lanes=lanes)(value)
     codec = ValueCodec(spec, lanes)
     scalars, segments = codec.split(canonical)
-    raw = b"".join(bytes(memoryview(b).cast("B")) for b in encode_message(m.ResetReply(obs=scalars), 9, segments))
+    raw = b"".join(
+        bytes(memoryview(b).cast("B"))
+        for b in encode_message(m.ResetReply(obs=scalars), 9, segments)
+    )
     plan = decode_prefix(raw[:PREFIX_SIZE])
     body = new_body(plan)  # what a transport fills with recv_into
     body[:] = np.frombuffer(raw, np.uint8, offset=PREFIX_SIZE)
@@ -40,7 +43,9 @@ def wire_round_trip(spec: SpaceSpec, value: Any, lanes: int | None) -> Any:
 
 def assert_identical(expected: Any, actual: Any, path: str = "$") -> None:
     if isinstance(expected, dict):
-        assert isinstance(actual, dict) and list(actual) == list(expected), path  # declared key order
+        assert isinstance(actual, dict) and list(actual) == list(expected), (
+            path
+        )  # declared key order
         for k in expected:
             assert_identical(expected[k], actual[k], f"{path}.{k}")
     elif isinstance(expected, tuple):
@@ -56,7 +61,11 @@ def assert_identical(expected: Any, actual: Any, path: str = "$") -> None:
         assert type(actual) is type(expected) and actual == expected, path
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(st.data())
 def test_every_space_kind_round_trips_scalar(data: st.DataObject) -> None:
     spec = data.draw(space_specs(max_depth=2))
@@ -65,7 +74,11 @@ def test_every_space_kind_round_trips_scalar(data: st.DataObject) -> None:
     assert_identical(expected, wire_round_trip(spec, value, None))
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(st.data(), st.integers(1, 4))
 def test_every_space_kind_round_trips_batched(data: st.DataObject, lanes: int) -> None:
     spec = data.draw(space_specs(max_depth=2))
@@ -76,12 +89,17 @@ def test_every_space_kind_round_trips_batched(data: st.DataObject, lanes: int) -
 
 def test_image_observation_decodes_to_writable_views_of_one_buffer() -> None:
     spec = SpaceSpec._dict(
-        {"image": SpaceSpec._box((224, 224, 3), "uint8", 0, 255), "state": SpaceSpec._box((16,), "float32")}
+        {
+            "image": SpaceSpec._box((224, 224, 3), "uint8", 0, 255),
+            "state": SpaceSpec._box((16,), "float32"),
+        }
     )
     value = {"image": np.full((224, 224, 3), 7, np.uint8), "state": np.arange(16, dtype=np.float32)}
     out = wire_round_trip(spec, value, None)
     assert out["image"].flags.writeable and out["state"].flags.writeable
-    assert out["image"].base is out["state"].base or np.shares_memory(out["image"].base, out["state"].base)
+    assert out["image"].base is out["state"].base or np.shares_memory(
+        out["image"].base, out["state"].base
+    )
     assert out["image"].ctypes.data % 64 == 0 and out["state"].ctypes.data % 64 == 0
 
 
