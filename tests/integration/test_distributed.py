@@ -548,7 +548,7 @@ def test_rlmesh_eval_workers_runs_in_worker_processes(
 ) -> None:
     import json
 
-    from rlmesh.eval import eval_main
+    from rlmesh._cli.eval import main as eval_main
 
     out = tmp_path / "run.json"
     argv = [
