@@ -211,7 +211,11 @@ def test_an_env_error_in_one_run_does_not_poison_the_next(tmp_path: Path) -> Non
             seeds=seeds,
             workers=pool,
         )
-        assert key(third) == key(one) and pids_of(third) == pids_of(second)
+        assert key(third) == key(one)
+        # the pool is reused: a worker stopped mid-set-up by the failed run (its state is
+        # unknown) is replaced, and on a loaded machine the other may run every episode
+        # before the replacement is ready
+        assert pids_of(third) & pids_of(second)
 
 
 class Interrupt(rlmesh.RunHooks):

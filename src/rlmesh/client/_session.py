@@ -209,10 +209,11 @@ class ClientSession:
         limits = frames.default_limits()  # RLMESH_MAX_FRAME_BYTES, checked before dialing
         deadline = time.monotonic() + ct
         pause = _SLOT_POLL_FIRST_SECONDS
+        busy: EndpointBusy | None = None  # the last Busy, while waiting for a free session
         while True:
             budget = max(deadline - time.monotonic(), 0.001)
-            conn = _dial(address, service, noun, ct, budget)
             try:
+                conn = _dial(address, service, noun, ct, budget)
                 return cls(
                     conn,
                     service=service,
@@ -232,9 +233,14 @@ class ClientSession:
                     raise
                 if left <= 0:
                     raise EndpointBusy(f"{exc} (waited {ct:.3f}s for a free session)") from None
-            time.sleep(
-                min(pause, left)
-            )  # issue 25: wait for a free session within the connect timeout
+                busy = exc
+            except RequestTimeout:
+                if busy is None:
+                    raise
+                # the time ran out during a retry: the endpoint was busy all along
+                raise EndpointBusy(f"{busy} (waited {ct:.3f}s for a free session)") from None
+            # issue 25: wait for a free session within the connect timeout
+            time.sleep(min(pause, left))
             pause = min(pause * 2, _SLOT_POLL_MAX_SECONDS)
 
     @property

@@ -226,6 +226,20 @@ def test_waiting_for_a_slot_gives_up_when_the_connect_timeout_passes(net: Networ
     holder.close()
 
 
+def test_a_handshake_that_times_out_while_waiting_for_a_slot_is_still_busy(net: Network) -> None:
+    # the endpoint said Busy, then the time ran out during a retry's handshake: what the
+    # user waited for was a free session, so it is EndpointBusy, not a RequestTimeout
+    ep = _cartpole(net)
+    ep.then(reply(m.Busy(message="all sessions taken")), silence())
+    with pytest.raises(
+        EndpointBusy, match=r"all sessions taken \(waited 0.100s for a free session\)"
+    ):
+        connect(net, wait_for_slot=True, connect_timeout=0.1)
+    ep.then(silence())  # never busy: a silent endpoint is a timeout as before
+    with pytest.raises(RequestTimeout):
+        connect(net, wait_for_slot=True, connect_timeout=0.05)
+
+
 # -- requests and their errors ---------------------------------------------------------------
 
 
