@@ -36,7 +36,9 @@ gym = require("gymnasium")
 
 class BarrierWalk(Walk):
     """A :class:`Walk` whose construction waits until ``n`` envs wrote their pid to ``pids``
-    (bounded): every worker of the run takes part, however slowly the others set up."""
+    (bounded): every worker of the run takes part, however slowly the others set up (give
+    it ``sleep_s`` so one worker cannot finish every episode before the other's ready
+    report reaches the driver on a loaded machine)."""
 
     def __init__(self, *, n: int = 1, pids: str = "", **kw: Any) -> None:
         super().__init__(pids=pids, **kw)
@@ -174,7 +176,7 @@ def test_a_worker_lost_during_a_run_is_retried_and_replaced_in_the_pool(tmp_path
         killed = int(marker.read_text())
         second = rlmesh.run(
             sign_policy,
-            functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "2")),
+            functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "2"), sleep_s=0.01),
             seeds=seeds,
             workers=pool,
         )
@@ -196,7 +198,7 @@ def test_an_env_error_in_one_run_does_not_poison_the_next(tmp_path: Path) -> Non
             )
         second = rlmesh.run(
             sign_policy,
-            functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "2")),
+            functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "2"), sleep_s=0.01),
             seeds=seeds,
             workers=pool,
         )
@@ -207,7 +209,7 @@ def test_an_env_error_in_one_run_does_not_poison_the_next(tmp_path: Path) -> Non
             rlmesh.run(sign_policy, broken_env, seeds=seeds, workers=pool)
         third = rlmesh.run(
             sign_policy,
-            functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "3")),
+            functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "3"), sleep_s=0.01),
             seeds=seeds,
             workers=pool,
         )
@@ -237,7 +239,7 @@ def test_ctrl_c_in_a_run_leaves_the_pool_usable(tmp_path: Path) -> None:
             )
         again = rlmesh.run(
             sign_policy,
-            functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "2")),
+            functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "2"), sleep_s=0.01),
             seeds=seeds,
             workers=pool,
         )
