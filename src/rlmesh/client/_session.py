@@ -28,6 +28,7 @@ from ..errors import (
     exception_for_code,
 )
 from ..transport import Address, Connection, dial, shm
+from ..transport.busypoll import FAN_OUT_CAPABILITY
 from ..transport.connection import busy_poll_default
 from ..transport.stream import _advance
 from ..wire import frames, handshake, messages as m
@@ -170,7 +171,11 @@ class ClientSession:
             )
         self.welcome: m.Welcome = reply
         conn.limits = limits
-        conn.busy_poll = busy_poll_default()
+        # a client that gathers many endpoints (FAN_OUT_CAPABILITY) waits for each reply
+        # without spinning: a round waits for its slowest endpoint anyway, and spinning on
+        # one reply takes a core the other endpoints' servers need
+        fan_out = (capabilities or {}).get(FAN_OUT_CAPABILITY) == "true"
+        conn.busy_poll = 0.0 if fan_out else busy_poll_default()
         token = shm.offered_token(reply.capabilities, conn.sock)
         if token:
             self._attach_after = ATTACH_AFTER_REQUESTS
