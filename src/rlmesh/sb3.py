@@ -13,7 +13,7 @@ step at the same time. No subprocess of its own::
     PPO("MlpPolicy", env).learn(20_000)
 
 Importing this module imports Stable-Baselines3 (``import rlmesh`` never does); without
-it, the import fails with an ``ImportError`` naming the the ``sb3`` extra extra.
+it, the import fails with an ``ImportError`` naming the ``sb3`` extra.
 
 SB3's conventions hold: a lane that ends is reset in the same step, ``infos[i]`` then
 carries ``terminal_observation`` and ``TimeLimit.truncated``, and ``reset_infos[i]`` the

@@ -35,7 +35,15 @@ from ._capture import warn
 from ._reader import UnsafeBundle, open_inside, video_file_ok
 from ._records import EpisodeRecord, ResultSet, WorkloadRecord, json_safe
 
-__all__ = ["JOURNAL", "JOURNAL_SCHEMA", "STAGING_PREFIX", "Journal", "orphans", "recover"]
+__all__ = [
+    "JOURNAL",
+    "JOURNAL_SCHEMA",
+    "STAGING_PREFIX",
+    "Journal",
+    "finished_episodes",
+    "orphans",
+    "recover",
+]
 
 #: The journal's file name inside a staging dir.
 JOURNAL = "journal.jsonl"
@@ -314,6 +322,14 @@ def orphans(directory: str | os.PathLike[str] | None = None) -> list[Path]:
         if owner_alive(header) is False:
             found.append((st.st_mtime, d))
     return [d for _, d in sorted(found)]
+
+
+def finished_episodes(staging: Path) -> int:
+    """How many finished episodes a staging dir's journal records (0 when unreadable)."""
+    try:
+        return sum(1 for entry in _lines(staging) if entry.get("op") == "episode")
+    except (OSError, ValueError):
+        return 0
 
 
 def staging_size(d: Path) -> int:

@@ -16,7 +16,7 @@ from ._bundle import archive_mode, dumps_document, write_bundle
 from ._capture import CaptureHooks, parse_record, warn
 from ._encode import CODECS, EncoderProcess, EncoderSpec, VideoWriter, encoder_spec
 from ._html import build_index
-from ._journal import STAGING_PREFIX, Journal, orphans, staging_size
+from ._journal import STAGING_PREFIX, Journal, finished_episodes, orphans, staging_size
 from ._reader import open_inside
 from ._records import EpisodeRecord, MediaRef, ResultSet, WorkloadRecord, json_safe
 
@@ -564,19 +564,26 @@ def _staged_text(staging: Path) -> Callable[[str], str | None]:
 
 
 def _warn_orphans(directory: Path | None) -> None:
-    """Once per directory and process: say when staging dirs of dead recorder processes pile up."""
+    """Once per directory and process: say when killed recorder runs left finished episodes behind.
+
+    Staging dirs of dead runs that hold no finished episode (a run killed before its first
+    episode ended) have nothing to recover: they are not worth a warning on every start.
+    """
     key = str(directory or tempfile.gettempdir())
     if key in _warned_orphans:
         return
     _warned_orphans.add(key)
     try:
-        found = orphans(directory)
+        counted = [(d, finished_episodes(d)) for d in orphans(directory)]
     except Exception:
         return
+    found = [d for d, episodes in counted if episodes]
     if found:
+        episodes = sum(n for _, n in counted)
         size = sum(staging_size(d) for d in found)
         warn(
-            f"recorder: {len(found)} staging dir(s) of recorder runs that never exported ({size / 1e6:.1f} MB) "
-            f"are in {found[0].parent} (oldest: {found[0].name}). rlmesh.recorder.orphans() lists them, "
-            "rlmesh.recorder.recover(dir, path) turns one into a bundle; delete the ones you do not need"
+            f"recorder: {len(found)} staging dir(s) of recorder runs that never exported hold {episodes} "
+            f"finished episode(s) ({size / 1e6:.1f} MB) in {found[0].parent} (oldest: {found[0].name}). "
+            "rlmesh.recorder.orphans() lists them, rlmesh.recorder.recover(dir, path) turns one into a "
+            "bundle; delete the ones you do not need"
         )

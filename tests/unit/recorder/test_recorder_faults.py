@@ -561,3 +561,59 @@ def test_the_reset_frame_is_recorded_and_fps_follows_render_fps(tmp_path: Path) 
         ["dist", "is_success"],
     ]  # no runtime keys
     assert Recorder(fps=20)._fps_for(None) == 20  # an explicit fps wins
+
+
+def _dead_staging(parent: Path, name: str, episodes: int) -> Path:
+    """A staging dir as a recorder killed before export leaves it (its owner: a previous boot)."""
+    import socket
+
+    d = parent / f"rlmesh-recorder-{name}"
+    d.mkdir(parents=True)
+    header = {
+        "journal": "rlmesh.recorder.journal.v1",
+        "resultSetId": name,
+        "pid": 1,
+        "host": socket.gethostname(),
+        "boot": "an-earlier-boot",
+        "start": "0",
+    }
+    lines = [header] + [
+        {"op": "episode", "workload": 0, "record": {"index": i}} for i in range(episodes)
+    ]
+    (d / "journal.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return d
+
+
+def test_leftovers_without_a_finished_episode_are_no_reason_to_warn(tmp_path: Path) -> None:
+    import warnings
+
+    import rlmesh.recorder._recorder as recorder_module
+
+    stage = tmp_path / "stage"
+    for i in range(3):
+        _dead_staging(stage, f"empty{i}", episodes=0)
+    assert len(recorder.orphans(stage)) == 3  # listed (the user may delete them), but empty
+    recorder_module._warned_orphans.discard(str(stage))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rec = Recorder(staging_dir=stage)
+        rlmesh.run(
+            rlmesh.RANDOM_SAMPLE,
+            CamEnv(2, render=False),
+            seeds=[0],
+            hooks=rec.capture(model="pi", env="e", cameras=[]),
+        )
+        rec.close()
+    assert [str(w.message) for w in caught if "never exported" in str(w.message)] == []
+
+    _dead_staging(stage, "full", episodes=2)
+    recorder_module._warned_orphans.discard(str(stage))
+    with pytest.warns(UserWarning, match=r"1 staging dir\(s\) .* hold 2 finished episode"):
+        rec = Recorder(staging_dir=stage)
+        rlmesh.run(
+            rlmesh.RANDOM_SAMPLE,
+            CamEnv(2, render=False),
+            seeds=[0],
+            hooks=rec.capture(model="pi", env="e", cameras=[]),
+        )
+        rec.close()

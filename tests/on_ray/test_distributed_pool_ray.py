@@ -211,7 +211,9 @@ def test_journal_with_a_ray_pool(ray_local: Any, tmp_path: Path) -> None:
 
 
 def test_a_ray_pool_owns_the_local_ray_it_started_and_survives_ctrl_c(tmp_path: Path) -> None:
-    from conftest import child_env
+    from conftest import child_env, require_ray
+
+    require_ray()  # the driver below imports ray and starts a local Ray of its own
 
     script = tmp_path / "driver.py"
     script.write_text(
