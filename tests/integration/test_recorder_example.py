@@ -19,7 +19,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 def test_record_eval_example_writes_a_bundle_with_videos_steps_and_index(tmp_path: Path) -> None:
     av = require("av", "video recording")
     out = tmp_path / "bundle"
-    own_tmp = tmp_path / "tmp"  # not the machine's /tmp: what other programs left there is no concern here
+    own_tmp = (
+        tmp_path / "tmp"
+    )  # not the machine's /tmp: what other programs left there is no concern here
     own_tmp.mkdir()
     proc = subprocess.run(
         [sys.executable, "examples/record_eval.py", str(out)],
