@@ -28,6 +28,9 @@ __all__ = ["RayBackend", "RayWorker", "import_ray"]
 
 #: Seconds the actors get to close their envs at the end of a run before they are killed.
 STOP_GRACE_SECONDS = 5.0
+#: Seconds the driver waits for the replies of a lost actor's other calls (each resolves at
+#: once: to the episode it finished before it died, or to the same lost-actor error).
+SALVAGE_SECONDS = 5.0
 
 
 def import_ray() -> Any:
@@ -174,21 +177,52 @@ class RayBackend:
             more, _ = ray.wait(pending, num_returns=len(pending), timeout=0)
             ready = list({id(r): r for r in [*ready, *more]}.values())
         events: list[tuple[Any, ...]] = []
+        lost: dict[int, BaseException] = {}
         for ref in ready:
-            slot = self.refs.pop(ref, None)
-            if slot is None or slot in self.dead:
-                continue  # dropped with its worker, lost earlier in this batch
+            slot = self.refs.get(ref)
+            if slot is None or slot in self.dead or slot in lost:
+                continue  # dropped with its worker earlier, or read below with the rest of its calls
+            del self.refs[ref]
             try:
-                kind, *rest = ray.get(ref)
+                events.append(self._event(slot, ray.get(ref)))
             except ray.exceptions.RayTaskError as exc:  # the call itself failed to run
                 events.append(("setup_failed", slot, exc.as_instanceof_cause()))
-                continue
             except ray.exceptions.RayError as exc:  # the actor is gone (killed, node lost, ...)
-                events.append(("lost", slot, self._lost(slot, exc)))
-                continue
-            if kind == "ready":
-                self.nodes[slot] = str(rest[0].get("node", ""))
-            events.append((kind, slot, *rest))
+                lost[slot] = exc
+        for slot, exc in lost.items():
+            events.extend(self._salvage(slot))
+            events.append(("lost", slot, self._lost(slot, exc)))
+        return events
+
+    def _event(self, slot: int, reply: tuple[Any, ...]) -> tuple[Any, ...]:
+        kind, *rest = reply
+        if kind == "ready":
+            self.nodes[slot] = str(rest[0].get("node", ""))
+        return (kind, slot, *rest)
+
+    def _salvage(self, slot: int) -> list[tuple[Any, ...]]:
+        """What a lost actor finished before it died, in the order it was asked.
+
+        An actor runs its calls in order: one that returned before the actor died holds its
+        reply (an episode finished, its result kept, not re-run), and the first that did
+        not is the episode the actor was running when it died.
+        """
+        ray = self.ray
+        calls = [ref for ref, s in self.refs.items() if s == slot]
+        if not calls:
+            return []
+        ready, _ = ray.wait(calls, num_returns=len(calls), timeout=SALVAGE_SECONDS)
+        answered = set(ready)
+        events: list[tuple[Any, ...]] = []
+        for ref in calls:
+            if ref not in answered:
+                break
+            try:
+                reply = ray.get(ref)
+            except ray.exceptions.RayError:
+                break  # this call died with the actor, and so did every later one
+            del self.refs[ref]
+            events.append(self._event(slot, reply))
         return events
 
     def _lost(self, slot: int, exc: BaseException) -> str:
