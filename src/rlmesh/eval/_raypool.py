@@ -189,9 +189,9 @@ class RayBackend:
                 events.append(("setup_failed", slot, exc.as_instanceof_cause()))
             except ray.exceptions.RayError as exc:  # the actor is gone (killed, node lost, ...)
                 lost[slot] = exc
-        for slot, exc in lost.items():
+        for slot, error in lost.items():
             events.extend(self._salvage(slot))
-            events.append(("lost", slot, self._lost(slot, exc)))
+            events.append(("lost", slot, self._lost(slot, error)))
         return events
 
     def _event(self, slot: int, reply: tuple[Any, ...]) -> tuple[Any, ...]:
