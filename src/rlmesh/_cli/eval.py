@@ -22,6 +22,7 @@ import sys
 import traceback
 from typing import Any
 
+from .._gymid import make_gym_env
 from .._target import importable, load_target
 from .._termtext import term_safe
 from ..client import RemoteModel
@@ -109,14 +110,14 @@ def resolve_env_arg(spec: str, env_kwargs: dict[str, Any] | None = None) -> tupl
             )
         return obj, False
     try:
-        import gymnasium
+        import gymnasium  # noqa: F401
     except ImportError:
         raise DependencyMissing(
             f"ENV {spec!r} looks like a Gymnasium id, but gymnasium is not installed; "
             'pip install gymnasium (the "gymnasium" extra of rlmesh-py)',
             name="gymnasium",
         ) from None
-    return gymnasium.make(spec, **kwargs), True
+    return make_gym_env(spec, **kwargs), True
 
 
 def _is_gym_id(spec: str) -> bool:
@@ -128,9 +129,7 @@ def _is_gym_id(spec: str) -> bool:
 
 def _gym_make(spec: str, **kwargs: Any) -> Any:
     """``gymnasium.make(spec, **kwargs)`` in a worker (a picklable recipe for ``--env-kwargs``)."""
-    import gymnasium
-
-    return gymnasium.make(spec, **kwargs)
+    return make_gym_env(spec, **kwargs)
 
 
 def _worker_env_arg(spec: str) -> Any:
