@@ -14,7 +14,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
 from tests.conftest import require
 
 gym = require("gymnasium")

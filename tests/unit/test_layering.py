@@ -71,6 +71,8 @@ LAYERS: dict[str, float] = {
     "rlmesh.recorder": 7.0,
     "rlmesh.sandbox": 7.0,
     "rlmesh.hooks": 7.0,  # ready-made RunHooks (TensorBoard)
+    # benchmark suites compose eval (run, workers), sandbox and recorder: beside them, on top (issue 35)
+    "rlmesh.suites": 7.5,
     # 8 facades and command lines
     "rlmesh.numpy": 8.0,
     "rlmesh.torch": 8.0,
