@@ -30,6 +30,7 @@ from ..errors import DependencyMissing
 from ..eval import RANDOM_SAMPLE, Workers, run
 from ..eval._view import normalize_view
 from ._eval_report import Progress, json_result, policy_error, print_results
+from ._suite import add_suite_arguments, main_suite
 
 __all__ = ["main", "parse_seeds", "resolve_env_arg", "resolve_model_arg"]
 
@@ -157,7 +158,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "env",
         metavar="ENV",
-        help="an address (host:port, unix:///path), a Gymnasium id, or module:attr / path/file.py:attr",
+        nargs="?",
+        default=None,
+        help="an address (host:port, unix:///path), a Gymnasium id, or module:attr / path/file.py:attr "
+        "(or --suite instead)",
     )
     p.add_argument(
         "--episodes",
@@ -253,8 +257,10 @@ def _parser() -> argparse.ArgumentParser:
         "--journal",
         default=None,
         metavar="PATH",
-        help="with --workers: record finished episodes in PATH; a re-run skips them (default: no journal)",
+        help="with --workers: record finished episodes in PATH; a re-run skips them; with --suite a "
+        "directory, one journal per task (default: no journal)",
     )
+    add_suite_arguments(p)
     return p
 
 
@@ -286,6 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     tty = bool(getattr(out, "isatty", lambda: False)())
     progress: Progress | None = None
     try:
+        if args.suite is not None:  # a benchmark suite: one run per task (_suite.py)
+            return main_suite(args, env_kwargs, out, tty=tty, resolve_model=resolve_model_arg)
+        if args.env is None:
+            raise ValueError(
+                "give ENV (an address, a Gymnasium id or module:attr) or --suite SUITE"
+            )
         model = resolve_model_arg(args.model)
         workers, journal = _distributed_args(args)
         view = normalize_view(args.view)
