@@ -362,6 +362,8 @@ def _usage_checked(
     parser: argparse.ArgumentParser, args: argparse.Namespace
 ) -> tuple[list[int] | None, dict[str, Any]]:
     """``--seeds`` / ``--env-kwargs`` / ``--render-mode`` parsed, or a usage error (exit 2)."""
+    if args.env is None and args.suite is None:
+        parser.error("give ENV (an address, a Gymnasium id or module:attr) or --suite SUITE")
     try:
         seeds = parse_seeds(args.seeds)
     except ValueError as exc:
