@@ -14,7 +14,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from tests.conftest import require
+
+from conftest import require
 
 gym = require("gymnasium")
 
