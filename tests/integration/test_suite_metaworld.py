@@ -185,3 +185,42 @@ def test_camera_images_are_upright_frames_of_the_declared_size() -> None:
         obs, *_ = env.step(np.zeros(4, np.float32))
     assert obs["image"] is not first
     env.close()
+
+
+def test_the_example_runs_as_a_user_would() -> None:
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "examples/metaworld_suite.py",
+            "--suite",
+            "metaworld:reach-v3",
+            "--episodes",
+            "1",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "reach-v3" in out.stdout and "episodes/hour" in out.stdout
+
+
+def test_suite_runs_in_a_venv_sandbox_that_installs_metaworld(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The envs in their own venv (built from the package index, then cached), rendering headless there."""
+    monkeypatch.setenv("RLMESH_SANDBOX_CACHE", str(tmp_path_factory.mktemp("sbx-metaworld")))
+    monkeypatch.setenv("RLMESH_SANDBOX_PROGRESS", "0")
+    res = suites.run(
+        "scripted",
+        "metaworld:reach-v3",
+        episodes_per_task=1,
+        sandbox="venv",
+        camera="corner",
+        image_size=32,
+        max_episode_steps=80,
+    )
+    assert res.sandboxed is True
+    assert res["reach-v3"].success_rate == 1.0

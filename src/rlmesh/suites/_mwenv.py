@@ -49,9 +49,12 @@ def require_metaworld(*, rendering: bool = False) -> Any:
     try:
         import metaworld
     except ImportError as exc:
-        raise DependencyMissing(
-            f"Meta-World is not installed ({exc}); {INSTALL_HINT}", name="metaworld"
-        ) from None
+        what = (
+            "Meta-World is not installed"
+            if getattr(exc, "name", None) in (None, "metaworld")
+            else f"importing Meta-World failed: a dependency of it is missing ({exc})"
+        )
+        raise DependencyMissing(f"{what}; {INSTALL_HINT}", name="metaworld") from None
     return metaworld
 
 

@@ -121,7 +121,11 @@ CAMERAS: tuple[str | None, ...] = (
 )
 
 #: What a sandbox installs to run the suite (``SandboxBuild(packages=PACKAGES)``).
-PACKAGES: tuple[str, ...] = ("metaworld>=3.1,<4", "mujoco>=3")
+PACKAGES: tuple[str, ...] = (
+    "metaworld>=3.1,<4",
+    "mujoco>=3",
+    "packaging",
+)  # metaworld imports packaging undeclared
 
 _ACTION = Action(
     Actuator(ACTION_DELTA_POS, dim=3, range=(-1.0, 1.0)),
