@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import served  # noqa: E402
+from _common import served
 
-import rlmesh  # noqa: E402
-import rlmesh.numpy as rn  # noqa: E402
-from rlmesh import suites  # noqa: E402
-from rlmesh.suites import metaworld as mw  # noqa: E402
+import rlmesh
+import rlmesh.numpy as rn
+from rlmesh import suites
+from rlmesh.suites import metaworld as mw
 
 warnings.filterwarnings("ignore")
 os.environ.setdefault("MUJOCO_GL", "osmesa")
@@ -131,7 +131,12 @@ def overhead(rounds: int, steps: int) -> dict[str, Any]:
             [
                 "--kwargs-json",
                 json.dumps(
-                    {"task": task, "camera": "corner", "image_size": 128, "terminate_on_success": False}
+                    {
+                        "task": task,
+                        "camera": "corner",
+                        "image_size": 128,
+                        "terminate_on_success": False,
+                    }
                 ),
             ],
         ),
