@@ -26,7 +26,8 @@ def add_suite_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="SUITE",
         help="evaluate on a benchmark suite instead of ENV: metaworld:MT10, metaworld:MT50 or "
-        "metaworld:TASK,TASK (MODEL may be metaworld:scripted); see docs/suites.md",
+        "metaworld:TASK,TASK (MODEL may be metaworld:scripted); see docs/suites.md (default: none, ENV is "
+        "evaluated)",
     )
     p.add_argument(
         "--tasks",
