@@ -29,7 +29,8 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     ├── EndpointLost (ConnectionError)           one endpoint of a many-endpoint vector env broke
     ├── AdapterResolutionError (ValueError)      model spec and env tags do not pair
     ├── UnsupportedSpace (TypeError)             an env's space is a kind rlmesh cannot carry
-    └── DependencyMissing (ImportError)          an optional extra is not installed
+    ├── DependencyMissing (ImportError)          an optional extra is not installed
+    └── UnknownEnvId (LookupError)               nothing installed registers a Gymnasium id
 
 "You" versus "them" (trio's Closed/Broken split): :class:`SessionClosed` means
 this side closed the session (or a fatal env error ended it and this side was
@@ -68,6 +69,7 @@ __all__ = [
     "ResetNeeded",
     "SessionClosed",
     "Unsupported",
+    "UnknownEnvId",
     "UnsupportedSpace",
     "WorkflowEditionWarning",
     "exception_for_code",
@@ -344,6 +346,16 @@ class DependencyMissing(RLMeshException, ImportError):
         RLMeshException.__init__(self, message)
         self.msg = message
         self.name = name
+
+
+class UnknownEnvId(RLMeshException, LookupError):
+    """No installed package registers a Gymnasium id (``"Meta-World/MT1"`` before ``metaworld``
+    is imported). The message names the two remedies: ``--import MODULE`` (``imports=``) and
+    Gymnasium's ``"module:EnvId"`` spelling. ``env_id`` is the id as given."""
+
+    def __init__(self, message: str, *, env_id: str = "") -> None:
+        super().__init__(message)
+        self.env_id = env_id
 
 
 class WorkflowEditionWarning(UserWarning):

@@ -42,6 +42,7 @@ LAYERS: dict[str, float] = {
     "rlmesh._autoreset": 1.0,  # the autoreset modes, one str enum (issue 23)
     "rlmesh._termtext": 1.0,  # term_safe: peer text made harmless for a terminal (issue 28)
     "rlmesh._target": 1.0,  # load_target: the one module:attr / file.py:attr loader (issue 23)
+    "rlmesh._gymid": 1.0,  # make_gym_env: finds the package registering a Gymnasium id (issue 35)
     "rlmesh._build": 1.1,  # editions and versions; wire's handshake reads them
     "rlmesh.tensor": 1.1,
     "rlmesh.types": 1.2,
@@ -70,6 +71,8 @@ LAYERS: dict[str, float] = {
     "rlmesh.recorder": 7.0,
     "rlmesh.sandbox": 7.0,
     "rlmesh.hooks": 7.0,  # ready-made RunHooks (TensorBoard)
+    # benchmark suites compose eval (run, workers), sandbox and recorder: beside them, on top (issue 35)
+    "rlmesh.suites": 7.5,
     # 8 facades and command lines
     "rlmesh.numpy": 8.0,
     "rlmesh.torch": 8.0,

@@ -22,6 +22,7 @@ import sys
 import traceback
 from typing import Any
 
+from .._gymid import make_gym_env
 from .._target import importable, load_target
 from .._termtext import term_safe
 from ..client import RemoteModel
@@ -29,6 +30,7 @@ from ..errors import DependencyMissing
 from ..eval import RANDOM_SAMPLE, Workers, run
 from ..eval._view import normalize_view
 from ._eval_report import Progress, json_result, policy_error, print_results
+from ._suite import add_suite_arguments, main_suite
 
 __all__ = ["main", "parse_seeds", "resolve_env_arg", "resolve_model_arg"]
 
@@ -109,14 +111,14 @@ def resolve_env_arg(spec: str, env_kwargs: dict[str, Any] | None = None) -> tupl
             )
         return obj, False
     try:
-        import gymnasium
+        import gymnasium  # noqa: F401
     except ImportError:
         raise DependencyMissing(
             f"ENV {spec!r} looks like a Gymnasium id, but gymnasium is not installed; "
             'pip install gymnasium (the "gymnasium" extra of rlmesh-py)',
             name="gymnasium",
         ) from None
-    return gymnasium.make(spec, **kwargs), True
+    return make_gym_env(spec, **kwargs), True
 
 
 def _is_gym_id(spec: str) -> bool:
@@ -128,9 +130,7 @@ def _is_gym_id(spec: str) -> bool:
 
 def _gym_make(spec: str, **kwargs: Any) -> Any:
     """``gymnasium.make(spec, **kwargs)`` in a worker (a picklable recipe for ``--env-kwargs``)."""
-    import gymnasium
-
-    return gymnasium.make(spec, **kwargs)
+    return make_gym_env(spec, **kwargs)
 
 
 def _worker_env_arg(spec: str) -> Any:
@@ -158,7 +158,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "env",
         metavar="ENV",
-        help="an address (host:port, unix:///path), a Gymnasium id, or module:attr / path/file.py:attr",
+        nargs="?",
+        default=None,
+        help="an address (host:port, unix:///path), a Gymnasium id, or module:attr / path/file.py:attr "
+        "(or --suite instead)",
     )
     p.add_argument(
         "--episodes",
@@ -254,8 +257,10 @@ def _parser() -> argparse.ArgumentParser:
         "--journal",
         default=None,
         metavar="PATH",
-        help="with --workers: record finished episodes in PATH; a re-run skips them (default: no journal)",
+        help="with --workers: record finished episodes in PATH; a re-run skips them; with --suite a "
+        "directory, one journal per task (default: no journal)",
     )
+    add_suite_arguments(p)
     return p
 
 
@@ -287,6 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     tty = bool(getattr(out, "isatty", lambda: False)())
     progress: Progress | None = None
     try:
+        if args.suite is not None:  # a benchmark suite: one run per task (_suite.py)
+            return main_suite(args, env_kwargs, out, tty=tty, resolve_model=resolve_model_arg)
+        if args.env is None:
+            raise ValueError(
+                "give ENV (an address, a Gymnasium id or module:attr) or --suite SUITE"
+            )
         model = resolve_model_arg(args.model)
         workers, journal = _distributed_args(args)
         view = normalize_view(args.view)
@@ -351,6 +362,8 @@ def _usage_checked(
     parser: argparse.ArgumentParser, args: argparse.Namespace
 ) -> tuple[list[int] | None, dict[str, Any]]:
     """``--seeds`` / ``--env-kwargs`` / ``--render-mode`` parsed, or a usage error (exit 2)."""
+    if args.env is None and args.suite is None:
+        parser.error("give ENV (an address, a Gymnasium id or module:attr) or --suite SUITE")
     try:
         seeds = parse_seeds(args.seeds)
     except ValueError as exc:

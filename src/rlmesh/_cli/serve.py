@@ -85,10 +85,15 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         "(default: $RLMESH_VECTORIZATION_MODE or independent lanes)",
     )
     p.add_argument(
+        "--import",
         "--package",
+        dest="package",
         action="append",
         default=[],
-        help="import this module first so its envs register (repeatable; default: none)",
+        metavar="MODULE",
+        help="import MODULE first so its envs register, e.g. --import metaworld for Meta-World/MT1 "
+        "(repeatable; default: none; the registering package of a namespaced id is found by itself "
+        "when it is named after the namespace; 'MODULE:EnvId' works too)",
     )
     p.add_argument(
         "--kwargs-json",

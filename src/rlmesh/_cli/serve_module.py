@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..serve._command import _resolve, mark_startup, startup_text
+from ..serve._command import _resolve, import_packages, mark_startup, startup_text
 from ..serve._main import RESERVED_BINDING_KEYS, _serve_env
 from ..serve._model import ModelServer
 from ..serve._options import ServeOptions
@@ -76,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("RLMESH_MAKE_KWARGS") or None,
         metavar="JSON",
         help="JSON object bound to make(**binding) / load(**binding) (default: $RLMESH_MAKE_KWARGS)",
+    )
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="env only: import MODULE first so its envs register (repeatable; default: none)",
     )
     p.add_argument(
         "--workflow-edition", default=None, metavar="EDITION", help="the edition to declare"
@@ -184,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def serve_env_target() -> int:
         source: Any = args.env
+        import_packages(args.imports)
         resolved = _resolve(args.env)  # module:attr -> the object; a Gymnasium id stays a string
         if resolved is not None:
             source = resolved

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._autoreset import Autoreset
+from .._gymid import make_gym_env
 from ..client._model import RemoteModel
 from ..models._base import ModelBase
 from ..models._sentinels import RANDOM_SAMPLE
@@ -135,9 +136,7 @@ class EnvRecipe:
     def build(self) -> tuple[Any, Any]:
         """``(target for the session, env to close at the end or None)``."""
         if self.kind == "gym":
-            import gymnasium
-
-            env = gymnasium.make(self.value)
+            env = make_gym_env(self.value)
             return env, env
         if self.kind in ("class", "call"):
             env = self.value()

@@ -16,6 +16,7 @@ from typing import Any
 
 from .._autoreset import Autoreset
 from .._envkit.classify import Lanes, autoreset_name
+from .._gymid import ensure_registered, make_gym_env
 from .._target import load_target, split_target
 from ..authoring import EnvFactory, build_env
 
@@ -142,17 +143,18 @@ def load_env_target(
         )
         return env, factory
     vector_kwargs = {} if mode is None else {"autoreset_mode": _gym_autoreset(mode)}
-    if obj is None:
-        import gymnasium as gym
-
+    if obj is None:  # a Gymnasium id: its registering package is found and imported first
         if num_envs == 1:
-            return gym.make(target, **kwargs), None
+            return make_gym_env(target, **kwargs), None
         if vectorization_mode is None:
             return Lanes(
-                [gym.make(target, **kwargs) for _ in range(num_envs)], mode or Autoreset.NEXT_STEP
+                [make_gym_env(target, **kwargs) for _ in range(num_envs)],
+                mode or Autoreset.NEXT_STEP,
             ), None
+        import gymnasium as gym
+
         return gym.make_vec(
-            target,
+            ensure_registered(target),
             num_envs=num_envs,
             vectorization_mode=vectorization_mode,
             vector_kwargs=vector_kwargs,
