@@ -1,6 +1,6 @@
 """Evaluate a policy on Meta-World's MT10 with one call, then the same from the shell.
 
-    pip install "rlmesh-py[metaworld]"          # Meta-World 3.x + MuJoCo
+    pip install ".[metaworld]"          # from a clone: Meta-World 3.x + MuJoCo
     python examples/metaworld_suite.py [--episodes 3] [--workers 2]
 
 The scripted expert is Meta-World's own baseline (and the suite's self-check: >= 90 % on

@@ -23,7 +23,7 @@ from conftest import require
 
 pytestmark = pytest.mark.slow
 
-require("metaworld", "the metaworld extra: pip install 'rlmesh-py[metaworld]'")
+require("metaworld", "the metaworld extra: pip install '.[metaworld]'")
 os.environ.setdefault("MUJOCO_GL", "osmesa")  # CI installs Debian's libosmesa6
 
 import rlmesh.numpy as rn  # noqa: E402

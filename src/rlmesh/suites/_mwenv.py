@@ -32,8 +32,8 @@ __all__ = ["MAX_EPISODE_STEPS", "MetaWorldEnv", "instruction_for", "require_meta
 #: Meta-World's task horizon (``max_path_length``).
 MAX_EPISODE_STEPS = 500
 INSTALL_HINT = (
-    'pip install "rlmesh-py[metaworld]" (Meta-World 3.x and MuJoCo); or let rlmesh.suites.run '
-    "start the suite in a sandbox (sandbox='venv')"
+    'pip install metaworld mujoco (the "metaworld" extra of rlmesh-py: Meta-World 3.x and '
+    "MuJoCo); or let rlmesh.suites.run start the suite in a sandbox (sandbox='venv')"
 )
 
 

@@ -1,7 +1,7 @@
 """Meta-World (MuJoCo) as an rlmesh suite: tasks, the env factory, the seed schedule, the scripted baseline.
 
 Importing this module needs neither Meta-World nor MuJoCo; building an env or the scripted
-policy does (``pip install "rlmesh-py[metaworld]"``), or run the suite in a sandbox
+policy does (``pip install ".[metaworld]"`` from a clone), or run the suite in a sandbox
 (``rlmesh.suites.run(..., sandbox="venv")``).
 
 - :data:`MT10`, :data:`MT50` (task-name tuples) and :data:`MT1_TASKS` (every task: MT1 is
