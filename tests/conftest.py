@@ -143,10 +143,32 @@ def ray_cluster3() -> Iterator[Any]:
             cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, **_RAY_INIT)
+        _wait_schedulable(ray)
         yield cluster
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def _wait_schedulable(ray: Any) -> None:
+    """Block until this driver can place a 1-CPU task on every node of the cluster (bounded).
+
+    ``wait_for_nodes`` only waits for the nodes to register; the driver's raylet learns of
+    their free CPUs a moment later, and until then it places actors, ``SPREAD`` ones too, on
+    the nodes it already knows. One task pinned to each node runs only once it does.
+    """
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    def node_id() -> str:
+        return str(ray.get_runtime_context().get_node_id())
+
+    probe = ray.remote(num_cpus=1)(node_id)
+    nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    refs = [
+        probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote()
+        for n in nodes
+    ]
+    assert sorted(ray.get(refs, timeout=120)) == sorted(nodes)
 
 
 TESTS_DIR = Path(__file__).resolve().parent

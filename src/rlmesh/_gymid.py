@@ -180,11 +180,16 @@ def _near(gym: Any, name: str) -> str:
     return ", ".join(near) or "none"
 
 
-def make_gym_env(env_id: str, **kwargs: Any) -> Any:
+def make_gym_env(env_id: Any, **kwargs: Any) -> Any:
     """``gymnasium.make(env_id, **kwargs)`` after :func:`ensure_registered` (the one call site).
+
+    ``env_id`` is an id string or a ``gymnasium.envs.registration.EnvSpec`` (an env's
+    ``.spec``, which names its entry point itself and needs no registration).
 
     >>> make_gym_env("CartPole-v1").spec.id
     'CartPole-v1'
     """
     gym = _gymnasium()
+    if not isinstance(env_id, str):
+        return gym.make(env_id, **kwargs)
     return gym.make(ensure_registered(env_id), **kwargs)

@@ -35,16 +35,31 @@ gym = require("gymnasium")
 
 
 class BarrierWalk(Walk):
-    """A :class:`Walk` whose construction waits until ``n`` envs wrote their pid to ``pids``
-    (bounded): every worker of the run takes part, however slowly the others set up (give
-    it ``sleep_s`` so one worker cannot finish every episode before the other's ready
-    report reaches the driver on a loaded machine)."""
+    """A :class:`Walk` whose envs wait for each other (bounded): every worker of the run takes part.
+
+    Each env writes its pid to ``pids`` when built and waits until ``n`` envs were built;
+    its worker's first reset then writes the pid to ``pids + ".reset"`` and waits until ``n``
+    workers have reset once. However late a worker's ready report reaches the driver on a
+    loaded machine, no other worker can run every episode meanwhile.
+    """
 
     def __init__(self, *, n: int = 1, pids: str = "", **kw: Any) -> None:
         super().__init__(pids=pids, **kw)
+        self.barrier = (pids + ".reset", n) if pids else None
         deadline = time.monotonic() + 60
         while len(read_ints(Path(pids))) < n and time.monotonic() < deadline:
             time.sleep(0.01)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
+        if self.barrier is not None:
+            path, n = self.barrier
+            self.barrier = None
+            with open(path, "a") as fh:
+                fh.write(f"{os.getpid()}\n")
+            deadline = time.monotonic() + 60
+            while len(set(read_ints(Path(path)))) < n and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return super().reset(seed=seed, options=options)
 
 
 def broken_env() -> Walk:
@@ -108,8 +123,15 @@ def test_two_runs_on_one_pool_equal_one_process_and_reuse_the_same_workers(tmp_p
         first = rlmesh.run(cart_policy, "CartPole-v1", seeds=seeds, workers=pool)
         second = rlmesh.run(cart_policy, gym.make("CartPole-v1"), seeds=seeds, workers=pool)
         assert key(first) == key(one) and key(second) == key(one)
-        # the same processes, started with the pool (a worker slow to set up may miss the first run)
-        assert len(pids_of(second)) == 2 and pids_of(first) <= pids_of(second) <= started
+        both = rlmesh.run(
+            sign_policy,
+            functools.partial(BarrierWalk, n=2, pids=str(tmp_path / "both")),
+            seeds=seeds[:4],
+            workers=pool,
+        )
+        # the same processes, started with the pool, ran every run (the barrier run on both)
+        assert len(pids_of(both)) == 2 and pids_of(first) | pids_of(second) <= pids_of(both)
+        assert pids_of(both) <= started
         assert os.getpid() not in pids_of(second)
         # per-worker timing is per run, not cumulative
         for result in (first, second):

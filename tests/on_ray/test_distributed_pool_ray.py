@@ -30,7 +30,14 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 class Walk:
-    """A seeded random walk; optionally raises on one seed; waits for ``n`` envs built (``pids``)."""
+    """A seeded random walk; optionally raises on one seed.
+
+    With ``pids`` and ``n``: each env writes its pid to ``pids`` when built and waits (bounded)
+    until ``n`` envs were built; then its worker's first reset writes the pid to
+    ``pids + ".reset"`` and waits until ``n`` workers have reset once. So every worker of the
+    run takes part, however late its ready report reaches the driver on a loaded machine: no
+    worker can run every episode while another is still on its way.
+    """
 
     metadata: dict[str, Any] = {}
     observation_space = gym.spaces.Box(-100.0, 100.0, (2,), np.float64)
@@ -46,6 +53,7 @@ class Walk:
         sleep_s: float = 0.0,
     ) -> None:
         self.raise_seed, self.side, self.sleep_s = raise_seed, side, sleep_s
+        self.barrier = (pids + ".reset", n) if pids and n else None
         self.rng = np.random.default_rng(0)
         self.pos, self.t, self.seed = 0.0, 0, None
         if pids:
@@ -57,6 +65,14 @@ class Walk:
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
         self.rng, self.seed, self.pos, self.t = np.random.default_rng(seed), seed, 0.0, 0
+        if self.barrier is not None:
+            path, n = self.barrier
+            self.barrier = None
+            with open(path, "a") as fh:
+                fh.write(f"{os.getpid()}\n")
+            deadline = time.monotonic() + 60
+            while len(set(read_ints(Path(path)))) < n and time.monotonic() < deadline:
+                time.sleep(0.01)
         return np.array([0.0, 0.0]), {}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
@@ -145,16 +161,14 @@ def test_two_runs_on_a_ray_pool_equal_one_process_on_the_same_actors(
         first = rlmesh.run(cart_policy, "CartPole-v1", seeds=seeds, workers=pool)
         second = rlmesh.run(cart_policy, "CartPole-v1", seeds=seeds, workers=pool)
         assert key(first) == key(one) and key(second) == key(one)
-        assert pids_of(first) <= pids_of(second)
         third = rlmesh.run(
             sign_policy,
             functools.partial(Walk, pids=str(tmp_path / "3"), n=2),
             seeds=seeds,
             workers=pool,
         )
-        assert len(pids_of(third)) == 2 and pids_of(second) <= pids_of(
-            third
-        )  # still the same two actors
+        # every run ran on the pool's two actors (the third on both: its envs wait for each other)
+        assert len(pids_of(third)) == 2 and pids_of(first) | pids_of(second) <= pids_of(third)
         assert all(w.node for w in third.workers) and sum(w.episodes for w in third.workers) == 12
     finally:
         pool.close()

@@ -14,6 +14,12 @@ from rlmesh.ray import EnvFleet, FleetStartTimeout
 pytestmark = pytest.mark.ray
 
 
+def ray_cluster3_ray() -> Any:
+    import ray
+
+    return ray
+
+
 def drive(address: str, seed: int) -> None:
     env = rnp.RemoteEnv(address)
     try:
@@ -28,7 +34,9 @@ def drive(address: str, seed: int) -> None:
 def test_the_default_spread_places_actors_on_several_nodes(ray_cluster3: Any) -> None:
     with EnvFleet("CartPole-v1", 3) as fleet:
         infos = fleet.info()
-        assert len({i.node_id for i in infos}) >= 2  # SPREAD: not all on the head node
+        nodes = {n["NodeID"]: n.get("Resources") for n in ray_cluster3_ray().nodes() if n["Alive"]}
+        # SPREAD: not all on the head node
+        assert len({i.node_id for i in infos}) >= 2, (infos, nodes)
         for seed, info in enumerate(infos):
             drive(info.address, seed)
 

@@ -116,3 +116,9 @@ def test_serving_path_builds_a_namespaced_id_and_its_lanes(ns: SimpleNamespace) 
     lanes, _ = load_env_target(ns.env_id, num_envs=2, vectorization_mode="sync")
     assert lanes.num_envs == 2
     lanes.close()
+
+
+def test_an_env_spec_is_made_as_gymnasium_makes_it() -> None:
+    spec = gym.make("CartPole-v1", max_episode_steps=7).spec
+    env = _gymid.make_gym_env(spec)
+    assert env.spec.id == "CartPole-v1" and env.spec.max_episode_steps == 7
