@@ -46,7 +46,6 @@ class Walk:
         kill_marker: str = "",
         sleep_s: float = 0.0,
         render_mode: str | None = None,
-        nodes: str = "",
     ) -> None:
         self.side, self.kill_seed, self.kill_marker, self.sleep_s = (
             side,
@@ -54,18 +53,12 @@ class Walk:
             kill_marker,
             sleep_s,
         )
-        self.nodes = nodes  # a file: every reset appends the Ray node id it runs on
         self.render_mode = render_mode
         self.rng = np.random.default_rng(0)
         self.pos, self.t, self.seed = 0.0, 0, None
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
         self.rng, self.seed, self.pos, self.t = np.random.default_rng(seed), seed, 0.0, 0
-        if self.nodes:
-            import ray
-
-            with open(self.nodes, "a") as fh:
-                fh.write(ray.get_runtime_context().get_node_id() + "\n")
         return np.array([0.0, 0.0]), {}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:

@@ -24,6 +24,7 @@ require("gymnasium")
 from test_distributed_ray import Walk, key, sign_policy  # noqa: E402
 
 cloudpickle.register_pickle_by_value(sys.modules["test_distributed_ray"])
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 THREE = rlmesh.Workers(n=3, backend="ray")
 
@@ -32,14 +33,37 @@ def read_lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-def test_three_nodes_each_run_a_worker_with_the_results_of_one_process(ray_cluster3: Any) -> None:
-    seeds = list(range(12))
-    one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
-    many = rlmesh.run(
-        sign_policy, functools.partial(Walk, sleep_s=0.03), seeds=seeds, workers=THREE
-    )
-    assert key(many) == key(one)
-    assert len({w.node for w in many.workers}) == 3  # one worker per node (1 CPU each)
+class NodeWalk(Walk):
+    """A :class:`Walk` that knows its Ray node: the first reset of each worker writes the node's
+    id to ``nodes`` and waits (bounded) until ``n`` nodes have; on node ``hang`` every step
+    waits (bounded), so that node's worker is mid-episode whenever the node is removed."""
+
+    def __init__(self, *, nodes: str, n: int, hang: str, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.barrier: tuple[str, int] | None = (nodes, n)
+        self.hang = hang
+
+    @staticmethod
+    def node() -> str:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
+        if self.barrier is not None:
+            path, n = self.barrier
+            self.barrier = None
+            with open(path, "a") as fh:
+                fh.write(self.node() + "\n")
+            deadline = time.monotonic() + 60
+            while len(set(read_lines(Path(path)))) < n and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        if self.node() == self.hang:
+            time.sleep(60)  # until the node is removed (bounded all the same)
+        return super().step(action)
 
 
 def test_a_node_removed_mid_run_has_its_episode_rerun_elsewhere(
@@ -47,27 +71,19 @@ def test_a_node_removed_mid_run_has_its_episode_rerun_elsewhere(
 ) -> None:
     cluster = ray_cluster3
     victim = next(iter(cluster.worker_nodes))  # not the head
-    nodes = tmp_path / "nodes"  # each episode's reset writes the id of the node it runs on
     removed: list[bool] = []
 
     class RemoveANode(rlmesh.RunHooks):
-        """Removes the victim node once its worker runs an episode (an actor on a loaded
-        machine may still be starting when the first episode ends elsewhere)."""
-
         def on_episode_end(self, result: Any) -> None:
-            if removed:
-                return
-            deadline = time.monotonic() + 120
-            while victim.node_id not in read_lines(nodes) and time.monotonic() < deadline:
-                time.sleep(0.02)
-            removed.append(True)
-            cluster.remove_node(victim)
+            if not removed:  # every worker has started (the barrier); the victim's hangs
+                removed.append(True)
+                cluster.remove_node(victim)
 
     seeds = list(range(12))
     one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
     many = rlmesh.run(
         sign_policy,
-        functools.partial(Walk, sleep_s=0.03, nodes=str(nodes)),
+        functools.partial(NodeWalk, nodes=str(tmp_path / "nodes"), n=3, hang=victim.node_id),
         seeds=seeds,
         workers=THREE,
         hooks=RemoveANode(),
