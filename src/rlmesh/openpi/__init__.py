@@ -26,6 +26,7 @@ from ._obsmap import (
     PROMPT_KEY as PROMPT_KEY,
     Image as Image,
     State as State,
+    obs_map_from_json as obs_map_from_json,
 )
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "Image",
     "PolicyClient",
     "State",
+    "obs_map_from_json",
     "packb",
     "unpackb",
 ]

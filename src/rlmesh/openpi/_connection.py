@@ -10,6 +10,7 @@ reply (binary). A server that fails sends its error as a *text* message and clos
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -33,6 +34,15 @@ DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 #: Pause between tries while a server is busy (HTTP 503: all its sessions are taken).
 _BUSY_RETRY_SECONDS = 0.02
+
+
+def _connect_extra(client: Any) -> dict[str, Any]:
+    """``legacy=True`` where websockets has it (16+): a connection now, not a reconnecting iterator."""
+    try:
+        params = inspect.signature(client.connect).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {"legacy": True} if "legacy" in params else {}
 
 
 def _status(exc: BaseException) -> tuple[int, str] | None:
@@ -96,11 +106,13 @@ class Connection:
     def _dial(url: str, timeout: float, max_bytes: int, headers: Mapping[str, str] | None) -> Any:
         client = _deps.websockets_client()
         deadline = time.monotonic() + timeout
+        extra = _connect_extra(client)
         while True:
             left = deadline - time.monotonic()
             try:
                 return client.connect(
                     url,
+                    **extra,
                     compression=None,  # as openpi's client: arrays do not deflate
                     max_size=max_bytes,
                     open_timeout=max(left, 0.001),

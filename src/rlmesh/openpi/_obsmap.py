@@ -448,3 +448,50 @@ def compile_obs_map(
     if binder.role_items:
         reader = _adapters.build_reader(contract, *binder.role_items)
     return ObservationMapper(entries, reader, prompt_source)
+
+
+def obs_map_from_json(data: Any) -> dict[str, Any]:
+    """An obs_map from plain data (``rlmesh eval --obs-map JSON``).
+
+    A value is a path or role string, ``{"image": SOURCE, "size": N or [H, W], "dtype": ...,
+    "resample": ...}`` (an :class:`Image`) or ``{"state": SOURCE or [SOURCE, ...], "dtype":
+    ...}`` (a :class:`State`).
+
+    >>> obs_map_from_json({"observation/image": {"image": "pixels", "size": 224}, "observation/state": ""})
+    {'observation/image': Image(source='pixels', size=(224, 224), dtype='uint8', resample='bilinear'), 'observation/state': ''}
+
+    Raises:
+        ValueError: not an object of such values.
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(
+            f"an obs_map is a JSON object (server key -> entry), got {type(data).__name__}"
+        )
+    out: dict[str, Any] = {}
+    for key, entry in data.items():
+        if isinstance(entry, str):
+            out[key] = entry
+        elif isinstance(entry, Mapping) and "image" in entry:
+            extra = set(entry) - {"image", "size", "dtype", "resample"}
+            if extra:
+                raise ValueError(f"obs_map[{key!r}]: unknown image option(s) {sorted(extra)}")
+            size = entry.get("size")
+            out[key] = Image(
+                entry["image"],
+                size=tuple(size) if isinstance(size, list) else size,
+                dtype=entry.get("dtype", "uint8"),
+                resample=entry.get("resample", "bilinear"),
+            )
+        elif isinstance(entry, Mapping) and "state" in entry:
+            extra = set(entry) - {"state", "dtype"}
+            if extra:
+                raise ValueError(f"obs_map[{key!r}]: unknown state option(s) {sorted(extra)}")
+            sources = entry["state"]
+            sources = [sources] if isinstance(sources, str) else list(sources)
+            out[key] = State(*sources, dtype=entry.get("dtype"))
+        else:
+            raise ValueError(
+                f'obs_map[{key!r}] must be a path or role string, {{"image": ...}} or '
+                f'{{"state": ...}}; got {entry!r}'
+            )
+    return out
