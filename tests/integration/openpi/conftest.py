@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import REQUIRE_ALL, require
 
 from .peer_venv import peer_python

@@ -85,7 +85,7 @@ def main(argv: list[str]) -> int:
         policy = WebsocketClientPolicy(host, int(port))
         out: dict[str, Any] = {"metadata": describe(policy.get_server_metadata()), "replies": []}
         obs = observation()
-        for i in range(n):
+        for _ in range(n):
             if len(argv) > 3:
                 obs["prompt"] = argv[3]
             try:

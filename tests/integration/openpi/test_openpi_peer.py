@@ -17,12 +17,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import child_env, stop_process, wait_for_ready_file
 
 import rlmesh
+from conftest import child_env, stop_process, wait_for_ready_file
 from rlmesh.errors import ModelError
 from rlmesh.openpi import PolicyClient, packb, unpackb
-from rlmesh.serve import ModelServer
 
 from .peer import catalog, describe
 
