@@ -277,7 +277,13 @@ def _image_getter(key: str, entry: Image, binder: _Binder) -> Getter:
         h, w = entry.size
         get = binder.role(
             _adapters.Image(
-                entry.source, height=h, width=w, resample=entry.resample, allow_upscale=True
+                entry.source,
+                height=h,
+                width=w,
+                resample=entry.resample,
+                allow_upscale=True,
+                fit="stretch",  # as a path's image: resized to the size, whatever its aspect
+                dtype=entry.dtype,
             )
         )
     elif space is not None:
@@ -430,6 +436,11 @@ def compile_obs_map(
             elif isinstance(entry, State):
                 get = _state_getter(key, entry, binder)
             elif isinstance(entry, _ADAPTER_LEAVES):
+                if isinstance(entry, _adapters.Concat) and len(entry.parts) != 1:
+                    raise TypeError(
+                        f"obs_map[{key!r}]: a Concat of several roles is read as "
+                        "rlmesh.openpi.State(role, role, ...); an adapters leaf reads one role"
+                    )
                 get = binder.role(entry)
             else:
                 raise TypeError(
