@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import stop_process
 
 ROOT = Path(__file__).resolve().parents[3]
