@@ -1,7 +1,9 @@
 """``PolicyClient``: an openpi policy server as an rlmesh model.
 
-The client is a :class:`rlmesh.numpy.Model` whose one corner, ``predict_chunk``, asks the
-server: the session's route does everything else as for any chunked model -- the
+The client is a :class:`rlmesh.numpy.Model` whose corners ask the server (``predict_chunk``;
+``predict`` takes the chunk's first action; ``predict_chunk_batch`` sends a vector env's lanes
+side by side, one connection each): the session's route does everything else as for any
+chunked model -- the
 execution horizon, replaying the chunk, re-planning, ``prefetch_lead``, vector lanes, hooks,
 ``workers=``. At bind the route hands the env's contract and the run's instruction to
 :meth:`PolicyClient._on_bind`, which compiles the observation map and the action check.
@@ -202,6 +204,47 @@ class PolicyClient(NumpyModel[Any, Any]):
             raise
         return self._actions(reply)
 
+    def predict(self, observation: Any, context: Any = None) -> Any:
+        """Ask the server, run its first action (``execution_horizon=1``)."""
+        return self.predict_chunk(observation, 1, context)[0]
+
+    def predict_chunk_batch(
+        self, observations: Any, execution_horizon: int = 1, context: Any = None
+    ) -> Any:
+        """A vector env's lanes: one request per lane, each on its lane's connection, all
+        sent before any reply is read (the server answers them side by side)."""
+        contexts = list(context) if context is not None else None
+        n = len(contexts) if contexts is not None else len(_first_leaf(observations))
+        lanes = self._bridge.tree_unstack(observations, n)
+        mapper = self._mapper
+        if mapper is None:
+            mapper = self._mapper = compile_obs_map(self.obs_map, None, prompt=self.prompt)
+        requests = [mapper(obs) for obs in lanes]
+        episodes = [
+            f"lane-{i}" if contexts is None else str(contexts[i].get("episode_id", f"lane-{i}"))
+            for i in range(n)
+        ]
+        conns = [self._connection(e) for e in episodes]
+        chunks = []
+        try:
+            for conn, request in zip(conns, requests):
+                conn.send(request)
+            for conn in conns:
+                chunks.append(self._actions(conn.receive()))
+        except Exception:
+            for episode, conn in zip(episodes, conns):
+                self._forget(episode, conn)  # the lanes' replies are out of step now
+            raise
+        if len({c.shape for c in chunks}) > 1:
+            raise ShapeMismatch(
+                f"the openpi server answered chunks of different lengths for one step's lanes: "
+                f"{[list(c.shape) for c in chunks]}",
+                key=ACTIONS_KEY,
+                expected="one [H, ...] for every lane",
+                actual=str([list(c.shape) for c in chunks]),
+            )
+        return np.stack(chunks)
+
     # -- binding and episodes -------------------------------------------------------------
 
     def _on_bind(self, contract: Any, *, instruction: str | None, lanes: int) -> None:
@@ -288,6 +331,12 @@ class PolicyClient(NumpyModel[Any, Any]):
 
     def __repr__(self) -> str:
         return f"PolicyClient({self.url!r})"
+
+
+def _first_leaf(tree: Any) -> Any:
+    while isinstance(tree, Mapping):
+        tree = next(iter(tree.values()))
+    return tree
 
 
 def _rebuild(url: str, kwargs: dict[str, Any]) -> PolicyClient:

@@ -180,9 +180,23 @@ class Connection:
             RequestTimeout: no reply within ``request_timeout_seconds``.
             ProtocolException: the reply is not an openpi message.
         """
+        self.send(observation)
+        return self.receive()
+
+    def send(self, observation: Mapping[str, Any]) -> None:
+        """Send one observation (:meth:`receive` its reply; lanes pipeline their requests)."""
         data = self._packer.pack(observation)
         try:
             self._ws.send(data)
+        except BaseException as exc:
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            self.close()
+            raise self._failure(exc, "sending an observation", None) from None
+
+    def receive(self) -> dict[str, Any]:
+        """The reply to the observation sent last (raises as :meth:`infer` does)."""
+        try:
             raw = self._ws.recv(timeout=self.request_timeout_seconds)
         except BaseException as exc:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):

@@ -119,6 +119,7 @@ def test_each_connection_is_one_episode_with_its_own_context(
     for eid in episodes:
         indices = [i for e, i in served.seen if e == eid]
         assert indices == list(range(len(indices)))
+    server.shutdown()  # waits for every connection's handler: the last disconnect is seen
     assert sorted(served.ended) == sorted(episodes)  # on_episode_end fired at each disconnect
 
 
@@ -271,3 +272,30 @@ def test_a_hostile_client_is_refused_and_the_server_keeps_serving(
                 ws.recv(timeout=10)
             assert ws.close_code == code
     assert PolicyClient(server.address).predict_chunk({}).tolist() == [[-1.0]]
+
+
+def test_a_vector_envs_lanes_each_get_a_connection_and_prefetch_overlaps_requests(
+    openpi_server: Callable[..., ModelServer],
+) -> None:
+    import gymnasium as gym
+
+    served = ContextModel()
+    server = openpi_server(served, sessions=2)
+    vec = gym.vector.SyncVectorEnv([PixelCartPole, PixelCartPole])
+    result = rlmesh.run(PolicyClient(server.address), vec, seeds=range(4))
+    assert result.num_episodes == 4
+    assert len({eid for eid, index in served.seen if index == 0}) >= 4  # one episode per connection
+    vec.close()
+    chunked = openpi_server(ChunkModel())
+    seeds = range(3)
+    local = rlmesh.run(
+        ChunkModel(), PixelCartPole(), seeds=seeds, execution_horizon=5, prefetch_lead=1
+    )
+    remote = rlmesh.run(
+        PolicyClient(chunked.address),
+        PixelCartPole(),
+        seeds=seeds,
+        execution_horizon=5,
+        prefetch_lead=1,
+    )
+    assert key(remote) == key(local)
