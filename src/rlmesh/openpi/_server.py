@@ -108,6 +108,7 @@ class OpenPILoop:
         self._admitted: set[Any] = set()
         self._last_active = time.monotonic()
         self._stopping = threading.Event()
+        self._running = False
         serve = _deps.websockets_server().serve
         self._server = serve(
             self._handle,
@@ -125,6 +126,11 @@ class OpenPILoop:
 
     def run(self) -> None:
         """Serve until :meth:`stop`; then close every connection and wait for their handlers."""
+        with self._lock:
+            if self._stopping.is_set():  # stopped before it ran
+                self.close_listener()
+                return
+            self._running = True
         watchdog = None
         if self.idle_timeout_seconds is not None:
             watchdog = threading.Thread(
@@ -143,10 +149,12 @@ class OpenPILoop:
             if self.stop_reason is not None:
                 return
             self.stop_reason = reason
-        self._stopping.set()
-        threading.Thread(
-            target=self._server.shutdown, name="rlmesh-openpi-stop", daemon=True
-        ).start()
+            self._stopping.set()
+            running = self._running
+        if running:  # websockets' shutdown waits for serve_forever: not for a loop that never ran
+            threading.Thread(
+                target=self._server.shutdown, name="rlmesh-openpi-stop", daemon=True
+            ).start()
 
     def close_listener(self) -> None:
         """Stop accepting: close the listening socket (a forward may still be running)."""

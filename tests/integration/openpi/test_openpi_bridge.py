@@ -299,3 +299,12 @@ def test_a_vector_envs_lanes_each_get_a_connection_and_prefetch_overlaps_request
         prefetch_lead=1,
     )
     assert key(remote) == key(local)
+
+
+def test_a_server_shut_down_before_it_served_leaves_no_thread_behind() -> None:
+    import threading
+
+    before = {t.ident for t in threading.enumerate()}
+    server = ModelServer(Model(policy), "127.0.0.1:0", protocol="openpi")
+    server.shutdown()
+    assert [t.name for t in threading.enumerate() if t.ident not in before] == []
