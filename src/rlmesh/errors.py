@@ -28,6 +28,7 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     │   └── NoAsyncCallError                     step_wait() with no step_async() before it
     ├── EndpointLost (ConnectionError)           one endpoint of a many-endpoint vector env broke
     ├── AdapterResolutionError (ValueError)      model spec and env tags do not pair
+    ├── ShapeMismatch (ValueError)               a value is not the shape/dtype its key needs
     ├── UnsupportedSpace (TypeError)             an env's space is a kind rlmesh cannot carry
     ├── DependencyMissing (ImportError)          an optional extra is not installed
     └── UnknownEnvId (LookupError)               nothing installed registers a Gymnasium id
@@ -68,6 +69,7 @@ __all__ = [
     "RequestTimeout",
     "ResetNeeded",
     "SessionClosed",
+    "ShapeMismatch",
     "Unsupported",
     "UnknownEnvId",
     "UnsupportedSpace",
@@ -318,6 +320,27 @@ class AdapterResolutionError(RLMeshException, ValueError):
 
     def __init__(self, message: str = "", *, code: str = "unsupported") -> None:
         self.code = code
+        super().__init__(message)
+
+
+class ShapeMismatch(RLMeshException, ValueError):
+    """A value does not have the shape or dtype its key needs, where one wire meets another.
+
+    Raised by the openpi bridge (:mod:`rlmesh.openpi`) when an observation entry or the
+    server's ``actions`` do not fit what the other side expects; the message names the key.
+
+    Attributes:
+        key: The key the value travels under (``"observation/image"``, ``"actions"``).
+        expected: What the key needs (``"float32[4]"``).
+        actual: What arrived (``"float32[50, 7]"``).
+    """
+
+    def __init__(
+        self, message: str, *, key: str = "", expected: str = "", actual: str = ""
+    ) -> None:
+        self.key = key
+        self.expected = expected
+        self.actual = actual
         super().__init__(message)
 
 

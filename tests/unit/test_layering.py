@@ -63,6 +63,10 @@ LAYERS: dict[str, float] = {
     "rlmesh.models": 4.0,
     # 5 clients
     "rlmesh.client": 5.0,
+    # the openpi bridge: an rlmesh model on another wire (its client is a Model, its serve loop
+    # runs a models route); above models/ and adapters/, which it uses, and below serve/, whose
+    # ModelServer(protocol="openpi") hosts that loop; it knows nothing of eval or the clients
+    "rlmesh.openpi": 5.5,
     # 6 authoring, then the two users of everything below: serving and evaluation
     "rlmesh.authoring": 6.0,
     "rlmesh.serve": 6.1,

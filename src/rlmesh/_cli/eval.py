@@ -29,6 +29,7 @@ from ..client import RemoteModel
 from ..errors import DependencyMissing
 from ..eval import RANDOM_SAMPLE, Workers, run
 from ..eval._view import normalize_view
+from ..openpi import PolicyClient, obs_map_from_json
 from ._eval_report import Progress, json_result, policy_error, print_results
 from ._suite import add_suite_arguments, main_suite
 
@@ -63,9 +64,14 @@ def parse_seeds(tokens: list[str] | None) -> list[int] | None:
     return out
 
 
-def resolve_model_arg(spec: str) -> Any:
+def resolve_model_arg(spec: str, *, obs_map: dict[str, Any] | None = None) -> Any:
     """``random`` -> ``RANDOM_SAMPLE``; an address -> a ``RemoteModel`` (a served model);
-    ``module:attr`` or ``path/file.py:attr`` -> the imported object."""
+    ``ws://host:port`` -> an openpi policy server (:class:`rlmesh.openpi.PolicyClient`, with
+    ``obs_map``); ``module:attr`` or ``path/file.py:attr`` -> the imported object."""
+    if spec.startswith(("ws://", "wss://")):
+        return PolicyClient(spec, obs_map=obs_map)
+    if obs_map is not None:
+        raise ValueError("--obs-map is for an openpi policy server (MODEL ws://host:port)")
     if spec.strip().lower() in ("random", "random_sample"):
         return RANDOM_SAMPLE
     if _ADDRESS.match(spec):
@@ -152,7 +158,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "model",
         metavar="MODEL",
-        help="'random', a served model's address (host:port, unix:///path), or module:attr / path/file.py:attr "
+        help="'random', a served model's address (host:port, unix:///path), an openpi policy server "
+        "(ws://host:port), or module:attr / path/file.py:attr "
         "(a Model, class, callable or policy; module:attr resolves from the current directory)",
     )
     p.add_argument(
@@ -162,6 +169,21 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="an address (host:port, unix:///path), a Gymnasium id, or module:attr / path/file.py:attr "
         "(or --suite instead)",
+    )
+    p.add_argument(
+        "--model-url",
+        default=None,
+        metavar="URL",
+        help="the model is the openpi policy server at URL (ws://host:port); then the one "
+        "positional argument is ENV (default: MODEL names the model)",
+    )
+    p.add_argument(
+        "--obs-map",
+        default=None,
+        metavar="JSON",
+        help="with an openpi server: server key -> observation path, role, "
+        '{"image": PATH, "size": N} or {"state": [PATH, ...]} (default: the observation\'s own '
+        "keys; see docs/openpi.md)",
     )
     p.add_argument(
         "--episodes",
@@ -298,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(
                 "give ENV (an address, a Gymnasium id or module:attr) or --suite SUITE"
             )
-        model = resolve_model_arg(args.model)
+        model = resolve_model_arg(args.model, obs_map=_obs_map_arg(args.obs_map))
         workers, journal = _distributed_args(args)
         view = normalize_view(args.view)
         if view is not None and args.render_mode is None and _is_gym_id(args.env):
@@ -358,12 +380,38 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _obs_map_arg(text: str | None) -> dict[str, Any] | None:
+    """``--obs-map JSON`` as an obs_map (``None``: not given)."""
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(
+            f'--obs-map: not valid JSON ({exc}); e.g. --obs-map \'{{"observation/state": ""}}\''
+        ) from None
+    return obs_map_from_json(data)
+
+
+def _model_and_env(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--model-url URL ENV`` is ``URL ENV``: put the positionals where they belong."""
+    if args.model_url is not None:
+        if args.env is not None:
+            parser.error("give the model either as MODEL or as --model-url, not both")
+        if not args.model_url.startswith(("ws://", "wss://")):
+            parser.error(
+                f"--model-url takes an openpi server's ws://host:port, got {args.model_url!r}"
+            )
+        args.model, args.env = args.model_url, args.model
+    if args.env is None and args.suite is None:
+        parser.error("give ENV (an address, a Gymnasium id or module:attr) or --suite SUITE")
+
+
 def _usage_checked(
     parser: argparse.ArgumentParser, args: argparse.Namespace
 ) -> tuple[list[int] | None, dict[str, Any]]:
     """``--seeds`` / ``--env-kwargs`` / ``--render-mode`` parsed, or a usage error (exit 2)."""
-    if args.env is None and args.suite is None:
-        parser.error("give ENV (an address, a Gymnasium id or module:attr) or --suite SUITE")
+    _model_and_env(parser, args)
     try:
         seeds = parse_seeds(args.seeds)
     except ValueError as exc:

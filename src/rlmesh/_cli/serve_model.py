@@ -1,5 +1,8 @@
 """``rlmesh serve-model TARGET --address ADDR``: serve a model for ``RemoteModel`` clients (MOD-33).
 
+``--protocol openpi`` serves it on openpi's WebSocket policy-server wire instead (``ws://``;
+openpi-client's ``WebsocketClientPolicy`` and ``rlmesh.openpi.PolicyClient`` connect to it).
+
 TARGET is ``module:attr`` naming a Model subclass (built with ``from_config(**binding)``),
 a Model instance (served as is), or a bare predict callable / policy object (wrapped in
 ``rlmesh.numpy.Model``).
@@ -110,6 +113,21 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
         "into one predict_batch forward (default: fuse when the model defines predict_batch)",
     )
     p.add_argument(
+        "--protocol",
+        choices=("rlmesh", "openpi"),
+        default="rlmesh",
+        help="the wire: rlmesh (for RemoteModel) or openpi (openpi's WebSocket policy server, for "
+        "openpi-client and rlmesh.openpi.PolicyClient; see docs/openpi.md) (default: rlmesh)",
+    )
+    p.add_argument(
+        "--execution-horizon",
+        type=int,
+        default=None,
+        metavar="H",
+        help="with --protocol openpi: the chunk length each reply carries for a chunk model "
+        "(default: the model's native_chunk, else 1)",
+    )
+    p.add_argument(
         "--ready-file", default=None, help="write the bound address to this file (default: none)"
     )
     p.add_argument(
@@ -124,9 +142,22 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
     args = p.parse_args(argv)
     if args.sessions < 1:
         p.error(f"--sessions must be >= 1, got {args.sessions}")
+    if args.execution_horizon is not None and args.protocol != "openpi":
+        p.error("--execution-horizon is for --protocol openpi (an rlmesh client sends its own)")
 
     def body() -> int:
         model = load_model_target(args.target, binding_of(args))
+        if args.protocol == "openpi":
+            server = ModelServer(
+                model,
+                args.address,
+                options=options_of(args),
+                sessions=args.sessions,
+                protocol="openpi",
+                execution_horizon=args.execution_horizon,
+            )
+            announce(args, "model", server.address)
+            return serve_until_stopped(server)
         if getattr(model, "_spec", None) is None:
             print(
                 "RLMesh: the served model declares no spec; clients drive it with raw env values",

@@ -273,6 +273,13 @@ class ModelBase(Generic[ObsT, ActT]):
     def _release(self) -> None:
         """Drop runtime state (the served-model worker lands here later)."""
 
+    def _on_bind(self, contract: Any, *, instruction: str | None, lanes: int) -> None:
+        """A route bound this model to an env (its contract); a no-op by default.
+
+        A model that reads the env itself overrides it (``rlmesh.openpi.PolicyClient``
+        compiles its observation map against the contract and takes the instruction).
+        """
+
     def _fire_episode_end(self, episode_id: str) -> None:
         if self._end_hook is not None:
             self._end_hook(episode_id)

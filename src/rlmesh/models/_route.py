@@ -536,8 +536,12 @@ class LocalRoute:
         trust_entrypoints: bool | None,
         execution_horizon: int,
         prefetch_lead: int = 0,
+        adapt: bool = True,
     ) -> None:
         self.model = model
+        #: False: the model sees observations as they come, whatever its spec (a server of
+        #: another wire, whose clients send the model's own payload).
+        self.adapt = adapt
         #: DELTA-40: predict the next chunk in the background while at most this many
         #: replay frames remain (0: every forward runs in line with the env step).
         self.prefetch_lead = prefetch_lead
@@ -607,16 +611,18 @@ class LocalRoute:
         self.single_action_space = getattr(conn, "single_action_space", None)
         self.queues = [self.queue] + [deque() for _ in range(lanes - 1)]
         self.lane_episode = [""] * lanes
-        self.adapter = resolve_adapter(model._spec, conn.contract, trust_entrypoints=self.trust)
+        spec = model._spec if self.adapt else NO_ADAPTER
+        self.adapter = resolve_adapter(spec, conn.contract, trust_entrypoints=self.trust)
         self.adapters = (
             [self.adapter]
             + [
-                resolve_adapter(model._spec, conn.contract, trust_entrypoints=self.trust)
+                resolve_adapter(spec, conn.contract, trust_entrypoints=self.trust)
                 for _ in range(lanes - 1)
             ]
             if self.adapter is not None
             else [None] * lanes
         )
+        model._on_bind(conn.contract, instruction=self.instruction, lanes=lanes)
         self.spec_less = self.adapter is None
         if self.prefetch_lead and lanes > 1:
             raise ValueError(
@@ -767,6 +773,18 @@ class LocalRoute:
                 stacklevel=user_stacklevel(),
             )
         return frames[: self.horizon]
+
+    def predict_frames(self, observation: Any) -> list[Any]:
+        """One forward on lane 0, all of it: the chunk's env-ready frames (one for a non-chunk model).
+
+        No replay queue is touched: a server of another wire (``rlmesh.openpi``) sends the
+        whole chunk and its client replays it.
+        """
+        x = self.model_input(observation)
+        ctx = self.store.next(self.episode_id) if self.wants_ctx else None
+        out = self._forward(x, ctx)
+        frames = self.chunk_frames(out) if self.chunk_mode else [out]
+        return [self.env_action(f) for f in frames]
 
     def predict(self, observation: Any) -> Any:
         """One env observation -> one env-ready action, replaying queued chunk frames first."""

@@ -14,13 +14,12 @@ import signal
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from ._loop import ServeLoop
 from ._options import ServeOptions
 from ._terminate import TermWatch
 
-__all__ = ["Lifecycle", "ServerBase"]
+__all__ = ["Lifecycle", "Loop", "ServerBase"]
 
 log = logging.getLogger("rlmesh.serve")
 
@@ -28,11 +27,25 @@ _FINALIZER_JOIN_SECONDS = 15.0  # DELTA-18
 _S = TypeVar("_S", bound="ServerBase")
 
 
+class Loop(Protocol):
+    """What a server's lifecycle drives: rlmesh's ``ServeLoop`` or another wire's loop (openpi)."""
+
+    stop_reason: str | None
+
+    def run(self) -> None: ...
+
+    def stop(self, reason: str) -> None: ...
+
+    def close_listener(self) -> None: ...
+
+    def close_unstarted(self) -> None: ...
+
+
 class Lifecycle:
     """Server state shared with the GC finalizer (which must not reference the server)."""
 
     def __init__(
-        self, loop: ServeLoop, closer: Callable[[], None], close_env: bool, unix_path: str | None
+        self, loop: Loop, closer: Callable[[], None], close_env: bool, unix_path: str | None
     ) -> None:
         self.loop = loop
         self.closer = closer
@@ -136,7 +149,7 @@ class ServerBase:
 
     def _init_lifecycle(
         self,
-        loop: ServeLoop,
+        loop: Loop,
         closer: Callable[[], None],
         close_on_shutdown: bool,
         unix_path: str | None,

@@ -19,6 +19,7 @@ from .._contract import EnvContract, check_bound_size
 from .._plan import ValuePlan, value_plan
 from ..errors import BindFailed
 from ..models._route import LocalRoute, probe_hidden_state
+from ..openpi._server import OpenPILoop
 from ..spaces import space_from_spec
 from ..transport import listen, resolve_address
 from ..wire import frames, messages as m
@@ -248,6 +249,14 @@ class ModelServer(ServerBase):
         fuse: With ``sessions > 1``, answer ``Predict`` requests that arrive together
             from several sessions with one call of the model's ``predict_batch`` (when
             it defines one); ``False`` serves every request in turn.
+        protocol: ``"rlmesh"`` (the default: rlmesh's own wire, for ``RemoteModel``) or
+            ``"openpi"``: openpi's WebSocket policy-server wire on ``host:port`` (also
+            written ``ws://host:port``), for ``openpi-client`` and
+            ``rlmesh.openpi.PolicyClient``; ``address`` then reports ``ws://host:port``,
+            each connection is one episode and ``sessions`` caps the connections served
+            at once (docs/openpi.md). Needs the ``openpi`` extra.
+        execution_horizon: ``protocol="openpi"`` only: the chunk length each reply
+            carries for a chunk model (default: its ``native_chunk``, else 1).
     """
 
     def __init__(
@@ -263,8 +272,16 @@ class ModelServer(ServerBase):
         close_model_on_shutdown: bool = True,
         sessions: int = 1,
         fuse: bool = True,
+        protocol: str = "rlmesh",
+        execution_horizon: int | None = None,
     ) -> None:
         self._kind = "ModelServer"
+        if protocol not in ("rlmesh", "openpi"):
+            raise ValueError(f"protocol must be 'rlmesh' or 'openpi', got {protocol!r}")
+        if execution_horizon is not None and protocol != "openpi":
+            raise ValueError(
+                "execution_horizon= is for protocol='openpi'; an rlmesh client sends its own"
+            )
         if isinstance(sessions, bool) or not isinstance(sessions, int) or sessions < 1:
             raise ValueError(f"sessions must be an int >= 1, got {sessions!r}")
         if not callable(getattr(model, "_fire_episode_end", None)):
@@ -280,6 +297,11 @@ class ModelServer(ServerBase):
             )
         self._options = options or ServeOptions()
         self.model = model
+        if protocol == "openpi":
+            self._init_openpi(
+                address, host, port, sessions, execution_horizon, close_model_on_shutdown
+            )
+            return
         addr = resolve_address(
             address, host=host, port=port, path=path, transport=transport, bind=True
         )
@@ -311,3 +333,45 @@ class ModelServer(ServerBase):
             )
         self._loop = loop
         self._init_lifecycle(loop, model.close, close_model_on_shutdown, bound.path or None)
+
+    def _init_openpi(
+        self,
+        address: str | None,
+        host: str | None,
+        port: int | None,
+        sessions: int,
+        execution_horizon: int | None,
+        close_model_on_shutdown: bool,
+    ) -> None:
+        """``protocol="openpi"``: the same lifecycle around the openpi wire's loop (rlmesh.openpi)."""
+        if isinstance(address, str) and address.startswith("ws://"):
+            address = address[len("ws://") :]
+        addr = resolve_address(address, host=host, port=port, bind=True)
+        if addr.transport != "tcp":
+            raise ValueError(
+                f"protocol='openpi' serves on TCP (ws://host:port), got {addr.url}; pass host:port"
+            )
+        k = getattr(self.model, "native_chunk", None)
+        horizon = execution_horizon if execution_horizon is not None else (k or 1)
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+            raise ValueError(f"execution_horizon must be an int >= 1, got {horizon!r}")
+        metadata = {
+            **_model_contract(self.model),
+            "execution_horizon": horizon,
+            "protocol": "openpi",
+        }
+        try:
+            loop = OpenPILoop(
+                self.model,
+                addr.host,
+                addr.port,
+                metadata=metadata,
+                sessions=sessions,
+                execution_horizon=horizon,
+                idle_timeout_seconds=self._options.idle_timeout_seconds,
+            )
+        except OSError as exc:
+            raise BindFailed(f"failed to bind {addr.url}: {exc}") from exc
+        host_text = f"[{loop.host}]" if ":" in loop.host else loop.host
+        self._address = f"ws://{host_text}:{loop.port}"
+        self._init_lifecycle(loop, self.model.close, close_model_on_shutdown, None)

@@ -19,6 +19,7 @@ BUILTINS = {
     "RemoteTimeout": TimeoutError,
     "InvalidAction": ValueError,
     "AdapterResolutionError": ValueError,
+    "ShapeMismatch": ValueError,
     "DependencyMissing": ImportError,
 }
 
