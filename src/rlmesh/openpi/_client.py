@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import ShapeMismatch
 from ..models import NumpyModel
+from ..models._sentinels import NO_ADAPTER
 from ..spaces import space_from_spec
 from ..spaces._gym import as_spec
 from ._connection import DEFAULT_CONNECT_TIMEOUT_SECONDS, DEFAULT_MAX_MESSAGE_BYTES, Connection
@@ -183,7 +184,9 @@ class PolicyClient(NumpyModel[Any, Any]):
         self._metadata: dict[str, Any] | None = None
         self._mapper: ObservationMapper | None = None
         self._actions = _ActionCheck(None)
-        super().__init__()
+        # obs_map is this model's adapter: the session hands it the env's own values (an env
+        # that publishes adapter tags is read through them by obs_map's role entries)
+        super().__init__(spec=NO_ADAPTER)
 
     # -- the corner -----------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 openpi's policy servers and its ``openpi-client`` package exchange msgpack messages in
 which a numpy array is a map and a numpy scalar another (the layout below, as
 ``openpi_client.msgpack_numpy`` 0.1.2 writes it, observed byte for byte in
-``tests/integration/openpi/test_peer.py``). :func:`packb` writes exactly those bytes;
+``tests/integration/openpi_bridge/test_peer.py``). :func:`packb` writes exactly those bytes;
 :func:`unpackb` reads them back. No sockets here: the client and the server loop hand
 this module whole WebSocket messages.
 

@@ -2,7 +2,7 @@
 
 ``openpi-client`` 0.1.2 pins ``numpy<2`` and imports ``typing_extensions`` without declaring
 it, so it cannot live beside rlmesh's numpy 2 stack. The tests run it in a venv of its own,
-built once here (``python tests/integration/openpi/peer_venv.py`` prints its interpreter;
+built once here (``python tests/integration/openpi_bridge/peer_venv.py`` prints its interpreter;
 ``.ci/run`` builds it before the suite). The location is ``$RLMESH_OPENPI_PEER_DIR`` or
 ``~/.cache/rlmesh/openpi-client-0.1.2``; a finished build leaves a ``.ready`` stamp, and a
 lock file keeps two builders from racing.

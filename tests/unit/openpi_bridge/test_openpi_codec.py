@@ -1,7 +1,7 @@
 """The openpi wire's packing (``rlmesh.openpi._codec``): round trips and hostile bytes.
 
 Byte equality with ``openpi-client`` itself is pinned against the real peer in
-``tests/integration/openpi/test_openpi_peer.py``; here the codec alone.
+``tests/integration/openpi_bridge/test_openpi_peer.py``; here the codec alone.
 """
 
 from __future__ import annotations
