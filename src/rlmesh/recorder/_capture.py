@@ -6,8 +6,11 @@ env with cameras is refused in ``on_run_start`` (frames come from a single env).
 
 Per step: each live camera's frame is fetched, normalised (VIEW-7) and pushed to that
 camera's writer for the episode (opened lazily at the first frame). A fetch that raises
-or returns a non-image skips that frame only; an encoder error or a resolution change
-drops the camera for the rest of the run with one warning. One ``steps.jsonl`` line is
+or returns a non-image skips that frame only; a camera whose fetch fails a few times in a
+row, or fails for a reason the next frame cannot heal (a missing package such as pygame,
+an undeclared role), an encoder error or a resolution change drops the camera for the
+rest of the run with one warning that names the cause and the fix
+(:mod:`rlmesh.view._faults`). One ``steps.jsonl`` line is
 buffered per step. The first ``video_info_keys`` key holding a non-empty string names an
 env-produced video.
 
@@ -30,6 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .._metadata import sanitize_metadata
 from ..adapters import Image
 from ..eval._hooks import RunHooks
+from ..view._faults import FAILURES_IN_A_ROW, camera_fault, is_lasting
 from ..view._sources import context_env, discover_sources, normalize_frame, render_thunk
 from ._encode import VideoWriter
 from ._lerobot import observation_state
@@ -125,6 +129,8 @@ class _Camera:
     explicit_role: bool = False  # an undeclared role name: a resolution error drops it
     produced: bool = False
     dead: bool = False
+    failures: int = 0  # failed reads in a row
+    last_error: BaseException | None = None
 
 
 def _resolve_cameras(context: Any, cameras: Sequence[str] | None) -> list[_Camera]:
@@ -177,8 +183,19 @@ def _no_read(_item: object) -> object:
     raise ValueError("no observation to read at reset")
 
 
+class _Unreachable(ValueError):
+    """A camera with nothing to read from (no env here, or one without ``render()``)."""
+
+
 def _no_render(_obs: Any, _read: Any) -> Any:
-    raise ValueError("the run's env is not reachable here, or has no render() method")
+    raise _Unreachable(
+        "the run's env is not reachable here, or has no render() method "
+        "(pass session= to capture() when the hooks run away from the env)"
+    )
+
+
+#: How to go on without a camera, in the recorder's words.
+_LEAVE_OUT = "leave it out of cameras= (cameras=[] records metrics only)"
 
 
 # -- per-episode state ---------------------------------------------------------------------------
@@ -366,10 +383,19 @@ class CaptureHooks(RunHooks):
         try:
             frame = normalize_frame(cam.fetch(obs, read))
         except Exception as exc:
-            if cam.explicit_role and not cam.produced and isinstance(exc, ValueError):
-                cam.dead = True  # an undeclared role never resolves: say so once
+            cam.failures += 1
+            cam.last_error = exc
+            if cam.explicit_role and not cam.produced and isinstance(exc, _Unreachable):
+                cam.dead = True
                 warn(f"recorder: camera {cam.label!r} cannot be read ({exc}); not recording it")
+            elif is_lasting(exc) or cam.failures >= FAILURES_IN_A_ROW:
+                cam.dead = True  # say why once, and how to fix it
+                text = camera_fault("recorder", cam.label, exc, leave_out=_LEAVE_OUT)
+                if cam.explicit_role and not cam.produced:
+                    text += f" (camera {cam.label!r} cannot be read)"
+                warn(text)
             return  # a transient read failure skips this frame only
+        cam.failures = 0
         if frame is None or frame.shape[0] < 2 or frame.shape[1] < 2:
             return
         writer = ep.writers.get(cam.label)
@@ -530,4 +556,12 @@ class CaptureHooks(RunHooks):
         self._rec._settle()
         for cam in self._cams or ():
             if not cam.produced and not cam.dead:
-                warn(f"recorder: camera {cam.label!r} never produced a frame in this run")
+                why = cam.last_error
+                warn(
+                    f"recorder: camera {cam.label!r} never produced a frame in this run"
+                    + (
+                        ""
+                        if why is None
+                        else f" (its last read failed: {type(why).__name__}: {why})"
+                    )
+                )
