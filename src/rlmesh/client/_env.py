@@ -40,6 +40,7 @@ from ..spaces._spec import SpaceSpec
 from ..transport import resolve_address
 from ..wire import messages as m
 from ..wire.meta import normalize
+from ._opaque import bind_remote_peers
 from ._session import ClientSession, check_timeout
 
 __all__ = ["RemoteEnv", "RemoteVectorEnv"]
@@ -96,6 +97,7 @@ class _RemoteEnvBase:
                 "incompatible rlmesh -- upgrade one side"
             ) from None
         self._check_arity(contract, addr.url)
+        bind_remote_peers(self, contract)  # opaque spaces: sample/contains ask the server
         self._address = addr.url
         self._contract = contract
         self._selected_edition = welcome.selected
@@ -490,6 +492,12 @@ class _RemoteEnvBase:
                 )
             return
         info[key] = value
+
+    def _space_query(self, msg: Any) -> Any:
+        """Ask the env's own space (an opaque space's sample/contains, client/_opaque.py)."""
+        self._check_idle("sample/contains of an opaque space")
+        reply, _ = self._session.request(msg, timeout=self._request_timeout)
+        return reply
 
     def render(self, *, env_index: int = 0) -> Any:
         """Render a frame (uint8 HxW, HxWx3 or HxWx4), or ``None`` when the env has none."""
