@@ -76,6 +76,7 @@ class _ScalarClient(_rnp.RemoteEnv):
 
 class _VectorClient(_rnp.RemoteVectorEnv):
     runtime: dict[str, Any]
+    _plain_info = False  # Gymnasium's own vector-info layout keeps arrays (and their dtypes)
 
     def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
         self.runtime[key] = value

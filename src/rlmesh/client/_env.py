@@ -40,6 +40,7 @@ from ..spaces._spec import SpaceSpec
 from ..transport import resolve_address
 from ..wire import messages as m
 from ..wire.meta import normalize
+from ._info import plain_info
 from ._opaque import bind_remote_peers
 from ._session import ClientSession, check_timeout
 
@@ -54,6 +55,8 @@ class _RemoteEnvBase:
     _vector: ClassVar[bool] = False
     #: Advisory ``Hello.capabilities`` this kind of client sends (HS-8).
     _hello_capabilities: ClassVar[dict[str, str]] = {}
+    #: Hand info's numpy values over as plain lists/scalars (the seed flavours' vector clients).
+    _plain_info: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -294,6 +297,8 @@ class _RemoteEnvBase:
             self._over[:] = False
         self._last_obs = canonical
         info = dict(reply.info) if reply.info else {}
+        if info and self._plain_info:  # the seeds' info values (client/_info.py)
+            info = plain_info(info)
         self._inject(info, "episode_ids", list(self._episode_ids))
         return self._obs_decode(canonical), info
 
@@ -413,6 +418,8 @@ class _RemoteEnvBase:
                 canonical = self._obs_join(reply.obs, segs[:k] if self._vector else segs)
             self._last_obs = canonical
             info = dict(reply.info) if reply.info else {}
+            if info and self._plain_info:  # the seeds' info values (client/_info.py)
+                info = plain_info(info)
             self._last_completed = reply.completed
             if self._vector:
                 k = self._n_obs_segments
@@ -596,6 +603,7 @@ class RemoteVectorEnv(_RemoteEnvBase):
     """
 
     _vector = True
+    _plain_info = True
 
     def __new__(cls, address: Any = None, *args: Any, **kwargs: Any) -> Any:
         """A list (or tuple) of addresses makes one vector env over many endpoints (issue 26)."""

@@ -147,11 +147,19 @@ def _resolve_cameras(context: Any, cameras: Sequence[str] | None) -> list[_Camer
     except Exception:
         found = ()
     by_label = {s.label: s for s in found}
+    # no contract to discover from (hooks run without a session): "render" may still be a
+    # declared role, which only the step's read can tell (REC-3: the role wins)
+    blind = getattr(context, "contract", None) is None
     out: list[_Camera] = []
     for name in cameras:
         name = str(name)
         if name in by_label:  # "render" is a declared role named render if any, else render()
             out.append(_source_camera(by_label[name], label=name))
+        elif name == "render" and blind:
+            thunk = render_thunk(context_env(context))
+            out.append(
+                _Camera(name, _role_or_render(Image(name, layout="hwc"), thunk), explicit_role=True)
+            )
         elif name in ("render", "render()"):
             env = context_env(context)
             thunk = render_thunk(env)
@@ -177,6 +185,26 @@ def _render_fetch(thunk: Callable[[int], Any]) -> Callable[[Any, Any], Any]:
 
 def _role_fetch(item: Any) -> Callable[[Any, Any], Any]:
     return lambda _obs, read: read(item)
+
+
+def _role_or_render(item: Any, thunk: Callable[[int], Any] | None) -> Callable[[Any, Any], Any]:
+    """The role named render when the observation has one, else ``render()`` (decided once)."""
+    use_render: list[bool] = []
+
+    def fetch(_obs: Any, read: Any) -> Any:
+        if use_render:
+            return thunk(0) if use_render[0] and thunk is not None else read(item)
+        try:
+            frame = read(item)
+        except Exception:
+            if thunk is None:
+                raise
+            use_render.append(True)  # no such role: the env's render() it is
+            return thunk(0)
+        use_render.append(False)
+        return frame
+
+    return fetch
 
 
 def _no_read(_item: object) -> object:
@@ -210,6 +238,7 @@ class _Episode:
     names: dict[str, str] = field(default_factory=dict)  # camera -> unique file stem
     lines: list[bytes] = field(default_factory=list)
     env_video: tuple[str, str] | None = None  # (info key, path)
+    last_pts: dict[str, int] = field(default_factory=dict)  # camera -> the last frame's stamp
 
     def stem(self, camera: str) -> str:
         """A file stem unique within the episode: sanitized, ``-2``, ``-3`` ... on collision (REC-7)."""
@@ -398,6 +427,9 @@ class CaptureHooks(RunHooks):
         cam.failures = 0
         if frame is None or frame.shape[0] < 2 or frame.shape[1] < 2:
             return
+        last = ep.last_pts.get(cam.label, -1)
+        if pts <= last:  # a repeated step's stamp: the next slot, so every frame is kept
+            pts = last + 1
         writer = ep.writers.get(cam.label)
         try:
             if writer is None:
@@ -407,6 +439,7 @@ class CaptureHooks(RunHooks):
             if writer.error is not None:
                 raise writer.error
             writer.push(frame, pts)
+            ep.last_pts[cam.label] = pts
             cam.produced = True
         except Exception as exc:
             cam.dead = True
