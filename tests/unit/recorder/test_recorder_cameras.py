@@ -62,7 +62,7 @@ def record(camera: str, steps: list[int], read: Any, tmp_path: Path) -> tuple[li
                         0.0,
                         0.0,
                         lambda item, k=k, o=obs: read(k, o),
-                    )  # fmt: skip
+                    )
                 )
             hooks.on_episode_end(EpisodeResult(0, 0, len(steps), float(len(steps)), True, False))
             hooks.on_run_end(RunResult(()))
