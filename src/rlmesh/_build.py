@@ -234,9 +234,12 @@ def resolve_declared_edition(
             f"EnvFactory/Model), --workflow-edition {EDITION_BASE} on the command line"
         )
         warnings.warn(
-            f"{who} declares no workflow edition and floats to {SUPPORTED_EDITIONS[0]!r}; pin it "
-            f"with {how}, or `[tool.rlmesh] workflow_edition` in pyproject.toml, or silence this with "
-            f"{ENV_VAR}=''",
+            f"{who} declares no workflow edition and floats to {SUPPORTED_EDITIONS[0]!r}, the newest "
+            "this rlmesh implements. A workflow edition is the dated set of behaviours (how resets, "
+            "autoreset and info work) that your env or model was written against: nothing changes "
+            "today, but a later rlmesh may default to a newer edition, and a pinned one keeps "
+            f"today's behaviour. Pin it with {how}, or `[tool.rlmesh] workflow_edition` in "
+            f"pyproject.toml, or silence this with {ENV_VAR}=''",
             WorkflowEditionWarning,
             stacklevel=_outside_stacklevel(),
         )

@@ -382,7 +382,15 @@ class UnknownEnvId(RLMeshException, LookupError):
 
 
 class WorkflowEditionWarning(UserWarning):
-    """Once per process: a served or authored participant declared no workflow edition."""
+    """Once per process: a served or authored participant declared no workflow edition.
+
+    A workflow edition (``"2026.06"``) is the dated set of behaviours (resets, autoreset,
+    info) an env or model is written against. Without a declaration it follows the newest
+    edition this rlmesh implements: nothing changes today, but a later release may move
+    it. Pin one (``ServeOptions(workflow_edition=...)``, a ``workflow_edition`` class
+    attribute, ``--workflow-edition``, ``[tool.rlmesh]`` in pyproject.toml) to keep the
+    behaviour, or set ``RLMESH_WORKFLOW_EDITION=""`` to silence the warning.
+    """
 
 
 _CODE_CLASSES: dict[str, type[EnvironmentException]] = {

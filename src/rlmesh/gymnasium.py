@@ -76,6 +76,7 @@ class _ScalarClient(_rnp.RemoteEnv):
 
 class _VectorClient(_rnp.RemoteVectorEnv):
     runtime: dict[str, Any]
+    _plain_info = False  # Gymnasium's own vector-info layout keeps arrays (and their dtypes)
 
     def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
         self.runtime[key] = value
@@ -138,6 +139,26 @@ _ONE_SESSION_HINT = (
     "and use gymnasium.make_vec(..., vectorization_mode='vector_entry_point') / "
     "rlmesh.gymnasium.RemoteVectorEnv, or give each handle its own endpoint (RemoteVectorEnv([...]))"
 )
+
+
+#: What the vector client says of a one-env endpoint (client/_env.py).
+_SINGLE_ENV = "serves a single environment"
+
+
+def _one_env_endpoint(error: str, num_envs: int) -> str:
+    """``gymnasium.make_vec("rlmesh/Remote-v0", num_envs=N, address=...)`` on a one-env endpoint.
+
+    >>> print(_one_env_endpoint("Endpoint 'tcp://127.0.0.1:5555' serves a single environment (num_envs=1).", 4))
+    gymnasium.make_vec('rlmesh/Remote-v0', num_envs=4) needs 4 envs, but the endpoint at 'tcp://127.0.0.1:5555' serves a single env. Either serve 4 lanes there (rlmesh serve ENV --num-envs 4) and keep this call, or serve 4 sessions (rlmesh serve ENV --sessions 4) and pass vectorization_mode="sync" to make_vec: it opens one RemoteEnv, and so one session, per env
+    """
+    where = error.split("'")[1] if error.count("'") >= 2 else "this address"
+    return (
+        f"gymnasium.make_vec({REMOTE_ID!r}, num_envs={num_envs}) needs {num_envs} envs, but the endpoint "
+        f"at '{where}' serves a single env. Either serve {num_envs} lanes there (rlmesh serve ENV "
+        f"--num-envs {num_envs}) and keep this call, or serve {num_envs} sessions (rlmesh serve ENV "
+        f'--sessions {num_envs}) and pass vectorization_mode="sync" to make_vec: it opens one '
+        "RemoteEnv, and so one session, per env"
+    )
 
 
 def _shared_step_error(address: str) -> EndpointBusy:
@@ -411,7 +432,12 @@ class RemoteVectorEnv(VectorEnv):
             request_timeout_seconds=request_timeout_seconds,
             workflow_edition=workflow_edition,
         )
-        self._shared: _Shared | None = _connect(_VectorClient, address, kwargs)
+        try:
+            self._shared: _Shared | None = _connect(_VectorClient, address, kwargs)
+        except ValueError as exc:
+            if num_envs is None or _SINGLE_ENV not in str(exc):
+                raise
+            raise ValueError(_one_env_endpoint(str(exc), num_envs)) from None
         self._client = self._shared.client
         if num_envs is not None and num_envs != self._client.num_envs:
             self.close_extras()

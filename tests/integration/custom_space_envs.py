@@ -2,8 +2,8 @@
 
 ``MissionSpace`` is a ``gymnasium.Space[str]`` subclass of nothing rlmesh knows (as
 MiniGrid's is); ``MissionText`` is the same idea written as a ``gymnasium.spaces.Text``
-subclass; ``Pixels`` subclasses ``Box``. ``make_unknown`` / ``make_text`` are
-``rlmesh serve`` targets.
+subclass; ``Pixels`` subclasses ``Box``. ``make_unknown`` / ``make_text`` /
+``make_sequence`` are ``rlmesh serve`` targets.
 """
 
 from __future__ import annotations
@@ -13,7 +13,15 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["GridEnv", "MissionSpace", "MissionText", "Pixels", "make_text", "make_unknown"]
+__all__ = [
+    "GridEnv",
+    "MissionSpace",
+    "MissionText",
+    "Pixels",
+    "make_sequence",
+    "make_text",
+    "make_unknown",
+]
 
 MISSIONS = ("get the red key", "open the blue door", "go to the goal")
 
@@ -89,3 +97,8 @@ def make_unknown() -> GridEnv:
 
 def make_text() -> GridEnv:
     return GridEnv(MissionText())
+
+
+def make_sequence() -> GridEnv:
+    """A mission as a Gymnasium ``Sequence`` of letters: a kind rlmesh refuses to serve."""
+    return GridEnv(gym.spaces.Sequence(gym.spaces.Discrete(26)))

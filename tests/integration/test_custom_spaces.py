@@ -1,10 +1,13 @@
-"""Custom Gymnasium spaces, served and in-process, numpy and gymnasium flavours (issue 29 item 4, GYM-1, GYM-6).
+"""Custom Gymnasium spaces, served and in-process, numpy and gymnasium flavours (GYM-1, GYM-6).
 
 A subclass of a space rlmesh knows travels as that space (``MissionText(Text)`` as Text,
-``Pixels(Box)`` as Box); serving any other ``gymnasium.Space`` (MiniGrid's
-``MissionSpace``) is refused with ``UnsupportedSpace`` (a ``TypeError``) naming the
-space, where it sits and the conversion, before the server binds or resets the env.
-In-process nothing travels, so such an env runs as it is.
+``Pixels(Box)`` as Box). Any other ``gymnasium.Space`` subclass of the env's own
+(MiniGrid's ``MissionSpace``) is served as it is, as an opaque space: its values travel
+as plain data and its ``sample``/``contains`` are answered by the env's own space
+(``tests/integration/test_minigrid.py`` drives the real MiniGrid). Gymnasium's own
+kinds rlmesh cannot carry (Sequence, Graph, OneOf) are refused with ``UnsupportedSpace``
+(a ``TypeError``) naming the space, where it sits and the conversion, before the server
+binds or resets the env. In-process nothing travels, so such an env runs as it is.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from custom_space_envs import GridEnv, MissionSpace, MissionText
+from custom_space_envs import MISSIONS, GridEnv, MissionSpace, MissionText, make_sequence
 from gymnasium.utils.env_checker import check_env
 
 import rlmesh
@@ -78,18 +81,34 @@ def test_in_process_a_text_subclass_runs_and_the_policy_gets_the_string() -> Non
 def _refused(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
     exc = excinfo.value
     assert isinstance(exc, UnsupportedSpace) and isinstance(exc, TypeError)
-    assert exc.space_type == "MissionSpace"
+    assert exc.space_type == "Sequence"
     return str(exc)
 
 
-def test_an_unknown_space_is_refused_before_the_server_binds(serve: Any) -> None:
-    env = GridEnv(MissionSpace())
+def test_a_sequence_space_is_refused_before_the_server_binds() -> None:
+    env = make_sequence()
     with pytest.raises(UnsupportedSpace) as excinfo:
         rlmesh.EnvServer(env, address="127.0.0.1:0")
     text = _refused(excinfo)
-    assert text.startswith("Unsupported space type: MissionSpace at observation_space['mission']")
-    assert "gymnasium.ObservationWrapper" in text and "subclass the gymnasium space" in text
+    assert text.startswith("Unsupported space type: Sequence at observation_space['mission']")
+    assert "gymnasium.ObservationWrapper" in text and "pad a Sequence" in text
     assert env.resets == 0
+
+
+def test_an_unknown_space_is_served_as_an_opaque_space_answered_by_the_env(serve: Any) -> None:
+    server = serve(GridEnv(MissionSpace()))
+    with rnp.RemoteEnv(server.address) as env:
+        mission = env.observation_space["mission"]
+        assert repr(mission) == "Opaque(custom_space_envs.MissionSpace)"
+        obs, _ = env.reset(seed=1)
+        assert obs["mission"] == "open the blue door"
+        assert mission.contains("go to the goal") and not mission.contains("fly")
+        assert env.observation_space.contains(obs)
+        mission.seed(7)
+        first = [mission.sample() for _ in range(5)]
+        mission.seed(7)
+        assert [mission.sample() for _ in range(5)] == first  # repeatable
+        assert set(first) <= set(MISSIONS)
 
 
 def test_in_process_an_unknown_space_runs_as_it_is() -> None:
@@ -131,12 +150,12 @@ def test_the_documented_workaround_serves_it(serve: Any) -> None:
 
 def test_rlmesh_serve_prints_the_refusal_in_one_line() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "rlmesh.cli", "serve", "custom_space_envs:make_unknown", "--address", "127.0.0.1:0"],
+        [sys.executable, "-m", "rlmesh.cli", "serve", "custom_space_envs:make_sequence", "--address", "127.0.0.1:0"],
         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])},
     )  # fmt: skip
     assert proc.returncode == 1
-    lines = [line for line in proc.stderr.splitlines() if "MissionSpace" in line]
+    lines = [line for line in proc.stderr.splitlines() if "Sequence" in line]
     assert lines and "UnsupportedSpace" in lines[0] and "observation_space['mission']" in lines[0]
     assert "Traceback" not in proc.stderr
 

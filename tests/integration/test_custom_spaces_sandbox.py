@@ -1,8 +1,8 @@
-"""A sandboxed env with a custom space: the user sees the refusal, not a bare "exited" (issue 29 item 4).
+"""A sandboxed env with a custom space is served as it is (an opaque space).
 
-The env's package exists only inside the sandbox, so its spaces are known only once the
-sandbox's env server makes it; the server refuses before it binds and the
-``SandboxStartError`` carries the one-line ``UnsupportedSpace`` report from its log.
+The env's package exists only inside the sandbox, so its space class is known only
+there: the client gets an opaque space whose ``sample``/``contains`` the sandbox's env
+server answers with the env's own space.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 import rlmesh
 from conftest import require
-from rlmesh.sandbox import SandboxBuild, SandboxStartError
+from rlmesh.sandbox import SandboxBuild
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -98,15 +98,18 @@ def cache(tmp_path: Path) -> Iterator[Path]:
             os.environ[key] = value
 
 
-def test_a_sandboxed_custom_space_is_refused_with_the_space_named(cache: Path) -> None:
+def test_a_sandboxed_custom_space_is_served_as_an_opaque_space(cache: Path) -> None:
+    """The space's class exists only inside the sandbox: the client still samples and checks it."""
     build = SandboxBuild(packages=[str(_wheel(cache))], imports=["sbxmission"])
-    with pytest.raises(SandboxStartError) as info:
-        rlmesh.SandboxEnv(
-            "gym://SbxMission-v0", backend="venv", build=build, connect_timeout_seconds=300
-        )
-    text = str(info.value)
-    assert (
-        "UnsupportedSpace: Unsupported space type: MissionSpace at observation_space['mission']"
-        in text
+    env = rlmesh.SandboxEnv(
+        "gym://SbxMission-v0", backend="venv", build=build, connect_timeout_seconds=300
     )
-    assert "gymnasium.ObservationWrapper" in text
+    try:
+        mission = env.observation_space["mission"]
+        assert repr(mission) == "Opaque(sbxmission.MissionSpace)"
+        obs, _ = env.reset(seed=0)
+        assert obs["mission"] == "get the key"
+        assert mission.contains("get the key") and not mission.contains(3)
+        assert mission.sample() == "get the key"
+    finally:
+        env.close()

@@ -539,6 +539,11 @@ PRIVATE_ALLOWED: list[Reach] = [
         "the compiled value plans are cached on the SpaceSpec they compile",
     ),
     Reach("rlmesh._plan", "_leaf", "a plan compiles ValueCodec's per-leaf encoder into its own"),
+    Reach(
+        "rlmesh._cli._signals",
+        "_exit",
+        "os._exit (the standard library), not TermWatch._exit: a second SIGTERM exits at once",
+    ),
     Reach("rlmesh.adapters._space_outline", "_bounds_arrays", _SPEC_CODEC),
     *_reaches(
         ("rlmesh.client._env", "rlmesh.serve._driver", "rlmesh.wire.values"), "_shape", _SPEC_CODEC

@@ -30,3 +30,16 @@ def test_user_docs_carry_no_requirement_ids(doc: Path) -> None:
             fenced = not fenced
         found = None if fenced else REQUIREMENT_ID.search(line)
         assert found is None, f"{doc.name}:{number} names {found.group(0)!r}: {line.strip()}"
+
+
+# "issue 26", "goal <= 3x: not met", "Earlier runs, before that change": history, not user docs
+HISTORY = re.compile(r"\bissues? \d+\b|\bgoal\b[^.|]*\bnot met\b|\bearlier runs\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("doc", USER_DOCS, ids=lambda p: p.name)
+def test_user_docs_tell_no_project_history(doc: Path) -> None:
+    for number, line in enumerate(doc.read_text().splitlines(), 1):
+        found = HISTORY.search(line)
+        assert found is None, (
+            f"{doc.name}:{number} tells history ({found.group(0)!r}): {line.strip()}"
+        )

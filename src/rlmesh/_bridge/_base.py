@@ -304,7 +304,7 @@ def _compile_decoder(bridge: Bridge, spec: SpaceSpec, lanes: int | None) -> Deco
         return bridge._leaf_decoder(spec, lanes)
     if kind == "discrete":
         return bridge._batched_ints_out if lanes is not None else _identity
-    if kind == "text":
+    if kind in ("text", "opaque"):  # strings and plain data are the same in every flavour
         return _identity
     if kind == "dict":
         children = [(k, _compile_decoder(bridge, v, lanes)) for k, v in spec._children()]

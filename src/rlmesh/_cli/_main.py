@@ -3,6 +3,8 @@
 Each subcommand module (``rlmesh._cli.<name>``) has a ``main(argv) -> int`` and is imported
 only when its command runs, so ``rlmesh health`` never loads the eval drive. Each prints
 errors as one line (``--verbose`` for the traceback) and exits 0, 1 or 2 (bad arguments).
+Every command honours SIGTERM the same way (``_signals``): it stops, keeps what it has
+finished and exits 143; the serve commands stop gracefully and exit 0.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from .._build import VERSION
+from ._signals import EXIT_TERMINATED, Terminated, sigterm_ends_command
 
 __all__ = ["COMMANDS", "main"]
 
@@ -61,5 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name is None:
         print(f"rlmesh: unknown command {args[0]!r}\n\n{_USAGE}", file=sys.stderr)
         return 2
-    command = importlib.import_module(f"{__package__}.{name}")
-    return int(command.main(args[1:]))
+    with sigterm_ends_command(args[0]):
+        try:
+            command = importlib.import_module(f"{__package__}.{name}")
+            return int(command.main(args[1:]))
+        except Terminated as exc:
+            print(exc, file=sys.stderr)
+            return EXIT_TERMINATED

@@ -9,7 +9,9 @@ env). A live progress line shows episodes, steps/s and the running success rate
 ``--json PATH`` writes ``RunResult.to_dict()`` plus a ``success_signal`` flag. Exit 0
 on success (a "quit" from the viewer included: the finished episodes are reported), 1 on
 an error (one line; ``--verbose`` for the traceback; a policy's own exception names the
-policy and its input layout), 2 on bad arguments, 130 on Ctrl-C.
+policy and its input layout), 2 on bad arguments, 130 on Ctrl-C, 143 on SIGTERM (the step
+in flight is abandoned; the finished episodes are reported and written to ``--json``, or
+kept in ``--journal`` with ``--workers``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..eval._view import normalize_view
 from ..openpi import PolicyClient, obs_map_from_json
 from ._eval_report import Progress, json_result, policy_error, print_results
 from ._suite import add_suite_arguments, main_suite
+from ._signals import EXIT_TERMINATED, Terminated, sigterm_ends_command
 
 __all__ = ["main", "parse_seeds", "resolve_env_arg", "resolve_model_arg"]
 
@@ -304,6 +307,22 @@ def _distributed_args(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``rlmesh eval``; returns the process exit code."""
+    with sigterm_ends_command("eval") as term:
+        try:
+            code = _main(argv)
+        except Terminated as exc:  # outside the run (a build, a worker pool): nothing to report
+            print(exc, file=sys.stderr)
+            return EXIT_TERMINATED
+        if term.terminated:
+            print(
+                "rlmesh eval: terminated (SIGTERM); the episodes finished before it are reported",
+                file=sys.stderr,
+            )
+            return EXIT_TERMINATED
+        return code
+
+
+def _main(argv: list[str] | None) -> int:
     out = sys.stdout
     parser = _parser()
     try:
@@ -313,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     tty = bool(getattr(out, "isatty", lambda: False)())
     progress: Progress | None = None
+    workers: Any = None
+    journal: Any = None
     try:
         if args.suite is not None:  # a benchmark suite: one run per task (_suite.py)
             return main_suite(args, env_kwargs, out, tty=tty, resolve_model=resolve_model_arg)
@@ -370,6 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rlmesh eval: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        if workers is not None and journal is not None:
+            print(f"rlmesh eval: the finished episodes are kept in {journal}", file=sys.stderr)
+        raise
     except Exception as exc:
         if args.verbose:
             traceback.print_exc()

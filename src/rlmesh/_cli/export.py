@@ -25,7 +25,9 @@ def _parser() -> argparse.ArgumentParser:
         "bundle", metavar="BUNDLE", help="a bundle written by Recorder.export (a folder or a .zip)"
     )
     p.add_argument("--lerobot", required=True, metavar="PATH",
-                   help="write a LeRobot v2.1 dataset to PATH (a new or empty folder); needs the lerobot extra")  # fmt: skip
+                   help="write a LeRobot dataset to PATH (a new or empty folder); needs the lerobot extra")  # fmt: skip
+    p.add_argument("--lerobot-version", default="v3.0", choices=["v3.0", "v2.1"],
+                   help="the LeRobot dataset layout (default: v3.0, what current LeRobot reads)")  # fmt: skip
     p.add_argument(
         "--fps", type=float, default=None, help="the dataset's fps (default: the recording's)"
     )
@@ -46,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     try:
         out = ResultSet.load(args.bundle).to_lerobot(
-            args.lerobot, fps=args.fps, robot_type=args.robot_type
+            args.lerobot, fps=args.fps, robot_type=args.robot_type, version=args.lerobot_version
         )
     except Exception as exc:
         if args.verbose:
@@ -54,5 +56,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    print(f"LeRobot dataset written to {out}")
+    print(f"LeRobot {args.lerobot_version} dataset written to {out}")
     return 0

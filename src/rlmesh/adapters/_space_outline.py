@@ -154,6 +154,8 @@ def _from_spec(spec: Any, where: str) -> SpaceOutline:
             spec.dtype,
             children=tuple(_from_spec(c, f"{where}[{i}]") for i, c in spec._children()),
         )
+    if kind == "opaque":  # an env's own space: its values pass through untouched
+        return SpaceOutline("unspecified")
     lo = hi = None
     if kind == "box":
         lo, hi = _bounds(*spec._bounds_arrays())
@@ -164,6 +166,11 @@ def _from_gymnasium(space: Any, where: str) -> SpaceOutline | None:
     name = type(space).__name__
     mod = type(space).__module__
     if not (mod.startswith("gymnasium") or mod.startswith("gym.")):
+        if any(  # an env's own gymnasium.Space subclass (MiniGrid's MissionSpace): pass-through
+            c.__name__ == "Space" and c.__module__.startswith(("gymnasium.", "gym."))
+            for c in type(space).__mro__
+        ):
+            return SpaceOutline("unspecified")
         return None
     dtype = (
         np.dtype(space.dtype).name if getattr(space, "dtype", None) is not None else "unspecified"

@@ -40,6 +40,8 @@ from ..spaces._spec import SpaceSpec
 from ..transport import resolve_address
 from ..wire import messages as m
 from ..wire.meta import normalize
+from ._info import plain_info
+from ._opaque import bind_remote_peers
 from ._session import ClientSession, check_timeout
 
 __all__ = ["RemoteEnv", "RemoteVectorEnv"]
@@ -53,6 +55,8 @@ class _RemoteEnvBase:
     _vector: ClassVar[bool] = False
     #: Advisory ``Hello.capabilities`` this kind of client sends (HS-8).
     _hello_capabilities: ClassVar[dict[str, str]] = {}
+    #: Hand info's numpy values over as plain lists/scalars (the seed flavours' vector clients).
+    _plain_info: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -96,6 +100,7 @@ class _RemoteEnvBase:
                 "incompatible rlmesh -- upgrade one side"
             ) from None
         self._check_arity(contract, addr.url)
+        bind_remote_peers(self, contract)  # opaque spaces: sample/contains ask the server
         self._address = addr.url
         self._contract = contract
         self._selected_edition = welcome.selected
@@ -292,6 +297,8 @@ class _RemoteEnvBase:
             self._over[:] = False
         self._last_obs = canonical
         info = dict(reply.info) if reply.info else {}
+        if info and self._plain_info:  # the seeds' info values (client/_info.py)
+            info = plain_info(info)
         self._inject(info, "episode_ids", list(self._episode_ids))
         return self._obs_decode(canonical), info
 
@@ -411,6 +418,8 @@ class _RemoteEnvBase:
                 canonical = self._obs_join(reply.obs, segs[:k] if self._vector else segs)
             self._last_obs = canonical
             info = dict(reply.info) if reply.info else {}
+            if info and self._plain_info:  # the seeds' info values (client/_info.py)
+                info = plain_info(info)
             self._last_completed = reply.completed
             if self._vector:
                 k = self._n_obs_segments
@@ -490,6 +499,12 @@ class _RemoteEnvBase:
                 )
             return
         info[key] = value
+
+    def _space_query(self, msg: Any) -> Any:
+        """Ask the env's own space (an opaque space's sample/contains, client/_opaque.py)."""
+        self._check_idle("sample/contains of an opaque space")
+        reply, _ = self._session.request(msg, timeout=self._request_timeout)
+        return reply
 
     def render(self, *, env_index: int = 0) -> Any:
         """Render a frame (uint8 HxW, HxWx3 or HxWx4), or ``None`` when the env has none."""
@@ -588,6 +603,7 @@ class RemoteVectorEnv(_RemoteEnvBase):
     """
 
     _vector = True
+    _plain_info = True
 
     def __new__(cls, address: Any = None, *args: Any, **kwargs: Any) -> Any:
         """A list (or tuple) of addresses makes one vector env over many endpoints (issue 26)."""

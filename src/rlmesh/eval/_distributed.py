@@ -39,6 +39,7 @@ from typing import Any
 
 from .. import adapters
 from ._budget import episode_budget, validate_caps
+from ._busy import for_workers
 from ._dhooks import driver_side_for
 from ._hooks import RunHooks
 from ._job import EnvRecipe, Job, Outcome, describe_target, dumps, env_recipe, model_recipe
@@ -460,7 +461,7 @@ class _Driver:
         elif kind == "lost":
             self._on_lost(slot, event[2])
         elif kind == "setup_failed":
-            raise event[2]
+            raise for_workers(event[2], self.n)  # EndpointBusy: "at most K workers"
         else:  # pragma: no cover - a backend bug
             raise AssertionError(f"unknown worker event {kind!r}")
 

@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .. import jax as _jax, numpy as _numpy, torch as _torch  # facades that import no framework
-from ..errors import ConnectionLost, EndpointBusy
+from ..errors import ConnectionLost, EndpointBusy, EndpointLost
 from ..transport.probe import ping
 
 if TYPE_CHECKING:
@@ -231,11 +231,24 @@ class FleetVectorEnv:
             for i in lost
         )
         return LanesLost(
-            f"lost {names}: {exc}; call reset() to reconnect once Ray has restarted it, or close()",
+            f"lost {names}: {_cause(exc)}. To go on, call reset(): it waits for Ray to restart "
+            "the lost actors, reconnects and resets every lane",
             actors=lost,
             addresses=addresses,
             lanes=lanes,
         )
+
+
+def _cause(exc: BaseException) -> str:
+    """What broke, without the inner client's own recovery advice (the fleet's is ``reset()``).
+
+    The fleet's env is a many-endpoint client whose ``EndpointLost`` says "call
+    reconnect(i) then reset()"; a fleet reconnects by itself, so only the cause is kept.
+    """
+    if isinstance(exc, EndpointLost):
+        cause = exc.__cause__
+        return "its connection broke" if cause is None else f"{type(cause).__name__}: {cause}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def open_fleet_vector_env(fleet: EnvFleet, flavour: str, kwargs: dict[str, Any]) -> Any:

@@ -6,8 +6,11 @@ env with cameras is refused in ``on_run_start`` (frames come from a single env).
 
 Per step: each live camera's frame is fetched, normalised (VIEW-7) and pushed to that
 camera's writer for the episode (opened lazily at the first frame). A fetch that raises
-or returns a non-image skips that frame only; an encoder error or a resolution change
-drops the camera for the rest of the run with one warning. One ``steps.jsonl`` line is
+or returns a non-image skips that frame only; a camera whose fetch fails a few times in a
+row, or fails for a reason the next frame cannot heal (a missing package such as pygame,
+an undeclared role), an encoder error or a resolution change drops the camera for the
+rest of the run with one warning that names the cause and the fix
+(:mod:`rlmesh.view._faults`). One ``steps.jsonl`` line is
 buffered per step. The first ``video_info_keys`` key holding a non-empty string names an
 env-produced video.
 
@@ -30,6 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .._metadata import sanitize_metadata
 from ..adapters import Image
 from ..eval._hooks import RunHooks
+from ..view._faults import FAILURES_IN_A_ROW, camera_fault, is_lasting
 from ..view._sources import context_env, discover_sources, normalize_frame, render_thunk
 from ._encode import VideoWriter
 from ._lerobot import observation_state
@@ -125,6 +129,8 @@ class _Camera:
     explicit_role: bool = False  # an undeclared role name: a resolution error drops it
     produced: bool = False
     dead: bool = False
+    failures: int = 0  # failed reads in a row
+    last_error: BaseException | None = None
 
 
 def _resolve_cameras(context: Any, cameras: Sequence[str] | None) -> list[_Camera]:
@@ -141,11 +147,19 @@ def _resolve_cameras(context: Any, cameras: Sequence[str] | None) -> list[_Camer
     except Exception:
         found = ()
     by_label = {s.label: s for s in found}
+    # no contract to discover from (hooks run without a session): "render" may still be a
+    # declared role, which only the step's read can tell (REC-3: the role wins)
+    blind = getattr(context, "contract", None) is None
     out: list[_Camera] = []
     for name in cameras:
         name = str(name)
         if name in by_label:  # "render" is a declared role named render if any, else render()
             out.append(_source_camera(by_label[name], label=name))
+        elif name == "render" and blind:
+            thunk = render_thunk(context_env(context))
+            out.append(
+                _Camera(name, _role_or_render(Image(name, layout="hwc"), thunk), explicit_role=True)
+            )
         elif name in ("render", "render()"):
             env = context_env(context)
             thunk = render_thunk(env)
@@ -173,12 +187,43 @@ def _role_fetch(item: Any) -> Callable[[Any, Any], Any]:
     return lambda _obs, read: read(item)
 
 
+def _role_or_render(item: Any, thunk: Callable[[int], Any] | None) -> Callable[[Any, Any], Any]:
+    """The role named render when the observation has one, else ``render()`` (decided once)."""
+    use_render: list[bool] = []
+
+    def fetch(_obs: Any, read: Any) -> Any:
+        if use_render:
+            return thunk(0) if use_render[0] and thunk is not None else read(item)
+        try:
+            frame = read(item)
+        except Exception:
+            if thunk is None:
+                raise
+            use_render.append(True)  # no such role: the env's render() it is
+            return thunk(0)
+        use_render.append(False)
+        return frame
+
+    return fetch
+
+
 def _no_read(_item: object) -> object:
     raise ValueError("no observation to read at reset")
 
 
+class _Unreachable(ValueError):
+    """A camera with nothing to read from (no env here, or one without ``render()``)."""
+
+
 def _no_render(_obs: Any, _read: Any) -> Any:
-    raise ValueError("the run's env is not reachable here, or has no render() method")
+    raise _Unreachable(
+        "the run's env is not reachable here, or has no render() method "
+        "(pass session= to capture() when the hooks run away from the env)"
+    )
+
+
+#: How to go on without a camera, in the recorder's words.
+_LEAVE_OUT = "leave it out of cameras= (cameras=[] records metrics only)"
 
 
 # -- per-episode state ---------------------------------------------------------------------------
@@ -193,6 +238,7 @@ class _Episode:
     names: dict[str, str] = field(default_factory=dict)  # camera -> unique file stem
     lines: list[bytes] = field(default_factory=list)
     env_video: tuple[str, str] | None = None  # (info key, path)
+    last_pts: dict[str, int] = field(default_factory=dict)  # camera -> the last frame's stamp
 
     def stem(self, camera: str) -> str:
         """A file stem unique within the episode: sanitized, ``-2``, ``-3`` ... on collision (REC-7)."""
@@ -366,12 +412,24 @@ class CaptureHooks(RunHooks):
         try:
             frame = normalize_frame(cam.fetch(obs, read))
         except Exception as exc:
-            if cam.explicit_role and not cam.produced and isinstance(exc, ValueError):
-                cam.dead = True  # an undeclared role never resolves: say so once
+            cam.failures += 1
+            cam.last_error = exc
+            if cam.explicit_role and not cam.produced and isinstance(exc, _Unreachable):
+                cam.dead = True
                 warn(f"recorder: camera {cam.label!r} cannot be read ({exc}); not recording it")
+            elif is_lasting(exc) or cam.failures >= FAILURES_IN_A_ROW:
+                cam.dead = True  # say why once, and how to fix it
+                text = camera_fault("recorder", cam.label, exc, leave_out=_LEAVE_OUT)
+                if cam.explicit_role and not cam.produced:
+                    text += f" (camera {cam.label!r} cannot be read)"
+                warn(text)
             return  # a transient read failure skips this frame only
+        cam.failures = 0
         if frame is None or frame.shape[0] < 2 or frame.shape[1] < 2:
             return
+        last = ep.last_pts.get(cam.label, -1)
+        if pts <= last:  # a repeated step's stamp: the next slot, so every frame is kept
+            pts = last + 1
         writer = ep.writers.get(cam.label)
         try:
             if writer is None:
@@ -381,6 +439,7 @@ class CaptureHooks(RunHooks):
             if writer.error is not None:
                 raise writer.error
             writer.push(frame, pts)
+            ep.last_pts[cam.label] = pts
             cam.produced = True
         except Exception as exc:
             cam.dead = True
@@ -530,4 +589,12 @@ class CaptureHooks(RunHooks):
         self._rec._settle()
         for cam in self._cams or ():
             if not cam.produced and not cam.dead:
-                warn(f"recorder: camera {cam.label!r} never produced a frame in this run")
+                why = cam.last_error
+                warn(
+                    f"recorder: camera {cam.label!r} never produced a frame in this run"
+                    + (
+                        ""
+                        if why is None
+                        else f" (its last read failed: {type(why).__name__}: {why})"
+                    )
+                )

@@ -1,14 +1,23 @@
-"""A result bundle as a LeRobot-format dataset (``ResultSet.to_lerobot``; LeRobot v2.1 layout).
+"""A result bundle as a LeRobot-format dataset (``ResultSet.to_lerobot``; LeRobot v3.0 layout).
 
-What it writes (``chunks_size`` episodes per chunk, 1000 as LeRobot does)::
+What it writes (:mod:`rlmesh.recorder._lerobot_layout` holds the two layouts)::
 
-    data/chunk-000/episode_000000.parquet          one row per env step
-    videos/chunk-000/observation.images.<camera>/episode_000000.mp4
-    meta/info.json       codebase_version, fps, totals, path templates, features
-    meta/episodes.jsonl  {"episode_index", "tasks", "length", ...}
-    meta/tasks.jsonl     {"task_index", "task"}
-    meta/episodes_stats.jsonl  per-episode min/max/mean/std/count of every feature (images:
-                               per channel in [0, 1], shape (3, 1, 1), from up to 100 frames)
+    v3.0 (default, what current LeRobot reads)
+    data/chunk-000/file-000.parquet                 every episode's rows, one file per 100 MB
+    videos/observation.images.<camera>/chunk-000/file-000.mp4   one file per episode
+    meta/info.json           codebase_version "v3.0", fps, totals, path templates, features
+    meta/stats.json          min/max/mean/std/count of every feature over the dataset
+    meta/tasks.parquet       the tasks (a pandas index) and their task_index
+    meta/episodes/chunk-000/file-000.parquet   per episode: tasks, length, where its rows
+                             and videos are, and its own stats (``stats/<feature>/<stat>``)
+
+    v2.1 (``version="v2.1"``)
+    data/chunk-000/episode_000000.parquet, videos/chunk-000/<key>/episode_000000.mp4,
+    meta/info.json, meta/episodes.jsonl, meta/tasks.jsonl, meta/episodes_stats.jsonl
+
+Image statistics are per channel in [0, 1], shaped (3, 1, 1), from up to 100 evenly
+spaced frames of each episode, subsampled to at most ~150 pixels a side (as LeRobot
+computes them).
 
 A frame is one env step of the bundle's ``steps.jsonl``: ``observation.state`` (the
 observation the action was predicted from: its numeric, non-image leaves, flattened and
@@ -22,7 +31,7 @@ at ``length / fps``), which LeRobot's timestamp-based decoding never asks for.
 
 Invariants: nothing is written into ``path`` until the whole dataset is ready in a
 sibling temporary folder, which then replaces ``path`` atomically (``path`` must not exist
-or be an empty folder); pyarrow is imported only here, only when exporting.
+or be an empty folder); pyarrow is imported only when exporting.
 """
 
 from __future__ import annotations
@@ -32,7 +41,6 @@ import math
 import os
 import shutil
 import tempfile
-import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -40,30 +48,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DependencyMissing
+from ._lerobot_layout import Frames, Layout, warn
 from ._reader import open_bundle
 
 if TYPE_CHECKING:
     from ._records import ResultSet
 
-__all__ = ["CHUNKS_SIZE", "CODEBASE_VERSION", "export_lerobot", "observation_state"]
+__all__ = ["CODEBASE_VERSION", "VERSIONS", "export_lerobot", "observation_state"]
 
-#: The LeRobot dataset format written (meta/info.json ``codebase_version``).
-CODEBASE_VERSION = "v2.1"
-#: Episodes per chunk folder (LeRobot's default).
-CHUNKS_SIZE = 1000
+#: The LeRobot dataset format written by default (meta/info.json ``codebase_version``).
+CODEBASE_VERSION = "v3.0"
+#: The formats ``to_lerobot(version=...)`` writes.
+VERSIONS = ("v3.0", "v2.1")
 #: Observation leaves larger than this are not logged as state (images travel as video).
 MAX_STATE = 4096
-
-_DATA_PATH = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
-_VIDEO_PATH = "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
-
-
-def warn(message: str) -> None:
-    """A ``UserWarning`` that never raises (as the recorder's: an export warning is advice)."""
-    try:
-        warnings.warn(message, UserWarning, stacklevel=3)
-    except Exception:
-        pass
 
 
 # -- the recorder's side: what the step log keeps of an observation -------------------------
@@ -151,43 +149,6 @@ def _stats(values: np.ndarray) -> dict[str, list[float]]:
     }
 
 
-#: Frames of a video read for its image statistics (evenly spaced), as LeRobot samples them.
-STATS_FRAMES = 100
-
-
-def _video_stats(path: Path, length: int) -> dict[str, Any] | None:
-    """Per-channel min/max/mean/std of a video's pixels in [0, 1], shaped (3, 1, 1) as LeRobot's.
-
-    Only the episode's ``length`` frames count (the frame after the last action has no row).
-
-    None when PyAV is missing or the file does not decode (the stats are advisory).
-    """
-    try:
-        import av
-    except ImportError:
-        return None
-    try:
-        with av.open(str(path)) as container:
-            frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)][:length]
-    except Exception:
-        return None
-    if not frames:
-        return None
-    pick = np.linspace(0, len(frames) - 1, min(len(frames), STATS_FRAMES)).round().astype(int)
-    px = np.stack([frames[i] for i in pick]).reshape(-1, 3).astype(np.float64) / 255.0
-
-    def shaped(values: np.ndarray) -> list[list[list[float]]]:
-        return [[[float(v)]] for v in values]
-
-    return {
-        "min": shaped(px.min(axis=0)),
-        "max": shaped(px.max(axis=0)),
-        "mean": shaped(px.mean(axis=0)),
-        "std": shaped(px.std(axis=0)),
-        "count": [len(pick)],
-    }
-
-
 class _Episode:
     def __init__(
         self, rows: list[dict[str, Any]], task: str, record: Any, media: dict[str, Any]
@@ -218,6 +179,85 @@ def _fps_of(episodes: list[_Episode], fps: float | None) -> float:
     return seen.pop() if seen else 30.0
 
 
+def _read_episodes(result_set: ResultSet, src: Any) -> list[_Episode]:
+    episodes: list[_Episode] = []
+    skipped = 0
+    for w in result_set.workloads:
+        for rec in w.episodes:
+            if rec.step_log is None:
+                skipped += 1
+                continue
+            try:
+                text = src.read(rec.step_log).decode("utf-8")
+            except (KeyError, OSError):
+                skipped += 1
+                continue
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            if not rows:
+                skipped += 1
+                continue
+            media = {
+                m.camera: m
+                for m in rec.media
+                if m.kind == "video" and m.format == "mp4" and m.width
+            }
+            episodes.append(_Episode(rows, w.task or w.env, rec, media))
+    if not episodes:
+        raise ValueError(
+            "no episode of this result set has a step log (steps.jsonl) to export; record with "
+            "Recorder(...).capture(...) and step_log=True (the default)"
+        )
+    if skipped:
+        warn(f"recorder: {skipped} episode(s) without a step log are not in the LeRobot dataset")
+    return episodes
+
+
+def _frames(ep: _Episode, ei: int, start: int, task_index: int, rate: float,
+            state_keys: list[tuple[str, int]], action_dim: int) -> Frames:  # fmt: skip
+    """One episode's columns (numpy) and their statistics."""
+    n = len(ep.rows)
+    state = np.zeros((n, sum(d for _, d in state_keys)), np.float32)
+    action = np.zeros((n, action_dim), np.float32)
+    reward = np.zeros(n, np.float32)
+    done = np.zeros(n, np.bool_)
+    for i, row in enumerate(ep.rows):
+        obs = row.get("observation") or {}
+        if state_keys:
+            layout = [(k, len(v)) for k, v in obs.items()]
+            if layout != state_keys:
+                raise ValueError(
+                    f"episode {ep.record.index} step {i}: observation layout {layout} differs "
+                    f"from the first step's {state_keys}"
+                )
+            state[i] = [x for v in obs.values() for x in v]
+        act = _flat(row.get("action"))
+        if len(act) != action_dim:
+            raise ValueError(
+                f"episode {ep.record.index} step {i}: action of {len(act)} values, the first step had {action_dim}"
+            )
+        action[i] = act
+        reward[i] = float(row.get("reward", 0.0))
+        done[i] = bool(row.get("terminated")) or bool(row.get("truncated"))
+    frame_index = np.arange(n, dtype=np.int64)
+    columns: dict[str, np.ndarray] = {}
+    if state_keys:
+        columns["observation.state"] = state
+    columns.update(
+        {
+            "action": action,
+            "next.reward": reward,
+            "next.done": done,
+            "timestamp": (frame_index / rate).astype(np.float32),
+            "frame_index": frame_index,
+            "episode_index": np.full(n, ei, np.int64),
+            "index": np.arange(start, start + n, dtype=np.int64),
+            "task_index": np.full(n, task_index, np.int64),
+        }
+    )
+    stats = {k: _stats(v) for k, v in columns.items()}
+    return Frames(ei, n, start, ep.task, task_index, columns, stats, ep.record)
+
+
 def export_lerobot(
     result_set: ResultSet,
     bundle: Any,
@@ -225,18 +265,22 @@ def export_lerobot(
     *,
     fps: float | None = None,
     robot_type: str | None = None,
+    version: str = CODEBASE_VERSION,
 ) -> Path:
     """Write the episodes of ``result_set`` (files read from ``bundle``) as a LeRobot dataset at ``path``.
+
+    ``version``: ``"v3.0"`` (default) or ``"v2.1"`` (the layout of LeRobot before 0.4).
 
     Raises:
         DependencyMissing: pyarrow is not installed (``pip install ".[lerobot]"``).
         FileExistsError: ``path`` exists and is not an empty folder.
         ValueError: no episode has a step log, the step logs disagree on the state or
-            action layout, or the bundle mixes frame rates.
+            action layout, the bundle mixes frame rates, or an unknown ``version``.
     """
+    if version not in VERSIONS:
+        raise ValueError(f"version must be one of {list(VERSIONS)}, got {version!r}")
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow  # noqa: F401
     except ImportError:
         raise DependencyMissing(
             'ResultSet.to_lerobot needs pyarrow: pip install ".[lerobot]" (or pip install pyarrow)',
@@ -250,43 +294,11 @@ def export_lerobot(
     target.parent.mkdir(parents=True, exist_ok=True)
 
     with open_bundle(bundle) as src:
-        episodes: list[_Episode] = []
-        skipped = 0
-        for w in result_set.workloads:
-            for rec in w.episodes:
-                if rec.step_log is None:
-                    skipped += 1
-                    continue
-                try:
-                    text = src.read(rec.step_log).decode("utf-8")
-                except (KeyError, OSError):
-                    skipped += 1
-                    continue
-                rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-                if not rows:
-                    skipped += 1
-                    continue
-                media = {
-                    m.camera: m
-                    for m in rec.media
-                    if m.kind == "video" and m.format == "mp4" and m.width
-                }
-                episodes.append(_Episode(rows, w.task or w.env, rec, media))
-        if not episodes:
-            raise ValueError(
-                "no episode of this result set has a step log (steps.jsonl) to export; record with "
-                "Recorder(...).capture(...) and step_log=True (the default)"
-            )
-        if skipped:
-            warn(
-                f"recorder: {skipped} episode(s) without a step log are not in the LeRobot dataset"
-            )
+        episodes = _read_episodes(result_set, src)
         rate = _fps_of(episodes, fps)
-
         # the layouts, fixed by the first episode's first step
         first = episodes[0].rows[0]
-        state0 = first.get("observation") or {}
-        state_keys = [(k, len(v)) for k, v in state0.items()]
+        state_keys = [(k, len(v)) for k, v in (first.get("observation") or {}).items()]
         action_dim = len(_flat(first.get("action")))
         cameras = [c for c in episodes[0].media if all(c in ep.media for ep in episodes)]
         dropped = sorted({c for ep in episodes for c in ep.media} - set(cameras))
@@ -299,139 +311,49 @@ def export_lerobot(
             c: f"observation.images.{PurePosixPath(episodes[0].media[c].path).stem}"
             for c in cameras
         }
+        features: dict[str, Any] = {}
+        if state_keys:
+            features["observation.state"] = {
+                "dtype": "float32", "shape": [sum(d for _, d in state_keys)],
+                "names": _names("state", state_keys),
+            }  # fmt: skip
+        features["action"] = {
+            "dtype": "float32",
+            "shape": [action_dim],
+            "names": _names("action", [("action", action_dim)]),
+        }
+        for cam, key in video_keys.items():
+            m = episodes[0].media[cam]
+            features[key] = {
+                "dtype": "video",
+                "shape": [m.height, m.width, 3],
+                "names": ["height", "width", "channels"],
+                "info": {
+                    "video.fps": rate, "video.height": m.height, "video.width": m.width, "video.channels": 3,
+                    "video.codec": m.codec or "unknown", "video.pix_fmt": "yuv420p",
+                    "video.is_depth_map": False, "has_audio": False,
+                },
+            }  # fmt: skip
+        for name, dtype in (("next.reward", "float32"), ("next.done", "bool"), ("timestamp", "float32"),
+                            ("frame_index", "int64"), ("episode_index", "int64"), ("index", "int64"),
+                            ("task_index", "int64")):  # fmt: skip
+            features[name] = {"dtype": dtype, "shape": [1], "names": None}
 
         tasks: dict[str, int] = {}
+        layout = Layout(
+            version, rate, robot_type, features,
+            {key: (cam, [ep.media[cam].path for ep in episodes]) for cam, key in video_keys.items()},
+        )  # fmt: skip
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
-            total = 0
-            episode_lines: list[dict[str, Any]] = []
-            stats_lines: list[dict[str, Any]] = []
+            writer = layout.writer(tmp, src)
+            start = 0
             for ei, ep in enumerate(episodes):
-                task_index = tasks.setdefault(ep.task, len(tasks))
-                n = len(ep.rows)
-                state = np.zeros((n, sum(d for _, d in state_keys)), np.float32)
-                action = np.zeros((n, action_dim), np.float32)
-                reward = np.zeros(n, np.float32)
-                done = np.zeros(n, np.bool_)
-                for i, row in enumerate(ep.rows):
-                    obs = row.get("observation") or {}
-                    if state_keys:
-                        if [(k, len(v)) for k, v in obs.items()] != state_keys:
-                            raise ValueError(
-                                f"episode {ep.record.index} step {i}: observation layout "
-                                f"{[(k, len(v)) for k, v in obs.items()]} differs from the first step's {state_keys}"
-                            )
-                        state[i] = [x for v in obs.values() for x in v]
-                    act = _flat(row.get("action"))
-                    if len(act) != action_dim:
-                        raise ValueError(
-                            f"episode {ep.record.index} step {i}: action of {len(act)} values, the first step had {action_dim}"
-                        )
-                    action[i] = act
-                    reward[i] = float(row.get("reward", 0.0))
-                    done[i] = bool(row.get("terminated")) or bool(row.get("truncated"))
-                frame_index = np.arange(n, dtype=np.int64)
-                columns: dict[str, Any] = {}
-                if state_keys:
-                    columns["observation.state"] = pa.FixedSizeListArray.from_arrays(
-                        pa.array(state.reshape(-1)), state.shape[1]
-                    )
-                columns["action"] = pa.FixedSizeListArray.from_arrays(
-                    pa.array(action.reshape(-1)), action_dim
-                )
-                columns["next.reward"] = pa.array(reward)
-                columns["next.done"] = pa.array(done)
-                columns["timestamp"] = pa.array((frame_index / rate).astype(np.float32))
-                columns["frame_index"] = pa.array(frame_index)
-                columns["episode_index"] = pa.array(np.full(n, ei, np.int64))
-                columns["index"] = pa.array(np.arange(total, total + n, dtype=np.int64))
-                columns["task_index"] = pa.array(np.full(n, task_index, np.int64))
-                chunk = ei // CHUNKS_SIZE
-                out = tmp / _DATA_PATH.format(episode_chunk=chunk, episode_index=ei)
-                out.parent.mkdir(parents=True, exist_ok=True)
-                pq.write_table(pa.table(columns), out)
-                image_stats: dict[str, Any] = {}
-                for cam, key in video_keys.items():
-                    dest = tmp / _VIDEO_PATH.format(
-                        episode_chunk=chunk, video_key=key, episode_index=ei
-                    )
-                    if not src.copy_to(ep.media[cam].path, dest):
-                        raise FileNotFoundError(
-                            f"the bundle lacks {ep.media[cam].path} (camera {cam!r})"
-                        )
-                    stats = _video_stats(dest, n)
-                    if stats is not None:
-                        image_stats[key] = stats
-                total += n
-                rec = ep.record
-                episode_lines.append(
-                    {
-                        "episode_index": ei, "tasks": [ep.task], "length": n,
-                        "seed": rec.seed, "reward": rec.reward, "success": rec.success,
-                        "terminated": rec.terminated, "truncated": rec.truncated,
-                    }
-                )  # fmt: skip
-                numeric = {"action": action, "next.reward": reward, "next.done": done,
-                           "timestamp": frame_index / rate, "frame_index": frame_index,
-                           "episode_index": np.full(n, ei), "index": np.arange(total - n, total),
-                           "task_index": np.full(n, task_index)}  # fmt: skip
-                if state_keys:
-                    numeric["observation.state"] = state
-                stats_lines.append(
-                    {
-                        "episode_index": ei,
-                        "stats": {**{k: _stats(v) for k, v in numeric.items()}, **image_stats},
-                    }
-                )
-
-            features: dict[str, Any] = {}
-            if state_keys:
-                features["observation.state"] = {
-                    "dtype": "float32", "shape": [state.shape[1]], "names": _names("state", state_keys),
-                }  # fmt: skip
-            features["action"] = {
-                "dtype": "float32",
-                "shape": [action_dim],
-                "names": _names("action", [("action", action_dim)]),
-            }
-            for cam, key in video_keys.items():
-                m = episodes[0].media[cam]
-                features[key] = {
-                    "dtype": "video",
-                    "shape": [m.height, m.width, 3],
-                    "names": ["height", "width", "channels"],
-                    "info": {
-                        "video.fps": rate, "video.height": m.height, "video.width": m.width, "video.channels": 3,
-                        "video.codec": m.codec or "unknown", "video.pix_fmt": "yuv420p",
-                        "video.is_depth_map": False, "has_audio": False,
-                    },
-                }  # fmt: skip
-            for name, dtype in (("next.reward", "float32"), ("next.done", "bool"), ("timestamp", "float32"),
-                                ("frame_index", "int64"), ("episode_index", "int64"), ("index", "int64"),
-                                ("task_index", "int64")):  # fmt: skip
-                features[name] = {"dtype": dtype, "shape": [1], "names": None}
-            n_eps = len(episodes)
-            info = {
-                "codebase_version": CODEBASE_VERSION,
-                "robot_type": robot_type,
-                "total_episodes": n_eps,
-                "total_frames": total,
-                "total_tasks": len(tasks),
-                "total_videos": n_eps * len(video_keys),
-                "total_chunks": (n_eps - 1) // CHUNKS_SIZE + 1,
-                "chunks_size": CHUNKS_SIZE,
-                "fps": rate,
-                "splits": {"train": f"0:{n_eps}"},
-                "data_path": _DATA_PATH,
-                "video_path": _VIDEO_PATH if video_keys else None,
-                "features": features,
-            }
-            meta = tmp / "meta"
-            meta.mkdir(parents=True, exist_ok=True)
-            (meta / "info.json").write_text(json.dumps(info, indent=4) + "\n", "utf-8")
-            _jsonl(meta / "episodes.jsonl", episode_lines)
-            _jsonl(meta / "tasks.jsonl", [{"task_index": i, "task": t} for t, i in tasks.items()])
-            _jsonl(meta / "episodes_stats.jsonl", stats_lines)
+                frames = _frames(ep, ei, start, tasks.setdefault(ep.task, len(tasks)), rate,
+                                 state_keys, action_dim)  # fmt: skip
+                writer.add(frames)
+                start += frames.length
+            writer.finish(tasks)
             if target.is_dir():
                 target.rmdir()  # empty (checked above): replaced by the finished dataset
             os.replace(tmp, target)
@@ -439,9 +361,3 @@ def export_lerobot(
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     return target
-
-
-def _jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row) + "\n")

@@ -373,14 +373,17 @@ class ResultSet:
         bundle: Any = None,
         fps: float | None = None,
         robot_type: str | None = None,
+        version: str = "v3.0",
     ) -> Path:
-        """Write the episodes as a LeRobot-format dataset (v2.1 layout) at ``path``; see docs/recording.md.
+        """Write the episodes as a LeRobot-format dataset (v3.0 layout) at ``path``; see docs/recording.md.
 
-        One Parquet file per episode (``observation.state``, ``action``, ``next.reward``,
-        ``next.done``, ``timestamp``, ``frame_index``, ``episode_index``, ``index``,
-        ``task_index``), each camera's video per episode, ``meta/info.json`` (features,
-        fps), ``meta/episodes.jsonl``, ``meta/tasks.jsonl``, ``meta/episodes_stats.jsonl``.
-        Needs the ``lerobot`` extra (pyarrow).
+        Rows (``observation.state``, ``action``, ``next.reward``, ``next.done``,
+        ``timestamp``, ``frame_index``, ``episode_index``, ``index``, ``task_index``) in
+        ``data/chunk-000/file-000.parquet``, each camera's video per episode under
+        ``videos/<key>/``, ``meta/info.json`` (features, fps), ``meta/stats.json``,
+        ``meta/tasks.parquet`` and ``meta/episodes/``: what current LeRobot
+        (``LeRobotDataset``) reads. ``version="v2.1"`` writes the older layout instead
+        (a Parquet file per episode, ``meta/*.jsonl``). Needs the ``lerobot`` extra (pyarrow).
 
         Args:
             path: A new (or empty) folder for the dataset.
@@ -388,6 +391,7 @@ class ResultSet:
                 :meth:`load` read).
             fps: The dataset's frame rate (default: the videos' / step logs' own).
             robot_type: Written to ``meta/info.json``.
+            version: ``"v3.0"`` (default) or ``"v2.1"``.
 
         Raises:
             ValueError: no bundle to read from, or nothing exportable (see the message).
@@ -400,4 +404,4 @@ class ResultSet:
                 "this ResultSet was not loaded from a bundle: export it first (Recorder.export) and use "
                 "ResultSet.load(bundle).to_lerobot(path), or pass bundle="
             )
-        return export_lerobot(self, source, path, fps=fps, robot_type=robot_type)
+        return export_lerobot(self, source, path, fps=fps, robot_type=robot_type, version=version)

@@ -100,8 +100,8 @@ class DrivenScalar(DrivenEnv):
                 raise TypeError(f"env must have a '{name}' method")  # SRV-2
         self.env = env
         self.num_envs = 1
-        self.obs_space = as_spec(env.observation_space, "observation_space")
-        self.act_space = as_spec(env.action_space, "action_space")
+        self.obs_space = as_spec(env.observation_space, "observation_space", opaque=True)
+        self.act_space = as_spec(env.action_space, "action_space", opaque=True)
         self._describe(env, published_metadata(env))
 
     def _describe(self, env: Any, metadata: Any) -> None:
@@ -163,8 +163,8 @@ class DrivenVector(DrivenEnv):
         self.lanes = self.num_envs
         obs = getattr(env, "single_observation_space", None) or env.observation_space
         act = getattr(env, "single_action_space", None) or env.action_space
-        self.obs_space = as_spec(obs, "single_observation_space")
-        self.act_space = as_spec(act, "single_action_space")
+        self.obs_space = as_spec(obs, "single_observation_space", opaque=True)
+        self.act_space = as_spec(act, "single_action_space", opaque=True)
         self.metadata = published_metadata(env)
         self.autoreset = declared_autoreset(self.metadata)  # AR-1: gymnasium's default is NextStep
         self.env_id = env_id_of(env)
@@ -355,8 +355,8 @@ class DrivenOneLane(DrivenScalar):
         self.num_envs = 1
         obs = getattr(env, "single_observation_space", None) or env.observation_space
         act = getattr(env, "single_action_space", None) or env.action_space
-        self.obs_space = as_spec(obs, "single_observation_space")
-        self.act_space = as_spec(act, "single_action_space")
+        self.obs_space = as_spec(obs, "single_observation_space", opaque=True)
+        self.act_space = as_spec(act, "single_action_space", opaque=True)
         md = getattr(env, "metadata", None)
         if md is not None and declared_autoreset(md, ""):
             if autoreset_mode_of(md) == Autoreset.SAME_STEP:
@@ -411,7 +411,7 @@ def _lane_splitter(spec: SpaceSpec) -> Any:
     kind = spec.kind
     if kind == "discrete":
         return lambda v, i: int(v[i])
-    if kind == "text":
+    if kind in ("text", "opaque"):  # a batch is a list: action[i] is lane i
         return None
     if kind == "dict":
         keyed = [(k, _lane_splitter(child) or _index) for k, child in spec._children()]

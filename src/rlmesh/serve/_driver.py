@@ -401,7 +401,12 @@ class Driver:
         try:
             frame = self.env.render(req.env_index)
         except Exception as exc:
-            raise _env_failure("render", exc) from None
+            # A failed render() (pygame missing, no rgb render mode) leaves the env's state
+            # as it was: that request fails, the session lives, so a viewer or a recorder can
+            # drop its camera and the run goes on (issue 39).
+            failure = _env_failure("render", exc)
+            failure.recoverable = True
+            raise failure from None
         image = frame_to_hwc_uint8(frame)
         if image is None:
             return m.RenderReply(), []

@@ -17,11 +17,13 @@ from ..errors import BindFailed
 from ..transport import listen, resolve_address
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
+from ..wire.space_query import SpaceQuery
 from ._driven import driven_env
 from ._driver import Driver, RequestFailed
 from ._framework import bridge_env, resolve_framework
 from ._lifecycle import ServerBase
 from ._loop import ServeLoop
+from ._opaque import answer_space_query
 from ._options import ServeOptions
 
 __all__ = ["MAX_SPACE_DEPTH", "EnvServer"]
@@ -66,6 +68,8 @@ class _EnvService:
             return self.driver.reset(msg)
         if type(msg) is m.Render:
             return self.driver.render(msg)
+        if type(msg) is SpaceQuery:  # an opaque space's sample/contains (serve/_opaque.py)
+            return answer_space_query(self.env_contract, msg)
         raise RequestFailed("UNSUPPORTED", f"an env endpoint does not answer {type(msg).__name__}")
 
 

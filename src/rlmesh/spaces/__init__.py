@@ -14,6 +14,7 @@ Dict("pos": Box(-1.0, 1.0, (2,), float32), "mode": Discrete(3))
 True
 """
 
+from . import _opaque  # noqa: F401  # the opaque kind registers itself (an env's own spaces)
 from ._box import Box as Box
 from ._composite import Dict as Dict, Tuple as Tuple
 from ._discrete import Discrete as Discrete

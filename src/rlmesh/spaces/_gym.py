@@ -32,6 +32,7 @@ import numpy as np
 
 from .._dtypes import FLOAT_DTYPES, dtype_name
 from ..errors import UnsupportedSpace
+from ._peers import LocalPeer
 from ._space import Space, space_from_spec
 from ._spec import SpaceSpec
 from ._to_gym import _gym_from_spec, _gym_spaces
@@ -80,9 +81,12 @@ def _unsupported(space: Any, gs: Any, path: str) -> UnsupportedSpace:
     )
 
 
-def _spec_from_gym(space: Any, gs: Any, path: str = "") -> SpaceSpec:
+def _spec_from_gym(space: Any, gs: Any, path: str = "", opaque: bool = False) -> SpaceSpec:
     # isinstance (not class names), so subclasses convert too (GYM-1): a custom
     # `class MissionSpace(gym.spaces.Text)` travels as the Text it is.
+    carried = getattr(space, "rlmesh_opaque_spec", None)  # a client's stand-in for an opaque space
+    if isinstance(carried, SpaceSpec):
+        return carried
     if isinstance(space, gs.Box):
         return _box_from_gym(space)
     if isinstance(space, gs.Discrete):
@@ -97,13 +101,27 @@ def _spec_from_gym(space: Any, gs: Any, path: str = "") -> SpaceSpec:
         return SpaceSpec._text(space.max_length, space.min_length, _gym_charset(space))
     if isinstance(space, gs.Dict):
         return SpaceSpec._dict(
-            {str(k): _spec_from_gym(v, gs, f"{path}[{str(k)!r}]") for k, v in space.spaces.items()}
+            {
+                str(k): _spec_from_gym(v, gs, f"{path}[{str(k)!r}]", opaque)
+                for k, v in space.spaces.items()
+            }
         )
     if isinstance(space, gs.Tuple):
         return SpaceSpec._tuple(
-            _spec_from_gym(v, gs, f"{path}[{i}]") for i, v in enumerate(space.spaces)
+            _spec_from_gym(v, gs, f"{path}[{i}]", opaque) for i, v in enumerate(space.spaces)
         )
+    if opaque and _custom(space, gs):  # served as it is: plain values, the env's own space answers
+        spec = SpaceSpec._opaque(f"{type(space).__module__}.{type(space).__qualname__}")
+        spec._peer = LocalPeer(space)
+        return spec
     raise _unsupported(space, gs, path)
+
+
+def _custom(space: Any, gs: Any) -> bool:
+    """A ``gymnasium.Space`` subclass of the env's own (not Graph, Sequence, OneOf ...)."""
+    module = type(space).__module__ or ""
+    own = module.startswith("gymnasium.") or module.startswith("gym.")
+    return isinstance(space, gs.Space) and not own
 
 
 def _box_from_gym(space: Any) -> SpaceSpec:
@@ -139,7 +157,9 @@ def _gym_charset(space: Any) -> str:
     return text
 
 
-def from_gymnasium_space(space: Any, *, bridge: Any = None, path: str = "") -> Space:
+def from_gymnasium_space(
+    space: Any, *, bridge: Any = None, path: str = "", opaque: bool = False
+) -> Space:
     """Convert a Gymnasium (or gym) space to an rlmesh space (GYM-1..GYM-6).
 
     Args:
@@ -148,15 +168,18 @@ def from_gymnasium_space(space: Any, *, bridge: Any = None, path: str = "") -> S
             :class:`SpaceSpec` is accepted and rewrapped.
         bridge: The value bridge of the returned wrapper (default plain).
         path: Where ``space`` sits, for error messages (``"observation_space"``).
+        opaque: Convert a ``gymnasium.Space`` subclass of the env's own (MiniGrid's
+            ``MissionSpace``) to an :class:`~rlmesh.spaces.Opaque` space answered by it,
+            instead of refusing it (what serving does).
 
     Returns:
         The rlmesh wrapper; ``.spec`` is its :class:`SpaceSpec`.
 
     Raises:
         UnsupportedSpace: (a ``TypeError``) ``"Unsupported space type: <Name> ..."`` for
-            Graph, Sequence, OneOf and any other ``gymnasium.Space`` that is not a
-            subclass of the kinds above (no silent substitution, GYM-6); the message
-            says where it sits and how to convert it.
+            Graph, Sequence, OneOf and (unless ``opaque``) any other ``gymnasium.Space``
+            that is not a subclass of the kinds above (no silent substitution, GYM-6);
+            the message says where it sits and how to convert it.
         ImportError: (``DependencyMissing``) gymnasium is not installed.
 
     >>> import gymnasium as gym
@@ -165,7 +188,7 @@ def from_gymnasium_space(space: Any, *, bridge: Any = None, path: str = "") -> S
     """
     if isinstance(space, (Space, SpaceSpec)):
         return space_from_spec(space, bridge=bridge)
-    return space_from_spec(_spec_from_gym(space, _gym_spaces(), path), bridge=bridge)
+    return space_from_spec(_spec_from_gym(space, _gym_spaces(), path, opaque), bridge=bridge)
 
 
 # -- rlmesh -> Gymnasium ----------------------------------------------------------------
@@ -198,8 +221,10 @@ def to_gymnasium_space(space: Any) -> Any:
     )
 
 
-def as_spec(space: Any, what: str = "space") -> SpaceSpec:
+def as_spec(space: Any, what: str = "space", *, opaque: bool = False) -> SpaceSpec:
     """A SpaceSpec from a SpaceSpec, an rlmesh space wrapper, or a Gymnasium space.
+
+    ``opaque``: an env's own ``gymnasium.Space`` subclass becomes an opaque leaf (serving).
 
     Raises:
         UnsupportedSpace: (a ``TypeError``) a space kind rlmesh cannot carry; the message
@@ -212,7 +237,7 @@ def as_spec(space: Any, what: str = "space") -> SpaceSpec:
     if isinstance(spec, SpaceSpec):
         return spec
     try:
-        return from_gymnasium_space(space, path=what).spec
+        return from_gymnasium_space(space, path=what, opaque=opaque).spec
     except UnsupportedSpace:
         raise
     except TypeError as exc:

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._bridge import Bridge, resolve_bridge
+from ._peers import compile_opaque_check
 from ._sample import check_seed, compile_sampler, new_seed
 from ._spec import WRAPPERS, SpaceSpec, wrapper_class
 from ._to_gym import gym_space_of
@@ -39,7 +40,7 @@ class Space:
         dtype: The element dtype name (composites report ``"float32"``, SPC-5).
     """
 
-    __slots__ = ("_bridge", "_decode", "_encode", "_range", "_rng", "_sampler", "_spec")
+    __slots__ = ("_bridge", "_decode", "_encode", "_opaque", "_range", "_rng", "_sampler", "_spec")
 
     kind_name: ClassVar[str] = ""
 
@@ -50,6 +51,7 @@ class Space:
     _decode: Callable[[Any], Any] | None
     _encode: Callable[[Any], Any] | None
     _range: Callable[[Any], list[tuple[str, str]]] | bool | None
+    _opaque: Callable[[Any], bool] | None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -64,6 +66,7 @@ class Space:
         self._decode = None
         self._encode = None
         self._range = False  # False: not compiled yet; None: nothing to check
+        self._opaque = None
         self._setup()
 
     def _setup(self) -> None:
@@ -125,12 +128,16 @@ class Space:
         if self._encode is None:
             self._encode = compile_encoder(self._spec)
             self._range = compile_range_check(self._spec)
+            self._opaque = compile_opaque_check(self._spec)
         try:
             tree = self._encode(self._bridge.encode(value))
         except Exception:  # any encode failure means "not a member" (SPC-73)
             return False
         check = self._range
-        return check is None or not check(tree)  # type: ignore[operator]
+        if check is not None and check(tree):  # type: ignore[operator]
+            return False
+        # an opaque leaf's membership is its env's to say (spaces._opaque)
+        return self._opaque is None or self._opaque(tree)
 
     def __contains__(self, value: Any) -> bool:
         return self.contains(value)

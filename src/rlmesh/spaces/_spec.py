@@ -22,21 +22,25 @@ import numpy as np
 
 from .._dtypes import INTEGER_DTYPES, dtype_name, np_dtype
 from ._repr import spec_repr
+from ._spec_parts import (
+    MAX_SPACE_ELEMENTS,
+    _all_same,
+    _check_declared_elements,
+    _exact_int,
+    _fail_inf,
+    _freeze,
+    _int_range,
+    _shape,
+)
 from ._to_gym import gym_space_of
 
 __all__ = ["KINDS", "MAX_SPACE_ELEMENTS", "SpaceSpec", "value_nbytes"]
 
-KINDS = ("box", "discrete", "multi_binary", "multi_discrete", "text", "dict", "tuple")
+KINDS = ("box", "discrete", "multi_binary", "multi_discrete", "text", "dict", "tuple", "opaque")
 _COMPOSITE_DTYPE = "float32"  # what upstream reports for Dict/Tuple (SPC-5, DEC-6)
 _TEXT_DTYPE = "uint8"  # SPC-50
 _MULTI_BINARY_DTYPES = ("bool", "uint8", "int8")  # SPC-31
 
-#: Most elements one space read from a peer may declare (``_from_dict``: a contract in a
-#: Welcome or a Bind), and the longest Text. 2**26 float32 elements are 256 MiB, the whole
-#: default frame: a value of a larger space could hardly travel, while a 4k RGB image
-#: (25 M elements) still fits with room. Checked on the declared shape alone, before
-#: anything is built (issue 28).
-MAX_SPACE_ELEMENTS = 1 << 26
 
 #: The wrapper class of each kind (``"box"`` -> ``Box`` ...). Each ``Space`` subclass enters
 #: itself when it is defined (``rlmesh.spaces`` defines them all on import), so a spec builds
@@ -56,34 +60,6 @@ def wrapper_class(kind: str) -> Any:
         raise ValueError(f"unsupported RLMesh space kind: {kind!r}") from None
 
 
-def _shape(shape: Any, *, kind: str, allow_rank0: bool) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
-    try:
-        dims = tuple(int(d) for d in shape)
-    except TypeError:
-        raise TypeError(
-            f"{kind} shape must be an int or a sequence of ints, got {shape!r}"
-        ) from None
-    for d, raw in zip(dims, shape, strict=False):
-        if isinstance(raw, float) and not float(raw).is_integer():
-            raise TypeError(f"{kind} shape entries must be integers, got {shape!r}")
-        if d <= 0:
-            raise ValueError(f"{kind} shape dimensions must be positive, got {list(dims)}")
-    if not dims and not allow_rank0:
-        raise ValueError(f"{kind} needs a shape of rank >= 1, got ()")
-    return dims
-
-
-def _int_range(dtype: str) -> tuple[int, int]:
-    info = np.iinfo(np_dtype(dtype))
-    return int(info.min), int(info.max)
-
-
-def _is_float(x: Any) -> bool:
-    return isinstance(x, (float, np.floating))
-
-
 class SpaceSpec:
     """Immutable description of one space (SPC-1).
 
@@ -100,7 +76,7 @@ class SpaceSpec:
     True
     """
 
-    __slots__ = ("_d", "_dtype", "_hash", "_kind", "_np", "_plans", "_shape")
+    __slots__ = ("_d", "_dtype", "_hash", "_kind", "_np", "_peer", "_plans", "_shape")
 
     _kind: str
     _shape: tuple[int, ...]
@@ -111,6 +87,7 @@ class SpaceSpec:
     _plans: (
         dict[Any, Any] | None
     )  # compiled value plans (``rlmesh._plan.value_plan``), built lazily
+    _peer: Any  # an opaque leaf: who samples and checks its values (``spaces._opaque``)
 
     def __init__(self) -> None:  # pragma: no cover - guarded
         raise TypeError(
@@ -134,6 +111,7 @@ class SpaceSpec:
             ("_hash", None),
             ("_np", np_dtype(dtype) if numeric else None),
             ("_plans", None),
+            ("_peer", None),
         ):
             object.__setattr__(self, name, value)
         return self
@@ -412,6 +390,15 @@ class SpaceSpec:
         return cls._new("tuple", (), _COMPOSITE_DTYPE, {"spaces": children})
 
     @classmethod
+    def _opaque(cls, type_name: str) -> SpaceSpec:
+        """A space rlmesh does not know (``minigrid``'s ``MissionSpace``): plain-data values."""
+        if not isinstance(type_name, str) or not 0 < len(type_name) <= 256:
+            raise ValueError(
+                f"an opaque space needs a type name of 1..256 characters, got {type_name!r}"
+            )
+        return cls._new("opaque", (), "object", {"type": type_name})
+
+    @classmethod
     def _from_dict(cls, d: Mapping[str, Any]) -> SpaceSpec:
         """Rebuild a spec from its ``_to_dict()`` form, validating everything.
 
@@ -475,6 +462,8 @@ class SpaceSpec:
                 if not isinstance(sp, (list, tuple)):
                     raise ValueError("Tuple spec needs a 'spaces' list")
                 return cls._tuple(cls._from_dict(v) for v in sp)
+            if kind == "opaque":
+                return cls._opaque(det["type"])
         except KeyError as exc:
             raise ValueError(f"{kind} space spec is missing {exc}") from None
         except TypeError as exc:
@@ -577,30 +566,20 @@ class SpaceSpec:
     def __reduce__(self) -> Any:
         return (SpaceSpec._from_dict, (self._to_dict(),))
 
+    def __copy__(self) -> SpaceSpec:
+        return self  # immutable: a copy is the same spec (an opaque leaf keeps its peer)
+
+    def __deepcopy__(self, memo: Any) -> SpaceSpec:
+        return self
+
     def __repr__(self) -> str:
         return spec_repr(self)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("_hash", "_plans"):  # the lazily computed hash and plans are the mutable slots
+        if name in ("_hash", "_plans", "_peer"):  # lazily computed, or bound by a connection
             object.__setattr__(self, name, value)
             return
         raise AttributeError(f"SpaceSpec is immutable; cannot set {name!r}")
-
-
-def _check_declared_elements(kind: str, shape: Any) -> None:
-    """A peer's declared shape: a list of at most 64 ints whose product is within the limit."""
-    if not isinstance(shape, (list, tuple)) or len(shape) > 64:
-        raise ValueError(f"{kind} shape must be a list of at most 64 ints, got {str(shape)[:80]}")
-    numel = 1
-    for d in shape:
-        if isinstance(d, bool) or not isinstance(d, int):
-            raise ValueError(f"{kind} shape entries must be integers, got {str(shape)[:80]}")
-        numel *= max(d, 0)
-        if numel > MAX_SPACE_ELEMENTS:
-            raise ValueError(
-                f"{kind} shape {list(shape)} declares more than the limit of {MAX_SPACE_ELEMENTS} "
-                "elements per space (MAX_SPACE_ELEMENTS)"
-            )
 
 
 def value_nbytes(spec: SpaceSpec) -> int:
@@ -614,32 +593,7 @@ def value_nbytes(spec: SpaceSpec) -> int:
         return sum(value_nbytes(child) for _, child in spec._children())
     if kind == "text":
         return int(spec._d["max_length"])
+    if kind == "opaque":
+        return 0  # plain data of no declared size
     itemsize = 1 if spec._dtype == "bool" else np_dtype(spec._dtype).itemsize
     return math.prod(spec._shape) * itemsize
-
-
-def _all_same(a: np.ndarray[Any, Any]) -> bool:
-    flat = a.reshape(-1)
-    return bool(flat.size == 0 or (flat == flat[0]).all())
-
-
-def _fail_inf(side: str) -> Any:
-    raise ValueError(f"Box {side} bounds of an integer dtype must be finite element-wise")
-
-
-def _exact_int(x: Any, what: str) -> int:
-    if isinstance(x, (bool, np.bool_)):
-        return int(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if _is_float(x) and math.isfinite(x) and float(x).is_integer():
-        return int(x)
-    raise TypeError(f"{what} must be an integer, got {x!r}")
-
-
-def _freeze(x: Any) -> Any:
-    if isinstance(x, dict):
-        return tuple((k, _freeze(v)) for k, v in x.items())
-    if isinstance(x, (list, tuple)):
-        return tuple(_freeze(v) for v in x)
-    return x

@@ -8,6 +8,7 @@ is imported on first use (an optional dependency, the ``gymnasium`` extra).
 
 from __future__ import annotations
 
+import copy
 import string
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -80,10 +81,71 @@ def _gym_from_spec(spec: SpaceSpec, gs: Any) -> Any:
             d["charset"] or string.printable
         )  # unrestricted -> printable (GYM-7, CNF2-A2)
         return gs.Text(d["max_length"], min_length=d["min_length"], charset=charset)
+    if kind == "opaque":
+        return _opaque_class(gs)(spec)
     if kind == "dict":
         # An OrderedDict is never re-sorted by Gymnasium: declared order survives (OPP-12).
         return gs.Dict(OrderedDict((k, _gym_from_spec(v, gs)) for k, v in spec._children()))
     return gs.Tuple(tuple(_gym_from_spec(v, gs) for _, v in spec._children()))
+
+
+_OPAQUE: dict[Any, type] = {}
+
+
+def _opaque_class(gs: Any) -> type:
+    """A ``gymnasium.Space`` standing in for an opaque one: the spec's peer answers (made once)."""
+    cls = _OPAQUE.get(gs)
+    if cls is not None:
+        return cls
+
+    class OpaqueSpace(gs.Space):  # type: ignore[misc]
+        """An env's own space, served by rlmesh: ``sample``/``contains`` ask the env.
+
+        Values are plain data (str, numbers, lists, dicts). ``seed(k)`` seeds this object's
+        generator, which draws the seed each ``sample()`` sends, so samples repeat.
+        """
+
+        def __init__(self, spec: SpaceSpec) -> None:
+            super().__init__(None, None)
+            self.rlmesh_opaque_spec = spec
+
+        @property
+        def is_np_flattenable(self) -> bool:
+            return False
+
+        def sample(self, mask: Any = None, probability: Any = None) -> Any:
+            peer = self.rlmesh_opaque_spec._peer
+            if peer is None:
+                raise RuntimeError(
+                    f"{self!r} is not connected to the env that declared it: it cannot sample"
+                )
+            return peer.sample(int(self.np_random.integers(0, 2**31 - 1)))
+
+        def contains(self, x: Any) -> bool:
+            peer = self.rlmesh_opaque_spec._peer
+            if peer is None:
+                raise RuntimeError(
+                    f"{self!r} is not connected to the env that declared it: it cannot check values"
+                )
+            return bool(peer.contains(x))
+
+        def __eq__(self, other: object) -> bool:
+            spec = getattr(other, "rlmesh_opaque_spec", None)
+            return spec is not None and spec == self.rlmesh_opaque_spec
+
+        def __hash__(self) -> int:
+            return hash(self.rlmesh_opaque_spec)
+
+        def __deepcopy__(self, memo: Any) -> Any:  # batch_space copies: keep the same peer
+            twin = type(self)(self.rlmesh_opaque_spec)
+            twin._np_random = None if self._np_random is None else copy.deepcopy(self._np_random)
+            return twin
+
+        def __repr__(self) -> str:
+            return f"OpaqueSpace({self.rlmesh_opaque_spec._d['type']})"
+
+    _OPAQUE[gs] = OpaqueSpace
+    return OpaqueSpace
 
 
 def _widen(n: int, start: int, spec: SpaceSpec) -> int:

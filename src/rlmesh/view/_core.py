@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._termtext import term_safe
+from ._faults import RENDER_FIX, missing_dependency
 from ._hud import EMA_KEEP, HudState, RunStats, outcome_of
 from ._plot import flatten_action, line_plot_svg
 from ._sources import FrameSource, normalize_frame
@@ -154,7 +155,10 @@ class Viewer:
         if self.disabled:
             return
         self.disabled = True
-        warn_view(f"disabled after {why} error: {type(exc).__name__}: {exc}")
+        fix = ""
+        if missing_dependency(exc):  # pygame and friends: say what to install, and where
+            fix = f"; to fix: {RENDER_FIX}, or run without view="
+        warn_view(f"disabled after {why} error: {type(exc).__name__}: {exc}{fix}")
         self.close()
 
     # -- the run's thread --------------------------------------------------------------------

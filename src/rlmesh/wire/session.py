@@ -5,7 +5,7 @@ A connection is a session (DESIGN "Wire protocol")::
     AWAIT_HELLO --Hello/Welcome--> READY --Close/CloseReply--> CLOSED
          |  \\--Hello/Busy|Incompatible--> CLOSED
          |--Ping/Pong, Shutdown/ShutdownReply (stay)
-    READY --Reset|Step|Render|Configure|Attach|Ping|Shutdown (+ model requests)--> READY
+    READY --Reset|Step|Render|Configure|Attach|Ping|Shutdown|SpaceQuery (+ model requests)--> READY
     any   --protocol error / fatal env error--> BROKEN
 
 Every request gets exactly one reply of the kinds :data:`REPLIES` lists, or an
@@ -36,6 +36,7 @@ from .messages import (
     decode_header,
     encode_message,
 )
+from .space_query import SpaceQuery, SpaceReply
 
 __all__ = [
     "AWAIT_HELLO",
@@ -109,6 +110,10 @@ REPLIES.update(
         m.Predict.KIND: frozenset({m.PredictReply.KIND}),
     }
 )
+
+# Asking an opaque space's env (``space_query``): legal once READY, stays READY.
+LEGAL[READY].add(SpaceQuery.KIND)
+REPLIES[SpaceQuery.KIND] = frozenset({SpaceReply.KIND})
 
 #: (state, request kind, reply kind) -> next state, where it changes.
 TRANSITIONS: dict[tuple[State, int, int], State] = {

@@ -3,8 +3,8 @@
 The contract's space tree fixes the layout; values carry no schema. A value is
 split into *segments* (raw little-endian bytes of every Box / MultiBinary /
 MultiDiscrete leaf, and of batched Discrete leaves) and *scalars* (single
-Discrete ints and Text strings, plus batched Text lists) that ride in the msgpack
-header. Leaves are visited in pre-order: Dict children in declared key order,
+Discrete ints and Text strings, plus batched Text lists, and the plain data of an
+opaque space) that ride in the msgpack header. Leaves are visited in pre-order: Dict children in declared key order,
 Tuple children by index. A vector endpoint (``lanes=N``) adds a leading lane axis
 to every segment leaf.
 
@@ -35,6 +35,7 @@ import numpy as np
 
 from .._dtypes import np_dtype
 from ..errors import ProtocolException
+from ..spaces._peers import is_plain
 from ..spaces._spec import SpaceSpec
 
 __all__ = ["ValueCodec"]
@@ -109,6 +110,8 @@ class ValueCodec:
             if self.lanes is not None:
                 return self._text_batch_leaf(path)
             return self._scalar_leaf(str, path, "a string")
+        if kind == "opaque":  # plain data in the header, as Text (spaces._opaque)
+            return self._plain_leaf(path)
         if kind == "dict":
             keys = [k for k, _ in spec._children()]
             parts = [self._compile(child, f"{path}.{k}") for k, child in spec._children()]
@@ -175,6 +178,24 @@ class ValueCodec:
             cur[0] += 1
             if type(value) is not tp:
                 raise ProtocolException(f"{path}: expected {what}, got {type(value).__name__}")
+            return value
+
+        return split, join
+
+    def _plain_leaf(self, path: str) -> tuple[_Split, _Join]:
+        self.scalar_count += 1
+        lanes = self.lanes
+
+        def split(value: Any, scalars: list[Any], segments: list[Any]) -> None:
+            scalars.append(value)
+
+        def join(scalars: list[Any], segments: list[Any], cur: list[int]) -> Any:
+            value = scalars[cur[0]]
+            cur[0] += 1
+            if lanes is not None and (type(value) is not list or len(value) != lanes):
+                raise ProtocolException(f"{path}: expected a list of {lanes} plain values")
+            if not is_plain(value):
+                raise ProtocolException(f"{path}: an opaque value must be plain data")
             return value
 
         return split, join

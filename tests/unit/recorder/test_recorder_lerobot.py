@@ -1,9 +1,10 @@
-"""``ResultSet.to_lerobot``: a recorded bundle as a LeRobot v2.1 dataset, read back (issue 29 item 11).
+"""``ResultSet.to_lerobot``: a recorded bundle as a LeRobot dataset (v3.0, and v2.1 on request), read back.
 
-Checked with pyarrow and PyAV as a LeRobot user would see it: one Parquet file per
-episode with the right frame count, ``observation.state`` equal to the observations the
-policy saw, episode boundaries in ``next.done`` / ``episode_index``, timestamps at the
-dataset fps, one video per camera per episode with one frame per step, and the meta files.
+Checked with pyarrow and PyAV as a LeRobot user would see it: the rows with the right
+frame count, ``observation.state`` equal to the observations the policy saw, episode
+boundaries in ``next.done`` / ``episode_index``, timestamps at the dataset fps, one video
+per camera per episode with one frame per step, and the meta files. LeRobot itself
+(``LeRobotDataset``) loads the v3.0 dataset where it installs.
 """
 
 from __future__ import annotations
@@ -35,9 +36,27 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _episode_table(root: Path, i: int) -> dict[str, list[Any]]:
+    """Episode ``i``'s rows, in either layout."""
     import pyarrow.parquet as pq
 
-    return pq.read_table(root / f"data/chunk-000/episode_{i:06d}.parquet").to_pydict()
+    v21 = root / f"data/chunk-000/episode_{i:06d}.parquet"
+    if v21.exists():
+        return pq.read_table(v21).to_pydict()
+    ep = _episodes_v30(root)[i]
+    data = pq.read_table(
+        root / f"data/chunk-{ep['data/chunk_index']:03d}/file-{ep['data/file_index']:03d}.parquet"
+    ).to_pydict()
+    rows = [r for r, e in enumerate(data["episode_index"]) if e == i]
+    assert rows == list(range(rows[0], rows[0] + len(rows)))  # an episode's rows are contiguous
+    first = data["index"][rows[0]]
+    assert (first, first + len(rows)) == (ep["dataset_from_index"], ep["dataset_to_index"])
+    return {k: [v[r] for r in rows] for k, v in data.items()}
+
+
+def _episodes_v30(root: Path) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
 
 
 class Log(rlmesh.RunHooks):
@@ -77,7 +96,10 @@ class Both(rlmesh.RunHooks):
             h.on_run_end(result)
 
 
-def test_a_recorded_cartpole_bundle_reads_back_frame_for_frame(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", ["v3.0", "v2.1"])
+def test_a_recorded_cartpole_bundle_reads_back_frame_for_frame(
+    tmp_path: Path, version: str
+) -> None:
     gym = require("gymnasium")
     log = Log()
     with Recorder(fps=50) as rec:
@@ -86,23 +108,42 @@ def test_a_recorded_cartpole_bundle_reads_back_frame_for_frame(tmp_path: Path) -
             rlmesh.RANDOM_SAMPLE, gym.make("CartPole-v1"), seeds=[0, 1, 2], hooks=Both(hooks, log)
         )
         bundle = rec.export(tmp_path / "bundle")
-    out = ResultSet.load(bundle).to_lerobot(tmp_path / "lerobot")
+    kwargs = {} if version == "v3.0" else {"version": "v2.1"}
+    out = ResultSet.load(bundle).to_lerobot(tmp_path / "lerobot", **kwargs)
 
     info = json.loads((out / "meta/info.json").read_text())
     lengths = [e.steps for e in result.episodes]
-    assert info["codebase_version"] == "v2.1" and info["fps"] == 50.0
-    assert (
-        info["total_episodes"] == 3
-        and info["total_frames"] == sum(lengths)
-        and info["total_videos"] == 0
-    )
+    assert info["codebase_version"] == version and info["fps"] == 50.0
+    assert info["total_episodes"] == 3 and info["total_frames"] == sum(lengths)
     assert info["features"]["observation.state"]["shape"] == [4]
     assert info["features"]["action"]["shape"] == [1]
-    assert info["data_path"] == "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
-    assert [e["length"] for e in _jsonl(out / "meta/episodes.jsonl")] == lengths
-    assert _jsonl(out / "meta/tasks.jsonl") == [{"task_index": 0, "task": "balance the pole"}]
-    stats = _jsonl(out / "meta/episodes_stats.jsonl")
-    assert [s["stats"]["action"]["count"] for s in stats] == [[n] for n in lengths]
+    if version == "v2.1":
+        assert info["total_videos"] == 0
+        assert (
+            info["data_path"]
+            == "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
+        )
+        assert [e["length"] for e in _jsonl(out / "meta/episodes.jsonl")] == lengths
+        assert _jsonl(out / "meta/tasks.jsonl") == [{"task_index": 0, "task": "balance the pole"}]
+        stats = _jsonl(out / "meta/episodes_stats.jsonl")
+        assert [s["stats"]["action"]["count"] for s in stats] == [[n] for n in lengths]
+    else:
+        import pyarrow.parquet as pq
+
+        assert info["data_path"] == "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+        assert info["video_path"] is None and info["features"]["action"]["fps"] == 50
+        eps = _episodes_v30(out)
+        assert [e["length"] for e in eps] == lengths and [e["tasks"] for e in eps] == [
+            ["balance the pole"]
+        ] * 3
+        assert [e["stats/action/count"] for e in eps] == [[n] for n in lengths]
+        assert sorted(p.name for p in (out / "data/chunk-000").iterdir()) == ["file-000.parquet"]
+        tasks = pq.read_table(out / "meta/tasks.parquet")
+        assert tasks.to_pydict() == {"task_index": [0], "task": ["balance the pole"]}
+        assert b'"index_columns": ["task"]' in tasks.schema.metadata[b"pandas"]  # LeRobot's lookup
+        stats = json.loads((out / "meta/stats.json").read_text())
+        assert stats["action"]["count"] == [sum(lengths)]
+        assert stats["next.reward"]["mean"] == [1.0]
 
     start = 0
     for i, n in enumerate(lengths):
@@ -116,7 +157,9 @@ def test_a_recorded_cartpole_bundle_reads_back_frame_for_frame(tmp_path: Path) -
         np.testing.assert_allclose(
             np.array(t["observation.state"]), np.stack(log.obs[i]), rtol=1e-6
         )
-        assert [a[0] for a in t["action"]] == [float(a) for a in log.actions[i]]
+        assert t["action"] == [
+            float(a) for a in log.actions[i]
+        ]  # a width-1 action: a scalar column
         start += n
     first_obs, _ = gym.make("CartPole-v1").reset(seed=0)
     np.testing.assert_allclose(_episode_table(out, 0)["observation.state"][0], first_obs, rtol=1e-6)
@@ -136,22 +179,36 @@ def test_a_pixel_bundle_exports_one_video_per_camera_per_episode(tmp_path: Path)
     assert info["fps"] == 12.0 and info["robot_type"] == "cam" and info["total_frames"] == 12
     video_keys = sorted(k for k, f in info["features"].items() if f["dtype"] == "video")
     assert video_keys == ["observation.images.image_primary", "observation.images.render"]
-    assert info["total_videos"] == 4
     for key in video_keys:
         feature = info["features"][key]
         assert feature["shape"] == [48, 64, 3] and feature["info"]["video.fps"] == 12.0
     # the image leaf travels as video, not as state: the state is "pos" only
     assert info["features"]["observation.state"]["shape"] == [3]
     assert info["features"]["observation.state"]["names"] == ["pos[0]", "pos[1]", "pos[2]"]
-    stats = _jsonl(out / "meta/episodes_stats.jsonl")
-    render = stats[0]["stats"]["observation.images.render"]
+    eps = _episodes_v30(out)
+    render = {
+        k.rsplit("/", 1)[1]: v
+        for k, v in eps[0].items()
+        if k.startswith("stats/observation.images.render/")
+    }
     assert np.asarray(render["mean"]).shape == (3, 1, 1) and render["count"] == [6]
     assert 0.0 <= render["min"][0][0][0] <= render["mean"][0][0][0] <= render["max"][0][0][0] <= 1.0
+    overall = json.loads((out / "meta/stats.json").read_text())["observation.images.render"]
+    assert np.asarray(overall["std"]).shape == (3, 1, 1) and overall["count"] == [12]
     for i in range(2):
         t = _episode_table(out, i)
         assert len(t["frame_index"]) == 6 and t["next.done"][-1] is True
         for key in video_keys:
-            path = out / info["video_path"].format(episode_chunk=0, video_key=key, episode_index=i)
+            ep = eps[i]
+            assert (ep[f"videos/{key}/from_timestamp"], ep[f"videos/{key}/to_timestamp"]) == (
+                0.0,
+                0.5,
+            )
+            path = out / info["video_path"].format(
+                video_key=key,
+                chunk_index=ep[f"videos/{key}/chunk_index"],
+                file_index=ep[f"videos/{key}/file_index"],
+            )
             with av.open(str(path)) as container:
                 frames = list(container.decode(video=0))
             # frame k is the scene after k steps; a render() camera also keeps the scene after
@@ -212,13 +269,23 @@ def test_episodes_without_a_step_log_are_left_out_with_a_warning(tmp_path: Path)
     assert json.loads((out / "meta/info.json").read_text())["total_episodes"] == 1
 
 
+def _lerobot_dataset_class() -> Any:
+    """LeRobot's ``LeRobotDataset`` (lerobot >= 0.4, or the standalone lerobot-dataset), or skip."""
+    for module in ("lerobot.datasets.lerobot_dataset", "ledataset.datasets.lerobot_dataset"):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return __import__(module, fromlist=["LeRobotDataset"]).LeRobotDataset
+        except Exception:
+            continue
+    pytest.skip(
+        "lerobot (or lerobot-dataset) is not installed: not an rlmesh extra, it pins torch, "
+        "torchvision and many more"
+    )
+
+
 def test_lerobot_loads_it_where_lerobot_installs(tmp_path: Path) -> None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from lerobot.common.datasets.lerobot_dataset import LeRobotDataset  # type: ignore[import-not-found]
-    except Exception:
-        pytest.skip("lerobot is not installed (not an rlmesh extra: it pins torch and many more)")
+    LeRobotDataset = _lerobot_dataset_class()
     gym = require("gymnasium")
     with Recorder(fps=50) as rec:
         rlmesh.run(
@@ -231,6 +298,7 @@ def test_lerobot_loads_it_where_lerobot_installs(tmp_path: Path) -> None:
     out = ResultSet.load(bundle).to_lerobot(tmp_path / "ds")
     ds = LeRobotDataset("local/cartpole", root=out)
     assert ds.num_episodes == 2 and ds.fps == 50
+    assert ds[len(ds) - 1]["task"] == "e" and int(ds[0]["frame_index"]) == 0
 
 
 def test_the_export_command_writes_the_dataset(
@@ -258,3 +326,37 @@ def test_the_export_command_writes_the_dataset(
     )  # not empty any more
     assert "FileExistsError" in capsys.readouterr().err
     assert main(["export", str(bundle)]) == 2  # --lerobot is required
+    assert (
+        main(
+            ["export", str(bundle), "--lerobot", str(tmp_path / "old"), "--lerobot-version", "v2.1"]
+        )
+        == 0
+    )
+    assert json.loads((tmp_path / "old/meta/info.json").read_text())["codebase_version"] == "v2.1"
+
+
+def test_image_statistics_are_per_channel_over_the_episode_s_frames(tmp_path: Path) -> None:
+    """Per channel in [0, 1], as LeRobot computes them; from up to 100 frames, subsampled."""
+    import av
+
+    from rlmesh.recorder._lerobot_layout import video_stats
+
+    path = tmp_path / "v.mp4"
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 320, 240, "yuv444p"
+        stream.options = {"qp": "0"}
+        for k in range(5):
+            img = np.zeros((240, 320, 3), np.uint8)
+            img[..., 0] = 255  # red everywhere
+            img[:, :160, 1] = 40 * k  # green in the left half, brighter each frame
+            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    stats = video_stats(path, 4)  # the fifth frame has no row
+    assert stats is not None and stats["count"] == [4]
+    red, green, blue = np.asarray(stats["mean"]).reshape(3)
+    assert abs(red - 1.0) < 0.02 and abs(blue) < 0.02
+    assert abs(green - np.mean([40 * k / 255 / 2 for k in range(4)])) < 0.02
+    assert np.asarray(stats["max"]).reshape(3)[1] == pytest.approx(120 / 255, abs=0.02)
