@@ -33,8 +33,8 @@ from ..eval import RANDOM_SAMPLE, Workers, run
 from ..eval._view import normalize_view
 from ..openpi import PolicyClient, obs_map_from_json
 from ._eval_report import Progress, json_result, policy_error, print_results
-from ._suite import add_suite_arguments, main_suite
 from ._signals import EXIT_TERMINATED, Terminated, sigterm_ends_command
+from ._suite import add_suite_arguments, main_suite
 
 __all__ = ["main", "parse_seeds", "resolve_env_arg", "resolve_model_arg"]
 

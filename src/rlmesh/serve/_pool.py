@@ -1140,7 +1140,7 @@ class SessionsEnvServer(EnvServer):
             raise BindFailed(f"failed to bind {what}: {exc}") from exc
         self._address = bound.url
         self._supervisor = SessionSupervisor(listener, recipe, recipe.options, sessions, prewarm)
-        self._init_lifecycle(self._supervisor, lambda: None, False, bound.path or None)  # type: ignore[arg-type]
+        self._init_lifecycle(self._supervisor, lambda: None, False, bound.path or None)
 
     @property
     def sessions(self) -> int:
