@@ -83,9 +83,9 @@ def main() -> None:
         import torch
     except ImportError:
         sys.exit("bench_fleet needs torch (the PPO learner)")
+    import ray
     from _common import served
 
-    import ray
     import rlmesh.gymnasium
     import rlmesh.ray
 
