@@ -347,6 +347,7 @@ class _RemoteEnvBase:
             raise AlreadyPendingCallError(
                 f"step() while a step is in flight on '{self._address}': call step_wait() first"
             )
+        # ledger: action
         to_host = self._act_to_host
         value = self._act_encode(action if to_host is None else to_host(action))
         leaf = self._act_leaf
@@ -356,6 +357,7 @@ class _RemoteEnvBase:
             scalars, segments = [value], []
         else:
             scalars, segments = self._act_split(value)
+        # ledger: call
         push = self._push
         if push:
             self._push = {}

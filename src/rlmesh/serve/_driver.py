@@ -274,6 +274,7 @@ class Driver:
         started = time.perf_counter_ns()
         if not self._has_reset:
             raise _reset_needed("step")
+        # ledger: action
         act = req.action
         leaf = self._act_leaf
         try:
@@ -303,6 +304,7 @@ class Driver:
                 f"action does not match action_space at {path_text(exc)}",
                 op="step",
             ) from None
+        # ledger: books
         if req.episode_ids:
             lanes = self._books.lanes
             for i, eid in req.episode_ids.items():
@@ -312,6 +314,7 @@ class Driver:
             obs, reward, terminated, truncated, info = self.env.step(action)
         except Exception as exc:
             raise _env_failure("step", exc) from None
+        # ledger: observation
         canonical = None
         fast = self._obs_fast
         if fast is not None:  # Checks.observation's common case, inlined
@@ -326,6 +329,7 @@ class Driver:
                 canonical = self.checks.observation(obs, "step")
             except EnvironmentException as exc:  # SRV-60: the env broke its own contract
                 raise RequestFailed.of(exc) from None
+        # ledger: books
         books = self._books
         if self.lanes is None:
             if terminated or truncated or books.state[0] != ACTIVE:
@@ -344,12 +348,14 @@ class Driver:
         if self._interrupted:
             completed = [*self._interrupted, *completed]
             self._interrupted.clear()
+        # ledger: observation
         if self._obs_leaf is _SEGMENT:
             scalars: list[Any] = []
             segs = [canonical]
         else:
             scalars, segs = self.obs_plan.split(canonical)
         info_out = self._info(info, "step") if info or self.checks.pending else None
+        # ledger: reply
         if self.lanes is None:
             return (
                 m.StepReply(
