@@ -175,8 +175,10 @@ def server_table() -> dict[CodeType, tuple[str, dict[int, str]]]:
         (_loop.ServeLoop, "run", "books"),
         (_loop.ServeLoop, "_readable", "books"),
         (_loop.ServeLoop, "_road", "books"),
+        (_loop.ServeLoop, "_post", "write"),
         (Connection, "recv_frame", "parse"),
         (stream.SocketStream, "_recv_socket", "parse"),
+        (stream.SocketStream, "_recv_rest", "parse"),
         (stream.SocketStream, "_fill", "parse"),
         (stream.SocketStream, "_whole", "parse"),
         (ws._ServerSession, "receive", "parse"),
@@ -226,6 +228,7 @@ def client_table() -> dict[CodeType, tuple[str, dict[int, str]]]:
         (Connection, "send", "write"),
         (stream.SocketStream, "_send_socket", "write"),
         (stream.SocketStream, "_recv_socket", "parse"),
+        (stream.SocketStream, "_recv_rest", "parse"),
         (stream.SocketStream, "_fill", "parse"),
         (stream.SocketStream, "_poll", "read"),
         (stream.SocketStream, "_whole", "parse"),
@@ -291,6 +294,13 @@ def process_cpu_ns(pid: int | str = "self") -> int:
     return total
 
 
+def kernel_ns(pid: int | str = "self") -> int:
+    """System (kernel) CPU of ``pid`` so far, from ``/proc/<pid>/stat`` (clock ticks: coarse,
+    so read it over many steps)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[12]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
 def phases_per_step(sampled: dict[str, Any], cpu_ns: int, steps: int) -> dict[str, float]:
     """µs per step of each phase: its share of the samples times the window's CPU.
 
@@ -352,6 +362,7 @@ def drive(
             os.kill(pid, signal.SIGUSR1)
             time.sleep(0.05)
             sampler.start()
+        k0, j0 = kernel_ns(pid), kernel_ns()
         s0, c0, w0 = process_cpu_ns(pid), process_cpu_ns(), time.perf_counter_ns()
         resets = 0
         for i in range(warmup, warmup + steps):
@@ -360,8 +371,14 @@ def drive(
                 env.reset()
                 resets += 1
         w1, c1, s1 = time.perf_counter_ns(), process_cpu_ns(), process_cpu_ns(pid)
+        k1, j1 = kernel_ns(pid), kernel_ns()
         ours = sampler.stop() if sampler is not None else None
-    report: dict[str, Any] = {"wall": (w1 - w0) / steps / 1e3, "resets": resets}
+    report: dict[str, Any] = {
+        "wall": (w1 - w0) / steps / 1e3,
+        "resets": resets,
+        "server_kernel": (k1 - k0) / steps / 1e3,
+        "client_kernel": (j1 - j0) / steps / 1e3,
+    }
     if ours is None:
         return report
     if os.path.exists(out):

@@ -153,6 +153,8 @@ def summarize(tree_runs: dict[str, list[Any]], floor: dict[str, list[Any]]) -> d
     out: dict[str, Any] = {
         "server_cpu": med(r["server_cpu"] for r in cpu),
         "client_cpu": med(r["client_cpu"] - r["client_phases"].get("bench", 0.0) for r in cpu),
+        "server_kernel": med(r["server_kernel"] for r in cpu),
+        "client_kernel": med(r["client_kernel"] for r in cpu),
         "wall_off": med(r["wall"] for r in cpu),
         "wall_on": med(r["wall"] for r in wall),
         "env_cpu": med(r["cpu"] for r in inp),
@@ -194,6 +196,8 @@ def _rows(labels: dict[str, str], summaries: dict[str, dict[str, Any]], side: st
         lines.append(f"  {labels.get(key, key):46s} {cells}")
     totals = " ".join(f"{summaries[n][f'{side}_cpu']:>10.1f}" for n in names)
     lines.append(f"  {'= CPU per step (schedstat)':46s} {totals}")
+    kernel = " ".join(f"{summaries[n][f'{side}_kernel']:>10.1f}" for n in names)
+    lines.append(f"  {'  of which in the kernel (/proc stime)':46s} {kernel}")
     return lines
 
 
