@@ -7,6 +7,9 @@ to the step path (a function in :func:`server_table` / :func:`client_table`). A 
 the env's own code is charged to the env through the line of rlmesh that called it. Time
 in C code (a system call, msgspec, numpy) is charged to the line that called it: CPython
 runs a pending signal handler as soon as the call returns, with that frame and line.
+(CPython checks for a pending signal when a call returns and when a function starts, so
+a sample may land a call or two late: part of a system call's tail can show in the phase
+right after it; ``/proc/<pid>/stat``'s system time says how much the kernel took in all.)
 Within a few long functions of the step path, ``# ledger: <phase>`` comments in the
 source mark where one phase ends and the next begins (a comment on its own line starts a
 section; at the end of a code line it marks that line only); lines that make a socket
@@ -23,7 +26,12 @@ Child roles, one per process (``python benchmarks/_ledger.py ROLE ...``):
 - ``drive SCENARIO ADDRESS PID STEPS OUT``: step the served env and print one JSON line:
   both processes' CPU per step, the wall time per step and both sides' phases (the
   server's read from ``OUT``), or only the wall time with ``--wall``;
-- ``inproc SCENARIO STEPS``: the same env stepped in-process (CPU and wall per step).
+- ``inproc SCENARIO STEPS [PAUSE_US]``: the same env stepped in-process (CPU and wall per
+  step; with a sleep before each step, CPU only);
+- ``rawserve`` / ``rawdrive SCENARIO STEPS [--poll]``: the raw-socket floor (the env behind a
+  bare socket loop) and its driver.
+
+``LEDGER_LINES=1`` adds the samples per phase and source line to ``drive``'s report.
 """
 
 from __future__ import annotations

@@ -146,10 +146,16 @@ def measure(
     return {"runs": runs, "floor": floor, "loads": loads}
 
 
-def summarize(tree_runs: dict[str, list[Any]], floor: dict[str, list[Any]]) -> dict[str, Any]:
-    """Medians over the pairs; the phases as shares of all samples times the median CPU."""
+def summarize(
+    tree_runs: dict[str, list[Any]], floor: dict[str, list[Any]], inproc: dict[str, list[Any]]
+) -> dict[str, Any]:
+    """Medians over the pairs; the phases as shares of all samples times the median CPU.
+
+    ``inproc``: the in-process runs of every tree (the env's step does not depend on the
+    tree, so they are one sample).
+    """
     med = statistics.median
-    cpu, wall, inp = tree_runs["cpu"], tree_runs["wall"], tree_runs["inproc"]
+    cpu, wall, inp = tree_runs["cpu"], tree_runs["wall"], inproc["inproc"]
     out: dict[str, Any] = {
         "server_cpu": med(r["server_cpu"] for r in cpu),
         "client_cpu": med(r["client_cpu"] - r["client_phases"].get("bench", 0.0) for r in cpu),
@@ -159,7 +165,7 @@ def summarize(tree_runs: dict[str, list[Any]], floor: dict[str, list[Any]]) -> d
         "wall_on": med(r["wall"] for r in wall),
         "env_cpu": med(r["cpu"] for r in inp),
         "env_wall": med(r["wall"] for r in inp),
-        "env_paused": med(r["cpu"] for r in tree_runs["paused"]),
+        "env_paused": med(r["cpu"] for r in inproc["paused"]),
         "raw": med(floor["raw"]),
         "floor_server": med(r["server_cpu"] for r in floor["floor"]),
         "floor_client": med(r["client_cpu"] for r in floor["floor"]),
@@ -202,8 +208,11 @@ def _rows(labels: dict[str, str], summaries: dict[str, dict[str, Any]], side: st
 
 
 def print_report(scenario: str, transport: str, result: dict[str, Any]) -> dict[str, Any]:
+    runs = result["runs"].values()
+    inproc = {k: [r for tree_runs in runs for r in tree_runs[k]] for k in ("inproc", "paused")}
     summaries = {
-        name: summarize(tree_runs, result["floor"]) for name, tree_runs in result["runs"].items()
+        name: summarize(tree_runs, result["floor"], inproc)
+        for name, tree_runs in result["runs"].items()
     }
     names = list(summaries)
     head = " ".join(f"{n:>10s}" for n in names)

@@ -105,6 +105,7 @@ class Driver:
         #: of the result inlined); ``None``: through the driven env's ``step``.
         self._raw_env = env.env if type(env) is DrivenScalar else None
         self._books = _Books(n)
+        self._no_flags = bytes(n)  # a vector step's terminated/truncated bytes when no lane ended
         self._interrupted: deque[m.EpisodeRecord] = deque()
         self._has_reset = False  # this session reset the env: step/render may run
 
@@ -265,8 +266,11 @@ class Driver:
         else:  # _account's common case (every lane mid-episode), inlined
             books.clock += 1
             books.reward += reward
-            ended = (terminated | truncated).nonzero()[0].tolist()
-            completed = self._transitions(terminated, truncated, ended, info) if ended else []
+            if terminated.tobytes() == self._no_flags == truncated.tobytes():
+                completed = []  # no lane ended: the flags are all zero bytes
+            else:
+                ended = (terminated | truncated).nonzero()[0].tolist()
+                completed = self._transitions(terminated, truncated, ended, info) if ended else []
         if self._interrupted:
             completed = [*self._interrupted, *completed]
             self._interrupted.clear()

@@ -257,31 +257,25 @@ def encode_frame(
         )
         out.nbytes = PREFIX_SIZE + body  # a tiny frame (above): one buffer, one plain send()
         return out
-    out = Buffers((b"",))
+    parts: list[Any] = [b"", header, _ZEROS[:hpad], b""]  # prefix and table filled in below
     lengths: list[int] = []
     for seg in segments:
         n = seg.nbytes if type(seg) is np.ndarray else memoryview(seg).nbytes
         lengths.append(n)
         pad = -pos % SEGMENT_ALIGN
         if pad:
-            out.append(_ZEROS[:pad])
+            parts.append(_ZEROS[:pad])
         if n:
-            out.append(seg)
+            parts.append(seg)
         pos += pad + n
-    table = _TABLES.get(count) or _table(count)
-    out[0] = b"".join(
-        (
-            PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos),
-            header,
-            _ZEROS[:hpad],
-            table.pack(*lengths),
-        )
-    )
+    parts[0] = PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos)
+    parts[3] = (_TABLES.get(count) or _table(count)).pack(*lengths)
+    if pos <= INLINE_MAX:  # a tiny frame (a few lanes' step): one buffer, one plain send()
+        out = Buffers((b"".join(parts),))
+    else:  # the head joined; pads and segments as they are, never copied
+        out = Buffers((b"".join(parts[:4]),))
+        out.extend(parts[4:])
     out.nbytes = PREFIX_SIZE + pos
-    if pos <= INLINE_MAX:  # a tiny frame: one buffer, one plain send()
-        tiny = Buffers((b"".join(out),))
-        tiny.nbytes = out.nbytes
-        return tiny
     return out
 
 
