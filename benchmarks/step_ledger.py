@@ -301,6 +301,7 @@ def main(argv: list[str] | None = None) -> None:
             continue
         result = measure(scenario, args.transport, args.pairs, trees, args.scale)
         report[scenario] = print_report(scenario, args.transport, result)
+        report[scenario]["raw_runs"] = result  # every run, to summarize again
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
 
