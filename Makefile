@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check --quiet
 
-.PHONY: demo wheel test test-fast test-ray lint typecheck bench bench-peer clean rust-test coverage
+.PHONY: demo wheel test test-fast test-ray lint typecheck bench bench-peer bench-ledger clean rust-test coverage
 
 $(VENV)/.demo-stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,11 @@ typecheck: $(VENV)/.test-stamp
 
 bench: $(VENV)/.test-stamp
 	$(PY) benchmarks/run_all.py
+
+# Where each side's CPU per step goes, against the env's own step and a raw-socket floor
+# (benchmarks/step_ledger.py; Meta-World is measured when `metaworld` is installed).
+bench-ledger: $(VENV)/.test-stamp
+	$(PY) benchmarks/step_ledger.py
 
 # Same-run ratios against upstream rlmesh 0.1.0 (installs it into /tmp/peer).
 bench-peer: $(VENV)/.test-stamp

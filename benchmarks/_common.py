@@ -26,8 +26,14 @@ class Address(str):
 
 
 @contextmanager
-def served(target: str, transport: str, *extra: str) -> Iterator[Address]:
-    """Serve ``target`` (``module:attr`` or a Gymnasium id) in a child process; yield its address."""
+def served(
+    target: str, transport: str, *extra: str, command: list[str] | None = None
+) -> Iterator[Address]:
+    """Serve ``target`` (``module:attr`` or a Gymnasium id) in a child process; yield its address.
+
+    ``command``: what runs instead of ``python -m rlmesh.cli serve`` (it takes the same
+    arguments).
+    """
     with tempfile.TemporaryDirectory(prefix="rlmesh-bench-") as tmp:
         address = f"unix://{tmp}/env.sock" if transport == "unix" else "127.0.0.1:0"
         ready = Path(tmp) / "ready"
@@ -37,10 +43,7 @@ def served(target: str, transport: str, *extra: str) -> Iterator[Address]:
         }
         env.setdefault("RLMESH_WORKFLOW_EDITION", "")
         cmd = [
-            sys.executable,
-            "-m",
-            "rlmesh.cli",
-            "serve",
+            *(command or [sys.executable, "-m", "rlmesh.cli", "serve"]),
             target,
             "--address",
             address,

@@ -53,3 +53,57 @@ def image_action(i: int) -> np.ndarray:
 
 def cartpole_lanes(n: int = 16) -> Any:
     return gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(n)])
+
+
+class Box39Env(gym.Env):  # type: ignore[misc]
+    """Meta-World's shape without MuJoCo: a 39-D float64 observation that leaves its declared
+    bounds on every step (as Meta-World's hidden goal does), a Box(4) float32 action and a
+    7-key float info dict; the env's own step is a few numpy operations."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self) -> None:
+        low = np.full(39, -np.inf)
+        high = np.full(39, np.inf)
+        low[:4], high[:4] = [-0.525, 0.348, -0.0525, -1.0], [0.525, 1.025, 0.7, 1.0]
+        low[18:22], high[18:22] = low[:4], high[:4]
+        low[36:], high[36:] = 0.0, 0.0  # the goal is hidden: declared [0, 0], reported as is
+        self.observation_space = spaces.Box(low, high, (39,), dtype=np.float64)
+        self.action_space = spaces.Box(-1.0, 1.0, (4,), dtype=np.float32)
+        self._obs = np.zeros(39)
+        self._goal = np.array([0.1, 0.8, 0.2])
+        self._t = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._t = 0
+        self._obs = np.zeros(39)
+        self._obs[1] = 0.6
+        self._obs[36:] = self._goal
+        return self._obs.copy(), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self._t += 1
+        obs = self._obs
+        obs[18:36] = obs[:18]
+        obs[:3] = np.clip(obs[:3] + 0.01 * action[:3], -0.5, 1.0)
+        dist = float(np.linalg.norm(obs[:3] - self._goal))
+        info = {
+            "success": float(dist < 0.05),
+            "near_object": dist,
+            "grasp_success": 1.0,
+            "grasp_reward": dist,
+            "in_place_reward": 1.0 - dist,
+            "obj_to_target": dist,
+            "unscaled_reward": 10.0 * (1.0 - dist),
+        }
+        return obs.copy(), 1.0 - dist, False, self._t >= 500, info
+
+
+def metaworld_reach() -> Any:
+    """Meta-World ``reach-v3`` (MuJoCo, state only), as its docs make it; needs ``metaworld``."""
+    import metaworld  # noqa: F401  # registers the Meta-World/* ids
+
+    return gym.make("Meta-World/MT1", env_name="reach-v3", seed=0)

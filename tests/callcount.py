@@ -247,3 +247,43 @@ def measure_vector(steps: int = 40, lanes: int = 16) -> StepCounts:
     return count_steps(
         lambda: vector_cartpole(lanes), vector_actions(lanes), steps=steps, vector=True
     )
+
+
+class OutOfBounds:
+    """Meta-World's shape without MuJoCo: a 39-D float64 observation that leaves its declared
+    bounds on every step, a Box(4) float32 action, a 7-key float info dict."""
+
+    def __init__(self) -> None:
+        import gymnasium as gym
+        import numpy as np
+
+        low, high = np.full(39, -np.inf), np.full(39, np.inf)
+        low[:4], high[:4] = -1.0, 1.0
+        low[36:], high[36:] = 0.0, 0.0  # a hidden goal, reported all the same
+        self.observation_space = gym.spaces.Box(low, high, (39,), np.float64)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self.metadata: dict[str, Any] = {}
+        self._obs = np.zeros(39)
+        self._obs[36:] = 0.5
+
+    def reset(self, seed: int | None = None, options: Any = None) -> Any:
+        return self._obs.copy(), {}
+
+    def step(self, action: Any) -> Any:
+        obs = self._obs.copy()
+        obs[0] = float(action[0])
+        info = {k: 0.25 for k in ("success", "near", "grasp", "reward", "place", "dist", "raw")}
+        return obs, 1.0, False, False, info
+
+    def close(self) -> None:
+        pass
+
+
+def box_actions(i: int) -> Any:
+    import numpy as np
+
+    return np.full(4, 0.1 * ((i % 5) - 2), dtype=np.float32)
+
+
+def measure_out_of_bounds(steps: int = 40) -> StepCounts:
+    return count_steps(OutOfBounds, box_actions, steps=steps)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._keys import CONFORMANCE_WARNING_KEY
 from .._plan import value_plan
 from ..errors import EnvironmentException, InvalidAction
+from ..spaces._quick import compile_quick_box
 from ..spaces._spec import SpaceSpec
-from ..wire.meta import normalize
+from ..wire.meta import normalize_info
 from .results import read_scalar_step
 
 __all__ = [
@@ -73,13 +74,18 @@ class Checks:
     __slots__ = (
         "_act_encode",
         "_act_range",
+        "_action_ranged",
+        "_action_unranged",
         "_obs_encode",
         "_obs_quick",
         "_obs_range",
+        "_observe_ranged",
+        "_observe_unranged",
+        "_root_box",
         "_warned",
         "action_in",
         "lanes",
-        "observation_fast",
+        "observe",
         "pending",
         "policy",
     )
@@ -101,25 +107,55 @@ class Checks:
         self._act_range = None if off else act.range_check
         #: The in-range test of a root Box's range check: the common case costs one call.
         self._obs_quick = getattr(self._obs_range, "quick", None)
-        #: ``(encode, in_range)`` for a caller that inlines :meth:`observation`'s common
-        #: case: a value ``encode`` returns for which ``in_range`` (``None``: no range to
-        #: check) is true is what :meth:`observation` returns; anything else must go
-        #: through :meth:`observation` (which words the errors and the warnings).
-        #: ``None`` when the range check has no quick test.
-        self.observation_fast: tuple[Any, Any] | None = (
-            (self._obs_encode, self._obs_quick)
-            if self._obs_range is None or self._obs_quick is not None
-            else None
-        )  #: :meth:`action`, or the bare encoder when no range deviation is possible (the
-        #: same result and errors, one call less per step; issue 24).
-        self.action_in = self._act_encode if self._act_range is None else self.action
+        #: Whose range check is a root Box's (one path, ``$``): once that path has been
+        #: warned about under ``warn``, a later deviation changes nothing (INFO-4 warns once
+        #: per path and session), so the range goes unchecked until the session ends.
+        self._root_box = {
+            "observation": self._obs_quick is not None,
+            "action": getattr(self._act_range, "quick", None) is not None,
+        }
+        self._observe_ranged = self._observe_of(obs_space, lanes, self._obs_range is not None)
+        self._observe_unranged = self._observe_of(obs_space, lanes, False)
+        self._action_ranged = self._action_of(act_space, lanes, self._act_range is not None)
+        self._action_unranged = self._action_of(act_space, lanes, False)
+        #: ``observe(obs)``: :meth:`observation`'s common case in one call, for a caller on
+        #: the step path: the canonical value when it needs neither a word nor a warning,
+        #: else ``None`` (or an encoder error): the caller then calls :meth:`observation`,
+        #: which words the error or the warning.
+        self.observe: Callable[[Any], Any] = self._observe_ranged
+        #: ``action_in(action)``: :meth:`action` (same result and errors), in one call for a
+        #: small float Box, the bare encoder where no range deviation is possible.
+        self.action_in: Callable[[Any], Any] = self._action_ranged
         self._warned: set[tuple[str, str]] = set()
         self.pending: list[dict[str, str]] = []
+
+    def _observe_of(self, spec: SpaceSpec, lanes: int | None, ranged: bool) -> Callable[[Any], Any]:
+        quick = compile_quick_box(spec, lanes, ranged=ranged)
+        if quick is not None:
+            return quick
+        encode, in_range = self._obs_encode, self._obs_quick
+        if not ranged:
+            return encode
+        if in_range is None:
+            return _nothing  # no one-call range test: every value takes observation()
+
+        def observe(obs: Any) -> Any:  # a root integer Box
+            canonical = encode(obs)
+            return canonical if in_range(canonical) else None
+
+        return observe
+
+    def _action_of(self, spec: SpaceSpec, lanes: int | None, ranged: bool) -> Callable[[Any], Any]:
+        full = self.action if ranged else self._act_encode
+        quick = compile_quick_box(spec, lanes, ranged=ranged, otherwise=full)
+        return full if quick is None else quick
 
     def begin_session(self) -> None:
         """SES-6 / INFO-4: warnings are deduplicated per session."""
         self._warned.clear()
         self.pending.clear()
+        self.observe = self._observe_ranged
+        self.action_in = self._action_ranged
 
     def observation(self, obs: Any, op: str, encode: Any = None) -> Any:
         """The canonical observation, or a fatal ``[INTERNAL]`` (SRV-60).
@@ -183,7 +219,7 @@ class Checks:
         if not info:
             return None
         try:
-            out: dict[str, Any] = normalize(info)
+            out: dict[str, Any] = normalize_info(info)  # sent at once: a plain dict needs no copy
             return out
         except TypeError as exc:
             raise EnvironmentException(
@@ -209,6 +245,16 @@ class Checks:
             if key not in self._warned:  # INFO-4 / OPP-5: once per (kind, path) per session
                 self._warned.add(key)
                 self.pending.append({"kind": kind, "path": path, "detail": detail})
+        if self.policy == "warn" and self._root_box[kind] and (kind, "$") in self._warned:
+            # decided for this session: the root Box's one path has had its warning
+            if kind == "observation":
+                self.observe = self._observe_unranged
+            else:
+                self.action_in = self._action_unranged
+
+
+def _nothing(value: Any) -> None:
+    return None
 
 
 def path_text(exc: BaseException) -> str:

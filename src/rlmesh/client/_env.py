@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -35,22 +34,23 @@ from ..errors import (
     NoAsyncCallError,
     ProtocolException,
 )
-from ..spaces import space_from_spec
+from ..spaces._quick import compile_quick_box
 from ..spaces._spec import SpaceSpec
 from ..transport import resolve_address
 from ..wire import messages as m
 from ..wire.meta import normalize
+from ._facts import EnvFacts
 from ._info import plain_info
+from ._lanes import lane_array, replace_rows
 from ._opaque import bind_remote_peers
 from ._session import ClientSession, check_timeout
 
 __all__ = ["RemoteEnv", "RemoteVectorEnv"]
 
 log = logging.getLogger("rlmesh.client")
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
-class _RemoteEnvBase:
+class _RemoteEnvBase(EnvFacts):
     _bridge: ClassVar[Bridge] = PLAIN
     _vector: ClassVar[bool] = False
     #: Advisory ``Hello.capabilities`` this kind of client sends (HS-8).
@@ -115,6 +115,8 @@ class _RemoteEnvBase:
         self._bind_plans(obs, act)
         self._episode_ids: list[str] = [""] * n
         self._over = np.zeros(n, dtype=bool)  # lanes whose episode ended and was not restarted
+        self._ended = False  # a scalar client's _over[0], as a plain bool (read every step)
+        self._no_flags = bytes(n)  # a vector step's flag bytes when no lane ended
         self._push: dict[int, str] = {}
         self._last_obs: Any = None
         self._shadow_warned: set[str] = set()
@@ -139,7 +141,7 @@ class _RemoteEnvBase:
         )  # the vector reply adds three lane arrays
         # one array leaf at the root (not bool, whose bytes are checked): the reply's segment
         # is viewed as the observation directly, after the join's own checks, inline
-        self._obs_view: tuple[np.dtype[Any], tuple[int, ...], int] | None = None
+        self._obs_view: tuple[np.dtype[Any], tuple[int, ...], int, bool] | None = None
         if (
             obs_plan.leaf == "segment"
             and obs.kind in ("box", "multi_binary", "multi_discrete")
@@ -150,9 +152,11 @@ class _RemoteEnvBase:
             nbytes = dt.itemsize
             for d in shape:
                 nbytes *= d
-            self._obs_view = (dt, shape, nbytes)
+            self._obs_view = (dt, shape, nbytes, len(shape) != 1)  # (..., reshape needed)
         act_plan = value_plan(act, lanes=self._lanes, bridge=bridge)
-        self._act_encode = act_plan.encode
+        # a small float Box: the NaN test in the same pass as the structure (issue 40)
+        quick = compile_quick_box(act, self._lanes, ranged=False, otherwise=act_plan.encode)
+        self._act_encode = act_plan.encode if quick is None else quick
         self._act_to_host = None if bridge.host_values else bridge.encode
         self._act_leaf = act_plan.leaf  # "segment" / "scalar": the split is known, else None
         self._act_split = act_plan.split
@@ -169,78 +173,6 @@ class _RemoteEnvBase:
             raise ValueError(
                 f"Endpoint '{url}' serves a single environment (num_envs={n}). Use RemoteEnv instead."
             )
-
-    # -- properties (CLT-7) ------------------------------------------------------------------
-
-    @property
-    def address(self) -> str:
-        """Endpoint address this client is connected to."""
-        return self._address
-
-    @property
-    def env_id(self) -> str:
-        """This connection's id (UUIDv7), distinct from ``env_contract.id``."""
-        return self._env_id
-
-    @property
-    def env_contract(self) -> EnvContract:
-        """Environment contract returned by the endpoint handshake."""
-        return self._contract
-
-    @property
-    def spec(self) -> EnvContract:
-        """Alias of :attr:`env_contract`."""
-        return self._contract
-
-    @property
-    def selected_workflow_edition(self) -> str:
-        """The workflow edition this connection negotiated with the env."""
-        return self._selected_edition
-
-    @property
-    def render_mode(self) -> str | None:
-        """Configured render mode reported by the endpoint."""
-        return self._contract.render_mode
-
-    @property
-    def metadata(self) -> Mapping[str, Any]:
-        """Endpoint metadata reported by the contract (an empty mapping when none, MET-3)."""
-        if self._metadata is None:
-            md = self._contract.metadata
-            if md is None:
-                self._metadata = _EMPTY
-            else:
-                plain = dict(md)
-                if self._vector:
-                    plain = _restore_autoreset_enum(plain)
-                self._metadata = MappingProxyType(plain)
-        return self._metadata
-
-    @property
-    def observation_space_spec(self) -> SpaceSpec:
-        return self._contract.observation_space
-
-    @property
-    def action_space_spec(self) -> SpaceSpec:
-        return self._contract.action_space
-
-    @property
-    def observation_space(self) -> Any:
-        """Observation space (per lane on vector clients), bound to this client's values."""
-        if self._obs_space is None:
-            self._obs_space = space_from_spec(self._contract.observation_space, bridge=self._bridge)
-        return self._obs_space
-
-    @property
-    def action_space(self) -> Any:
-        """Action space (per lane on vector clients), bound to this client's values."""
-        if self._act_space is None:
-            self._act_space = space_from_spec(self._contract.action_space, bridge=self._bridge)
-        return self._act_space
-
-    @property
-    def closed(self) -> bool:
-        return self._session.closed
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -295,6 +227,7 @@ class _RemoteEnvBase:
             self._episode_ids = ids
             self._push = {}
             self._over[:] = False
+            self._ended = False
         self._last_obs = canonical
         info = dict(reply.info) if reply.info else {}
         if info and self._plain_info:  # the seeds' info values (client/_info.py)
@@ -354,6 +287,7 @@ class _RemoteEnvBase:
             raise AlreadyPendingCallError(
                 f"step() while a step is in flight on '{self._address}': call step_wait() first"
             )
+        # ledger: action
         to_host = self._act_to_host
         value = self._act_encode(action if to_host is None else to_host(action))
         leaf = self._act_leaf
@@ -363,11 +297,12 @@ class _RemoteEnvBase:
             scalars, segments = [value], []
         else:
             scalars, segments = self._act_split(value)
+        # ledger: call
         push = self._push
         if push:
             self._push = {}
         reply, frame = self._session.call(
-            m.Step(action=scalars, episode_ids=push, timeout_ms=self._tms),
+            m.Step(scalars, push, self._tms),  # positional: Step's field order
             segments,
             timeout=self._request_timeout,
         )
@@ -412,7 +347,9 @@ class _RemoteEnvBase:
                 and not reply.obs
                 and segs[0].nbytes == view[2]
             ):  # one array leaf: the join's checks, inline
-                canonical = segs[0].view(view[0]).reshape(view[1])
+                canonical = segs[0].view(view[0])
+                if view[3]:
+                    canonical = canonical.reshape(view[1])
             else:
                 k = self._n_obs_segments
                 canonical = self._obs_join(reply.obs, segs[:k] if self._vector else segs)
@@ -431,14 +368,18 @@ class _RemoteEnvBase:
                 raw_r, raw_t, raw_u = segs[k], segs[k + 1], segs[k + 2]
                 if raw_r.nbytes != 8 * n or raw_t.nbytes != n or raw_u.nbytes != n:
                     for raw, dt in ((raw_r, _F8), (raw_t, _U8), (raw_u, _U8)):
-                        _lane_array(raw, dt, n)  # raises, naming the lane array that is off
+                        lane_array(raw, dt, n)  # raises, naming the lane array that is off
                 rewards = raw_r.view(_F8)
-                terminated = raw_t.view(_U8) != 0  # any nonzero byte is "set"
-                truncated = raw_u.view(_U8) != 0
-                done = terminated | truncated
-                ended = done.nonzero()[0].tolist()
-                # INFO-2: each episode once; a lane left done (DISABLED) is not recounted
-                completed = len((done & ~self._over).nonzero()[0]) if ended else 0
+                if raw_t.tobytes() == self._no_flags == raw_u.tobytes():  # no lane ended
+                    terminated, truncated = np.zeros(n, _BOOL), np.zeros(n, _BOOL)
+                    ended, completed = [], 0
+                else:
+                    terminated = raw_t.view(_U8) != 0  # any nonzero byte is "set"
+                    truncated = raw_u.view(_U8) != 0
+                    done = terminated | truncated
+                    ended = done.nonzero()[0].tolist()
+                    # INFO-2: each episode once; a lane left done (DISABLED) is not recounted
+                    completed = len((done & ~self._over).nonzero()[0]) if ended else 0
                 if (
                     self._own_inject
                     and "episode_ids" not in info
@@ -465,7 +406,7 @@ class _RemoteEnvBase:
                 return self._obs_decode(canonical), rewards, terminated, truncated, info
             terminated, truncated = reply.terminated, reply.truncated
             ended_now = bool(terminated or truncated)
-            completed = int(ended_now and not self._over[0])  # DEC-5, once
+            completed = 1 if ended_now and not self._ended else 0  # DEC-5, once
             if self._own_inject and "episode_ids" not in info and "completed_episodes" not in info:
                 info["episode_ids"] = list(self._episode_ids)
                 info["completed_episodes"] = completed
@@ -473,7 +414,7 @@ class _RemoteEnvBase:
                 self._inject(info, "episode_ids", list(self._episode_ids))
                 self._inject(info, "completed_episodes", completed)
             if ended_now:
-                self._over[0] = True
+                self._ended = True
             if self._obs_identity:
                 return canonical, reply.reward, terminated, truncated, info
             return self._obs_decode(canonical), reply.reward, terminated, truncated, info
@@ -486,7 +427,7 @@ class _RemoteEnvBase:
             part = value_plan(self._contract.observation_space, lanes=count).join(
                 reply.obs, frame.segments
             )
-            return _merge_lanes(self._last_obs, part, env_indices, self._num_envs)
+            return replace_rows(self._last_obs, part, env_indices)
         return self._obs_join(reply.obs, frame.segments)
 
     def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
@@ -671,41 +612,4 @@ MULTI_CLASS: list[Any] = []
 
 _F8 = np.dtype("<f8")
 _U8 = np.dtype(np.uint8)
-
-
-def _lane_array(raw: np.ndarray[Any, Any], dt: np.dtype[Any], n: int) -> np.ndarray[Any, Any]:
-    if raw.nbytes != n * dt.itemsize:
-        raise ProtocolException(f"the env's step reply carries {raw.nbytes} bytes for {n} lanes")
-    return raw.view(dt)
-
-
-def _merge_lanes(last: Any, part: Any, indices: list[int], n: int) -> Any:
-    """Rows ``indices`` of ``last`` replaced by ``part`` (a fresh tree)."""
-    if isinstance(part, dict):
-        return {k: _merge_lanes(last[k], part[k], indices, n) for k in part}
-    if isinstance(part, tuple):
-        return tuple(_merge_lanes(a, b, indices, n) for a, b in zip(last, part))
-    if isinstance(part, list):
-        out = list(last)
-        for j, i in enumerate(indices):
-            out[i] = part[j]
-        return out
-    merged = np.array(last, copy=True)
-    merged[indices] = part
-    return merged
-
-
-def _restore_autoreset_enum(md: dict[str, Any]) -> dict[str, Any]:
-    """MET-3: turn ``autoreset_mode`` back into gymnasium's enum when gymnasium is present."""
-    raw = md.get("autoreset_mode")
-    if not isinstance(raw, str):
-        return md
-    try:
-        from gymnasium.vector import AutoresetMode
-    except Exception:
-        return md
-    try:
-        md["autoreset_mode"] = AutoresetMode(raw)
-    except ValueError:
-        pass
-    return md
+_BOOL = np.dtype(np.bool_)

@@ -12,7 +12,20 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["add_info", "batch1", "concat", "lane_infos", "lane_of", "lane_seeds", "merge", "take"]
+from ..errors import ProtocolException
+
+__all__ = [
+    "add_info",
+    "batch1",
+    "concat",
+    "lane_array",
+    "lane_infos",
+    "lane_of",
+    "lane_seeds",
+    "merge",
+    "replace_rows",
+    "take",
+]
 
 
 def lane_seeds(seed: Any, n: int, chosen: list[int]) -> list[int | None] | None:
@@ -152,3 +165,26 @@ def add_info(infos: dict[str, Any], env_info: Mapping[str, Any], i: int, n: int)
         mask[i] = True
         infos[key], infos[f"_{key}"] = array, mask
     return infos
+
+
+def lane_array(raw: np.ndarray[Any, Any], dt: np.dtype[Any], n: int) -> np.ndarray[Any, Any]:
+    """``raw`` (a reply's segment) as ``n`` lanes of ``dt``; a wrong size is a protocol error."""
+    if raw.nbytes != n * dt.itemsize:
+        raise ProtocolException(f"the env's step reply carries {raw.nbytes} bytes for {n} lanes")
+    return raw.view(dt)
+
+
+def replace_rows(last: Any, part: Any, indices: list[int]) -> Any:
+    """Rows ``indices`` of ``last`` replaced by ``part`` (a fresh tree): a partial reset's batch."""
+    if isinstance(part, dict):
+        return {k: replace_rows(last[k], part[k], indices) for k in part}
+    if isinstance(part, tuple):
+        return tuple(replace_rows(a, b, indices) for a, b in zip(last, part))
+    if isinstance(part, list):
+        out = list(last)
+        for j, i in enumerate(indices):
+            out[i] = part[j]
+        return out
+    merged = np.array(last, copy=True)
+    merged[indices] = part
+    return merged

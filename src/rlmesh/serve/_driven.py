@@ -136,7 +136,7 @@ class DrivenScalar(DrivenEnv):
         return normalize_reset(self.env.reset(**kwargs))
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        result = self.env.step(action)
+        result = self.env.step(action)  # ledger: env
         if type(result) is tuple and len(result) == 5:  # read_scalar_step's common case, inlined
             obs, reward, terminated, truncated, info = result
             if type(info) is dict:
@@ -205,7 +205,7 @@ class DrivenVector(DrivenEnv):
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        result = self.env.step(action)
+        result = self.env.step(action)  # ledger: env
         if type(result) is tuple and len(result) == 5:  # read_vector_step's common case, inlined
             obs, reward, terminated, truncated, info = result
             shape = (self.num_envs,)

@@ -11,7 +11,6 @@ operation and whether the session survives; the serve loop turns them into
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections import deque
@@ -22,32 +21,20 @@ import numpy as np
 from .._autoreset import Autoreset
 from .._dtypes import np_dtype
 from .._envkit.checks import Checks, failure_text, path_text
-from .._envkit.results import lane_final_info, next_step_violation
+from .._envkit.results import lane_final_info, next_step_violation, read_scalar_step
 from .._ids import new_episode_id
 from .._plan import ValuePlan, value_plan
 from ..errors import CODE_NUMBERS, EnvironmentException, ProtocolException, is_recoverable_exception
 from ..wire import messages as m
 from ..wire.meta import normalize
-from ._driven import DrivenEnv
+from ._books import ACTIVE, IDLE, PENDING, _Books
+from ._driven import DrivenEnv, DrivenScalar
 
 __all__ = ["Driver", "RequestFailed"]
 
 log = logging.getLogger("rlmesh.serve")
 
 
-class LaneState(enum.IntEnum):
-    """Where a lane's episode stands (AR-4..AR-6)."""
-
-    ACTIVE = 0  # mid-episode: its steps and rewards count
-    PENDING = 1  # ended under NEXT_STEP autoreset: the next step is the env's reset of it
-    IDLE = 2  # not started, or ended with no autoreset owed: waits for an explicit reset
-
-
-ACTIVE, PENDING, IDLE = (
-    LaneState.ACTIVE,
-    LaneState.PENDING,
-    LaneState.IDLE,
-)  # module-level: hot-path lookups
 _INTERRUPTED_CAP = 100  # AR-4
 
 
@@ -95,81 +82,6 @@ def _reset_needed(op: str) -> RequestFailed:
     )
 
 
-class _Lane:
-    """Identity of one lane's current episode."""
-
-    __slots__ = ("episode_id", "seed", "start_ns", "start_step")
-
-    def __init__(self) -> None:
-        self.episode_id = ""
-        self.seed: int | None = None
-        self.start_ns = 0
-        self.start_step = 0
-
-
-class _Books:
-    """Per-lane episode state (AR-4).
-
-    Lane states are a plain list plus the (usually short) list of lanes that are
-    not mid-episode, so a step touches only those; step counts derive from one
-    shared step counter and rewards accumulate in one float64 array. A step where
-    every lane is mid-episode costs one increment and one vector add
-    (bench_vector.py).
-    """
-
-    def __init__(self, n: int) -> None:
-        self.lanes = [_Lane() for _ in range(n)]
-        self.state: list[LaneState] = [IDLE] * n
-        self.waiting = list(range(n))  # lanes whose state is not ACTIVE, ascending
-        self.clock = 0  # steps taken by the endpoint while lanes were active
-        self.reward = np.zeros(n, dtype=np.float64)
-        self.extra_steps = [0] * n  # per-lane step corrections (steps taken while others idled)
-
-    def reset_all(self) -> None:
-        n = len(self.lanes)
-        self.state = [IDLE] * n
-        self.waiting = list(range(n))
-
-    def start(self, i: int, episode_id: str, seed: int | None, now_ns: int | None = None) -> None:
-        lane = self.lanes[i]
-        lane.episode_id = episode_id
-        lane.seed = seed
-        lane.start_ns = time.time_ns() if now_ns is None else now_ns
-        lane.start_step = self.clock
-        self.extra_steps[i] = 0
-        self.reward[i] = 0.0
-        if self.state[i] != ACTIVE:
-            self.state[i] = ACTIVE
-            self.waiting.remove(i)
-
-    def park(self, i: int, st: LaneState) -> None:
-        """Lane ``i`` leaves ACTIVE for PENDING (awaiting its autoreset) or IDLE."""
-        if self.state[i] == ACTIVE:
-            self.waiting.append(i)
-            self.waiting.sort()
-        self.state[i] = st
-
-    def steps(self, i: int) -> int:
-        return self.clock - self.lanes[i].start_step + self.extra_steps[i]
-
-    def record(
-        self, i: int, terminated: bool, truncated: bool, final_info: Any, now_ns: int | None = None
-    ) -> m.EpisodeRecord:
-        lane = self.lanes[i]
-        return m.EpisodeRecord(
-            episode_id=lane.episode_id,
-            seed=lane.seed,
-            env_index=i,
-            step_count=self.steps(i),
-            cumulative_reward=float(self.reward[i]),
-            terminated=terminated,
-            truncated=truncated,
-            start_timestamp_ns=lane.start_ns,
-            end_timestamp_ns=time.time_ns() if now_ns is None else now_ns,
-            final_info=final_info,
-        )
-
-
 class Driver:
     """Executes Reset/Step/Render against one driven env and keeps the episode books."""
 
@@ -184,13 +96,16 @@ class Driver:
         self.policy = self.checks.policy
         # Resolved once for the step path (issue 24): the action's one root leaf, if any,
         # read straight off the frame; the observation's split when it is one segment.
-        self._action_in = self.checks.action_in
-        self._obs_fast = self.checks.observation_fast
         self._act_leaf, self._act_dtype, self._act_shape, self._act_nbytes = _direct_leaf(
             env.act_space, self.lanes
         )
+        self._act_flat = len(self._act_shape) == 1  # a segment's 1-D view has that shape already
         self._obs_leaf = _SEGMENT if self.obs_plan.leaf == "segment" else None
+        #: A plain one-env endpoint's env, stepped here directly (``DrivenScalar.step``'s reading
+        #: of the result inlined); ``None``: through the driven env's ``step``.
+        self._raw_env = env.env if type(env) is DrivenScalar else None
         self._books = _Books(n)
+        self._no_flags = bytes(n)  # a vector step's terminated/truncated bytes when no lane ended
         self._interrupted: deque[m.EpisodeRecord] = deque()
         self._has_reset = False  # this session reset the env: step/render may run
 
@@ -274,6 +189,7 @@ class Driver:
         started = time.perf_counter_ns()
         if not self._has_reset:
             raise _reset_needed("step")
+        # ledger: action
         act = req.action
         leaf = self._act_leaf
         try:
@@ -284,7 +200,7 @@ class Driver:
                 and not segments
                 and type(act[0]) is int
             ):
-                action = self._action_in(act[0])
+                action = self.checks.action_in(act[0])
             elif (
                 leaf is _SEGMENT
                 and req.has_action
@@ -292,7 +208,10 @@ class Driver:
                 and len(segments) == 1
                 and segments[0].nbytes == self._act_nbytes
             ):
-                action = self._action_in(segments[0].view(self._act_dtype).reshape(self._act_shape))
+                seg = segments[0].view(self._act_dtype)
+                action = self.checks.action_in(
+                    seg if self._act_flat else seg.reshape(self._act_shape)
+                )
             else:
                 action = self._decode_action(req, segments)
         except EnvironmentException as exc:  # CNF-4 strict: out of range
@@ -303,29 +222,37 @@ class Driver:
                 f"action does not match action_space at {path_text(exc)}",
                 op="step",
             ) from None
+        # ledger: books
         if req.episode_ids:
             lanes = self._books.lanes
             for i, eid in req.episode_ids.items():
                 if 0 <= i < len(lanes):
                     lanes[i].episode_id = eid
         try:
-            obs, reward, terminated, truncated, info = self.env.step(action)
+            raw = self._raw_env
+            if raw is not None:  # DrivenScalar.step, inlined: one frame less per step
+                result = raw.step(action)  # ledger: env
+                # ledger: observation
+                if type(result) is tuple and len(result) == 5 and type(result[4]) is dict:
+                    obs, reward, terminated, truncated, info = result
+                    reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
+                else:
+                    obs, reward, terminated, truncated, info = read_scalar_step(result)
+            else:
+                obs, reward, terminated, truncated, info = self.env.step(action)
         except Exception as exc:
             raise _env_failure("step", exc) from None
-        canonical = None
-        fast = self._obs_fast
-        if fast is not None:  # Checks.observation's common case, inlined
-            try:
-                canonical = fast[0](obs)
-                if fast[1] is not None and not fast[1](canonical):
-                    canonical = None
-            except Exception:
-                canonical = None
+        # ledger: observation
+        try:  # Checks.observation's common case, in one call
+            canonical = self.checks.observe(obs)
+        except Exception:
+            canonical = None
         if canonical is None:  # out of range, odd, or broken: the checks word it (or warn)
             try:
                 canonical = self.checks.observation(obs, "step")
             except EnvironmentException as exc:  # SRV-60: the env broke its own contract
                 raise RequestFailed.of(exc) from None
+        # ledger: books
         books = self._books
         if self.lanes is None:
             if terminated or truncated or books.state[0] != ACTIVE:
@@ -339,27 +266,37 @@ class Driver:
         else:  # _account's common case (every lane mid-episode), inlined
             books.clock += 1
             books.reward += reward
-            ended = (terminated | truncated).nonzero()[0].tolist()
-            completed = self._transitions(terminated, truncated, ended, info) if ended else []
+            if terminated.tobytes() == self._no_flags == truncated.tobytes():
+                completed = []  # no lane ended: the flags are all zero bytes
+            else:
+                ended = (terminated | truncated).nonzero()[0].tolist()
+                completed = self._transitions(terminated, truncated, ended, info) if ended else []
         if self._interrupted:
             completed = [*self._interrupted, *completed]
             self._interrupted.clear()
+        # ledger: observation
         if self._obs_leaf is _SEGMENT:
             scalars: list[Any] = []
             segs = [canonical]
         else:
             scalars, segs = self.obs_plan.split(canonical)
-        info_out = self._info(info, "step") if info or self.checks.pending else None
-        if self.lanes is None:
+        info_out = None
+        if info or self.checks.pending:
+            try:  # _info, inlined
+                info_out = self.checks.info(info, "step")  # INFO-4 warnings ride along; MET-1
+            except EnvironmentException as exc:
+                raise RequestFailed.of(exc) from None
+        # ledger: reply
+        if self.lanes is None:  # positional: StepReply's field order (cheaper than keywords)
             return (
                 m.StepReply(
-                    obs=scalars,
-                    reward=reward,
-                    terminated=terminated,
-                    truncated=truncated,
-                    info=info_out,
-                    completed=completed,
-                    endpoint_ns=time.perf_counter_ns() - started,
+                    scalars,
+                    reward,
+                    terminated,
+                    truncated,
+                    info_out,
+                    completed,
+                    time.perf_counter_ns() - started,
                 ),
                 segs,
             )
@@ -376,10 +313,7 @@ class Driver:
         )
         return (
             m.StepReply(
-                obs=scalars,
-                info=info_out,
-                completed=completed,
-                endpoint_ns=time.perf_counter_ns() - started,
+                scalars, 0.0, False, False, info_out, completed, time.perf_counter_ns() - started
             ),
             segs,
         )

@@ -26,19 +26,21 @@ import logging
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from .._build import PROTOCOL_GENERATION, validate_edition
 from ..errors import CODE_NUMBERS, ConnectionLost, ProtocolException
-from ..transport import shm
-from ..transport.busypoll import FAN_OUT_CAPABILITY
 from ..transport.connection import Connection, busy_poll_default
 from ..transport.reactor import Poller, Waker, accept_ready, overdue
-from ..wire import frames, handshake, messages as m
-from ..wire.session import SERVER, FrameTooLarge, Session
+from ..wire import frames, messages as m
+from ..wire.session import FrameTooLarge
 from ._driver import RequestFailed
+from ._loop_requests import (  # _Peer, _accepted_at: the sessions supervisors import them here
+    LoopRequests,
+    Service as Service,
+    _accepted_at as _accepted_at,
+    _Peer as _Peer,
+)
 from ._options import ServeOptions
 
 __all__ = ["SESSION_BACKLOG_BYTES", "STRANGER_BACKLOG_BYTES", "ServeLoop", "Service"]
@@ -53,38 +55,6 @@ HANDSHAKE_DEADLINE_SECONDS = 30.0  # a connection must say Hello (or go) within 
 MAX_PENDING = 64  # connections without a session; the oldest is dropped past this
 RING_RECHECK_SECONDS = 0.05  # with shared-memory rings, how often the loop looks at them unasked
 READ_ON_SECONDS = 0.002  # how long one busy-polling session may keep the loop from other sockets
-
-
-class Service(Protocol):
-    """What the loop serves: an env (or, later, a model) behind the session protocol."""
-
-    service: str
-    component: str
-    declared_edition: str | None
-
-    def contract(self) -> dict[str, Any]: ...
-
-    def begin_session(self) -> None: ...
-
-    def end_session(self) -> list[m.EpisodeRecord]: ...
-
-    def handle(self, msg: Any, frame: frames.Frame) -> tuple[Any, list[Any]]:
-        """Answer a service request (``Reset``, ``Step``, ``Predict``...): ``(reply, segments)``."""
-        ...
-
-
-class _Peer:
-    __slots__ = ("accepted_at", "conn", "session", "shm_token")
-
-    def __init__(self, conn: Connection, max_frame_bytes: int) -> None:
-        self.conn = conn
-        self.session = Session(SERVER, max_frame_bytes=max_frame_bytes)
-        self.accepted_at = time.monotonic()
-        self.shm_token = ""  # this session's secret a ring file must carry (Welcome.capabilities)
-
-
-def _accepted_at(peer: _Peer) -> float:
-    return peer.accepted_at
 
 
 _STEP = m.Step.KIND
@@ -105,7 +75,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-class ServeLoop:
+class ServeLoop(LoopRequests):
     """Runs a :class:`Service` on a bound listener until :meth:`stop` (thread-safe)."""
 
     def __init__(
@@ -130,6 +100,7 @@ class ServeLoop:
         self._peers: dict[int, _Peer] = {}
         self._active: _Peer | None = None
         self._last_activity = time.monotonic()
+        self._idle_timed = False  # an idle timeout is set: requests note the time they came
         self.on_request: Callable[[], None] | None = None
         self._busy_poll = busy_poll_default()
         self.fan_out_peer = (
@@ -188,6 +159,7 @@ class ServeLoop:
         self._last_activity = now
         next_reap = now + 1.0
         idle = self.options.idle_timeout_seconds
+        self._idle_timed = idle is not None
         try:
             while not self._stopping:
                 timeout = 1.0
@@ -217,7 +189,8 @@ class ServeLoop:
                 active = self._active
                 if active is not None and active.conn.shm is not None and active.conn.shm.pending():
                     self._readable(active)
-                if self._peers:
+                peers = self._peers
+                if peers and (len(peers) > 1 or self._active is None):  # some await Hello
                     now = time.monotonic()
                     if now >= next_reap:
                         self._reap_pending()
@@ -255,13 +228,13 @@ class ServeLoop:
         # A busy-polling session also reads on, for a bounded while: other
         # connections (a health probe, a second client) wait at most that long.
         conn = peer.conn
-        until = time.perf_counter() + READ_ON_SECONDS
+        until = time.perf_counter() + READ_ON_SECONDS if conn.busy_poll else 0.0
         step = self._step if peer is self._active else None
         for _ in range(64):
             if conn.closed:
                 return
             try:
-                frame = conn.recv_frame()
+                frame = conn.read_socket() if conn.shm is None else conn.recv_frame()
             except ConnectionLost:
                 self._drop(peer)
                 return
@@ -291,8 +264,8 @@ class ServeLoop:
                 return
             if self._stopping:
                 return
-            if not conn.buffered and not (conn.busy_poll and time.perf_counter() < until):
-                break  # a busy-polling session reads on: its next request is due shortly
+            if conn.rend <= conn.rpos and not (conn.busy_poll and time.perf_counter() < until):
+                break  # nothing buffered; a busy-polling session reads on: its next request is due
             step = self._step if peer is self._active else None
         ch = conn.shm
         if ch is not None and not ch.asleep and not conn.closed:
@@ -342,6 +315,32 @@ class ServeLoop:
             self._touch()
             return
         conn = peer.conn
+        if conn.shm is None and len(buffers) == 1 and not conn.backlog:
+            # the common case: one small frame, nothing queued ahead of it (Connection.post's)
+            one = buffers[0]
+            try:
+                sent = conn.sock.send(one)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self._drop(peer)  # the peer is gone
+                return
+            if sent == len(one):
+                if conn.busy_poll:
+                    conn.sent_now()
+            else:  # the rest waits in the connection's queue
+                self._post(peer, [memoryview(one)[sent:]])
+        else:
+            self._post(peer, buffers)
+        if self._idle_timed:  # _touch, inlined
+            self._last_activity = time.monotonic()
+        if self.on_request is not None:
+            self.on_request()
+
+    def _post(self, peer: _Peer, buffers: list[Any]) -> None:
+        """Queue an active session's frame (:meth:`Connection.post`); drop a peer that is gone
+        or stopped reading."""
+        conn = peer.conn
         try:
             queued = conn.backlog
             if not conn.post(buffers, SESSION_BACKLOG_BYTES):
@@ -353,9 +352,6 @@ class ServeLoop:
             return
         if conn.backlog and not queued:
             self._sel.want_write(conn.sock, True)
-        self._last_activity = time.monotonic()  # _touch, inlined
-        if self.on_request is not None:
-            self.on_request()
 
     # -- dispatch -----------------------------------------------------------------------
 
@@ -411,109 +407,6 @@ class ServeLoop:
         self._send(peer, fatal.to_message(), rid)
         self._end_active(peer)
         self._touch()
-
-    def _ping(self, peer: _Peer, msg: m.Ping, rid: int) -> None:
-        busy = self._active is not None and self._active is not peer
-        self._send(
-            peer,
-            m.Pong(
-                state="busy" if busy else "ready",
-                generation=PROTOCOL_GENERATION,
-                service=self.service.service,
-            ),
-            rid,
-        )
-
-    def _attach(self, peer: _Peer, msg: m.Attach, rid: int) -> None:
-        # a ring nobody polls is slower than the socket
-        ring = (
-            None
-            if peer.conn.shm is not None or not peer.conn.polling
-            else shm.accept(msg.path, peer.conn.sock, peer.shm_token)
-        )
-        self._send(peer, m.AttachReply(attached=ring is not None), rid)  # on the socket
-        if ring is not None:
-            peer.conn.shm = ring  # the client switches once it reads the reply
-
-    def _close(self, peer: _Peer, msg: m.Close, rid: int) -> None:
-        records = self.service.end_session()
-        self._send(peer, m.CloseReply(final_episodes=records), rid)
-        self._end_active(peer, already_ended=True)
-        self._touch()
-
-    def _configure(self, peer: _Peer, msg: m.Configure, rid: int) -> None:
-        """HS-6, for every service alike: an edition that is not one is a fatal error."""
-        try:
-            edition = validate_edition(msg.edition) if msg.edition.strip() else ""
-        except ValueError as exc:
-            self._send(
-                peer,
-                RequestFailed(
-                    "INVALID_ACTION", str(exc), op="configure", recoverable=False
-                ).to_message(),
-                rid,
-            )
-            self._end_active(peer)
-        else:
-            self._send(peer, m.ConfigureReply(edition=edition), rid)
-        self._touch()
-
-    def _touch(self) -> None:
-        self._last_activity = time.monotonic()
-        if self.on_request is not None:
-            self.on_request()
-
-    def _hello(self, peer: _Peer, hello: m.Hello, rid: int) -> None:
-        if self._active is not None:
-            self._send(
-                peer,
-                m.Busy(
-                    message="environment already has an active session; only one client may be "
-                    "connected at a time (close the other client first)"
-                ),
-                rid,
-            )
-            self._drop(peer)
-            return
-        svc = self.service
-        peer.shm_token, capabilities = shm.offer(peer.conn.sock)
-        answer = handshake.answer_hello(
-            hello,
-            declared=svc.declared_edition,
-            service=svc.service,
-            component=svc.component,
-            session_id=str(uuid.uuid4()),
-            contract=svc.contract(),
-            # the client may move the session into shared-memory rings (Attach)
-            capabilities=capabilities,
-        )
-        if isinstance(answer, m.Incompatible):
-            self._send(peer, answer, rid)
-            self._drop(peer)
-            return
-        svc.begin_session()
-        self._active = peer
-        peer.conn.limits = self.limits
-        # a fanning-out client gathers many endpoints' replies: no spinning for it (HS-8 hint)
-        self.fan_out_peer = hello.capabilities.get(FAN_OUT_CAPABILITY) == "true"
-        peer.conn.busy_poll = 0.0 if self.fan_out_peer else self._busy_poll
-        self._send(peer, answer, rid)  # Welcome: the session is READY
-
-    def _shutdown_request(self, peer: _Peer, msg: m.Shutdown, rid: int) -> None:
-        if not self.options.remote_shutdown_allowed():
-            self._send(
-                peer,
-                m.ShutdownReply(
-                    accepted=False,
-                    message="remote shutdown is disabled for this environment endpoint",
-                ),
-                rid,
-            )
-            return
-        reason = (msg.reason or "").strip()
-        text = f"shutdown accepted: {reason}" if reason else "shutdown accepted"
-        self._send(peer, m.ShutdownReply(accepted=True, message=text), rid)
-        self.stop(f"remote shutdown: {reason}" if reason else "remote shutdown")
 
     # -- endings --------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Transports: addresses, a framed stream connection, dialing and listening.
 
 Modules, bottom up: ``address`` (URLs), ``busypoll`` (the busy-poll policy),
-``stream`` (frames over a socket; dial, listen), ``shm`` (shared-memory rings and their
+``sockets`` (dial, listen), ``stream`` (frames over a socket), ``shm`` (shared-memory rings and their
 negotiation), ``connection`` (the stream plus the ring adapter: what sessions hold),
 ``reactor`` (poller, waker, accept and reaping under the serve loop).
 """

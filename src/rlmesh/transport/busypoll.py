@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 
 __all__ = ["FAN_OUT_CAPABILITY", "BusyPolling", "busy_poll_default"]
 
@@ -92,6 +93,10 @@ class BusyPolling:
         self._probe_gap = PROBE_EVERY  # reads between probes while polling is off
         self._probe_in = PROBE_EVERY  # reads until the next probe
         self._probing = False  # the read in progress is a probe
+
+    def sent_now(self) -> None:
+        """A frame went out just now and its answer is awaited (busy polling times it)."""
+        self._sent_at = time.perf_counter()
 
     @property
     def polling(self) -> bool:

@@ -26,7 +26,8 @@ from ..wire import frames
 from ..wire.frames import Frame, FrameLimits
 from .busypoll import busy_poll_default, yield_cpu
 from .shm import DOORBELL_KIND, MARKER, Channel, doorbell
-from .stream import SocketStream, _advance, _nbytes, _wait_for, dial, listen
+from .sockets import dial, listen
+from .stream import SocketStream, _advance, _nbytes, _wait_for
 
 __all__ = ["SHM_STALL_SECONDS", "Connection", "busy_poll_default", "dial", "listen"]
 

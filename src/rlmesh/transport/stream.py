@@ -14,7 +14,7 @@ a fresh buffer (a few hundred bytes). A large body is read straight into its own
 fresh buffer after the bytes already in the scratch: one copy from the kernel.
 
 :class:`rlmesh.transport.connection.Connection` adds the shared-memory ring adapter
-on top; dialing and listening live here too.
+on top; dialing and listening live in :mod:`rlmesh.transport.sockets`.
 """
 
 from __future__ import annotations
@@ -33,10 +33,9 @@ import numpy as np
 from ..errors import ConnectionLost
 from ..wire import frames
 from ..wire.frames import _TABLES, PREFIX_SIZE, Frame, FrameLimits, FramePlan, _table
-from .address import Address
 from .busypoll import _DONTWAIT, BusyPolling, yield_cpu
 
-__all__ = ["SocketStream", "dial", "listen"]
+__all__ = ["SocketStream"]
 
 _PREFIX, _MAGIC, _VERSION, _ALIGN = (
     frames.PREFIX,
@@ -45,6 +44,7 @@ _PREFIX, _MAGIC, _VERSION, _ALIGN = (
     frames.SEGMENT_ALIGN,
 )
 _U64 = struct.Struct("<Q")
+_U8 = np.dtype(np.uint8)
 _new = object.__new__
 _IOV_MAX = 512  # stay well below the kernel's 1024-iovec limit per sendmsg
 _SCRATCH = (
@@ -63,17 +63,17 @@ class SocketStream(BusyPolling):
     __slots__ = (
         "_bfill",
         "_body",
-        "_end",
         "_outq",
         "_plan",
         "_scratch",
-        "_start",
         "_sview",
         "_timeout",
         "backlog",
         "closed",
         "deadline",
         "limits",
+        "rend",
+        "rpos",
         "sock",
     )
 
@@ -87,8 +87,10 @@ class SocketStream(BusyPolling):
             _grow_buffers(sock)
         self._scratch = bytearray(_SCRATCH)
         self._sview = memoryview(self._scratch)
-        self._start = 0  # unread bytes live in scratch[_start:_end]
-        self._end = 0
+        #: Unread bytes live in the scratch buffer at ``[rpos, rend)``: ``rend > rpos`` means a
+        #: pipelined frame is buffered (plain attributes: the serve loop reads them every step).
+        self.rpos = 0
+        self.rend = 0
         self._plan: FramePlan | None = None
         self._body: np.ndarray[Any, np.dtype[np.uint8]] | None = None
         self._bfill = 0
@@ -211,32 +213,109 @@ class SocketStream(BusyPolling):
     # -- receiving ----------------------------------------------------------------------
 
     def _recv_socket(self) -> Frame | None:
+        """Read one frame from the socket (``None``: a non-blocking socket ran dry mid-frame).
+
+        The common case (issues 24 and 40) runs here in one frame of Python: nothing is
+        buffered, so a small frame arrives whole in one read (a plain one when there is no
+        deadline to arm and no answer to poll for) and is cut out of the scratch at once,
+        with what :func:`rlmesh.wire.frames.decode_prefix_at` and
+        :func:`rlmesh.wire.frames.split_body` check inlined. Anything else, and any doubt
+        about the bytes, goes to :meth:`_recv_rest`, whose words stay the errors.
+        """
+        if self._plan is not None or self.rpos != self.rend:
+            return self._recv_rest()
+        try:
+            self.rpos = self.rend = 0
+            if self.deadline is None and not self._sent_at:
+                n = self.sock.recv_into(self._scratch)
+                if not n:
+                    raise self._eof()
+                self.rend = n
+            else:
+                self._fill()
+                n = self.rend
+        except BlockingIOError:
+            return None
+        except (TimeoutError, ConnectionLost):
+            raise
+        except OSError as exc:
+            raise ConnectionLost(f"receiving failed: {exc}") from exc
+        if n < PREFIX_SIZE:
+            return self._recv_rest()
+        scratch = self._scratch
+        magic, version, kind, rid, hlen, count, size = _PREFIX.unpack_from(scratch, 0)
+        limits = self.limits
+        if not (
+            magic == _MAGIC
+            and version == _VERSION
+            and count <= limits.max_segments
+            and hlen <= limits.max_header_bytes
+            and size <= limits.max_frame_bytes
+            and size < frames.SMALL_BODY
+            and n - PREFIX_SIZE >= size
+        ):
+            return self._recv_rest()
+        end = PREFIX_SIZE + size
+        if not count:  # a header and nothing else (a scalar step's request): no body buffer
+            if hlen != size:
+                return self._recv_rest()
+            header: Any = scratch[PREFIX_SIZE:end]  # a copy: the scratch is read into again
+            segments = []
+        else:
+            raw = scratch[PREFIX_SIZE:end]  # a fresh copy the segments view (writable arrays)
+            view = memoryview(raw)
+            header = view[:hlen]
+            start = hlen + (-hlen % 8)
+            if count == 1:  # one observation or action leaf: the common case, one array
+                if start + 8 > size:
+                    return self._recv_rest()
+                (length,) = _U64.unpack_from(view, start)
+                pos = start + 8
+                pos += -pos % _ALIGN
+                if pos + length != size:
+                    return self._recv_rest()
+                segments = [np.frombuffer(raw, _U8, length, pos)]
+            else:
+                body = np.frombuffer(raw, _U8)
+                pos = start + 8 * count
+                if pos > size:
+                    return self._recv_rest()
+                segments = []
+                for length in (_TABLES.get(count) or _table(count)).unpack_from(view, start):
+                    pos += -pos % _ALIGN
+                    if length > size - pos:
+                        return self._recv_rest()
+                    segments.append(body[pos : pos + length])
+                    pos += length
+                if pos != size:
+                    return self._recv_rest()
+        if end == n:
+            self.rpos = self.rend = 0
+        else:
+            self.rpos = end
+        frame = _new(Frame)
+        frame.kind = kind
+        frame.request_id = rid
+        frame.header = header
+        frame.segments = segments
+        return frame
+
+    #: The socket read itself (:meth:`Connection.recv_frame` without the ring adapter's hop),
+    #: for a caller that knows the connection has no shared-memory ring: one frame less.
+    read_socket = _recv_socket
+
+    def _recv_rest(self) -> Frame | None:
+        """The general read: frames split across reads, pipelined, large or malformed."""
         try:
             if self._plan is None:
-                if self._start == self._end:
-                    # The common case (issue 24): nothing buffered, so a small frame arrives
-                    # whole in one read (a plain one when there is no deadline to arm and no
-                    # answer to poll for) and is cut out of the scratch in one more call.
-                    self._start = self._end = 0
-                    if self.deadline is None and not self._sent_at:
-                        n = self.sock.recv_into(self._scratch)
-                        if not n:
-                            raise self._eof()
-                        self._end = n
-                    else:
-                        self._fill()
-                    if self._end >= PREFIX_SIZE:
-                        frame = self._whole(self._end)
-                        if frame is not None:
-                            return frame
-                while self._end - self._start < PREFIX_SIZE:
+                while self.rend - self.rpos < PREFIX_SIZE:
                     self._fill()
-                start = self._start
+                start = self.rpos
                 plan = frames.decode_prefix_at(self._scratch, start, self.limits)
                 start += PREFIX_SIZE
-                self._start = start
+                self.rpos = start
                 size = plan.body_len
-                avail = self._end - start
+                avail = self.rend - start
                 if avail >= size:  # the whole body is already here: one copy out of the scratch
                     if size < frames.SMALL_BODY:
                         body = np.frombuffer(self._scratch[start : start + size], np.uint8)
@@ -244,10 +323,10 @@ class SocketStream(BusyPolling):
                         body = frames.new_body(plan)
                         body[:] = np.frombuffer(self._scratch, np.uint8, size, start)
                     start += size
-                    if start == self._end:
-                        self._start = self._end = 0
+                    if start == self.rend:
+                        self.rpos = self.rend = 0
                     else:
-                        self._start = start
+                        self.rpos = start
                     return frames.split_body(plan, body)
                 body = frames.new_body(plan)
                 if avail:
@@ -280,69 +359,6 @@ class SocketStream(BusyPolling):
         self._body = None
         return frames.split_body(plan, body)
 
-    def _whole(self, n: int) -> Frame | None:
-        """The frame at the start of a freshly read scratch holding ``n`` bytes, when it is
-        whole and small; else ``None`` (the general path reads it).
-
-        Inlines what :func:`rlmesh.wire.frames.decode_prefix_at` and
-        :func:`rlmesh.wire.frames.split_body` check; any doubt about the bytes goes to
-        them, so their words stay the errors.
-        """
-        scratch = self._scratch
-        magic, version, kind, rid, hlen, count, size = _PREFIX.unpack_from(scratch, 0)
-        limits = self.limits
-        if not (
-            magic == _MAGIC
-            and version == _VERSION
-            and count <= limits.max_segments
-            and hlen <= limits.max_header_bytes
-            and size <= limits.max_frame_bytes
-            and size < frames.SMALL_BODY
-            and n - PREFIX_SIZE >= size
-        ):
-            return None
-        end = PREFIX_SIZE + size
-        body = np.frombuffer(scratch[PREFIX_SIZE:end], np.uint8)
-        view = memoryview(body)  # type: ignore[arg-type]
-        if count == 1:
-            start = hlen + (-hlen % 8)
-            if start + 8 > size:
-                return None
-            (length,) = _U64.unpack_from(view, start)
-            pos = start + 8
-            pos += -pos % _ALIGN
-            if pos + length != size:
-                return None
-            segments = [body[pos:size]]
-        elif count:
-            start = hlen + (-hlen % 8)
-            pos = start + 8 * count
-            if pos > size:
-                return None
-            segments = []
-            for length in (_TABLES.get(count) or _table(count)).unpack_from(view, start):
-                pos += -pos % _ALIGN
-                if length > size - pos:
-                    return None
-                segments.append(body[pos : pos + length])
-                pos += length
-            if pos != size:
-                return None
-        elif hlen == size:
-            segments = []
-        else:
-            return None
-        if end == n:
-            self._start = self._end = 0
-        else:
-            self._start = end
-        frame = _new(Frame)
-        frame.kind = kind
-        frame.request_id = rid
-        frame.header = view[:hlen]
-        frame.segments = segments
-        return frame
-
     def _arm(self) -> None:
         """Before a blocking read within a request: never wait past :attr:`deadline`.
 
@@ -360,19 +376,19 @@ class SocketStream(BusyPolling):
 
     def _fill(self) -> None:
         """Read more bytes into the scratch buffer (compacting it first if needed)."""
-        if self._start == self._end:
-            self._start = self._end = 0
-        elif len(self._scratch) - self._end < PREFIX_SIZE:
-            n = self._end - self._start
-            self._scratch[:n] = self._scratch[self._start : self._end]
-            self._start, self._end = 0, n
-        view = self._sview[self._end :]
+        if self.rpos == self.rend:
+            self.rpos = self.rend = 0
+        elif len(self._scratch) - self.rend < PREFIX_SIZE:
+            n = self.rend - self.rpos
+            self._scratch[:n] = self._scratch[self.rpos : self.rend]
+            self.rpos, self.rend = 0, n
+        view = self._sview[self.rend :]
         if self.deadline is not None:
             self._arm()
         n = self._poll(view) if self._sent_at else self.sock.recv_into(view)
         if not n:
             raise self._eof()
-        self._end += n
+        self.rend += n
 
     def _poll(self, view: memoryview) -> int:
         """The first read of an answer: busy-poll (see the class docs), then read normally."""
@@ -410,9 +426,9 @@ class SocketStream(BusyPolling):
         return n
 
     def _consume(self, n: int) -> None:
-        self._start += n
-        if self._start == self._end:
-            self._start = self._end = 0
+        self.rpos += n
+        if self.rpos == self.rend:
+            self.rpos = self.rend = 0
 
     def _eof(self) -> ConnectionLost:
         if self.mid_frame:
@@ -422,12 +438,12 @@ class SocketStream(BusyPolling):
     @property
     def buffered(self) -> bool:
         """Whether received bytes are waiting in the scratch buffer (a pipelined frame)."""
-        return self._end > self._start
+        return self.rend > self.rpos
 
     @property
     def mid_frame(self) -> bool:
         """Whether a partially received frame is pending."""
-        return self._end > self._start or self._plan is not None
+        return self.rend > self.rpos or self._plan is not None
 
     def settimeout(self, seconds: float | None) -> None:
         """Set the socket timeout (a no-op when unchanged: it costs a syscall)."""
@@ -517,92 +533,3 @@ def _nbytes(buf: Any) -> int:
     if tp is np.ndarray:
         return int(buf.nbytes)
     return memoryview(buf).nbytes
-
-
-def dial(address: Address, timeout: float | None) -> socket.socket:
-    """Connect a stream socket to ``address`` within ``timeout`` seconds.
-
-    Raises:
-        OSError: the connect failed (the caller words the error).
-        TimeoutError: the timeout expired.
-    """
-    if address.transport == "unix":
-        return _connect(socket.AF_UNIX, address.path, timeout)
-    # Try every resolved address in order, as socket.create_connection does: "localhost"
-    # often resolves to ::1 first while the server bound 127.0.0.1 (ADR-2).
-    infos = socket.getaddrinfo(address.host, address.port, type=socket.SOCK_STREAM)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    last: OSError | None = None
-    for family, _, _, _, target in infos:
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            break
-        try:
-            return _connect(family, target, remaining)
-        except OSError as exc:
-            last = exc
-    raise last if last is not None else TimeoutError("timed out")
-
-
-def _connect(family: int, target: Any, timeout: float | None) -> socket.socket:
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(timeout)
-        sock.connect(target)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
-def listen(address: Address, backlog: int = socket.SOMAXCONN) -> tuple[socket.socket, Address]:
-    """Bind and listen; returns the socket and the resolved address (real port for port 0).
-
-    A stale unix socket file is replaced (ADR-4).
-
-    Raises:
-        OSError: bind or listen failed (the caller words the error).
-    """
-    if address.transport == "unix":
-        import os
-
-        if os.path.exists(address.path):
-            _remove_stale_socket(address.path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.bind(address.path)
-            sock.listen(backlog)
-        except BaseException:
-            sock.close()
-            raise
-        return sock, address
-    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((address.host, address.port))
-        sock.listen(backlog)
-    except BaseException:
-        sock.close()
-        raise
-    port = sock.getsockname()[1]
-    return sock, Address("tcp", host=address.host, port=port)
-
-
-def _remove_stale_socket(path: str) -> None:
-    import os
-    import stat
-
-    mode = os.lstat(path).st_mode
-    if not stat.S_ISSOCK(mode):
-        raise FileExistsError(f"{path} exists and is not a socket; refusing to replace it")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(0.2)
-        probe.connect(path)
-    except OSError:
-        os.unlink(path)  # nobody listens: stale
-        return
-    finally:
-        probe.close()
-    raise FileExistsError(f"another server is listening on unix://{path}")

@@ -146,7 +146,11 @@ class FramePlan:
 
 
 class Frame:
-    """A received frame: header bytes plus segment views of the body buffer."""
+    """A received frame: header bytes plus segment views of the body buffer.
+
+    ``header`` is the msgpack header's bytes (a view of the body, or a copy of them when
+    the frame has no segments).
+    """
 
     __slots__ = ("header", "kind", "request_id", "segments")
 
@@ -154,7 +158,7 @@ class Frame:
         self,
         kind: int,
         request_id: int,
-        header: memoryview,
+        header: memoryview | bytes | bytearray,
         segments: list[np.ndarray[Any, np.dtype[np.uint8]]],
     ) -> None:
         self.kind = kind
@@ -190,6 +194,21 @@ def _table(count: int) -> struct.Struct:
     if table is None:
         table = _TABLES[count] = struct.Struct(f"<{count}Q")
     return table
+
+
+#: ``(header length % 64, segment bytes) -> bytes`` between a one-segment frame's header and
+#: its segment (the header's pad, the one-entry table, the segment's pad): the same few
+#: values come back every step.
+_MIDS: dict[tuple[int, int], bytes] = {}
+
+
+def _mid(hlen: int, n: int) -> bytes:
+    pos = hlen + (-hlen % 8) + 8
+    mid = _ZEROS[: -hlen % 8] + _U64.pack(n) + _ZEROS[: -pos % SEGMENT_ALIGN]
+    if len(_MIDS) >= 1024:  # many sizes (a Text leaf of every length): start over
+        _MIDS.clear()
+    _MIDS[(hlen & 63, n)] = mid
+    return mid
 
 
 def _buffers(items: list[Any], nbytes: int) -> Buffers:
@@ -228,43 +247,35 @@ def encode_frame(
     if count == 1:  # the common case (one observation or action leaf): the pad rides in the head
         seg = segments[0]
         n = seg.nbytes if type(seg) is np.ndarray else memoryview(seg).nbytes
-        pad = -pos % SEGMENT_ALIGN
-        body = pos + pad + n
-        parts = (
-            PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 1, body),
-            header,
-            _ZEROS[:hpad],
-            _U64.pack(n),
-            _ZEROS[:pad],
+        mid = _MIDS.get((hlen & 63, n)) or _mid(hlen, n)  # header pad, table, segment pad
+        body = hlen + len(mid) + n
+        head = PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, 1, body)
+        out = Buffers(
+            (b"".join((head, header, mid, seg)),)
+            if body <= INLINE_MAX
+            else (b"".join((head, header, mid)), seg)
         )
-        out = Buffers((b"".join((*parts, seg)),) if body <= INLINE_MAX else (b"".join(parts), seg))
         out.nbytes = PREFIX_SIZE + body  # a tiny frame (above): one buffer, one plain send()
         return out
-    out = Buffers((b"",))
+    parts: list[Any] = [b"", header, _ZEROS[:hpad], b""]  # prefix and table filled in below
     lengths: list[int] = []
     for seg in segments:
         n = seg.nbytes if type(seg) is np.ndarray else memoryview(seg).nbytes
         lengths.append(n)
         pad = -pos % SEGMENT_ALIGN
         if pad:
-            out.append(_ZEROS[:pad])
+            parts.append(_ZEROS[:pad])
         if n:
-            out.append(seg)
+            parts.append(seg)
         pos += pad + n
-    table = _TABLES.get(count) or _table(count)
-    out[0] = b"".join(
-        (
-            PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos),
-            header,
-            _ZEROS[:hpad],
-            table.pack(*lengths),
-        )
-    )
+    parts[0] = PREFIX.pack(MAGIC, VERSION, kind, request_id, hlen, count, pos)
+    parts[3] = (_TABLES.get(count) or _table(count)).pack(*lengths)
+    if pos <= INLINE_MAX:  # a tiny frame (a few lanes' step): one buffer, one plain send()
+        out = Buffers((b"".join(parts),))
+    else:  # the head joined; pads and segments as they are, never copied
+        out = Buffers((b"".join(parts[:4]),))
+        out.extend(parts[4:])
     out.nbytes = PREFIX_SIZE + pos
-    if pos <= INLINE_MAX:  # a tiny frame: one buffer, one plain send()
-        tiny = Buffers((b"".join(out),))
-        tiny.nbytes = out.nbytes
-        return tiny
     return out
 
 

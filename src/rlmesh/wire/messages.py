@@ -422,7 +422,7 @@ _SCAN_DECODER = msgspec.msgpack.Decoder(ext_hook=lambda code, data: None)
 _NESTED = frozenset({list, dict, tuple})
 
 
-def _too_deep(header: memoryview, limit: int = MAX_HEADER_DEPTH) -> bool:
+def _too_deep(header: memoryview | bytes | bytearray, limit: int = MAX_HEADER_DEPTH) -> bool:
     """Whether a msgpack document nests containers deeper than ``limit``.
 
     The hot path pays one length comparison: a header of at most ``limit`` bytes cannot

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import ProtocolException
 from . import messages as m
-from .frames import PREFIX_SIZE, Buffers, Frame, encode_frame
+from .frames import MAGIC, PREFIX, PREFIX_SIZE, VERSION, Buffers, Frame, encode_frame
 from .messages import (
     _CONTAINER_BYTES,
     _DECODERS,
@@ -281,7 +281,13 @@ class _ClientSession(Session):
                 f"{_kind_name(kind)} is not allowed in session state {self.state!r}"
             )
         rid = (self._next_id + 1) & _U32 or 1
-        buffers = encode_frame(kind, rid, _ENCODER.encode(msg), segments)  # encode_message, inlined
+        header = _ENCODER.encode(msg)  # encode_message, inlined
+        if segments:
+            buffers = encode_frame(kind, rid, header, segments)
+        else:  # encode_frame's header-only case, inlined (a scalar action rides in the header)
+            hlen = len(header)
+            buffers = Buffers((PREFIX.pack(MAGIC, VERSION, kind, rid, hlen, 0, hlen) + header,))
+            buffers.nbytes = PREFIX_SIZE + hlen
         self._next_id = self._rid = rid
         self._kind = kind
         self._answers = REPLIES[kind]
