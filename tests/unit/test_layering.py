@@ -64,6 +64,8 @@ LAYERS: dict[str, float] = {
     "rlmesh.client": 5.0,
     # 6 authoring, then the two users of everything below: serving and evaluation
     "rlmesh.authoring": 6.0,
+    # "run it in another process": the env recipe, worker start/stop, Ray start-up (issue 34)
+    "rlmesh._spawn": 6.05,
     "rlmesh.serve": 6.1,
     "rlmesh.eval": 6.2,
     # 7 hooks and backends on top of the loop and the clients
