@@ -146,12 +146,6 @@ ALLOWED: list[Lazy] = [
         "porch rlmesh.serve.main: `python -m rlmesh.serve`'s parser lives with the other command lines (issue 23)",
     ),
     Lazy(
-        "rlmesh.serve._server",
-        "EnvServer.__new__",
-        "rlmesh.serve._pool",
-        "EnvServer(target, sessions=N) is a SessionsEnvServer, a subclass defined in serve._pool (issue 25)",
-    ),
-    Lazy(
         "rlmesh.ray._vector",
         "_flavour_class",
         "rlmesh.gymnasium",
@@ -633,39 +627,9 @@ PRIVATE_IMPORTS_ALLOWED: list[Reach] = [
         "a sandboxed model validates view= exactly like Model.run",
     ),
     Reach(
-        "rlmesh.ray._actor",
-        "_resolve",
-        "an env actor resolves a serve target exactly like `rlmesh serve` does",
-    ),
-    Reach(
-        "rlmesh.serve._pool",
-        "_usable_cpus",
-        "the session pool sizes itself with busy-polling's CPU count",
-    ),
-    Reach(
         "rlmesh.transport.stream", "_TABLES", "the stream's header parse shares the frame tables"
     ),
     Reach("rlmesh.transport.stream", "_table", "the stream's header parse shares the frame tables"),
-    *_reaches(
-        ("rlmesh._cli._serving", "rlmesh._cli.serve_module"),
-        "_resolve",
-        "the command lines resolve a serve target with serve's own resolver (the library's serve_env uses it too)",
-    ),
-    Reach(
-        "rlmesh._cli.serve",
-        "_RESERVED_KWARGS",
-        "`rlmesh serve` refuses the env kwargs serve_env reserves, from serve's own list",
-    ),
-    Reach(
-        "rlmesh._cli.serve",
-        "_close_all",
-        "`rlmesh serve` closes what it built with serve's own helper",
-    ),
-    Reach(
-        "rlmesh._cli.serve_module",
-        "_serve_env",
-        "`python -m rlmesh.serve` runs serve_env's body with its parsed options",
-    ),
     Reach(
         "rlmesh.types", "_NoAdapter", "the public type aliases name the no-adapter sentinel's type"
     ),

@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._build import EDITION_BASE, resolve_declared_edition
+from .._spawn.recipe import import_packages, resolve_target
 from .._termtext import term_safe
 from ..errors import WorkflowEditionWarning
 from ..models import ModelBase
-from ..serve._command import _resolve, import_packages
 from ..serve._options import ServeOptions
 
 __all__ = [
@@ -152,7 +152,7 @@ def is_model_target(target: str, packages: Sequence[str]) -> bool:
     """Whether ``module:attr`` names an rlmesh Model class or instance."""
     try:
         import_packages(packages)
-        obj = _resolve(target)
+        obj = resolve_target(target)
     except Exception:
         return False
     return isinstance(obj, ModelBase) or (isinstance(obj, type) and issubclass(obj, ModelBase))
@@ -226,7 +226,7 @@ def edition_notice(args: argparse.Namespace, target: str) -> None:
     """
     if args.workflow_edition:
         return
-    if _resolve(target) is None:  # a Gymnasium id: the user cannot act on the env
+    if resolve_target(target) is None:  # a Gymnasium id: the user cannot act on the env
         resolve_declared_edition(warn=False)
         warnings.filterwarnings("ignore", category=WorkflowEditionWarning)
         return

@@ -16,8 +16,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..serve._command import _resolve, mark_startup, startup_text
-from ..serve._main import RESERVED_BINDING_KEYS, _serve_env
+from .._spawn.recipe import resolve_target
+from ..serve._command import mark_startup, startup_text
+from ..serve._main import RESERVED_BINDING_KEYS, run_serve_env
 from ..serve._model import ModelServer
 from ..serve._options import ServeOptions
 from ._serving import default_address, exposed, run_command, write_ready_file
@@ -184,10 +185,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def serve_env_target() -> int:
         source: Any = args.env
-        resolved = _resolve(args.env)  # module:attr -> the object; a Gymnasium id stays a string
+        resolved = resolve_target(
+            args.env
+        )  # module:attr -> the object; a Gymnasium id stays a string
         if resolved is not None:
             source = resolved
-        _serve_env(
+        run_serve_env(
             source,
             args.address,
             num_envs=num_envs,

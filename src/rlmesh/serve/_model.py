@@ -17,14 +17,12 @@ from typing import Any
 from .._build import EDITION_BASE, resolve_declared_edition
 from .._contract import EnvContract, check_bound_size
 from .._plan import ValuePlan, value_plan
-from ..errors import BindFailed
 from ..models._route import LocalRoute, probe_hidden_state
 from ..spaces import space_from_spec
-from ..transport import listen, resolve_address
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ._driver import RequestFailed
-from ._lifecycle import ServerBase
+from ._lifecycle import ServerBase, bind_listener
 from ._loop import ServeLoop
 from ._model_sessions import ModelSessionsLoop
 from ._options import ServeOptions
@@ -280,9 +278,6 @@ class ModelServer(ServerBase):
             )
         self._options = options or ServeOptions()
         self.model = model
-        addr = resolve_address(
-            address, host=host, port=port, path=path, transport=transport, bind=True
-        )
         declared = resolve_declared_edition(
             served=self._options.workflow_edition,
             class_attr=getattr(type(model), "workflow_edition", None),
@@ -293,10 +288,9 @@ class ModelServer(ServerBase):
                 f'options=rlmesh.ServeOptions(workflow_edition="{EDITION_BASE}")'
             ),
         )
-        try:
-            listener, bound = listen(addr)
-        except OSError as exc:
-            raise BindFailed(f"failed to bind {addr.url}: {exc}") from exc
+        listener, bound = bind_listener(
+            address, host=host, port=port, path=path, transport=transport
+        )
         self._address = bound.url
         loop: ServeLoop
         if sessions == 1:

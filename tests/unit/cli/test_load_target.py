@@ -16,7 +16,7 @@ import pytest
 
 from rlmesh._cli import load_target
 from rlmesh._target import importable, split_target
-from rlmesh.serve._command import _resolve
+from rlmesh._spawn.recipe import resolve_target as _resolve
 
 MODULE = textwrap.dedent(
     """

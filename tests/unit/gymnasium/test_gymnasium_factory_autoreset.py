@@ -7,7 +7,7 @@ import pytest
 
 from rlmesh.authoring import EnvFactory, build_env
 from rlmesh.serve import Lanes
-from rlmesh.serve._command import load_env_target
+from rlmesh._spawn.recipe import load_env_target
 from rlmesh.serve._driven import driven_env
 
 
