@@ -562,16 +562,6 @@ PRIVATE_ALLOWED: list[Reach] = [
         "_supports_device",
         "rlmesh.run asks a framework model whether it takes device= (duck-typed)",
     ),
-    Reach(
-        "rlmesh.sandbox._model",
-        "_new",
-        "Session._new is the session's internal constructor; a sandboxed model builds its session like Model.session",
-    ),
-    Reach(
-        "rlmesh.eval._job",
-        "_sandbox_info",
-        "a job reads a sandboxed env's build info when there is one (duck-typed getattr)",
-    ),
     *_reaches(
         ("rlmesh._cli.serve_module", "rlmesh.serve._model", "rlmesh._cli.serve_model"),
         "_spec",
@@ -615,16 +605,6 @@ PRIVATE_IMPORTS_ALLOWED: list[Reach] = [
         "rlmesh.client._session",
         "_advance",
         "the straight step road advances the wire session's state in its own frame (issue 24)",
-    ),
-    Reach(
-        "rlmesh.models._base",
-        "_make_session",
-        "porch Model.session builds the session in eval (the in-function import above)",
-    ),
-    Reach(
-        "rlmesh.sandbox._model",
-        "_check_view",
-        "a sandboxed model validates view= exactly like Model.run",
     ),
     Reach(
         "rlmesh.transport.stream", "_TABLES", "the stream's header parse shares the frame tables"
