@@ -558,24 +558,9 @@ PRIVATE_ALLOWED: list[Reach] = [
         "rlmesh.run reads a model's implemented predict corners (ModelBase's, duck-typed) to route it",
     ),
     Reach(
-        "rlmesh.eval._api",
-        "_supports_device",
-        "rlmesh.run asks a framework model whether it takes device= (duck-typed)",
-    ),
-    *_reaches(
-        ("rlmesh._cli.serve_module", "rlmesh.serve._model", "rlmesh._cli.serve_model"),
-        "_spec",
-        "a served model's declared spec (ModelBase._spec), read duck-typed",
-    ),
-    Reach(
         "rlmesh.serve._model",
         "_fire_episode_end",
         "the model endpoint fires the model's episode-end corner as Model.run does",
-    ),
-    Reach(
-        "rlmesh.serve._model",
-        "_supports_device",
-        "the model endpoint asks a framework model whether it takes device=",
     ),
     Reach(
         "rlmesh.view._http",
@@ -589,16 +574,6 @@ PRIVATE_IMPORTS_ALLOWED: list[Reach] = [
     Reach(
         "rlmesh.client._env",
         "_identity",
-        "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values",
-    ),
-    Reach(
-        "rlmesh.serve._framework",
-        "_is_jax",
-        "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values",
-    ),
-    Reach(
-        "rlmesh.serve._framework",
-        "_is_torch",
         "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values",
     ),
     Reach(

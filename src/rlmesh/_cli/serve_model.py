@@ -15,6 +15,7 @@ from typing import Any
 
 from .._target import load_target
 from ..models import ModelBase, NumpyModel
+from ..models._base import declared_spec
 from ..serve._model import ModelServer
 from ._serving import (
     announce,
@@ -127,7 +128,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
 
     def body() -> int:
         model = load_model_target(args.target, binding_of(args))
-        if getattr(model, "_spec", None) is None:
+        if declared_spec(model) is None:
             print(
                 "RLMesh: the served model declares no spec; clients drive it with raw env values",
                 file=sys.stderr,

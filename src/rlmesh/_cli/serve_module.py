@@ -19,6 +19,7 @@ from typing import Any
 from .._spawn.recipe import resolve_target
 from ..serve._command import mark_startup, startup_text
 from ..serve._main import RESERVED_BINDING_KEYS, run_serve_env
+from ..models._base import declared_spec
 from ..serve._model import ModelServer
 from ..serve._options import ServeOptions
 from ._serving import default_address, exposed, run_command, write_ready_file
@@ -166,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def serve_model() -> int:
         model = load_model_target(args.model, binding)
         mark_startup("model")
-        if getattr(model, "_spec", None) is None:
+        if declared_spec(model) is None:
             print(
                 "RLMesh: the served model declares no spec; clients drive it with raw env values",
                 file=sys.stderr,

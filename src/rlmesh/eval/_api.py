@@ -17,7 +17,7 @@ from typing import Any, TypeVar, overload
 
 from .._build import validate_edition
 from ..client._model import RemoteModel, RemoteRoute
-from ..models._base import ModelBase
+from ..models._base import ModelBase, check_device
 from ..models._numpy import NumpyModel
 from ..models._route import LocalRoute, RandomRoute
 from ..models._sentinels import RANDOM_SAMPLE
@@ -67,11 +67,7 @@ def _make_session(
 ) -> Session[Any, Any]:
     """Bind a local model instance to an env target (lazy: nothing is opened here, EVAL-10)."""
     horizon = _check_horizon(opts.execution_horizon, model._corners.has_chunk, type(model).__name__)
-    if model.device is not None and not type(model)._supports_device:
-        raise ValueError(
-            f"{type(model).__name__}.device={model.device!r} requires a torch/jax model; "
-            f"numpy and native models run on the host -- set device=None"
-        )
+    check_device(model)
     instruction = opts.instruction
     if instruction is not None and not isinstance(instruction, str):
         raise TypeError(f"instruction must be a str or None, got {type(instruction).__name__}")

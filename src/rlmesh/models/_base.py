@@ -400,6 +400,28 @@ class ModelBase(Generic[ObsT, ActT]):
         return f"{type(self).__name__}()"  # MOD-10
 
 
+def declared_spec(model: Any) -> Any:
+    """The spec a model instance declared (resolved at construction), or ``None``.
+
+    Duck-typed: any object may be asked (one that is no ``Model`` declares none).
+    """
+    return getattr(model, "_spec", None)
+
+
+def check_device(model: Any) -> None:
+    """MOD-26: only a torch/jax model takes a ``device``.
+
+    Raises:
+        ValueError: a device on a numpy or native model.
+    """
+    device = getattr(model, "device", None)
+    if device is not None and not getattr(type(model), "_supports_device", False):
+        raise ValueError(
+            f"{type(model).__name__}.device={device!r} requires a torch/jax model; "
+            "numpy and native models run on the host -- set device=None"
+        )
+
+
 def _keywords(names: dict[str, Any]) -> dict[str, Any]:
     """A porch's keyword arguments (its ``locals()`` minus ``self`` and the env), forwarded as given."""
     return {k: v for k, v in names.items() if k not in ("self", "env_or_address")}

@@ -17,6 +17,7 @@ from typing import Any
 from .._build import EDITION_BASE, resolve_declared_edition
 from .._contract import EnvContract, check_bound_size
 from .._plan import ValuePlan, value_plan
+from ..models._base import check_device, declared_spec
 from ..models._route import LocalRoute, probe_hidden_state
 from ..spaces import space_from_spec
 from ..wire import frames, messages as m
@@ -221,7 +222,7 @@ def _model_contract(model: Any) -> dict[str, Any]:
     """
 
     name = type(model).__name__
-    spec = getattr(model, "_spec", None)
+    spec = declared_spec(model)
     to_dict = getattr(spec, "to_dict", None)
     if not callable(to_dict):
         return {"model": name, "spec": None}
@@ -269,13 +270,7 @@ class ModelServer(ServerBase):
             raise TypeError(
                 f"ModelServer serves rlmesh.Model instances, got {type(model).__name__}"
             )
-        if getattr(model, "device", None) is not None and not getattr(
-            type(model), "_supports_device", False
-        ):
-            raise ValueError(  # MOD-26
-                f"{type(model).__name__}.device={model.device!r} requires a torch/jax model; "
-                "numpy and native models run on the host -- set device=None"
-            )
+        check_device(model)  # MOD-26
         self._options = options or ServeOptions()
         self.model = model
         declared = resolve_declared_edition(
