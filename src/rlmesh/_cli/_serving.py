@@ -118,6 +118,27 @@ def write_ready_file(path: str, address: str) -> None:
         raise
 
 
+def add_endpoint_flags(p: argparse.ArgumentParser) -> None:
+    """The flags every serving command shares: the declared edition, remote shutdown, idle timeout."""
+    p.add_argument(
+        "--workflow-edition",
+        default=None,
+        help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)",
+    )
+    p.add_argument(
+        "--allow-remote-shutdown",
+        action="store_true",
+        help="let a client stop the server (default: off)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop after SECONDS without a client (default: never)",
+    )
+
+
 def default_address() -> str:
     """``$RLMESH_ADDRESS``, else ``127.0.0.1:$RLMESH_PORT`` (50051): loopback unless told otherwise."""
     return os.environ.get("RLMESH_ADDRESS") or f"127.0.0.1:{os.environ.get('RLMESH_PORT', '50051')}"

@@ -21,6 +21,7 @@ from ..serve._command import mark_startup, startup_text
 from ..serve._server import EnvServer
 from ..serve._sessions.control import SessionSpec
 from ._serving import (
+    add_endpoint_flags,
     announce,
     binding_of,
     default_address,
@@ -107,23 +108,7 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         default=os.environ.get("RLMESH_DEVICE") or None,
         help="device for torch/jax actions, e.g. cuda:0 (default: $RLMESH_DEVICE or the framework's default)",
     )
-    p.add_argument(
-        "--workflow-edition",
-        default=None,
-        help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)",
-    )
-    p.add_argument(
-        "--allow-remote-shutdown",
-        action="store_true",
-        help="let a client stop the server (default: off)",
-    )
-    p.add_argument(
-        "--idle-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="stop after SECONDS without a client (default: never)",
-    )
+    add_endpoint_flags(p)
     p.add_argument(
         "--sessions",
         type=_positive_int,

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._spawn.recipe import resolve_target
+from ..models._base import declared_spec
 from ..serve._command import mark_startup, startup_text
 from ..serve._main import RESERVED_BINDING_KEYS, run_serve_env
-from ..models._base import declared_spec
 from ..serve._model import ModelServer
 from ..serve._options import ServeOptions
 from ._serving import default_address, exposed, run_command, write_ready_file
@@ -143,14 +143,7 @@ def _parse(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rlmesh.serve``: serve a model (positional) or an env (``--env``) (CNF2-B8).
-
-    Returns the exit code: 0 after a normal stop, 1 on an error (one ``Error:``
-    line on stderr), 130 on Ctrl-C. Invalid arguments -- no target or two,
-    ``--framework``/``--device`` with a model, ``--kwargs-json`` that is not a
-    JSON object, a reserved binding key, a bad ``RLMESH_NUM_ENVS`` -- are usage
-    errors: ``SystemExit`` with status 2.
-    """
+    """``python -m rlmesh.serve`` (CNF2-B8): see :func:`rlmesh.serve.main` for the exit codes."""
     mark_startup("imports")
     _parser, args, binding, num_envs = _parse(argv)
 

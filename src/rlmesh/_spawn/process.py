@@ -309,19 +309,7 @@ class _ForkServer:
         self.lock = threading.Lock()
         self.preloaded = set(preload)
         try:
-            self.popen = subprocess.Popen(
-                [
-                    sys.executable,
-                    *_interpreter_flags(),
-                    "-c",
-                    _BOOT_SERVER,
-                    json.dumps(sys.path),
-                    str(child.fileno()),
-                    json.dumps(list(preload)),
-                ],
-                pass_fds=[child.fileno()],
-                stdin=subprocess.DEVNULL,
-            )
+            self.popen = _python(_BOOT_SERVER, child.fileno(), list(preload), pass_fds=[])
         finally:
             child.close()
         self.ctrl = parent
@@ -382,10 +370,12 @@ _SERVER: _ForkServer | None = None
 _SERVER_LOCK = threading.Lock()
 
 
-def _interpreter_flags() -> list[str]:
-    """The ``-W``/``-X`` flags this interpreter runs with, for the one it starts."""
+def _python(boot: str, fd: int, extra: list[Any], *, pass_fds: Sequence[int]) -> Any:
+    """A clean interpreter (this one's ``-W``/``-X`` flags and ``sys.path``) running ``boot``
+    with ``fd`` and ``extra`` as its arguments; ``fd`` and ``pass_fds`` are inherited."""
     flags: list[str] = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
-    return flags
+    argv = [sys.executable, *flags, "-c", boot, json.dumps(sys.path), str(fd), json.dumps(extra)]
+    return subprocess.Popen(argv, pass_fds=[fd, *pass_fds], stdin=subprocess.DEVNULL)
 
 
 class Spawner:
@@ -466,19 +456,7 @@ class Spawner:
 def _start_fresh(payload: bytes, pass_fds: Sequence[int], name: str) -> WorkerProcess:
     boot, boot_child = socket.socketpair()
     try:
-        popen = subprocess.Popen(
-            [
-                sys.executable,
-                *_interpreter_flags(),
-                "-c",
-                _BOOT_FRESH,
-                json.dumps(sys.path),
-                str(boot_child.fileno()),
-                json.dumps(list(pass_fds)),
-            ],
-            pass_fds=[boot_child.fileno(), *pass_fds],
-            stdin=subprocess.DEVNULL,
-        )
+        popen = _python(_BOOT_FRESH, boot_child.fileno(), list(pass_fds), pass_fds=pass_fds)
     except BaseException:
         boot.close()
         raise

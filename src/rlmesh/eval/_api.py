@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._build import validate_edition
 from ..client._model import RemoteModel, RemoteRoute
@@ -24,13 +24,24 @@ from ..models._sentinels import RANDOM_SAMPLE
 from ..models._warn import user_stacklevel as _user_stacklevel
 from ..view._config import normalize_view
 from ._hooks import RunHooks
-from ._options import RunOptions, SessionOptions
+from ._options import RunOptions, SessionKeywords, SessionOptions
 from ._results import RunResult
 from ._session import Session, new_session
 from ._targets import classify_target
 from .distributed import WorkerPool, Workers, normalize_workers, run_distributed
 
-__all__ = ["MAX_EXECUTION_HORIZON", "open_session", "run", "run_with", "served_session", "session"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = [
+    "MAX_EXECUTION_HORIZON",
+    "check_served_horizon",
+    "open_session",
+    "run",
+    "run_with",
+    "served_session",
+    "session",
+]
 
 ObsT = TypeVar("ObsT")
 ActT = TypeVar("ActT")
@@ -55,6 +66,17 @@ def _check_horizon(execution_horizon: Any, has_chunk: bool, who: str) -> int:
         raise ValueError(
             f"execution_horizon must be <= {MAX_EXECUTION_HORIZON}, got {execution_horizon}"
         )
+    return execution_horizon
+
+
+def check_served_horizon(execution_horizon: Any) -> int:
+    """A served model's ``execution_horizon``: an int >= 1 (its server replays the chunks)."""
+    if (
+        isinstance(execution_horizon, bool)
+        or not isinstance(execution_horizon, int)
+        or execution_horizon < 1
+    ):
+        raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
     return execution_horizon
 
 
@@ -104,40 +126,14 @@ def _random_session(env: Any, opts: SessionOptions) -> Session[Any, Any]:
 
 @overload
 def session(
-    model: ModelBase[ObsT, ActT],
-    env: Any,
-    *,
-    instruction: str | None = ...,
-    close_env: bool = ...,
-    trust_entrypoints: bool | None = ...,
-    execution_horizon: int = ...,
-    view: Any = ...,
-    workflow_edition: str | None = ...,
+    model: ModelBase[ObsT, ActT], env: Any, **keywords: Unpack[SessionKeywords]
 ) -> Session[ObsT, ActT]: ...
 @overload
 def session(
-    model: Callable[[ObsT], ActT],
-    env: Any,
-    *,
-    instruction: str | None = ...,
-    close_env: bool = ...,
-    trust_entrypoints: bool | None = ...,
-    execution_horizon: int = ...,
-    view: Any = ...,
-    workflow_edition: str | None = ...,
+    model: Callable[[ObsT], ActT], env: Any, **keywords: Unpack[SessionKeywords]
 ) -> Session[ObsT, ActT]: ...
 @overload
-def session(
-    model: object,
-    env: Any,
-    *,
-    instruction: str | None = ...,
-    close_env: bool = ...,
-    trust_entrypoints: bool | None = ...,
-    execution_horizon: int = ...,
-    view: Any = ...,
-    workflow_edition: str | None = ...,
-) -> Session[Any, Any]: ...
+def session(model: object, env: Any, **keywords: Unpack[SessionKeywords]) -> Session[Any, Any]: ...
 def session(
     model: Any,
     env: Any,
@@ -319,12 +315,7 @@ def served_session(
             "(the server decides what it imports) -- drop trust_entrypoints="
         )
     kind = classify_target(env, served=True)  # CNF2-A6: a bad env names env_contract
-    if (
-        isinstance(execution_horizon, bool)
-        or not isinstance(execution_horizon, int)
-        or execution_horizon < 1
-    ):
-        raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
+    check_served_horizon(execution_horizon)
     view_cfg = normalize_view(view)
     route = RemoteRoute(
         model, execution_horizon=execution_horizon, workflow_edition=workflow_edition

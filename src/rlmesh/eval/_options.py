@@ -18,10 +18,21 @@ route that runs it), except ``prefetch_lead``, checked here, before anything is 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypedDict
 
-__all__ = ["RunOptions", "SessionOptions"]
+__all__ = ["RunOptions", "SessionKeywords", "SessionOptions"]
+
+
+class SessionKeywords(TypedDict, total=False):
+    """``rlmesh.session``'s keywords, for the overloads that type it."""
+
+    instruction: str | None
+    close_env: bool
+    trust_entrypoints: bool | None
+    execution_horizon: int
+    view: Any
+    workflow_edition: str | None
 
 
 @dataclass(frozen=True)
@@ -49,14 +60,7 @@ class SessionOptions:
 
     def keywords(self) -> dict[str, Any]:
         """The ``session()`` keywords (what a served model's own ``session`` takes)."""
-        return {
-            "instruction": self.instruction,
-            "close_env": self.close_env,
-            "trust_entrypoints": self.trust_entrypoints,
-            "execution_horizon": self.execution_horizon,
-            "view": self.view,
-            "workflow_edition": self.workflow_edition,
-        }
+        return {name: getattr(self, name) for name in SessionKeywords.__annotations__}
 
 
 @dataclass(frozen=True)
@@ -83,13 +87,6 @@ class RunOptions:
     session: SessionOptions = field(default_factory=SessionOptions)
 
     def episode_keywords(self) -> dict[str, Any]:
-        """The ``Session.run`` keywords."""
-        return {
-            "seeds": self.seeds,
-            "max_episodes": self.max_episodes,
-            "episodes": self.episodes,
-            "max_episode_steps": self.max_episode_steps,
-            "max_episode_seconds": self.max_episode_seconds,
-            "hooks": self.hooks,
-            "trial_index_base": self.trial_index_base,
-        }
+        """The ``Session.run`` keywords (every field but ``workers``, ``journal`` and ``session``)."""
+        skip = ("workers", "journal", "session")
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}

@@ -20,18 +20,12 @@ from .._spawn.pickling import dumps
 from .._spawn.ray import import_ray, init_ray
 from .._spawn.recipe import EnvRecipe, is_env_factory
 from ..authoring import EnvFactory
-from ..errors import (
-    ActorLost,
-    ConnectionLost,
-    FleetStartError,
-    FleetStartTimeout,
-    RequestTimeout,
-)
+from ..errors import ActorLost, ConnectionLost, FleetStartError, FleetStartTimeout, RequestTimeout
 from ..serve import ServeOptions
 from ._actor import ActorInfo, EnvActor, SandboxedEnv
 from ._vector import open_fleet_vector_env
 
-__all__ = ["ActorLost", "EnvFleet", "FleetStartError", "FleetStartTimeout"]
+__all__ = ["EnvFleet"]
 
 _FLAVOURS = ("gymnasium", "numpy", "torch", "jax")
 _CLOSE_SECONDS = (

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from ..client._model import RemoteModel, RemoteRoute
-from ..eval._api import run as run_eval
+from ..eval._api import check_served_horizon, run as run_eval
 from ..eval._session import new_session
 from ..eval._targets import classify_target
 from ..view._config import normalize_view
@@ -149,12 +149,7 @@ class SandboxModel:
             raise ValueError(
                 "a sandboxed model rejects trust_entrypoints=; the container decides what it loads"
             )
-        if (
-            isinstance(execution_horizon, bool)
-            or not isinstance(execution_horizon, int)
-            or execution_horizon < 1
-        ):
-            raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
+        check_served_horizon(execution_horizon)
         view_cfg = normalize_view(view)
         kind = classify_target(env)
         started_here = self._handle is None

@@ -7,9 +7,9 @@ and what counts as retried.
 
 from __future__ import annotations
 
+from rlmesh.eval._results import EpisodeResult
 from rlmesh.eval.distributed.driver import PIPELINE_DEPTH, _Driver
 from rlmesh.eval.distributed.job import Outcome
-from rlmesh.eval._results import EpisodeResult
 from rlmesh.eval.distributed.workers import Workers
 
 

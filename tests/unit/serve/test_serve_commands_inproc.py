@@ -19,10 +19,10 @@ import pytest
 from serve_wire import ScriptedEnv, Wire, no_threads_left_fixture, short_dir_fixture  # noqa: F401  (fixtures)
 
 from rlmesh._cli import _serving
+from rlmesh._spawn import recipe
 from rlmesh.authoring import EnvFactory
 from rlmesh.errors import BindFailed
 from rlmesh.numpy import Model
-from rlmesh._spawn import recipe
 from rlmesh.serve import EnvServer, ServeOptions, _command, main, serve_env
 from rlmesh.wire import messages as m
 

@@ -352,7 +352,7 @@ def test_recipes_build_from_ids_factories_duck_factories_and_callables() -> None
     assert spec.env.spec.id == "CartPole-v1"
     live = ScriptedEnv()
     assert EnvRecipe(live).build().env is live
-    with pytest.raises(ValueError, match="is a live env .* takes no make kwargs"):
+    with pytest.raises(ValueError, match=r"is a live env .* takes no make kwargs"):
         EnvRecipe(live, {"x": 1}).build()
     with pytest.raises(TypeError, match="is a int, not an env source"):
         EnvRecipe(3).build()

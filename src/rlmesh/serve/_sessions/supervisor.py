@@ -44,16 +44,7 @@ from ...wire import frames, messages as m
 from .._driver import RequestFailed
 from .._loop import HANDSHAKE_DEADLINE_SECONDS, ServeLoop, _accepted_at, _Peer
 from . import control
-from .control import (
-    CTRL_SEND_SECONDS,
-    Board,
-    Failed,
-    Handover,
-    Ready,
-    SessionSpec,
-    ShutdownAsked,
-    Stop,
-)
+from .control import Board, Handover, SessionSpec
 
 __all__ = ["WORKER_ENTRY", "SessionSupervisor"]
 
@@ -320,7 +311,7 @@ class SessionSupervisor(ServeLoop):
             return None
         finally:
             child.close()
-        parent.settimeout(CTRL_SEND_SECONDS)
+        parent.settimeout(control.CTRL_SEND_SECONDS)
         self.started += 1
         worker = _Worker(proc, parent, slot)
         self._workers.append(worker)
@@ -351,7 +342,7 @@ class SessionSupervisor(ServeLoop):
             os.close(fd)
         if msg is None:
             self._worker_gone(worker)
-        elif isinstance(msg, Ready):
+        elif isinstance(msg, control.Ready):
             self._build_failures = 0
             worker.state = "ready"
             if self.contract is None:
@@ -360,7 +351,7 @@ class SessionSupervisor(ServeLoop):
                 peer, first = worker.waiting
                 worker.waiting = None
                 self._hand_over(worker, peer, first)
-        elif isinstance(msg, Failed):
+        elif isinstance(msg, control.Failed):
             log.error(
                 "a session worker could not build the env: %s\n%s", msg.error, msg.tail.rstrip()
             )
@@ -372,7 +363,7 @@ class SessionSupervisor(ServeLoop):
                 worker.waiting = None
                 self._refuse(peer, first.request_id, f"the env could not be built: {msg.error}")
             worker.state = "failed"
-        elif isinstance(msg, ShutdownAsked):
+        elif isinstance(msg, control.ShutdownAsked):
             self.stop(f"remote shutdown: {msg.reason}" if msg.reason else "remote shutdown")
 
     def _worker_gone(self, worker: _Worker) -> None:
@@ -421,7 +412,7 @@ class SessionSupervisor(ServeLoop):
         self._workers.clear()
         for w in workers:
             try:
-                control.send(w.ctrl, Stop(reason))
+                control.send(w.ctrl, control.Stop(reason))
             except OSError:
                 pass
         # a little inside shutdown()'s own wait (drain + close), so it sees the workers gone
