@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import pickle
+import types
 from typing import Any
 
 import cloudpickle
@@ -72,7 +73,7 @@ def dumps(obj: Any, what: str, *, who: str, remedy: str) -> bytes:
         raise TypeError(
             f"{who} sends the {what} to another process, but {name} cannot be pickled: "
             f"{type(exc).__name__}: {reason}. {remedy}"
-        ) from exc
+        ) from None  # the pickler's own traceback says nothing the user can act on
 
 
 def _culprit(obj: Any, path: str, depth: int, budget: list[int]) -> str | None:
@@ -87,6 +88,15 @@ def _culprit(obj: Any, path: str, depth: int, budget: list[int]) -> str | None:
         children = [(f"{path}.func", obj.func)]
         children += [(f"{path}.args[{i}]", v) for i, v in enumerate(obj.args)]
         children += [(f"{path}.keywords[{k!r}]", v) for k, v in obj.keywords.items()]
+    elif isinstance(obj, types.FunctionType):  # what it closes over, and its script's globals
+        cells = zip(obj.__code__.co_freevars, obj.__closure__ or ())
+        children = [(f"{path} (its variable {name!r})", cell.cell_contents) for name, cell in cells]
+        scope = obj.__globals__
+        children += [
+            (f"{path} (its global {name!r})", scope[name])
+            for name in obj.__code__.co_names
+            if name in scope and not isinstance(scope[name], types.ModuleType)
+        ]
     else:
         state = getattr(obj, "__dict__", None)
         if not isinstance(state, dict) or isinstance(obj, type):

@@ -399,7 +399,7 @@ class Spawner:
         *,
         pass_fds: Sequence[int] = (),
         name: str = "rlmesh-worker",
-        what: str = "the worker's arguments",
+        what: str = "worker's arguments",
     ) -> WorkerProcess:
         """Start a worker running ``target(fds, *args)``.
 
@@ -415,7 +415,7 @@ class Spawner:
         named = target if isinstance(target, str) else None
         shipped = args if named is not None else (target, *args)
         args_bytes = dumps(
-            shipped, what, who="a worker process", remedy="Pass something picklable instead."
+            shipped, what, who="starting a worker", remedy="Pass something picklable instead."
         )
         payload = pickle.dumps((named, list(sys.path), os.getcwd(), args_bytes))
         if self.method == "fresh":

@@ -239,12 +239,13 @@ class EnvFleet:
         self._max_restarts = max_restarts
         self._resources = dict(resources or {})
         ray = _ray()
-        dumps(  # here, with the object named: a failure in the actors would only say it died
-            recipe,
-            "env",
-            who="EnvFleet",
-            remedy="Pass a Gymnasium id / 'module:attr' string, or a class or function instead.",
-        )
+        for what, obj in (("env", env), ("env_kwargs", env_kwargs), ("env", recipe)):
+            dumps(  # here, with the object named: a failure in the actors would only say it died
+                obj,
+                what,
+                who="EnvFleet",
+                remedy="Pass a Gymnasium id / 'module:attr' string, or a class or function instead.",
+            )
         init_ray()
         actor_cls = ray.remote(EnvActor).options(**ray_options)
         self._actors = [actor_cls.remote(i, recipe, options) for i in range(self._n)]
