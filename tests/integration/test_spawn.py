@@ -259,6 +259,8 @@ def test_serve_env_with_sessions_at_the_top_of_a_script(tmp_path: Path) -> None:
 
 def _reply(fds: list[int], word: str) -> None:
     with socket.socket(fileno=fds[0]) as s:
+        if word == "env":
+            word = os.environ.get("RLMESH_TEST_MARK", "unset")
         s.sendall(f"{word} {os.getpid()}".encode())
         if word == "wait":
             s.recv(1)  # until the test closes its end (or kills this worker)
@@ -295,6 +297,13 @@ def test_a_worker_runs_a_function_defined_here_and_says_how_it_ended(
         stuck.kill()
         stuck.join(30)
         assert describe_exit(stuck.exitcode) == "killed by signal 9 (SIGKILL)"
+        mine.close()
+        monkeypatch.setenv("RLMESH_TEST_MARK", "now")  # after the fork server started
+        mine, theirs = socket.socketpair()
+        seen = spawner.start(_reply, ("env",), pass_fds=[theirs.fileno()])
+        theirs.close()
+        assert mine.recv(64).decode() == f"now {seen.pid}"  # the parent's environment, as it is
+        seen.join(30)
         mine.close()
     finally:
         spawner.close()

@@ -1,7 +1,7 @@
 """The first code a worker process runs: read its job from the pipe, run the target.
 
 A worker reads one *payload* from its boot socket: a small header (the target
-``"module:function"``, the parent's ``sys.path`` and working directory) pickled with the
+``"module:function"``, the parent's ``sys.path``, working directory and environment) pickled with the
 standard library, then the target's arguments as ``cloudpickle`` bytes (a callable target
 travels with them). It sets
 ``sys.path`` and the directory first, so the arguments unpickle exactly as they would in
@@ -52,7 +52,9 @@ def read_exactly(sock: socket.socket, n: int) -> bytes:
 
 def run(payload: bytes, fds: list[int]) -> int:
     """Unpack ``payload`` and call its target; the process's exit code."""
-    target, path, cwd, args_bytes = pickle.loads(payload)
+    target, path, cwd, environ, args_bytes = pickle.loads(payload)
+    os.environ.clear()  # the parent's environment now, not the fork server's when it started
+    os.environ.update(environ)
     sys.path[:] = path
     try:
         os.chdir(cwd)

@@ -417,7 +417,8 @@ class Spawner:
         args_bytes = dumps(
             shipped, what, who="starting a worker", remedy="Pass something picklable instead."
         )
-        payload = pickle.dumps((named, list(sys.path), os.getcwd(), args_bytes))
+        here = (list(sys.path), os.getcwd(), dict(os.environ))
+        payload = pickle.dumps((named, *here, args_bytes))
         if self.method == "fresh":
             return _start_fresh(payload, pass_fds, name)
         return self._fork_server().fork(payload, pass_fds, self.preload, name)
