@@ -148,11 +148,14 @@ class WorkerProcess:
     there): use :meth:`poll` / :meth:`join` / :attr:`exitcode`, never ``os.waitpid``.
     """
 
-    def __init__(self, pid: int, boot: socket.socket, name: str, popen: Any = None) -> None:
+    def __init__(
+        self, pid: int, boot: socket.socket, name: str, popen: Any = None, pidfd: int = -1
+    ) -> None:
         self.pid = pid
         self.name = name
         self._boot = boot
         self._popen = popen
+        self._pidfd = pidfd  # signals go to this process, never to a later one with its pid
         self._code: int | None = None
         self._ended = False
 
@@ -209,13 +212,21 @@ class WorkerProcess:
             self._code = int.from_bytes(data, "little", signed=True) if len(data) == 8 else None
         self._ended = True
         self._boot.close()
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+            self._pidfd = -1
         return True
 
     def _signal(self, signum: int) -> None:
-        if self._ended:
-            return
+        if self._check(0.0):
+            return  # it ended: its pid may already name another process
         try:
-            os.kill(self.pid, signum)
+            if self._popen is not None:
+                self._popen.send_signal(signum)
+            elif self._pidfd >= 0:
+                signal.pidfd_send_signal(self._pidfd, signum)
+            else:  # pragma: no cover - no pidfd here (not Linux)
+                os.kill(self.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
 
@@ -232,6 +243,9 @@ class WorkerProcess:
         if not self._ended:
             self._ended = True
             self._boot.close()
+            if self._pidfd >= 0:
+                os.close(self._pidfd)
+                self._pidfd = -1
 
     def __repr__(self) -> str:
         state = "alive" if not self._ended else describe_exit(self._code)
@@ -344,12 +358,13 @@ class _ForkServer:
                     "the worker fork server could not fork a worker (fork() failed)"
                 ) from None
             pid = int.from_bytes(raw, "little", signed=True)
+            pidfd = _pidfd(pid)  # race-free: the worker waits for its payload, it cannot have ended
             boot.sendall(len(payload).to_bytes(8, "little") + payload)
         except BaseException:
             boot.close()
             raise
         boot.setblocking(False)
-        return WorkerProcess(pid, boot, name)
+        return WorkerProcess(pid, boot, name, pidfd=pidfd)
 
     def stop(self) -> None:
         """Close the control socket; the server exits once its workers did (wait for it)."""
@@ -364,6 +379,14 @@ class _ForkServer:
         except subprocess.TimeoutExpired:
             self.popen.kill()
             self.popen.wait(5.0)
+
+
+def _pidfd(pid: int) -> int:
+    """A file descriptor naming process ``pid`` (Linux >= 5.3), or ``-1``."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # pragma: no cover - not Linux, or an old kernel
+        return -1
 
 
 _SERVER: _ForkServer | None = None

@@ -185,12 +185,15 @@ class ProcessBackend:
             time.sleep(min(timeout, 0.05))
             return []
         handles: dict[Any, tuple[int, str]] = {}
+        exited: set[int] = set()
         for slot, p in live.items():
             handles[p.conn] = (slot, "conn")
-            handles[p.process.sentinel] = (slot, "exit")
-        ready = multiprocessing.connection.wait(list(handles), timeout)
+            if p.process.sentinel >= 0:
+                handles[p.process.sentinel] = (slot, "exit")
+            else:  # its end was already seen (and its sentinel closed)
+                exited.add(slot)
+        ready = multiprocessing.connection.wait(list(handles), 0.0 if exited else timeout)
         events: list[Event] = []
-        exited: set[int] = set()
         for handle in ready:
             slot, what = handles[handle]
             if what == "exit":
