@@ -97,7 +97,10 @@ SCENARIOS: dict[str, tuple[str, bool, Callable[[int], Any], int]] = {
 
 def make_env(scenario: str) -> Any:
     """The scenario's env, built in this process as ``rlmesh serve`` builds it."""
-    from rlmesh.serve._command import load_env_target
+    try:
+        from rlmesh._spawn.recipe import load_env_target
+    except ImportError:  # a tree from before rlmesh._spawn (the ledger compares trees)
+        from rlmesh.serve._command import load_env_target  # type: ignore[attr-defined,no-redef]
 
     env, _factory = load_env_target(SCENARIOS[scenario][0])
     return env

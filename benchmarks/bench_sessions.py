@@ -9,8 +9,8 @@ ranges are printed:
 - ``idle``: one client's step cost on a ``--sessions 4`` endpoint with 3 other sessions
   open and idle, versus a single-session endpoint (goal: within 10 %).
 - ``start``: connect time when the session worker is started on demand (``--prewarm 0``:
-  fork from the forkserver + build the env) versus waiting ready (``--prewarm 1``), and
-  on demand with ``RLMESH_SESSION_START_METHOD=spawn`` (a fresh interpreter per worker).
+  fork from the fork server + build the env) versus waiting ready (``--prewarm 1``), and
+  on demand with ``RLMESH_WORKER_START=fresh`` (a fresh interpreter per worker).
 - ``model``: 8 client processes driving one ``serve-model --sessions 8`` whose batched
   forward takes 2 ms whatever the batch size: predicts/s with fusion versus in turn
   (``--no-fuse``).
@@ -165,14 +165,14 @@ def start(pairs: int) -> dict[str, float]:
     cold: list[float] = []
     warm: list[float] = []
     spawned: list[float] = []
-    os.environ["RLMESH_SESSION_START_METHOD"] = (
-        "spawn"  # the third endpoint: a fresh interpreter per worker
+    os.environ["RLMESH_WORKER_START"] = (
+        "fresh"  # the third endpoint: a fresh interpreter per worker
     )
     try:
         spawning_cm = served("CartPole-v1", "tcp", "--sessions", "2")
         spawning = spawning_cm.__enter__()
     finally:
-        del os.environ["RLMESH_SESSION_START_METHOD"]
+        del os.environ["RLMESH_WORKER_START"]
     try:
         with (
             served("CartPole-v1", "tcp", "--sessions", "2") as on_demand,
@@ -180,7 +180,7 @@ def start(pairs: int) -> dict[str, float]:
         ):
             connect_ms(
                 on_demand
-            )  # the forkserver's own start (once per endpoint) is not a session's cost
+            )  # the fork server's own start (once per endpoint) is not a session's cost
             connect_ms(pooled)
             for _ in range(pairs):
                 cold.append(connect_ms(on_demand))
@@ -188,7 +188,7 @@ def start(pairs: int) -> dict[str, float]:
                 spawned.append(connect_ms(spawning))
     finally:
         spawning_cm.__exit__(None, None, None)
-    a = report("connect, worker on demand (forkserver), ms", cold, unit="ms")
+    a = report("connect, worker on demand (fork server), ms", cold, unit="ms")
     b = report("connect, worker ready (--prewarm 1), ms", warm, unit="ms")
     c = report("connect, worker on demand (spawn), ms", spawned, unit="ms")
     return {"on_demand_ms": a, "prewarmed_ms": b, "spawn_ms": c}

@@ -21,12 +21,17 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     ├── ConnectFailed (ConnectionError)          could not reach an endpoint
     ├── BindFailed (ConnectionError)             a server could not bind its address
     ├── ConnectionLost (ConnectionError)         the peer went away; ``__cause__`` is the OSError
+    │   ├── ActorLost                            a Ray fleet actor is gone for good (rlmesh.ray)
+    │   └── LanesLost                            a fleet vector env's actors died; reset() reconnects
     ├── SessionClosed (ConnectionError)          used after ``close()`` or after a fatal error
     ├── RequestTimeout (TimeoutError)            a client-side deadline expired
     ├── AsyncCallError                           step_async/step_wait called out of order
     │   ├── AlreadyPendingCallError              a second call while a step is in flight
     │   └── NoAsyncCallError                     step_wait() with no step_async() before it
     ├── EndpointLost (ConnectionError)           one endpoint of a many-endpoint vector env broke
+    ├── WorkerLost (ConnectionError)             workers= : an episode's workers kept dying (rlmesh.eval)
+    ├── FleetStartError                          a Ray fleet's actor could not build or serve its env
+    │   └── FleetStartTimeout (TimeoutError)     ... or was not serving in time
     ├── AdapterResolutionError (ValueError)      model spec and env tags do not pair
     ├── ShapeMismatch (ValueError)               a value is not the shape/dtype its key needs
     ├── UnsupportedSpace (TypeError)             an env's space is a kind rlmesh cannot carry
@@ -44,12 +49,19 @@ maps a code read off the wire to its class through one table.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "CODE_NUMBERS",
     "AdapterResolutionError",
     "AlreadyPendingCallError",
+    "ActorLost",
     "AsyncCallError",
     "EndpointLost",
+    "FleetStartError",
+    "FleetStartTimeout",
+    "LanesLost",
+    "WorkerLost",
     "NoAsyncCallError",
     "BindFailed",
     "Cancelled",
@@ -290,6 +302,69 @@ class EndpointLost(RLMeshException, ConnectionError):
         self.address = address
         self.index = index
         self.lanes = lanes
+
+
+class WorkerLost(RLMeshException, ConnectionError):
+    """Workers died and an episode could not be finished within ``max_retries`` re-runs.
+
+    Raised by ``rlmesh.run(..., workers=...)``; also ``rlmesh.eval.WorkerLost``.
+
+    Attributes:
+        index: The episode index that ran out of retries (``None``: every worker was lost).
+        reasons: Why each attempt was lost (one line per attempt).
+    """
+
+    def __init__(
+        self, message: str, *, index: int | None = None, reasons: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.index = index
+        self.reasons = reasons
+
+    def __reduce__(self) -> Any:
+        return (_worker_lost, (str(self), self.index, self.reasons))
+
+
+def _worker_lost(message: str, index: int | None, reasons: tuple[str, ...]) -> WorkerLost:
+    return WorkerLost(message, index=index, reasons=reasons)
+
+
+class FleetStartError(RLMeshException):
+    """An actor of a new ``rlmesh.ray.EnvFleet`` could not build or serve its env; no actor is left running."""
+
+
+class FleetStartTimeout(FleetStartError, TimeoutError):
+    """The fleet's actors were not all serving in time (often: the cluster lacks the resources asked)."""
+
+
+class ActorLost(ConnectionLost):
+    """A fleet actor is gone for good (Ray will not restart it), or its restart could not serve.
+
+    Attributes:
+        index: The actor's position in the fleet.
+    """
+
+    def __init__(self, message: str, *, index: int) -> None:
+        self.index = index
+        super().__init__(message)
+
+
+class LanesLost(ConnectionLost):
+    """Fleet actors died: their lanes are lost until the next ``reset()`` reconnects.
+
+    Attributes:
+        actors: Indices of the lost actors in the fleet.
+        addresses: The endpoints they served at (a restarted actor serves elsewhere).
+        lanes: The lost lanes of the vector env, in order.
+    """
+
+    def __init__(
+        self, message: str, *, actors: list[int], addresses: list[str], lanes: list[int]
+    ) -> None:
+        self.actors = actors
+        self.addresses = addresses
+        self.lanes = lanes
+        super().__init__(message)
 
 
 class AdapterResolutionError(RLMeshException, ValueError):

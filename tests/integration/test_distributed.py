@@ -476,7 +476,7 @@ def test_an_unpicklable_model_is_refused_naming_it() -> None:
 
     with pytest.raises(
         TypeError,
-        match=r"ships the model to every worker .* but Locked\(policy\) .* cannot be pickled",
+        match=r"sends the model to another process, but Locked\(policy\)\.lock \(a _thread\.lock\) cannot be pickled",
     ):
         rlmesh.run(Locked(), Walk, seeds=[1], workers=2)
 
@@ -579,7 +579,7 @@ def test_rlmesh_eval_workers_runs_in_worker_processes(
 def test_the_progress_line_shows_counts_rate_eta_wilson_interval_and_workers() -> None:
     import io
 
-    from rlmesh.eval._progress import RunProgress, wilson_interval
+    from rlmesh.eval.distributed.progress import RunProgress, wilson_interval
 
     out = io.StringIO()
     progress = RunProgress(10, 4, enabled=True, out=out)

@@ -57,7 +57,7 @@ def test_a_factory_served_over_tcp_stamps_its_tags_into_the_contract(
 
 
 def test_cli_factory_params_are_validated_before_make() -> None:
-    from rlmesh.serve._command import load_env_target
+    from rlmesh._spawn.recipe import load_env_target
 
     with pytest.raises(ParamError, match="dificulty"):
         load_env_target("point_reach:PointReachFactory", kwargs={"dificulty": "hard"})

@@ -160,6 +160,28 @@ def test_an_env_factory_and_a_callable_get_their_kwargs_on_every_actor(ray_local
                     client.close()
 
 
+class CartPoleMaker:
+    """An env factory that is no EnvFactory subclass: anything with ``make()`` (seed types.SupportsMake)."""
+
+    def __init__(self) -> None:
+        self.prepared = False
+
+    def prepare(self) -> None:
+        self.prepared = True
+
+    def make(self, max_steps: int = 500) -> Any:
+        assert self.prepared
+        return gym.make("CartPole-v1", max_episode_steps=max_steps)
+
+
+def test_a_factory_class_with_make_serves_on_every_actor(ray_local: Any) -> None:
+    with EnvFleet(CartPoleMaker, 2, env_kwargs={"max_steps": 3}) as fleet:
+        for address in fleet.addresses:
+            with rnp.RemoteEnv(address) as client:
+                client.reset(seed=0)
+                assert [client.step(0)[3] for _ in range(3)] == [False, False, True]
+
+
 def test_an_env_that_cannot_be_built_fails_the_start_and_leaves_no_actor(ray_local: Any) -> None:
     before = actor_pids()
     with pytest.raises(FleetStartError, match="NoSuchEnv") as caught:
@@ -171,7 +193,10 @@ def test_an_env_that_cannot_be_built_fails_the_start_and_leaves_no_actor(ray_loc
 def test_an_env_that_cannot_be_pickled_is_refused_before_any_actor_starts(ray_local: Any) -> None:
     before = actor_pids()
     lock = threading.Lock()
-    with pytest.raises(TypeError, match=r"cannot be sent to Ray actors.*lock"):
+    with pytest.raises(
+        TypeError,
+        match=r"EnvFleet sends the env to another process, but .*'lock'.* cannot be pickled",
+    ):
         EnvFleet(lambda: (lock, gym.make("CartPole-v1"))[1], 2)
     assert actor_pids() <= before
 

@@ -84,6 +84,7 @@ def test_a_sandboxed_env_is_relayed_on_the_actors_address_without_shadowed_info(
 
     import rlmesh
     import rlmesh.numpy as rnp
+    from rlmesh._spawn import EnvRecipe
     from rlmesh.ray import _actor
     from rlmesh.serve import Lanes
 
@@ -104,8 +105,8 @@ def test_a_sandboxed_env_is_relayed_on_the_actors_address_without_shadowed_info(
 
     monkeypatch.setattr(_actor._numpy, "SandboxEnv", fake_sandbox(rnp.RemoteEnv))
     monkeypatch.setattr(_actor._numpy, "SandboxVectorEnv", fake_sandbox(rnp.RemoteVectorEnv))
-    spec = _actor.EnvSpec("gym://CartPole-v1", lanes=lanes, sandbox={"backend": "venv"})
-    relay, factory = spec.build()
+    recipe = EnvRecipe(_actor.SandboxedEnv("gym://CartPole-v1", lanes, {"backend": "venv"}))
+    relay, factory = recipe.build().env, None
     relay_server = rlmesh.EnvServer(relay, "127.0.0.1:0").start()
     client_cls = rnp.RemoteEnv if lanes == 1 else rnp.RemoteVectorEnv
     client = client_cls(relay_server.address)
@@ -155,5 +156,5 @@ def test_a_fleet_before_ray_init_starts_a_loopback_ray_unless_RAY_ADDRESS_names_
     assert calls == (
         [{"address": "local", "_node_ip_address": "127.0.0.1", "include_dashboard": False}]
         if ray_address is None
-        else [{}]
+        else [{"include_dashboard": False}]
     )

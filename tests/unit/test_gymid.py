@@ -20,8 +20,8 @@ from conftest import require
 gym = require("gymnasium")
 
 from rlmesh import _gymid  # noqa: E402
+from rlmesh._spawn.recipe import load_env_target  # noqa: E402
 from rlmesh.errors import RLMeshException, UnknownEnvId  # noqa: E402
-from rlmesh.serve._command import load_env_target  # noqa: E402
 
 
 def _package(tmp_path: Path, module: str, env_id: str) -> None:

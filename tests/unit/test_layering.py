@@ -69,6 +69,8 @@ LAYERS: dict[str, float] = {
     "rlmesh.openpi": 5.5,
     # 6 authoring, then the two users of everything below: serving and evaluation
     "rlmesh.authoring": 6.0,
+    # "run it in another process": the env recipe, worker start/stop, Ray start-up (issue 34)
+    "rlmesh._spawn": 6.05,
     "rlmesh.serve": 6.1,
     "rlmesh.eval": 6.2,
     # 7 hooks and backends on top of the loop and the clients
@@ -149,12 +151,6 @@ ALLOWED: list[Lazy] = [
         "main",
         "rlmesh._cli.serve_module",
         "porch rlmesh.serve.main: `python -m rlmesh.serve`'s parser lives with the other command lines (issue 23)",
-    ),
-    Lazy(
-        "rlmesh.serve._server",
-        "EnvServer.__new__",
-        "rlmesh.serve._pool",
-        "EnvServer(target, sessions=N) is a SessionsEnvServer, a subclass defined in serve._pool (issue 25)",
     ),
     Lazy(
         "rlmesh.ray._vector",
@@ -539,11 +535,6 @@ PRIVATE_ALLOWED: list[Reach] = [
         "the compiled value plans are cached on the SpaceSpec they compile",
     ),
     Reach("rlmesh._plan", "_leaf", "a plan compiles ValueCodec's per-leaf encoder into its own"),
-    Reach(
-        "rlmesh._cli._signals",
-        "_exit",
-        "os._exit (the standard library), not TermWatch._exit: a second SIGTERM exits at once",
-    ),
     Reach("rlmesh.adapters._space_outline", "_bounds_arrays", _SPEC_CODEC),
     *_reaches(
         ("rlmesh.client._env", "rlmesh.serve._driver", "rlmesh.wire.values"), "_shape", _SPEC_CODEC
@@ -574,34 +565,9 @@ PRIVATE_ALLOWED: list[Reach] = [
         "rlmesh.run reads a model's implemented predict corners (ModelBase's, duck-typed) to route it",
     ),
     Reach(
-        "rlmesh.eval._api",
-        "_supports_device",
-        "rlmesh.run asks a framework model whether it takes device= (duck-typed)",
-    ),
-    Reach(
-        "rlmesh.sandbox._model",
-        "_new",
-        "Session._new is the session's internal constructor; a sandboxed model builds its session like Model.session",
-    ),
-    Reach(
-        "rlmesh.eval._job",
-        "_sandbox_info",
-        "a job reads a sandboxed env's build info when there is one (duck-typed getattr)",
-    ),
-    *_reaches(
-        ("rlmesh._cli.serve_module", "rlmesh.serve._model", "rlmesh._cli.serve_model"),
-        "_spec",
-        "a served model's declared spec (ModelBase._spec), read duck-typed",
-    ),
-    Reach(
         "rlmesh.serve._model",
         "_fire_episode_end",
         "the model endpoint fires the model's episode-end corner as Model.run does",
-    ),
-    Reach(
-        "rlmesh.serve._model",
-        "_supports_device",
-        "the model endpoint asks a framework model whether it takes device=",
     ),
     Reach(
         "rlmesh.view._http",
@@ -618,64 +584,14 @@ PRIVATE_IMPORTS_ALLOWED: list[Reach] = [
         "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values",
     ),
     Reach(
-        "rlmesh.serve._framework",
-        "_is_jax",
-        "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values",
-    ),
-    Reach(
-        "rlmesh.serve._framework",
-        "_is_torch",
-        "the value bridges' framework tests, re-exported by rlmesh._bridge for the layers that classify values",
-    ),
-    Reach(
         "rlmesh.client._session",
         "_advance",
         "the straight step road advances the wire session's state in its own frame (issue 24)",
     ),
     Reach(
-        "rlmesh.models._base",
-        "_make_session",
-        "porch Model.session builds the session in eval (the in-function import above)",
-    ),
-    Reach(
-        "rlmesh.sandbox._model",
-        "_check_view",
-        "a sandboxed model validates view= exactly like Model.run",
-    ),
-    Reach(
-        "rlmesh.ray._actor",
-        "_resolve",
-        "an env actor resolves a serve target exactly like `rlmesh serve` does",
-    ),
-    Reach(
-        "rlmesh.serve._pool",
-        "_usable_cpus",
-        "the session pool sizes itself with busy-polling's CPU count",
-    ),
-    Reach(
         "rlmesh.transport.stream", "_TABLES", "the stream's header parse shares the frame tables"
     ),
     Reach("rlmesh.transport.stream", "_table", "the stream's header parse shares the frame tables"),
-    *_reaches(
-        ("rlmesh._cli._serving", "rlmesh._cli.serve_module"),
-        "_resolve",
-        "the command lines resolve a serve target with serve's own resolver (the library's serve_env uses it too)",
-    ),
-    Reach(
-        "rlmesh._cli.serve",
-        "_RESERVED_KWARGS",
-        "`rlmesh serve` refuses the env kwargs serve_env reserves, from serve's own list",
-    ),
-    Reach(
-        "rlmesh._cli.serve",
-        "_close_all",
-        "`rlmesh serve` closes what it built with serve's own helper",
-    ),
-    Reach(
-        "rlmesh._cli.serve_module",
-        "_serve_env",
-        "`python -m rlmesh.serve` runs serve_env's body with its parsed options",
-    ),
     Reach(
         "rlmesh.types", "_NoAdapter", "the public type aliases name the no-adapter sentinel's type"
     ),

@@ -50,6 +50,7 @@ from ._base import (
 from ._jax import (
     JAX_SHARE_MIN_BYTES as JAX_SHARE_MIN_BYTES,
     _is_jax as _is_jax,
+    _is_jax as is_jax,
     jax_asarray as jax_asarray,
     jax_from_array as jax_from_array,
     jax_wrap_fresh as jax_wrap_fresh,
@@ -63,6 +64,7 @@ from ._registry import (
 )
 from ._torch import (
     _is_torch as _is_torch,
+    _is_torch as is_torch,
     torch_as_tensor as torch_as_tensor,
     torch_from_tensor as torch_from_tensor,
 )
@@ -75,6 +77,8 @@ __all__ = [
     "Bridge",
     "asarray",
     "from_array",
+    "is_jax",
+    "is_torch",
     "jax_asarray",
     "jax_from_array",
     "resolve_bridge",

@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._build import EDITION_BASE, resolve_declared_edition
+from .._spawn.recipe import import_packages, resolve_target
 from .._termtext import term_safe
 from ..errors import WorkflowEditionWarning
 from ..models import ModelBase
-from ..serve._command import _resolve, import_packages
 from ..serve._options import ServeOptions
 
 __all__ = [
@@ -118,6 +118,27 @@ def write_ready_file(path: str, address: str) -> None:
         raise
 
 
+def add_endpoint_flags(p: argparse.ArgumentParser) -> None:
+    """The flags every serving command shares: the declared edition, remote shutdown, idle timeout."""
+    p.add_argument(
+        "--workflow-edition",
+        default=None,
+        help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)",
+    )
+    p.add_argument(
+        "--allow-remote-shutdown",
+        action="store_true",
+        help="let a client stop the server (default: off)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop after SECONDS without a client (default: never)",
+    )
+
+
 def default_address() -> str:
     """``$RLMESH_ADDRESS``, else ``127.0.0.1:$RLMESH_PORT`` (50051): loopback unless told otherwise."""
     return os.environ.get("RLMESH_ADDRESS") or f"127.0.0.1:{os.environ.get('RLMESH_PORT', '50051')}"
@@ -152,7 +173,7 @@ def is_model_target(target: str, packages: Sequence[str]) -> bool:
     """Whether ``module:attr`` names an rlmesh Model class or instance."""
     try:
         import_packages(packages)
-        obj = _resolve(target)
+        obj = resolve_target(target)
     except Exception:
         return False
     return isinstance(obj, ModelBase) or (isinstance(obj, type) and issubclass(obj, ModelBase))
@@ -226,7 +247,7 @@ def edition_notice(args: argparse.Namespace, target: str) -> None:
     """
     if args.workflow_edition:
         return
-    if _resolve(target) is None:  # a Gymnasium id: the user cannot act on the env
+    if resolve_target(target) is None:  # a Gymnasium id: the user cannot act on the env
         resolve_declared_edition(warn=False)
         warnings.filterwarnings("ignore", category=WorkflowEditionWarning)
         return

@@ -16,16 +16,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..serve._command import (
-    _RESERVED_KWARGS,
-    _close_all,
-    load_env_target,
-    mark_startup,
-    startup_text,
-)
-from ..serve._pool import EnvRecipe, SessionsEnvServer
+from .._spawn.recipe import RESERVED_ENV_KWARGS, EnvRecipe, close_quietly, load_env_target
+from ..serve._command import mark_startup, startup_text
 from ..serve._server import EnvServer
+from ..serve._sessions.control import SessionSpec
 from ._serving import (
+    add_endpoint_flags,
     announce,
     binding_of,
     default_address,
@@ -117,23 +113,7 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         default=os.environ.get("RLMESH_DEVICE") or None,
         help="device for torch/jax actions, e.g. cuda:0 (default: $RLMESH_DEVICE or the framework's default)",
     )
-    p.add_argument(
-        "--workflow-edition",
-        default=None,
-        help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)",
-    )
-    p.add_argument(
-        "--allow-remote-shutdown",
-        action="store_true",
-        help="let a client stop the server (default: off)",
-    )
-    p.add_argument(
-        "--idle-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="stop after SECONDS without a client (default: never)",
-    )
+    add_endpoint_flags(p)
     p.add_argument(
         "--sessions",
         type=_positive_int,
@@ -202,7 +182,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
 
     def body() -> int:
         kwargs = binding_of(args)
-        for key in _RESERVED_KWARGS:
+        for key in RESERVED_ENV_KWARGS:
             if key in kwargs:
                 parser.error(f"{key!r} is a serving option; use --{key.replace('_', '-')}")
         options = options_of(args)
@@ -223,7 +203,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
                 env, args.address, options=options, framework=args.framework, device=args.device
             )
         except BaseException:
-            _close_all(env)
+            close_quietly(env)
             raise
         mark_startup("listen")
         announce(args, "env", server.address, startup_text())
@@ -241,7 +221,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
 def _serve_sessions(
     args: argparse.Namespace, target: str, kwargs: dict[str, object], options: object
 ) -> int:
-    """``--sessions N``: a supervisor here, each session's env in its own worker process (issue 25)."""
+    """``--sessions N``: a supervisor here, each session's env in its own worker process."""
     recipe = EnvRecipe(
         target,
         kwargs,
@@ -249,12 +229,10 @@ def _serve_sessions(
         vectorization_mode=args.vectorization_mode,
         autoreset=args.autoreset,
         packages=tuple(args.package),
-        framework=args.framework,
-        device=args.device,
-        options=options,  # type: ignore[arg-type]
     )
-    server = SessionsEnvServer(
-        None, args.address, sessions=args.sessions, prewarm=args.prewarm, recipe=recipe
+    spec = SessionSpec(recipe, framework=args.framework, device=args.device, options=options)  # type: ignore[arg-type]
+    server = EnvServer.for_sessions(
+        spec, args.address, sessions=args.sessions, prewarm=args.prewarm
     )
     mark_startup("listen")
     announce(args, "env", server.address, f" ({args.sessions} sessions){startup_text()}")

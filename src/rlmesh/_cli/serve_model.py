@@ -18,8 +18,10 @@ from typing import Any
 
 from .._target import load_target
 from ..models import ModelBase, NumpyModel
+from ..models._base import declared_spec
 from ..serve._model import ModelServer
 from ._serving import (
+    add_endpoint_flags,
     announce,
     binding_of,
     default_address,
@@ -80,23 +82,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
         metavar="KEY=VALUE",
         help="one from_config() parameter (repeatable; default: none)",
     )
-    p.add_argument(
-        "--workflow-edition",
-        default=None,
-        help="workflow edition to declare, e.g. 2026.06 (default: float to the newest supported, with a warning)",
-    )
-    p.add_argument(
-        "--allow-remote-shutdown",
-        action="store_true",
-        help="let a client stop the server (default: off)",
-    )
-    p.add_argument(
-        "--idle-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="stop after SECONDS without a client (default: never)",
-    )
+    add_endpoint_flags(p)
     p.add_argument(
         "--sessions",
         type=int,
@@ -158,7 +144,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
             )
             announce(args, "model", server.address)
             return serve_until_stopped(server)
-        if getattr(model, "_spec", None) is None:
+        if declared_spec(model) is None:
             print(
                 "RLMesh: the served model declares no spec; clients drive it with raw env values",
                 file=sys.stderr,

@@ -16,8 +16,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..serve._command import _resolve, import_packages, mark_startup, startup_text
-from ..serve._main import RESERVED_BINDING_KEYS, _serve_env
+from .._spawn.recipe import import_packages, resolve_target
+from ..models._base import declared_spec
+from ..serve._command import mark_startup, startup_text
+from ..serve._main import RESERVED_BINDING_KEYS, run_serve_env
 from ..serve._model import ModelServer
 from ..serve._options import ServeOptions
 from ._serving import default_address, exposed, run_command, write_ready_file
@@ -149,14 +151,7 @@ def _parse(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rlmesh.serve``: serve a model (positional) or an env (``--env``) (CNF2-B8).
-
-    Returns the exit code: 0 after a normal stop, 1 on an error (one ``Error:``
-    line on stderr), 130 on Ctrl-C. Invalid arguments -- no target or two,
-    ``--framework``/``--device`` with a model, ``--kwargs-json`` that is not a
-    JSON object, a reserved binding key, a bad ``RLMESH_NUM_ENVS`` -- are usage
-    errors: ``SystemExit`` with status 2.
-    """
+    """``python -m rlmesh.serve`` (CNF2-B8): see :func:`rlmesh.serve.main` for the exit codes."""
     mark_startup("imports")
     _parser, args, binding, num_envs = _parse(argv)
 
@@ -173,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def serve_model() -> int:
         model = load_model_target(args.model, binding)
         mark_startup("model")
-        if getattr(model, "_spec", None) is None:
+        if declared_spec(model) is None:
             print(
                 "RLMesh: the served model declares no spec; clients drive it with raw env values",
                 file=sys.stderr,
@@ -193,10 +188,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     def serve_env_target() -> int:
         source: Any = args.env
         import_packages(args.imports)
-        resolved = _resolve(args.env)  # module:attr -> the object; a Gymnasium id stays a string
+        resolved = resolve_target(
+            args.env
+        )  # module:attr -> the object; a Gymnasium id stays a string
         if resolved is not None:
             source = resolved
-        _serve_env(
+        run_serve_env(
             source,
             args.address,
             num_envs=num_envs,

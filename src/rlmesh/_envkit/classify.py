@@ -7,11 +7,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .._autoreset import Autoreset
 from .._contract import UNKNOWN_ENV_ID
 from .._keys import AUTORESET_MODE_KEY, MAX_EPISODE_STEPS_KEY
 
 __all__ = [
-    "AUTORESET_CHOICES",
     "Lanes",
     "autoreset_mode_of",
     "autoreset_name",
@@ -26,23 +26,11 @@ __all__ = [
 ]
 
 _MODES = {"NextStep": "NextStep", "SameStep": "SameStep", "Disabled": "Disabled"}
-#: Command-line spellings of the autoreset modes (``--autoreset``) and their wire names.
-AUTORESET_CHOICES = {"next-step": "NextStep", "same-step": "SameStep", "disabled": "Disabled"}
 
 
 def autoreset_name(mode: Any) -> str:
-    """``"NextStep"``/``"SameStep"``/``"Disabled"`` from a CLI spelling, a wire name or an ``AutoresetMode``."""
-    value = getattr(mode, "value", mode)
-    if isinstance(value, str):
-        if value in _MODES:
-            return value
-        key = value.strip().lower().replace("_", "-")
-        if key in AUTORESET_CHOICES:
-            return AUTORESET_CHOICES[key]
-    raise ValueError(
-        f"unknown autoreset mode {mode!r}; use 'next-step', 'same-step' or 'disabled' "
-        "(or a gymnasium AutoresetMode)"
-    )
+    """``"NextStep"``/``"SameStep"``/``"Disabled"`` from any spelling :meth:`Autoreset.parse` reads."""
+    return Autoreset.parse(mode).value
 
 
 class Lanes(list[Any]):

@@ -45,29 +45,12 @@ from ..transport.busypoll import FAN_OUT_CAPABILITY
 from ._env import _RemoteEnvBase
 from ._lanes import batch1, concat, lane_infos, lane_seeds, merge, take
 
-__all__ = ["AUTORESET_NAMES", "FanOut", "normalize_autoreset"]
-
-#: Accepted spellings of the autoreset modes (Gymnasium's enum values and the CLI's).
-AUTORESET_NAMES = {
-    "nextstep": "NextStep",
-    "next-step": "NextStep",
-    "next_step": "NextStep",
-    "samestep": "SameStep",
-    "same-step": "SameStep",
-    "same_step": "SameStep",
-    "disabled": "Disabled",
-}
+__all__ = ["FanOut", "normalize_autoreset"]
 
 
 def normalize_autoreset(mode: Any) -> str | None:
-    """``None``, a wire name, a CLI name or a ``gymnasium.vector.AutoresetMode`` -> wire name."""
-    if mode is None:
-        return None
-    raw = getattr(mode, "value", mode)
-    key = str(raw).strip().lower()
-    if key not in AUTORESET_NAMES:
-        raise ValueError(f"autoreset_mode must be next-step, same-step or disabled, got {mode!r}")
-    return AUTORESET_NAMES[key]
+    """``None``, or the wire name of any spelling :meth:`Autoreset.parse` reads."""
+    return None if mode is None else Autoreset.parse(mode, what="autoreset_mode").value
 
 
 class _EndpointClient(_RemoteEnvBase):

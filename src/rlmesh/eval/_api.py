@@ -13,24 +13,35 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .._build import validate_edition
 from ..client._model import RemoteModel, RemoteRoute
-from ..models._base import ModelBase
+from ..models._base import ModelBase, check_device
 from ..models._numpy import NumpyModel
 from ..models._route import LocalRoute, RandomRoute
 from ..models._sentinels import RANDOM_SAMPLE
 from ..models._warn import user_stacklevel as _user_stacklevel
-from ..view._config import View, normalize_view
-from ._distributed import WorkerPool, run_distributed
+from ..view._config import normalize_view
 from ._hooks import RunHooks
+from ._options import RunOptions, SessionKeywords, SessionOptions
 from ._results import RunResult
 from ._session import Session, new_session
 from ._targets import classify_target
-from ._workers import Workers, normalize_workers
+from .distributed import WorkerPool, Workers, normalize_workers, run_distributed
 
-__all__ = ["MAX_EXECUTION_HORIZON", "run", "served_session", "session"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = [
+    "MAX_EXECUTION_HORIZON",
+    "check_served_horizon",
+    "open_session",
+    "run",
+    "run_with",
+    "served_session",
+    "session",
+]
 
 ObsT = TypeVar("ObsT")
 ActT = TypeVar("ActT")
@@ -58,9 +69,15 @@ def _check_horizon(execution_horizon: Any, has_chunk: bool, who: str) -> int:
     return execution_horizon
 
 
-def _check_view(view: Any) -> View | None:
-    """Validate a ``view=`` argument (VIEW-2): the normalized :class:`View`, or ``None`` when off."""
-    return normalize_view(view)
+def check_served_horizon(execution_horizon: Any) -> int:
+    """A served model's ``execution_horizon``: an int >= 1 (its server replays the chunks)."""
+    if (
+        isinstance(execution_horizon, bool)
+        or not isinstance(execution_horizon, int)
+        or execution_horizon < 1
+    ):
+        raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
+    return execution_horizon
 
 
 def _check_edition(workflow_edition: str | None) -> str | None:
@@ -68,98 +85,55 @@ def _check_edition(workflow_edition: str | None) -> str | None:
 
 
 def _make_session(
-    model: ModelBase[Any, Any],
-    env: Any,
-    *,
-    instruction: str | None,
-    close_env: bool,
-    trust_entrypoints: bool | None,
-    execution_horizon: int,
-    view: Any,
-    workflow_edition: str | None,
-    owns_model: bool,
-    prefetch_lead: int = 0,
+    model: ModelBase[Any, Any], env: Any, opts: SessionOptions, *, owns_model: bool
 ) -> Session[Any, Any]:
     """Bind a local model instance to an env target (lazy: nothing is opened here, EVAL-10)."""
-    horizon = _check_horizon(execution_horizon, model._corners.has_chunk, type(model).__name__)
-    if model.device is not None and not type(model)._supports_device:
-        raise ValueError(
-            f"{type(model).__name__}.device={model.device!r} requires a torch/jax model; "
-            f"numpy and native models run on the host -- set device=None"
-        )
+    horizon = _check_horizon(opts.execution_horizon, model._corners.has_chunk, type(model).__name__)
+    check_device(model)
+    instruction = opts.instruction
     if instruction is not None and not isinstance(instruction, str):
         raise TypeError(f"instruction must be a str or None, got {type(instruction).__name__}")
-    view_cfg = _check_view(view)
-    if isinstance(prefetch_lead, bool) or not isinstance(prefetch_lead, int) or prefetch_lead < 0:
-        raise ValueError(f"prefetch_lead must be an int >= 0, got {prefetch_lead!r}")
-    edition = _check_edition(workflow_edition)
+    view_cfg = normalize_view(opts.view)  # VIEW-2
+    edition = _check_edition(opts.workflow_edition)
     kind = classify_target(env)
     route = LocalRoute(
         model,
         instruction=instruction,
-        trust_entrypoints=trust_entrypoints,
+        trust_entrypoints=opts.trust_entrypoints,
         execution_horizon=horizon,
-        prefetch_lead=prefetch_lead,
+        prefetch_lead=opts.prefetch_lead,
     )
     return new_session(
         route,
         env,
         kind,
-        close_env=close_env,
+        close_env=opts.close_env,
         workflow_edition=edition,
         owned_model=model if owns_model else None,
         view=view_cfg,
     )
 
 
-def _random_session(
-    env: Any, *, close_env: bool, execution_horizon: int, view: Any, workflow_edition: str | None
-) -> Session[Any, Any]:
-    _check_horizon(execution_horizon, False, "RANDOM_SAMPLE")
-    view_cfg = _check_view(view)
-    edition = _check_edition(workflow_edition)
+def _random_session(env: Any, opts: SessionOptions) -> Session[Any, Any]:
+    _check_horizon(opts.execution_horizon, False, "RANDOM_SAMPLE")
+    view_cfg = normalize_view(opts.view)
+    edition = _check_edition(opts.workflow_edition)
     kind = classify_target(env)
     return new_session(
-        RandomRoute(), env, kind, close_env=close_env, workflow_edition=edition, view=view_cfg
+        RandomRoute(), env, kind, close_env=opts.close_env, workflow_edition=edition, view=view_cfg
     )
 
 
 @overload
 def session(
-    model: ModelBase[ObsT, ActT],
-    env: Any,
-    *,
-    instruction: str | None = ...,
-    close_env: bool = ...,
-    trust_entrypoints: bool | None = ...,
-    execution_horizon: int = ...,
-    view: Any = ...,
-    workflow_edition: str | None = ...,
+    model: ModelBase[ObsT, ActT], env: Any, **keywords: Unpack[SessionKeywords]
 ) -> Session[ObsT, ActT]: ...
 @overload
 def session(
-    model: Callable[[ObsT], ActT],
-    env: Any,
-    *,
-    instruction: str | None = ...,
-    close_env: bool = ...,
-    trust_entrypoints: bool | None = ...,
-    execution_horizon: int = ...,
-    view: Any = ...,
-    workflow_edition: str | None = ...,
+    model: Callable[[ObsT], ActT], env: Any, **keywords: Unpack[SessionKeywords]
 ) -> Session[ObsT, ActT]: ...
 @overload
-def session(
-    model: object,
-    env: Any,
-    *,
-    instruction: str | None = ...,
-    close_env: bool = ...,
-    trust_entrypoints: bool | None = ...,
-    execution_horizon: int = ...,
-    view: Any = ...,
-    workflow_edition: str | None = ...,
-) -> Session[Any, Any]: ...
+def session(model: object, env: Any, **keywords: Unpack[SessionKeywords]) -> Session[Any, Any]: ...
 def session(
     model: Any,
     env: Any,
@@ -182,9 +156,7 @@ def session(
         ValueError: ``execution_horizon`` outside ``1..1024``; a device on a host model.
         TypeError: ``model`` or ``env`` is of no accepted form.
     """
-    return _dispatch(
-        model,
-        env,
+    options = SessionOptions(
         instruction=instruction,
         close_env=close_env,
         trust_entrypoints=trust_entrypoints,
@@ -192,49 +164,43 @@ def session(
         view=view,
         workflow_edition=workflow_edition,
     )
+    return open_session(model, env, options)
 
 
-def _dispatch(model: Any, env: Any, *, prefetch_lead: int = 0, **kw: Any) -> Session[Any, Any]:
+def open_session(model: Any, env: Any, opts: SessionOptions) -> Session[Any, Any]:
+    """:func:`session` with its keywords as one value (EVAL-3's model dispatch)."""
+    lead = opts.prefetch_lead
     if model is RANDOM_SAMPLE:
-        if prefetch_lead:
+        if lead:
             raise ValueError(
-                f"prefetch_lead={prefetch_lead} drives the native runtime loop; RANDOM_SAMPLE runs no "
+                f"prefetch_lead={lead} drives the native runtime loop; RANDOM_SAMPLE runs no "
                 "model forward to overlap -- pass prefetch_lead=0"
             )
-        if kw["instruction"] is not None:
+        if opts.instruction is not None:
             warnings.warn(
                 "RANDOM_SAMPLE ignores instruction=", UserWarning, stacklevel=_user_stacklevel()
             )
-        return _random_session(
-            env,
-            close_env=kw["close_env"],
-            execution_horizon=kw["execution_horizon"],
-            view=kw["view"],
-            workflow_edition=kw["workflow_edition"],
-        )
+        return _random_session(env, opts)
     if isinstance(model, ModelBase):
-        return _make_session(model, env, owns_model=False, prefetch_lead=prefetch_lead, **kw)
+        return _make_session(model, env, opts, owns_model=False)
     if isinstance(model, type) and issubclass(model, ModelBase):
-        instance = model()
-        return _make_session(instance, env, owns_model=True, prefetch_lead=prefetch_lead, **kw)
+        return _make_session(model(), env, opts, owns_model=True)
     served = getattr(model, "session", None)
     if (
         callable(served)
         and not isinstance(model, type)
         and not callable(getattr(model, "predict", None))
     ):
-        if prefetch_lead:
+        if lead:
             raise ValueError(
-                f"prefetch_lead={prefetch_lead} drives the native runtime loop; a served model's "
+                f"prefetch_lead={lead} drives the native runtime loop; a served model's "
                 "forwards run on its server -- pass prefetch_lead=0"
             )
-        session: Session[Any, Any] = served(env, **kw)
+        session: Session[Any, Any] = served(env, **opts.keywords())
         return session
     if callable(model) or callable(getattr(model, "predict", None)):
         wrapped: NumpyModel[Any, Any] = NumpyModel(model)
-        return _make_session(
-            wrapped, env, owns_model=isinstance(model, type), prefetch_lead=prefetch_lead, **kw
-        )
+        return _make_session(wrapped, env, opts, owns_model=isinstance(model, type))
     raise TypeError(
         "model must be a rlmesh Model (instance or subclass), a served model handle, "
         f"rlmesh.RANDOM_SAMPLE, or a predict callable; got {type(model).__name__}"
@@ -280,56 +246,41 @@ def run(
     file path, with ``workers``) records every finished episode and lets a re-run skip
     them. See docs/distributed.md.
     """
-    if isinstance(prefetch_lead, bool) or not isinstance(prefetch_lead, int) or prefetch_lead < 0:
-        raise ValueError(f"prefetch_lead must be an int >= 0, got {prefetch_lead!r}")
-    cfg = normalize_workers(workers)
-    if cfg is not None:
-        return run_distributed(
-            _dispatch,
-            model,
-            env,
-            cfg,
-            seeds=seeds,
-            max_episodes=max_episodes,
-            episodes=episodes,
-            max_episode_steps=max_episode_steps,
-            max_episode_seconds=max_episode_seconds,
-            hooks=hooks,
+    options = RunOptions(
+        seeds=seeds,
+        max_episodes=max_episodes,
+        episodes=episodes,
+        max_episode_steps=max_episode_steps,
+        max_episode_seconds=max_episode_seconds,
+        hooks=hooks,
+        trial_index_base=trial_index_base,
+        workers=workers,
+        journal=journal,
+        session=SessionOptions(
             instruction=instruction,
             close_env=close_env,
             trust_entrypoints=trust_entrypoints,
             execution_horizon=execution_horizon,
             view=view,
             workflow_edition=workflow_edition,
-            trial_index_base=trial_index_base,
             prefetch_lead=prefetch_lead,
-            journal=journal,
-        )
-    if journal is not None:
+        ),
+    )
+    return run_with(model, env, options)
+
+
+def run_with(model: Any, env: Any, options: RunOptions) -> RunResult:
+    """:func:`run` with its keywords as one value: this process, or ``options.workers``."""
+    cfg = normalize_workers(options.workers)
+    if cfg is not None:
+        return run_distributed(open_session, model, env, cfg, options)
+    if options.journal is not None:
         raise ValueError(
             "journal= records the episodes of a distributed run; pass workers=1 (or more) with it"
         )
-    sess = _dispatch(
-        model,
-        env,
-        instruction=instruction,
-        close_env=close_env,
-        trust_entrypoints=trust_entrypoints,
-        execution_horizon=execution_horizon,
-        view=view,
-        workflow_edition=workflow_edition,
-        prefetch_lead=prefetch_lead,
-    )
+    sess = open_session(model, env, options.session)
     try:
-        result = sess.run(
-            seeds=seeds,
-            max_episodes=max_episodes,
-            episodes=episodes,
-            max_episode_steps=max_episode_steps,
-            max_episode_seconds=max_episode_seconds,
-            hooks=hooks,
-            trial_index_base=trial_index_base,
-        )
+        result = sess.run(**options.episode_keywords())
     except BaseException:
         try:
             sess.close()
@@ -364,13 +315,8 @@ def served_session(
             "(the server decides what it imports) -- drop trust_entrypoints="
         )
     kind = classify_target(env, served=True)  # CNF2-A6: a bad env names env_contract
-    if (
-        isinstance(execution_horizon, bool)
-        or not isinstance(execution_horizon, int)
-        or execution_horizon < 1
-    ):
-        raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
-    view_cfg = _check_view(view)
+    check_served_horizon(execution_horizon)
+    view_cfg = normalize_view(view)
     route = RemoteRoute(
         model, execution_horizon=execution_horizon, workflow_edition=workflow_edition
     )

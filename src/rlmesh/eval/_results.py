@@ -6,20 +6,20 @@ import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ._stats import Timings
 
-if TYPE_CHECKING:
-    from ._workers import EpisodeRetry, WorkerTiming
-
 __all__ = [
     "SUCCESS_KEYS",
     "EpisodeResult",
+    "EpisodeRetry",
     "RunResult",
     "TelemetryRow",
+    "WorkerStats",
+    "WorkerTiming",
     "aggregate_telemetry",
     "success_from_info",
 ]
@@ -279,4 +279,76 @@ class RunResult:
         return (
             f"RunResult(episodes={self.num_episodes}, mean_reward={self.mean_reward:.3f}, "
             f"total_steps={self.total_steps})"
+        )
+
+
+# -- what a distributed run adds (``workers=``) -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerTiming:
+    """What one worker did in a distributed run (``RunResult.workers``).
+
+    Attributes:
+        worker: The worker's label (``"w0"``, ``"w1"`` ...; a replacement keeps its slot's
+            label with ``.1``, ``.2`` ... appended).
+        host: The host name it ran on.
+        pid: Its process id on that host.
+        node: The Ray node id (``""`` for the processes backend).
+        episodes: Episodes it finished.
+        env_ms: Total wall time in env steps, in milliseconds.
+        model_ms: Total wall time in model predictions, in milliseconds.
+        busy_s: Total wall time of its episodes, in seconds.
+    """
+
+    worker: str
+    host: str
+    pid: int
+    node: str = ""
+    episodes: int = 0
+    env_ms: float = 0.0
+    model_ms: float = 0.0
+    busy_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class EpisodeRetry:
+    """One episode that was run again because its worker was lost (``RunResult.retries``).
+
+    Attributes:
+        index: The episode index.
+        seed: Its seed.
+        worker: The worker that was lost while running it.
+        reason: Why (e.g. ``"worker w1 (pid 4242) died: killed by signal 9 (SIGKILL)"``).
+    """
+
+    index: int
+    seed: int | None
+    worker: str
+    reason: str
+
+
+@dataclass
+class WorkerStats:
+    """Running totals of one worker on the driver (frozen into a :class:`WorkerTiming`)."""
+
+    worker: str
+    host: str = ""
+    pid: int = 0
+    node: str = ""
+    episodes: int = 0
+    env_ms: float = 0.0
+    model_ms: float = 0.0
+    busy_s: float = 0.0
+
+    def freeze(self) -> WorkerTiming:
+        return WorkerTiming(
+            self.worker,
+            self.host,
+            self.pid,
+            self.node,
+            self.episodes,
+            self.env_ms,
+            self.model_ms,
+            self.busy_s,
         )

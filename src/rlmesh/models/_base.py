@@ -338,19 +338,10 @@ class ModelBase(Generic[ObsT, ActT]):
         workflow_edition: str | None = None,
     ) -> Session[ObsT, ActT]:
         """Bind this model to an env: ``rlmesh.session(self, env, ...)`` (EVAL-2)."""
-        from ..eval._api import _make_session
+        given = _keywords(locals())
+        from ..eval._api import session
 
-        return _make_session(
-            self,
-            env_or_address,
-            instruction=instruction,
-            close_env=close_env,
-            trust_entrypoints=trust_entrypoints,
-            execution_horizon=execution_horizon,
-            view=view,
-            workflow_edition=workflow_edition,
-            owns_model=False,
-        )
+        return session(self, env_or_address, **given)
 
     def run(
         self,
@@ -378,28 +369,10 @@ class ModelBase(Generic[ObsT, ActT]):
         ``workers=`` / ``journal=`` spread the episodes over worker processes or Ray
         (``rlmesh.Workers``; see docs/distributed.md).
         """
+        given = _keywords(locals())
         from ..eval._api import run
 
-        return run(
-            self,
-            env_or_address,
-            seeds=seeds,
-            max_episodes=max_episodes,
-            episodes=episodes,
-            max_episode_steps=max_episode_steps,
-            max_episode_seconds=max_episode_seconds,
-            hooks=hooks,
-            instruction=instruction,
-            close_env=close_env,
-            trust_entrypoints=trust_entrypoints,
-            execution_horizon=execution_horizon,
-            view=view,
-            workflow_edition=workflow_edition,
-            trial_index_base=trial_index_base,
-            prefetch_lead=prefetch_lead,
-            workers=workers,
-            journal=journal,
-        )
+        return run(self, env_or_address, **given)
 
     def serve(
         self,
@@ -432,6 +405,33 @@ class ModelBase(Generic[ObsT, ActT]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"  # MOD-10
+
+
+def declared_spec(model: Any) -> Any:
+    """The spec a model instance declared (resolved at construction), or ``None``.
+
+    Duck-typed: any object may be asked (one that is no ``Model`` declares none).
+    """
+    return getattr(model, "_spec", None)
+
+
+def check_device(model: Any) -> None:
+    """MOD-26: only a torch/jax model takes a ``device``.
+
+    Raises:
+        ValueError: a device on a numpy or native model.
+    """
+    device = getattr(model, "device", None)
+    if device is not None and not getattr(type(model), "_supports_device", False):
+        raise ValueError(
+            f"{type(model).__name__}.device={device!r} requires a torch/jax model; "
+            "numpy and native models run on the host -- set device=None"
+        )
+
+
+def _keywords(names: dict[str, Any]) -> dict[str, Any]:
+    """A porch's keyword arguments (its ``locals()`` minus ``self`` and the env), forwarded as given."""
+    return {k: v for k, v in names.items() if k not in ("self", "env_or_address")}
 
 
 class Model(ModelBase[ObsT, ActT]):

@@ -6,14 +6,15 @@ docs/scaling.md ("Many hosts: a Ray fleet").
 
 from __future__ import annotations
 
-from ._actor import ActorInfo as ActorInfo
-from ._fleet import (
+from ..errors import (
     ActorLost as ActorLost,
-    EnvFleet as EnvFleet,
     FleetStartError as FleetStartError,
     FleetStartTimeout as FleetStartTimeout,
+    LanesLost as LanesLost,
 )
-from ._vector import FleetVectorEnv as FleetVectorEnv, LanesLost as LanesLost
+from ._actor import ActorInfo as ActorInfo
+from ._fleet import EnvFleet as EnvFleet
+from ._vector import FleetVectorEnv as FleetVectorEnv
 
 __all__ = [
     "ActorInfo",

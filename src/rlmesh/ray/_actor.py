@@ -8,73 +8,40 @@ is rebuilt and served on a new port, and :meth:`EnvActor.info` reports the new a
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import os
 import uuid
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .. import numpy as _numpy
-from .._envkit.classify import Lanes
-from ..authoring import EnvFactory, build_env
+from .._spawn.ray import import_ray
+from .._spawn.recipe import EnvRecipe, close_quietly, is_gymnasium_id
 from ..errors import WorkflowEditionWarning
 from ..serve import EnvServer, ServeOptions
-from ..serve._command import _resolve, load_env_target
 
-__all__ = ["ActorInfo", "EnvActor", "EnvSpec"]
+__all__ = ["ActorInfo", "EnvActor", "SandboxedEnv"]
 
 #: Info keys a served client adds to every step; a relayed (sandboxed) env drops them so
 #: the relaying server adds its own instead of warning that the env shadows them.
 _RUNTIME_INFO_KEYS = ("episode_ids", "completed_episodes")
 
 
-@dataclass(frozen=True)
-class EnvSpec:
-    """What each actor builds and serves (pickled to every actor by Ray).
+class SandboxedEnv:
+    """An env started in a sandbox on the actor's node, as an env factory (``make()``).
 
-    Attributes:
-        env: A Gymnasium id or ``module:attr`` target (str), an :class:`~rlmesh.EnvFactory`
-            subclass or instance, or a callable returning an env.
-        lanes: Envs per actor; more than one is served as the lanes of one vector endpoint.
-        kwargs: ``make`` keyword arguments (``gym.make`` kwargs, the factory binding, or
-            the callable's keyword arguments).
-        autoreset: How the lanes autoreset (``"next-step"`` default, ``"same-step"``,
-            ``"disabled"``); only with ``lanes > 1``.
-        sandbox: ``None``, or keyword arguments of ``rlmesh.numpy.SandboxEnv`` /
-            ``SandboxVectorEnv`` (``backend``, ``build``, ``runtime``,
-            ``connect_timeout_seconds``): the actor starts the env in a sandbox on its
-            node and relays it on the node's address.
-        options: :class:`~rlmesh.ServeOptions` of every endpoint.
+    The actor serves the sandbox's client again on the node's address (a relay); the
+    relay is closed (and the sandbox stopped) with the env.
     """
 
-    env: Any
-    lanes: int = 1
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    autoreset: str | None = None
-    sandbox: Mapping[str, Any] | None = None
-    options: ServeOptions | None = None
+    def __init__(self, source: str, lanes: int, sandbox: Mapping[str, Any]) -> None:
+        self.source = source
+        self.lanes = lanes
+        self.sandbox = dict(sandbox)
 
-    def build(self) -> tuple[Any, Any]:
-        """``(what EnvServer serves, the factory to close afterwards or None)``."""
-        kwargs = dict(self.kwargs)
-        if self.sandbox is not None:
-            return _sandboxed(self.env, self.lanes, kwargs, self.sandbox), None
-        env = self.env
-        if isinstance(env, str):
-            return load_env_target(
-                env, num_envs=self.lanes, kwargs=kwargs, autoreset=self.autoreset
-            )
-        if isinstance(env, EnvFactory) or (isinstance(env, type) and issubclass(env, EnvFactory)):
-            factory, built = build_env(env, kwargs, num_envs=self.lanes, autoreset=self.autoreset)
-            return built, factory
-        if self.lanes == 1:
-            return env(**kwargs), None
-        return Lanes(
-            [env(**kwargs) for _ in range(self.lanes)], self.autoreset or "next-step"
-        ), None
+    def make(self, **kwargs: Any) -> Any:
+        return _sandboxed(self.source, self.lanes, kwargs, self.sandbox)
 
 
 def _sandboxed(source: str, lanes: int, kwargs: dict[str, Any], sandbox: Mapping[str, Any]) -> Any:
@@ -143,37 +110,38 @@ class ActorInfo:
 
 
 class EnvActor:
-    """Builds the env of an :class:`EnvSpec` and serves it on ``<node ip>:0`` (a background thread).
+    """Builds the env of an :class:`~rlmesh._spawn.EnvRecipe` and serves it on ``<node ip>:0``.
 
-    A failure to build or serve does not kill the actor: :meth:`info` raises it, so the
-    fleet reports the env's own error (a dead actor would only say that it died).
+    The server runs on a background thread. A failure to build or serve does not kill
+    the actor: :meth:`info` raises it, so the fleet reports the env's own error (a dead
+    actor would only say that it died).
     """
 
-    def __init__(self, index: int, spec: EnvSpec) -> None:
+    def __init__(self, index: int, recipe: EnvRecipe, options: ServeOptions | None = None) -> None:
         self._server: Any = None
-        self._factory: Any = None
+        self._built: Any = None
         self._error: BaseException | None = None
         try:
-            self._start(index, spec)
+            self._start(index, recipe, options)
         except Exception as exc:
             self._error = exc
 
-    def _start(self, index: int, spec: EnvSpec) -> None:
-        ray = importlib.import_module("ray")
+    def _start(self, index: int, recipe: EnvRecipe, options: ServeOptions | None) -> None:
+        ray = import_ray("EnvFleet")
         ctx = ray.get_runtime_context()
-        env, self._factory = spec.build()
+        built = recipe.build()
         host = str(ray.util.get_node_ip_address())
         bind = f"[{host}]:0" if ":" in host else f"{host}:0"
         try:
             with warnings.catch_warnings():
-                if spec.sandbox is not None or _is_gymnasium_id(spec.env):
+                if isinstance(recipe.source, SandboxedEnv) or is_gymnasium_id(recipe.source):
                     # not the user's code: nothing to pin there (as `rlmesh serve CartPole-v1`)
                     warnings.simplefilter("ignore", WorkflowEditionWarning)
-                self._server = EnvServer(env, bind, options=spec.options).start()
+                self._server = EnvServer(built.env, bind, options=options, tags=built.tags).start()
         except BaseException:
-            _close_quietly(env, self._factory)
-            self._factory = None
+            built.close()
             raise
+        self._built = built
         self._info = ActorInfo(
             index=index,
             address=self._server.address.removeprefix("tcp://"),
@@ -198,27 +166,13 @@ class EnvActor:
         """Stop serving and close the env (and its factory). Idempotent."""
         server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-        factory, self._factory = self._factory, None
-        if factory is not None:
-            with contextlib.suppress(Exception):
-                factory.close()
-
-
-def _is_gymnasium_id(env: Any) -> bool:
-    return isinstance(env, str) and _resolve(env) is None
+            server.shutdown()  # closes the env
+        built, self._built = self._built, None
+        if built is not None:
+            close_quietly(built.factory)
 
 
 def _reconstructed(ctx: Any) -> bool:
     with warnings.catch_warnings():  # Ray's property reads a deprecated attribute of its own
         warnings.simplefilter("ignore", DeprecationWarning)
         return bool(ctx.was_current_actor_reconstructed)
-
-
-def _close_quietly(env: Any, factory: Any) -> None:
-    closers: list[Callable[[], Any]] = [e.close for e in (env if isinstance(env, list) else [env])]
-    if factory is not None:
-        closers.append(factory.close)
-    for close in closers:
-        with contextlib.suppress(Exception):
-            close()

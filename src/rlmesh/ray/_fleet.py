@@ -1,7 +1,9 @@
 """``EnvFleet``: ``n`` Ray actors, each serving an env endpoint on its node.
 
-Ray is imported when a fleet starts (``importlib.import_module("ray")``: this package is
-named ``rlmesh.ray`` and must never shadow the real one), never at ``import rlmesh``.
+Ray is imported and started when a fleet starts (:mod:`rlmesh._spawn.ray`: this package is
+named ``rlmesh.ray`` and must never shadow the real one), never at ``import rlmesh``. Each
+actor builds its env from one :class:`~rlmesh._spawn.EnvRecipe`, the recipe every worker
+of rlmesh builds from.
 """
 
 from __future__ import annotations
@@ -9,19 +11,21 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
-import os
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._spawn.pickling import dumps
+from .._spawn.ray import import_ray, init_ray
+from .._spawn.recipe import EnvRecipe, is_env_factory
 from ..authoring import EnvFactory
-from ..errors import ConnectionLost, DependencyMissing, RequestTimeout, RLMeshException
+from ..errors import ActorLost, ConnectionLost, FleetStartError, FleetStartTimeout, RequestTimeout
 from ..serve import ServeOptions
-from ._actor import ActorInfo, EnvActor, EnvSpec
+from ._actor import ActorInfo, EnvActor, SandboxedEnv
 from ._vector import open_fleet_vector_env
 
-__all__ = ["ActorLost", "EnvFleet", "FleetStartError", "FleetStartTimeout"]
+__all__ = ["EnvFleet"]
 
 _FLAVOURS = ("gymnasium", "numpy", "torch", "jax")
 _CLOSE_SECONDS = (
@@ -29,33 +33,8 @@ _CLOSE_SECONDS = (
 )
 
 
-class FleetStartError(RLMeshException):
-    """An actor of a new fleet could not build or serve its env; no actor is left running."""
-
-
-class FleetStartTimeout(FleetStartError, TimeoutError):
-    """The fleet's actors were not all serving in time (often: the cluster lacks the resources asked)."""
-
-
-class ActorLost(ConnectionLost):
-    """A fleet actor is gone for good (Ray will not restart it), or its restart could not serve.
-
-    Attributes:
-        index: The actor's position in the fleet.
-    """
-
-    def __init__(self, message: str, *, index: int) -> None:
-        self.index = index
-        super().__init__(message)
-
-
 def _ray() -> Any:
-    try:
-        return importlib.import_module("ray")
-    except ImportError as exc:
-        raise DependencyMissing(
-            'EnvFleet needs Ray; pip install ray (the "ray" extra of rlmesh-py)', name="ray"
-        ) from exc
+    return import_ray("EnvFleet")
 
 
 def _check_count(name: str, value: Any) -> int:
@@ -134,13 +113,11 @@ def _check_env(env: Any) -> None:
                 "env must name an env: a Gymnasium id, a 'module:attr' target or a sandbox source"
             )
         return
-    if isinstance(env, EnvFactory) or (isinstance(env, type) and issubclass(env, EnvFactory)):
-        return
-    if callable(env):
+    if is_env_factory(env) or callable(env) or callable(getattr(env, "make", None)):
         return
     raise TypeError(
-        "env must be a Gymnasium id or 'module:attr' string, an EnvFactory (class or instance) "
-        f"or a callable returning an env, got {type(env).__name__}"
+        "env must be a Gymnasium id or 'module:attr' string, an env factory (an EnvFactory, or "
+        f"anything with make()) or a callable returning an env, got {type(env).__name__}"
     )
 
 
@@ -162,8 +139,10 @@ class EnvFleet:
     ``RAY_ADDRESS`` names no cluster), the fleet starts a local Ray on 127.0.0.1.
 
     Args:
-        env: A Gymnasium id or ``"module:attr"`` target, an :class:`~rlmesh.EnvFactory`
-            (class or instance), or a callable returning an env (pickled to the actors).
+        env: A Gymnasium id or ``"module:attr"`` target, an env factory (an
+            :class:`~rlmesh.EnvFactory`, class or instance, or any class or object with a
+            ``make()``), or a callable returning an env (pickled to the actors: one your
+            script defines travels by value).
         n: How many actors (endpoints).
         lanes: Envs per actor; ``lanes > 1`` serves them as the lanes of one endpoint
             (like ``rlmesh serve --num-envs``), autoresetting as ``autoreset`` says.
@@ -202,7 +181,7 @@ class EnvFleet:
 
     def __init__(
         self,
-        env: str | EnvFactory | type[EnvFactory] | Callable[..., Any],
+        env: str | EnvFactory | type[EnvFactory] | Callable[..., Any] | Any,
         n: int,
         *,
         lanes: int = 1,
@@ -251,21 +230,25 @@ class EnvFleet:
                     "EnvFleet actors are never detached: they must not outlive the driver"
                 )
             ray_options.update(actor_options)
-        spec = EnvSpec(
-            env,
-            lanes=lanes,
-            kwargs=dict(env_kwargs or {}),
-            autoreset=autoreset,
-            sandbox=_sandbox_options(sandbox, env),
-            options=options,
+        boxed = _sandbox_options(sandbox, env)
+        recipe = (
+            EnvRecipe(SandboxedEnv(str(env), lanes, boxed), dict(env_kwargs or {}))
+            if boxed is not None
+            else EnvRecipe(env, dict(env_kwargs or {}), num_envs=lanes, autoreset=autoreset)
         )
         self._max_restarts = max_restarts
         self._resources = dict(resources or {})
         ray = _ray()
-        _check_shippable(spec, env)
-        _init_ray(ray)
+        for what, obj in (("env", env), ("env_kwargs", env_kwargs), ("env", recipe)):
+            dumps(  # here, with the object named: a failure in the actors would only say it died
+                obj,
+                what,
+                who="EnvFleet",
+                remedy="Pass a Gymnasium id / 'module:attr' string, or a class or function instead.",
+            )
+        init_ray()
         actor_cls = ray.remote(EnvActor).options(**ray_options)
-        self._actors = [actor_cls.remote(i, spec) for i in range(self._n)]
+        self._actors = [actor_cls.remote(i, recipe, options) for i in range(self._n)]
         self._closed = False
         self._finalizer = weakref.finalize(self, _kill_all, list(self._actors))
         try:
@@ -441,36 +424,6 @@ class EnvFleet:
             "(is Ray still restarting it?)",
             timeout_seconds=self._timeout,
         )
-
-
-def _init_ray(ray: Any) -> None:
-    """Start a local Ray on loopback when none is running (and ``RAY_ADDRESS`` names no cluster).
-
-    Ray's own implicit ``ray.init()`` would advertise the host's network address, and the
-    fleet binds the address Ray advertises: an auto-started, single-host Ray has nothing to
-    reach beyond this machine, so its endpoints stay on 127.0.0.1.
-    """
-    if ray.is_initialized():
-        return
-    if os.environ.get("RAY_ADDRESS"):
-        ray.init()
-        return
-    # address="local": a new Ray, never one that `ray start` (or another program) left
-    # recorded in /tmp/ray, which may live in another network namespace or be someone else's
-    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False)
-
-
-def _check_shippable(spec: EnvSpec, env: Any) -> None:
-    """Round-trip the spec through Ray's pickler here: a failure in the actors would only say it died."""
-    pickler = importlib.import_module("ray.cloudpickle")
-    try:
-        pickler.loads(pickler.dumps(spec))
-    except Exception as exc:
-        raise TypeError(
-            f"the env {env!r} (with its env_kwargs) cannot be sent to Ray actors: pickling it failed with "
-            f"{type(exc).__name__}: {exc}; define it at the top level of an importable module, or pass a "
-            "Gymnasium id / 'module:attr' string"
-        ) from exc
 
 
 def _kill_all(actors: Sequence[Any]) -> None:

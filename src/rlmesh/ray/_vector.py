@@ -19,14 +19,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .. import jax as _jax, numpy as _numpy, torch as _torch  # facades that import no framework
-from ..errors import ConnectionLost, EndpointBusy, EndpointLost
+from ..errors import ConnectionLost, EndpointBusy, EndpointLost, LanesLost
 from ..transport.probe import ping
 
 if TYPE_CHECKING:
     from ._actor import ActorInfo
     from ._fleet import EnvFleet
 
-__all__ = ["FleetVectorEnv", "LanesLost", "open_fleet_vector_env"]
+__all__ = ["FleetVectorEnv", "open_fleet_vector_env"]
 
 _PING_SECONDS = 1.0
 _BUSY_RETRY_SECONDS = 5.0  # a just-closed session may take a moment to be released server-side
@@ -42,24 +42,6 @@ _SURFACE = (
     "spec",
     "autoreset_mode",
 )
-
-
-class LanesLost(ConnectionLost):
-    """Fleet actors died: their lanes are lost until the next ``reset()`` reconnects.
-
-    Attributes:
-        actors: Indices of the lost actors in the fleet.
-        addresses: The endpoints they served at (a restarted actor serves elsewhere).
-        lanes: The lost lanes of the vector env, in order.
-    """
-
-    def __init__(
-        self, message: str, *, actors: list[int], addresses: list[str], lanes: list[int]
-    ) -> None:
-        self.actors = actors
-        self.addresses = addresses
-        self.lanes = lanes
-        super().__init__(message)
 
 
 _FACADES = {"numpy": _numpy, "torch": _torch, "jax": _jax}

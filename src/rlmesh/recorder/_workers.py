@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..eval._dhooks import register_worker_hooks
+from ..eval.distributed.hooks import register_worker_hooks
 from ._capture import CaptureHooks, RecordPolicy, warn
 from ._recorder import Recorder
 

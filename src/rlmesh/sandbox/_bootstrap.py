@@ -19,7 +19,6 @@ orphan.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.util
 import json
@@ -31,11 +30,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._spawn.recipe import load_env_target
 from ..serve import EnvServer
-from ..serve._command import load_env_target
-from ..serve._pool import EnvRecipe, SessionsEnvServer
 
-__all__ = ["main"]
+__all__ = ["SpecEnvs", "main"]
 
 USAGE = (
     "usage: python -m rlmesh.sandbox._bootstrap [bootstrap.json]  (or set RLMESH_BOOTSTRAP_JSON)"
@@ -166,6 +164,24 @@ def build_target(spec: dict[str, Any]) -> tuple[Any, Any]:
     raise ValueError(f"unknown sandbox spec kind {kind!r} (expected gym, hf or factory)")
 
 
+class SpecEnvs:
+    """A bootstrap spec as an env factory (anything with ``make``): each session worker of a
+    multi-session sandbox builds its own env from it, and closes what it built."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self._factory: Any = None
+
+    def make(self) -> Any:
+        env, self._factory = build_target(self.spec)
+        return env
+
+    def close(self) -> None:
+        factory, self._factory = self._factory, None
+        if factory is not None:
+            factory.close()
+
+
 _OWNER_GONE: list[bool] = []
 
 
@@ -209,14 +225,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     sessions = int(os.environ.get("RLMESH_SESSIONS") or spec.get("sessions") or 1)
     env: Any = None
     factory: Any = None
-    if sessions > 1:  # issue 25: N sessions, each env built from the spec in its own worker process
-        recipe = EnvRecipe(
-            None,
+    if sessions > 1:  # N sessions, each env built from the spec in its own worker process
+        server = EnvServer(
+            SpecEnvs(spec),
+            address,
+            sessions=sessions,
             framework=os.environ.get("RLMESH_FRAMEWORK") or None,
             device=os.environ.get("RLMESH_DEVICE") or None,
-            builder=functools.partial(build_target, spec),
         )
-        server: Any = SessionsEnvServer(None, address, sessions=sessions, recipe=recipe)
     else:
         print("rlmesh sandbox: make() running", file=sys.stderr, flush=True)
         env, factory = build_target(spec)

@@ -13,9 +13,10 @@ import json
 from typing import Any
 
 from ..client._model import RemoteModel, RemoteRoute
-from ..eval._api import _check_view, run as run_eval
-from ..eval._session import Session
+from ..eval._api import check_served_horizon, run as run_eval
+from ..eval._session import new_session
 from ..eval._targets import classify_target
+from ..view._config import normalize_view
 from ._docker import DockerCLI, start_container
 from ._launch import check_timeout, prebuilt_env
 from ._options import SandboxRuntime, binding_json, check_params
@@ -148,13 +149,8 @@ class SandboxModel:
             raise ValueError(
                 "a sandboxed model rejects trust_entrypoints=; the container decides what it loads"
             )
-        if (
-            isinstance(execution_horizon, bool)
-            or not isinstance(execution_horizon, int)
-            or execution_horizon < 1
-        ):
-            raise ValueError(f"execution_horizon must be >= 1, got {execution_horizon!r}")
-        view_cfg = _check_view(view)
+        check_served_horizon(execution_horizon)
+        view_cfg = normalize_view(view)
         kind = classify_target(env)
         started_here = self._handle is None
         self.serve(connect_timeout_seconds=connect_timeout_seconds)
@@ -163,7 +159,7 @@ class SandboxModel:
             route = RemoteRoute(
                 remote, execution_horizon=execution_horizon, workflow_edition=workflow_edition
             )
-            return Session._new(
+            return new_session(
                 route,
                 env,
                 kind,

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .._bridge import Bridge, _is_jax, _is_torch, resolve_bridge
+from .._bridge import Bridge, is_jax, is_torch, resolve_bridge
 from .._plan import value_plan
 from ._driven import DrivenEnv, DrivenLanes, DrivenOneLane
 
@@ -143,12 +143,12 @@ class BridgedEnv:
     # -- observations -----------------------------------------------------------------
 
     def _obs(self, obs: Any) -> Any:
-        if _is_torch(obs) or _is_jax(obs):
+        if is_torch(obs) or is_jax(obs):
             return self._bridge.encode(obs)
         return self._walk(obs)
 
     def _walk(self, x: Any) -> Any:
-        if _is_torch(x) or _is_jax(x):
+        if is_torch(x) or is_jax(x):
             return self._bridge.encode(x)
         if isinstance(x, dict):
             return {k: self._walk(v) for k, v in x.items()}

@@ -16,10 +16,12 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from ..errors import BindFailed
+from ..transport import listen, resolve_address
 from ._options import ServeOptions
 from ._terminate import TermWatch
 
-__all__ = ["Lifecycle", "Loop", "ServerBase"]
+__all__ = ["Lifecycle", "Loop", "ServerBase", "bind_listener"]
 
 log = logging.getLogger("rlmesh.serve")
 
@@ -137,6 +139,31 @@ def finalize(life: Lifecycle) -> None:
     thread = life.thread
     if thread is not None and thread is not threading.current_thread():
         thread.join(_FINALIZER_JOIN_SECONDS)
+
+
+def bind_listener(
+    address: str | None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    path: str | None = None,
+    transport: str | None = None,
+) -> tuple[Any, Any]:
+    """Bind a server's listener (ADR-3 helpers instead of ``address``): ``(socket, bound address)``.
+
+    Raises:
+        BindFailed: the address cannot be bound (in use, no such directory ...).
+    """
+    addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
+    try:
+        return listen(addr)
+    except OSError as exc:
+        what = (
+            f"unix socket '{addr.path}'"
+            if addr.transport == "unix"
+            else f"tcp listener on {addr.url}"
+        )
+        raise BindFailed(f"failed to bind {what}: {exc}") from exc
 
 
 class ServerBase:

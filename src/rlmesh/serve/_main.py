@@ -21,13 +21,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._build import resolve_declared_edition
-from ..authoring import EnvFactory
-from ..authoring._factory import build_env, framework_name
+from .._spawn.recipe import EnvRecipe, is_env_factory
+from ..authoring._factory import framework_name
 from ._options import ServeOptions
-from ._pool import EnvRecipe, _build_plain, serve_sessions
 from ._server import EnvServer
+from ._sessions.control import SessionSpec
 
-__all__ = ["main", "serve_env"]
+__all__ = ["main", "run_serve_env", "serve_env"]
 
 #: Binding keys that are serving options, never make/load parameters (CLI-4, DELTA-23).
 RESERVED_BINDING_KEYS = (
@@ -87,7 +87,7 @@ def serve_env(
         ValueError: bad ``num_envs``/``vectorization_mode``, or a reserved key.
         NotImplementedError: torch/jax through a Gymnasium vector fan-out.
     """
-    _serve_env(
+    run_serve_env(
         env_source,
         address,
         num_envs=num_envs,
@@ -103,7 +103,7 @@ def serve_env(
     )
 
 
-def _serve_env(
+def run_serve_env(
     env_source: Any,
     address: str,
     *,
@@ -119,18 +119,17 @@ def _serve_env(
     sessions: int = 1,
     prewarm: int = 0,
 ) -> None:
+    """:func:`serve_env`'s body, with the announcement and the "env built" mark as callables
+    (``python -m rlmesh.serve --env`` prints its own line)."""
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
     if vectorization_mode not in (None, "sync", "async"):
         raise ValueError(
             f"vectorization_mode must be None, 'sync' or 'async', got {vectorization_mode!r}"
         )
-    is_factory = isinstance(env_source, EnvFactory) or (
-        isinstance(env_source, type) and issubclass(env_source, EnvFactory)
-    )
-    cls: Any = (
-        (env_source if isinstance(env_source, type) else type(env_source)) if is_factory else None
-    )
+    cls: Any = None
+    if is_env_factory(env_source):
+        cls = env_source if isinstance(env_source, type) else type(env_source)
     pinned = cls._bridge if cls is not None else None
     fw = framework if framework is not None else framework_name(pinned)
     if vectorization_mode is not None and fw in _DEVICE_FRAMEWORKS:
@@ -144,67 +143,42 @@ def _serve_env(
         if cls is not None
         else workflow_edition  # EnvServer resolves the lower rungs itself (DELTA-22)
     )
-    if sessions != 1 or prewarm:  # issue 25: one env per session, each in its own worker process
-        recipe = EnvRecipe(
-            env_source,
-            dict(make_kwargs),
-            num_envs=num_envs,
-            vectorization_mode=vectorization_mode,
-            autoreset=autoreset,
-            framework=framework if framework is not None else pinned,
-            device=device if fw in _DEVICE_FRAMEWORKS else None,
-            options=ServeOptions(workflow_edition=declared),
-        )
-        serve_sessions(recipe, address, sessions=sessions, prewarm=prewarm, announce=announce)
+    recipe = EnvRecipe(
+        env_source,
+        dict(make_kwargs),
+        num_envs=num_envs,
+        vectorization_mode=vectorization_mode,
+        autoreset=autoreset,
+    )
+    framework_arg = framework if framework is not None else pinned
+    device_arg = device if fw in _DEVICE_FRAMEWORKS else None
+    options = ServeOptions(workflow_edition=declared)
+    if sessions != 1 or prewarm:  # one env per session, each in its own worker process
+        spec = SessionSpec(recipe, framework=framework_arg, device=device_arg, options=options)
+        server = EnvServer.for_sessions(spec, address, sessions=sessions, prewarm=prewarm)
+        announce(server.address)
+        server.serve()
         return
-    factory: Any = None
-    tags: Any = None
-    if is_factory:
-        factory, env = build_env(
-            env_source,
-            make_kwargs,
-            num_envs=num_envs,
-            vectorization_mode=vectorization_mode,
-            autoreset=autoreset,
-        )
-        tags = None if (cls.tag_params or vectorization_mode is not None) else cls.tags
-    else:
-        env = _build_plain(
-            env_source,
-            make_kwargs,
-            num_envs=num_envs,
-            vectorization_mode=vectorization_mode,
-            autoreset=autoreset,
-        )
+    made = recipe.build()
     built()
     try:
         server = EnvServer(
-            env,
+            made.env,
             address,
-            options=ServeOptions(workflow_edition=declared),
-            tags=tags,
-            framework=framework if framework is not None else pinned,
-            device=device if fw in _DEVICE_FRAMEWORKS else None,
+            options=options,
+            tags=made.tags,
+            framework=framework_arg,
+            device=device_arg,
         )
     except BaseException:
-        for e in env if isinstance(env, list) else [env]:
-            _close_quietly(e)
-        if factory is not None:
-            factory.close()
+        made.close()
         raise
     announce(server.address)
     try:
         server.serve()
     finally:
-        if factory is not None:
-            factory.close()  # AUTH-4/O-9: the factory's close runs on teardown
-
-
-def _close_quietly(env: Any) -> None:
-    try:
-        env.close()
-    except Exception:
-        pass
+        if made.factory is not None and callable(getattr(made.factory, "close", None)):
+            made.factory.close()  # AUTH-4/O-9: the factory's close runs on teardown
 
 
 # -- python -m rlmesh.serve ------------------------------------------------------------------

@@ -18,14 +18,15 @@ from .._build import EDITION_BASE, resolve_declared_edition
 from .._contract import EnvContract, check_bound_size
 from .._plan import ValuePlan, value_plan
 from ..errors import BindFailed
+from ..models._base import check_device, declared_spec
 from ..models._route import LocalRoute, probe_hidden_state
 from ..openpi._server import OpenPILoop
 from ..spaces import space_from_spec
-from ..transport import listen, resolve_address
+from ..transport import resolve_address
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ._driver import RequestFailed
-from ._lifecycle import ServerBase
+from ._lifecycle import ServerBase, bind_listener
 from ._loop import ServeLoop
 from ._model_sessions import ModelSessionsLoop
 from ._options import ServeOptions
@@ -224,7 +225,7 @@ def _model_contract(model: Any) -> dict[str, Any]:
     """
 
     name = type(model).__name__
-    spec = getattr(model, "_spec", None)
+    spec = declared_spec(model)
     to_dict = getattr(spec, "to_dict", None)
     if not callable(to_dict):
         return {"model": name, "spec": None}
@@ -288,13 +289,7 @@ class ModelServer(ServerBase):
             raise TypeError(
                 f"ModelServer serves rlmesh.Model instances, got {type(model).__name__}"
             )
-        if getattr(model, "device", None) is not None and not getattr(
-            type(model), "_supports_device", False
-        ):
-            raise ValueError(  # MOD-26
-                f"{type(model).__name__}.device={model.device!r} requires a torch/jax model; "
-                "numpy and native models run on the host -- set device=None"
-            )
+        check_device(model)  # MOD-26
         self._options = options or ServeOptions()
         self.model = model
         if protocol == "openpi":
@@ -302,9 +297,6 @@ class ModelServer(ServerBase):
                 address, host, port, sessions, execution_horizon, close_model_on_shutdown
             )
             return
-        addr = resolve_address(
-            address, host=host, port=port, path=path, transport=transport, bind=True
-        )
         declared = resolve_declared_edition(
             served=self._options.workflow_edition,
             class_attr=getattr(type(model), "workflow_edition", None),
@@ -315,10 +307,9 @@ class ModelServer(ServerBase):
                 f'options=rlmesh.ServeOptions(workflow_edition="{EDITION_BASE}")'
             ),
         )
-        try:
-            listener, bound = listen(addr)
-        except OSError as exc:
-            raise BindFailed(f"failed to bind {addr.url}: {exc}") from exc
+        listener, bound = bind_listener(
+            address, host=host, port=port, path=path, transport=transport
+        )
         self._address = bound.url
         loop: ServeLoop
         if sessions == 1:

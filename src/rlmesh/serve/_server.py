@@ -13,18 +13,21 @@ from .._build import EDITION_BASE, resolve_declared_edition
 from .._contract import EnvContract
 from .._envkit.classify import is_vector_env
 from .._keys import ENV_BRANCH_KEY, ENV_TAGS_KEY
-from ..errors import BindFailed
-from ..transport import listen, resolve_address
+from .._spawn.recipe import EnvRecipe
+from ..transport import resolve_address
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ..wire.space_query import SpaceQuery
 from ._driven import driven_env
 from ._driver import Driver, RequestFailed
 from ._framework import bridge_env, resolve_framework
-from ._lifecycle import ServerBase
+from ._lifecycle import ServerBase, bind_listener
 from ._loop import ServeLoop
 from ._opaque import answer_space_query
 from ._options import ServeOptions
+from ._sessions.control import SessionSpec
+from ._sessions.server import check_session_spec, check_sessions
+from ._sessions.supervisor import SessionSupervisor
 
 __all__ = ["MAX_SPACE_DEPTH", "EnvServer"]
 
@@ -113,9 +116,10 @@ class EnvServer(ServerBase):
         sessions: Serve up to this many clients at once, each with its own env instance
             in its own worker process (default 1: one session, served in this process).
             With ``sessions > 1`` (or ``prewarm``), ``env`` is what each session's env is
-            built from -- a Gymnasium id, ``"module:attr"``, an ``EnvFactory``, an env
-            class or a module-level make callable; a live env instance cannot be copied
-            and is a ``TypeError``. See docs/serving.md, "Many clients on one endpoint".
+            built from -- a Gymnasium id, ``"module:attr"``, an ``EnvFactory``, an object
+            with ``make()``, an env class or a make callable (one your script defines
+            travels to the workers by value); a live env instance cannot be copied and is
+            a ``TypeError``. See docs/serving.md, "Many clients on one endpoint".
         prewarm: Keep this many session workers with a built env ready (``<= sessions``),
             so a new client does not wait for ``make()``.
 
@@ -126,16 +130,6 @@ class EnvServer(ServerBase):
         True
         >>> server.shutdown()
     """
-
-    def __new__(cls, *args: Any, sessions: int = 1, prewarm: int = 0, **kwargs: Any) -> EnvServer:
-        if cls is EnvServer and (sessions != 1 or prewarm):
-            from ._pool import SessionsEnvServer, check_sessions
-
-            check_sessions(sessions, prewarm)
-            return object.__new__(
-                SessionsEnvServer
-            )  # Python then runs its __init__ with these arguments
-        return object.__new__(cls)
 
     def __init__(
         self,
@@ -155,46 +149,112 @@ class EnvServer(ServerBase):
         prewarm: int = 0,
     ) -> None:
         self._kind = "EnvServer"
-        if sessions != 1 or prewarm:
-            raise ValueError(
-                f"sessions={sessions!r}, prewarm={prewarm!r}: a single-session EnvServer serves one session"
-            )
-        bridge, dev = _check_framework(framework, device)
+        self._supervisor: SessionSupervisor | None = None
+        self._loop: ServeLoop | None = None
         if options is not None and not isinstance(options, ServeOptions):
             raise TypeError(f"options must be a ServeOptions, got {type(options).__name__}")
+        if sessions != 1 or prewarm:  # one env per session, each in its own worker process
+            spec = SessionSpec(
+                EnvRecipe(env, tags=tags),
+                framework=framework,
+                device=device,
+                options=options or ServeOptions(),
+                close_env=close_env_on_shutdown,
+            )
+            self._serve_sessions(spec, sessions, prewarm, address, host, port, path, transport)
+            return
+        bridge, dev = _check_framework(framework, device)
         self._options = options or ServeOptions()
-        addr = resolve_address(
-            address, host=host, port=port, path=path, transport=transport, bind=True
-        )
+        # a bad address is refused before the env is looked at
+        resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
         service, driven = _env_service(env, self._options, tags, bridge, dev)
         self._contract = service.env_contract
-        try:
-            listener, bound = listen(addr)
-        except OSError as exc:
-            what = (
-                f"unix socket '{addr.path}'"
-                if addr.transport == "unix"
-                else f"tcp listener on {addr.url}"
-            )
-            raise BindFailed(f"failed to bind {what}: {exc}") from exc
+        listener, bound = bind_listener(
+            address, host=host, port=port, path=path, transport=transport
+        )
         self._address = bound.url
+        self._loop = ServeLoop(listener, service, self._options)
         self._init_lifecycle(
-            ServeLoop(listener, service, self._options),
+            self._loop,
             driven.close,
             close_env_on_shutdown,
             bound.path or None,
         )
 
+    @classmethod
+    def for_sessions(
+        cls, spec: SessionSpec, address: str | None, *, sessions: int, prewarm: int = 0
+    ) -> EnvServer:
+        """An endpoint of ``sessions`` sessions whose envs each worker builds from ``spec``.
+
+        What ``serve_env(..., sessions=N)``, ``rlmesh serve --sessions N`` and a sandbox's
+        bootstrap use: ``spec`` carries the make binding, lanes and framework as well.
+        """
+        self = object.__new__(cls)
+        self._kind = "EnvServer"
+        self._supervisor = None
+        self._loop = None
+        self._serve_sessions(spec, sessions, prewarm, address, None, None, None, None)
+        return self
+
+    def _serve_sessions(
+        self,
+        spec: SessionSpec,
+        sessions: int,
+        prewarm: int,
+        address: str | None,
+        host: str | None,
+        port: int | None,
+        path: str | None,
+        transport: str | None,
+    ) -> None:
+        check_sessions(sessions, prewarm)
+        spec = check_session_spec(spec, sessions)
+        self._options = spec.options
+        listener, bound = bind_listener(
+            address, host=host, port=port, path=path, transport=transport
+        )
+        self._address = bound.url
+        self._supervisor = SessionSupervisor(listener, spec, sessions, prewarm)
+        self._init_lifecycle(self._supervisor, lambda: None, False, bound.path or None)
+
     # -- read-only surface ----------------------------------------------------------------
 
     @property
+    def sessions(self) -> int:
+        """The most sessions this endpoint serves at once (``sessions=``; 1 by default)."""
+        return 1 if self._supervisor is None else self._supervisor.sessions
+
+    @property
+    def sessions_in_use(self) -> int:
+        """Sessions being served now (clients past their handshake, or waiting for their env)."""
+        if self._supervisor is not None:
+            return self._supervisor.in_use
+        return int(self._loop is not None and self._loop._active is not None)
+
+    @property
     def env_contract(self) -> EnvContract:
-        return self._contract
+        """The contract clients receive at handshake.
+
+        With ``sessions > 1`` it is known once a session worker has built its env.
+
+        Raises:
+            RuntimeError: a multi-session endpoint whose workers built no env yet (use
+                ``prewarm=``, or connect first).
+        """
+        if self._supervisor is None:
+            return self._contract
+        if self._supervisor.contract is None:
+            raise RuntimeError(
+                "the contract of a multi-session endpoint is known once a session worker has built its env; "
+                "connect a client first, or serve with prewarm >= 1"
+            )
+        return EnvContract.from_dict(self._supervisor.contract)
 
     @property
     def spec(self) -> EnvContract:
         """Alias of :attr:`env_contract` (DEC-9)."""
-        return self._contract
+        return self.env_contract
 
 
 def _env_service(

@@ -67,7 +67,7 @@ class TermWatch:
                 target=self._deadline, name="rlmesh-sigterm-deadline", daemon=True
             ).start()
         else:
-            self._exit("a second SIGTERM")
+            self._give_up("a second SIGTERM")
 
     def disarm(self) -> None:
         """Serving ended: a pending deadline does nothing (idempotent)."""
@@ -76,9 +76,9 @@ class TermWatch:
     def _deadline(self) -> None:
         if self._done.wait(self._budget) or self._deadline_event.is_set():
             return
-        self._exit(f"the call in flight did not return within {self._budget:.1f}s of SIGTERM")
+        self._give_up(f"the call in flight did not return within {self._budget:.1f}s of SIGTERM")
 
-    def _exit(self, why: str) -> None:
+    def _give_up(self, why: str) -> None:
         if self._done.is_set() or self._deadline_event.is_set():
             return  # serving ended meanwhile: the graceful path finishes on its own
         try:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from rlmesh._cli import load_target
+from rlmesh._spawn.recipe import resolve_target as _resolve
 from rlmesh._target import importable, split_target
-from rlmesh.serve._command import _resolve
 
 MODULE = textwrap.dedent(
     """

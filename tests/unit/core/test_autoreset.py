@@ -32,3 +32,19 @@ def test_gymnasium_agrees() -> None:
     assert {m.value for m in vector.AutoresetMode} == {m.value for m in Autoreset}
     for mode in Autoreset:
         assert vector.AutoresetMode(mode.value).value == mode
+
+
+def test_every_spelling_is_read_through_one_table() -> None:
+    from rlmesh._autoreset import SPELLINGS
+
+    for spelling, mode in SPELLINGS.items():
+        assert Autoreset.parse(spelling) is mode
+        assert Autoreset.parse(spelling.upper().replace("-", "_")) is mode
+    for mode in Autoreset:
+        assert Autoreset.parse(mode) is mode and Autoreset.parse(mode.value) is mode
+    import pytest
+
+    with pytest.raises(ValueError, match=r"autoreset_mode must be next-step, .* got 'sometimes'"):
+        Autoreset.parse("sometimes", what="autoreset_mode")
+    with pytest.raises(ValueError, match="got 3"):
+        Autoreset.parse(3)

@@ -21,6 +21,10 @@ BUILTINS = {
     "AdapterResolutionError": ValueError,
     "ShapeMismatch": ValueError,
     "DependencyMissing": ImportError,
+    "WorkerLost": ConnectionError,
+    "ActorLost": ConnectionError,
+    "LanesLost": ConnectionError,
+    "FleetStartTimeout": TimeoutError,
 }
 
 
@@ -75,3 +79,20 @@ def test_recoverable_env_error_marks_itself_and_checks_its_code() -> None:
 
 def test_timeouts_carry_their_budget() -> None:
     assert errors.RequestTimeout("late", timeout_seconds=1.5).timeout_seconds == 1.5
+
+
+def test_the_lost_worker_exceptions_live_in_the_tree_and_where_they_were_public() -> None:
+    import pickle
+
+    import rlmesh.eval
+    import rlmesh.ray
+
+    assert rlmesh.eval.WorkerLost is errors.WorkerLost
+    assert (rlmesh.ray.ActorLost, rlmesh.ray.LanesLost) == (errors.ActorLost, errors.LanesLost)
+    assert rlmesh.ray.FleetStartError is errors.FleetStartError
+    assert issubclass(errors.FleetStartTimeout, errors.FleetStartError)
+    assert issubclass(errors.ActorLost, errors.ConnectionLost)
+    lost = pickle.loads(pickle.dumps(errors.WorkerLost("gone", index=3, reasons=("a", "b"))))
+    assert (str(lost), lost.index, lost.reasons) == ("gone", 3, ("a", "b"))  # crosses processes
+    for name in ("WorkerLost", "ActorLost", "LanesLost", "FleetStartError", "FleetStartTimeout"):
+        assert name in errors.__doc__  # drawn in the tree at the top of errors.py

@@ -7,10 +7,10 @@ and what counts as retried.
 
 from __future__ import annotations
 
-from rlmesh.eval._distributed import PIPELINE_DEPTH, _Driver
-from rlmesh.eval._job import Outcome
 from rlmesh.eval._results import EpisodeResult
-from rlmesh.eval._workers import Workers
+from rlmesh.eval.distributed.driver import PIPELINE_DEPTH, _Driver
+from rlmesh.eval.distributed.job import Outcome
+from rlmesh.eval.distributed.workers import Workers
 
 
 class ScriptedBackend:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlmesh.eval._raypool import RayBackend
+from rlmesh.eval.distributed.ray_actors import RayBackend
 
 
 class RayError(Exception):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
+from rlmesh._spawn.recipe import load_env_target
 from rlmesh.authoring import EnvFactory, build_env
 from rlmesh.serve import Lanes
-from rlmesh.serve._command import load_env_target
 from rlmesh.serve._driven import driven_env
 
 

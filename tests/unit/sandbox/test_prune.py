@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,12 @@ def test_a_venv_in_use_is_kept(cache: Path) -> None:
     python.symlink_to(sys.executable)
     proc = subprocess.Popen([str(python), "-c", "import time; time.sleep(30)"])
     try:
+        # Popen returns once the child exec'd, but its argv shows in /proc a moment later
+        cmdline = Path(f"/proc/{proc.pid}/cmdline")
+        for _ in range(500):  # bounded: 5 s
+            if cmdline.read_bytes().startswith(str(python).encode()):
+                break
+            time.sleep(0.01)
         report = prune(docker=False)
         assert (cache / "gym-aaa").is_dir() and not (cache / "gym-bbb").exists()
         assert any("in use" in k for k in report.kept)

@@ -19,6 +19,7 @@ import pytest
 from serve_wire import ScriptedEnv, Wire, no_threads_left_fixture, short_dir_fixture  # noqa: F401  (fixtures)
 
 from rlmesh._cli import _serving
+from rlmesh._spawn import recipe
 from rlmesh.authoring import EnvFactory
 from rlmesh.errors import BindFailed
 from rlmesh.numpy import Model
@@ -293,41 +294,41 @@ def test_bindings_options_and_the_announcement(
 
 
 def test_env_targets_load_from_ids_module_attrs_factories_and_instances() -> None:
-    env, factory = _command.load_env_target("CartPole-v1")
+    env, factory = recipe.load_env_target("CartPole-v1")
     assert env.spec.id == "CartPole-v1" and factory is None
-    lanes, _ = _command.load_env_target("CartPole-v1", num_envs=2, autoreset="same-step")
+    lanes, _ = recipe.load_env_target("CartPole-v1", num_envs=2, autoreset="same-step")
     assert len(lanes) == 2 and lanes.autoreset_mode == "SameStep"
-    venv, _ = _command.load_env_target("CartPole-v1", num_envs=2, vectorization_mode="sync")
+    venv, _ = recipe.load_env_target("CartPole-v1", num_envs=2, vectorization_mode="sync")
     assert isinstance(venv, gym.vector.SyncVectorEnv)
     venv.close()
-    env, factory = _command.load_env_target(f"{__name__}:Factory")
+    env, factory = recipe.load_env_target(f"{__name__}:Factory")
     assert isinstance(env, ScriptedEnv) and isinstance(factory, Factory)
-    assert _command.load_env_target(f"{__name__}:LIVE")[0] is LIVE
-    assert isinstance(_command.load_env_target("serve_wire:ScriptedEnv")[0], ScriptedEnv)
-    assert len(_command.load_env_target("serve_wire:ScriptedEnv", num_envs=2)[0]) == 2
-    venv, _ = _command.load_env_target(
+    assert recipe.load_env_target(f"{__name__}:LIVE")[0] is LIVE
+    assert isinstance(recipe.load_env_target("serve_wire:ScriptedEnv")[0], ScriptedEnv)
+    assert len(recipe.load_env_target("serve_wire:ScriptedEnv", num_envs=2)[0]) == 2
+    venv, _ = recipe.load_env_target(
         "serve_wire:ScriptedEnv", num_envs=2, vectorization_mode="sync"
     )
     assert isinstance(venv, gym.vector.SyncVectorEnv)
     with pytest.raises(ValueError, match="is a serving option"):
-        _command.load_env_target("CartPole-v1", kwargs={"num_envs": 2})
-    with pytest.raises(ValueError, match="num_envs must be >= 1"):
-        _command.load_env_target("CartPole-v1", num_envs=0)
+        recipe.load_env_target("CartPole-v1", kwargs={"num_envs": 2})
+    with pytest.raises(ValueError, match="num_envs must be an int >= 1"):
+        recipe.load_env_target("CartPole-v1", num_envs=0)
     with pytest.raises(ValueError, match="vectorization_mode must be"):
-        _command.load_env_target("CartPole-v1", num_envs=2, vectorization_mode="threads")
+        recipe.load_env_target("CartPole-v1", num_envs=2, vectorization_mode="threads")
     with pytest.raises(ValueError, match="applies to several lanes"):
-        _command.load_env_target("CartPole-v1", autoreset="same-step")
-    with pytest.raises(ValueError, match="is an env instance"):
-        _command.load_env_target(f"{__name__}:LIVE", num_envs=2)
+        recipe.load_env_target("CartPole-v1", autoreset="same-step")
+    with pytest.raises(ValueError, match="is a live env"):
+        recipe.load_env_target(f"{__name__}:LIVE", num_envs=2)
     with pytest.raises(TypeError, match="is a int, not an env"):
-        _command.load_env_target(f"{__name__}:NOT_AN_ENV")
+        recipe.load_env_target(f"{__name__}:NOT_AN_ENV")
 
 
 def test_targets_resolve_to_objects_or_stay_gymnasium_ids() -> None:
-    assert _command._resolve("CartPole-v1") is None
-    assert _command._resolve("no_such_module_here:Env") is None
-    assert _command._resolve("serve_wire:NoSuchAttr") is None
-    assert _command._resolve("serve_wire:ScriptedEnv") is ScriptedEnv
+    assert recipe.resolve_target("CartPole-v1") is None
+    assert recipe.resolve_target("no_such_module_here:Env") is None
+    assert recipe.resolve_target("serve_wire:NoSuchAttr") is None
+    assert recipe.resolve_target("serve_wire:ScriptedEnv") is ScriptedEnv
     assert _serving.is_model_target(f"{__name__}:ZERO", []) and _serving.is_model_target(
         f"{__name__}:Zero", []
     )
@@ -335,5 +336,5 @@ def test_targets_resolve_to_objects_or_stay_gymnasium_ids() -> None:
     assert not _serving.is_model_target("x:y", ["no_such_package_here"])
     env = ScriptedEnv()
     env.close_error = RuntimeError("ignored")
-    _command._close_all([env, ScriptedEnv()])
+    recipe.close_quietly([env, ScriptedEnv()])
     assert env.closed == 1

@@ -289,8 +289,6 @@ def test_construction_refuses_bad_options_and_unbindable_addresses(short_dir: Pa
         EnvServer(ScriptedEnv(), _address(short_dir), options={"idle_timeout_seconds": 1})  # type: ignore[arg-type]
     with pytest.raises(BindFailed, match="failed to bind unix socket"):
         EnvServer(ScriptedEnv(), f"unix://{short_dir}/missing/dir/s.sock")
-    with pytest.raises(ValueError, match="a single-session EnvServer"):
-        EnvServer.__init__(object.__new__(EnvServer), ScriptedEnv(), sessions=2)
 
 
 def test_a_space_nested_too_deep_is_refused_with_the_limit() -> None:

@@ -1,17 +1,19 @@
 """``EnvServer(target, sessions=N)`` in process: the supervisor's books with session workers on threads.
 
-The supervisor is the real one; only its process context is swapped for one whose
-"processes" run the real worker entry (``_worker_main``) on a thread of this process,
-over the same ``SOCK_SEQPACKET`` control channel and ``SCM_RIGHTS`` hand-over. A worker
-"exits" when that function returns (status 0) or raises (status 1). What a real child
-process adds (fork, the forkserver's preload, signals, SIGKILL) is covered by
+The supervisor is the real one; only its :class:`~rlmesh._spawn.process.Spawner` is swapped
+for one whose "processes" run the real worker entry (``worker_main``) on a thread of this
+process, over the same ``SOCK_SEQPACKET`` control channel, ``SCM_RIGHTS`` hand-over and
+shared activity board. A worker "exits" when that function returns (status 0) or raises
+(status 1). What a real child process adds (the fork server, signals, SIGKILL) is covered by
 ``tests/integration/test_serve_sessions.py``.
 """
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import logging
+import os
 import signal
 import threading
 from typing import Any
@@ -26,9 +28,14 @@ from serve_wire import (  # noqa: F401  (fixtures)
     started_fixture,
 )
 
+from rlmesh._spawn import EnvRecipe
+from rlmesh._spawn.process import describe_exit
 from rlmesh.authoring import EnvFactory
 from rlmesh.errors import CODE_NUMBERS
-from rlmesh.serve import EnvServer, ServeOptions, _pool, ping
+from rlmesh.serve import EnvServer, ServeOptions, ping
+from rlmesh.serve._sessions.control import SessionSpec
+from rlmesh.serve._sessions.server import check_session_spec
+from rlmesh.serve._sessions.supervisor import SessionSupervisor
 from rlmesh.wire import messages as m
 
 pytestmark = pytest.mark.timeout(60)
@@ -38,34 +45,24 @@ _PIDS = itertools.count(900_000)
 
 
 class ThreadWorker:
-    """Stands in for a worker process: ``_worker_main`` on a thread, with its own copy of the control socket."""
+    """Stands in for a worker process: the worker entry on a thread, with its own copies of the fds."""
 
-    def __init__(
-        self, target: Any, args: tuple[Any, ...], name: str = "", daemon: bool = False
-    ) -> None:
-        ctrl, *rest = args
-        self._target = target
-        self._args = (
-            ctrl.dup(),
-            *rest,
-        )  # the supervisor closes its copy of the child end, as after a fork
-        self.pid: int | None = None
+    def __init__(self, target: str, args: tuple[Any, ...], fds: list[int]) -> None:
+        module, _, name = target.partition(":")
+        self._fn = getattr(importlib.import_module(module), name)
+        self._args = args
+        self._fds = [os.dup(fd) for fd in fds]  # the supervisor closes its copies, as after a fork
+        self.pid = next(_PIDS)
         self.exitcode: int | None = None
         self._thread = threading.Thread(target=self._run, name="rlmesh-test-worker", daemon=True)
-
-    def start(self) -> None:
-        self.pid = next(_PIDS)
         self._thread.start()
 
     def _run(self) -> None:
-        ctrl = self._args[0]
         try:
-            self._target(*self._args)
+            self._fn(self._fds, *self._args)
             self.exitcode = 0
         except BaseException:
             self.exitcode = 1
-        finally:
-            ctrl.close()  # what the process's exit does
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
@@ -73,23 +70,29 @@ class ThreadWorker:
     def is_alive(self) -> bool:
         return self._thread.is_alive()
 
+    def poll(self) -> int | None:
+        return self.exitcode
+
+    def terminate(self) -> None:  # pragma: no cover - the workers here always stop in time
+        pass
+
     def kill(self) -> None:  # pragma: no cover - the workers here always stop in time
         pass
 
 
-class ThreadContext:
-    def Process(
-        self, target: Any, args: tuple[Any, ...], name: str = "", daemon: bool = False
+class ThreadSpawner:
+    def start(
+        self, target: str, args: tuple[Any, ...] = (), *, pass_fds: Any = (), **_: Any
     ) -> ThreadWorker:
-        return ThreadWorker(target, args, name, daemon)
+        return ThreadWorker(target, args, list(pass_fds))
 
-    def RawArray(self, typecode: str, size: int) -> list[float]:
-        return [0.0] * size
+    def close(self) -> None:
+        pass
 
 
 @pytest.fixture(autouse=True)
 def thread_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_pool.SessionSupervisor, "_context", lambda self: ThreadContext())
+    monkeypatch.setattr(SessionSupervisor, "_new_spawner", lambda self: ThreadSpawner())
     real = signal.signal
 
     def main_thread_only(
@@ -142,7 +145,7 @@ def _session(server: Any) -> Wire:
 def test_each_session_gets_its_own_fresh_env_and_the_limit_is_enforced(started: Any) -> None:
     Counted.built.clear()
     server = started(EnvServer, Counted, sessions=2)
-    assert isinstance(server, _pool.SessionsEnvServer) and server.sessions == 2
+    assert isinstance(server, EnvServer) and server.sessions == 2
     assert ping(server.address).state == "ready"
     a, b = _session(server), _session(server)
     try:
@@ -217,7 +220,7 @@ def test_a_worker_that_dies_ends_only_its_session(
             client.send(m.Step(action=[1]))
             assert client.closed_by_server()
         _until(lambda: server._supervisor.crashes == 1, "the supervisor to see the crash")
-    assert "exited with status 1" in caplog.text
+    assert f"{describe_exit(1)}; its session ended" in caplog.text
     _until(lambda: server.sessions_in_use == 0, "the slot to free")
     with _session(server) as again:
         again.request(m.Reset())
@@ -302,52 +305,67 @@ def test_a_live_env_or_a_local_callable_cannot_serve_many_sessions(short_dir: An
         EnvServer(Counted, f"unix://{short_dir}/no/such/dir.sock", sessions=2)
 
 
-def test_the_start_method_can_be_chosen_and_a_bad_one_is_named(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("RLMESH_SESSION_START_METHOD", "spawn")
-    assert _pool._start_method() == "spawn"
-    monkeypatch.setenv("RLMESH_SESSION_START_METHOD", "teleport")
-    with pytest.raises(ValueError, match="'teleport' is not a start method here"):
-        _pool._start_method()
-
-
 class Factory(EnvFactory):
     def make(self) -> Any:
         return ScriptedEnv()
 
 
-def _builder() -> tuple[Any, Any]:
-    return ScriptedEnv(length=9), None
+class DuckFactory:
+    """Not an EnvFactory: anything with ``make()`` is an env factory (seed types.SupportsMake)."""
+
+    def __init__(self) -> None:
+        self.prepared = False
+        self.closed = False
+
+    def prepare(self) -> None:
+        self.prepared = True
+
+    def make(self, length: int = 9) -> Any:
+        assert self.prepared
+        return ScriptedEnv(length=length)
+
+    def close(self) -> None:
+        self.closed = True
 
 
-def test_recipes_build_from_ids_factories_builders_and_callables() -> None:
-    env, factory, _tags = _pool.EnvRecipe("CartPole-v1").build()
-    assert env.spec.id == "CartPole-v1" and factory is None
-    env, factory, _tags = _pool.EnvRecipe(Factory).build()
-    assert isinstance(env, ScriptedEnv) and isinstance(factory, Factory)
-    env, factory, tags = _pool.EnvRecipe(None, builder=_builder, tags="t").build()
-    assert env.length == 9 and factory is None and tags == "t"
-    lanes, _f, _t = _pool.EnvRecipe(ScriptedEnv, num_envs=2).build()
+def test_recipes_build_from_ids_factories_duck_factories_and_callables() -> None:
+    built = EnvRecipe("CartPole-v1").build()
+    assert built.env.spec.id == "CartPole-v1" and built.factory is None
+    built = EnvRecipe(Factory).build()
+    assert isinstance(built.env, ScriptedEnv) and isinstance(built.factory, Factory)
+    built = EnvRecipe(DuckFactory, {"length": 4}, tags="t").build()
+    assert built.env.length == 4 and isinstance(built.factory, DuckFactory) and built.tags == "t"
+    built.close()
+    assert built.factory.closed
+    lanes = EnvRecipe(DuckFactory(), num_envs=2).build().env
     assert len(lanes) == 2 and lanes.autoreset_mode == "NextStep"
-    venv, _f, _t = _pool.EnvRecipe(
-        ScriptedEnv, num_envs=2, vectorization_mode="sync", autoreset="same-step"
-    ).build()
+    lanes = EnvRecipe(ScriptedEnv, num_envs=2).build().env
+    assert len(lanes) == 2 and lanes.autoreset_mode == "NextStep"
+    venv = (
+        EnvRecipe(ScriptedEnv, num_envs=2, vectorization_mode="sync", autoreset="same-step")
+        .build()
+        .env
+    )
     assert isinstance(venv, gym.vector.SyncVectorEnv)
     venv.close()
-    assert (
-        _pool._build_plain("CartPole-v1", {}, num_envs=1, vectorization_mode=None).spec.id
-        == "CartPole-v1"
-    )
+    spec = EnvRecipe(gym.spec("CartPole-v1")).build()  # a Gymnasium EnvSpec has make() too
+    assert spec.env.spec.id == "CartPole-v1"
     live = ScriptedEnv()
-    assert _pool._build_plain(live, {}, num_envs=1, vectorization_mode=None) is live
-    with pytest.raises(ValueError, match="is a live env; it takes no make kwargs"):
-        _pool._build_plain(live, {"x": 1}, num_envs=1, vectorization_mode=None)
-    with pytest.raises(TypeError, match="env_source must be"):
-        _pool._build_plain(3, {}, num_envs=1, vectorization_mode=None)
+    assert EnvRecipe(live).build().env is live
+    with pytest.raises(ValueError, match=r"is a live env .* takes no make kwargs"):
+        EnvRecipe(live, {"x": 1}).build()
+    with pytest.raises(TypeError, match="is a int, not an env source"):
+        EnvRecipe(3).build()
+
+
+def test_a_duck_factory_serves_many_sessions(started: Any) -> None:
+    server = started(EnvServer, DuckFactory, sessions=2)
+    with _session(server) as client:
+        client.request(m.Reset())
+        assert client.request(m.Step(action=[1])).reward == 1.0
 
 
 def test_the_declared_edition_is_resolved_once_in_the_supervisor() -> None:
     options = ServeOptions(idle_timeout_seconds=2.0, allow_remote_shutdown=True)
-    resolved = _pool._declared_once(options)
+    resolved = check_session_spec(SessionSpec(EnvRecipe("CartPole-v1"), options=options), 2).options
     assert resolved.idle_timeout_seconds == 2.0 and resolved.allow_remote_shutdown

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import functools
 import pickle
+import threading
 
 import pytest
 
 from rlmesh._cli.serve import build_parser
 from rlmesh._cli.serve_model import main as serve_model_main
+from rlmesh._spawn import EnvRecipe
 from rlmesh.serve import ServeOptions
-from rlmesh.serve._pool import EnvRecipe, _check_target, check_sessions
+from rlmesh.serve._sessions.control import Board, SessionSpec
+from rlmesh.serve._sessions.server import check_sessions, check_target
 from rlmesh.wire import messages as m
 
 
@@ -41,29 +44,49 @@ def _make():  # pragma: no cover - never called
     return _Live()
 
 
+class _LockedMaker:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def __call__(self):  # pragma: no cover - never called
+        return _Live()
+
+
+class _DuckFactory:
+    def make(self):  # pragma: no cover - never called
+        return _Live()
+
+
 def test_a_target_must_be_buildable_in_another_process():
-    _check_target("CartPole-v1", 2)
-    _check_target(_make, 2)
-    _check_target(functools.partial(_make), 2)
+    check_target("CartPole-v1", 2)
+    check_target(_make, 2)
+    check_target(functools.partial(_make), 2)
+    check_target(lambda: _Live(), 2)  # travels by value (cloudpickle)
+    check_target(_DuckFactory(), 2)  # anything with make()
     with pytest.raises(
         TypeError, match=r"a live _Live instance, which cannot be copied.*sessions=1"
     ):
-        _check_target(_Live(), 2)
+        check_target(_Live(), 2)
     with pytest.raises(TypeError, match="a list of env instances"):
-        _check_target([_Live(), _Live()], 2)
-    with pytest.raises(TypeError, match="not a lambda or a local function"):
-        _check_target(lambda: _Live(), 2)
+        check_target([_Live(), _Live()], 2)
+    with pytest.raises(
+        TypeError,
+        match=r"sessions=2 sends the env source to another process, but .*\.lock \(a _thread\.lock\) "
+        r"cannot be pickled.*Pass a Gymnasium id",
+    ):
+        check_target(_LockedMaker(), 2)
     with pytest.raises(TypeError, match="got int"):
-        _check_target(3, 2)
+        check_target(3, 2)
 
 
-def test_a_recipe_travels_to_a_worker_with_its_options():
-    recipe = EnvRecipe(
-        "CartPole-v1", {"x": 1}, num_envs=3, options=ServeOptions(idle_timeout_seconds=2.0)
+def test_a_session_spec_travels_to_a_worker_with_its_options():
+    spec = SessionSpec(
+        EnvRecipe("CartPole-v1", {"x": 1}, num_envs=3),
+        options=ServeOptions(idle_timeout_seconds=2.0),
     )
-    back = pickle.loads(pickle.dumps(recipe))
-    assert back.source == "CartPole-v1" and back.num_envs == 3 and back.make_kwargs == {"x": 1}
-    assert back.options.idle_timeout_seconds == 2.0
+    back = pickle.loads(pickle.dumps(spec))
+    assert back.recipe.source == "CartPole-v1" and back.recipe.num_envs == 3
+    assert back.recipe.make_kwargs == {"x": 1} and back.options.idle_timeout_seconds == 2.0
 
 
 def test_a_single_session_pong_keeps_its_bytes_and_a_multi_session_one_adds_the_counts():
@@ -122,27 +145,28 @@ def test_session_workers_busy_poll_only_while_the_busy_sessions_fit_the_cores(mo
     import time
     from types import SimpleNamespace
 
-    from rlmesh.serve import _pool
+    from rlmesh.serve._sessions import worker
 
-    monkeypatch.setattr(_pool, "busy_poll_default", lambda: 0.001)
-    monkeypatch.setattr(_pool, "_usable_cpus", lambda: 4.0)
+    monkeypatch.setattr(worker, "busy_poll_default", lambda: 0.001)
+    monkeypatch.setattr(worker, "usable_cpus", lambda: 4)
     conn = SimpleNamespace(busy_poll=0.001)
-    loop = SimpleNamespace(_client=SimpleNamespace(conn=conn), on_request=None, fan_out_peer=False)
-    board = [0.0, 0.0, 0.0, 0.0]
-    _pool._watch_activity(loop, board, 0)
+    loop = SimpleNamespace(client=SimpleNamespace(conn=conn), on_request=None, fan_out_peer=False)
+    board = Board(4)  # shared memory, as between the workers
+    worker.watch_activity(loop, board, 0)
     loop.on_request()  # this session alone is busy: 2 x 1 <= 4 cores
     assert conn.busy_poll == 0.001
     now = time.monotonic()
     board[1] = board[2] = now  # three busy sessions need 6 cores
     board[3] = now - 10.0  # an idle one does not count
-    _pool._watch_activity(loop, board, 0)  # a fresh check window
+    worker.watch_activity(loop, board, 0)  # a fresh check window
     loop.on_request()
     assert conn.busy_poll == 0.0
     board[1] = board[2] = now - 10.0  # the others went idle
-    _pool._watch_activity(loop, board, 0)
+    worker.watch_activity(loop, board, 0)
     loop.on_request()
     assert conn.busy_poll == 0.001
     loop.fan_out_peer = True  # a client gathering many endpoints asked for no spinning
-    _pool._watch_activity(loop, board, 0)
+    worker.watch_activity(loop, board, 0)
     loop.on_request()
     assert conn.busy_poll == 0.0
+    board.close()

@@ -1,62 +1,44 @@
-"""``rlmesh.Workers``: how a distributed run spreads its episodes, and what it reports back.
+"""``rlmesh.Workers`` and ``rlmesh.WorkerPool``: where the episodes of a distributed run go.
 
 ``workers=`` on ``rlmesh.run`` / ``Model.run`` / ``RemoteModel.run`` / ``SandboxModel.run``
 takes ``None`` (one process, the single drive loop, unchanged), an int ``N``, a
 :class:`Workers` (workers started for the run and stopped after it) or a warm
-:class:`~rlmesh.eval.WorkerPool` from :meth:`Workers.start` (reused by many runs). The result of a distributed run is an ordinary
-:class:`~rlmesh.RunResult` whose extra fields say which worker ran what
-(:class:`WorkerTiming`) and which episodes had to be run again (:class:`EpisodeRetry`).
+:class:`WorkerPool` from :meth:`Workers.start` (reused by many runs). The result of a
+distributed run is an ordinary :class:`~rlmesh.RunResult` whose extra fields say which
+worker ran what (``WorkerTiming``) and which episodes had to be run again
+(``EpisodeRetry``).
 """
 
 from __future__ import annotations
 
-import os
 import sys
+import threading
+import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import RLMeshException
+from ..._spawn.process import guard_at_exit, usable_cpus
+from ..._spawn.ray import cluster_cpus
+from .backend import WorkerBackend
+from .processes import ProcessBackend
+from .ray_actors import RayBackend
 
-if TYPE_CHECKING:
-    from ._distributed import WorkerPool
-
-__all__ = ["BACKENDS", "EpisodeRetry", "WorkerLost", "WorkerTiming", "Workers", "normalize_workers"]
+__all__ = [
+    "BACKENDS",
+    "STARTUP_TIMEOUT_SECONDS",
+    "WorkerPool",
+    "Workers",
+    "default_workers",
+    "make_backend",
+    "normalize_workers",
+]
 
 #: The backends a distributed run can use.
 BACKENDS = ("processes", "ray")
-
-#: :class:`~rlmesh.eval.WorkerPool`, registered by the driver module (which imports this one).
-_POOL_TYPE: Any = None
-
-
-def register_pool_type(pool_type: type) -> None:
-    """Called once by ``rlmesh.eval._distributed``: the class :meth:`Workers.start` returns."""
-    global _POOL_TYPE
-    _POOL_TYPE = pool_type
-
-
-class WorkerLost(RLMeshException, ConnectionError):
-    """Workers died and an episode could not be finished within ``max_retries`` re-runs.
-
-    Attributes:
-        index: The episode index that ran out of retries (``None``: every worker was lost).
-        reasons: Why each attempt was lost (one line per attempt).
-    """
-
-    def __init__(
-        self, message: str, *, index: int | None = None, reasons: tuple[str, ...] = ()
-    ) -> None:
-        super().__init__(message)
-        self.index = index
-        self.reasons = reasons
-
-    def __reduce__(self) -> Any:
-        return (_worker_lost, (str(self), self.index, self.reasons))
-
-
-def _worker_lost(message: str, index: int | None, reasons: tuple[str, ...]) -> WorkerLost:
-    return WorkerLost(message, index=index, reasons=reasons)
+#: How long a worker may take to build its env and model (or to start) before the run gives up on it.
+STARTUP_TIMEOUT_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -151,10 +133,7 @@ class Workers:
             TimeoutError: a worker did not start in time (Ray: resources unavailable).
             RuntimeError: a worker died while starting.
         """
-        if _POOL_TYPE is None:  # pragma: no cover - rlmesh.eval always imports the driver
-            raise RuntimeError("rlmesh.eval._distributed is not loaded: import rlmesh first")
-        pool: WorkerPool = _POOL_TYPE(self)
-        return pool
+        return WorkerPool(self)
 
     def resolved_backend(self) -> str:
         """The backend this run uses (``backend=None`` resolved as documented)."""
@@ -170,23 +149,20 @@ class Workers:
 
 def normalize_workers(workers: Any) -> Workers | WorkerPool | None:
     """``None`` -> ``None``; an int -> ``Workers(n=int)``; a :class:`Workers` or a started
-    :class:`~rlmesh.eval.WorkerPool` as is.
+    :class:`WorkerPool` as is.
 
     Raises:
         TypeError: anything else.
         ValueError: a pool that was closed.
     """
-    if workers is None:
-        return None
-    if isinstance(workers, Workers):
+    if workers is None or isinstance(workers, Workers):
         return workers
-    if _POOL_TYPE is not None and isinstance(workers, _POOL_TYPE):
+    if isinstance(workers, WorkerPool):
         if workers.closed:
             raise ValueError(
                 f"workers={workers!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()"
             )
-        pool: WorkerPool = workers
-        return pool
+        return workers
     if isinstance(workers, bool) or not isinstance(workers, int):
         raise TypeError(
             f"workers= takes None, an int or rlmesh.Workers(...) (or a pool from rlmesh.Workers(...).start()), "
@@ -195,78 +171,119 @@ def normalize_workers(workers: Any) -> Workers | WorkerPool | None:
     return Workers(n=workers)
 
 
-def default_processes() -> int:
-    """One worker per CPU this process may use."""
+def default_workers(cfg: Workers) -> int:
+    """``Workers.n``, or one worker per CPU of this machine (of the Ray cluster, on Ray)."""
+    if cfg.n is not None:
+        return cfg.n
+    return cluster_cpus() if cfg.resolved_backend() == "ray" else usable_cpus()
+
+
+def make_backend(cfg: Workers, expected: int = 1) -> WorkerBackend:
+    """The backend ``cfg`` names (Ray is started or connected to here when it names Ray)."""
+    if cfg.resolved_backend() == "ray":
+        return RayBackend(cfg, expected=expected)
+    return ProcessBackend()
+
+
+def _close_backend(backend: WorkerBackend) -> None:
+    """A pool's finalizer (``close()``, garbage collection, interpreter exit): stop every worker."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+        backend.close(force=False)
+    except Exception:
+        pass
 
 
-@dataclass(frozen=True)
-class WorkerTiming:
-    """What one worker did in a distributed run (``RunResult.workers``).
+class WorkerPool:
+    """Warm workers reused by many runs: ``pool = rlmesh.Workers(n=8, backend="ray").start()``.
 
-    Attributes:
-        worker: The worker's label (``"w0"``, ``"w1"`` ...; a replacement keeps its slot's
-            label with ``.1``, ``.2`` ... appended).
-        host: The host name it ran on.
-        pid: Its process id on that host.
-        node: The Ray node id (``""`` for the processes backend).
-        episodes: Episodes it finished.
-        env_ms: Total wall time in env steps, in milliseconds.
-        model_ms: Total wall time in model predictions, in milliseconds.
-        busy_s: Total wall time of its episodes, in seconds.
-    """
+    Pass it as ``workers=pool`` to ``rlmesh.run`` / ``Model.run`` / ``RemoteModel.run`` /
+    ``SandboxModel.run`` as often as you like: the worker processes (or Ray actors) are
+    started once, here, and each run only ships its job to them. Between runs the
+    workers hold no env and no model: each run's workers build the run's env and model
+    when it starts and close them when it ends.
 
-    worker: str
-    host: str
-    pid: int
-    node: str = ""
-    episodes: int = 0
-    env_ms: float = 0.0
-    model_ms: float = 0.0
-    busy_s: float = 0.0
+    - A worker lost during a run is replaced (as without a pool, within ``max_retries``);
+      a worker that died between runs is replaced when the next run starts.
+    - An episode that raises ends the run as without a pool; the workers still running
+      episodes the run no longer needs are stopped (their state is unknown) and
+      replaced at the next run, the others are reused.
+    - Ctrl-C (or any error not reported by a worker) stops every worker of that run, as
+      without a pool; the pool stays usable and starts fresh workers for the next run.
+    - One run at a time: a second run on a pool that is running one is refused.
 
-
-@dataclass(frozen=True)
-class EpisodeRetry:
-    """One episode that was run again because its worker was lost (``RunResult.retries``).
+    Use it as a context manager, or call :meth:`close`; a pool still open when the
+    interpreter exits (or that is garbage-collected) is closed then, so no worker
+    outlives the driver. A pool on Ray shuts down the local Ray it started on close; a
+    Ray this process had already initialized (or ``address=``) is left running.
 
     Attributes:
-        index: The episode index.
-        seed: Its seed.
-        worker: The worker that was lost while running it.
-        reason: Why (e.g. ``"worker w1 (pid 4242) died: killed by signal 9 (SIGKILL)"``).
+        workers: The :class:`Workers` configuration it was started with.
+        n: Its number of workers (``Workers.n``, or the resolved default).
+        backend: ``"processes"`` or ``"ray"``.
+        startup_seconds: Wall time :meth:`Workers.start` took: starting Ray if needed,
+            then every worker process or actor until it answered.
     """
 
-    index: int
-    seed: int | None
-    worker: str
-    reason: str
+    def __init__(self, workers: Workers) -> None:
+        if not isinstance(workers, Workers):
+            raise TypeError(f"WorkerPool takes a rlmesh.Workers(...), got {type(workers).__name__}")
+        self.workers = workers
+        self.backend = workers.resolved_backend()
+        self._lock = threading.Lock()
+        t0 = time.perf_counter()
+        self._backend: WorkerBackend
+        if self.backend == "ray":
+            ray_backend = RayBackend(
+                workers
+            )  # starts (and then owns) a local Ray if none is running
+            n = default_workers(workers)
+            ray_backend.expected = n
+            self._backend = ray_backend
+        else:
+            self._backend = ProcessBackend()
+            n = default_workers(workers)
+        self.n: int = n
+        self._finalizer = weakref.finalize(self, _close_backend, self._backend)
+        guard_at_exit(self, WorkerPool.close)  # no worker outlives the interpreter
+        try:
+            for slot in range(n):
+                self._backend.spawn(slot, f"w{slot}")
+            self._backend.wait_started(list(range(n)), STARTUP_TIMEOUT_SECONDS)
+        except BaseException:
+            self.close()
+            raise
+        self.startup_seconds: float = time.perf_counter() - t0
 
+    @property
+    def closed(self) -> bool:
+        """``True`` once :meth:`close` ran."""
+        return not self._finalizer.alive
 
-@dataclass
-class WorkerStats:
-    """Running totals of one worker on the driver (frozen into a :class:`WorkerTiming`)."""
+    def close(self) -> None:
+        """Stop every worker (and a local Ray the pool started). Idempotent."""
+        self._finalizer()
 
-    worker: str
-    host: str = ""
-    pid: int = 0
-    node: str = ""
-    episodes: int = 0
-    env_ms: float = 0.0
-    model_ms: float = 0.0
-    busy_s: float = 0.0
+    def __enter__(self) -> WorkerPool:
+        return self
 
-    def freeze(self) -> WorkerTiming:
-        return WorkerTiming(
-            self.worker,
-            self.host,
-            self.pid,
-            self.node,
-            self.episodes,
-            self.env_ms,
-            self.model_ms,
-            self.busy_s,
-        )
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<WorkerPool {self.backend} n={self.n} {state}>"
+
+    def lease(self) -> WorkerBackend:
+        """The backend, for one run (the driver gives it back with :meth:`unlease`)."""
+        if self.closed:
+            raise ValueError(
+                f"workers={self!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()"
+            )
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError(
+                f"workers={self!r} is running another run: a pool runs one run at a time"
+            )
+        return self._backend
+
+    def unlease(self) -> None:
+        self._lock.release()

@@ -28,39 +28,29 @@ instead and replaced when the next run starts).
 
 from __future__ import annotations
 
-import atexit
-import threading
+import dataclasses
 import time
 import warnings
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .. import adapters
-from ._budget import episode_budget, validate_caps
-from ._busy import for_workers
-from ._dhooks import driver_side_for
-from ._hooks import RunHooks
-from ._job import EnvRecipe, Job, Outcome, describe_target, dumps, env_recipe, model_recipe
-from ._journal import Journal
-from ._procpool import ProcessBackend
-from ._progress import RunProgress
-from ._raypool import RayBackend, import_ray
-from ._results import EpisodeResult, RunResult, TelemetryRow
-from ._workers import (
-    EpisodeRetry,
-    WorkerLost,
-    Workers,
-    WorkerStats,
-    default_processes,
-    register_pool_type,
-)
+from ... import adapters
+from ...errors import WorkerLost
+from .._budget import episode_budget, validate_caps
+from .._busy import for_workers
+from .._hooks import RunHooks
+from .._options import RunOptions
+from .._results import EpisodeResult, EpisodeRetry, RunResult, TelemetryRow, WorkerStats
+from .backend import Task
+from .hooks import driver_side_for
+from .job import Job, Outcome, SlotEnv, describe_target, env_recipes, model_recipe, ship, slot_label
+from .journal import Journal
+from .progress import RunProgress
+from .workers import STARTUP_TIMEOUT_SECONDS, WorkerPool, Workers, default_workers, make_backend
 
-__all__ = ["WorkerPool", "run_distributed"]
+__all__ = ["merge_telemetry", "run_distributed"]
 
-#: How long a worker may take to build its env and model before the run gives up on it.
-STARTUP_TIMEOUT_SECONDS = 600.0
 #: Poll period of the driver loop (it also bounds how late Ctrl-C is noticed).
 POLL_SECONDS = 0.2
 #: Episodes handed to one worker at a time: the one it runs and the next, queued.
@@ -143,123 +133,12 @@ def merge_telemetry(rows: Sequence[TelemetryRow]) -> tuple[TelemetryRow, ...]:
     return tuple(out)
 
 
-def _make_backend(cfg: Workers, n: int) -> Any:
-    if cfg.resolved_backend() == "ray":
-        return RayBackend(cfg, expected=n)
-    return ProcessBackend()
-
-
-def _close_backend(backend: Any) -> None:
-    """A pool's finalizer (``close()``, garbage collection, interpreter exit): stop every worker."""
-    try:
-        backend.close(force=False)
-    except Exception:
-        pass
-
-
-class WorkerPool:
-    """Warm workers reused by many runs: ``pool = rlmesh.Workers(n=8, backend="ray").start()``.
-
-    Pass it as ``workers=pool`` to ``rlmesh.run`` / ``Model.run`` / ``RemoteModel.run`` /
-    ``SandboxModel.run`` as often as you like: the worker processes (or Ray actors) are
-    started once, here, and each run only ships its job to them. Between runs the
-    workers hold no env and no model: each run's workers build the run's env and model
-    when it starts and close them when it ends.
-
-    - A worker lost during a run is replaced (as without a pool, within ``max_retries``);
-      a worker that died between runs is replaced when the next run starts.
-    - An episode that raises ends the run as without a pool; the workers still running
-      episodes the run no longer needs are stopped (their state is unknown) and
-      replaced at the next run, the others are reused.
-    - Ctrl-C (or any error not reported by a worker) stops every worker of that run, as
-      without a pool; the pool stays usable and starts fresh workers for the next run.
-    - One run at a time: a second run on a pool that is running one is refused.
-
-    Use it as a context manager, or call :meth:`close`; a pool still open when the
-    interpreter exits (or that is garbage-collected) is closed then, so no worker
-    outlives the driver. A pool on Ray shuts down the local Ray it started on close; a
-    Ray this process had already initialized (or ``address=``) is left running.
-
-    Attributes:
-        workers: The :class:`Workers` configuration it was started with.
-        n: Its number of workers (``Workers.n``, or the resolved default).
-        backend: ``"processes"`` or ``"ray"``.
-        startup_seconds: Wall time :meth:`Workers.start` took: starting Ray if needed,
-            then every worker process or actor until it answered.
-    """
-
-    def __init__(self, workers: Workers) -> None:
-        if not isinstance(workers, Workers):
-            raise TypeError(f"WorkerPool takes a rlmesh.Workers(...), got {type(workers).__name__}")
-        self.workers = workers
-        self.backend = workers.resolved_backend()
-        self._lock = threading.Lock()
-        t0 = time.perf_counter()
-        n = workers.n
-        if self.backend == "ray":
-            self._backend: Any = RayBackend(
-                workers
-            )  # starts (and then owns) a local Ray if none is running
-            n = n if n is not None else _ray_cpus()
-            self._backend.expected = n
-        else:
-            self._backend = ProcessBackend()
-            n = n if n is not None else default_processes()
-        self.n: int = n
-        self._finalizer = weakref.finalize(self, _close_backend, self._backend)
-        # before multiprocessing's own exit hook, which would wait for our workers forever
-        atexit.register(self._finalizer)
-        try:
-            for slot in range(n):
-                self._backend.spawn(slot, f"w{slot}")
-            self._backend.wait_started(list(range(n)), STARTUP_TIMEOUT_SECONDS)
-        except BaseException:
-            self.close()
-            raise
-        self.startup_seconds: float = time.perf_counter() - t0
-
-    @property
-    def closed(self) -> bool:
-        """``True`` once :meth:`close` ran."""
-        return not self._finalizer.alive
-
-    def close(self) -> None:
-        """Stop every worker (and a local Ray the pool started). Idempotent."""
-        self._finalizer()
-        atexit.unregister(self._finalizer)
-
-    def __enter__(self) -> WorkerPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        state = "closed" if self.closed else "open"
-        return f"<WorkerPool {self.backend} n={self.n} {state}>"
-
-    def _lease(self) -> Any:
-        """The backend, for one run (released by :meth:`_unlease`)."""
-        if self.closed:
-            raise ValueError(
-                f"workers={self!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()"
-            )
-        if not self._lock.acquire(blocking=False):
-            raise RuntimeError(
-                f"workers={self!r} is running another run: a pool runs one run at a time"
-            )
-        return self._backend
-
-    def _unlease(self) -> None:
-        self._lock.release()
-
-
 class _Driver:
     def __init__(
         self,
         *,
         cfg: Workers,
-        plan: list[tuple[int, int | None, int]],
+        plan: list[Task],
         done: dict[int, EpisodeResult],
         n: int,
         job: Job,
@@ -280,10 +159,8 @@ class _Driver:
         self.plain_hooks = hooks if hooks is not None and self.side is None else None
         self.journal = journal
         self.journal_path = journal_path
-        self.pending: deque[tuple[int, int | None, int]] = deque(
-            t for t in plan if t[0] not in done
-        )
-        self.inflight: dict[int, deque[tuple[int, int | None, int]]] = {}  # per worker, in order
+        self.pending: deque[Task] = deque(t for t in plan if t[0] not in done)
+        self.inflight: dict[int, deque[Task]] = {}  # per worker, in order
         self.ready: set[int] = set()
         self.started_at: dict[int, float] = {}
         self.labels: dict[int, str] = {}
@@ -344,7 +221,7 @@ class _Driver:
                 else:
                     self.pending.appendleft(task)
 
-    def _take(self, slot: int, index: int) -> tuple[int, int | None, int] | None:
+    def _take(self, slot: int, index: int) -> Task | None:
         """Remove and return the episode ``index`` handed to worker ``slot`` (None: stale)."""
         queue = self.inflight.get(slot)
         for task in queue or ():
@@ -354,7 +231,7 @@ class _Driver:
                 return task
         return None
 
-    def _inflight(self) -> Iterator[tuple[int, int | None, int]]:
+    def _inflight(self) -> Iterator[Task]:
         for queue in self.inflight.values():
             yield from queue
 
@@ -498,11 +375,11 @@ class _Driver:
         error: BaseException | None = None
         try:
             if self._work_left():
-                job_bytes = dumps(self.job, "run")
+                job_bytes = ship(self.job, "run")
                 if self.pool is None:
-                    self.backend = _make_backend(self.cfg, self.n)
+                    self.backend = make_backend(self.cfg, self.n)
                 else:
-                    self.backend = self.pool._lease()
+                    self.backend = self.pool.lease()
                     self.inherited = {
                         slot for slot in range(self.n) if self.backend.has_worker(slot)
                     }
@@ -565,7 +442,7 @@ class _Driver:
                 raise
         finally:
             if self.pool is not None and backend is not None:
-                self.pool._unlease()
+                self.pool.unlease()
             self.progress.close()
 
     def _finish(self, error: BaseException | None) -> RunResult:
@@ -609,39 +486,23 @@ class _Driver:
         return result
 
 
-register_pool_type(WorkerPool)
-
-
 def run_distributed(
     open_session: Callable[..., Any],
     model: Any,
     env: Any,
     workers: Workers | WorkerPool,
-    *,
-    seeds: Sequence[int] | None,
-    max_episodes: int | None,
-    episodes: int | None,
-    max_episode_steps: int | None,
-    max_episode_seconds: float | None,
-    hooks: RunHooks | None,
-    instruction: str | None,
-    close_env: bool,
-    trust_entrypoints: bool | None,
-    execution_horizon: int,
-    view: Any,
-    workflow_edition: str | None,
-    trial_index_base: int,
-    prefetch_lead: int,
-    journal: Any,
+    options: RunOptions,
 ) -> RunResult:
     """``rlmesh.run(..., workers=...)`` (see the module docstring)."""
-    count, seed_list = episode_budget(seeds, max_episodes, episodes)
-    validate_caps(max_episode_steps, max_episode_seconds, trial_index_base)
-    if view is not None and view is not False:
+    opts = options
+    count, seed_list = episode_budget(opts.seeds, opts.max_episodes, opts.episodes)
+    validate_caps(opts.max_episode_steps, opts.max_episode_seconds, opts.trial_index_base)
+    if opts.session.view is not None and opts.session.view is not False:
         raise ValueError(
             "view= watches one env, but workers= runs the episodes in other processes; drop view= "
             "(the live progress line shows the run) or run with workers=None"
         )
+    hooks = opts.hooks
     if hooks is not None:
         if not isinstance(hooks, RunHooks) and not callable(getattr(hooks, "on_run_end", None)):
             raise TypeError(f"hooks must be a rlmesh.RunHooks, got {type(hooks).__name__}")
@@ -654,43 +515,36 @@ def run_distributed(
             raise ValueError(
                 f"workers={pool!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()"
             )
-    recipes, limit = env_recipe(env, pool.n if pool is not None else workers.n)
+    envs, limit = env_recipes(env, pool.n if pool is not None else workers.n)
     mrecipe = model_recipe(model)
     side = driver_side_for(hooks) if hooks is not None else None
     job = Job(
-        envs=tuple(recipes),
+        envs=tuple(envs),
         model=mrecipe,
         open_session=open_session,
-        session_kw={
-            "instruction": instruction,
-            "close_env": close_env,
-            "trust_entrypoints": trust_entrypoints,
-            "execution_horizon": execution_horizon,
-            "view": None,
-            "workflow_edition": workflow_edition,
-            "prefetch_lead": prefetch_lead,
+        session=dataclasses.replace(opts.session, view=None),
+        caps={
+            "max_episode_steps": opts.max_episode_steps,
+            "max_episode_seconds": opts.max_episode_seconds,
         },
-        run_kw={"max_episode_steps": max_episode_steps, "max_episode_seconds": max_episode_seconds},
         hooks_plan=side.plan if side is not None else None,
     )
-    plan = [
-        (i, seed_list[i] if i < len(seed_list) else None, trial_index_base + i)
-        for i in range(count)
-    ]
+    base = opts.trial_index_base
+    plan = [(i, seed_list[i] if i < len(seed_list) else None, base + i) for i in range(count)]
     journal_obj: Journal | None = None
     done: dict[int, EpisodeResult] = {}
     journal_path: str | None = None
-    if journal is not None:
+    if opts.journal is not None:
         identity = {
             "episodes": count,
             "seeds": seed_list,
-            "trial_index_base": trial_index_base,
-            "max_episode_steps": max_episode_steps,
-            "max_episode_seconds": max_episode_seconds,
+            "trial_index_base": base,
+            "max_episode_steps": opts.max_episode_steps,
+            "max_episode_seconds": opts.max_episode_seconds,
             "model": mrecipe.label if mrecipe.kind == "random" else describe_target(model),
-            "env": _env_identity(recipes, env),
+            "env": _env_identity(envs, env),
         }
-        journal_obj = Journal.open_for_run(journal, identity)
+        journal_obj = Journal.open_for_run(opts.journal, identity)
         journal_path = journal_obj.path
         if any(seed is None for _, seed, _ in plan):
             warnings.warn(
@@ -700,14 +554,11 @@ def run_distributed(
             )
         done = {i: r for i, r in journal_obj.done().items() if i < count}
     left = count - len(done)
-    n = pool.n if pool is not None else workers.n
-    if n is None:
-        if limit is not None:
-            n = limit
-        elif workers.resolved_backend() == "ray":
-            n = _ray_cpus()
-        else:
-            n = default_processes()
+    if pool is not None:
+        n = pool.n
+    else:
+        asked = workers.n if workers.n is not None or limit is None else limit
+        n = default_workers(dataclasses.replace(workers, n=asked))
     n = max(1, min(n, left)) if left else 1
     driver = _Driver(
         cfg=workers,
@@ -723,14 +574,13 @@ def run_distributed(
     return driver.run()
 
 
-def _env_identity(recipes: list[EnvRecipe], env: Any) -> str:
-    if any(r.kind == "gym" for r in recipes) or isinstance(env, (str, list, tuple)):
-        return ",".join(r.label for r in recipes)
+def _env_identity(envs: list[SlotEnv], env: Any) -> str:
+    """The journal's description of the run's env (stable across runs of the same call)."""
+    by_name = any(
+        not isinstance(e, str)
+        and (isinstance(e.source, str) or type(e.source).__name__ == "EnvSpec")
+        for e in envs
+    )
+    if by_name or isinstance(env, (str, list, tuple)):
+        return ",".join(slot_label(e) for e in envs)
     return describe_target(env)
-
-
-def _ray_cpus() -> int:
-    ray = import_ray()
-    if not ray.is_initialized():
-        return default_processes()
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))

@@ -1,7 +1,8 @@
 """The ``ray`` backend: one Ray actor per worker (the ``ray`` extra; ``ray`` is imported on use).
 
 The run uses the Ray this process already initialized, connects to ``Workers(address=...)``
-(``"auto"`` or an address), or starts a local Ray and shuts it down when the run ends.
+(``"auto"`` or an address), or starts a local Ray on loopback and shuts it down when the
+run ends (:func:`rlmesh._spawn.ray.init_ray`, the one place Ray is started).
 Every run puts its pickled job once (``ray.put``); each actor gets it in ``setup``, builds
 its env and model (closing a previous run's), runs one episode per ``run`` call and, in a
 :class:`~rlmesh.eval.WorkerPool`, closes them on ``release`` and waits for the next run; actors are created with
@@ -17,14 +18,17 @@ import os
 import socket
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import DependencyMissing
-from ._job import WorkerHost, worker_info
-from ._journal import JournalSpec
-from ._workers import Workers
+from ..._spawn.ray import import_ray, init_ray
+from .backend import Event, Task
+from .host import WorkerHost, worker_info
+from .journal import JournalSpec
 
-__all__ = ["RayBackend", "RayWorker", "import_ray"]
+if TYPE_CHECKING:
+    from .workers import Workers
+
+__all__ = ["RayBackend", "RayWorker"]
 
 #: Seconds the actors get to close their envs at the end of a run before they are killed.
 STOP_GRACE_SECONDS = 5.0
@@ -33,17 +37,10 @@ STOP_GRACE_SECONDS = 5.0
 SALVAGE_SECONDS = 5.0
 
 
-def import_ray() -> Any:
-    """``import ray``, or a :class:`~rlmesh.errors.DependencyMissing` naming the extra."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise DependencyMissing(
-            f"workers= with backend='ray' needs Ray ({exc}): pip install ray (the \"ray\" extra of rlmesh-py), "
-            "or use rlmesh.Workers(n, backend='processes')",
-            name="ray",
-        ) from exc
-    return ray
+def _import_ray() -> Any:
+    return import_ray(
+        "workers= with backend='ray'", alternative="use rlmesh.Workers(n, backend='processes')"
+    )
 
 
 class RayWorker:
@@ -87,32 +84,22 @@ _ACTOR: Any = None
 def _actor_class() -> Any:
     global _ACTOR
     if _ACTOR is None:
-        _ACTOR = import_ray().remote(RayWorker)
+        _ACTOR = _import_ray().remote(RayWorker)
     return _ACTOR
 
 
-def ray_start(address: str | None) -> tuple[bool, float]:
-    """Initialize Ray unless it is; ``(we started it, seconds it took)``."""
-    ray = import_ray()
-    if ray.is_initialized():
-        return False, 0.0
-    t0 = time.perf_counter()
-    ray.init(address=address, include_dashboard=False, configure_logging=False, log_to_driver=False)
-    return True, time.perf_counter() - t0
-
-
 class RayBackend:
-    """Driver side of the Ray backend (same events and methods as the processes backend)."""
+    """Driver side of the Ray backend (a :class:`~.backend.WorkerBackend`, like the processes backend)."""
 
     name = "ray"
 
     def __init__(self, cfg: Workers, expected: int = 1) -> None:
-        ray = import_ray()
+        ray = _import_ray()
         self.ray = ray
         self.cfg = cfg
         self.expected = expected
         self.journal: tuple[str, str] | None = None
-        self.owns_ray, self.startup_seconds = ray_start(cfg.address)
+        self.owns_ray, self.startup_seconds = init_ray(cfg.address, log_to_driver=False)
         self.job_ref: Any = None
         self.actors: dict[int, Any] = {}
         self.labels: dict[int, str] = {}
@@ -155,7 +142,7 @@ class RayBackend:
         self.refs[self.actors[slot].setup.remote(self.job_ref, slot, label, self.journal)] = slot
         return True
 
-    def submit(self, slot: int, task: tuple[int, int | None, int]) -> bool:
+    def submit(self, slot: int, task: Task) -> bool:
         if slot in self.dead or slot not in self.actors:
             return False
         self.refs[self.actors[slot].run.remote(*task)] = slot
@@ -166,7 +153,7 @@ class RayBackend:
         wanted = set(self.actors) if slots is None else set(slots)
         return sum(1 for slot in self.actors if slot not in self.dead and slot in wanted)
 
-    def poll(self, timeout: float) -> list[tuple[Any, ...]]:
+    def poll(self, timeout: float) -> list[Event]:
         if not self.refs:
             time.sleep(min(timeout, 0.05))
             return []
@@ -176,7 +163,7 @@ class RayBackend:
         if ready:
             more, _ = ray.wait(pending, num_returns=len(pending), timeout=0)
             ready = list({id(r): r for r in [*ready, *more]}.values())
-        events: list[tuple[Any, ...]] = []
+        events: list[Event] = []
         lost: dict[int, BaseException] = {}
         for ref in ready:
             slot = self.refs.get(ref)
@@ -194,13 +181,13 @@ class RayBackend:
             events.append(("lost", slot, self._lost(slot, error)))
         return events
 
-    def _event(self, slot: int, reply: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _event(self, slot: int, reply: tuple[Any, ...]) -> Event:
         kind, *rest = reply
         if kind == "ready":
             self.nodes[slot] = str(rest[0].get("node", ""))
         return (kind, slot, *rest)
 
-    def _salvage(self, slot: int) -> list[tuple[Any, ...]]:
+    def _salvage(self, slot: int) -> list[Event]:
         """What a lost actor finished before it died, in the order it was asked.
 
         An actor runs its calls in order: one that returned before the actor died holds its
@@ -213,7 +200,7 @@ class RayBackend:
             return []
         ready, _ = ray.wait(calls, num_returns=len(calls), timeout=SALVAGE_SECONDS)
         answered = set(ready)
-        events: list[tuple[Any, ...]] = []
+        events: list[Event] = []
         for ref in calls:
             if ref not in answered:
                 break

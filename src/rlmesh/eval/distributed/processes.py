@@ -3,15 +3,15 @@
 Why not ``concurrent.futures.ProcessPoolExecutor``: a pool whose worker is killed turns
 *every* pending future into ``BrokenProcessPool`` and must be rebuilt, so it cannot say
 which episode was lost, and its workers cannot keep a built env between tasks. Here each
-worker is a ``multiprocessing.Process`` with its own duplex pipe, holding one episode at
-a time: the driver waits on all pipes and process sentinels at once
-(``multiprocessing.connection.wait``), so a death is seen at once and blamed on exactly the
-episode that worker held.
+worker is a process with its own duplex pipe, holding one episode at a time: the driver
+waits on all pipes and process sentinels at once (``multiprocessing.connection.wait``),
+so a death is seen at once and blamed on exactly the episode that worker held.
 
-Start method: ``forkserver`` where available (Linux, macOS), preloading rlmesh, so a
-worker starts in milliseconds without inheriting the driver's threads or sockets;
-``spawn`` elsewhere. The fork server (and multiprocessing's resource tracker) this run (or
-:class:`~rlmesh.eval.WorkerPool`) started are stopped when the run ends (the pool is closed).
+Workers start the rlmesh way (:class:`rlmesh._spawn.process.Spawner`): forked from a clean
+fork server that has rlmesh (and numpy, Gymnasium, torch or jax when the driver has them)
+imported, never re-running the driver's ``__main__`` -- a script needs no
+``if __name__ == "__main__":`` guard. The job travels by pipe as ``cloudpickle`` bytes, so
+what the script defines (its policy, its env class) travels by value.
 
 A worker starts without a job: the driver sends each run's job, the worker builds that
 run's env and model (closing the previous run's), runs episodes, and on ``release``
@@ -25,37 +25,27 @@ finishes (and journals) the episode it is running, then exits.
 
 from __future__ import annotations
 
-import multiprocessing
 import multiprocessing.connection
 import signal
-import sys
+import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ._job import WorkerHost, worker_info
-from ._journal import JournalSpec
+from ..._spawn.process import Spawner, WorkerProcess, describe_exit, stop_processes
+from .backend import Event, Task
+from .host import WorkerHost, worker_info
+from .journal import JournalSpec
 
-__all__ = ["ProcessBackend", "describe_exit"]
+__all__ = ["ProcessBackend", "process_main"]
 
 #: Seconds a finishing worker gets to close its env and exit before SIGTERM, then SIGKILL.
 STOP_GRACE_SECONDS = 5.0
 #: Poll period while waiting for workers to release their run.
 POLL = 0.2
-
-
-def describe_exit(code: int | None) -> str:
-    """``-9`` -> ``"killed by signal 9 (SIGKILL)"``; ``3`` -> ``"exited with code 3"``."""
-    if code is None:
-        return "stopped answering"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = "?"
-        return f"killed by signal {-code} ({name})"
-    return f"exited with code {code}"
+#: The worker body, started by name in each worker process.
+ENTRY = "rlmesh.eval.distributed.processes:process_main"
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -70,15 +60,17 @@ def _send(conn: Any, message: Any) -> bool:
     return True
 
 
-def process_main(conn: Any, slot: int, label: str) -> None:
+def process_main(fds: list[int], slot: int, label: str) -> None:
     """A worker process: say hello, then serve messages until told to stop.
 
-    Messages: ``("job", job_bytes, slot, label, journal)`` (set up for a run: the previous
-    run's env and model are closed first), ``(index, seed, trial)`` (run one episode),
-    ``("release",)`` (close the run's env and model, stay alive), ``None`` (exit).
+    ``fds`` holds its end of the pipe. Messages: ``("job", job_bytes, slot, label,
+    journal)`` (set up for a run: the previous run's env and model are closed first),
+    ``(index, seed, trial)`` (run one episode), ``("release",)`` (close the run's env
+    and model, stay alive), ``None`` (exit).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    conn = multiprocessing.connection.Connection(fds[0])
     host = WorkerHost()
     try:
         if not _send(conn, ("hello", worker_info())):
@@ -109,56 +101,9 @@ def process_main(conn: Any, slot: int, label: str) -> None:
             pass
 
 
-#: Heavy modules the fork server imports once when the driver has them (workers fork from it).
-PRELOAD_IF_LOADED = ("numpy", "gymnasium", "torch", "jax")
-
-
-def _context() -> Any:
-    methods = multiprocessing.get_all_start_methods()
-    if "forkserver" in methods:
-        ctx = multiprocessing.get_context("forkserver")
-        # "__main__": the driver's script is imported once, in the fork server, rather than
-        # in every worker (multiprocessing's own convention for forkserver preloads).
-        preload = ["__main__", "rlmesh", "rlmesh.eval._procpool"]
-        preload += [m for m in PRELOAD_IF_LOADED if m in sys.modules]
-        ctx.set_forkserver_preload(preload)
-        return ctx
-    return multiprocessing.get_context("spawn")  # pragma: no cover - Windows
-
-
-def _helpers() -> list[Any]:
-    """The fork server and the resource tracker it starts (multiprocessing's helper processes)."""
-    out: list[Any] = []
-    try:
-        from multiprocessing import forkserver, resource_tracker
-    except ImportError:  # pragma: no cover - Windows
-        return out
-    out.append(forkserver._forkserver)
-    out.append(resource_tracker._resource_tracker)
-    return out
-
-
-def _running(helper: Any) -> bool:
-    return (
-        getattr(helper, "_forkserver_pid", None) is not None
-        or getattr(helper, "_pid", None) is not None
-    )
-
-
-def _stop_helpers(helpers: list[Any]) -> None:
-    """Stop the helper processes this run started (private API, guarded: best effort)."""
-    for helper in helpers:
-        stop = getattr(helper, "_stop", None)
-        if callable(stop):
-            try:
-                stop()
-            except Exception:
-                pass
-
-
 @dataclass
 class _Proc:
-    process: Any
+    process: WorkerProcess
     conn: Any
     label: str
     dead: bool = False
@@ -166,13 +111,12 @@ class _Proc:
 
 
 class ProcessBackend:
-    """Driver side of the processes backend (events are tuples; see ``_distributed``).
+    """Driver side of the processes backend (a :class:`~.backend.WorkerBackend`).
 
     ``spawn`` starts a worker process (it holds no job yet); ``set_job`` names the run's
     job and ``assign`` sends it to a slot's worker, which answers ``ready`` or
-    ``setup_failed``; ``release`` makes workers drop their run; ``close`` stops them all.
-    A one-off run does spawn, assign, run, close; a :class:`~rlmesh.eval.WorkerPool` keeps
-    one backend and does set_job, assign, run, release per run.
+    ``setup_failed``; ``release`` makes workers drop their run; ``close`` stops them all
+    (and the fork server, when no one else uses it).
     """
 
     name = "processes"
@@ -180,12 +124,9 @@ class ProcessBackend:
     def __init__(self) -> None:
         self.job_bytes: bytes | None = None
         self.journal: Any = None
-        self.ctx = _context()
+        self.spawner = Spawner(preload=("rlmesh.eval.distributed.processes",))
         self.procs: dict[int, _Proc] = {}
         self._dying: list[_Proc] = []
-        # multiprocessing keeps its fork server and resource tracker for the life of the
-        # interpreter; the ones this backend started are stopped with it (nothing left running).
-        self._owned_helpers = [h for h in _helpers() if not _running(h)]
 
     def set_job(self, job_bytes: bytes, journal_path: str | None) -> None:
         self.job_bytes = job_bytes
@@ -194,16 +135,18 @@ class ProcessBackend:
     def spawn(self, slot: int, label: str) -> None:
         """Start a worker process in ``slot`` (replacing a dead one)."""
         self._reap()
-        parent, child = self.ctx.Pipe(duplex=True)
-        process = self.ctx.Process(
-            target=process_main,
-            args=(child, slot, label),
-            name=f"rlmesh-worker-{label}",
-            daemon=False,  # a worker may start processes of its own (sandboxes, a video encoder)
-        )
-        process.start()
-        child.close()
-        self.procs[slot] = _Proc(process, parent, label)
+        parent, child = socket.socketpair()
+        try:
+            process = self.spawner.start(
+                ENTRY, (slot, label), pass_fds=[child.fileno()], name=f"rlmesh-worker-{label}"
+            )
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        conn = multiprocessing.connection.Connection(parent.detach())
+        self.procs[slot] = _Proc(process, conn, label)
 
     def has_worker(self, slot: int) -> bool:
         """A live worker process sits in ``slot`` (a dead one found here is marked so)."""
@@ -223,28 +166,34 @@ class ProcessBackend:
         proc.label = label
         return _send(proc.conn, ("job", self.job_bytes, slot, label, self.journal))
 
-    def submit(self, slot: int, task: tuple[int, int | None, int]) -> bool:
+    def submit(self, slot: int, task: Task) -> bool:
+        return self._message(slot, task)
+
+    def _message(self, slot: int, message: Any) -> bool:
         proc = self.procs.get(slot)
-        return proc is not None and not proc.dead and _send(proc.conn, task)
+        return proc is not None and not proc.dead and _send(proc.conn, message)
 
     def alive(self, slots: Iterable[int] | None = None) -> int:
         """Live workers (of ``slots`` only, when given)."""
         wanted = set(self.procs) if slots is None else set(slots)
         return sum(1 for slot, p in self.procs.items() if not p.dead and slot in wanted)
 
-    def poll(self, timeout: float) -> list[tuple[Any, ...]]:
+    def poll(self, timeout: float) -> list[Event]:
         """Wait up to ``timeout`` seconds; return ``(kind, slot, ...)`` events."""
         live = {slot: p for slot, p in self.procs.items() if not p.dead}
         if not live:
             time.sleep(min(timeout, 0.05))
             return []
         handles: dict[Any, tuple[int, str]] = {}
+        exited: set[int] = set()
         for slot, p in live.items():
             handles[p.conn] = (slot, "conn")
-            handles[p.process.sentinel] = (slot, "exit")
-        ready = multiprocessing.connection.wait(list(handles), timeout)
-        events: list[tuple[Any, ...]] = []
-        exited: set[int] = set()
+            if p.process.sentinel >= 0:
+                handles[p.process.sentinel] = (slot, "exit")
+            else:  # its end was already seen (and its sentinel closed)
+                exited.add(slot)
+        ready = multiprocessing.connection.wait(list(handles), 0.0 if exited else timeout)
+        events: list[Event] = []
         for handle in ready:
             slot, what = handles[handle]
             if what == "exit":
@@ -260,11 +209,6 @@ class ProcessBackend:
                     events.append((kind, slot, *rest))
             except (EOFError, OSError):
                 exited.add(slot)
-        return self._finish(events, exited, live)
-
-    def _finish(
-        self, events: list[tuple[Any, ...]], exited: set[int], live: dict[int, _Proc]
-    ) -> list[tuple[Any, ...]]:
         for slot in sorted(exited):
             p = live[slot]
             p.process.join(1.0)
@@ -273,13 +217,8 @@ class ProcessBackend:
                 p.conn.close()
             except Exception:
                 pass
-            events.append(
-                (
-                    "lost",
-                    slot,
-                    f"worker {p.label} (pid {p.process.pid}) {describe_exit(p.process.exitcode)}",
-                )
-            )
+            how = describe_exit(p.process.exitcode)
+            events.append(("lost", slot, f"worker {p.label} (pid {p.process.pid}) {how}"))
         return events
 
     def wait_started(self, slots: list[int], timeout: float) -> None:
@@ -306,7 +245,7 @@ class ProcessBackend:
     def release(self, slots: list[int], grace: float) -> None:
         """Have the workers in ``slots`` close their run's env and model; one that does not
         answer within ``grace`` seconds is stopped (a pool replaces it at its next run)."""
-        waiting = {s for s in slots if self.submit_message(s, ("release",))}
+        waiting = {s for s in slots if self._message(s, ("release",))}
         deadline = time.monotonic() + grace
         try:
             while waiting and time.monotonic() < deadline:
@@ -317,18 +256,13 @@ class ProcessBackend:
             for slot in waiting:
                 self.kill(slot)
 
-    def submit_message(self, slot: int, message: Any) -> bool:
-        proc = self.procs.get(slot)
-        return proc is not None and not proc.dead and _send(proc.conn, message)
-
     def kill(self, slot: int) -> None:
         """Stop one worker now (it is lost or no longer needed)."""
         p = self.procs.get(slot)
         if p is None or p.dead:
             return
         p.dead = True
-        if p.process.is_alive():
-            p.process.terminate()  # SIGTERM: it closes what it built and exits; close() reaps it
+        p.process.terminate()  # SIGTERM: it closes what it built and exits; close() reaps it
         try:
             p.conn.close()
         except Exception:
@@ -345,28 +279,12 @@ class ProcessBackend:
             p.dead = True
             if not force:
                 _send(p.conn, None)
-        _stop_processes(procs + self._dying, grace=STOP_GRACE_SECONDS if not force else 0.0)
+        grace = STOP_GRACE_SECONDS if not force else 0.0
+        stop_processes([p.process for p in procs + self._dying], grace=grace)
         self._dying = []
         for p in self.procs.values():
             try:
                 p.conn.close()
             except Exception:
                 pass
-        _stop_helpers(self._owned_helpers)
-
-
-def _stop_processes(procs: list[_Proc], *, grace: float) -> None:
-    """Join within ``grace``; then SIGTERM (the worker closes its env) and, after 3 s, SIGKILL."""
-    deadline = time.monotonic() + grace
-    for p in procs:
-        p.process.join(max(0.0, deadline - time.monotonic()))
-    rest = [p for p in procs if p.process.is_alive()]
-    for p in rest:
-        p.process.terminate()
-    deadline = time.monotonic() + 3.0
-    for p in rest:
-        p.process.join(max(0.0, deadline - time.monotonic()))
-    for p in rest:
-        if p.process.is_alive():
-            p.process.kill()
-            p.process.join(5.0)
+        self.spawner.close()

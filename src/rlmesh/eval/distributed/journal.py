@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ._results import EpisodeResult
+from .._results import EpisodeResult
 
 __all__ = ["Journal", "JournalSpec", "RunLock"]
 

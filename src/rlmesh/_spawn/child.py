@@ -1,0 +1,103 @@
+"""The first code a worker process runs: read its job from the pipe, run the target.
+
+A worker reads one *payload* from its boot socket: a small header (the target
+``"module:function"``, the parent's ``sys.path``, working directory and environment) pickled with the
+standard library, then the target's arguments as ``cloudpickle`` bytes (a callable target
+travels with them). It sets
+``sys.path`` and the directory first, so the arguments unpickle exactly as they would in
+the parent (a function the user's script defines travels by value; one from an
+importable module is imported), then calls ``target(fds, *args)``. Nothing here imports
+or runs the parent's ``__main__``.
+
+The payload arrives the same way whichever start method made the process
+(:mod:`rlmesh._spawn.process`): forked from the fork server, or a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import socket
+import sys
+import traceback
+from typing import Any
+
+__all__ = ["exit_code", "read_exactly", "read_payload", "run", "run_fresh"]
+
+_LEN = 8  # the payload's length prefix: 8 bytes, little endian
+
+
+def read_payload(sock: socket.socket) -> bytes:
+    """The length-prefixed payload the parent sends on the boot socket.
+
+    Raises:
+        EOFError: the parent went away before sending all of it.
+    """
+    size = int.from_bytes(read_exactly(sock, _LEN), "little")
+    return read_exactly(sock, size)
+
+
+def read_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if not k:
+            raise EOFError("the parent process went away before sending the worker its job")
+        got += k
+    return bytes(buf)
+
+
+def run(payload: bytes, fds: list[int]) -> int:
+    """Unpack ``payload`` and call its target; the process's exit code."""
+    target, path, cwd, environ, args_bytes = pickle.loads(payload)
+    os.environ.clear()  # the parent's environment now, not the fork server's when it started
+    os.environ.update(environ)
+    sys.path[:] = path
+    try:
+        os.chdir(cwd)
+    except OSError:
+        pass
+    args: tuple[Any, ...] = pickle.loads(args_bytes)
+    if target is None:  # a callable, shipped with its arguments
+        fn, *rest = args
+        args = tuple(rest)
+    else:
+        module_name, _, function = target.partition(":")
+        fn = getattr(importlib.import_module(module_name), function)
+    fn(fds, *args)
+    return 0
+
+
+def exit_code(exc: SystemExit) -> int:
+    """The status ``sys.exit(code)`` means (``None`` 0, an int itself, anything else 1)."""
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def run_fresh(boot_fd: int, fds: list[int]) -> None:
+    """A fresh interpreter's entry (``RLMESH_WORKER_START=fresh``): payload, run, exit.
+
+    The boot socket stays open until the process ends: its closing is the parent's sign
+    that the worker exited.
+    """
+    boot = socket.socket(fileno=boot_fd)
+    os.set_inheritable(boot_fd, False)  # nothing this worker starts keeps it open
+    code = 1
+    try:
+        code = run(read_payload(boot), fds)
+    except SystemExit as exc:
+        code = exit_code(exc)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,310 @@
+"""What a distributed run ships to its workers: the job and its recipes.
+
+The driver turns the run's model and env into recipes (:class:`Job`), pickles the job
+once with ``cloudpickle`` (:func:`rlmesh._spawn.pickling.dumps`: what a script defines
+travels by value, so a script needs no ``__main__`` guard) and sends the bytes to every
+worker, which builds its own env and model from them (:mod:`.host`).
+
+Env recipes (one per worker *slot*, so a replacement worker gets the same one): a served
+address (``str``: the session dials it) or an :class:`~rlmesh._spawn.EnvRecipe` (the worker
+builds the env and drives it in-process):
+
+- a list of addresses (strings or objects with an ``address``): slot ``k`` drives ``[k]``;
+- an address string or a served handle: every worker dials it (a multi-session endpoint);
+- any other string: a Gymnasium id, ``gymnasium.make(id)`` in each worker;
+- an env factory -- an ``EnvFactory`` (class or instance) or anything with ``make()`` --
+  an env class or a zero-argument callable: built per worker;
+- a live Gymnasium env with a ``spec``: re-made from the spec; another live env: a
+  pickled copy per worker.
+
+Model recipes: :data:`~rlmesh.RANDOM_SAMPLE`; a ``Model`` subclass (instantiated per
+worker); a zero-argument callable (a factory such as
+``functools.partial(MyModel.from_config, ckpt=...)``, called once per worker); a served
+model (each worker opens its own session); anything else (a ``Model`` instance, a predict
+callable, a policy) is pickled and each worker gets its own copy.
+"""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..._spawn.pickling import dumps, short_repr
+from ..._spawn.recipe import EnvRecipe
+from ...client._model import RemoteModel
+from ...models._base import ModelBase
+from ...models._sentinels import RANDOM_SAMPLE
+from .._options import SessionOptions
+from .._results import EpisodeResult
+from .._targets import classify_target
+
+__all__ = [
+    "Job",
+    "ModelRecipe",
+    "Outcome",
+    "describe_target",
+    "env_recipes",
+    "model_recipe",
+    "ship",
+]
+
+_ADDRESS = re.compile(r"^(tcp://|unix://|[\w.\-]+:\d+$|\d+$|\[[0-9a-fA-F:]+\]:\d+$)")
+#: The sandboxed env clients of every flavour (duck-typed: sandbox/ sits above eval/).
+_SANDBOX_CLASSES = ("SandboxEnv", "SandboxVectorEnv", "ScalarSandbox", "VectorSandbox")
+#: A slot's env: an address to dial, or a recipe to build.
+SlotEnv = EnvRecipe | str
+
+
+def ship(obj: Any, what: str) -> bytes:
+    """Pickle ``obj`` for the workers; a failure is one line naming it and what to pass instead.
+
+    Raises:
+        TypeError: ``obj`` cannot be pickled.
+    """
+    return dumps(
+        obj,
+        what,
+        who="workers=",
+        remedy=f"Pass a picklable {what}, or a class / zero-argument factory that builds it inside "
+        "each worker (e.g. functools.partial(MyModel.from_config, ckpt=...)), or run with workers=None",
+    )
+
+
+def _shipped(obj: Any, what: str) -> Any:
+    ship(obj, what)  # the clear error now, on the driver
+    return obj
+
+
+def _zero_arg_callable(obj: Any) -> bool:
+    """A callable that can be called with no argument and takes no ``*args`` (a factory, not a predict fn)."""
+    if isinstance(obj, type) or not callable(obj):
+        return False
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return False
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            return False
+        if p.default is p.empty and p.kind in (
+            p.POSITIONAL_ONLY,
+            p.POSITIONAL_OR_KEYWORD,
+            p.KEYWORD_ONLY,
+        ):
+            return False
+    return True
+
+
+# -- env recipes ---------------------------------------------------------------------------------
+
+
+def _address_of(obj: Any) -> str | None:
+    if isinstance(obj, str):
+        return obj
+    address = getattr(obj, "address", None)
+    return address if isinstance(address, str) else None
+
+
+def _recipe(source: Any, what: str) -> EnvRecipe:
+    return EnvRecipe(_shipped(source, what))
+
+
+def env_recipes(env: Any, n: int | None) -> tuple[list[SlotEnv], int | None]:
+    """The per-slot envs for ``env`` and the worker count it implies (``None``: no limit).
+
+    Raises:
+        ValueError: more workers than addresses; an unknown Gymnasium id; a live sandbox.
+        TypeError: a form no worker can rebuild (e.g. an unpicklable live env).
+    """
+    if isinstance(env, (list, tuple)):
+        if not env:
+            raise ValueError("env is an empty list: pass one served address per worker")
+        addresses = []
+        for item in env:
+            address = _address_of(item)
+            if address is None:
+                raise TypeError(
+                    f"a list env must hold served addresses (strings or objects with an address), got {type(item).__name__}"
+                )
+            addresses.append(address)
+        if n is not None and n > len(addresses):
+            raise ValueError(
+                f"workers={n} but the env list has {len(addresses)} address(es): each worker drives one "
+                f"address; pass workers<={len(addresses)} or serve {n - len(addresses)} more env(s)"
+            )
+        return list(addresses), len(addresses)
+    if isinstance(env, str):
+        return [_string_env(env)], None
+    if any(k.__name__ in _SANDBOX_CLASSES for k in type(env).__mro__):
+        source = getattr(env, "source", "SOURCE")
+        raise ValueError(
+            f"{type(env).__name__} is one running sandbox; with workers= pass "
+            f"functools.partial(rlmesh.SandboxEnv, {source!r}, ...) so each worker starts its own"
+        )
+    if isinstance(env, type):
+        if callable(getattr(env, "make", None)):
+            return [_recipe(env, "env factory")], None
+        if callable(getattr(env, "reset", None)) and callable(getattr(env, "step", None)):
+            return [_recipe(env, "env class")], None
+    try:
+        kind = classify_target(env)
+    except TypeError:
+        if _zero_arg_callable(env):
+            return [_recipe(env, "env callable")], None
+        raise
+    if kind in ("address", "server", "remote"):
+        address = _address_of(env)
+        if address is None:
+            raise TypeError(
+                f"{type(env).__name__} is a live remote env without an address; pass its address instead"
+            )
+        return [address], None
+    if kind == "factory":
+        return [_recipe(env, "env factory")], None
+    # a live local env: re-make a Gymnasium env from its spec, else ship a copy
+    spec = getattr(env, "spec", None)
+    if spec is not None and type(spec).__name__ == "EnvSpec" and getattr(spec, "id", None):
+        return [_recipe(spec, "env spec")], None
+    return [EnvRecipe(_CopyOf(ship(env, "env")), tags=None)], None
+
+
+def _string_env(env: str) -> SlotEnv:
+    if _ADDRESS.match(env):
+        return env
+    if "://" in env:
+        raise ValueError(
+            f"env={env!r} looks like a sandbox source; with workers= pass "
+            f"functools.partial(rlmesh.SandboxEnv, {env!r}, ...) so each worker starts its own sandbox"
+        )
+    try:
+        import gymnasium
+    except ImportError:
+        raise ValueError(
+            f"env={env!r} is neither an address (host:port, unix:///path) nor usable as a Gymnasium id "
+            '(gymnasium is not installed: pip install gymnasium, the "gymnasium" extra of rlmesh-py)'
+        ) from None
+    try:
+        gymnasium.spec(env)
+    except Exception as exc:
+        raise ValueError(
+            f"env={env!r} is neither an address (host:port, tcp://..., unix:///path) nor a registered "
+            f"Gymnasium id ({type(exc).__name__}: {exc})"
+        ) from None
+    return EnvRecipe(env)
+
+
+class _CopyOf:
+    """A pickled copy of a live env, as a make callable: each build unpickles a fresh one."""
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+
+    def __call__(self) -> Any:
+        return pickle.loads(self.payload)
+
+
+def slot_label(env: SlotEnv) -> str:
+    """What a slot's env is, for the journal's run identity."""
+    if isinstance(env, str):
+        return env
+    source = env.source
+    if isinstance(source, _CopyOf):
+        return "copy"
+    if type(source).__name__ == "EnvSpec":
+        return str(source.id)
+    return env.label
+
+
+# -- model recipes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelRecipe:
+    """How a worker gets its model: ``kind`` is ``"random"``, ``"as_is"`` or ``"factory"``."""
+
+    kind: str
+    value: Any
+    label: str
+
+    def build(self) -> tuple[Any, Any]:
+        """``(model for the session, model to close at the end or None)``."""
+        if self.kind == "random":
+            return RANDOM_SAMPLE, None
+        if self.kind == "factory":
+            model = self.value()
+            return model, model
+        return self.value, None
+
+
+def model_recipe(model: Any) -> ModelRecipe:
+    """The model recipe (see the module docstring).
+
+    Raises:
+        TypeError: the model cannot be pickled (the message names it).
+    """
+    if model is RANDOM_SAMPLE:
+        return ModelRecipe("random", None, "RANDOM_SAMPLE")
+    if type(model).__name__ == "SandboxModel" and hasattr(model, "serving"):
+        if model.serving:  # a running container: every worker opens its own session on it
+            return ModelRecipe(
+                "as_is", RemoteModel(model.address), f"SandboxModel({model.address})"
+            )
+        return ModelRecipe("as_is", _shipped(model, "model"), repr(model))
+    if isinstance(model, type):
+        return ModelRecipe("as_is", _shipped(model, "model class"), model.__qualname__)
+    if (
+        not isinstance(model, ModelBase)
+        and _zero_arg_callable(model)
+        and not callable(getattr(model, "predict", None))
+        and not callable(getattr(model, "session", None))
+    ):
+        return ModelRecipe("factory", _shipped(model, "model factory"), short_repr(model))
+    return ModelRecipe("as_is", _shipped(model, "model"), short_repr(model))
+
+
+# -- the job ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a worker needs; pickled once per run."""
+
+    envs: tuple[SlotEnv, ...]
+    model: ModelRecipe
+    #: ``rlmesh.eval._api.open_session``, shipped by reference.
+    open_session: Callable[..., Any]
+    session: SessionOptions
+    #: ``Session.run`` caps: ``max_episode_steps``, ``max_episode_seconds``.
+    caps: dict[str, Any]
+    hooks_plan: Any = None  # a worker-hooks plan (see .hooks), or None
+
+    def env_for(self, slot: int) -> SlotEnv:
+        return self.envs[slot % len(self.envs)]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One finished episode, as a worker reports it."""
+
+    result: EpisodeResult
+    telemetry: tuple[Any, ...]
+    payload: Any = None  # the worker-side hooks' product (e.g. recorded media)
+    journaled: bool = False
+
+
+def describe_target(obj: Any) -> str:
+    """A short stable description of a model or env (the journal's run identity)."""
+    if isinstance(obj, str):
+        return obj
+    if isinstance(obj, Sequence):
+        return ",".join(describe_target(x) for x in obj)
+    func = getattr(obj, "func", None)
+    if func is not None and callable(func) and hasattr(obj, "keywords"):  # functools.partial
+        return f"partial({describe_target(func)})"
+    if isinstance(obj, type) or inspect.isfunction(obj) or inspect.ismethod(obj):
+        return f"{obj.__module__}.{obj.__qualname__}"
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
