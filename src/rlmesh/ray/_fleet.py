@@ -53,6 +53,41 @@ def _check_seconds(name: str, value: Any) -> float:
     return float(value)
 
 
+def spread_over_nodes(
+    ray: Any, n: int, ray_options: Mapping[str, Any]
+) -> list[dict[str, Any]] | None:
+    """``n`` actors round robin over the alive nodes that can host one (``SPREAD``).
+
+    Ray's own ``"SPREAD"`` is best effort: actors created together may all land on one node
+    (seen on a 3-node cluster). Each actor here gets a *soft* affinity to its node instead,
+    nodes taken in turn: an actor whose node is lost (or cannot place it) is placed elsewhere,
+    and a restart goes where Ray can. ``None`` (Ray's ``SPREAD``) when fewer than two nodes fit.
+    """
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    need = {
+        "CPU": float(ray_options.get("num_cpus", 1.0)),  # an actor's default placement CPU
+        "GPU": float(ray_options.get("num_gpus", 0.0)),
+        **{k: float(v) for k, v in dict(ray_options.get("resources") or {}).items()},
+    }
+    nodes = sorted(
+        node["NodeID"]
+        for node in ray.nodes()
+        if node.get("Alive")
+        and all(node.get("Resources", {}).get(k, 0.0) >= v for k, v in need.items() if v > 0)
+    )
+    if len(nodes) < 2:
+        return None
+
+    def on(node: str) -> Any:
+        try:  # a busy node passes the actor on rather than keeping it waiting
+            return NodeAffinitySchedulingStrategy(node, soft=True, _spill_on_unavailable=True)
+        except TypeError:  # a Ray without that (private) option
+            return NodeAffinitySchedulingStrategy(node, soft=True)
+
+    return [{"scheduling_strategy": on(nodes[i % len(nodes)])} for i in range(n)]
+
+
 def _resource_options(resources: Mapping[str, float] | None) -> dict[str, Any]:
     """``{"CPU": 1, "GPU": 0.5, "memory": 2**30, "sim_license": 1}`` -> Ray actor options."""
     if resources is None:
@@ -160,8 +195,10 @@ class EnvFleet:
         autoreset: Lane autoreset mode with ``lanes > 1``: ``"next-step"`` (default, like
             ``gymnasium.make_vec``), ``"same-step"`` or ``"disabled"``.
         options: :class:`~rlmesh.ServeOptions` of every endpoint.
-        scheduling_strategy: Ray's placement: ``"SPREAD"`` (default: over as many nodes
-            as possible), ``"DEFAULT"``, or a Ray scheduling-strategy object.
+        scheduling_strategy: Ray's placement: ``"SPREAD"`` (default: the actors go round
+            robin over the alive nodes that can host one, each with a soft affinity to its
+            node, so an actor whose node is lost restarts elsewhere), ``"DEFAULT"``, or a Ray
+            scheduling-strategy object.
         actor_options: More ``ray.remote`` actor options (``runtime_env``, ``label_selector`` ...).
         start_timeout_seconds: How long the actors may take to serve, at start and
             when :attr:`addresses` waits for a restart.
@@ -247,8 +284,18 @@ class EnvFleet:
                 remedy="Pass a Gymnasium id / 'module:attr' string, or a class or function instead.",
             )
         init_ray()
-        actor_cls = ray.remote(EnvActor).options(**ray_options)
-        self._actors = [actor_cls.remote(i, recipe, options) for i in range(self._n)]
+        actor_cls = ray.remote(EnvActor)
+        placements = (
+            spread_over_nodes(ray, self._n, ray_options)
+            if isinstance(scheduling_strategy, str) and scheduling_strategy == "SPREAD"
+            else None
+        )
+        self._actors = [
+            actor_cls.options(**{**ray_options, **(placements[i] if placements else {})}).remote(
+                i, recipe, options
+            )
+            for i in range(self._n)
+        ]
         self._closed = False
         self._finalizer = weakref.finalize(self, _kill_all, list(self._actors))
         try:
