@@ -26,10 +26,8 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src"
-PKG = SRC / "rlmesh"
+from srctree import PKG, modules, trees as _trees, walk
 
 #: Layer of every package and top-level module, bottom (1) to top (8). A module takes the
 #: layer of its longest listed prefix. Sub-layers order packages that share a storey.
@@ -194,23 +192,6 @@ class Edge:
     function: str | None  # qualified name of the enclosing def; None at module level
 
 
-def _module_name(path: Path) -> tuple[str, bool]:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
-    is_package = parts[-1] == "__init__"
-    if is_package:
-        parts = parts[:-1]
-    return ".".join(parts), is_package
-
-
-@cache
-def modules() -> dict[str, tuple[Path, bool]]:
-    out = {}
-    for path in sorted(PKG.rglob("*.py")):
-        name, is_package = _module_name(path)
-        out[name] = (path, is_package)
-    return out
-
-
 def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
     """The rlmesh modules one import statement loads (``from pkg import sub`` names ``pkg.sub``)."""
     known = modules()
@@ -258,8 +239,8 @@ def _dynamic_target(call: ast.Call, package: str) -> str | None:
 
 
 def edges(module: str) -> Iterator[Edge]:
-    path, is_package = modules()[module]
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    _, is_package = modules()[module]
+    tree = _trees()[module]
 
     def walk(node: ast.AST, scope: list[str], function: str | None) -> Iterator[Edge]:
         for child in ast.iter_child_nodes(node):
@@ -602,14 +583,6 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__") and name != "_"
 
 
-@cache
-def _trees() -> dict[str, ast.Module]:
-    return {
-        m: ast.parse(p.read_text(encoding="utf-8"), filename=str(p))
-        for m, (p, _) in modules().items()
-    }
-
-
 def _assigned_names(target: ast.expr) -> Iterator[ast.expr]:
     yield from (n for n in ast.walk(target) if isinstance(n, (ast.Name, ast.Attribute)))
 
@@ -672,7 +645,7 @@ def _private_owners() -> dict[str, frozenset[str]]:
     """private name -> the packages whose classes define it."""
     out: dict[str, set[str]] = {}
     for module, tree in _trees().items():
-        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for cls in (n for n in walk(tree) if isinstance(n, ast.ClassDef)):
             for name in _class_defines(cls):
                 if _private(name):
                     out.setdefault(name, set()).add(package_of(module))
@@ -681,7 +654,7 @@ def _private_owners() -> dict[str, frozenset[str]]:
 
 def _private_uses(module: str) -> Iterator[tuple[int, str]]:
     """``(line, name)`` for every ``obj._x`` / ``getattr(obj, "_x")`` on a receiver other than self/cls."""
-    for n in ast.walk(_trees()[module]):
+    for n in walk(_trees()[module]):
         receiver: ast.expr | None = None
         name = ""
         if isinstance(n, ast.Attribute) and _private(n.attr):
@@ -718,7 +691,7 @@ def private_imports() -> list[tuple[str, int, str, str]]:
     out = []
     for module, tree in _trees().items():
         _, is_package = modules()[module]
-        for n in ast.walk(tree):
+        for n in walk(tree):
             if not isinstance(n, ast.ImportFrom):
                 continue
             for alias in n.names:
@@ -741,7 +714,7 @@ def _private_module_attributes() -> list[tuple[str, int, str, str]]:
     for module, tree in _trees().items():
         _, is_package = modules()[module]
         bound: dict[str, str] = {}
-        for n in ast.walk(tree):
+        for n in walk(tree):
             if isinstance(n, ast.Import):
                 bound.update(
                     (a.asname, a.name) for a in n.names if a.asname and a.name in modules()
@@ -755,7 +728,7 @@ def _private_module_attributes() -> list[tuple[str, int, str, str]]:
                     )[0]
                     if target in modules() and target.endswith("." + alias.name):
                         bound[alias.asname or alias.name] = target
-        for n in ast.walk(tree):
+        for n in walk(tree):
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and _private(n.attr):
                 source = bound.get(n.value.id)
                 if (

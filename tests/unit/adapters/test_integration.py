@@ -263,9 +263,11 @@ def test_adapters_import_nothing_from_transports_or_the_wire() -> None:
     import ast
     from pathlib import Path
 
+    from srctree import parse, walk
+
     pkg = Path(A.__file__).parent
     for path in pkg.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in walk(parse(path)):
             if isinstance(node, ast.ImportFrom):
                 target = "." * node.level + (node.module or "")
             elif isinstance(node, ast.Import):

@@ -12,6 +12,7 @@ import ast
 from pathlib import Path
 
 from rlmesh.models._route import Route
+from srctree import parse, walk
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "rlmesh"
 DRIVE = (
@@ -38,9 +39,9 @@ ROUTE_MEMBERS = {n for n in dir(Route) if not n.startswith("__")} | {
 
 
 def _session_privates() -> set[str]:
-    tree = ast.parse((SRC / "eval" / "_session.py").read_text())
+    tree = parse(SRC / "eval" / "_session.py")
     out: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == "Session":
             for item in ast.walk(node):
                 if isinstance(item, (ast.FunctionDef, ast.AnnAssign)):
@@ -63,7 +64,7 @@ def _session_privates() -> set[str]:
 
 
 def _attrs(path: Path) -> list[ast.Attribute]:
-    return [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Attribute)]
+    return [n for n in walk(parse(path)) if isinstance(n, ast.Attribute)]
 
 
 def test_no_module_outside_the_session_reads_a_private_session_attribute() -> None:

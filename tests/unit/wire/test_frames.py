@@ -186,11 +186,12 @@ def test_layers_import_only_downward(package: str) -> None:
     import ast
     from pathlib import Path
 
+    from srctree import parse, walk
+
     root = Path(__file__).resolve().parents[3] / "src" / "rlmesh"
     forbidden = LAYERS[package]
     for path in sorted((root / package).rglob("*.py")):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
+        for node in walk(parse(path)):
             names: list[str] = []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
