@@ -107,9 +107,9 @@ def _time_steps(env: Any, acts: list[np.ndarray[Any, Any]]) -> float:
 
 
 def _gym_mt1() -> Any:
-    import gymnasium as gym
+    from rlmesh._gymid import make_gym_env  # imports metaworld, which registers Meta-World/MT1
 
-    return gym.make("Meta-World/MT1", env_name="reach-v3", seed=7)
+    return make_gym_env("Meta-World/MT1", env_name="reach-v3", seed=7)
 
 
 def overhead(rounds: int, steps: int) -> dict[str, Any]:
