@@ -20,31 +20,20 @@ Page to server: JSON ``{"op": "select", "source": I, "lane": J}`` or
 
 Each tab has its own sender holding only the newest message per camera: a tab
 that reads slowly (or not at all) skips frames; it never holds up the encoder or
-the run. When bound to a non-loopback host every request must carry the token
-(``?token=``, or the ``X-RLMesh-Token`` header).
+the run.
 
-Security (issue 28; docs/viewer.md "Security"), checked in one middleware before any
-handler runs, ``/ws`` included:
-
-- without a token, the ``Host`` header must name the bound port on ``127.0.0.1``,
-  ``[::1]``, ``localhost`` (or the bound loopback address), or a name the user allowed
-  (``View(allowed_hosts=...)``): a DNS-rebound name is refused;
-- the state-changing routes (``/select``, ``/skip``, ``/control``) and ``/ws`` serve only
-  same-origin requests: an ``Origin`` (``null`` included), ``Sec-Fetch-Site`` or
-  ``Referer`` naming anything but this page is refused; a request with none of them
-  (curl, scripts) is served;
-- a connection with no request in flight is closed after :data:`IDLE_SECONDS`; a tab or
-  stream that stops reading for that long is dropped; at most :data:`MAX_STREAMS` tabs and
-  MJPEG streams are served at once (503 beyond).
+Security (issue 28; docs/viewer.md "Security"): every request passes
+:func:`rlmesh.view._guard.refusal` (Host, cross-site, same-origin, token) in one
+middleware before any handler runs, ``/ws`` included. A connection with no request in
+flight is closed after :data:`IDLE_SECONDS`; a tab or stream that stops reading for that
+long is dropped; at most :data:`MAX_STREAMS` tabs and MJPEG streams are served at once
+(503 beyond).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
-import ipaddress
 import json
-import os
 import struct
 import sys
 import threading
@@ -52,6 +41,7 @@ from typing import Any
 
 from ._core import Viewer, ViewerError
 from ._encode import make_encoder
+from ._guard import accepted_hosts, is_loopback, new_token, refusal, ssh_hint
 from ._page import PAGE
 
 __all__ = ["FRAME_HEADER", "IDLE_SECONDS", "MAX_STREAMS", "HttpBackend", "is_loopback", "ssh_hint"]
@@ -68,41 +58,6 @@ IDLE_SECONDS = 15.0
 #: Most tabs (WebSockets) plus MJPEG streams served at once; beyond, 503. Each one gets
 #: its own copy of every frame, so this also bounds the encoder's fan-out.
 MAX_STREAMS = 32
-
-_STATE_CHANGING = ("/select", "/skip", "/control", "/ws")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts local connections.
-
-    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("::1"), is_loopback("0.0.0.0")
-    (True, True, True, False)
-    """
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def ssh_hint(port: int, environ: dict[str, str] | None = None) -> str | None:
-    """The ``ssh -L`` line to reach the page from a laptop when the run is over SSH.
-
-    >>> ssh_hint(8008, {"SSH_CONNECTION": "10.0.0.5 50000 10.0.0.9 22", "USER": "ana"})
-    'ssh -L 8008:127.0.0.1:8008 ana@10.0.0.9'
-    >>> ssh_hint(8008, {}) is None
-    True
-    """
-    env = os.environ if environ is None else environ
-    conn = env.get("SSH_CONNECTION")
-    if not conn:
-        return None
-    parts = conn.split()
-    host = parts[2] if len(parts) >= 3 else "<this-host>"
-    user = env.get("USER") or env.get("LOGNAME")
-    target = f"{user}@{host}" if user else host
-    return f"ssh -L {port}:127.0.0.1:{port} {target}"
 
 
 class _Client:
@@ -140,7 +95,7 @@ class HttpBackend:
         self.port = port
         self.fmt = fmt
         self.encode, self.content_type = make_encoder(fmt, quality)
-        self.token = token if token is not None or is_loopback(host) else _new_token()
+        self.token = token if token is not None or is_loopback(host) else new_token()
         self.latest: dict[tuple[int, int], bytes] = {}
         self.latest_seq: dict[tuple[int, int], int] = {}
         self._raw: dict[tuple[int, int], tuple[Any, int]] = {}
@@ -346,42 +301,18 @@ class HttpBackend:
 
     # -- handlers ------------------------------------------------------------------------------
 
-    def _authorized(self, request: Any) -> bool:
-        if not self.token:
-            return True
-        given = request.query.get("token") or request.headers.get("X-RLMesh-Token") or ""
-        return hmac.compare_digest(given.encode(), self.token.encode())
-
     def _middleware(self) -> Any:
-        """Every route needs the token when one is set (a non-loopback bind, or ``View(token=)``)."""
+        """Every request passes the guard first (:func:`rlmesh.view._guard.refusal`)."""
         from aiohttp import web
 
         @web.middleware
-        async def auth(request: Any, handler: Any) -> Any:
-            if (
-                not self.token
-                and request.headers.get("Host", "").strip().lower() not in self._hosts
-            ):
-                return web.Response(
-                    status=403,
-                    text="forbidden: this viewer answers only to its own address (Host "
-                    f"127.0.0.1:{self.bound_port}, localhost:{self.bound_port}, [::1]:{self.bound_port}); "
-                    "to reach it under another name, list it in View(allowed_hosts=[...])",
-                )
-            if _cross_site(request):
-                return web.Response(status=403, text="forbidden: cross-site request")
-            if request.path in _STATE_CHANGING and not _same_origin(request):
-                return web.Response(
-                    status=403, text="forbidden: only this viewer's own page may control the run"
-                )
-            if not self._authorized(request):
-                return web.Response(
-                    status=403,
-                    text="forbidden: this viewer needs ?token=... (printed with its URL)",
-                )
+        async def guard(request: Any, handler: Any) -> Any:
+            text = refusal(request, token=self.token, hosts=self._hosts, port=self.bound_port)
+            if text is not None:
+                return web.Response(status=403, text=text)
             return await handler(request)
 
-        return auth
+        return guard
 
     async def _index(self, request: Any) -> Any:
         from aiohttp import web
@@ -576,53 +507,6 @@ class HttpBackend:
         return resp
 
 
-def accepted_hosts(host: str, port: int, allowed: tuple[str, ...] = ()) -> frozenset[str]:
-    """The ``Host`` headers a viewer bound to ``host:port`` answers without a token (lowercase).
-
-    >>> sorted(accepted_hosts("127.0.0.1", 8008, ("box.lan",)))
-    ['127.0.0.1:8008', '[::1]:8008', 'box.lan', 'box.lan:8008', 'localhost:8008']
-    """
-    names = {"127.0.0.1", "localhost", "[::1]"}
-    if is_loopback(host):
-        names.add(f"[{host}]" if ":" in host else host)
-    out = {f"{n.lower()}:{port}" for n in names}
-    if port == 80:  # a browser leaves out the default port
-        out |= {n.lower() for n in names}
-    for name in allowed:
-        n = name.strip().lower()
-        if not n:
-            continue
-        out.add(n)
-        bare = n.rsplit("]", 1)[-1] if n.startswith("[") else n
-        if ":" not in bare:
-            out.add(f"{n}:{port}")
-    return frozenset(out)
-
-
-def _same_origin(request: Any) -> bool:
-    """Whether a request comes from this viewer's own page, or from no page at all (curl).
-
-    ``Origin`` (``null`` included: sandboxed frames, ``file://`` pages), then
-    ``Sec-Fetch-Site``, then ``Referer`` must name this page's host and port; a page on
-    another localhost port is another origin.
-    """
-    from urllib.parse import urlsplit
-
-    host = request.headers.get("Host", "").strip().lower()
-    origin = request.headers.get("Origin")
-    if origin is not None:
-        parts = urlsplit(origin.strip().lower())
-        return parts.scheme in ("http", "https") and parts.netloc == host
-    site = request.headers.get("Sec-Fetch-Site")
-    if site is not None and site.strip().lower() not in ("same-origin", "none"):
-        return False
-    referer = request.headers.get("Referer")
-    if referer:
-        parts = urlsplit(referer.strip().lower())
-        return parts.scheme in ("http", "https") and parts.netloc == host
-    return True
-
-
 async def _send_batch(ws: Any, texts: list[str], frames: list[bytes]) -> None:
     for text in texts:
         await ws.send_str(text)
@@ -639,22 +523,3 @@ def _abort(ws: Any) -> None:
             transport.abort()
     except Exception:
         pass
-
-
-def _cross_site(request: Any) -> bool:
-    """A request another web site made the browser send (a hidden ``<img>`` hitting ``/skip``, a
-    page opening ``ws://127.0.0.1:8008/ws``): refused, so no page can drive or watch a run."""
-    if request.headers.get("Sec-Fetch-Site", "") == "cross-site":
-        return True
-    origin = request.headers.get("Origin")
-    if origin and origin != "null":
-        from urllib.parse import urlsplit
-
-        return bool(urlsplit(origin).netloc != request.headers.get("Host", ""))
-    return False
-
-
-def _new_token() -> str:
-    import secrets
-
-    return secrets.token_urlsafe(16)
