@@ -488,7 +488,7 @@ PRIVATE_ALLOWED: list[Reach] = [
             "rlmesh._bridge._base",
             "rlmesh._bridge._jax",
             "rlmesh._bridge._torch",
-            "rlmesh.spaces._values",
+            "rlmesh.spaces._coerce",
         ),
         "_a",
         _TENSOR,

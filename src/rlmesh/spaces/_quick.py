@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import FLOAT_DTYPES
+from ._coerce import c_vdot
 from ._sample import box_bounds_in_dtype
 from ._spec import SpaceSpec
-from ._values import _vdot
 
 __all__ = ["SMALL", "compile_quick_box"]
 
@@ -96,7 +96,7 @@ def _small(
 def _large(
     shape: tuple[int, ...], dt: Any, lo: Any, hi: Any, otherwise: Callable[[Any], Any]
 ) -> Callable[[Any], Any]:
-    vdot = _vdot  # numpy's C vdot, without the dispatcher in front of it
+    vdot = c_vdot  # numpy's C vdot, without the dispatcher in front of it
     need_lo = need_hi = False
     if lo is not None:
         need_lo, need_hi = bool((lo > -np.inf).any()), bool((hi < np.inf).any())

@@ -10,6 +10,9 @@ it enforces *structural* conformance (CNF-2) on the way. A separate, optional
 validation policy (CNF-4) - or skip the check entirely when the compiler proves
 no deviation is possible (it then returns ``None``).
 
+The encoders walk the spec's tree; the rules that turn one leaf into the spec's
+dtype (array-likes, integers, NaN) are :mod:`rlmesh.spaces._coerce`'s.
+
 Canonical tree (scalar / ``lanes=N``):
 
 =================================  =======================  =============================
@@ -65,7 +68,7 @@ from typing import Any
 import numpy as np
 
 from .._dtypes import FLOAT_DTYPES
-from ..tensor import Tensor
+from ._coerce import c_vdot, coerce, describe, nan_check, to_array, to_int
 from ._ranges import RangeCheck, _check_lanes, _first, _where, compile_range_check
 from ._sample import md_bounds
 from ._spec import SpaceSpec
@@ -73,25 +76,6 @@ from ._spec import SpaceSpec
 __all__ = ["check_value", "compile_encoder", "compile_range_check"]
 
 Encoder = Callable[[Any], Any]
-
-
-def _c_vdot() -> Callable[[Any, Any], Any]:
-    """numpy's C ``vdot``, without the Python-level ``__array_function__`` dispatcher
-    (one call less per checked value, issue 24); ``np.vdot`` where it cannot be found."""
-    import importlib
-
-    for name in ("numpy._core._multiarray_umath", "numpy.core._multiarray_umath"):
-        try:
-            fn = getattr(importlib.import_module(name), "vdot", None)
-        except ImportError:
-            continue
-        if callable(fn):
-            c_vdot: Callable[[Any, Any], Any] = fn
-            return c_vdot
-    return np.vdot  # pragma: no cover
-
-
-_vdot = _c_vdot()
 
 _LABELS = {
     "box": "Box",
@@ -115,67 +99,7 @@ def _count_error(path: str, lanes: int, got: int) -> ValueError:
     return ValueError(f"{path}: expected {lanes} batched values, got {got}")
 
 
-def _describe(v: Any) -> str:
-    text = repr(v)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{type(v).__name__} {text}"
-
-
 # -- array leaves (Box, MultiBinary, MultiDiscrete; Discrete with lanes) -------------------
-
-
-def _to_array(v: Any, path: str, label: str) -> tuple[np.ndarray[Any, Any], bool]:
-    """Any array-like as an ndarray; the flag says whether it came from a Tensor."""
-    if isinstance(v, np.ndarray):
-        return v, False
-    if isinstance(v, Tensor):
-        return v._a, True
-    if isinstance(v, (str, bytes, Mapping)) or v is None:
-        raise TypeError(f"{path}: {label} value must be array-like, got {_describe(v)}")
-    device = getattr(v, "device", None)
-    if device is not None and str(device) != "cpu" and callable(getattr(v, "cpu", None)):
-        v = v.cpu()  # a framework tensor on an accelerator is moved to the host (VAL-10)
-    try:
-        arr = np.asarray(v)
-    except (ValueError, TypeError, RuntimeError) as exc:
-        raise TypeError(
-            f"{path}: {label} value is not a rectangular numeric array ({exc})"
-        ) from None
-    return arr, False
-
-
-def _coerce(
-    arr: np.ndarray[Any, Any], dt: np.dtype[Any], name: str, path: str
-) -> np.ndarray[Any, Any]:
-    """Convert ``arr`` to ``dt`` under VAL-11's rules (no wraparound, floats only if integral)."""
-    src = arr.dtype
-    kind = src.kind
-    if kind == "c":
-        raise ValueError(
-            f"{path}: complex values are not representable in rlmesh; split them into real/imag float parts"
-        )
-    if kind not in "biuf":
-        raise TypeError(f"{path}: value must be numeric for dtype {name}, got an array of {src}")
-    if name in FLOAT_DTYPES:
-        with np.errstate(over="ignore"):
-            return arr.astype(dt)
-    if kind == "f":
-        if arr.size and not (np.isfinite(arr).all() and (arr == np.trunc(arr)).all()):
-            raise ValueError(
-                f"{path}: float value supplied for integer dtype {name} is not integral"
-            )
-    elif kind == "b" or np.can_cast(src, dt, "safe"):
-        return arr.astype(dt)
-    if name == "bool":
-        lo, hi = 0, 1
-    else:
-        info = np.iinfo(dt)
-        lo, hi = int(info.min), int(info.max)
-    if arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
-        what = "dtype bool (only 0 and 1)" if name == "bool" else f"integer dtype {name}"
-        raise ValueError(f"{path}: value supplied for {what} is not representable in its range")
-    return arr.astype(dt)
 
 
 def _compile_array(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
@@ -190,7 +114,7 @@ def _compile_array(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
     def slow(v: Any) -> Any:
         if lanes is not None and isinstance(v, (list, tuple)) and len(v) != lanes:
             raise _count_error(path, lanes, len(v))
-        arr, exact = _to_array(v, path, label)
+        arr, exact = to_array(v, path, label)
         if arr.dtype != dt:
             if exact:
                 raise ValueError(
@@ -198,8 +122,8 @@ def _compile_array(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
                     f"never coerced, convert it first (e.g. numpy.asarray(t).astype('{name}'))"
                 )
             if arr.dtype.kind == "f" and name not in FLOAT_DTYPES:
-                _nan_check(arr, path, label, numel, lanes)
-            arr = _coerce(arr, dt, name, path)
+                nan_check(arr, path, label, numel, lanes)
+            arr = coerce(arr, dt, name, path)
         if arr.shape != shape:
             if lanes is not None and (arr.ndim == 0 or arr.shape[0] != lanes):
                 raise _count_error(path, lanes, arr.shape[0] if arr.ndim else 1)
@@ -230,7 +154,7 @@ def _compile_array(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
         return encode
 
     if nan_only:  # a float Box: the NaN check inlined (issue 24: one call per value)
-        vdot = _vdot
+        vdot = c_vdot
 
         def encode_float(v: Any) -> Any:
             if (
@@ -239,9 +163,9 @@ def _compile_array(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
                 and v.shape == shape
                 and v.flags.c_contiguous
             ):
-                total = vdot(v, v)  # see _nan_check
+                total = vdot(v, v)  # see nan_check
                 if total != total:
-                    _nan_check(v, path, label, numel, lanes)
+                    nan_check(v, path, label, numel, lanes)
                 return v
             return slow(v)
 
@@ -256,19 +180,6 @@ def _compile_array(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
     return encode_checked
 
 
-def _nan_check(
-    a: np.ndarray[Any, Any], path: str, label: str, numel: int, lanes: int | None
-) -> None:
-    # A sum of squares is NaN exactly when an element is NaN (no inf - inf can occur),
-    # allocates nothing and runs in BLAS; only a hit pays for the exact scan.
-    total = _vdot(a, a)
-    if total != total:
-        mask = np.isnan(a)
-        if mask.any():
-            idx, lane = _where(_first(mask), numel, lanes)
-            raise ValueError(f"{path}: {label} value contains NaN at element {idx}{lane}")
-
-
 def _structural_check(
     spec: SpaceSpec, path: str, lanes: int | None, label: str, numel: int
 ) -> Callable[[np.ndarray[Any, Any]], None] | None:
@@ -277,12 +188,12 @@ def _structural_check(
         if spec.dtype not in FLOAT_DTYPES:
             return None
 
-        vdot = _vdot
+        vdot = c_vdot
 
         def no_nan(a: np.ndarray[Any, Any]) -> None:
-            total = vdot(a, a)  # see _nan_check
+            total = vdot(a, a)  # see nan_check
             if total != total:
-                _nan_check(a, path, label, numel, lanes)
+                nan_check(a, path, label, numel, lanes)
 
         no_nan.nan_only = True  # type: ignore[attr-defined]  # the encoder inlines it
         return no_nan
@@ -327,27 +238,6 @@ def _structural_check(
 # -- Discrete ---------------------------------------------------------------------------
 
 
-def _to_int(v: Any, path: str) -> int:
-    if isinstance(v, (bool, int, np.integer, np.bool_)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        if math.isfinite(v) and float(v).is_integer():
-            return int(v)
-        raise ValueError(f"{path}: Discrete value must be an integer, got {v!r}")
-    if isinstance(v, Tensor):
-        v = v._a
-    ndim = getattr(v, "ndim", None)
-    if ndim == 0 and callable(getattr(v, "item", None)):
-        return _to_int(v.item(), path)  # 0-d arrays and framework scalars (VAL-13)
-    if ndim is not None:
-        raise TypeError(
-            f"{path}: Discrete value must be an integer, got an array of shape {tuple(v.shape)}"
-        )
-    if hasattr(v, "__index__") and not isinstance(v, (str, bytes)):
-        return int(v.__index__())
-    raise TypeError(f"{path}: Discrete value must be an integer, got {_describe(v)}")
-
-
 def _compile_discrete(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
     n, start = spec._d["n"], spec._d["start"]
     lo, hi = start, start + n  # [lo, hi)
@@ -355,7 +245,7 @@ def _compile_discrete(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
         return _compile_discrete_lanes(spec, path, lanes, lo, hi)
 
     def slow(v: Any) -> int:
-        iv = _to_int(v, path)
+        iv = to_int(v, path)
         if not lo <= iv < hi:
             raise ValueError(f"{path}: Discrete value {iv} not in range [{lo}, {hi})")
         return iv
@@ -376,7 +266,7 @@ def _compile_discrete_lanes(spec: SpaceSpec, path: str, lanes: int, lo: int, hi:
         if isinstance(v, (list, tuple)):
             if len(v) != lanes:
                 raise _count_error(path, lanes, len(v))
-            ints = [_to_int(x, path) for x in v]
+            ints = [to_int(x, path) for x in v]
             for i, x in enumerate(ints):
                 if not lo <= x < hi:
                     raise ValueError(
@@ -386,15 +276,15 @@ def _compile_discrete_lanes(spec: SpaceSpec, path: str, lanes: int, lo: int, hi:
         if type(v) is np.ndarray:  # what a received action is: skip the conversion call
             arr, exact = v, False
         else:
-            arr, exact = _to_array(v, path, "Discrete")
+            arr, exact = to_array(v, path, "Discrete")
         if arr.dtype != dt:
             if exact and arr.dtype.kind not in "iu":
                 raise ValueError(
                     f"{path}: Tensor dtype {arr.dtype} is not an integer dtype for Discrete"
                 )
             if arr.dtype.kind == "f":
-                _nan_check(arr, path, "Discrete", 1, lanes)
-            arr = _coerce(arr, dt, name, path)
+                nan_check(arr, path, "Discrete", 1, lanes)
+            arr = coerce(arr, dt, name, path)
         if arr.shape != shape:
             raise _count_error(path, lanes, arr.shape[0] if arr.ndim else 1)
         if not arr.flags.c_contiguous:
@@ -422,7 +312,7 @@ def _compile_text(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
         if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind == "U":
             v = v.item()
         if not isinstance(v, str):
-            raise TypeError(f"{path}: Text value must be a str, got {_describe(v)}{where}")
+            raise TypeError(f"{path}: Text value must be a str, got {describe(v)}{where}")
         if not v.isascii():  # must travel as UTF-8: lone surrogates cannot
             try:
                 v.encode("utf-8")
@@ -440,7 +330,7 @@ def _compile_text(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
             v = v.tolist()
         if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
             raise TypeError(
-                f"{path}: batched Text value must be a sequence of {lanes} str, got {_describe(v)}"
+                f"{path}: batched Text value must be a sequence of {lanes} str, got {describe(v)}"
             )
         if len(v) != lanes:
             raise _count_error(path, lanes, len(v))
@@ -459,7 +349,7 @@ def _as_mapping(v: Any, path: str) -> Mapping[str, Any]:
     if callable(asdict):
         fields: Mapping[str, Any] = asdict()
         return fields
-    raise TypeError(f"{path}: Dict value must be a mapping, got {_describe(v)}")
+    raise TypeError(f"{path}: Dict value must be a mapping, got {describe(v)}")
 
 
 def _missing(path: str, key: str, where: str = "") -> KeyError:
@@ -511,7 +401,7 @@ def _compile_tuple(spec: SpaceSpec, path: str, lanes: int | None) -> Encoder:
 
     def encode(v: Any) -> tuple[Any, ...]:
         if type(v) is not tuple and type(v) is not list and not isinstance(v, (tuple, list)):
-            raise TypeError(f"{path}: Tuple value must be a tuple or list, got {_describe(v)}")
+            raise TypeError(f"{path}: Tuple value must be a tuple or list, got {describe(v)}")
         if lanes is not None and (len(v) != arity or (type(v) is list and len(v) == lanes)):
             if len(v) != lanes:
                 raise _count_error(path, lanes, len(v))
@@ -528,7 +418,7 @@ def _transpose_tuples(v: Sequence[Any], path: str, arity: int) -> list[list[Any]
     for i, row in enumerate(v):
         if not isinstance(row, (tuple, list)):
             raise TypeError(
-                f"{path}: Tuple value must be a tuple or list, got {_describe(row)} (lane {i})"
+                f"{path}: Tuple value must be a tuple or list, got {describe(row)} (lane {i})"
             )
         if len(row) != arity:
             raise ValueError(
