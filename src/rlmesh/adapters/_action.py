@@ -20,13 +20,13 @@ import numpy as np
 
 from ._check import (
     check_choice,
-    check_count,
     check_labels,
     check_number,
     check_optional_str,
     check_pair,
     check_role,
     check_scale,
+    check_width,
 )
 from ._ops_rotation import to_matrix
 from ._roles import (
@@ -248,20 +248,9 @@ class Actuator:
         role = None if self.role is None else check_role(self.role, "Actuator role")
         labels = check_labels(self.labels, f"actuator {role!r} labels")
         set_(self, "labels", labels)
-        dim = self.dim
-        if dim is None and labels is not None:
-            dim = len(labels)
-        if dim is None:
-            raise ValueError(f"actuator {role!r}: dim is required (the slice width)")
-        try:
-            d = check_count(dim, f"actuator {role!r}: dim")
-        except ValueError:
-            raise ValueError(f"actuator {role!r}: dim must be >= 1, got {dim!r}") from None
-        if d < 1:
-            raise ValueError(f"actuator {role!r}: dim must be >= 1, got {d}")
+        where = f"actuator {role!r}"
+        d = check_width(self.dim, labels, where, too_small=f"{where}: dim must be >= 1")
         set_(self, "dim", d)
-        if labels is not None and len(labels) != d:
-            raise ValueError(f"actuator {role!r}: {len(labels)} labels do not match dim {d}")
         if isinstance(self.fill, (bool, np.bool_)):
             raise ValueError(f"actuator {role!r}: fill must be a single number, got {self.fill!r}")
         try:

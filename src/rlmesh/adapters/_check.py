@@ -28,6 +28,7 @@ __all__ = [
     "check_reshape",
     "check_role",
     "check_scale",
+    "check_width",
     "fail",
 ]
 
@@ -69,6 +70,28 @@ def check_count(value: Any, name: str, *, minimum: int = 0) -> int:
     if v < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {v}")
     return v
+
+
+def check_width(dim: Any, labels: tuple[str, ...] | None, where: str, *, too_small: str) -> int:
+    """A slice width (an ``Actuator``'s or a ``Field``'s ``dim``): ``dim``, or the number of
+    ``labels`` when only they are given; an integer >= 1 that the labels, if any, match.
+
+    ``where`` starts the messages (``"actuator 'gripper'"``); ``too_small`` is the
+    ``dim must be >= 1`` message, worded by the caller (ADP-25 names no role for a field).
+    """
+    if dim is None and labels is not None:
+        dim = len(labels)
+    if dim is None:
+        raise ValueError(f"{where}: dim is required (the slice width)")
+    try:
+        width = check_count(dim, f"{where}: dim")
+    except ValueError:
+        raise ValueError(f"{too_small}, got {dim!r}") from None
+    if width < 1:
+        raise ValueError(f"{too_small}, got {width}")
+    if labels is not None and len(labels) != width:
+        raise ValueError(f"{where}: {len(labels)} labels do not match dim {width}")
+    return width
 
 
 def check_number(value: Any, name: str) -> float:

@@ -124,24 +124,27 @@ def _pair_field(o: _Obj, key: str) -> Any:
     if not isinstance(v, (list, tuple)) or len(v) != 2:
         n = len(v) if isinstance(v, (list, tuple)) else _json_type(v)
         raise fail("invalid_tag", f"{o.where}: {key} must be a pair of numbers [min, max], got {n}")
-    for x in v:
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise fail("invalid_tag", f"{o.where}: {key}: expected a number, got {_json_type(x)}")
+    lo, hi = _number(o, key, v[0]), _number(o, key, v[1])
     if v[0] > v[1]:
         raise fail(
             "invalid_tag",
             f"{o.where}: {key} [{v[0]}, {v[1]}] must have min <= max (min must be <= max)",
         )
-    return (float(v[0]), float(v[1]))
+    return (lo, hi)
 
 
 def _num_field(o: _Obj, key: str) -> Any:
     v = o.get(key)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise fail("invalid_tag", f"{o.where}: {key}: expected a number, got {_json_type(v)}")
-    return float(v)
+    return _number(o, key, v)
+
+
+def _number(o: _Obj, key: str, x: Any) -> float:
+    """A JSON number (not a boolean) of field ``key``, as a float."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise fail("invalid_tag", f"{o.where}: {key}: expected a number, got {_json_type(x)}")
+    return float(x)
 
 
 def _scale_field(o: _Obj, name: str) -> Any:
@@ -152,12 +155,7 @@ def _scale_field(o: _Obj, name: str) -> Any:
         raise fail("invalid_tag", f"{o.where}: give {name} or axis_{name}, not both")
     if not isinstance(axis, list) or not axis:
         raise fail("invalid_tag", f"{o.where}: axis_{name} must be a non-empty array of numbers")
-    for x in axis:
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise fail(
-                "invalid_tag", f"{o.where}: axis_{name}: expected a number, got {_json_type(x)}"
-            )
-    return tuple(float(x) for x in axis)
+    return tuple(_number(o, f"axis_{name}", x) for x in axis)
 
 
 def _str_field(o: _Obj, key: str, *, required: bool = False) -> Any:

@@ -169,32 +169,21 @@ def _customs(spec: ModelSpec, trust: bool) -> dict[Path, Any]:
 
 
 def _taint(tags: EnvTags, spec: ModelSpec) -> None:
-    for path, leaf in iter_leaves(tags.observation):
-        bad = unknown_fields(leaf)
-        if bad:
-            raise fail(
-                "unsupported_kind", unknown_field_message(f'feature "{render_path(path)}"', bad[0])
-            )
-    for i, a in enumerate(tags.action.components):
-        bad = unknown_fields(a)
-        if bad:
-            raise fail(
-                "unsupported_kind",
-                unknown_field_message(f'action component[{i}] (role "{a.role}")', bad[0]),
-            )
-    for path, leaf in _model_leaves(spec.input):
-        bad = unknown_fields(leaf)
-        if bad:
-            raise fail(
-                "unsupported_kind", unknown_field_message(f'feature "{render_path(path)}"', bad[0])
-            )
-    for i, a in enumerate(spec.output.components):
-        bad = unknown_fields(a)
-        if bad:
-            raise fail(
-                "unsupported_kind",
-                unknown_field_message(f'action component[{i}] (role "{a.role}")', bad[0]),
-            )
+    """Refuse a bare unknown field on any env or model leaf or action component (tolerant door)."""
+    for leaves, action in (
+        (iter_leaves(tags.observation), tags.action),
+        (_model_leaves(spec.input), spec.output),
+    ):
+        for path, leaf in leaves:
+            _refuse_unknown(leaf, f'feature "{render_path(path)}"')
+        for i, a in enumerate(action.components):
+            _refuse_unknown(a, f'action component[{i}] (role "{a.role}")')
+
+
+def _refuse_unknown(obj: Any, subject: str) -> None:
+    bad = unknown_fields(obj)
+    if bad:
+        raise fail("unsupported_kind", unknown_field_message(subject, bad[0]))
 
 
 def resolve_internal(

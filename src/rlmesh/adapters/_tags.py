@@ -18,12 +18,12 @@ from typing import Any, Union
 from ._action import CustomEncoding
 from ._check import (
     check_choice,
-    check_count,
     check_encoding_set,
     check_labels,
     check_optional_str,
     check_pair,
     check_role,
+    check_width,
 )
 from ._roles import (
     EEF_POS,
@@ -97,13 +97,7 @@ class StateTag:
     def __post_init__(self) -> None:
         where = f"StateTag {self.role!r}"
         check_role(self.role, "StateTag role")
-        object.__setattr__(self, "encoding", _env_encoding(self.encoding, where))
-        if self.range is not None:
-            object.__setattr__(self, "range", check_pair(self.range, f"{where} range"))
-        check_optional_str(self.frame, FRAMES, f"{where} frame")
-        check_optional_str(self.provenance, PROVENANCES, f"{where} provenance")
-        if self.part is not None:
-            check_role(self.part, f"{where} part")
+        _check_state_qualifiers(self, where, where)
         object.__setattr__(self, "labels", check_labels(self.labels, f"{where} labels"))
 
 
@@ -142,18 +136,8 @@ class Field:
             check_role(self.role, "Field role")
         labels = check_labels(self.labels, f"{where} labels")
         set_(self, "labels", labels)
-        dim = self.dim if self.dim is not None or labels is None else len(labels)
-        if dim is None:
-            raise ValueError(f"{where}: dim is required")
-        try:
-            d = check_count(dim, f"{where} dim")
-        except ValueError:
-            raise ValueError(f"state field dim must be >= 1, got {dim!r}") from None
-        if d < 1:
-            raise ValueError(f"state field dim must be >= 1, got {d}")
+        d = check_width(self.dim, labels, where, too_small="state field dim must be >= 1")
         set_(self, "dim", d)
-        if labels is not None and len(labels) != d:
-            raise ValueError(f"{where}: {len(labels)} labels do not match dim {d}")
         if self.role is None:
             extra = [
                 n
@@ -165,13 +149,20 @@ class Field:
                     f"a role-less field (a skip) cannot carry {extra}; give it a role or drop them"
                 )
             return
-        set_(self, "encoding", _env_encoding(self.encoding, f"Field {self.role!r}"))
-        if self.range is not None:
-            set_(self, "range", check_pair(self.range, f"{where} range"))
-        check_optional_str(self.frame, FRAMES, f"{where} frame")
-        check_optional_str(self.provenance, PROVENANCES, f"{where} provenance")
-        if self.part is not None:
-            check_role(self.part, f"{where} part")
+        _check_state_qualifiers(self, where, f"Field {self.role!r}")
+
+
+def _check_state_qualifiers(leaf: StateTag | Field, where: str, encoding_where: str) -> None:
+    """Check and normalise what a state leaf (a ``StateTag``, or a ``Split``'s ``Field`` with a
+    role) qualifies itself with: its rotation accept-set, range, frame, provenance and part."""
+    set_ = object.__setattr__
+    set_(leaf, "encoding", _env_encoding(leaf.encoding, encoding_where))
+    if leaf.range is not None:
+        set_(leaf, "range", check_pair(leaf.range, f"{where} range"))
+    check_optional_str(leaf.frame, FRAMES, f"{where} frame")
+    check_optional_str(leaf.provenance, PROVENANCES, f"{where} provenance")
+    if leaf.part is not None:
+        check_role(leaf.part, f"{where} part")
 
 
 @dataclass(frozen=True, init=False)
