@@ -156,28 +156,20 @@ def _range(spec: SpaceSpec, path: str, lanes: int | None) -> _Check | None:
         return _range_box(spec, path, lanes)
     if kind == "text":
         return _range_text(spec, path, lanes)
-    if kind == "dict":
-        items = [(k, _range(v, f"{path}.{k}", lanes)) for k, v in spec._children()]
-        dict_checks = [(k, c) for k, c in items if c is not None]
-        if not dict_checks:
+    if kind == "dict" or kind == "tuple":
+        kids = [
+            (k, _range(v, f"{path}.{k}" if kind == "dict" else f"{path}[{k}]", lanes))
+            for k, v in spec._children()
+        ]
+        checks = [(k, c) for k, c in kids if c is not None]  # k: a Dict key or a Tuple index
+        if not checks:
             return None
 
-        def dict_check(v: Any, out: list[tuple[str, str]]) -> None:
-            for k, c in dict_checks:
+        def children_check(v: Any, out: list[tuple[str, str]]) -> None:
+            for k, c in checks:
                 c(v[k], out)
 
-        return dict_check
-    if kind == "tuple":
-        idx_items = [(i, _range(v, f"{path}[{i}]", lanes)) for i, v in spec._children()]
-        tuple_checks = [(i, c) for i, c in idx_items if c is not None]
-        if not tuple_checks:
-            return None
-
-        def tuple_check(v: Any, out: list[tuple[str, str]]) -> None:
-            for i, c in tuple_checks:
-                c(v[i], out)
-
-        return tuple_check
+        return children_check
     return None  # discrete / multi_binary / multi_discrete: all deviations are structural
 
 
