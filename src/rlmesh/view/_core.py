@@ -273,43 +273,40 @@ class Viewer:
     def _control(self) -> bool:
         """Honour pause / single step / skip / quit at a step boundary (no busy wait)."""
         with self._cv:
+            if self.paused and not (self._quit or self._skip):
+                if self._steps_allowed == 0:
+                    self._wait_while_paused()
+                if self._steps_allowed > 0 and not (self._quit or self._skip):
+                    self._steps_allowed -= 1
+                    return False
             if self._quit:
                 raise ViewerQuit("rlmesh view: quit requested")
             if self._skip:
                 self._skip = False
                 self._refresh_gate()
                 return True
-            if self.paused:
-                if self._steps_allowed > 0:
-                    self._steps_allowed -= 1
-                    return False
-                self.hud.paused = True
-                self._wake.set()
-                self._cv.notify_all()  # observers waiting for "the run is paused"
-                while (
-                    self.paused
-                    and self._steps_allowed == 0
-                    and not (self._skip or self._quit or self.closed)
-                ):
-                    if self._regrab:  # a new camera chosen while paused: show it now
-                        self._regrab = False
-                        self._cv.release()
-                        try:
-                            self._grab(self._last_obs, time.perf_counter())
-                        finally:
-                            self._cv.acquire()
-                        continue
-                    self._cv.wait()
-                self.hud.paused = self.paused
-                if self._quit:
-                    raise ViewerQuit("rlmesh view: quit requested")
-                if self._skip:
-                    self._skip = False
-                    self._refresh_gate()
-                    return True
-                if self._steps_allowed > 0:
-                    self._steps_allowed -= 1
             return False
+
+    def _wait_while_paused(self) -> None:
+        """Hold the run (``self._cv`` held) until resumed, stepped, skipped, quit or closed."""
+        self.hud.paused = True
+        self._wake.set()
+        self._cv.notify_all()  # observers waiting for "the run is paused"
+        while (
+            self.paused
+            and self._steps_allowed == 0
+            and not (self._skip or self._quit or self.closed)
+        ):
+            if self._regrab:  # a new camera chosen while paused: show it now
+                self._regrab = False
+                self._cv.release()
+                try:
+                    self._grab(self._last_obs, time.perf_counter())
+                finally:
+                    self._cv.acquire()
+                continue
+            self._cv.wait()
+        self.hud.paused = self.paused
 
     def _refresh_gate(self) -> None:
         self._gate = (self.paused or self._skip or self._quit) and not self.closed
