@@ -181,15 +181,20 @@ def _getter(steps: tuple[Any, ...], key: str, source: str) -> Getter:
             try:
                 value = value[s]
             except (KeyError, IndexError, TypeError):
-                raise ShapeMismatch(
-                    f"obs_map[{key!r}] reads {source!r}, but this observation has no {s!r} there",
-                    key=key,
-                    expected=source,
-                    actual=type(value).__name__,
-                ) from None
+                raise _missing_step(key, source, s, value) from None
         return value
 
     return get
+
+
+def _missing_step(key: str, source: str, step: Any, value: Any) -> ShapeMismatch:
+    """An observation with nothing at one step of an obs_map path (the getters' one error)."""
+    return ShapeMismatch(
+        f"obs_map[{key!r}] reads {source!r}, but this observation has no {step!r} there",
+        key=key,
+        expected=source,
+        actual=type(value).__name__,
+    )
 
 
 def _unchecked_steps(source: str) -> tuple[Any, ...]:
@@ -208,12 +213,7 @@ def _loose_getter(source: str, key: str) -> Getter:
             try:
                 value = value[int(s)] if isinstance(value, (list, tuple)) else value[s]
             except (KeyError, IndexError, TypeError, ValueError):
-                raise ShapeMismatch(
-                    f"obs_map[{key!r}] reads {source!r}, but this observation has no {s!r} there",
-                    key=key,
-                    expected=source,
-                    actual=type(value).__name__,
-                ) from None
+                raise _missing_step(key, source, s, value) from None
         return value
 
     return get
