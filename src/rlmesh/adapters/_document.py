@@ -1,17 +1,22 @@
-"""What ``EnvTags`` and ``ModelSpec`` share: JSON and metadata forms (ADP-47..49) and
-immutable value semantics (equality and hash over ``_key()``, ADP-27)."""
+"""What ``EnvTags`` and ``ModelSpec`` share: JSON and metadata forms (ADP-47..49),
+immutable value semantics (equality and hash over ``_key()``, ADP-27), and their two
+parts (a tree and an action layout) with the unchecked door the codec and pickle use."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ._check import fail
 from ._codec import dumps, loads
 
-__all__ = ["JsonDocument"]
+if TYPE_CHECKING:
+    from ._action import Action
+
+__all__ = ["JsonDocument", "TreeAndAction"]
 
 _D = TypeVar("_D", bound="JsonDocument")
+_T = TypeVar("_T", bound="TreeAndAction")
 
 
 class JsonDocument:
@@ -76,3 +81,32 @@ class JsonDocument:
                 f"{cls._METADATA_NOUN} {key!r} must hold a mapping, got {type(value).__name__}",
             )
         return cls.from_dict(value)
+
+
+class TreeAndAction(JsonDocument):
+    """A document of two parts: a tree (``EnvTags``' observation tags, ``ModelSpec``'s input)
+    and the :class:`Action` layout (the env's, or the one the model emits).
+
+    The subclass checks both in ``__init__`` and stores them with :meth:`_set`;
+    :meth:`_unchecked` builds one from parts already checked (the codec's tolerant door,
+    and unpickling).
+    """
+
+    __slots__ = ("_action", "_hash", "_tree")
+    _tree: Any
+    _action: Action
+    _hash: int | None
+
+    def _set(self, tree: Any, action: Action) -> None:
+        object.__setattr__(self, "_tree", tree)
+        object.__setattr__(self, "_action", action)
+        object.__setattr__(self, "_hash", None)
+
+    @classmethod
+    def _unchecked(cls: type[_T], tree: Any, action: Action) -> _T:
+        self = object.__new__(cls)
+        self._set(tree, action)
+        return self
+
+    def __reduce__(self) -> Any:
+        return (type(self)._unchecked, (self._tree, self._action))

@@ -18,7 +18,7 @@ from typing import Any
 from ._action import Action, Actuator
 from ._codec import env_tags_to_dict
 from ._codec_parse import build, env_tags_parts
-from ._document import JsonDocument
+from ._document import TreeAndAction
 from ._roles import ACTION_DELTA_POS, EEF_POS, ENV_METADATA_KEY, IMAGE_PRIMARY
 from ._tags import (
     ImageTag,
@@ -35,7 +35,7 @@ from ._tags import (
 __all__ = ["EnvTags", "env_tags_from_dict"]
 
 
-class EnvTags(JsonDocument):
+class EnvTags(TreeAndAction):
     """An environment's tags: ``EnvTags(observation, action)`` (ADP-20).
 
     ``observation`` is a tree whose container is the runtime container: a dict
@@ -46,32 +46,19 @@ class EnvTags(JsonDocument):
     _METADATA_KEY = ENV_METADATA_KEY
     _METADATA_NOUN = "env metadata"
 
-    __slots__ = ("_action", "_hash", "_observation")
-    _observation: Any
-    _action: Action
-    _hash: int | None
+    __slots__ = ()
 
     def __init__(self, observation: Any, action: Action) -> None:
         obs = check_obs_tree(observation)
         if not isinstance(action, Action):
             raise TypeError(f"EnvTags action must be an Action(...), got {type(action).__name__}")
         check_duplicates(obs)
-        object.__setattr__(self, "_observation", obs)
-        object.__setattr__(self, "_action", action)
-        object.__setattr__(self, "_hash", None)
-
-    @classmethod
-    def _unchecked(cls, observation: Any, action: Action) -> EnvTags:
-        self = object.__new__(cls)
-        object.__setattr__(self, "_observation", observation)
-        object.__setattr__(self, "_action", action)
-        object.__setattr__(self, "_hash", None)
-        return self
+        self._set(obs, action)
 
     @property
     def observation(self) -> Any:
         """The observation tag tree."""
-        return self._observation
+        return self._tree
 
     @property
     def action(self) -> Action:
@@ -84,7 +71,7 @@ class EnvTags(JsonDocument):
         images: list[str] = []
         states: list[str] = []
         texts: list[str] = []
-        for _path, leaf in iter_leaves(self._observation):
+        for _path, leaf in iter_leaves(self._tree):
             if isinstance(leaf, ImageTag):
                 images.append(leaf.role)
             elif isinstance(leaf, StateTag):
@@ -111,13 +98,10 @@ class EnvTags(JsonDocument):
 
     # -- value semantics -------------------------------------------------------------
     def _key(self) -> Any:
-        return (node_key(self._observation), self._action)
-
-    def __reduce__(self) -> Any:
-        return (EnvTags._unchecked, (self._observation, self._action))
+        return (node_key(self._tree), self._action)
 
     def __repr__(self) -> str:
-        return f"EnvTags(observation={self._observation!r}, action={self._action!r})"
+        return f"EnvTags(observation={self._tree!r}, action={self._action!r})"
 
 
 def env_tags_from_dict(data: Any, *, strict: bool = True) -> EnvTags:

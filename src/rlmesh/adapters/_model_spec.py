@@ -18,7 +18,7 @@ from typing import Any
 from ._action import Action, Actuator
 from ._codec import leaf_key, model_spec_to_dict
 from ._codec_parse import model_spec_parts
-from ._document import JsonDocument
+from ._document import TreeAndAction
 from ._model import Concat, Image, check_input_tree
 from ._roles import ACTION_GRIPPER, EEF_POS, GRIPPER_POS, IMAGE_PRIMARY, MODEL_METADATA_KEY
 from ._tags import node_key
@@ -26,41 +26,28 @@ from ._tags import node_key
 __all__ = ["ModelSpec", "model_spec_from_dict"]
 
 
-class ModelSpec(JsonDocument):
+class ModelSpec(TreeAndAction):
     """What a model ingests and emits: ``ModelSpec(input, output)`` (ADP-31)."""
 
     _METADATA_KEY = MODEL_METADATA_KEY
 
-    __slots__ = ("_hash", "_input", "_output")
-    _input: Any
-    _output: Action
-    _hash: int | None
+    __slots__ = ()
 
     def __init__(self, input: Any, output: Action) -> None:
         inp = check_input_tree(input)
         if not isinstance(output, Action):
             raise TypeError(f"ModelSpec output must be an Action(...), got {type(output).__name__}")
-        object.__setattr__(self, "_input", inp)
-        object.__setattr__(self, "_output", output)
-        object.__setattr__(self, "_hash", None)
-
-    @classmethod
-    def _unchecked(cls, input: Any, output: Action) -> ModelSpec:
-        self = object.__new__(cls)
-        object.__setattr__(self, "_input", input)
-        object.__setattr__(self, "_output", output)
-        object.__setattr__(self, "_hash", None)
-        return self
+        self._set(inp, output)
 
     @property
     def input(self) -> Any:
         """The input tree (its container is the payload container)."""
-        return self._input
+        return self._tree
 
     @property
     def output(self) -> Action:
         """The action layout the model emits."""
-        return self._output
+        return self._action
 
     def to_dict(self) -> dict[str, Any]:
         """The canonical wire form; refused when any ``Custom`` input is present (ADP-48)."""
@@ -72,13 +59,10 @@ class ModelSpec(JsonDocument):
         return model_spec_from_dict(data, strict=True)
 
     def _key(self) -> Any:
-        return (node_key(self._input, leaf_key), self._output)
-
-    def __reduce__(self) -> Any:
-        return (ModelSpec._unchecked, (self._input, self._output))
+        return (node_key(self._tree, leaf_key), self._action)
 
     def __repr__(self) -> str:
-        return f"ModelSpec(input={self._input!r}, output={self._output!r})"
+        return f"ModelSpec(input={self._tree!r}, output={self._action!r})"
 
 
 def model_spec_from_dict(data: Any, *, strict: bool = True) -> ModelSpec:
