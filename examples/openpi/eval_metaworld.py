@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,8 @@ class ScriptedOpenPIPolicy(Model):
 
 def make_env(task: str) -> tuple[Any, dict[str, Any], str | None]:
     """The env, the obs_map that sends its state as ``observation/state``, and the prompt."""
+    if importlib.util.find_spec("metaworld") is None:
+        sys.exit("this example needs Meta-World: pip install metaworld (and rlmesh-py[openpi])")
     try:
         from rlmesh.suites import metaworld as suite  # type: ignore[attr-defined]
     except ImportError:
