@@ -149,11 +149,15 @@ def session(
 
     ``model`` is a local ``Model`` (instance, subclass class, or a bare predict
     callable), a served handle, or :data:`rlmesh.RANDOM_SAMPLE`. ``env`` is a live
-    env, an ``EnvFactory``, a remote-env handle, an object with an ``address``, or
-    an address string. Nothing is opened until first use (EVAL-10).
+    env, an ``EnvFactory``, a remote-env handle, an object with an ``address``, an
+    address string, or a Gymnasium id (a string that cannot be an address, made here
+    with ``gymnasium.make`` and closed with the session). Nothing is opened until
+    first use (EVAL-10).
 
     Raises:
-        ValueError: ``execution_horizon`` outside ``1..1024``; a device on a host model.
+        ValueError: ``execution_horizon`` outside ``1..1024``; a device on a host model;
+            an env string that is neither an address nor a Gymnasium id
+            (:class:`~rlmesh.errors.InvalidEnvTarget`).
         TypeError: ``model`` or ``env`` is of no accepted form.
     """
     options = SessionOptions(

@@ -77,7 +77,12 @@ class Drive:
         env = self.env
         if env is not None:
             return env
-        conn = open_target(self.target, self.kind, workflow_edition=self.workflow_edition)
+        conn = open_target(
+            self.target,
+            self.kind,
+            workflow_edition=self.workflow_edition,
+            render=self.view_cfg is not None,  # a Gymnasium id made here renders for the viewer
+        )
         try:
             env = EnvSide(conn)
             self.route.bind(env, lanes=env.lanes)
