@@ -63,6 +63,8 @@ class Drive:
         self.episode = Episode()
         self.episode_open = False
         self.view_cfg = view  # a normalized rlmesh.View or None (VIEW-2)
+        #: The terminal viewer owns the terminal: no progress line is drawn under it.
+        self.terminal_view = getattr(view, "backend", None) in ("terminal", "both")
         self.viewer: ViewerObserver | None = None
         self.manual_episode = -1
 
