@@ -282,9 +282,11 @@ class RunProgress(Observer):
                     self._open()
                 text = self.line()
                 if self._mode == "live":
-                    self._live.update(self._text(text), refresh=True)
-                    if final:
-                        self._live.stop()
+                    try:
+                        self._live.update(self._text(text), refresh=True)
+                    finally:
+                        if final:  # always: Live redirects stdout/stderr until it stops
+                            self._live.stop()
                 elif self._mode == "redraw":
                     pad = " " * max(0, self._width - len(text))
                     self._width = len(text)
