@@ -37,6 +37,7 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     ├── UnsupportedSpace (TypeError)             an env's space is a kind rlmesh cannot carry
     ├── DependencyMissing (ImportError)          an optional extra is not installed
     └── UnknownEnvId (LookupError)               nothing installed registers a Gymnasium id
+        └── InvalidEnvTarget (ValueError)        an env string is neither an address nor a Gymnasium id
 
 "You" versus "them" (trio's Closed/Broken split): :class:`SessionClosed` means
 this side closed the session (or a fatal env error ended it and this side was
@@ -74,6 +75,7 @@ __all__ = [
     "InvalidContract",
     "ModelError",
     "InvalidAction",
+    "InvalidEnvTarget",
     "ProtocolException",
     "RLMeshException",
     "RecoverableEnvError",
@@ -454,6 +456,13 @@ class UnknownEnvId(RLMeshException, LookupError):
     def __init__(self, message: str, *, env_id: str = "") -> None:
         super().__init__(message)
         self.env_id = env_id
+
+
+class InvalidEnvTarget(UnknownEnvId, ValueError):
+    """An env given as a string (``rlmesh.run(model, "...")``) is neither an address nor a
+    Gymnasium id this process can make. The message, one line, names both choices: an
+    address (``host:port``, ``tcp://host:port``, ``unix:///path``) or a registered
+    Gymnasium id. Also a ``ValueError`` (a bad argument) and an :class:`UnknownEnvId`."""
 
 
 class WorkflowEditionWarning(UserWarning):

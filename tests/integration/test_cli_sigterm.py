@@ -136,7 +136,7 @@ def test_watched_cartpole_eval_with_pygame_stops_on_one_sigterm(tmp_path: Path) 
     lines = Lines(proc)
     try:
         # per-episode lines (stdout is not a terminal): the viewer has rendered by then
-        lines.wait_for(lambda ls: sum(" episodes" not in x for x in ls) >= 6, proc, 90)
+        lines.wait_for(lambda ls: sum(x.startswith("episode #") for x in ls) >= 6, proc, 90)
         code = terminate(proc)
         _, err = proc.communicate(timeout=10)
     finally:

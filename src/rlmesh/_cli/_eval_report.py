@@ -1,118 +1,50 @@
-"""What ``rlmesh eval`` prints: the live progress line, the results table, the JSON
-document and the one-line report of a policy's own exception.
+"""What ``rlmesh eval`` prints: the per-episode log, the results table, the JSON document
+and the one-line report of a policy's own exception (the live line is ``rlmesh.run``'s own).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import time
 import traceback
 from typing import Any, TextIO
 
-from ..eval import EpisodeResult, RunHooks, RunResult, StepEvent
+from ..eval import EpisodeResult, RunHooks, RunResult
+from ..eval._progress import RunProgress
 from ..spaces import space_from_spec
 
-__all__ = ["Progress", "json_result", "policy_error", "print_results"]
+__all__ = ["EpisodeLog", "json_result", "policy_error", "print_results"]
 
 
-class Progress(RunHooks):
-    """Live progress: rich when stdout is a TTY, else one plain line per episode."""
+class EpisodeLog(RunHooks):
+    """``rlmesh eval``'s hooks: a line per finished episode on ``out``, and the observation layout.
 
-    def __init__(self, total: int, out: TextIO, *, rich_ok: bool, quiet: bool = False) -> None:
-        self.total = total
+    Each line names the episode, then reads as the run's progress line (the one
+    ``rlmesh.run`` draws live on a terminal, :class:`rlmesh.eval._progress.RunProgress`):
+    ``episode #2: seed=7 steps=12 reward=12.000 success=None | episodes 3/3 | ...``.
+    ``quiet`` prints nothing (the layout is still kept, for a policy's error). No
+    ``on_step``: the log costs the run nothing per step, and ``--workers`` takes it.
+    """
+
+    def __init__(self, total: int, out: TextIO, *, quiet: bool = False) -> None:
         self.out = out
-        self.quiet = quiet  # no output: only the observation layout is kept (for a policy's error)
+        self.quiet = quiet
         self.layout: str | None = None
-        if quiet:
-            rich_ok = False
-        self.steps = 0
-        self.episodes = 0
-        self.successes = 0
-        self.signals = 0  # episodes that reported a task outcome
-        self.t0 = time.perf_counter()
-        self._bar: Any = None
-        self._task: Any = None
-        if rich_ok:
-            try:
-                from rich.console import Console
-                from rich.progress import (
-                    BarColumn,
-                    MofNCompleteColumn,
-                    Progress,
-                    TextColumn,
-                    TimeElapsedColumn,
-                    TimeRemainingColumn,
-                )
-            except ImportError:
-                rich_ok = False
-            else:
-                self._bar = Progress(
-                    TextColumn("[bold]episodes"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TextColumn("{task.fields[sps]:>8.0f} steps/s"),
-                    TextColumn("success {task.fields[rate]}"),
-                    TimeElapsedColumn(),
-                    TextColumn("ETA"),
-                    TimeRemainingColumn(),
-                    console=Console(file=out),
-                    transient=False,
-                )
-                self._task = self._bar.add_task("eval", total=total, sps=0.0, rate="-")
-
-    def _rate(self) -> str:
-        if not self.episodes:
-            return "-"
-        if not self.signals:
-            return "n/a (no success signal)"
-        return f"{self.successes / self.episodes:.0%}"
-
-    def _sps(self) -> float:
-        dt = time.perf_counter() - self.t0
-        return self.steps / dt if dt > 0 else 0.0
-
-    def _eta(self) -> str:
-        """Time left at the mean episode time so far (the total is known: episodes or seeds)."""
-        left = self.total - self.episodes
-        if left <= 0 or not self.episodes:
-            return "0s" if left <= 0 else "-"
-        secs = (time.perf_counter() - self.t0) / self.episodes * left
-        return f"{secs:.0f}s" if secs < 120 else f"{secs / 60:.1f}min"
+        self.status = RunProgress(total, enabled=False)  # counts; never draws
 
     def on_run_start(self, context: Any) -> None:
-        self.t0 = time.perf_counter()
+        self.status.start()
         self.layout = _observation_layout(context)
-        if self._bar is not None:
-            self._bar.start()
-
-    def on_step(self, event: StepEvent) -> None:
-        self.steps += 1
-        if self._bar is not None and self.steps % 256 == 0:
-            self._bar.update(self._task, sps=self._sps())
 
     def on_episode_end(self, result: EpisodeResult) -> None:
-        self.episodes += 1
-        self.successes += int(result.succeeded)
-        self.signals += int(result.success is not None)
-        if self.quiet:
-            return
-        if self._bar is not None:
-            self._bar.update(
-                self._task, completed=self.episodes, sps=self._sps(), rate=self._rate()
-            )
-        else:
+        self.status.update(episode=result)
+        if not self.quiet:
             print(  # "#" is EpisodeResult.index, as in the table and the JSON
-                f"episode #{result.index} ({self.episodes}/{self.total}): seed={result.seed} "
-                f"steps={result.steps} reward={result.reward:.3f} success={result.success} | "
-                f"{self._sps():.0f} steps/s, success rate {self._rate()}, ETA {self._eta()}",
+                f"episode #{result.index}: seed={result.seed} steps={result.steps} "
+                f"reward={result.reward:.3f} success={result.success} | {self.status.line()}",
                 file=self.out,
                 flush=True,
             )
-
-    def on_run_end(self, result: RunResult) -> None:
-        if self._bar is not None:
-            self._bar.stop()
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:

@@ -122,6 +122,7 @@ def main_suite(
         journal=args.journal,
         max_episode_steps=args.max_episode_steps,
         on_task=on_task,
+        progress=False if args.no_progress else None,
         **env_kwargs,
     )
     print_suite(result, out, rich_ok=tty)

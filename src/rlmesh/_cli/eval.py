@@ -4,8 +4,9 @@
 instance or class, a predict callable, or a policy). ``ENV`` is an address
 (``host:port``, ``tcp://...``, ``unix:///...``), a Gymnasium id (``CartPole-v1``) or
 ``module:attr`` (an env, an ``EnvFactory`` or a zero-argument callable returning an
-env). A live progress line shows episodes, steps/s and the running success rate
-(``rich`` when stdout is a TTY, plain lines otherwise); a results table follows.
+env). The run's live progress line (episodes, steps/s, ETA, success rate) is drawn on
+stderr when it is a terminal, and a line per finished episode is printed when stdout is
+not one (a log, a pipe); a results table follows.
 ``--json PATH`` writes ``RunResult.to_dict()`` plus a ``success_signal`` flag. Exit 0
 on success (a "quit" from the viewer included: the finished episodes are reported), 1 on
 an error (one line; ``--verbose`` for the traceback; a policy's own exception names the
@@ -32,13 +33,13 @@ from ..errors import DependencyMissing
 from ..eval import RANDOM_SAMPLE, Workers, run
 from ..eval._view import normalize_view
 from ..openpi import PolicyClient, obs_map_from_json
-from ._eval_report import Progress, json_result, policy_error, print_results
+from ..transport.address import looks_like_address
+from ._eval_report import EpisodeLog, json_result, policy_error, print_results
 from ._signals import EXIT_TERMINATED, Terminated, sigterm_ends_command
 from ._suite import add_suite_arguments, main_suite
 
 __all__ = ["main", "parse_seeds", "resolve_env_arg", "resolve_model_arg"]
 
-_ADDRESS = re.compile(r"^(tcp://|unix://|[\w.\-]+:\d+$|\d+$|\[[0-9a-fA-F:]+\]:\d+$)")
 _ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
@@ -77,7 +78,7 @@ def resolve_model_arg(spec: str, *, obs_map: dict[str, Any] | None = None) -> An
         raise ValueError("--obs-map is for an openpi policy server (MODEL ws://host:port)")
     if spec.strip().lower() in ("random", "random_sample"):
         return RANDOM_SAMPLE
-    if _ADDRESS.match(spec):
+    if looks_like_address(spec):
         return RemoteModel(spec)
     if not (_ENTRYPOINT.match(spec) or _ENTRYPOINT.match(importable(spec))):
         raise ValueError(
@@ -97,7 +98,7 @@ def resolve_env_arg(spec: str, env_kwargs: dict[str, Any] | None = None) -> tupl
         ValueError: ``env_kwargs`` for an address or an already-built env object.
     """
     kwargs = dict(env_kwargs or {})
-    if _ADDRESS.match(spec):
+    if looks_like_address(spec):
         if kwargs:
             raise ValueError(
                 f"--env-kwargs/--render-mode apply to a Gymnasium id or a module:attr callable, "
@@ -133,7 +134,9 @@ def resolve_env_arg(spec: str, env_kwargs: dict[str, Any] | None = None) -> tupl
 def _is_gym_id(spec: str) -> bool:
     """Whether ``ENV`` names a Gymnasium id (not an address, ``module:attr`` or ``file.py:attr``)."""
     return not (
-        _ADDRESS.match(spec) or _ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py")
+        looks_like_address(spec)
+        or _ENTRYPOINT.match(spec)
+        or spec.rpartition(":")[0].endswith(".py")
     )
 
 
@@ -146,7 +149,7 @@ def _worker_env_arg(spec: str) -> Any:
     """``ENV`` for ``--workers``: an address or a Gymnasium id stays a string (each worker
     dials or makes its own); ``module:attr`` is imported and shipped (a callable is called
     in each worker, not here)."""
-    if _ADDRESS.match(spec) or not (
+    if looks_like_address(spec) or not (
         _ENTRYPOINT.match(spec) or spec.rpartition(":")[0].endswith(".py")
     ):
         return spec
@@ -240,7 +243,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-progress",
         action="store_true",
-        help="no live progress output (default: a live line on a terminal, one line per episode otherwise)",
+        help="no progress output (default: a live line on stderr when it is a terminal, and a line per "
+        "episode on stdout when it is not one)",
     )
     p.add_argument(
         "--view",
@@ -331,7 +335,7 @@ def _main(argv: list[str] | None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     tty = bool(getattr(out, "isatty", lambda: False)())
-    progress: Progress | None = None
+    log: EpisodeLog | None = None
     workers: Any = None
     journal: Any = None
     try:
@@ -358,9 +362,9 @@ def _main(argv: list[str] | None) -> int:
             args.episodes if args.episodes is not None else (len(seeds) if seeds is not None else 1)
         )
         on_terminal = view is not None and view.backend in ("terminal", "both")
-        quiet = args.no_progress or on_terminal
-        # with --workers the run draws its own live line (done/total, rate, ETA, workers alive)
-        progress = None if workers is not None else Progress(total, out, rich_ok=tty, quiet=quiet)
+        # the live line is the run's own (stderr, on a terminal); the per-episode log is for
+        # an stdout that is no terminal (a file, a pipe, CI)
+        log = EpisodeLog(total, out, quiet=args.no_progress or on_terminal or tty)
         extra: dict[str, Any] = {} if workers is None else {"workers": workers, "journal": journal}
         result = run(
             model,
@@ -369,11 +373,12 @@ def _main(argv: list[str] | None) -> int:
             max_episodes=args.episodes,
             max_episode_steps=args.max_episode_steps,
             max_episode_seconds=args.max_episode_seconds,
-            hooks=progress,
+            hooks=log,
             instruction=args.instruction,
             close_env=args.close_env or built,
             execution_horizon=args.execution_horizon,
             view=view,
+            progress=False if args.no_progress or on_terminal else None,
             **extra,
         )
         import warnings
@@ -399,7 +404,7 @@ def _main(argv: list[str] | None) -> int:
         if args.verbose:
             traceback.print_exc()
         else:
-            layout = progress.layout if progress is not None else None
+            layout = log.layout if log is not None else None
             line = policy_error(exc, args.model, layout)
             print(line or f"{type(exc).__name__}: {term_safe(exc, newlines=True)}", file=sys.stderr)
         return 1

@@ -149,11 +149,15 @@ def session(
 
     ``model`` is a local ``Model`` (instance, subclass class, or a bare predict
     callable), a served handle, or :data:`rlmesh.RANDOM_SAMPLE`. ``env`` is a live
-    env, an ``EnvFactory``, a remote-env handle, an object with an ``address``, or
-    an address string. Nothing is opened until first use (EVAL-10).
+    env, an ``EnvFactory``, a remote-env handle, an object with an ``address``, an
+    address string, or a Gymnasium id (a string that cannot be an address, made here
+    with ``gymnasium.make`` and closed with the session). Nothing is opened until
+    first use (EVAL-10).
 
     Raises:
-        ValueError: ``execution_horizon`` outside ``1..1024``; a device on a host model.
+        ValueError: ``execution_horizon`` outside ``1..1024``; a device on a host model;
+            an env string that is neither an address nor a Gymnasium id
+            (:class:`~rlmesh.errors.InvalidEnvTarget`).
         TypeError: ``model`` or ``env`` is of no accepted form.
     """
     options = SessionOptions(
@@ -227,6 +231,7 @@ def run(
     prefetch_lead: int = 0,
     workers: int | Workers | WorkerPool | None = None,
     journal: str | os.PathLike[str] | None = None,
+    progress: bool | None = None,
 ) -> RunResult:
     """Drive ``model`` against ``env`` to completion and return a :class:`RunResult` (EVAL-1).
 
@@ -245,6 +250,13 @@ def run(
     worker processes or Ray actors: an int or :class:`rlmesh.Workers`; ``journal`` (a
     file path, with ``workers``) records every finished episode and lets a re-run skip
     them. See docs/distributed.md.
+
+    ``progress`` draws one live line on stderr (episodes done, steps/s, ETA, success
+    rate with its 95 % interval): ``None`` (default) when stderr is a terminal or in
+    Jupyter, once the run has gone on for 1.5 s (a quicker run prints nothing);
+    ``True`` always; ``False`` never. It costs the run nothing per step. With
+    ``workers=``, ``progress=True``/``False`` decides over ``Workers(progress=...)``,
+    which applies only when ``progress`` is ``None``. See docs/evaluation.md.
     """
     options = RunOptions(
         seeds=seeds,
@@ -256,6 +268,7 @@ def run(
         trial_index_base=trial_index_base,
         workers=workers,
         journal=journal,
+        progress=progress,
         session=SessionOptions(
             instruction=instruction,
             close_env=close_env,

@@ -63,6 +63,8 @@ class Drive:
         self.episode = Episode()
         self.episode_open = False
         self.view_cfg = view  # a normalized rlmesh.View or None (VIEW-2)
+        #: The terminal viewer owns the terminal: no progress line is drawn under it.
+        self.terminal_view = getattr(view, "backend", None) in ("terminal", "both")
         self.viewer: ViewerObserver | None = None
         self.manual_episode = -1
 
@@ -77,7 +79,12 @@ class Drive:
         env = self.env
         if env is not None:
             return env
-        conn = open_target(self.target, self.kind, workflow_edition=self.workflow_edition)
+        conn = open_target(
+            self.target,
+            self.kind,
+            workflow_edition=self.workflow_edition,
+            render=self.view_cfg is not None,  # a Gymnasium id made here renders for the viewer
+        )
         try:
             env = EnvSide(conn)
             self.route.bind(env, lanes=env.lanes)

@@ -21,6 +21,7 @@ from ._budget import BUILTIN_STEP_BOUND, episode_budget, finish_run, validate_ca
 from ._episode import Episode
 from ._hooks import RunHooks, StepEvent
 from ._observers import DriveStep, HooksObserver, ObserverList
+from ._progress import RunProgress, check_progress
 from ._results import EpisodeResult, RunResult, aggregate_telemetry
 from ._stats import Timings
 from ._vector import run_vector
@@ -43,15 +44,18 @@ def run_session(
     max_episode_seconds: float | None,
     hooks: RunHooks | None,
     trial_index_base: int,
+    progress: bool | None = None,
 ) -> RunResult:
     """Implementation of :meth:`Session.run` (single env; vector envs go to ``_vector``).
 
     ``context`` is what ``on_run_start`` receives and what ``StepEvent.read`` reads
-    through (the session).
+    through (the session). ``progress`` is the live line's switch (:mod:`._progress`);
+    under a terminal viewer no line is drawn (its HUD shows the episode count).
     """
     drive.ensure_open()
     count, seed_list = episode_budget(seeds, max_episodes, episodes)
     validate_caps(max_episode_steps, max_episode_seconds, trial_index_base)
+    check_progress(progress)
     if hooks is not None and not isinstance(hooks, RunHooks):
         missing = [n for n in ("on_step", "on_run_end") if not callable(getattr(hooks, n, None))]
         if missing:
@@ -62,6 +66,9 @@ def run_session(
         )
     env = drive.connect()
     observers = drive.observers(hooks, context)  # the user's hooks, then the live viewer (VIEW-6)
+    line = RunProgress(count, enabled=False if drive.terminal_view else progress)
+    if line.enabled:  # last: the progress line (it watches no steps)
+        observers = ObserverList((*observers.observers, line))
     if env.is_vector:
         return run_vector(
             drive,
@@ -128,8 +135,9 @@ def play_episode(
 ) -> Episode:
     """Reset, then predict and step until the episode ends or a cap hits; the episode's books.
 
-    The hot path binds every callable to a local; with no observers it makes no
-    observer call, and it builds a ``StepEvent`` only when an observer wants one (P-3).
+    The hot path binds every callable to a local; unless an observer watches steps it
+    makes no observer call per step, and it builds a ``StepEvent`` only when an observer
+    wants one (P-3).
     An episode that left the loop neither terminated nor truncated is marked
     truncated (EVAL-23), as is one an observer ended (the viewer's "end episode").
     """
@@ -140,14 +148,14 @@ def play_episode(
     assert env is not None
     env_step = env.step  # checked as a server checks it when the env is local (SRV-60, CNF-4)
     read = context.read
-    observing = bool(observers)  # no observers: not one observer call per step
+    stepping = observers.wants_steps  # nobody watches steps: not one observer call per step
     events = observers.wants_events
     t0 = perf()
     obs, info = drive.begin(seed, trial, warn=False)
     episode = drive.episode
     ep_start = episode.start
     t_reset.append(ep_start - t0)
-    if observing:
+    if observers:
         observers.on_episode_start(i, seed, 0, obs, count)
     steps = 0
     reward = 0.0
@@ -171,7 +179,7 @@ def play_episode(
         t_pred.append(t1 - t0)
         last_info = info
         skip = False
-        if observing:
+        if stepping:
             event = None
             if events:
                 te, tr = bool(te), bool(tr)

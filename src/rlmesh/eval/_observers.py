@@ -4,8 +4,9 @@ The drive loops (``_loop``, ``_vector``) and a session's manual steps talk to an
 :class:`ObserverList` only -- the shape of Stable-Baselines3's ``CallbackList``:
 ``on_run_start``, ``on_episode_start``, ``on_step`` (which may end the episode: a
 viewer's "end episode"), ``on_episode_end``, ``on_run_end``, each called on every
-observer in list order. An empty list costs the hot path nothing: the loops skip
-every observer call when the list is empty, and build the per-step
+observer in list order. An observer that needs no steps (the progress line, hooks that
+override no ``on_step``) costs the hot path nothing: the loops make no per-step observer
+call unless some observer watches steps, and build the per-step
 :class:`~rlmesh.StepEvent` only when an observer wants one (the user's hooks).
 
 The recorder is a ``RunHooks`` (``Recorder.hooks()``), so it rides in the list as
@@ -21,10 +22,11 @@ import numpy as np
 
 from ..models._values import to_numpy_tree
 from ..view._hud import outcome_of
+from ._hooks import RunHooks
 from ._results import success_from_info
 
 if TYPE_CHECKING:
-    from ._hooks import RunHooks, StepEvent
+    from ._hooks import StepEvent
     from ._results import EpisodeResult, RunResult
 
 __all__ = ["DriveStep", "HooksObserver", "Observer", "ObserverList", "ViewerObserver"]
@@ -87,10 +89,12 @@ class DriveStep:
 class Observer:
     """One observer of the drive; every default is a no-op.
 
-    ``wants_events`` says whether :meth:`on_step` needs ``step.event`` (a
-    :class:`~rlmesh.StepEvent`); the loops build one only if some observer does.
+    ``wants_steps`` says whether it needs :meth:`on_step` at all (the loops make no
+    per-step call unless some observer does); ``wants_events`` whether :meth:`on_step`
+    needs ``step.event`` (a :class:`~rlmesh.StepEvent`), built only if some observer does.
     """
 
+    wants_steps = True
     wants_events = False
 
     def on_run_start(self, context: Any) -> None:
@@ -119,6 +123,8 @@ class HooksObserver(Observer):
 
     def __init__(self, hooks: RunHooks) -> None:
         self.hooks = hooks
+        # hooks that keep RunHooks' no-op on_step are not called per step at all
+        self.wants_steps = self.wants_events = _overrides_on_step(hooks)
 
     def on_run_start(self, context: Any) -> None:
         self.hooks.on_run_start(context)
@@ -137,6 +143,13 @@ class HooksObserver(Observer):
 
     def on_run_end(self, result: RunResult) -> None:
         self.hooks.on_run_end(result)
+
+
+def _overrides_on_step(hooks: Any) -> bool:
+    """Whether ``hooks`` has an ``on_step`` of its own (not ``RunHooks``' no-op)."""
+    if "on_step" in getattr(hooks, "__dict__", {}):
+        return True
+    return getattr(type(hooks), "on_step", None) is not RunHooks.on_step
 
 
 def _lane_action(action: Any, lane: int) -> Any:
@@ -209,7 +222,10 @@ class ObserverList(Observer):
 
     def __init__(self, observers: Iterable[Observer] = ()) -> None:
         self.observers = tuple(observers)
-        self.wants_events = any(o.wants_events for o in self.observers)
+        self.stepping = tuple(o for o in self.observers if o.wants_steps)
+        #: Whether any observer watches steps (the loops call :meth:`on_step` only then).
+        self.wants_steps = bool(self.stepping)
+        self.wants_events = any(o.wants_events for o in self.stepping)
 
     def __bool__(self) -> bool:
         return bool(self.observers)
@@ -229,7 +245,7 @@ class ObserverList(Observer):
 
     def on_step(self, step: DriveStep) -> bool:
         end = False
-        for o in self.observers:
+        for o in self.stepping:
             if o.on_step(step):
                 end = True
         return end

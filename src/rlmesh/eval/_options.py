@@ -9,7 +9,7 @@ receive -- takes that value instead of the keywords again:
 - :class:`SessionOptions`: how a model is bound to an env (``rlmesh.session``'s keywords,
   plus ``prefetch_lead``);
 - :class:`RunOptions`: what a run does (seeds, caps, hooks, trial indices, workers,
-  journal) and its :class:`SessionOptions`.
+  journal, progress) and its :class:`SessionOptions`.
 
 Values are checked where they are used (a bad ``execution_horizon`` is refused by the
 route that runs it), except ``prefetch_lead``, checked here, before anything is built.
@@ -84,6 +84,8 @@ class RunOptions:
     workers: Any = None
     #: A journal file for a distributed run (``workers=``).
     journal: Any = None
+    #: The live progress line: ``None`` on a terminal (after 1.5 s), ``True`` always, ``False`` never.
+    progress: bool | None = None
     session: SessionOptions = field(default_factory=SessionOptions)
 
     def episode_keywords(self) -> dict[str, Any]:

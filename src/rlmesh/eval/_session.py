@@ -241,6 +241,7 @@ class Session(Generic[ObsT, ActT]):
         max_episode_seconds: float | None = None,
         hooks: RunHooks | None = None,
         trial_index_base: int = 0,
+        progress: bool | None = None,
     ) -> RunResult:
         """Drive whole episodes to completion and return a typed ``RunResult`` (EVAL-20..27).
 
@@ -249,6 +250,8 @@ class Session(Generic[ObsT, ActT]):
         agree with ``len(seeds)``). ``max_episode_steps`` / ``max_episode_seconds``
         cap each episode (hitting a cap marks it truncated). ``hooks`` observes the
         loop; ``on_run_end`` fires exactly once, even on an error or interrupt.
+        ``progress`` draws the live line on stderr (``None``: on a terminal or in
+        Jupyter, once the run has gone on for 1.5 s; see ``rlmesh.run``).
         Leaves the session open.
         """
         return run_session(
@@ -261,6 +264,7 @@ class Session(Generic[ObsT, ActT]):
             max_episode_seconds=max_episode_seconds,
             hooks=hooks,
             trial_index_base=trial_index_base,
+            progress=progress,
         )
 
     # -- teardown ----------------------------------------------------------------------------

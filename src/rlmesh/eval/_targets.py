@@ -3,6 +3,10 @@
 One precedence for every entry point (EVAL-6):
 
 1. ``str`` -> an address, dialed with ``rlmesh.numpy.RemoteEnv`` (or ``RemoteVectorEnv``);
+   a string that cannot be an address (``transport.looks_like_address``) but names a
+   Gymnasium id this process can make (:func:`rlmesh._gymid.ensure_registered`) is made
+   locally with ``gymnasium.make`` and closed with the session; any other string is
+   refused in one line naming both choices (:func:`classify_string`);
 2. ``reset`` + ``step`` + a *real* ``env_contract`` -> a remote handle, driven through
    its own connection and never closed by the session (unless ``close_env``);
 3. ``reset`` + ``step`` -> a local env, driven in-process (DESIGN: no loopback server);
@@ -22,11 +26,67 @@ from typing import Any
 from .._autoreset import Autoreset
 from .._contract import EnvContract
 from .._envkit.classify import declared_autoreset, is_vector_env, spec_id, vector_lanes
+from .._gymid import ensure_registered, make_gym_env
 from ..authoring import EnvFactory, build_env
 from ..client._numpy import RemoteEnv, RemoteVectorEnv
+from ..errors import DependencyMissing, InvalidEnvTarget, UnknownEnvId
 from ..spaces._gym import as_spec
+from ..transport.address import looks_like_address
 
-__all__ = ["EnvConn", "LocalContract", "classify_target", "open_target"]
+__all__ = ["EnvConn", "LocalContract", "classify_string", "classify_target", "open_target"]
+
+#: What an env string may be, for the one-line refusal.
+_ADDRESS_FORMS = "host:port, tcp://host:port or unix:///path"
+_FIX = (
+    "pass a served env's address, or a Gymnasium id such as 'CartPole-v1' (a namespaced id "
+    "needs its package installed, or Gymnasium's 'module:EnvId' spelling)"
+)
+
+
+def classify_string(text: str) -> str:
+    """``"address"`` or ``"gymid"`` for an env string; any other string is refused.
+
+    A string spelled as an address (``host:port``, ``[v6]:port``, ``scheme://...``, a bare
+    port) is an address, always: ``"localhost:5555"`` is never taken for an id. Any
+    other string is a Gymnasium id if this process can make it: registered already,
+    or registered by the package :func:`rlmesh._gymid.ensure_registered` finds and
+    imports (a namespaced id's package, Gymnasium's ``"module:EnvId"``).
+
+    >>> classify_string("127.0.0.1:5555"), classify_string("CartPole-v1")
+    ('address', 'gymid')
+
+    Raises:
+        InvalidEnvTarget: neither (a ``ValueError``); one line naming both choices.
+    """
+    if looks_like_address(text):
+        return "address"
+    try:
+        ensure_registered(text)
+    except DependencyMissing:
+        reason = 'gymnasium is not installed: pip install gymnasium, the "gymnasium" extra'
+    except UnknownEnvId:
+        reason = f"no installed package registers it{_close_ids(text)}"
+    except ImportError as exc:  # "module:EnvId" with no such module, or a broken package
+        reason = f"{type(exc).__name__}: {exc}"
+    else:
+        return "gymid"
+    raise InvalidEnvTarget(
+        f"env {text!r} is neither an address ({_ADDRESS_FORMS}) nor a registered Gymnasium id "
+        f"({reason}): {_FIX}",
+        env_id=text,
+    )
+
+
+def _close_ids(text: str) -> str:
+    """``"; did you mean 'CartPole-v1'?"`` when registered ids are close to ``text``."""
+    import difflib
+
+    try:
+        import gymnasium
+    except ImportError:
+        return ""
+    near = difflib.get_close_matches(text, list(gymnasium.registry), n=3, cutoff=0.75)
+    return f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
 
 
 def _static_has(obj: Any, name: str) -> bool:
@@ -53,7 +113,7 @@ def classify_target(target: Any, *, served: bool = False) -> str:
         TypeError: none of the accepted forms.
     """
     if isinstance(target, str):
-        return "address"
+        return classify_string(target)
     has_reset_step = callable(getattr(target, "reset", None)) and callable(
         getattr(target, "step", None)
     )
@@ -76,8 +136,9 @@ def classify_target(target: Any, *, served: bool = False) -> str:
     )
     raise TypeError(
         "env must be a live env with reset() and step(), an EnvFactory (class or instance), an "
-        f"object with an `address` (e.g. EnvServer), {client}, or an address string "
-        f"like '127.0.0.1:5555'; got {type(target).__name__}{extra}"
+        f"object with an `address` (e.g. EnvServer), {client}, an address string "
+        f"like '127.0.0.1:5555', or a Gymnasium id like 'CartPole-v1'; got "
+        f"{type(target).__name__}{extra}"
     )
 
 
@@ -296,8 +357,16 @@ def _dial(address: str, *, workflow_edition: str | None) -> tuple[Any, Any]:
     return client, client.env_contract
 
 
-def open_target(target: Any, kind: str, *, workflow_edition: str | None = None) -> EnvConn:
-    """Open a classified target (the session's lazy connect, EVAL-10)."""
+def open_target(
+    target: Any, kind: str, *, workflow_edition: str | None = None, render: bool = False
+) -> EnvConn:
+    """Open a classified target (the session's lazy connect, EVAL-10).
+
+    ``render`` makes a Gymnasium id with ``render_mode="rgb_array"`` (a viewer watches).
+    """
+    if kind == "gymid":
+        env = make_gym_env(target, **({"render_mode": "rgb_array"} if render else {}))
+        return _local_conn(env, user_obj=target, built=True)
     if kind == "address":
         client, contract = _dial(target, workflow_edition=workflow_edition)
         return EnvConn(client, contract, remote=True, dialed=True, user_obj=target)

@@ -199,7 +199,8 @@ class _VectorRun:
         self.count = count
         self.seed_list = seed_list
         self.observers = observers
-        self.observing = bool(observers)  # no observers: not one observer call per lane-step
+        self.observing = bool(observers)
+        self.stepping = observers.wants_steps  # nobody watches steps: no call per lane-step
         self.events = observers.wants_events
         self.trial_base = (
             trial_index_base  # None: the env resets lanes, episodes carry no trial index
@@ -312,7 +313,7 @@ class _VectorRun:
         books.step_s += step_s
         capped = books.steps >= self.cap and not te and not tr
         asked = False
-        if self.observing and lanes.ep[lane] != UNSCORED:
+        if self.stepping and lanes.ep[lane] != UNSCORED:
             event = None
             if per_obs is not None:
                 event = StepEvent(

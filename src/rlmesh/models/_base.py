@@ -363,11 +363,13 @@ class ModelBase(Generic[ObsT, ActT]):
         prefetch_lead: int = 0,
         workers: Any = None,
         journal: Any = None,
+        progress: bool | None = None,
     ) -> RunResult:
         """Drive whole episodes against an env and return a ``RunResult``: ``rlmesh.run(self, ...)`` (EVAL-2).
 
         ``workers=`` / ``journal=`` spread the episodes over worker processes or Ray
-        (``rlmesh.Workers``; see docs/distributed.md).
+        (``rlmesh.Workers``; see docs/distributed.md); ``progress=`` is ``rlmesh.run``'s
+        live line (``None``: on a terminal).
         """
         given = _keywords(locals())
         from ..eval._api import run

@@ -95,6 +95,7 @@ def run(
     journal: str | os.PathLike[str] | None = None,
     max_episode_steps: int | None = None,
     on_task: Callable[[TaskResult], None] | None = None,
+    progress: bool | None = None,
     **env_params: Any,
 ) -> SuiteResult:
     """Evaluate ``model`` on every task of ``suite``; returns a :class:`SuiteResult` (per task).
@@ -120,6 +121,8 @@ def run(
             (runs the tasks in a worker process when ``workers`` is not given).
         max_episode_steps: Cap each episode (default: the suite's horizon, 500).
         on_task: Called with each :class:`TaskResult` as its task finishes.
+        progress: ``rlmesh.run``'s live line, one per task (``None``: on a terminal,
+            once a task has gone on for 1.5 s; ``True`` always; ``False`` never).
         **env_params: The suite env's params for every task (Meta-World: ``camera``,
             ``image_size``, ``render_every``, ``terminate_on_success``).
 
@@ -157,6 +160,7 @@ def run(
                     journal,
                     label,
                     episodes_per_task,
+                    progress,
                 )
             )
             if on_task is not None:
@@ -188,6 +192,7 @@ def _run_task(
     journal: str | os.PathLike[str] | None,
     label: str,
     episodes: int,
+    progress: bool | None = None,
 ) -> TaskResult:
     params = dict(suite.params)
     if backend is False:
@@ -211,7 +216,7 @@ def _run_task(
     t0 = time.perf_counter()
     if pool is None:
         env = recipe()
-        result = run_one(model, env, seeds=seeds, hooks=hooks, close_env=True)
+        result = run_one(model, env, seeds=seeds, hooks=hooks, close_env=True, progress=progress)
         _close(env)
     else:
         result = run_one(
@@ -221,6 +226,7 @@ def _run_task(
             hooks=hooks,
             workers=pool,
             journal=None if journal is None else os.path.join(journal, f"{task}.journal"),
+            progress=progress,
         )
     return TaskResult(task=task, result=result, seconds=time.perf_counter() - t0)
 

@@ -9,10 +9,21 @@ against the cwd). Connecting also accepts ``"http://host:port"``. Keyword helper
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 
-__all__ = ["Address", "parse_bind_address", "parse_connect_address", "resolve_address"]
+__all__ = [
+    "Address",
+    "looks_like_address",
+    "parse_bind_address",
+    "parse_connect_address",
+    "resolve_address",
+]
+
+#: ``host:port`` or ``[v6]:port`` with a numeric port (the host may be anything without a
+#: colon, a slash or a space; whether it resolves is the dialer's business).
+_HOST_PORT = re.compile(r"^(?:\[[^\]]*\]|[^\s:/\[\]]*):\d+$")
 
 
 @dataclass(frozen=True)
@@ -158,3 +169,21 @@ def resolve_address(
         raise ValueError("port is required when connecting with host/path helpers")
     h = (host or "127.0.0.1").strip()
     return Address("tcp", host=h or "127.0.0.1", port=port)
+
+
+def looks_like_address(text: str) -> bool:
+    """Whether ``text`` is spelled as an endpoint address, valid or not.
+
+    A ``scheme://...`` (``tcp://``, ``unix://``, ...), a ``host:port`` or ``[v6]:port``
+    with a numeric port, or a bare port. A string of none of these shapes can never be
+    dialed, so callers may read it as something else (a Gymnasium id such as
+    ``"CartPole-v1"``, ``"ALE/Pong-v5"`` or ``"module:EnvId"``); one of these shapes is
+    always an address, so ``"localhost:5555"`` is never taken for an id.
+
+    >>> [looks_like_address(s) for s in ("localhost:5555", "tcp://h:1", "unix:///tmp/s", "[::1]:80")]
+    [True, True, True, True]
+    >>> [looks_like_address(s) for s in ("CartPole-v1", "ALE/Pong-v5", "metaworld:Meta-World/MT1")]
+    [False, False, False]
+    """
+    s = text.strip()
+    return "://" in s or s.isdigit() or bool(_HOST_PORT.match(s))

@@ -25,6 +25,7 @@ BUILTINS = {
     "ActorLost": ConnectionError,
     "LanesLost": ConnectionError,
     "FleetStartTimeout": TimeoutError,
+    "InvalidEnvTarget": ValueError,
 }
 
 

@@ -26,7 +26,8 @@ def test_random_model_on_a_gymnasium_id_writes_json(
     assert [e["seed"] for e in doc["result"]["episodes"]] == [1, 2, 3]
     assert all(e["steps"] <= 5 for e in doc["result"]["episodes"])
     text = capsys.readouterr().out
-    assert "episode #2 (3/3)" in text  # plain progress lines when stdout is not a TTY
+    # stdout is not a TTY: a line per episode, each ending in the run's progress line
+    assert "episode #2: seed=3 steps=5 " in text and "| episodes 3/3 | " in text
     assert "ETA" in text
     assert "3 episodes" in text
 
@@ -81,15 +82,15 @@ def test_addresses_are_passed_through_undialed(address: str) -> None:
     assert resolve_env_arg(address) == (address, False)
 
 
-def test_rich_progress_and_table_render_to_the_given_stream() -> None:
+def test_the_episode_log_and_the_rich_table_render_to_the_given_stream() -> None:
     import io
 
-    from rlmesh._cli._eval_report import Progress as _Progress, print_results as _print_results
+    from rlmesh._cli._eval_report import EpisodeLog, print_results as _print_results
     from rlmesh.eval._results import EpisodeResult, RunResult
 
     out = io.StringIO()
-    progress = _Progress(2, out, rich_ok=True)
-    progress.on_run_start(None)
+    log = EpisodeLog(2, out)
+    log.on_run_start(None)
     result = RunResult(
         (
             EpisodeResult(0, 1, 5, 5.0, True, False, True),
@@ -97,12 +98,17 @@ def test_rich_progress_and_table_render_to_the_given_stream() -> None:
         )
     )
     for ep in result.episodes:
-        progress.on_episode_end(ep)
-    progress.on_run_end(result)
+        log.on_episode_end(ep)
+    log.on_run_end(result)
     _print_results(result, out, rich_ok=True, rate=0.5)
     text = out.getvalue()
-    assert "2/2" in text and "success 50%" in text
+    assert "episode #1: seed=2 steps=3 reward=3.000 success=False | episodes 2/2 | " in text
+    assert "success 50% (95% CI" in text
     assert "rlmesh eval" in text and "mean reward 4.000" in text
+    quiet = io.StringIO()
+    log = EpisodeLog(2, quiet, quiet=True)
+    log.on_episode_end(result.episodes[0])
+    assert quiet.getvalue() == ""
 
 
 def _table_indices(text: str) -> list[str]:
@@ -118,10 +124,10 @@ def test_the_progress_line_and_the_table_number_episodes_alike(
 ) -> None:
     assert eval_main(["random", "CartPole-v1", "--seeds", "5..7", "--max-episode-steps", "3"]) == 0
     text = capsys.readouterr().out
-    progress = re.findall(r"episode #(\d+) \((\d+)/3\)", text)
+    progress = re.findall(r"episode #(\d+): .*? \| episodes (\d+)/3 \|", text)
     assert [p[0] for p in progress] == _table_indices(text) == ["0", "1", "2"]
     assert [p[1] for p in progress] == ["1", "2", "3"]
-    assert re.search(r"ETA \d+s", text)  # the total is known: seeds
+    assert re.search(r"ETA \d+:\d\d", text)  # the total is known: seeds
 
 
 @pytest.mark.parametrize("bad", [["x"], ["3..1"], ["1..y"]])

@@ -374,6 +374,7 @@ class _Driver:
     def run(self) -> RunResult:
         error: BaseException | None = None
         try:
+            self.progress.start()
             if self._work_left():
                 job_bytes = ship(self.job, "run")
                 if self.pool is None:
@@ -560,8 +561,10 @@ def run_distributed(
         asked = workers.n if workers.n is not None or limit is None else limit
         n = default_workers(dataclasses.replace(workers, n=asked))
     n = max(1, min(n, left)) if left else 1
-    driver = _Driver(
-        cfg=workers,
+    driver = _Driver(  # run(progress=...) decides over Workers(progress=...), which is the default
+        cfg=workers
+        if opts.progress is None
+        else dataclasses.replace(workers, progress=opts.progress),
         plan=plan,
         done=done,
         n=n,

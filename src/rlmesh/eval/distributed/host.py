@@ -85,6 +85,7 @@ class WorkerCore:
             max_episodes=1,
             hooks=hooks,
             trial_index_base=trial,
+            progress=False,  # the driver draws the run's line; a worker may share its terminal
             **self.job.caps,
         )
         episode = dataclasses.replace(res.episodes[0], index=index)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import inspect
 import pickle
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +39,7 @@ from ...models._base import ModelBase
 from ...models._sentinels import RANDOM_SAMPLE
 from .._options import SessionOptions
 from .._results import EpisodeResult
-from .._targets import classify_target
+from .._targets import classify_string, classify_target
 
 __all__ = [
     "Job",
@@ -52,7 +51,8 @@ __all__ = [
     "ship",
 ]
 
-_ADDRESS = re.compile(r"^(tcp://|unix://|[\w.\-]+:\d+$|\d+$|\[[0-9a-fA-F:]+\]:\d+$)")
+#: The schemes of sandbox sources (``rlmesh.SandboxEnv``), which a worker cannot dial.
+_SANDBOX_SCHEMES = ("gym", "hf", "docker", "image")
 #: The sandboxed env clients of every flavour (duck-typed: sandbox/ sits above eval/).
 _SANDBOX_CLASSES = ("SandboxEnv", "SandboxVectorEnv", "ScalarSandbox", "VectorSandbox")
 #: A slot's env: an address to dial, or a recipe to build.
@@ -173,28 +173,14 @@ def env_recipes(env: Any, n: int | None) -> tuple[list[SlotEnv], int | None]:
 
 
 def _string_env(env: str) -> SlotEnv:
-    if _ADDRESS.match(env):
-        return env
-    if "://" in env:
+    """An address (every worker dials it) or a Gymnasium id (each makes its own): the rule of
+    ``rlmesh.run`` without workers (:func:`~rlmesh.eval._targets.classify_string`)."""
+    if env.partition("://")[0].lower() in _SANDBOX_SCHEMES:
         raise ValueError(
             f"env={env!r} looks like a sandbox source; with workers= pass "
             f"functools.partial(rlmesh.SandboxEnv, {env!r}, ...) so each worker starts its own sandbox"
         )
-    try:
-        import gymnasium
-    except ImportError:
-        raise ValueError(
-            f"env={env!r} is neither an address (host:port, unix:///path) nor usable as a Gymnasium id "
-            '(gymnasium is not installed: pip install gymnasium, the "gymnasium" extra of rlmesh-py)'
-        ) from None
-    try:
-        gymnasium.spec(env)
-    except Exception as exc:
-        raise ValueError(
-            f"env={env!r} is neither an address (host:port, tcp://..., unix:///path) nor a registered "
-            f"Gymnasium id ({type(exc).__name__}: {exc})"
-        ) from None
-    return EnvRecipe(env)
+    return env if classify_string(env) == "address" else EnvRecipe(env)
 
 
 class _CopyOf:
