@@ -25,6 +25,7 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     │   └── LanesLost                            a fleet vector env's actors died; reset() reconnects
     ├── SessionClosed (ConnectionError)          used after ``close()`` or after a fatal error
     ├── RequestTimeout (TimeoutError)            a client-side deadline expired
+    │   └── EndpointTimeout                      endpoints missed a fan-out round's deadline (named)
     ├── AsyncCallError                           step_async/step_wait called out of order
     │   ├── AlreadyPendingCallError              a second call while a step is in flight
     │   └── NoAsyncCallError                     step_wait() with no step_async() before it
@@ -58,6 +59,7 @@ __all__ = [
     "ActorLost",
     "AsyncCallError",
     "EndpointLost",
+    "EndpointTimeout",
     "FleetStartError",
     "FleetStartTimeout",
     "LanesLost",
@@ -265,6 +267,59 @@ class RequestTimeout(RLMeshException, TimeoutError):
     def __init__(self, message: str, *, timeout_seconds: float | None = None) -> None:
         self.timeout_seconds = timeout_seconds
         super().__init__(message)
+
+
+class EndpointTimeout(RequestTimeout):
+    """Endpoints of a many-endpoint vector env did not answer within the round's deadline.
+
+    A fan-out round (``step_wait()``, ``reset()``) has one deadline,
+    ``request_timeout_seconds`` from its start, however many endpoints hang. This is
+    raised once every other endpoint's reply was read, and names every endpoint that
+    missed the deadline. Their sessions stay usable: each late reply is discarded by that
+    endpoint's next request (``reset()`` before relying on episode bookkeeping).
+
+    Attributes:
+        index: The first endpoint that timed out (its position in the address list).
+        address: Its address.
+        indices: Every endpoint that timed out, in address order.
+        addresses: Their addresses.
+        lanes: The global lanes of every endpoint that timed out, in order.
+        timeout_seconds: The round's deadline, in seconds.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        timeout_seconds: float | None = None,
+        indices: tuple[int, ...] = (),
+        addresses: tuple[str, ...] = (),
+        lanes: tuple[int, ...] = (),
+    ) -> None:
+        super().__init__(message, timeout_seconds=timeout_seconds)
+        self.indices = tuple(indices)
+        self.addresses = tuple(addresses)
+        self.lanes = tuple(lanes)
+        self.index = self.indices[0] if self.indices else -1
+        self.address = self.addresses[0] if self.addresses else ""
+
+    def __reduce__(self) -> Any:
+        return (
+            _endpoint_timeout,
+            (str(self), self.timeout_seconds, self.indices, self.addresses, self.lanes),
+        )
+
+
+def _endpoint_timeout(
+    message: str,
+    timeout_seconds: float | None,
+    indices: tuple[int, ...],
+    addresses: tuple[str, ...],
+    lanes: tuple[int, ...],
+) -> EndpointTimeout:
+    return EndpointTimeout(
+        message, timeout_seconds=timeout_seconds, indices=indices, addresses=addresses, lanes=lanes
+    )
 
 
 class AsyncCallError(RLMeshException):
