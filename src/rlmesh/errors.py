@@ -31,6 +31,7 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     │   └── NoAsyncCallError                     step_wait() with no step_async() before it
     ├── EndpointLost (ConnectionError)           one endpoint of a many-endpoint vector env broke
     ├── WorkerLost (ConnectionError)             workers= : an episode's workers kept dying (rlmesh.eval)
+    ├── CorruptJournal (ValueError)              journal= : a row does not decode or disagrees with the run
     ├── FleetStartError                          a Ray fleet's actor could not build or serve its env
     │   └── FleetStartTimeout (TimeoutError)     ... or was not serving in time
     ├── AdapterResolutionError (ValueError)      model spec and env tags do not pair
@@ -66,6 +67,7 @@ __all__ = [
     "WorkerLost",
     "NoAsyncCallError",
     "BindFailed",
+    "CorruptJournal",
     "Cancelled",
     "ConnectFailed",
     "ConnectionLost",
@@ -382,6 +384,35 @@ class WorkerLost(RLMeshException, ConnectionError):
 
 def _worker_lost(message: str, index: int | None, reasons: tuple[str, ...]) -> WorkerLost:
     return WorkerLost(message, index=index, reasons=reasons)
+
+
+class CorruptJournal(RLMeshException, ValueError):
+    """A distributed run's journal holds a row this run cannot trust (``journal=``).
+
+    Raised when a run resumes from its journal and a row does not decode, or disagrees with
+    the run's plan (its episode index, seed or trial index). Nothing has run yet.
+
+    Attributes:
+        path: The journal file.
+        row: The row's SQLite ``rowid``, its episode index column (``None``: the file as a
+            whole cannot be read).
+        index: The episode index the row claims (``None`` when unknown).
+    """
+
+    def __init__(
+        self, message: str, *, path: str = "", row: int | None = None, index: Any = None
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.row = row
+        self.index = index
+
+    def __reduce__(self) -> Any:
+        return (_corrupt_journal, (str(self), self.path, self.row, self.index))
+
+
+def _corrupt_journal(message: str, path: str, row: int | None, index: Any) -> CorruptJournal:
+    return CorruptJournal(message, path=path, row=row, index=index)
 
 
 class FleetStartError(RLMeshException):

@@ -427,6 +427,80 @@ def test_a_finished_journal_runs_nothing_again(tmp_path: Path) -> None:
         rlmesh.run(sign_policy, Walk(), seeds=[1], journal=tmp_path / "k.db")
 
 
+def _edit_row(journal: Path, index: int, change: Any) -> None:
+    """Rewrite episode ``index``'s row: ``change(idx, seed, result_dict) -> (idx, seed, result_text)``."""
+    import json
+
+    with sqlite3.connect(journal) as db:
+        idx, seed, text = db.execute(
+            "SELECT idx, seed, result FROM episodes WHERE idx = ?", (index,)
+        ).fetchone()
+        new_idx, new_seed, new_text = change(idx, seed, json.loads(text))
+        db.execute(
+            "UPDATE episodes SET idx = ?, seed = ?, result = ? WHERE idx = ?",
+            (new_idx, new_seed, new_text, index),
+        )
+
+
+def _json(result: dict[str, Any], **changes: Any) -> str:
+    import json
+
+    return json.dumps({**result, **changes})
+
+
+TAMPERED = {
+    "not JSON": (lambda i, s, r: (i, s, '{"index": 2, "seed"'), "its result does not decode"),
+    "a field of the wrong type": (
+        lambda i, s, r: (i, s, _json(r, steps="many")),
+        r"its result does not decode \(Expected `int`, got `str` - at `\$.steps`\)",
+    ),
+    "another episode's result": (
+        lambda i, s, r: (i, s, _json(r, index=4)),
+        "its result is episode 4's",
+    ),
+    "an index the run does not have": (lambda i, s, r: (7, s, _json(r, index=7)), "no episode 7"),
+    "a seed column that disagrees": (lambda i, s, r: (i, 99, _json(r)), "seed column says 99"),
+    "another seed": (
+        lambda i, s, r: (i, 99, _json(r, seed=99)),
+        "it ran seed 99, but this run's episode 2 has seed 12",
+    ),
+    "another trial index": (lambda i, s, r: (i, s, _json(r, trial=40)), "trial index 40"),
+}
+
+
+@pytest.mark.parametrize("case", list(TAMPERED))
+def test_a_journal_row_that_disagrees_with_the_run_is_refused_naming_it(
+    tmp_path: Path, case: str
+) -> None:
+    import functools
+
+    from rlmesh.errors import CorruptJournal
+
+    journal = tmp_path / "run.journal"
+    side = tmp_path / "episodes"
+    seeds = [10, 11, 12, 13, 14]
+    env = functools.partial(Walk, side=str(side))
+    first = rlmesh.run(sign_policy, env, seeds=seeds, workers=1, journal=journal)
+    change, message = TAMPERED[case]
+    _edit_row(journal, 2, change)
+    with pytest.raises(CorruptJournal, match=message) as caught:
+        rlmesh.run(sign_policy, env, seeds=seeds, workers=1, journal=journal)
+    err = caught.value
+    row = 7 if case == "an index the run does not have" else 2
+    assert isinstance(err, ValueError) and err.path == str(journal) and err.row == row
+    assert f"journal {journal}, the row of episode {row}: " in str(err)
+    remedy = f"sqlite3 {journal} 'DELETE FROM episodes WHERE idx={row}'"
+    assert remedy in str(err)
+    assert sorted(read_ints(side)) == seeds  # nothing ran again
+    # the remedy the message gives: delete the row; only that episode runs again
+    with sqlite3.connect(journal) as db:
+        db.execute(f"DELETE FROM episodes WHERE idx={row}")
+    again = rlmesh.run(sign_policy, env, seeds=seeds, workers=1, journal=journal)
+    assert [e.index for e in again.episodes] == [0, 1, 2, 3, 4]
+    assert key(again) == key(first)
+    assert sorted(read_ints(side)) == sorted([*seeds, 12])
+
+
 # -- hooks and shipping ----------------------------------------------------------------------------------
 
 

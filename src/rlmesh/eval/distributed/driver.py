@@ -454,6 +454,11 @@ class _Driver:
             for i, _, _ in self.plan
             if i in self.results and (limit is None or i < limit)
         )
+        if error is None and len(episodes) != len(self.plan):  # never: every index exactly once
+            missing = [i for i, _, _ in self.plan if i not in self.results]
+            error = RuntimeError(
+                f"a distributed run ended without episodes {missing[:10]}: an rlmesh bug, please report it"
+            )
         workers = tuple(st.freeze() for st in self.stats.values())
         result = RunResult(
             episodes,
@@ -552,7 +557,11 @@ def run_distributed(
                 UserWarning,
                 stacklevel=3,
             )
-        done = {i: r for i, r in journal_obj.done().items() if i < count}
+        try:
+            done = journal_obj.done(plan)
+        except BaseException:
+            journal_obj.close()
+            raise
     left = count - len(done)
     if pool is not None:
         n = pool.n
