@@ -227,6 +227,7 @@ def run(
     prefetch_lead: int = 0,
     workers: int | Workers | WorkerPool | None = None,
     journal: str | os.PathLike[str] | None = None,
+    episode_timeout_seconds: float | None = None,
 ) -> RunResult:
     """Drive ``model`` against ``env`` to completion and return a :class:`RunResult` (EVAL-1).
 
@@ -244,7 +245,9 @@ def run(
     ``workers`` (``None``: this process, the single loop) spreads the episodes over
     worker processes or Ray actors: an int or :class:`rlmesh.Workers`; ``journal`` (a
     file path, with ``workers``) records every finished episode and lets a re-run skip
-    them. See docs/distributed.md.
+    them; ``episode_timeout_seconds`` (with ``workers``) stops the worker of an episode
+    that runs longer (retried or recorded as timed out: ``Workers(on_episode_timeout=)``).
+    See docs/distributed.md.
     """
     options = RunOptions(
         seeds=seeds,
@@ -256,6 +259,7 @@ def run(
         trial_index_base=trial_index_base,
         workers=workers,
         journal=journal,
+        episode_timeout_seconds=episode_timeout_seconds,
         session=SessionOptions(
             instruction=instruction,
             close_env=close_env,
@@ -277,6 +281,12 @@ def run_with(model: Any, env: Any, options: RunOptions) -> RunResult:
     if options.journal is not None:
         raise ValueError(
             "journal= records the episodes of a distributed run; pass workers=1 (or more) with it"
+        )
+    if options.episode_timeout_seconds is not None:
+        raise ValueError(
+            "episode_timeout_seconds= is a distributed run's deadline (its driver stops the worker "
+            "of an episode that runs longer); pass workers=1 (or more) with it, or "
+            "max_episode_seconds= to truncate episodes in this process"
         )
     sess = open_session(model, env, options.session)
     try:

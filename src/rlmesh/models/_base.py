@@ -363,11 +363,12 @@ class ModelBase(Generic[ObsT, ActT]):
         prefetch_lead: int = 0,
         workers: Any = None,
         journal: Any = None,
+        episode_timeout_seconds: float | None = None,
     ) -> RunResult:
         """Drive whole episodes against an env and return a ``RunResult``: ``rlmesh.run(self, ...)`` (EVAL-2).
 
-        ``workers=`` / ``journal=`` spread the episodes over worker processes or Ray
-        (``rlmesh.Workers``; see docs/distributed.md).
+        ``workers=`` / ``journal=`` / ``episode_timeout_seconds=`` spread the episodes over
+        worker processes or Ray (``rlmesh.Workers``; see docs/distributed.md).
         """
         given = _keywords(locals())
         from ..eval._api import run

@@ -55,6 +55,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     worker TEXT NOT NULL,
     finished REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS timeouts (idx INTEGER PRIMARY KEY);
 """
 
 #: How long a resumed run waits for the workers of a killed run to finish their episodes.
@@ -194,12 +195,37 @@ class Journal:
             raise
         return self
 
-    def record(self, result: EpisodeResult, worker: str) -> None:
-        """Append one finished episode (committed and fsync'd when this returns)."""
-        self.db.execute(
-            "INSERT OR IGNORE INTO episodes VALUES (?, ?, ?, ?, ?)",
-            (result.index, result.seed, _encode(result), worker, time.time()),
-        )
+    def record(self, result: EpisodeResult, worker: str, *, timed_out: bool = False) -> None:
+        """Append one finished episode (committed and fsync'd when this returns); ``timed_out``:
+        one stopped at its deadline and kept as timed out (so a resumed run says so too)."""
+        row = (result.index, result.seed, _encode(result), worker, time.time())
+        if not timed_out:
+            self.db.execute("INSERT OR IGNORE INTO episodes VALUES (?, ?, ?, ?, ?)", row)
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("INSERT OR IGNORE INTO episodes VALUES (?, ?, ?, ?, ?)", row)
+            self.db.execute("INSERT OR IGNORE INTO timeouts VALUES (?)", (result.index,))
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def recorded(self, task: tuple[int, int | None, int]) -> EpisodeResult | None:
+        """Episode ``task`` as a worker recorded it (checked as :meth:`done` checks a row), or
+        ``None``: a worker lost right after it finished an episode may have journaled it."""
+        index, seed, trial = task
+        row = self.db.execute(
+            "SELECT rowid, idx, seed, result FROM episodes WHERE idx = ?", (index,)
+        ).fetchone()
+        if row is None:
+            return None
+        rowid, idx, seed_column, text = row
+        return self._checked(rowid, idx, seed_column, text, {index: (seed, trial)})
+
+    def timed_out(self) -> frozenset[int]:
+        """The episodes recorded as timed out."""
+        return frozenset(int(i) for (i,) in self.db.execute("SELECT idx FROM timeouts"))
 
     def done(self, plan: Iterable[tuple[int, int | None, int]]) -> dict[int, EpisodeResult]:
         """The episodes already recorded, by index, each checked against the run's ``plan``
