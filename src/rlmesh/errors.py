@@ -25,11 +25,13 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     │   └── LanesLost                            a fleet vector env's actors died; reset() reconnects
     ├── SessionClosed (ConnectionError)          used after ``close()`` or after a fatal error
     ├── RequestTimeout (TimeoutError)            a client-side deadline expired
+    │   └── EndpointTimeout                      endpoints missed a fan-out round's deadline (named)
     ├── AsyncCallError                           step_async/step_wait called out of order
     │   ├── AlreadyPendingCallError              a second call while a step is in flight
     │   └── NoAsyncCallError                     step_wait() with no step_async() before it
     ├── EndpointLost (ConnectionError)           one endpoint of a many-endpoint vector env broke
     ├── WorkerLost (ConnectionError)             workers= : an episode's workers kept dying (rlmesh.eval)
+    ├── CorruptJournal (ValueError)              journal= : a row does not decode or disagrees with the run
     ├── FleetStartError                          a Ray fleet's actor could not build or serve its env
     │   └── FleetStartTimeout (TimeoutError)     ... or was not serving in time
     ├── AdapterResolutionError (ValueError)      model spec and env tags do not pair
@@ -59,12 +61,14 @@ __all__ = [
     "ActorLost",
     "AsyncCallError",
     "EndpointLost",
+    "EndpointTimeout",
     "FleetStartError",
     "FleetStartTimeout",
     "LanesLost",
     "WorkerLost",
     "NoAsyncCallError",
     "BindFailed",
+    "CorruptJournal",
     "Cancelled",
     "ConnectFailed",
     "ConnectionLost",
@@ -269,6 +273,59 @@ class RequestTimeout(RLMeshException, TimeoutError):
         super().__init__(message)
 
 
+class EndpointTimeout(RequestTimeout):
+    """Endpoints of a many-endpoint vector env did not answer within the round's deadline.
+
+    A fan-out round (``step_wait()``, ``reset()``) has one deadline,
+    ``request_timeout_seconds`` from its start, however many endpoints hang. This is
+    raised once every other endpoint's reply was read, and names every endpoint that
+    missed the deadline. Their sessions stay usable: each late reply is discarded by that
+    endpoint's next request (``reset()`` before relying on episode bookkeeping).
+
+    Attributes:
+        index: The first endpoint that timed out (its position in the address list).
+        address: Its address.
+        indices: Every endpoint that timed out, in address order.
+        addresses: Their addresses.
+        lanes: The global lanes of every endpoint that timed out, in order.
+        timeout_seconds: The round's deadline, in seconds.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        timeout_seconds: float | None = None,
+        indices: tuple[int, ...] = (),
+        addresses: tuple[str, ...] = (),
+        lanes: tuple[int, ...] = (),
+    ) -> None:
+        super().__init__(message, timeout_seconds=timeout_seconds)
+        self.indices = tuple(indices)
+        self.addresses = tuple(addresses)
+        self.lanes = tuple(lanes)
+        self.index = self.indices[0] if self.indices else -1
+        self.address = self.addresses[0] if self.addresses else ""
+
+    def __reduce__(self) -> Any:
+        return (
+            _endpoint_timeout,
+            (str(self), self.timeout_seconds, self.indices, self.addresses, self.lanes),
+        )
+
+
+def _endpoint_timeout(
+    message: str,
+    timeout_seconds: float | None,
+    indices: tuple[int, ...],
+    addresses: tuple[str, ...],
+    lanes: tuple[int, ...],
+) -> EndpointTimeout:
+    return EndpointTimeout(
+        message, timeout_seconds=timeout_seconds, indices=indices, addresses=addresses, lanes=lanes
+    )
+
+
 class AsyncCallError(RLMeshException):
     """``step_async`` / ``step_wait`` used out of order (a ``RuntimeError``).
 
@@ -329,6 +386,35 @@ class WorkerLost(RLMeshException, ConnectionError):
 
 def _worker_lost(message: str, index: int | None, reasons: tuple[str, ...]) -> WorkerLost:
     return WorkerLost(message, index=index, reasons=reasons)
+
+
+class CorruptJournal(RLMeshException, ValueError):
+    """A distributed run's journal holds a row this run cannot trust (``journal=``).
+
+    Raised when a run resumes from its journal and a row does not decode, or disagrees with
+    the run's plan (its episode index, seed or trial index). Nothing has run yet.
+
+    Attributes:
+        path: The journal file.
+        row: The row's SQLite ``rowid``, its episode index column (``None``: the file as a
+            whole cannot be read).
+        index: The episode index the row claims (``None`` when unknown).
+    """
+
+    def __init__(
+        self, message: str, *, path: str = "", row: int | None = None, index: Any = None
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.row = row
+        self.index = index
+
+    def __reduce__(self) -> Any:
+        return (_corrupt_journal, (str(self), self.path, self.row, self.index))
+
+
+def _corrupt_journal(message: str, path: str, row: int | None, index: Any) -> CorruptJournal:
+    return CorruptJournal(message, path=path, row=row, index=index)
 
 
 class FleetStartError(RLMeshException):

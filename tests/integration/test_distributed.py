@@ -50,6 +50,8 @@ class Walk:
         kill_seed: int | None = None,
         kill_marker: str = "",
         raise_seed: int | None = None,
+        hang_seed: int | None = None,
+        hang_marker: str = "",
         sleep_s: float = 0.0,
         horizon: int = 25,
         render_mode: str | None = None,
@@ -60,6 +62,8 @@ class Walk:
         self.kill_seed = kill_seed
         self.kill_marker = kill_marker
         self.raise_seed = raise_seed
+        self.hang_seed = hang_seed
+        self.hang_marker = hang_marker
         self.sleep_s = sleep_s
         self.horizon = horizon
         self.rng = np.random.default_rng(0)
@@ -83,6 +87,8 @@ class Walk:
         self.t += 1
         if self.seed == self.raise_seed and self.t == 3:
             raise RuntimeError(f"simulator exploded on seed {self.seed}")
+        if self.seed == self.hang_seed and self.t == 3 and not os.path.exists(self.hang_marker):
+            hang(self.hang_marker)
         if self.seed == self.kill_seed and self.t == 3 and not os.path.exists(self.kill_marker):
             try:
                 Path(self.kill_marker).write_text(str(os.getpid()))
@@ -110,6 +116,22 @@ class Walk:
 
     def close(self) -> None:
         pass
+
+
+def hang(marker: str) -> None:
+    """Hang as a simulator stuck in native code does: deaf to SIGTERM, never returning.
+
+    ``marker`` gets this process's pid (so the test can watch it); an unwritable marker
+    makes every attempt hang."""
+    try:
+        with open(marker, "x") as fh:
+            fh.write(str(os.getpid()))
+    except OSError:
+        pass
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    for _ in range(600):
+        time.sleep(1.0)
+    os._exit(99)
 
 
 class WalkFactory(rlmesh.EnvFactory):
@@ -277,6 +299,57 @@ def test_a_worker_killed_mid_episode_is_retried_elsewhere(tmp_path: Path) -> Non
     assert many.to_dict()["retries"][0]["index"] == 4
 
 
+def blind_driver(
+    backend_class: Any, monkeypatch: pytest.MonkeyPatch, index: int, marker: Path
+) -> None:
+    """Make the driver look away from the moment it hands out episode ``index`` until the worker
+    that runs it is dead (``marker`` holds its pid): the worker's report of the episode before
+    and its death then reach the driver together, in one poll, in whatever order."""
+    submit, poll = backend_class.submit, backend_class.poll
+    armed: list[bool] = []
+
+    def submitting(self: Any, slot: int, task: Any) -> bool:
+        if task[0] == index and not armed:
+            armed.append(True)
+        return bool(submit(self, slot, task))
+
+    def polling(self: Any, timeout: float) -> Any:
+        if armed and armed[0]:
+            armed[0] = False
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not (
+                marker.exists()
+                and marker.read_text()
+                and not procs_alive([int(marker.read_text())])
+            ):
+                time.sleep(0.02)
+        return poll(self, timeout)
+
+    monkeypatch.setattr(backend_class, "submit", submitting)
+    monkeypatch.setattr(backend_class, "poll", polling)
+
+
+def test_a_worker_killed_right_after_finishing_an_episode_keeps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one worker holds episodes 4 and 5; it reports 4 and dies in 5 before the driver reads
+    # anything: 4 is kept (not run again) and the retry is put down to 5, the one it was running
+    import functools
+
+    from rlmesh.eval.distributed.processes import ProcessBackend
+
+    seeds = list(range(8))
+    marker, side = tmp_path / "killed", tmp_path / "episodes"
+    blind_driver(ProcessBackend, monkeypatch, 5, marker)
+    one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
+    env = functools.partial(Walk, side=str(side), kill_seed=5, kill_marker=str(marker))
+    many = rlmesh.run(sign_policy, env, seeds=seeds, workers=rlmesh.Workers(n=1, max_retries=1))
+    assert marker.exists()
+    assert [(r.index, r.seed) for r in many.retries] == [(5, 5)]
+    assert sorted(read_ints(side)) == seeds  # episode 4 ran once: its result was kept
+    assert key(many) == key(one)
+
+
 def test_an_episode_lost_more_than_max_retries_fails_the_run(tmp_path: Path) -> None:
     import functools
 
@@ -288,6 +361,67 @@ def test_an_episode_lost_more_than_max_retries_fails_the_run(tmp_path: Path) -> 
     ) as info:
         rlmesh.run(sign_policy, env, seeds=[0, 1, 2], workers=rlmesh.Workers(n=2, max_retries=1))
     assert len(info.value.reasons) == 2
+
+
+def test_an_episode_past_its_deadline_is_stopped_and_run_again(tmp_path: Path) -> None:
+    # seed 3's first attempt hangs as native code does (deaf to SIGTERM): the driver stops that
+    # worker at the deadline and runs the episode again on a fresh one
+    import functools
+
+    seeds = list(range(6))
+    marker = tmp_path / "hung"
+    one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
+    env = functools.partial(Walk, hang_seed=3, hang_marker=str(marker))
+    many = rlmesh.run(sign_policy, env, seeds=seeds, workers=2, episode_timeout_seconds=1.0)
+    hung = int(marker.read_text())
+    assert key(many) == key(one)
+    assert [(r.index, r.seed) for r in many.retries] == [(3, 3)] and many.timed_out == ()
+    reason = many.retries[0].reason
+    assert "episode 3 (seed 3) ran past episode_timeout_seconds=1 on worker w" in reason
+    assert f"(pid {hung}): stopped" in reason
+    assert procs_alive([hung]) == []
+
+
+def test_an_episode_past_its_deadline_can_be_recorded_as_timed_out(tmp_path: Path) -> None:
+    import functools
+
+    seeds = list(range(6))
+    journal = tmp_path / "run.journal"
+    env = functools.partial(Walk, hang_seed=3, hang_marker=str(tmp_path / "no" / "marker"))
+    cfg = rlmesh.Workers(n=2, episode_timeout_seconds=1.0, on_episode_timeout="record")
+    many = rlmesh.run(sign_policy, env, seeds=seeds, workers=cfg, journal=journal)
+    one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
+    assert many.timed_out == (3,) and many.retries == ()
+    ep = many.episodes[3]
+    assert (ep.index, ep.seed, ep.steps, ep.reward, ep.trial) == (3, 3, 0, 0.0, 3)
+    assert (ep.terminated, ep.truncated, ep.success) == (False, True, False)
+    assert ep.duration_s >= 1.0  # the deadline it ran past, as recorded
+    assert [k for k in key(many) if k[0] != 3] == [k for k in key(one) if k[0] != 3]
+    assert many.to_dict()["timed_out"] == [3]
+    # a resumed run keeps it as timed out and runs nothing again
+    again = rlmesh.run(sign_policy, env, seeds=seeds, workers=cfg, journal=journal)
+    assert again.timed_out == (3,) and key(again) == key(many)
+
+
+def test_episode_timeout_arguments_are_checked() -> None:
+    with pytest.raises(
+        ValueError, match="episode_timeout_seconds= is a distributed run's deadline"
+    ):
+        rlmesh.run(sign_policy, Walk(), seeds=[1], episode_timeout_seconds=5.0)
+    with pytest.raises(
+        ValueError, match=r"Workers\(episode_timeout_seconds=...\) must be a positive"
+    ):
+        rlmesh.Workers(n=1, episode_timeout_seconds=0)
+    with pytest.raises(ValueError, match=r"expected 'retry' .* or 'record'"):
+        rlmesh.Workers(n=1, on_episode_timeout="skip")
+    with pytest.raises(ValueError, match="give the deadline once"):
+        rlmesh.run(
+            sign_policy,
+            Walk(),
+            seeds=[1],
+            episode_timeout_seconds=5.0,
+            workers=rlmesh.Workers(n=1, episode_timeout_seconds=3.0),
+        )
 
 
 def test_an_env_error_is_recorded_as_in_one_process() -> None:
@@ -412,6 +546,53 @@ def test_a_killed_driver_resumes_from_its_journal_and_runs_every_seed_once(tmp_p
         rlmesh.run(sign_policy, env, seeds=seeds[:5], workers=2, journal=journal)
 
 
+@pytest.mark.parametrize("deadline", [8.0, None], ids=["episode_timeout", "default_grace"])
+def test_a_killed_driver_leaves_no_hung_worker_behind_and_its_run_resumes(
+    tmp_path: Path, deadline: float | None
+) -> None:
+    # the driver is killed while a worker is stuck in a step that ignores SIGTERM: the orphan
+    # gives up within the episode's deadline (or ORPHAN_GRACE_SECONDS), releasing the
+    # journal's lock, and a re-run takes the journal and runs every seed once
+    journal, side, marker = tmp_path / "run.journal", tmp_path / "episodes", tmp_path / "hung"
+    seeds = list(range(6))
+    timeout = "" if deadline is None else f", episode_timeout_seconds={deadline}"
+    script = textwrap.dedent(
+        f"""
+        import functools, rlmesh, test_distributed as t
+        env = functools.partial(t.Walk, side={str(side)!r}, hang_seed=4, hang_marker={str(marker)!r})
+        rlmesh.run(t.sign_policy, env, seeds={seeds!r}, workers=2, journal={str(journal)!r}{timeout})
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], env=driver_env(), stderr=subprocess.PIPE
+    )
+    try:
+        wait = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < wait:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
+            time.sleep(0.02)
+        hung = int(marker.read_text())
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    wait = time.monotonic() + 90
+    while procs_alive([hung]) and time.monotonic() < wait:
+        time.sleep(0.1)
+    left = procs_alive([hung])
+    for pid in left:  # never leave it behind, even when the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert left == []  # the orphan ended itself, stuck step and all
+    import functools
+
+    env = functools.partial(Walk, side=str(side), hang_seed=4, hang_marker=str(marker))
+    resumed = rlmesh.run(sign_policy, env, seeds=seeds, workers=2, journal=journal)
+    assert sorted(read_ints(side)) == seeds  # every seed finished once over both runs
+    assert key(resumed) == key(rlmesh.run(sign_policy, Walk(), seeds=seeds))
+
+
 def test_a_finished_journal_runs_nothing_again(tmp_path: Path) -> None:
     import functools
 
@@ -425,6 +606,80 @@ def test_a_finished_journal_runs_nothing_again(tmp_path: Path) -> None:
         ValueError, match="journal= records the episodes of a distributed run; pass workers=1"
     ):
         rlmesh.run(sign_policy, Walk(), seeds=[1], journal=tmp_path / "k.db")
+
+
+def _edit_row(journal: Path, index: int, change: Any) -> None:
+    """Rewrite episode ``index``'s row: ``change(idx, seed, result_dict) -> (idx, seed, result_text)``."""
+    import json
+
+    with sqlite3.connect(journal) as db:
+        idx, seed, text = db.execute(
+            "SELECT idx, seed, result FROM episodes WHERE idx = ?", (index,)
+        ).fetchone()
+        new_idx, new_seed, new_text = change(idx, seed, json.loads(text))
+        db.execute(
+            "UPDATE episodes SET idx = ?, seed = ?, result = ? WHERE idx = ?",
+            (new_idx, new_seed, new_text, index),
+        )
+
+
+def _json(result: dict[str, Any], **changes: Any) -> str:
+    import json
+
+    return json.dumps({**result, **changes})
+
+
+TAMPERED = {
+    "not JSON": (lambda i, s, r: (i, s, '{"index": 2, "seed"'), "its result does not decode"),
+    "a field of the wrong type": (
+        lambda i, s, r: (i, s, _json(r, steps="many")),
+        r"its result does not decode \(Expected `int`, got `str` - at `\$.steps`\)",
+    ),
+    "another episode's result": (
+        lambda i, s, r: (i, s, _json(r, index=4)),
+        "its result is episode 4's",
+    ),
+    "an index the run does not have": (lambda i, s, r: (7, s, _json(r, index=7)), "no episode 7"),
+    "a seed column that disagrees": (lambda i, s, r: (i, 99, _json(r)), "seed column says 99"),
+    "another seed": (
+        lambda i, s, r: (i, 99, _json(r, seed=99)),
+        "it ran seed 99, but this run's episode 2 has seed 12",
+    ),
+    "another trial index": (lambda i, s, r: (i, s, _json(r, trial=40)), "trial index 40"),
+}
+
+
+@pytest.mark.parametrize("case", list(TAMPERED))
+def test_a_journal_row_that_disagrees_with_the_run_is_refused_naming_it(
+    tmp_path: Path, case: str
+) -> None:
+    import functools
+
+    from rlmesh.errors import CorruptJournal
+
+    journal = tmp_path / "run.journal"
+    side = tmp_path / "episodes"
+    seeds = [10, 11, 12, 13, 14]
+    env = functools.partial(Walk, side=str(side))
+    first = rlmesh.run(sign_policy, env, seeds=seeds, workers=1, journal=journal)
+    change, message = TAMPERED[case]
+    _edit_row(journal, 2, change)
+    with pytest.raises(CorruptJournal, match=message) as caught:
+        rlmesh.run(sign_policy, env, seeds=seeds, workers=1, journal=journal)
+    err = caught.value
+    row = 7 if case == "an index the run does not have" else 2
+    assert isinstance(err, ValueError) and err.path == str(journal) and err.row == row
+    assert f"journal {journal}, the row of episode {row}: " in str(err)
+    remedy = f"sqlite3 {journal} 'DELETE FROM episodes WHERE idx={row}'"
+    assert remedy in str(err)
+    assert sorted(read_ints(side)) == seeds  # nothing ran again
+    # the remedy the message gives: delete the row; only that episode runs again
+    with sqlite3.connect(journal) as db:
+        db.execute(f"DELETE FROM episodes WHERE idx={row}")
+    again = rlmesh.run(sign_policy, env, seeds=seeds, workers=1, journal=journal)
+    assert [e.index for e in again.episodes] == [0, 1, 2, 3, 4]
+    assert key(again) == key(first)
+    assert sorted(read_ints(side)) == sorted([*seeds, 12])
 
 
 # -- hooks and shipping ----------------------------------------------------------------------------------
@@ -574,6 +829,27 @@ def test_rlmesh_eval_workers_runs_in_worker_processes(
 
 
 # -- progress and the example -----------------------------------------------------------------------------
+
+
+def test_rlmesh_eval_episode_timeout_records_a_hung_episode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from rlmesh._cli.eval import main as eval_main
+
+    out = tmp_path / "run.json"
+    kwargs = json.dumps({"hang_seed": 2, "hang_marker": str(tmp_path / "no" / "marker")})
+    argv = ["test_distributed:sign_policy", "test_distributed:Walk", "--seeds", "0..3"]
+    argv += ["--env-kwargs", kwargs, "--no-progress", "--json", str(out)]
+    timeout = ["--episode-timeout", "1", "--on-episode-timeout", "record"]
+    assert eval_main([*argv, "--workers", "2", *timeout]) == 0
+    doc = json.loads(out.read_text())["result"]
+    assert doc["timed_out"] == [2] and doc["retries"] == []
+    assert [e["seed"] for e in doc["episodes"]] == [0, 1, 2, 3]
+    assert doc["episodes"][2]["truncated"] and doc["episodes"][2]["steps"] == 0
+    assert eval_main([*argv, *timeout]) == 1
+    assert "--episode-timeout needs --workers N" in capsys.readouterr().err
 
 
 def test_the_progress_line_shows_counts_rate_eta_wilson_interval_and_workers() -> None:

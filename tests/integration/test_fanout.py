@@ -311,6 +311,37 @@ def test_a_timeout_on_one_endpoint_is_raised_after_the_others_replied_and_all_st
     envs.close()
 
 
+def test_three_hung_endpoints_of_four_share_one_deadline_and_are_all_named(serve, monkeypatch):
+    # 3 of 4 endpoints hang for longer than the request timeout: the round waits for them
+    # together (the wait each one gets is what is left of one deadline), the timeout names
+    # all three, and every session is usable again once they answered
+    from rlmesh.client._session import ClientSession
+
+    waits: list[float] = []
+    receive = ClientSession.receive
+
+    def spy(self: Any, *, timeout: Any = None) -> Any:
+        waits.append(timeout)
+        return receive(self, timeout=timeout)
+
+    addresses = [serve(SlowEnv(1.2)).address for _ in range(4)]
+    envs = rnp.RemoteVectorEnv(addresses, request_timeout_seconds=0.4)
+    envs.reset(seed=0)
+    monkeypatch.setattr(ClientSession, "receive", spy)
+    with pytest.raises(rlmesh.errors.EndpointTimeout) as caught:
+        envs.step(np.array([0, 1, 1, 1]))
+    monkeypatch.setattr(ClientSession, "receive", receive)
+    assert caught.value.indices == (1, 2, 3) and caught.value.lanes == (1, 2, 3)
+    assert list(caught.value.addresses) == addresses[1:]
+    assert all(a in str(caught.value) for a in addresses[1:])
+    # one deadline: the waits granted add up to one request timeout, not three (1.2 s before)
+    assert len(waits) == 4 and sum(waits[1:]) <= 0.4 * 1.5, waits
+    threading.Event().wait(1.5)  # let the hung endpoints finish their step
+    obs, *_ = envs.step(np.zeros(4, int))
+    assert obs.reshape(-1).tolist() == [2, 2, 2, 2]  # every endpoint ran both steps
+    envs.close()
+
+
 class _Recording(SlowEnv):
     """SlowEnv that logs when each step starts and ends (shared log, per-env name)."""
 

@@ -46,6 +46,8 @@ class Walk:
         kill_marker: str = "",
         sleep_s: float = 0.0,
         render_mode: str | None = None,
+        hang_seed: int | None = None,
+        hang_marker: str = "",
     ) -> None:
         self.side, self.kill_seed, self.kill_marker, self.sleep_s = (
             side,
@@ -54,6 +56,7 @@ class Walk:
             sleep_s,
         )
         self.render_mode = render_mode
+        self.hang_seed, self.hang_marker = hang_seed, hang_marker
         self.rng = np.random.default_rng(0)
         self.pos, self.t, self.seed = 0.0, 0, None
 
@@ -68,6 +71,11 @@ class Walk:
         if self.seed == self.kill_seed and self.t == 3 and not os.path.exists(self.kill_marker):
             Path(self.kill_marker).write_text(str(os.getpid()))
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.seed == self.hang_seed and self.t == 3 and not os.path.exists(self.hang_marker):
+            Path(self.hang_marker).write_text(str(os.getpid()))
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # stuck as native code is
+            for _ in range(600):
+                time.sleep(1.0)
         self.pos += float(self.rng.normal()) + (0.1 if int(action) else -0.1)
         terminated, truncated = abs(self.pos) > 3.0, self.t >= 20
         if (terminated or truncated) and self.side:
@@ -136,6 +144,80 @@ def test_a_killed_ray_worker_is_retried(ray_local: Any, tmp_path: Path) -> None:
     assert key(many) == key(one)
     assert [(r.index, r.seed) for r in many.retries] == [(5, 5)]
     assert "lost" in many.retries[0].reason and "ActorDiedError" in many.retries[0].reason
+
+
+def test_an_actor_killed_right_after_finishing_an_episode_keeps_it(
+    ray_local: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one actor holds episodes 4 and 5; it returns 4 and dies in 5 before the driver looks:
+    # Ray may hand the driver the lost-actor error first, yet 4 is kept (not run again) and
+    # the retry is put down to 5, the episode the actor was running
+    from rlmesh.eval.distributed.ray_actors import RayBackend
+
+    seeds = list(range(8))
+    marker, side = tmp_path / "killed", tmp_path / "episodes"
+    submit, poll = RayBackend.submit, RayBackend.poll
+    armed: list[bool] = []
+
+    def submitting(self: Any, slot: int, task: Any) -> bool:
+        if task[0] == 5 and not armed:
+            armed.append(True)
+        return bool(submit(self, slot, task))
+
+    def polling(self: Any, timeout: float) -> Any:
+        if armed and armed[0]:  # look away until the actor that got episode 5 is dead
+            armed[0] = False
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not (marker.exists() and marker.read_text()):
+                time.sleep(0.02)
+            pid = int(marker.read_text())
+            while time.monotonic() < deadline:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.02)
+            time.sleep(1.0)  # and Ray has noticed
+        return poll(self, timeout)
+
+    monkeypatch.setattr(RayBackend, "submit", submitting)
+    monkeypatch.setattr(RayBackend, "poll", polling)
+    one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
+    env = functools.partial(Walk, side=str(side), kill_seed=5, kill_marker=str(marker))
+    many = rlmesh.run(
+        sign_policy, env, seeds=seeds, workers=rlmesh.Workers(n=1, backend="ray", max_retries=1)
+    )
+    assert marker.exists()
+    assert [(r.index, r.seed) for r in many.retries] == [(5, 5)]
+    assert sorted(read_ints(side)) == seeds  # episode 4 ran once: its result was kept
+    assert key(many) == key(one)
+
+
+def test_an_episode_past_its_deadline_stops_its_actor_and_runs_again(
+    ray_local: Any, tmp_path: Path
+) -> None:
+    seeds = list(range(6))
+    marker = tmp_path / "hung"
+    one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
+    env = functools.partial(Walk, hang_seed=3, hang_marker=str(marker))
+    many = rlmesh.run(sign_policy, env, seeds=seeds, workers=RAY, episode_timeout_seconds=2.0)
+    hung = int(marker.read_text())
+    assert key(many) == key(one)
+    assert [(r.index, r.seed) for r in many.retries] == [(3, 3)] and many.timed_out == ()
+    assert (
+        "episode 3 (seed 3) ran past episode_timeout_seconds=2 on worker w"
+        in many.retries[0].reason
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(hung, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(hung, signal.SIGKILL)
+        raise AssertionError(f"the stopped actor (pid {hung}) still runs")
 
 
 def test_ctrl_c_on_a_ray_driver_kills_every_actor(ray_local: Any) -> None:
@@ -248,4 +330,57 @@ def test_a_killed_ray_driver_resumes_from_its_journal(ray_local: Any, tmp_path: 
     env_r = functools.partial(Walk, side=str(side), sleep_s=0.03)
     resumed = rlmesh.run(sign_policy, env_r, seeds=seeds, workers=RAY, journal=journal)
     assert {s: read_ints(side).count(s) for s in seeds} == {s: 1 for s in seeds}
+    assert key(resumed) == key(rlmesh.run(sign_policy, Walk(), seeds=seeds))
+
+
+def test_a_killed_ray_driver_leaves_no_hung_actor_behind_and_its_run_resumes(
+    ray_local: Any, tmp_path: Path
+) -> None:
+    # the driver dies while an actor is stuck in a step that ignores SIGTERM: Ray ends the
+    # actors of a dead driver, so the journal is free again and the run resumes
+    journal, side, marker = tmp_path / "run.journal", tmp_path / "episodes", tmp_path / "hung"
+    seeds = list(range(6))
+    gcs = ray_local.get_runtime_context().gcs_address
+    script = textwrap.dedent(
+        f"""
+        import functools, rlmesh, test_distributed_ray as t
+        env = functools.partial(t.Walk, side={str(side)!r}, hang_seed=4, hang_marker={str(marker)!r})
+        rlmesh.run(t.sign_policy, env, seeds={seeds!r}, workers=rlmesh.Workers(n=2, backend="ray", address={gcs!r}),
+                   journal={str(journal)!r})
+        """
+    )
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join(
+        [
+            str(Path(__file__).resolve().parent),
+            str(Path(__file__).resolve().parents[1]),
+            env["PYTHONPATH"],
+        ]
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
+            time.sleep(0.02)
+        hung = int(marker.read_text())
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            os.kill(hung, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(hung, signal.SIGKILL)
+        raise AssertionError(f"the hung actor (pid {hung}) outlived its driver")
+    env_r = functools.partial(Walk, side=str(side), hang_seed=4, hang_marker=str(marker))
+    resumed = rlmesh.run(sign_policy, env_r, seeds=seeds, workers=RAY, journal=journal)
+    assert sorted(read_ints(side)) == seeds
     assert key(resumed) == key(rlmesh.run(sign_policy, Walk(), seeds=seeds))

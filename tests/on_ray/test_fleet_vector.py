@@ -179,6 +179,36 @@ def test_one_of_three_actors_killed_loses_only_its_lanes_and_reset_reconnects(
             envs.close()
 
 
+@pytest.mark.parametrize("flavour", ["numpy", "gymnasium"])
+def test_split_stepping_after_a_killed_actor_raises_LanesLost_like_step(
+    ray_local: Any, flavour: str
+) -> None:
+    with EnvFleet("CartPole-v1", 3, lanes=2) as fleet:
+        envs = fleet.vector_env(flavour)
+        try:
+            envs.reset(seed=0)
+            old = fleet.info()[1].address
+            kill_actor(fleet, 1)
+            envs.step_async(np.zeros(6, dtype=np.int64))
+            with pytest.raises(LanesLost) as caught:
+                envs.step_wait()
+            err = caught.value
+            assert (err.actors, err.addresses, err.lanes) == ([1], [old], [2, 3])
+            assert envs.lost_lanes == [2, 3]
+            with pytest.raises(LanesLost):  # the same state as after step(): until reset()
+                envs.step_async(np.zeros(6, dtype=np.int64))
+            with pytest.raises(LanesLost):
+                envs.step(np.zeros(6, dtype=np.int64))
+            obs, _ = envs.reset(seed=9)
+            local = gym.make_vec("CartPole-v1", num_envs=6, vectorization_mode="sync")
+            np.testing.assert_array_equal(obs, local.reset(seed=9)[0])
+            envs.step_async(np.ones(6, dtype=np.int64))
+            assert_same_step(envs.step_wait(), local.step(np.ones(6, dtype=np.int64)))
+            assert envs.lost_lanes == []
+        finally:
+            envs.close()
+
+
 class StandInVectorEnv:
     """A minimal ``RemoteVectorEnv([addr, ...])`` over scalar endpoints (no autoreset), standing in
     for the multi-endpoint client until it is merged. On a lost endpoint it closes every session,

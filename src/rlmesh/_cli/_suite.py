@@ -69,17 +69,22 @@ def _model_arg(spec: str, suite: str, resolve: Any) -> Any:
 
 
 def _workers(args: argparse.Namespace) -> Any:
+    timeout = getattr(args, "episode_timeout", None)
     if args.workers is None:
         if args.ray is not None:
             raise ValueError("--ray needs --workers N")
+        if timeout is not None:
+            raise ValueError("--episode-timeout needs --workers N")
         return None
-    if args.ray is None:
+    if args.ray is None and timeout is None:
         return args.workers
     return Workers(
         n=args.workers,
-        backend="ray",
-        address=None if args.ray == "local" else args.ray,
+        backend="ray" if args.ray is not None else "processes",
+        address=None if args.ray in (None, "local") else args.ray,
         progress=False if args.no_progress else None,
+        episode_timeout_seconds=timeout,
+        on_episode_timeout=getattr(args, "on_episode_timeout", "retry"),
     )
 
 

@@ -289,6 +289,20 @@ def _parser() -> argparse.ArgumentParser:
         help="with --workers: record finished episodes in PATH; a re-run skips them; with --suite a "
         "directory, one journal per task (default: no journal)",
     )
+    p.add_argument(
+        "--episode-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --workers: stop the worker of an episode still running after SECONDS (default: no deadline)",
+    )
+    p.add_argument(
+        "--on-episode-timeout",
+        choices=("retry", "record"),
+        default="retry",
+        help="with --episode-timeout: run a stopped episode again on a fresh worker, or record it as "
+        "timed out (default: retry)",
+    )
     add_suite_arguments(p)
     return p
 
@@ -298,6 +312,11 @@ def _distributed_args(args: argparse.Namespace) -> tuple[Any, Any]:
     if args.workers is None:
         if args.ray is not None or args.journal is not None:
             raise ValueError("--ray and --journal need --workers N")
+        if args.episode_timeout is not None:
+            raise ValueError(
+                "--episode-timeout needs --workers N (--max-episode-seconds truncates episodes in "
+                "this process)"
+            )
         return None, None
     ray = args.ray
     workers = Workers(
@@ -305,6 +324,8 @@ def _distributed_args(args: argparse.Namespace) -> tuple[Any, Any]:
         backend="ray" if ray is not None else "processes",
         address=None if ray in (None, "local") else ray,
         progress=False if args.no_progress else None,
+        episode_timeout_seconds=args.episode_timeout,
+        on_episode_timeout=args.on_episode_timeout,
     )
     return workers, args.journal
 

@@ -210,9 +210,12 @@ class _RemoteEnvBase(EnvFacts):
         self._session.send(req, timeout=self._request_timeout)
         return ids, env_indices, count
 
-    def _reset_recv(self, sent: tuple[list[str], list[int], int]) -> tuple[Any, dict[str, Any]]:
+    def _reset_recv(
+        self, sent: tuple[list[str], list[int], int], timeout: float | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """The gathering half; ``timeout`` (a fan-out round's time left) or ``request_timeout_seconds``."""
         ids, env_indices, count = sent
-        reply, frame = self._session.receive(timeout=self._request_timeout)
+        reply, frame = self._session.receive(timeout=timeout or self._request_timeout)
         try:
             canonical = self._join_reset(reply, frame, env_indices, count)
         except ProtocolException as exc:
@@ -327,13 +330,14 @@ class _RemoteEnvBase(EnvFacts):
         self._session.send(req, segments, timeout=self._request_timeout)
         self._step_pending = True
 
-    def _step_recv(self) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    def _step_recv(self, timeout: float | None = None) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """The gathering half; ``timeout`` (a fan-out round's time left) or ``request_timeout_seconds``."""
         if not self._step_pending:
             raise NoAsyncCallError(
                 f"step_wait() on '{self._address}' with no step in flight: call step_async(action) first"
             )
         self._step_pending = False
-        reply, frame = self._session.receive(timeout=self._request_timeout)
+        reply, frame = self._session.receive(timeout=timeout or self._request_timeout)
         return self._step_result(reply, frame)
 
     def _step_result(self, reply: Any, frame: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:

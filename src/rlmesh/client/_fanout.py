@@ -23,85 +23,61 @@ SAME_STEP resets in the ending step (the terminal obs and info go to ``final_obs
 / ``final_info``). With only scalar endpoints the mode is NEXT_STEP (as
 ``gymnasium.make_vec``) unless ``autoreset_mode=`` says otherwise.
 
+Deadlines: a round (``step_wait``, ``reset``) has one deadline,
+``request_timeout_seconds`` from its start, computed once; each endpoint's reply is
+awaited only for the time left (a reply already here is read even after the deadline),
+so the round returns or raises within about the request timeout however many endpoints
+hang. ``close`` sends every endpoint its ``Close`` first, then gathers the answers
+within one close timeout overall.
+
 Failures: a request error is raised only after every other endpoint's reply was
-read, so the others stay in step. An endpoint whose connection broke (or whose
-session ended) raises :class:`rlmesh.errors.EndpointLost` naming it and its lanes;
-afterwards :meth:`FanOut.reconnect` dials it again (then reset) and
-:meth:`FanOut.close` closes everything.
+read, so the others stay in step. An endpoint whose connection broke, whose session
+ended, or whose reply did not decode raises :class:`rlmesh.errors.EndpointLost` naming
+it and its lanes (the cause attached); afterwards :meth:`FanOut.reconnect` dials it
+again (then reset) and :meth:`FanOut.close` closes everything. Endpoints that missed
+the round's deadline raise one :class:`rlmesh.errors.EndpointTimeout` naming all of
+them; their sessions stay usable.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, NoReturn
 
 import numpy as np
 
 from .._autoreset import Autoreset
-from .._bridge import NUMPY, Bridge
 from .._contract import EnvContract
-from ..errors import AlreadyPendingCallError, EndpointLost, NoAsyncCallError, SessionClosed
-from ..transport.busypoll import FAN_OUT_CAPABILITY
-from ._env import _RemoteEnvBase
+from ..errors import (
+    AlreadyPendingCallError,
+    EndpointLost,
+    EndpointTimeout,
+    EnvironmentException,
+    NoAsyncCallError,
+    ProtocolException,
+    RequestTimeout,
+    SessionClosed,
+)
+from ..wire import messages as m
 from ._lanes import batch1, concat, lane_infos, lane_seeds, merge, take
+from ._parts import (
+    EndpointClient as _EndpointClient,
+    EndpointPart as _Part,
+    check_same as _check_same,
+)
+from ._session import _CLOSE_TIMEOUT_SECONDS
 
 __all__ = ["FanOut", "normalize_autoreset"]
+
+#: Once a round's deadline has passed, a reply already here is still read; one that is
+#: not gets this long (a client wait of 0 would mean "forever").
+LATE_READ_SECONDS = 0.001
 
 
 def normalize_autoreset(mode: Any) -> str | None:
     """``None``, or the wire name of any spelling :meth:`Autoreset.parse` reads."""
     return None if mode is None else Autoreset.parse(mode, what="autoreset_mode").value
-
-
-class _EndpointClient(_RemoteEnvBase):
-    """A NumPy client for a scalar or a vector endpoint; runtime keys go to ``runtime``."""
-
-    _bridge: ClassVar[Bridge] = NUMPY
-    # tells its server this client gathers many endpoints: the server then does not spin
-    _hello_capabilities: ClassVar[dict[str, str]] = {FAN_OUT_CAPABILITY: "true"}
-    runtime: dict[str, Any]
-
-    def _check_arity(self, contract: EnvContract, url: str) -> None:
-        self._vector = contract.num_envs > 1  # type: ignore[misc]  # decided per endpoint
-
-    def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
-        self.runtime[key] = value
-
-
-class _Part:
-    """One endpoint of a fan-out: its client, its lanes, and what is in flight."""
-
-    __slots__ = (
-        "address",
-        "broken",
-        "client",
-        "index",
-        "n",
-        "needs_reset",
-        "obs",
-        "offset",
-        "scalar",
-        "sent",
-    )
-
-    def __init__(self, index: int, address: str, client: _EndpointClient, offset: int) -> None:
-        self.index = index
-        self.address = address
-        self.client = client
-        self.offset = offset
-        self.n = int(client._num_envs)
-        self.scalar = not client._vector
-        self.needs_reset = False  # a scalar lane that ended under NEXT_STEP resets on the next step
-        self.obs: Any = None  # the latest batched observation of this endpoint's lanes
-        self.sent: Any = None  # None, "step", "autoreset" or a reset context
-        self.broken = False
-
-    @property
-    def lanes(self) -> range:
-        return range(self.offset, self.offset + self.n)
-
-    def name(self) -> str:
-        return f"endpoint {self.index} ('{self.address}', lanes {self.offset}..{self.offset + self.n - 1})"
 
 
 class FanOut:
@@ -151,6 +127,8 @@ class FanOut:
             raise
         self.num_envs = offset
         self.contract: EnvContract = parts[0].client.env_contract
+        #: ``request_timeout_seconds`` as the clients read it (``None``: no deadline).
+        self.timeout: float | None = parts[0].client._request_timeout
         self._pending = False
         self._closed = False
 
@@ -244,6 +222,7 @@ class FanOut:
                 "step_wait() with no step in flight: call step_async(actions) first"
             )
         self._pending = False
+        deadline = self._deadline()
         errors = list(self._send_errors)
         self._send_errors = []
         n = self.num_envs
@@ -262,9 +241,9 @@ class FanOut:
             sl = slice(part.offset, part.offset + part.n)
             try:
                 if sent == "step":
-                    obs, rew, term, trunc, info = client._step_recv()
+                    obs, rew, term, trunc, info = client._step_recv(_left(deadline))
                 else:
-                    obs, info = client._reset_recv(sent[1])
+                    obs, info = client._reset_recv(sent[1], _left(deadline))
                     rew, term, trunc = 0.0, False, False
                     part.needs_reset = False
             except BaseException as exc:
@@ -302,7 +281,7 @@ class FanOut:
             if sent is None:
                 continue
             try:
-                obs, info = part.client._reset_recv(sent[1])
+                obs, info = part.client._reset_recv(sent[1], _left(deadline))
             except BaseException as exc:
                 errors.append((part, exc))
                 continue
@@ -310,7 +289,7 @@ class FanOut:
             final = per_lane[part.offset] or {}
             per_lane[part.offset] = {**final, **info}
         if errors:
-            self._raise(errors)
+            self._raise(errors, "step")
         info = merge(per_lane, n)
         return self._obs(), rewards, terms, truncs, info, self._runtime()
 
@@ -335,6 +314,7 @@ class FanOut:
             raise SessionClosed(
                 "not connected: this vector env was closed; create a new one to reconnect"
             )
+        deadline = self._deadline()
         n = self.num_envs
         if env_indices is None:
             chosen = list(range(n))
@@ -384,7 +364,7 @@ class FanOut:
                 continue
             part.client.runtime = {}
             try:
-                obs, info = part.client._reset_recv(ctx)
+                obs, info = part.client._reset_recv(ctx, _left(deadline))
             except BaseException as exc:
                 errors.append((part, exc))
                 continue
@@ -400,7 +380,7 @@ class FanOut:
                 ):
                     per_lane[part.offset + j] = lane
         if errors:
-            self._raise(errors)
+            self._raise(errors, "reset")
         return self._obs(), merge(per_lane, n), self._runtime()
 
     # -- failures -----------------------------------------------------------------------
@@ -419,21 +399,54 @@ class FanOut:
                     lanes=part.lanes,
                 )
 
-    def _raise(self, errors: list[tuple[_Part, BaseException]]) -> None:
-        """Raise the first failure (after every reply was read); a lost endpoint as ``EndpointLost``."""
-        for part, _ in errors:
+    def _deadline(self) -> float | None:
+        """The round's deadline (``time.monotonic()``), computed once per round; ``None``: none."""
+        timeout = self.timeout
+        return None if timeout is None else time.monotonic() + timeout
+
+    def _raise(self, errors: list[tuple[_Part, BaseException]], op: str) -> NoReturn:
+        """Raise the round's failure, once every reply was read.
+
+        An endpoint whose session ended (its connection broke, its reply did not decode, a
+        send timed out) is marked lost and raised as ``EndpointLost`` with the cause
+        attached; an env's own error as it is; endpoints that only missed the deadline,
+        when nothing else failed, as one ``EndpointTimeout`` naming them all.
+        """
+        late: list[_Part] = []
+        for part, exc in errors:
             if part.client.closed:
                 part.broken = True
-        part, exc = errors[0]
-        if isinstance(exc, ConnectionError) and not isinstance(exc, EndpointLost):
-            raise EndpointLost(
-                f"{part.name()} was lost: {exc}. The other endpoints are still connected: call "
-                f"reconnect({part.index}) (then reset()) to dial it again, or close() to close all",
-                address=part.address,
-                index=part.index,
-                lanes=part.lanes,
-            ) from exc
-        raise exc
+            elif isinstance(exc, RequestTimeout):
+                late.append(part)
+        for part, exc in errors:
+            if part in late:
+                continue
+            if part.broken and not isinstance(exc, (EndpointLost, EnvironmentException)):
+                why = (
+                    f"its reply did not decode ({exc})"
+                    if isinstance(exc, ProtocolException)
+                    else str(exc)
+                )
+                raise EndpointLost(
+                    f"{part.name()} was lost: {why}. The other endpoints are still connected: call "
+                    f"reconnect({part.index}) (then reset()) to dial it again, or close() to close all",
+                    address=part.address,
+                    index=part.index,
+                    lanes=part.lanes,
+                ) from exc
+            raise exc
+        timeout = self.timeout or 0.0
+        names = ", ".join(p.name() for p in late)
+        raise EndpointTimeout(
+            f"{names} did not answer {op} within {timeout:.3f}s (request_timeout_seconds: one "
+            "deadline for the round); every other endpoint's reply was read. "
+            f"{'Its session stays' if len(late) == 1 else 'Their sessions stay'} usable: a late "
+            "reply is discarded by the next request; reset() before relying on episode bookkeeping",
+            timeout_seconds=timeout,
+            indices=tuple(p.index for p in late),
+            addresses=tuple(p.address for p in late),
+            lanes=tuple(lane for p in late for lane in p.lanes),
+        )
 
     def reconnect(self, endpoint: int | str) -> None:
         """Dial a lost (or any) endpoint again; reset its lanes before stepping.
@@ -486,12 +499,34 @@ class FanOut:
         raise ValueError(f"no endpoint {endpoint!r}; endpoints: {self.addresses}")
 
     def close(self) -> None:
-        """Close every endpoint's session (their servers keep running). Idempotent."""
+        """Close every endpoint's session (their servers keep running). Idempotent.
+
+        Every endpoint is sent its ``Close`` first, then the answers are gathered within
+        one close timeout overall (``request_timeout_seconds``, at most 5 s); an endpoint
+        that does not answer in time is let go without one.
+        """
         self._closed = True
         self._pending = False
+        timeout = min(self.timeout or _CLOSE_TIMEOUT_SECONDS, _CLOSE_TIMEOUT_SECONDS)
+        deadline = time.monotonic() + timeout
+        asked = []
         for part in self._parts:
+            session = part.client._session
+            if session.closed:
+                continue
             try:
-                part.client.close()
+                session.send(m.Close(reason="client close"), timeout=_left(deadline))
+            except Exception:
+                continue
+            asked.append(session)
+        for session in asked:
+            try:
+                session.receive(timeout=_left(deadline))
+            except Exception:
+                pass
+        for part in self._parts:  # the local ends: no second round trip
+            try:
+                part.client._session.detach()
             except Exception:
                 pass
 
@@ -511,9 +546,8 @@ class FanOut:
         return {"episode_ids": ids, "completed_episodes": completed}
 
 
-def _check_same(part: _Part, first: _Part, what: str, mine: Any, theirs: Any) -> None:
-    if mine != theirs:
-        raise ValueError(
-            f"{part.name()} has {what} space {mine!r}, but {first.name()} has {theirs!r}; every endpoint of "
-            "one vector env must serve the same single-lane spaces"
-        )
+def _left(deadline: float | None) -> float | None:
+    """Seconds left until ``deadline`` (at least :data:`LATE_READ_SECONDS`); ``None``: no deadline."""
+    if deadline is None:
+        return None
+    return max(deadline - time.monotonic(), LATE_READ_SECONDS)

@@ -232,6 +232,7 @@ def run(
     workers: int | Workers | WorkerPool | None = None,
     journal: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
+    episode_timeout_seconds: float | None = None,
 ) -> RunResult:
     """Drive ``model`` against ``env`` to completion and return a :class:`RunResult` (EVAL-1).
 
@@ -249,7 +250,9 @@ def run(
     ``workers`` (``None``: this process, the single loop) spreads the episodes over
     worker processes or Ray actors: an int or :class:`rlmesh.Workers`; ``journal`` (a
     file path, with ``workers``) records every finished episode and lets a re-run skip
-    them. See docs/distributed.md.
+    them; ``episode_timeout_seconds`` (with ``workers``) stops the worker of an episode
+    that runs longer (retried or recorded as timed out: ``Workers(on_episode_timeout=)``).
+    See docs/distributed.md.
 
     ``progress`` draws one live line on stderr (episodes done, steps/s, ETA, success
     rate with its 95 % interval): ``None`` (default) when stderr is a terminal or in
@@ -269,6 +272,7 @@ def run(
         workers=workers,
         journal=journal,
         progress=progress,
+        episode_timeout_seconds=episode_timeout_seconds,
         session=SessionOptions(
             instruction=instruction,
             close_env=close_env,
@@ -290,6 +294,12 @@ def run_with(model: Any, env: Any, options: RunOptions) -> RunResult:
     if options.journal is not None:
         raise ValueError(
             "journal= records the episodes of a distributed run; pass workers=1 (or more) with it"
+        )
+    if options.episode_timeout_seconds is not None:
+        raise ValueError(
+            "episode_timeout_seconds= is a distributed run's deadline (its driver stops the worker "
+            "of an episode that runs longer); pass workers=1 (or more) with it, or "
+            "max_episode_seconds= to truncate episodes in this process"
         )
     sess = open_session(model, env, options.session)
     try:

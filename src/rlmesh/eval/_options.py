@@ -87,8 +87,11 @@ class RunOptions:
     #: The live progress line: ``None`` on a terminal (after 1.5 s), ``True`` always, ``False`` never.
     progress: bool | None = None
     session: SessionOptions = field(default_factory=SessionOptions)
+    #: A distributed run's per-episode wall-clock deadline (``workers=``; the driver stops the worker).
+    episode_timeout_seconds: float | None = None
 
     def episode_keywords(self) -> dict[str, Any]:
-        """The ``Session.run`` keywords (every field but ``workers``, ``journal`` and ``session``)."""
-        skip = ("workers", "journal", "session")
+        """The ``Session.run`` keywords (every field but ``workers``, ``journal``, ``session`` and
+        ``episode_timeout_seconds``, which belong to a distributed run's driver)."""
+        skip = ("workers", "journal", "session", "episode_timeout_seconds")
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}

@@ -168,6 +168,9 @@ class RunResult:
     workers: tuple[WorkerTiming, ...] = field(default=(), compare=False)
     #: Distributed runs: episodes re-run after their worker was lost (``rlmesh.eval.EpisodeRetry``).
     retries: tuple[EpisodeRetry, ...] = field(default=(), compare=False)
+    #: Distributed runs: indices of episodes stopped at ``episode_timeout_seconds`` and kept as
+    #: timed out (``Workers(on_episode_timeout="record")``), in episode order.
+    timed_out: tuple[int, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "episodes", tuple(self.episodes))
@@ -175,6 +178,7 @@ class RunResult:
         object.__setattr__(self, "advisories", tuple(self.advisories))
         object.__setattr__(self, "workers", tuple(self.workers))
         object.__setattr__(self, "retries", tuple(self.retries))
+        object.__setattr__(self, "timed_out", tuple(self.timed_out))
 
     @property
     def num_episodes(self) -> int:
@@ -267,13 +271,17 @@ class RunResult:
         }
 
     def _distributed_dict(self) -> dict[str, Any]:
-        """``workers`` and ``retries`` of a distributed run (no keys for a single-process one)."""
-        if not self.workers and not self.retries:
+        """``workers``, ``retries`` (and ``timed_out``, when any) of a distributed run (no keys
+        for a single-process one)."""
+        if not self.workers and not self.retries and not self.timed_out:
             return {}
-        return {
+        out: dict[str, Any] = {
             "workers": [asdict(w) for w in self.workers],
             "retries": [asdict(r) for r in self.retries],
         }
+        if self.timed_out:
+            out["timed_out"] = list(self.timed_out)
+        return out
 
     def __repr__(self) -> str:
         return (

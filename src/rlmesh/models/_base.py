@@ -364,12 +364,13 @@ class ModelBase(Generic[ObsT, ActT]):
         workers: Any = None,
         journal: Any = None,
         progress: bool | None = None,
+        episode_timeout_seconds: float | None = None,
     ) -> RunResult:
         """Drive whole episodes against an env and return a ``RunResult``: ``rlmesh.run(self, ...)`` (EVAL-2).
 
-        ``workers=`` / ``journal=`` spread the episodes over worker processes or Ray
-        (``rlmesh.Workers``; see docs/distributed.md); ``progress=`` is ``rlmesh.run``'s
-        live line (``None``: on a terminal).
+        ``workers=`` / ``journal=`` / ``episode_timeout_seconds=`` spread the episodes over
+        worker processes or Ray (``rlmesh.Workers``; see docs/distributed.md); ``progress=``
+        is ``rlmesh.run``'s live line (``None``: on a terminal).
         """
         given = _keywords(locals())
         from ..eval._api import run

@@ -3,8 +3,10 @@
 The contract (docs/scaling.md ("Many hosts: a Ray fleet")):
 
 - ``step`` (or ``reset``) on a fleet whose actor died raises :class:`LanesLost`, a
-  ``ConnectionError`` naming the lost actors, their old addresses and their lanes;
-- every later ``step`` raises it again until ``reset()`` is called;
+  ``ConnectionError`` naming the lost actors, their old addresses and their lanes; so do
+  the two halves of a split step, ``step_async`` and ``step_wait``, whichever meets it;
+- every later ``step`` (or ``step_async`` / ``step_wait``) raises it again until
+  ``reset()`` is called;
 - ``reset()`` waits for Ray to restart the actors, reconnects every endpoint (the
   live ones too: one batch, one episode boundary for every lane) and resets them all
   with the seed and options given. If the reset itself meets a lost endpoint it
@@ -102,6 +104,26 @@ class FleetVectorEnv:
             raise self._lost
         try:
             return self._inner.step(actions)
+        except ConnectionError as exc:
+            self._lost = self._lost_error(exc)
+            raise self._lost from exc
+
+    def step_async(self, actions: Any) -> None:
+        """Send every lane its action (the first half of :meth:`step`); :class:`LanesLost` as ``step``."""
+        if self._lost is not None:
+            raise self._lost
+        try:
+            self._inner.step_async(actions)
+        except ConnectionError as exc:
+            self._lost = self._lost_error(exc)
+            raise self._lost from exc
+
+    def step_wait(self) -> Any:
+        """Gather the step :meth:`step_async` sent; :class:`LanesLost` as ``step``."""
+        if self._lost is not None:
+            raise self._lost
+        try:
+            return self._inner.step_wait()
         except ConnectionError as exc:
             self._lost = self._lost_error(exc)
             raise self._lost from exc

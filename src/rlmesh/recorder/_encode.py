@@ -35,7 +35,6 @@ import os
 import secrets
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -45,9 +44,16 @@ from typing import Any
 
 import numpy as np
 
-from ._worker import fence, ring_layout
+from ._worker import RING_PREFIX, fence, remove_stale_rings, ring_dirs, ring_layout
 
-__all__ = ["CODECS", "EncoderProcess", "EncoderSpec", "VideoWriter", "encoder_spec"]
+__all__ = [
+    "CODECS",
+    "EncoderProcess",
+    "EncoderSpec",
+    "VideoWriter",
+    "encoder_spec",
+    "remove_dead_rings",
+]
 
 #: ``Recorder(codec=...)`` values.
 CODECS = ("av1", "h264", "lossless")
@@ -126,9 +132,12 @@ def encoder_spec(codec: str, quality: int) -> EncoderSpec:
 
 def _ring_dirs() -> list[str]:
     """Where frame rings may live, in order: ``/dev/shm`` (memory) when present, the temp dir."""
-    shm = "/dev/shm"
-    dirs = [shm] if os.path.isdir(shm) and os.access(shm, os.W_OK) else []
-    return [*dirs, tempfile.gettempdir()]
+    return ring_dirs()
+
+
+def remove_dead_rings() -> int:
+    """Unlink the frame rings of recording processes that died before their encoder opened them."""
+    return remove_stale_rings(_ring_dirs())
 
 
 def _create_ring(size: int) -> tuple[str, mmap.mmap]:
@@ -140,7 +149,7 @@ def _create_ring(size: int) -> tuple[str, mmap.mmap]:
     """
     error: OSError | None = None
     for directory in _ring_dirs():
-        path = os.path.join(directory, f"rlmesh-rec-{os.getpid()}-{secrets.token_hex(6)}")
+        path = os.path.join(directory, f"{RING_PREFIX}{os.getpid()}-{secrets.token_hex(6)}")
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError as exc:

@@ -15,7 +15,8 @@ So after a ``kill -9`` the staging dir holds every finished episode's record bes
 media. :func:`recover` rebuilds a bundle from it (a torn last line is ignored; a media
 row whose file is missing or not a complete video container is dropped), and
 :func:`orphans` lists the staging dirs whose owner process is gone. A journal is not a
-bundle: ``ResultSet.load`` on a staging dir says to run :func:`recover`.
+bundle: ``ResultSet.load`` on a staging dir says to run :func:`recover`. Both also remove
+the frame rings (``/dev/shm/rlmesh-rec-*``) of recording processes that are gone.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import IO, Any
 
 from ._bundle import archive_mode, write_bundle
 from ._capture import warn
+from ._encode import remove_dead_rings
 from ._reader import UnsafeBundle, open_inside, video_file_ok
 from ._records import EpisodeRecord, ResultSet, WorkloadRecord, json_safe
 
@@ -259,7 +261,8 @@ def recover(
     its media), drops media whose file is missing or was cut short, and exports the
     bundle to ``path`` like :meth:`Recorder.export` (folder or zip). The document gets
     ``"partial": true``. Then, with ``remove=True``, the staging dir is deleted (never
-    while its owner process still runs).
+    while its owner process still runs). Frame rings left in ``/dev/shm`` by recording
+    processes that are gone are removed too.
 
     Args:
         staging: A ``rlmesh-recorder-*`` staging dir (see :func:`orphans`), or a
@@ -276,6 +279,7 @@ def recover(
     src = Path(staging)
     target = Path(path)
     as_zip = archive_mode(archive, target)
+    remove_dead_rings()
     header, doc = read_journal(src)
     dropped = _check_media(src, doc)
     if dropped:
@@ -300,8 +304,10 @@ def orphans(directory: str | os.PathLike[str] | None = None) -> list[Path]:
 
     Only dirs of the current user with a recorder journal are listed, oldest first;
     :func:`recover` turns one into a bundle. A dir whose owner ran on another host is
-    not listed (its owner cannot be checked from here).
+    not listed (its owner cannot be checked from here). The frame rings
+    (``/dev/shm/rlmesh-rec-*``) of recording processes that are gone are removed on the way.
     """
+    remove_dead_rings()
     base = Path(directory) if directory is not None else Path(tempfile.gettempdir())
     found: list[tuple[float, Path]] = []
     try:

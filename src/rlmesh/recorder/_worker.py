@@ -19,6 +19,13 @@ Frame ``k`` lives in slot ``k % slots``; the run may write frame ``k`` once
 ``k - consumed < slots``. A fence (an uncontended lock round trip) orders the data
 stores before the counter store on both sides.
 
+A ring is named ``rlmesh-rec-<pid of the recording process>-<random>`` and unlinked here
+once mapped. A recording process killed before this process got to a ring (it was busy
+finishing the previous video) leaves the file behind: when this process then finds its
+owner gone it unlinks the owner's rings, and :func:`remove_stale_rings` (called by
+``rlmesh.recorder.orphans`` and ``recover``) unlinks those of any dead recorder, for the
+case where both processes died together.
+
 Control messages in (pickled tuples on FD_IN): ``("open", wid, ring_path, slots, height,
 width, path, encoder, pix_fmt, options, fps, gop)``, ``("close", wid)`` (drain the ring,
 flush, close the MP4) and ``("exit",)``. Out (FD_OUT): ``("closed", wid, encoded,
@@ -31,7 +38,9 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 import sys
+import tempfile
 import threading
 from fractions import Fraction
 from typing import Any
@@ -48,6 +57,56 @@ def fence() -> None:
     """A full memory barrier: an uncontended lock round trip (a locked instruction)."""
     _FENCE.acquire()
     _FENCE.release()
+
+
+#: Frame rings are files named ``rlmesh-rec-<recording pid>-<random>``.
+RING_PREFIX = "rlmesh-rec-"
+
+
+def ring_dirs() -> list[str]:
+    """Where frame rings may live, in order: ``/dev/shm`` (memory) when present, the temp dir."""
+    shm = "/dev/shm"
+    dirs = [shm] if os.path.isdir(shm) and os.access(shm, os.W_OK) else []
+    return [*dirs, tempfile.gettempdir()]
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process: alive
+        return False
+    return False
+
+
+def remove_stale_rings(dirs: list[str], owner: int | None = None) -> int:
+    """Unlink the frame rings (this user's) of recording processes that are gone (only
+    ``owner``'s, when given); how many were removed. A ring of a live process is kept."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    removed = 0
+    for directory in dirs:
+        try:
+            names = [n for n in os.listdir(directory) if n.startswith(RING_PREFIX)]
+        except OSError:
+            continue
+        for name in names:
+            try:
+                pid = int(name[len(RING_PREFIX) :].split("-", 1)[0])
+            except ValueError:
+                continue
+            if (owner is not None and pid != owner) or not _process_gone(pid):
+                continue
+            path = os.path.join(directory, name)
+            try:
+                st = os.lstat(path)
+                if not stat.S_ISREG(st.st_mode) or (uid is not None and st.st_uid != uid):
+                    continue
+                os.unlink(path)
+                removed += 1
+            except OSError:
+                continue
+    return removed
 
 
 def ring_layout(slots: int, height: int, width: int) -> tuple[int, int]:
@@ -156,6 +215,7 @@ def main(fd_in: int, fd_out: int) -> None:
 
     cin = Connection(fd_in, writable=False)
     cout = Connection(fd_out, readable=False)
+    owner = os.getppid()  # the recording process
     try:
         import av
     except ImportError as exc:
@@ -170,8 +230,10 @@ def main(fd_in: int, fd_out: int) -> None:
                     writer.drain(av)
                 continue
             msg = cin.recv()
-        except (EOFError, OSError):
-            break  # the run's process went away
+        except (EOFError, OSError):  # the run's process went away
+            if os.getppid() != owner:  # it died: the rings it made that were not opened yet
+                remove_stale_rings(ring_dirs(), owner)
+            break
         op = msg[0]
         if op == "open":
             try:

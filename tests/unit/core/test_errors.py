@@ -26,6 +26,8 @@ BUILTINS = {
     "LanesLost": ConnectionError,
     "FleetStartTimeout": TimeoutError,
     "InvalidEnvTarget": ValueError,
+    "EndpointTimeout": TimeoutError,
+    "CorruptJournal": ValueError,
 }
 
 
@@ -97,3 +99,22 @@ def test_the_lost_worker_exceptions_live_in_the_tree_and_where_they_were_public(
     assert (str(lost), lost.index, lost.reasons) == ("gone", 3, ("a", "b"))  # crosses processes
     for name in ("WorkerLost", "ActorLost", "LanesLost", "FleetStartError", "FleetStartTimeout"):
         assert name in errors.__doc__  # drawn in the tree at the top of errors.py
+
+
+def test_the_errors_that_cross_processes_keep_their_fields_when_pickled() -> None:
+    import pickle
+
+    timeout = errors.EndpointTimeout(
+        "late", timeout_seconds=2.0, indices=(1, 3), addresses=("a", "b"), lanes=(1, 3, 4)
+    )
+    back = pickle.loads(pickle.dumps(timeout))
+    assert (back.indices, back.addresses, back.lanes, back.index, back.address) == (
+        (1, 3),
+        ("a", "b"),
+        (1, 3, 4),
+        1,
+        "a",
+    )
+    assert back.timeout_seconds == 2.0 and str(back) == "late"
+    journal = pickle.loads(pickle.dumps(errors.CorruptJournal("bad", path="j", row=2, index=2)))
+    assert (journal.path, journal.row, journal.index, str(journal)) == ("j", 2, 2, "bad")

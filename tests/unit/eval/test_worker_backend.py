@@ -22,7 +22,7 @@ METHODS = sorted(
 )
 
 
-def test_the_seam_is_the_eleven_methods_the_driver_uses() -> None:
+def test_the_seam_is_the_twelve_methods_the_driver_uses() -> None:
     assert METHODS == [
         "alive",
         "assign",
@@ -33,6 +33,7 @@ def test_the_seam_is_the_eleven_methods_the_driver_uses() -> None:
         "release",
         "set_job",
         "spawn",
+        "stop",
         "submit",
         "wait_started",
     ]

@@ -6,7 +6,8 @@ drive, and merges what they report:
 
 - :mod:`.workers`: ``rlmesh.Workers`` (the configuration) and ``rlmesh.WorkerPool`` (warm
   workers reused by many runs);
-- :mod:`.driver`: shard, dispatch, retry, journal, merge;
+- :mod:`.run`: check a run, build its job, plan and journal; :mod:`.driver`: dispatch,
+  retry, journal, merge;
 - :mod:`.backend`: :class:`~.backend.WorkerBackend`, the seam both backends implement:
   :mod:`.processes` (local processes started by :mod:`rlmesh._spawn.process`) and
   :mod:`.ray_actors` (Ray actors);
@@ -18,8 +19,8 @@ drive, and merges what they report:
 from __future__ import annotations
 
 from .backend import WorkerBackend as WorkerBackend
-from .driver import run_distributed as run_distributed
 from .hooks import register_worker_hooks as register_worker_hooks
+from .run import run_distributed as run_distributed
 from .workers import (
     WorkerPool as WorkerPool,
     Workers as Workers,

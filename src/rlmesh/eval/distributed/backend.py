@@ -83,6 +83,14 @@ class WorkerBackend(Protocol):
         """Stop ``slot``'s worker now (lost, stuck, or no longer needed)."""
         ...
 
+    def stop(self, slot: int) -> list[Event]:
+        """Stop ``slot``'s worker now, however stuck it is (an episode past its deadline), and
+        return what it had reported before it stopped (the episodes it finished), in order.
+
+        No ``("lost", ...)`` event follows: the driver stopped it and knows why.
+        """
+        ...
+
     def close(self, *, force: bool) -> None:
         """Stop every worker: politely (each closes its env and model) unless ``force``."""
         ...

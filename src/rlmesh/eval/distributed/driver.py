@@ -13,9 +13,14 @@ Outcomes, and what the driver does:
 - *the episode raised* (env or model error): not retried; as in one process, the run
   ends with that exception once every lower-numbered episode has finished, and the
   result passed to ``on_run_end`` holds exactly the episodes before it;
-- *the worker was lost* (killed, crashed, node removed): its episode is queued again
-  (at most ``max_retries`` times, each noted in ``RunResult.retries``) and the slot
-  gets a fresh worker;
+- *the worker was lost* (killed, crashed, node removed): what it reported before it died
+  is kept; its episode is queued again (at most ``max_retries`` times, each noted in
+  ``RunResult.retries``), unless the journal shows the worker finished it before it died
+  (then that result is kept), and the slot gets a fresh worker;
+- *an episode runs past its deadline* (``episode_timeout_seconds``): the driver stops its
+  worker (what it finished before is kept) and, as ``Workers(on_episode_timeout=)`` says,
+  queues the episode again as a retry or records it as timed out (``RunResult.timed_out``);
+  the slot gets a fresh worker;
 - *a worker could not set up* (env or model failed to build): the run fails with that error;
 - ``KeyboardInterrupt`` (Ctrl-C): every worker is stopped, ``on_run_end`` fires, it propagates.
 
@@ -28,28 +33,24 @@ instead and replaced when the next run starts).
 
 from __future__ import annotations
 
-import dataclasses
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ... import adapters
 from ...errors import WorkerLost
-from .._budget import episode_budget, validate_caps
 from .._busy import for_workers
-from .._hooks import RunHooks
-from .._options import RunOptions
 from .._results import EpisodeResult, EpisodeRetry, RunResult, TelemetryRow, WorkerStats
 from .backend import Task
 from .hooks import driver_side_for
-from .job import Job, Outcome, SlotEnv, describe_target, env_recipes, model_recipe, ship, slot_label
+from .job import Job, Outcome, ship
 from .journal import Journal
 from .progress import RunProgress
-from .workers import STARTUP_TIMEOUT_SECONDS, WorkerPool, Workers, default_workers, make_backend
+from .workers import STARTUP_TIMEOUT_SECONDS, WorkerPool, Workers, make_backend
 
-__all__ = ["merge_telemetry", "run_distributed"]
+__all__ = ["DriverContext", "merge_telemetry"]
 
 #: Poll period of the driver loop (it also bounds how late Ctrl-C is noticed).
 POLL_SECONDS = 0.2
@@ -57,19 +58,6 @@ POLL_SECONDS = 0.2
 PIPELINE_DEPTH = 2
 #: Seconds a pool's workers get to close a finished run's env and model before they are stopped.
 STOP_GRACE_SECONDS = 5.0
-
-
-def _refuse_step_hooks(hooks: Any) -> None:
-    on_step = getattr(type(hooks), "on_step", None)
-    if on_step is None or on_step is RunHooks.on_step:
-        return
-    raise ValueError(
-        f"{type(hooks).__name__} overrides on_step, which workers= does not call: steps run inside the "
-        "workers and shipping every observation back to the driver would cost more than the run. "
-        "On the driver, workers= calls on_run_start, on_episode_start / on_episode_end (as each episode "
-        "finishes) and on_run_end; move per-step work into the env or the model, record frames with "
-        "rlmesh.Recorder().capture(...) (it runs in the workers), or run with workers=None"
-    )
 
 
 class DriverContext:
@@ -146,6 +134,7 @@ class _Driver:
         journal: Journal | None,
         journal_path: str | None,
         pool: WorkerPool | None = None,
+        timed_out: frozenset[int] = frozenset(),
     ) -> None:
         self.pool = pool
         self.cfg = cfg
@@ -177,6 +166,11 @@ class _Driver:
         self.backend: Any = None
         self.inherited: set[int] = set()  # pool slots whose worker was alive before this run
         self.tainted = False  # the driver was interrupted mid-call: the workers' state is unknown
+        self.timeout = cfg.episode_timeout_seconds
+        #: When the episode at the head of each worker's queue started (about: when it was
+        #: handed to an idle worker, or when the one before it was reported finished).
+        self.running_since: dict[int, float] = {}
+        self.timed_out: set[int] = set(timed_out)  # episodes recorded as timed out
         self.progress = RunProgress(len(plan), n, enabled=cfg.progress)
         for index in sorted(done):
             self.progress.update(resumed=done[index])
@@ -218,16 +212,22 @@ class _Driver:
                 task = self.pending.popleft()
                 if self.backend.submit(slot, task):
                     queue.append(task)
+                    if len(queue) == 1:
+                        self.running_since[slot] = time.monotonic()
                 else:
                     self.pending.appendleft(task)
 
     def _take(self, slot: int, index: int) -> Task | None:
         """Remove and return the episode ``index`` handed to worker ``slot`` (None: stale)."""
         queue = self.inflight.get(slot)
-        for task in queue or ():
+        for i, task in enumerate(queue or ()):
             if task[0] == index:
                 assert queue is not None
                 queue.remove(task)
+                if not queue:
+                    self.running_since.pop(slot, None)
+                elif i == 0:  # the next one starts now
+                    self.running_since[slot] = time.monotonic()
                 return task
         return None
 
@@ -251,16 +251,23 @@ class _Driver:
                 self.plain_hooks.on_run_start(DriverContext(info.get("contract")))
 
     def _on_done(self, slot: int, outcome: Outcome) -> None:
-        result = outcome.result
-        index = result.index
+        index = outcome.result.index
         task = self._take(slot, index)
         if task is None or index in self.results:
             return  # a stale report (an episode already finished elsewhere)
+        self._keep(self.labels[slot], outcome)
+
+    def _keep(self, label: str, outcome: Outcome, *, timed_out: bool = False) -> None:
+        """Record one finished (or timed-out) episode: results, journal, stats, hooks, progress."""
+        result = outcome.result
+        index = result.index
         self.results[index] = result
+        if timed_out:
+            self.timed_out.add(index)
         if self.journal is not None and not outcome.journaled:
-            self.journal.record(result, self.labels[slot])
-        st = self.stats.get(self.labels[slot])
-        if st is not None:
+            self.journal.record(result, label, timed_out=timed_out)
+        st = self.stats.get(label)
+        if st is not None and not timed_out:
             st.episodes += 1
             st.env_ms += (result.step_ms or 0.0) * result.steps
             st.model_ms += (result.predict_ms or 0.0) * result.steps
@@ -291,14 +298,19 @@ class _Driver:
             self.failure = (index, error)
             self.pending = deque(t for t in self.pending if t[0] < index)
 
-    def _on_lost(self, slot: int, reason: str) -> None:
+    def _drop(self, slot: int) -> Task | None:
+        """Forget worker ``slot``: the episode it was running (``None``: none); the episodes
+        queued behind it never started and go back to the queue."""
         self.ready.discard(slot)
         self.started_at.pop(slot, None)
+        self.running_since.pop(slot, None)
         queue = self.inflight.pop(slot, None) or deque()
-        task = (
-            queue.popleft() if queue else None
-        )  # the episode it was running; the rest never started
+        task = queue.popleft() if queue else None
         self.pending.extendleft(reversed(queue))
+        return task
+
+    def _on_lost(self, slot: int, reason: str) -> None:
+        task = self._drop(slot)
         label = self.labels.get(slot, f"w{slot}")
         if slot in self.inherited:  # a pool worker that died between runs: replaced, not a retry
             self.inherited.discard(slot)
@@ -306,26 +318,73 @@ class _Driver:
             self.backend.spawn(slot, label)
             self.backend.assign(slot, label)
             return
-        if task is not None and self.failure is not None and task[0] > self.failure[0]:
-            task = None  # the run ends before this episode (an earlier one raised): not needed
-        if task is not None:
-            index, seed, _ = task
-            reasons = self.attempts.setdefault(index, [])
-            reasons.append(reason)
-            if len(reasons) > self.cfg.max_retries:
-                raise WorkerLost(
-                    f"episode {index} (seed {seed}) was lost {len(reasons)} times, more than max_retries="
-                    f"{self.cfg.max_retries}: " + "; ".join(reasons),
-                    index=index,
-                    reasons=tuple(reasons),
-                )
-            self.retries.append(EpisodeRetry(index, seed, label, reason))
-            self.pending.appendleft(task)
+        if task is not None and self.journal is not None:
+            kept = self.journal.recorded(task)  # it finished and journaled it, then died
+            if kept is not None and task[0] not in self.results:
+                self._keep(label, Outcome(kept, (), None, journaled=True))
+                task = None
+        self._retry(task, label, reason)
+        self._replace(slot, reason)
+
+    def _retry(self, task: Task | None, label: str, reason: str) -> None:
+        """Queue ``task`` again (first), noted as a retry; ``WorkerLost`` past ``max_retries``."""
+        if task is None or (self.failure is not None and task[0] > self.failure[0]):
+            return  # none, or the run ends before this episode (an earlier one raised)
+        index, seed, _ = task
+        reasons = self.attempts.setdefault(index, [])
+        reasons.append(reason)
+        if len(reasons) > self.cfg.max_retries:
+            raise WorkerLost(
+                f"episode {index} (seed {seed}) was lost {len(reasons)} times, more than max_retries="
+                f"{self.cfg.max_retries}: " + "; ".join(reasons),
+                index=index,
+                reasons=tuple(reasons),
+            )
+        self.retries.append(EpisodeRetry(index, seed, label, reason))
+        self.pending.appendleft(task)
+
+    def _replace(self, slot: int, reason: str) -> None:
+        """A fresh worker in ``slot`` while work is left (``WorkerLost`` when none can be had)."""
         if self._work_left() and self.spawns_left > 0:
             self.spawns_left -= 1
             self._spawn(slot)
         elif self._work_left() and not self.ready and self._alive() == 0:
             raise WorkerLost(f"every worker was lost and no replacement is left ({reason})")
+
+    def _check_deadlines(self) -> None:
+        """Stop the worker of an episode past ``episode_timeout_seconds``; retry or record it."""
+        timeout = self.timeout
+        if timeout is None or not self.running_since:
+            return
+        now = time.monotonic()
+        for slot, since in list(self.running_since.items()):
+            queue = self.inflight.get(slot)
+            if now - since <= timeout or not queue:
+                continue
+            late = queue[0]
+            for event in self.backend.stop(slot):  # what it finished before it was stopped
+                self._handle(event)
+            task = self._drop(slot)
+            label = self.labels.get(slot, f"w{slot}")
+            st = self.stats.get(label)
+            where = f"worker {label}" + (f" (pid {st.pid})" if st is not None and st.pid else "")
+            index, seed, trial = late
+            reason = (
+                f"episode {index} (seed {seed}) ran past episode_timeout_seconds={timeout:g} on "
+                f"{where}: stopped"
+            )
+            if task != late:  # it finished in time after all; the one after it was cut short
+                if task is not None:
+                    self.pending.appendleft(task)
+            elif self.cfg.on_episode_timeout == "record":
+                if self.failure is None or index < self.failure[0]:
+                    result = EpisodeResult(
+                        index, seed, 0, 0.0, False, True, False, now - since, None, None, trial
+                    )
+                    self._keep(label, Outcome(result, ()), timed_out=True)
+            else:
+                self._retry(task, label, reason)
+            self._replace(slot, reason)
 
     def _handle(self, event: tuple[Any, ...]) -> None:
         kind, slot = event[0], event[1]
@@ -401,6 +460,7 @@ class _Driver:
                         self._handle(event)
                     self.tainted = True
                     self._dispatch()
+                    self._check_deadlines()
                     self.tainted = False
                     self._check_startup()
                     self.progress.update(alive=self._alive())
@@ -455,6 +515,11 @@ class _Driver:
             for i, _, _ in self.plan
             if i in self.results and (limit is None or i < limit)
         )
+        if error is None and len(episodes) != len(self.plan):  # never: every index exactly once
+            missing = [i for i, _, _ in self.plan if i not in self.results]
+            error = RuntimeError(
+                f"a distributed run ended without episodes {missing[:10]}: an rlmesh bug, please report it"
+            )
         workers = tuple(st.freeze() for st in self.stats.values())
         result = RunResult(
             episodes,
@@ -462,6 +527,7 @@ class _Driver:
             (),
             workers=workers,
             retries=tuple(self.retries),
+            timed_out=tuple(e.index for e in episodes if e.index in self.timed_out),
         )
         if self.journal is not None:
             try:
@@ -485,105 +551,3 @@ class _Driver:
         if error is not None:
             raise error
         return result
-
-
-def run_distributed(
-    open_session: Callable[..., Any],
-    model: Any,
-    env: Any,
-    workers: Workers | WorkerPool,
-    options: RunOptions,
-) -> RunResult:
-    """``rlmesh.run(..., workers=...)`` (see the module docstring)."""
-    opts = options
-    count, seed_list = episode_budget(opts.seeds, opts.max_episodes, opts.episodes)
-    validate_caps(opts.max_episode_steps, opts.max_episode_seconds, opts.trial_index_base)
-    if opts.session.view is not None and opts.session.view is not False:
-        raise ValueError(
-            "view= watches one env, but workers= runs the episodes in other processes; drop view= "
-            "(the live progress line shows the run) or run with workers=None"
-        )
-    hooks = opts.hooks
-    if hooks is not None:
-        if not isinstance(hooks, RunHooks) and not callable(getattr(hooks, "on_run_end", None)):
-            raise TypeError(f"hooks must be a rlmesh.RunHooks, got {type(hooks).__name__}")
-        if driver_side_for(hooks) is None:
-            _refuse_step_hooks(hooks)
-    pool: WorkerPool | None = None
-    if isinstance(workers, WorkerPool):
-        pool, workers = workers, workers.workers
-        if pool.closed:
-            raise ValueError(
-                f"workers={pool!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()"
-            )
-    envs, limit = env_recipes(env, pool.n if pool is not None else workers.n)
-    mrecipe = model_recipe(model)
-    side = driver_side_for(hooks) if hooks is not None else None
-    job = Job(
-        envs=tuple(envs),
-        model=mrecipe,
-        open_session=open_session,
-        session=dataclasses.replace(opts.session, view=None),
-        caps={
-            "max_episode_steps": opts.max_episode_steps,
-            "max_episode_seconds": opts.max_episode_seconds,
-        },
-        hooks_plan=side.plan if side is not None else None,
-    )
-    base = opts.trial_index_base
-    plan = [(i, seed_list[i] if i < len(seed_list) else None, base + i) for i in range(count)]
-    journal_obj: Journal | None = None
-    done: dict[int, EpisodeResult] = {}
-    journal_path: str | None = None
-    if opts.journal is not None:
-        identity = {
-            "episodes": count,
-            "seeds": seed_list,
-            "trial_index_base": base,
-            "max_episode_steps": opts.max_episode_steps,
-            "max_episode_seconds": opts.max_episode_seconds,
-            "model": mrecipe.label if mrecipe.kind == "random" else describe_target(model),
-            "env": _env_identity(envs, env),
-        }
-        journal_obj = Journal.open_for_run(opts.journal, identity)
-        journal_path = journal_obj.path
-        if any(seed is None for _, seed, _ in plan):
-            warnings.warn(
-                "journal= with unseeded episodes: a resumed run cannot reproduce them; pass seeds=",
-                UserWarning,
-                stacklevel=3,
-            )
-        done = {i: r for i, r in journal_obj.done().items() if i < count}
-    left = count - len(done)
-    if pool is not None:
-        n = pool.n
-    else:
-        asked = workers.n if workers.n is not None or limit is None else limit
-        n = default_workers(dataclasses.replace(workers, n=asked))
-    n = max(1, min(n, left)) if left else 1
-    driver = _Driver(  # run(progress=...) decides over Workers(progress=...), which is the default
-        cfg=workers
-        if opts.progress is None
-        else dataclasses.replace(workers, progress=opts.progress),
-        plan=plan,
-        done=done,
-        n=n,
-        job=job,
-        hooks=hooks,
-        journal=journal_obj,
-        journal_path=journal_path,
-        pool=pool,
-    )
-    return driver.run()
-
-
-def _env_identity(envs: list[SlotEnv], env: Any) -> str:
-    """The journal's description of the run's env (stable across runs of the same call)."""
-    by_name = any(
-        not isinstance(e, str)
-        and (isinstance(e.source, str) or type(e.source).__name__ == "EnvSpec")
-        for e in envs
-    )
-    if by_name or isinstance(env, (str, list, tuple)):
-        return ",".join(slot_label(e) for e in envs)
-    return describe_target(env)

@@ -128,6 +128,12 @@ class WorkerHost:
         self.core: WorkerCore | None = None
         self.broken = False
 
+    @property
+    def episode_timeout_seconds(self) -> float | None:
+        """The current run's per-episode deadline (``None``: none, or no run)."""
+        core = self.core
+        return None if core is None else core.job.episode_timeout_seconds
+
     def setup(
         self, job_bytes: bytes, slot: int, label: str, open_journal: Callable[[], Any] | None
     ) -> tuple[Any, ...]:

@@ -267,6 +267,8 @@ class Job:
     #: ``Session.run`` caps: ``max_episode_steps``, ``max_episode_seconds``.
     caps: dict[str, Any]
     hooks_plan: Any = None  # a worker-hooks plan (see .hooks), or None
+    #: The run's per-episode deadline: a worker whose driver is gone gives up on its episode then.
+    episode_timeout_seconds: float | None = None
 
     def env_for(self, slot: int) -> SlotEnv:
         return self.envs[slot % len(self.envs)]

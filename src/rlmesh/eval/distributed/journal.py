@@ -19,6 +19,12 @@ them, so it never starts an episode a worker of the killed run is still finishin
 
 The ``run`` table holds the run's identity (seeds, caps, model and env descriptions): a
 journal is resumed only by the same run; another run is refused with the difference named.
+
+No row is trusted blindly: on resume every row must decode into an ``EpisodeResult`` (types
+checked field by field) whose index, seed and trial index are the ones the run's plan gives
+that episode (and the row's own ``idx``/``seed`` columns agree). A row that does not is
+refused with :class:`~rlmesh.errors.CorruptJournal`, naming the journal, the row and what
+is wrong, before anything runs; so the resumed run's episodes are exactly ``0..n-1``.
 """
 
 from __future__ import annotations
@@ -28,10 +34,14 @@ import os
 import sqlite3
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+import msgspec
+
+from ...errors import CorruptJournal
 from .._results import EpisodeResult
 
 __all__ = ["Journal", "JournalSpec", "RunLock"]
@@ -45,6 +55,7 @@ CREATE TABLE IF NOT EXISTS episodes (
     worker TEXT NOT NULL,
     finished REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS timeouts (idx INTEGER PRIMARY KEY);
 """
 
 #: How long a resumed run waits for the workers of a killed run to finish their episodes.
@@ -62,8 +73,15 @@ def _encode(result: EpisodeResult) -> str:
     return json.dumps(asdict(result), allow_nan=True)
 
 
-def _decode(text: str) -> EpisodeResult:
-    return EpisodeResult(**json.loads(text))
+def _decode(text: Any) -> EpisodeResult:
+    """A row's result, every field type-checked (``msgspec``: the error names the field).
+
+    Raises:
+        ValueError / TypeError: it does not decode into an ``EpisodeResult``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"expected JSON text, got {type(text).__name__}")
+    return msgspec.convert(json.loads(text), EpisodeResult)  # json: NaN rewards round-trip
 
 
 @dataclass(frozen=True)
@@ -177,18 +195,107 @@ class Journal:
             raise
         return self
 
-    def record(self, result: EpisodeResult, worker: str) -> None:
-        """Append one finished episode (committed and fsync'd when this returns)."""
-        self.db.execute(
-            "INSERT OR IGNORE INTO episodes VALUES (?, ?, ?, ?, ?)",
-            (result.index, result.seed, _encode(result), worker, time.time()),
-        )
+    def record(self, result: EpisodeResult, worker: str, *, timed_out: bool = False) -> None:
+        """Append one finished episode (committed and fsync'd when this returns); ``timed_out``:
+        one stopped at its deadline and kept as timed out (so a resumed run says so too)."""
+        row = (result.index, result.seed, _encode(result), worker, time.time())
+        if not timed_out:
+            self.db.execute("INSERT OR IGNORE INTO episodes VALUES (?, ?, ?, ?, ?)", row)
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute("INSERT OR IGNORE INTO episodes VALUES (?, ?, ?, ?, ?)", row)
+            self.db.execute("INSERT OR IGNORE INTO timeouts VALUES (?)", (result.index,))
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
 
-    def done(self) -> dict[int, EpisodeResult]:
-        """The episodes already recorded, by index."""
-        return {
-            int(i): _decode(text) for i, text in self.db.execute("SELECT idx, result FROM episodes")
-        }
+    def recorded(self, task: tuple[int, int | None, int]) -> EpisodeResult | None:
+        """Episode ``task`` as a worker recorded it (checked as :meth:`done` checks a row), or
+        ``None``: a worker lost right after it finished an episode may have journaled it."""
+        index, seed, trial = task
+        row = self.db.execute(
+            "SELECT rowid, idx, seed, result FROM episodes WHERE idx = ?", (index,)
+        ).fetchone()
+        if row is None:
+            return None
+        rowid, idx, seed_column, text = row
+        return self._checked(rowid, idx, seed_column, text, {index: (seed, trial)})
+
+    def timed_out(self) -> frozenset[int]:
+        """The episodes recorded as timed out."""
+        return frozenset(int(i) for (i,) in self.db.execute("SELECT idx FROM timeouts"))
+
+    def done(self, plan: Iterable[tuple[int, int | None, int]]) -> dict[int, EpisodeResult]:
+        """The episodes already recorded, by index, each checked against the run's ``plan``
+        (``(index, seed, trial)`` per episode).
+
+        Raises:
+            CorruptJournal: a row does not decode, or names an episode, a seed or a trial
+                index the plan does not give it (the journal and the row are named).
+        """
+        planned = {index: (seed, trial) for index, seed, trial in plan}
+        try:
+            rows = self.db.execute(
+                "SELECT rowid, idx, seed, result FROM episodes ORDER BY rowid"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise CorruptJournal(
+                f"journal {self.path} cannot be read ({exc}); move it aside and run again "
+                "(every episode runs again)",
+                path=self.path,
+            ) from exc
+        out: dict[int, EpisodeResult] = {}
+        for rowid, idx, seed, text in rows:
+            out[idx] = self._checked(rowid, idx, seed, text, planned)
+        return out
+
+    def _checked(
+        self, rowid: int, idx: Any, seed: Any, text: Any, planned: dict[int, tuple[Any, int]]
+    ) -> EpisodeResult:
+        """One row's result, or :class:`CorruptJournal` saying what is wrong with it."""
+        try:
+            result = _decode(text)
+        except (TypeError, ValueError) as exc:  # msgspec.ValidationError is a ValueError
+            self._refuse(rowid, idx, f"its result does not decode ({exc})", exc)
+        if isinstance(idx, bool) or not isinstance(idx, int) or idx not in planned:
+            self._refuse(
+                rowid, idx, f"the run has no episode {idx!r} (it has 0..{len(planned) - 1})"
+            )
+        want_seed, want_trial = planned[idx]
+        if result.index != idx:
+            self._refuse(rowid, idx, f"its result is episode {result.index}'s")
+        if seed != result.seed:
+            self._refuse(
+                rowid, idx, f"its seed column says {seed!r} but its result says {result.seed!r}"
+            )
+        if result.seed != want_seed:
+            self._refuse(
+                rowid,
+                idx,
+                f"it ran seed {result.seed!r}, but this run's episode {idx} has seed {want_seed!r}",
+            )
+        if result.trial != want_trial:
+            self._refuse(
+                rowid,
+                idx,
+                f"it has trial index {result.trial!r}, but this run's episode {idx} has {want_trial}",
+            )
+        return result
+
+    def _refuse(
+        self, rowid: int, idx: Any, what: str, cause: BaseException | None = None
+    ) -> NoReturn:
+        raise CorruptJournal(
+            f"journal {self.path}, the row of episode {idx!r}: {what}. The journal was edited, "
+            "damaged or written by something else: move it aside and run again (every episode runs "
+            f"again), or delete that row (sqlite3 {self.path} 'DELETE FROM episodes WHERE "
+            f"idx={idx!r}') to run only that episode again",
+            path=self.path,
+            row=rowid,
+            index=idx,
+        ) from cause
 
     def close(self) -> None:
         try:

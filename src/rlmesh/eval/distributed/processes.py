@@ -19,18 +19,30 @@ closes them again and waits for the next job (a pool's worker lives across runs)
 
 Worker life: it ignores SIGINT (Ctrl-C in a terminal reaches the whole process group;
 the driver decides), turns SIGTERM into ``SystemExit`` so its env and model are closed,
-and exits when the driver's end of its pipe closes: after ``kill -9`` of the driver it
-finishes (and journals) the episode it is running, then exits.
+and exits when the driver's end of its pipe closes. A thread watches that end
+(:func:`watch_driver`): after ``kill -9`` of the driver the worker may finish (and
+journal) the episode it is running, but only until that episode's deadline
+(``episode_timeout_seconds``) or :data:`ORPHAN_GRACE_SECONDS`, whichever comes first;
+then the process ends, however stuck its env is, and with it its hold on the journal's
+lock, so a re-run of the run never waits longer than that.
+
+The driver stops a worker whose episode is past its deadline with :meth:`ProcessBackend.stop`:
+SIGTERM (a worker in Python code closes its env and exits), SIGKILL if it is still there
+after :data:`STOP_SECONDS` (a step stuck in native code), then the pipe is read to its end,
+so an episode the worker finished before it was stopped is kept.
 """
 
 from __future__ import annotations
 
 import multiprocessing.connection
+import os
+import select
 import signal
 import socket
+import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..._spawn.process import Spawner, WorkerProcess, describe_exit, stop_processes
@@ -38,10 +50,20 @@ from .backend import Event, Task
 from .host import WorkerHost, worker_info
 from .journal import JournalSpec
 
-__all__ = ["ProcessBackend", "process_main"]
+__all__ = ["ProcessBackend", "Watch", "process_main", "watch_driver"]
 
 #: Seconds a finishing worker gets to close its env and exit before SIGTERM, then SIGKILL.
 STOP_GRACE_SECONDS = 5.0
+#: Seconds a worker stopped by SIGTERM (its episode past its deadline, or no longer needed)
+#: gets before SIGKILL: a step stuck in native code never sees SIGTERM.
+STOP_SECONDS = 2.0
+#: Seconds a worker whose driver is gone may take to finish the episode it runs (and close
+#: its env) before it exits anyway; the episode's own deadline ends it sooner when set.
+ORPHAN_GRACE_SECONDS = 30.0
+#: The exit status of a worker that gave up its episode because its driver was gone.
+EXIT_ORPHANED = 3
+#: ``poll`` events saying the driver's end of the pipe is closed.
+_HANGUP = select.POLLHUP | select.POLLERR | select.POLLNVAL | getattr(select, "POLLRDHUP", 0)
 #: Poll period while waiting for workers to release their run.
 POLL = 0.2
 #: The worker body, started by name in each worker process.
@@ -60,6 +82,41 @@ def _send(conn: Any, message: Any) -> bool:
     return True
 
 
+@dataclass
+class Watch:
+    """What the driver-watching thread knows of the worker's main thread."""
+
+    #: ``time.monotonic()`` when the running episode started (``None``: none is running).
+    started: float | None = None
+    #: The run's ``episode_timeout_seconds``.
+    timeout: float | None = None
+    #: Set once the main thread is done (its env and model closed).
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+def watch_driver(
+    fd: int,
+    watch: Watch,
+    *,
+    grace: float = ORPHAN_GRACE_SECONDS,
+    end: Callable[[int], Any] = os._exit,
+) -> None:
+    """Wait until the driver's end of the pipe ``fd`` closes (a thread; no CPU while waiting),
+    then give the main thread until the running episode's deadline, at most ``grace``
+    seconds, to finish and exit; past that, ``end(EXIT_ORPHANED)`` ends the process, even with
+    a step stuck in native code (the kernel then releases the journal's lock)."""
+    poller = select.poll()
+    poller.register(fd, _HANGUP)
+    while not any(mask & _HANGUP for _, mask in poller.poll()):
+        pass
+    deadline = time.monotonic() + grace
+    started, timeout = watch.started, watch.timeout
+    if started is not None and timeout is not None:
+        deadline = min(deadline, started + timeout)
+    if not watch.done.wait(max(0.0, deadline - time.monotonic())):
+        end(EXIT_ORPHANED)
+
+
 def process_main(fds: list[int], slot: int, label: str) -> None:
     """A worker process: say hello, then serve messages until told to stop.
 
@@ -72,6 +129,10 @@ def process_main(fds: list[int], slot: int, label: str) -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
     conn = multiprocessing.connection.Connection(fds[0])
     host = WorkerHost()
+    watch = Watch()
+    threading.Thread(
+        target=watch_driver, args=(conn.fileno(), watch), name="rlmesh-driver-watch", daemon=True
+    ).start()
     try:
         if not _send(conn, ("hello", worker_info())):
             return
@@ -87,10 +148,13 @@ def process_main(fds: list[int], slot: int, label: str) -> None:
                 reply = host.setup(
                     job_bytes, slot, label, journal.open if journal is not None else None
                 )
+                watch.timeout = host.episode_timeout_seconds
             elif message[0] == "release":
                 reply = host.release()
             else:
+                watch.started = time.monotonic()
                 reply = host.run(*message)
+                watch.started = None
             if not _send(conn, reply):
                 return
     finally:
@@ -99,6 +163,7 @@ def process_main(fds: list[int], slot: int, label: str) -> None:
             conn.close()
         except Exception:
             pass
+        watch.done.set()
 
 
 @dataclass
@@ -108,6 +173,7 @@ class _Proc:
     label: str
     dead: bool = False
     info: dict[str, Any] | None = None  # its hello: host, pid
+    stopped_at: float = 0.0  # when kill() sent SIGTERM
 
 
 class ProcessBackend:
@@ -196,19 +262,9 @@ class ProcessBackend:
         events: list[Event] = []
         for handle in ready:
             slot, what = handles[handle]
-            if what == "exit":
+            if what == "exit" or not self._read(slot, live[slot], events):
                 exited.add(slot)
-                continue
-            p = live[slot]
-            try:
-                while p.conn.poll(0):
-                    kind, *rest = p.conn.recv()
-                    if kind == "hello":
-                        p.info = rest[0]
-                        continue
-                    events.append((kind, slot, *rest))
-            except (EOFError, OSError):
-                exited.add(slot)
+        self._reap()
         for slot in sorted(exited):
             p = live[slot]
             p.process.join(1.0)
@@ -220,6 +276,20 @@ class ProcessBackend:
             how = describe_exit(p.process.exitcode)
             events.append(("lost", slot, f"worker {p.label} (pid {p.process.pid}) {how}"))
         return events
+
+    @staticmethod
+    def _read(slot: int, p: _Proc, events: list[Event]) -> bool:
+        """Append what ``p`` sent and is waiting in its pipe; ``False`` once the pipe ended."""
+        try:
+            while p.conn.poll(0):
+                kind, *rest = p.conn.recv()
+                if kind == "hello":
+                    p.info = rest[0]
+                    continue
+                events.append((kind, slot, *rest))
+        except (EOFError, OSError):
+            return False
+        return True
 
     def wait_started(self, slots: list[int], timeout: float) -> None:
         """Block until every worker in ``slots`` said hello.
@@ -262,14 +332,43 @@ class ProcessBackend:
         if p is None or p.dead:
             return
         p.dead = True
-        p.process.terminate()  # SIGTERM: it closes what it built and exits; close() reaps it
+        p.process.terminate()  # SIGTERM: it closes what it built and exits (SIGKILL in _reap)
+        p.stopped_at = time.monotonic()
         try:
             p.conn.close()
         except Exception:
             pass
         self._dying.append(p)
 
+    def stop(self, slot: int) -> list[Event]:
+        """Stop ``slot``'s worker now (SIGTERM; SIGKILL after :data:`STOP_SECONDS` if it is stuck)
+        and return what it had sent before it stopped: the episodes it finished are kept."""
+        p = self.procs.get(slot)
+        if p is None or p.dead:
+            return []
+        p.dead = True
+        p.process.terminate()
+        p.process.join(STOP_SECONDS)
+        if p.process.is_alive():
+            p.process.kill()
+            p.process.join(STOP_SECONDS)
+        events: list[Event] = []
+        self._read(slot, p, events)
+        try:
+            p.conn.close()
+        except Exception:
+            pass
+        if p.process.is_alive():  # pragma: no cover - SIGKILL not delivered yet
+            p.stopped_at = time.monotonic()
+            self._dying.append(p)
+        return events
+
     def _reap(self) -> None:
+        """Forget the stopped workers that ended; SIGKILL those SIGTERM did not end in time."""
+        now = time.monotonic()
+        for p in self._dying:
+            if now - p.stopped_at > STOP_SECONDS and p.process.is_alive():
+                p.process.kill()
         self._dying = [p for p in self._dying if p.process.is_alive()]
 
     def close(self, *, force: bool) -> None:

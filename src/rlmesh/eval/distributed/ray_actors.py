@@ -278,6 +278,20 @@ class RayBackend:
     def kill(self, slot: int) -> None:
         self._mark_dead(slot)
 
+    def stop(self, slot: int) -> list[Event]:
+        """Kill ``slot``'s actor now, then read what it returned before it died (its finished
+        episodes), as for an actor lost on its own."""
+        actor = self.actors.get(slot)
+        if actor is None or slot in self.dead:
+            return []
+        try:
+            self.ray.kill(actor, no_restart=True)
+        except Exception:
+            pass
+        events = self._salvage(slot)
+        self._mark_dead(slot)
+        return events
+
     def close(self, *, force: bool) -> None:
         ray = self.ray
         live = [slot for slot in self.actors if slot not in self.dead]

@@ -11,6 +11,7 @@ worker ran what (``WorkerTiming``) and which episodes had to be run again
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -27,6 +28,8 @@ from .ray_actors import RayBackend
 
 __all__ = [
     "BACKENDS",
+    "ON_EPISODE_TIMEOUT",
+    "check_episode_timeout",
     "STARTUP_TIMEOUT_SECONDS",
     "WorkerPool",
     "Workers",
@@ -39,6 +42,23 @@ __all__ = [
 BACKENDS = ("processes", "ray")
 #: How long a worker may take to build its env and model (or to start) before the run gives up on it.
 STARTUP_TIMEOUT_SECONDS = 600.0
+#: ``Workers(on_episode_timeout=...)`` values.
+ON_EPISODE_TIMEOUT = ("retry", "record")
+
+
+def check_episode_timeout(value: Any, where: str) -> float | None:
+    """``None``, or a positive finite number of seconds as a float.
+
+    Raises:
+        TypeError / ValueError: anything else (``where`` names the keyword).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{where} must be a number of seconds or None, got {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{where} must be a positive number of seconds, got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -58,13 +78,22 @@ class Workers:
             ``{"CPU": 1, "GPU": 0.25}`` (other keys are custom resources). ``None``
             asks for an equal share of the cluster's CPUs, at most one each.
         max_retries: How many times an episode is re-run after the worker running it
-            died (killed, out of memory, node lost). An episode whose *env raises* is
-            not retried: it ends the run as it would in one process.
+            died (killed, out of memory, node lost) or was stopped at its deadline. An
+            episode whose *env raises* is not retried: it ends the run as it would in one
+            process.
         progress: Show one live progress line on stderr (``None``: when stderr is a terminal).
+        episode_timeout_seconds: A wall-clock deadline per episode, enforced by the driver:
+            the worker of an episode still running after this many seconds is stopped
+            (``None``: no deadline). ``rlmesh.run(episode_timeout_seconds=...)`` sets it too.
+        on_episode_timeout: What becomes of an episode stopped at its deadline:
+            ``"retry"`` (run again on a fresh worker, counted in ``max_retries`` and
+            ``RunResult.retries``) or ``"record"`` (kept as a truncated, unsuccessful
+            episode, listed in ``RunResult.timed_out``; not run again).
 
     Raises:
-        ValueError: ``n < 1``, an unknown backend, ``max_retries < 0``, or Ray-only
-            options with ``backend="processes"``.
+        ValueError: ``n < 1``, an unknown backend, ``max_retries < 0``, Ray-only options
+            with ``backend="processes"``, a deadline that is not a positive number of
+            seconds, or an ``on_episode_timeout`` other than ``"retry"``/``"record"``.
     """
 
     n: int | None = None
@@ -73,6 +102,8 @@ class Workers:
     resources: Mapping[str, float] | None = None
     max_retries: int = 2
     progress: bool | None = None
+    episode_timeout_seconds: float | None = None
+    on_episode_timeout: str = "retry"
 
     def __post_init__(self) -> None:
         n = self.n
@@ -111,6 +142,12 @@ class Workers:
                     raise ValueError(
                         f"Workers(resources=...): {key!r}: {value!r} must map a resource name to a number >= 0"
                     )
+        check_episode_timeout(self.episode_timeout_seconds, "Workers(episode_timeout_seconds=...)")
+        if self.on_episode_timeout not in ON_EPISODE_TIMEOUT:
+            raise ValueError(
+                f"Workers(on_episode_timeout={self.on_episode_timeout!r}): expected 'retry' (run the "
+                "episode again on a fresh worker) or 'record' (keep it as timed out)"
+            )
         if self.backend == "processes" and (self.address is not None or self.resources is not None):
             raise ValueError(
                 "Workers(backend='processes') runs local processes: address= and resources= are Ray options "

@@ -1,0 +1,183 @@
+"""The distributed driver and a processes worker under faults, without starting a worker.
+
+- A worker whose driver is gone ends within a bounded time: :func:`watch_driver` (the
+  thread every processes worker runs) gives the main thread until the running episode's
+  deadline, at most ``grace`` seconds, then ends the process.
+- An episode past ``episode_timeout_seconds``: the driver stops its worker (what the worker
+  reported before it stopped is kept) and retries the episode or records it as timed out.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from rlmesh.eval._results import EpisodeResult
+from rlmesh.eval.distributed.driver import _Driver
+from rlmesh.eval.distributed.job import Outcome
+from rlmesh.eval.distributed.processes import EXIT_ORPHANED, Watch, watch_driver
+from rlmesh.eval.distributed.workers import Workers
+
+
+def result(index: int) -> EpisodeResult:
+    return EpisodeResult(index, 100 + index, 5, 5.0, True, False, None, 0.01, 0.1, 0.1, index)
+
+
+# -- a worker whose driver is gone ---------------------------------------------------------------
+
+
+def watched(watch: Watch, grace: float) -> tuple[socket.socket, threading.Thread, list[int]]:
+    driver_end, worker_end = socket.socketpair()
+    ended: list[int] = []
+    thread = threading.Thread(
+        target=watch_driver,
+        args=(worker_end.fileno(), watch),
+        kwargs={"grace": grace, "end": ended.append},
+    )
+    thread.start()
+    thread.worker_end = worker_end  # type: ignore[attr-defined]  # kept open until the test ends
+    return driver_end, thread, ended
+
+
+def test_a_worker_stuck_in_an_episode_ends_at_its_deadline_once_the_driver_is_gone() -> None:
+    watch = Watch(started=time.monotonic(), timeout=0.2)  # an episode running, due now
+    driver_end, thread, ended = watched(watch, grace=3600.0)
+    driver_end.close()  # the driver was killed
+    thread.join(30)
+    assert not thread.is_alive() and ended == [EXIT_ORPHANED]
+
+
+def test_without_a_deadline_the_orphan_gets_the_grace_then_ends() -> None:
+    watch = Watch(started=time.monotonic(), timeout=None)
+    driver_end, thread, ended = watched(watch, grace=0.2)
+    driver_end.close()
+    thread.join(30)
+    assert not thread.is_alive() and ended == [EXIT_ORPHANED]
+
+
+def test_a_worker_that_finishes_in_time_is_left_to_exit_by_itself() -> None:
+    watch = Watch(started=time.monotonic(), timeout=3600.0)
+    driver_end, thread, ended = watched(watch, grace=3600.0)
+    driver_end.close()
+    watch.done.set()  # the main thread finished its episode and exited
+    thread.join(30)
+    assert not thread.is_alive() and ended == []
+
+
+def test_the_watch_waits_while_the_driver_lives(tmp_path: Path) -> None:
+    watch = Watch()
+    driver_end, thread, ended = watched(watch, grace=0.0)
+    driver_end.sendall(b"an episode")  # traffic is not a hang-up
+    thread.join(0.3)
+    assert thread.is_alive() and ended == []
+    driver_end.close()
+    thread.join(30)
+    assert ended == [EXIT_ORPHANED]
+
+
+# -- the driver ---------------------------------------------------------------------------------
+
+
+class ScriptedBackend:
+    """A backend whose ``stop`` returns canned events (what the worker reported before it stopped)."""
+
+    def __init__(self) -> None:
+        self.submitted: dict[int, list[int]] = {}
+        self.stopped: list[int] = []
+        self.spawned: list[int] = []
+        self.on_stop: list[tuple[Any, ...]] = []
+
+    def submit(self, slot: int, task: tuple[int, int | None, int]) -> bool:
+        self.submitted.setdefault(slot, []).append(task[0])
+        return True
+
+    def alive(self, slots: Any = None) -> int:
+        return len(self.submitted)
+
+    def has_worker(self, slot: int) -> bool:
+        return False
+
+    def spawn(self, slot: int, label: str) -> None:
+        self.spawned.append(slot)
+
+    def assign(self, slot: int, label: str) -> bool:
+        return True
+
+    def kill(self, slot: int) -> None:
+        pass
+
+    def stop(self, slot: int) -> list[tuple[Any, ...]]:
+        self.stopped.append(slot)
+        events, self.on_stop = self.on_stop, []
+        return events
+
+
+def driver(episodes: int, workers: int, **cfg: Any) -> tuple[_Driver, ScriptedBackend]:
+    plan = [(i, 100 + i, i) for i in range(episodes)]
+    d = _Driver(
+        cfg=Workers(n=workers, backend="processes", progress=False, **cfg),
+        plan=plan,
+        done={},
+        n=workers,
+        job=None,  # type: ignore[arg-type]
+        hooks=None,
+        journal=None,
+        journal_path=None,
+    )
+    backend = ScriptedBackend()
+    d.backend = backend
+    for slot in range(workers):
+        d.labels[slot] = f"w{slot}"
+        d._on_ready(slot, {"host": "h", "pid": 40 + slot})
+    return d, backend
+
+
+def test_an_episode_past_its_deadline_is_stopped_and_retried() -> None:
+    d, backend = driver(6, 2, episode_timeout_seconds=5.0)
+    d._dispatch()
+    assert backend.submitted == {0: [0, 2], 1: [1, 3]}
+    d.running_since[0] -= 10.0  # episode 0 has run for 10 s
+    d._check_deadlines()
+    assert backend.stopped == [0] and backend.spawned == [0]
+    assert [(r.index, r.worker) for r in d.retries] == [(0, "w0")]
+    assert (
+        "episode 0 (seed 100) ran past episode_timeout_seconds=5 on worker w0 (pid 40): stopped"
+        in (d.retries[0].reason)
+    )
+    assert [t[0] for t in d.pending][:2] == [0, 2]  # the retry first, then what was queued
+    assert 1 in d.running_since and 0 not in d.running_since  # worker 1 runs on, untouched
+
+
+def test_an_episode_past_its_deadline_can_be_recorded_as_timed_out() -> None:
+    d, backend = driver(4, 1, episode_timeout_seconds=5.0, on_episode_timeout="record")
+    d._dispatch()
+    d.running_since[0] -= 10.0
+    d._check_deadlines()
+    assert d.retries == [] and d.timed_out == {0}
+    kept = d.results[0]
+    assert (kept.index, kept.seed, kept.steps, kept.truncated, kept.success) == (
+        0,
+        100,
+        0,
+        True,
+        False,
+    )
+    assert kept.duration_s >= 10.0
+    assert [t[0] for t in d.pending][:1] == [1]
+
+
+def test_what_a_stopped_worker_finished_before_it_stopped_is_kept() -> None:
+    # the deadline passed just as the worker finished: its report comes back from stop()
+    d, backend = driver(4, 1, episode_timeout_seconds=5.0)
+    d._dispatch()
+    d.running_since[0] -= 10.0
+    backend.on_stop = [("done", 0, Outcome(result(0), ()))]
+    d._check_deadlines()
+    assert d.results[0] == result(0)
+    assert d.retries == []  # episode 1, cut short by the stop, was not its fault
+    assert [t[0] for t in d.pending][:1] == [1]
+    assert d.inflight.get(0, deque()) == deque()
