@@ -111,8 +111,10 @@ def make_slow_close_env(marker: str = "", gate: str = "") -> SlowCloseEnv:
 
 def make_segfaulting_env() -> SessionEnv:
     """``sessions_envs:make_segfaulting_env``: the simulator segfaults while it builds."""
+    import resource
     import signal
 
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file
     os.kill(os.getpid(), signal.SIGSEGV)
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -162,3 +164,16 @@ class StuckEnv(SessionEnv):
 def make_stuck_env(marker: str = "", release: str = "") -> StuckEnv:
     """``sessions_envs:make_stuck_env``."""
     return StuckEnv(marker, release)
+
+
+class DeclaresEnv(SessionEnv):
+    """Observations in a MultiBinary of ``n`` elements (no bound arrays: cheap to build at any n)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.observation_space = gym.spaces.MultiBinary(n)
+
+
+def make_declaring_env(n: int) -> DeclaresEnv:
+    """``sessions_envs:make_declaring_env``."""
+    return DeclaresEnv(n)

@@ -227,7 +227,11 @@ class EnvServer(ServerBase):
 
     @property
     def sessions_in_use(self) -> int:
-        """Sessions being served now (clients past their handshake, or waiting for their env)."""
+        """Sessions being served now (clients past their handshake, or waiting for their env).
+
+        With ``sessions > 1`` a session counts until its worker's process has exited (its
+        env closed): its slot is not free before.
+        """
         if self._supervisor is not None:
             return self._supervisor.in_use
         return int(self._loop is not None and self._loop._active is not None)
