@@ -38,12 +38,11 @@ channel (each drains and closes its env), waits for a grace period, sends SIGTER
 closes what it built and exits), waits again, then SIGKILLs what is left. At interpreter
 exit the owners registered with :func:`guard_at_exit` stop their workers first.
 
-No worker outlives its owner by more than its *orphan grace* (``orphan_grace=`` at start,
-:data:`ORPHAN_GRACE_SECONDS` by default), even when the owner is SIGKILLed and the worker
-is stuck inside an env call: the fork server sees its owner's end of the control socket
-close, gives each worker its grace to finish on its own, then SIGTERMs it and, after
-:data:`ORPHAN_TERM_SECONDS`, SIGKILLs it, and exits once they are gone. A fresh-interpreter
-worker watches its boot socket the same way (the owner holds the other end).
+No worker outlives its owner by more than its *orphan grace* (``orphan_grace=``), even
+when the owner is SIGKILLed and the worker is stuck in an env call: the fork server sees its
+owner's end of the control socket close, gives each worker its grace to end by itself, then
+SIGTERMs it and, :data:`ORPHAN_TERM_SECONDS` later, SIGKILLs it. A fresh-interpreter worker
+watches its boot socket the same way (the owner holds the other end).
 """
 
 from __future__ import annotations
@@ -180,6 +179,8 @@ class WorkerProcess:
     @property
     def sentinel(self) -> int:
         """A file descriptor that turns readable when the worker ends (``-1`` once it did)."""
+        if self._popen is not None and self._pidfd >= 0:  # its children may hold the boot socket
+            return self._pidfd
         return self._boot.fileno()
 
     def poll(self) -> int | None:
@@ -205,9 +206,9 @@ class WorkerProcess:
         if self._ended:
             return True
         try:
-            ready = select.select([self._boot], [], [], timeout)[0]
+            ready = select.select([self.sentinel], [], [], timeout)[0]
         except (OSError, ValueError):
-            ready = [self._boot]
+            ready = [self.sentinel]
         if not ready:
             return False
         if self._popen is not None:  # a fresh interpreter: our child, its status is ours
@@ -596,4 +597,4 @@ def _start_fresh(
     except OSError:
         pass  # it died before reading: its sentinel says so
     boot.setblocking(False)
-    return WorkerProcess(popen.pid, boot, name, popen)
+    return WorkerProcess(popen.pid, boot, name, popen, pidfd=_pidfd(popen.pid))

@@ -294,7 +294,10 @@ def worker_main(fds: list[int], spec_bytes: bytes, slot: int, sessions: int) -> 
             return
         _log_fatal_failures(service)
         _warm_handshake(service)
-        control.send(ctrl, Ready(os.getpid(), service.env_contract.to_dict()))
+        try:
+            control.send(ctrl, Ready(os.getpid(), service.env_contract.to_dict()))
+        except OSError:  # the supervisor is gone while the env was being built
+            return
         client = _wait_for_client(ctrl)
         if client is None:
             return
