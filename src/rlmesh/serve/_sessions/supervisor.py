@@ -232,6 +232,9 @@ class SessionSupervisor(ServeLoop):
         worker = spares[0] if spares else None
         if worker is None and len(self._workers) < self.sessions:
             worker = self._start_worker()
+            if worker is None:
+                self._refuse(peer, first.request_id, "a session worker could not be started")
+                return
         if worker is not None:
             worker.waiting = (peer, first)
             self._replenish()
@@ -333,7 +336,7 @@ class SessionSupervisor(ServeLoop):
             self._launched(worker)
         else:
             self._watch(worker, launch.fileno())
-        return worker
+        return None if worker.state == "gone" else worker
 
     def _watch(self, worker: Worker, fd: int) -> None:
         if worker.watch is not None:
@@ -359,7 +362,6 @@ class SessionSupervisor(ServeLoop):
         try:
             proc = launch.finish()
         except OSError as exc:
-            log.error("could not start a session worker: %s", exc)
             self._forget(worker)
             self._failed_start(worker, f"the session worker could not start: {exc}")
             return
@@ -369,12 +371,13 @@ class SessionSupervisor(ServeLoop):
     def _overdue_launches(self, now: float) -> None:
         for w in [w for w in self._workers if w.launch is not None]:
             if now - w.started_at > START_TIMEOUT_SECONDS:
-                log.error("no session worker started within %.0fs", START_TIMEOUT_SECONDS)
+                self._watch(w, -1)  # before its descriptor is closed
                 w.launch.cancel()
                 w.launch = None
-                self._watch(w, -1)
                 self._forget(w)
-                self._failed_start(w, "the session worker did not start in time")
+                self._failed_start(
+                    w, f"no session worker started within {START_TIMEOUT_SECONDS:.0f}s"
+                )
 
     def _replenish(self) -> None:
         """Keep ``prewarm`` workers ready (or starting, unclaimed), within the limit."""
@@ -442,7 +445,7 @@ class SessionSupervisor(ServeLoop):
             if worker.state != "starting":
                 raise ValueError(f"a Ready while {worker.state}")
             contract = dict(msg.contract)
-            if self.failures > 1:
+            if self.failures:
                 log.warning("a session worker is ready again after %d failed starts", self.failures)
             self.failures = 0
             worker.state = "ready"
