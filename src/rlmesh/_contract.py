@@ -7,7 +7,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ._autoreset import Autoreset
-from .spaces._spec import SpaceSpec, value_nbytes
+from .spaces._spec import MAX_SPACE_ELEMENTS, SpaceSpec, value_nbytes
 from .wire.frames import default_limits
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "UNKNOWN_ENV_ID",
     "EnvContract",
     "check_bound_size",
+    "check_servable",
     "max_bound_bytes",
 ]
 
@@ -58,6 +59,61 @@ def check_bound_size(
             f"{what} declares {total} bytes for one observation plus one action over {lanes} lane(s), "
             f"over the limit of {limit} bytes (raise RLMESH_MAX_FRAME_BYTES on both ends for larger values)"
         )
+
+
+def check_servable(contract: EnvContract, plain: Mapping[str, Any] | None = None) -> None:
+    """Refuse, when a server is built, a contract its own clients would refuse at handshake.
+
+    The checks :meth:`EnvContract.from_dict` makes on a contract read from a peer (elements
+    per space, lanes, bytes), made on the server's own contract (``plain``: its
+    :meth:`~EnvContract.to_dict`, when already computed).
+
+    Raises:
+        ValueError: naming the space, the limit and its name.
+    """
+    if contract.num_envs > MAX_LANES:
+        raise ValueError(
+            f"the env has {contract.num_envs} lanes, over the limit of {MAX_LANES} lanes a client "
+            "accepts (MAX_LANES): serve fewer lanes per endpoint (several endpoints, or sessions)"
+        )
+    d = contract.to_dict() if plain is None else plain
+    for name in ("observation_space", "action_space"):
+        _check_elements(d[name], f"the env's {name}")
+    try:
+        check_bound_size(
+            contract.observation_space, contract.action_space, contract.num_envs, "the env"
+        )
+    except ValueError as exc:
+        raise ValueError(f"{exc}; a client refuses such a contract at handshake") from None
+
+
+def _check_elements(space: Mapping[str, Any], where: str) -> None:
+    """A space's leaves within :data:`MAX_SPACE_ELEMENTS` (a plain ``_to_dict()`` form)."""
+    todo = [(space, where)]
+    while todo:
+        sp, path = todo.pop()
+        kind, details = sp.get("kind"), sp.get("details") or {}
+        if kind in ("box", "multi_binary", "multi_discrete"):
+            numel = 1
+            for dim in sp.get("shape", []):
+                numel *= int(dim)
+            what = f"a {kind} of shape {list(sp.get('shape', []))} ({numel} elements)"
+        elif kind == "text":
+            numel = int(details.get("max_length", 0))
+            what = f"a text of max_length {numel}"
+        else:
+            children = details.get("spaces")
+            if isinstance(children, Mapping):
+                todo += [(child, f"{path}[{key!r}]") for key, child in children.items()]
+            elif isinstance(children, (list, tuple)):
+                todo += [(child, f"{path}[{i}]") for i, child in enumerate(children)]
+            continue
+        if numel > MAX_SPACE_ELEMENTS:
+            raise ValueError(
+                f"{path} is {what}, over the limit of {MAX_SPACE_ELEMENTS} elements per space a "
+                "client accepts (MAX_SPACE_ELEMENTS): split it into smaller spaces (a Dict of "
+                "parts) or send it another way"
+            )
 
 
 class EnvContract:

@@ -34,6 +34,7 @@ import rlmesh.numpy as rnp
 from conftest import child_env, stop_process
 from rlmesh.errors import CODE_NUMBERS, ProtocolException, RequestTimeout
 from rlmesh.serve import ServeOptions, ping
+from rlmesh.serve._loop import MAX_STRANGER_REPLIES
 from rlmesh.transport import Connection, shm
 from rlmesh.transport.address import parse_connect_address
 from rlmesh.wire import handshake, messages as m
@@ -330,7 +331,15 @@ def test_a_hostile_welcome_fails_the_connect_cleanly():
 def test_a_peer_that_pipelines_pings_and_never_reads_cannot_freeze_the_active_session(serve):
     """Defect 2: the loop used to block in send for up to 10 s to a peer that never reads;
     the active client (here with an 8 s request timeout) would have timed out. Now the
-    stranger's replies queue up to a bound, then the stranger is dropped."""
+    stranger's replies queue up to a bound, and a connection without a session is answered
+    at most MAX_STRANGER_REPLIES requests, then dropped.
+
+    The bound is a count: the loop reads at most 64 frames of the active session before it
+    polls again and serves the stranger (at most 64 of its frames too), so the stranger is
+    dropped within about MAX_STRANGER_REPLIES active steps, whatever the scheduling. (It
+    used to be dropped only once the kernel's socket buffers filled, which takes from 100 KB
+    to several MB of Pongs as the kernel sizes them, and the number of steps that took
+    depended on how often the loop came round to the stranger.)"""
     server = serve(DelayEnv())
     addr = parse_connect_address(server.address)
     with rnp.RemoteEnv(server.address, request_timeout_seconds=8) as env:
@@ -342,7 +351,7 @@ def test_a_peer_that_pipelines_pings_and_never_reads_cannot_freeze_the_active_se
         burst = frame_of(m.Ping()) * 4096  # ~100 KB of pipelined Pings, never a read
         dropped = False
         steps = 0
-        for i in range(20_000):  # bounded: the server drops the stranger after a few MB of Pongs
+        for i in range(4 * MAX_STRANGER_REPLIES):  # bounded by a count (see the docstring)
             try:
                 stranger.send(burst)
             except BlockingIOError:
@@ -357,6 +366,23 @@ def test_a_peer_that_pipelines_pings_and_never_reads_cannot_freeze_the_active_se
         for i in range(5):
             env.step(i % 2)
     assert steps > 0
+
+
+def test_a_connection_without_a_session_is_answered_a_bounded_number_of_requests(serve):
+    """Counted in replies: a stranger that reads every Pong is still dropped after the bound,
+    and a fresh probe is answered."""
+    server = serve(DelayEnv())
+    sock = dial(server.address)
+    conn = Connection(sock)
+    try:
+        for _ in range(MAX_STRANGER_REPLIES):
+            sock.sendall(frame_of(m.Ping()))
+            assert isinstance(read_reply(conn), m.Pong)
+        sock.sendall(frame_of(m.Ping()))
+        assert closed_by_server(conn)
+    finally:
+        sock.close()
+    assert ping(server.address).state == "ready"
 
 
 # -- defect 3: timeouts around ring attach ---------------------------------------------------

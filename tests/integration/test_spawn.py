@@ -349,3 +349,83 @@ def test_the_distributed_example_needs_no_guard(tmp_path: Path) -> None:
         timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+ORPHAN_OWNER = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from rlmesh._spawn.process import Spawner
+
+    def stubborn(fds, path):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # it will not stop when asked
+        with open(path, "w") as f:
+            f.write(str(os.getpid()))
+        while True:
+            time.sleep(0.05)  # stuck, as an env inside a call that never returns
+
+    spawner = Spawner()
+    spawner.start(stubborn, (sys.argv[1],), orphan_grace=float(sys.argv[2]))
+    time.sleep(600)  # until the test SIGKILLs this owner
+    """
+)
+
+
+@pytest.mark.parametrize("start", ["forkserver", "fresh"])
+def test_a_worker_never_outlives_its_killed_owner_past_its_grace(
+    tmp_path: Path, start: str
+) -> None:
+    """The owner is SIGKILLed; its worker ignores SIGTERM and never returns: after its orphan
+    grace it is sent SIGTERM, then SIGKILL, and the fork server goes too (issue 38 item 5)."""
+    script, pid_file = tmp_path / "owner.py", tmp_path / "worker.pid"
+    script.write_text(ORPHAN_OWNER)
+    owner = subprocess.Popen(
+        [sys.executable, str(script), str(pid_file), "1.0"],
+        env=child_env(RLMESH_WORKER_START=start),
+        stderr=subprocess.DEVNULL,
+    )
+    below: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        worker = int(pid_file.read_text())
+        below = _below(owner.pid)
+        assert worker in below
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(30)
+        deadline = time.monotonic() + 30  # grace 1 s + 3 s to the SIGKILL, with room to spare
+        while any(_running(p) for p in below) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_running(p) for p in below), [p for p in below if _running(p)]
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait(10)
+        for pid in below:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _below(pid: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    out: set[int] = set()
+    grew = True
+    while grew:
+        more = {p for p, pp in parents.items() if (pp == pid or pp in out) and p not in out}
+        grew = bool(more)
+        out |= more
+    return out
+
+
+def _running(pid: int) -> bool:
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False

@@ -11,7 +11,12 @@ closes it -- the parent's sentinel.
 
 The server has no threads (forking it is safe where forking the parent, with its threads,
 torch or jax, is not), ignores Ctrl-C (the parent decides), and exits once its parent
-closed the control socket and every child it forked has exited.
+closed the control socket and every child it forked has exited. A closed control socket
+is also how the server learns that its parent died (even by SIGKILL): from then on each
+child has the *orphan grace* its fork request named to end by itself; then it gets
+SIGTERM and, :data:`TERM_SECONDS` later, SIGKILL. So no worker outlives its parent by
+more than its grace (a worker stuck inside an env call included), and neither does the
+server.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import select
 import signal
 import socket
 import sys
+import time
 import traceback
 from collections.abc import Iterable
 from typing import Any
@@ -33,6 +39,8 @@ __all__ = ["main"]
 
 _MAX_REQUEST_BYTES = 64 * 1024
 _MAX_FDS = 16
+#: Seconds between the SIGTERM and the SIGKILL of a child that outlived its orphan grace.
+TERM_SECONDS = 3.0
 
 
 def _preload(modules: Iterable[str]) -> None:
@@ -94,6 +102,33 @@ def _child(boot: socket.socket, fds: list[int], server_objs: list[Any]) -> None:
             os._exit(code)
 
 
+class _Orphans:
+    """The children's deadlines once the parent is gone: SIGTERM at the grace, then SIGKILL."""
+
+    def __init__(self, graces: dict[int, float]) -> None:
+        now = time.monotonic()
+        self.deadline = {pid: now + grace for pid, grace in graces.items()}
+        self.signal = dict.fromkeys(graces, int(signal.SIGTERM))
+
+    def enforce(self, children: dict[int, socket.socket]) -> float:
+        """Signal the children past their deadline; the seconds until the next deadline."""
+        now = time.monotonic()
+        wait = 5.0
+        for pid in list(self.deadline):
+            if pid not in children:  # reaped: its pid is not signalled again
+                del self.deadline[pid]
+                continue
+            if now >= self.deadline[pid]:
+                try:  # still our unreaped child, so the pid names no other process
+                    os.kill(pid, self.signal[pid])
+                except OSError:
+                    pass
+                self.deadline[pid] = now + TERM_SECONDS
+                self.signal[pid] = int(signal.SIGKILL)
+            wait = min(wait, max(0.0, self.deadline[pid] - now))
+        return wait
+
+
 def main(ctrl_fd: int, preload: list[str]) -> None:
     """Serve fork requests on ``ctrl_fd`` until the parent closes it and every child ended."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -105,10 +140,13 @@ def main(ctrl_fd: int, preload: list[str]) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # wakes select via wake_w
     children: dict[int, socket.socket] = {}
+    graces: dict[int, float] = {}  # pid -> seconds it may outlive the parent
+    orphans: _Orphans | None = None  # the parent is gone: the children's deadlines
     serving = True
     while serving or children:
         watch: list[Any] = [wake_r, ctrl] if serving else [wake_r]
-        ready = select.select(watch, [], [], 5.0)[0]
+        timeout = 5.0 if orphans is None else orphans.enforce(children)
+        ready = select.select(watch, [], [], timeout)[0]
         if wake_r in ready:
             try:
                 while os.read(wake_r, 512):
@@ -127,8 +165,9 @@ def main(ctrl_fd: int, preload: list[str]) -> None:
                 os.close(fd)
             serving = False  # the parent is gone (or done): finish with the children we have
             ctrl.close()
+            orphans = _Orphans({pid: graces.get(pid, 0.0) for pid in children})
             continue
-        _kind, more = pickle.loads(data)
+        _kind, more, grace = pickle.loads(data)
         _preload(more)
         boot = socket.socket(fileno=fds[0])
         inherited = fds[1:]
@@ -145,3 +184,6 @@ def main(ctrl_fd: int, preload: list[str]) -> None:
             os.close(fd)
         _send_status(boot, pid)
         children[pid] = boot
+        graces[pid] = float(grace)
+        for gone in [p for p in graces if p not in children and p != pid]:
+            del graces[gone]

@@ -18,12 +18,16 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
+import select
+import signal
 import socket
 import sys
+import threading
+import time
 import traceback
 from typing import Any
 
-__all__ = ["exit_code", "read_exactly", "read_payload", "run", "run_fresh"]
+__all__ = ["exit_code", "read_exactly", "read_payload", "run", "run_fresh", "watch_parent"]
 
 _LEN = 8  # the payload's length prefix: 8 bytes, little endian
 
@@ -82,17 +86,20 @@ def exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def run_fresh(boot_fd: int, fds: list[int]) -> None:
+def run_fresh(boot_fd: int, fds: list[int], orphan_grace: float = 10.0) -> None:
     """A fresh interpreter's entry (``RLMESH_WORKER_START=fresh``): payload, run, exit.
 
     The boot socket stays open until the process ends: its closing is the parent's sign
-    that the worker exited.
+    that the worker exited, and the parent's end closing is this worker's sign that the
+    parent is gone (:func:`watch_parent`).
     """
     boot = socket.socket(fileno=boot_fd)
     os.set_inheritable(boot_fd, False)  # nothing this worker starts keeps it open
     code = 1
     try:
-        code = run(read_payload(boot), fds)
+        payload = read_payload(boot)
+        watch_parent(boot, orphan_grace)
+        code = run(payload, fds)
     except SystemExit as exc:
         code = exit_code(exc)
     except BaseException:
@@ -101,3 +108,28 @@ def run_fresh(boot_fd: int, fds: list[int]) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(code)
+
+
+def watch_parent(boot: socket.socket, grace: float, term_seconds: float = 3.0) -> None:
+    """End this process when the parent's end of ``boot`` closes (the parent is gone) and
+    the worker has not ended by itself within ``grace`` seconds: SIGTERM, then exit.
+
+    A daemon thread that only polls the socket (it reads nothing): what a fork server does
+    for its children, for a worker that has no fork server.
+    """
+
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(boot.fileno(), select.POLLRDHUP)
+        while True:
+            events = poller.poll()
+            if any(ev & (select.POLLRDHUP | select.POLLHUP | select.POLLERR) for _fd, ev in events):
+                break
+            if any(ev & select.POLLNVAL for _fd, ev in events):
+                return  # the socket was closed here: the worker is exiting anyway
+        time.sleep(grace)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(term_seconds)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="rlmesh-parent-watch", daemon=True).start()

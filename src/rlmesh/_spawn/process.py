@@ -28,10 +28,21 @@ worker's sentinel: it turns readable when the worker exits (with the exit status
 fork server). File descriptors the worker needs (its control channel, a shared-memory
 board) are passed explicitly; the target is called as ``target(fds, *args)``.
 
+Starting never has to block the owner: :meth:`Spawner.launch` sends the job's request and
+returns a :class:`Launch` whose :meth:`~Launch.fileno` turns readable once the worker exists
+(the fork server may still be starting, or importing torch); :meth:`Launch.finish` then
+hands the worker its payload. :meth:`Spawner.start` is both in one blocking call.
+
 Stopping (:func:`stop_processes`): the owner asks its workers to stop over their own
 channel (each drains and closes its env), waits for a grace period, sends SIGTERM (each
 closes what it built and exits), waits again, then SIGKILLs what is left. At interpreter
 exit the owners registered with :func:`guard_at_exit` stop their workers first.
+
+No worker outlives its owner by more than its *orphan grace* (``orphan_grace=``), even
+when the owner is SIGKILLed and the worker is stuck in an env call: the fork server sees its
+owner's end of the control socket close, gives each worker its grace to end by itself, then
+SIGTERMs it and, :data:`ORPHAN_TERM_SECONDS` later, SIGKILLs it. A fresh-interpreter worker
+watches its boot socket the same way (the owner holds the other end).
 """
 
 from __future__ import annotations
@@ -55,7 +66,9 @@ from .child import read_exactly
 from .pickling import dumps
 
 __all__ = [
+    "ORPHAN_GRACE_SECONDS",
     "START_ENV",
+    "Launch",
     "Spawner",
     "WorkerProcess",
     "describe_exit",
@@ -76,6 +89,10 @@ SERVER_EXIT_SECONDS = 10.0
 PRELOAD = ("rlmesh", "numpy", "gymnasium")
 #: Heavy modules the fork server imports when the parent has them loaded.
 PRELOAD_IF_LOADED = ("torch", "jax")
+#: Seconds a worker may run on after its owner is gone (it should notice and exit by itself).
+ORPHAN_GRACE_SECONDS = 10.0
+#: Seconds between the SIGTERM and the SIGKILL that end an orphaned worker.
+ORPHAN_TERM_SECONDS = 3.0
 
 _BOOT_SERVER = (
     "import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
@@ -83,7 +100,7 @@ _BOOT_SERVER = (
 )
 _BOOT_FRESH = (
     "import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
-    "from rlmesh._spawn.child import run_fresh; run_fresh(int(sys.argv[2]), json.loads(sys.argv[3]))"
+    "from rlmesh._spawn.child import run_fresh; run_fresh(int(sys.argv[2]), *json.loads(sys.argv[3]))"
 )
 
 
@@ -162,6 +179,8 @@ class WorkerProcess:
     @property
     def sentinel(self) -> int:
         """A file descriptor that turns readable when the worker ends (``-1`` once it did)."""
+        if self._popen is not None and self._pidfd >= 0:  # its children may hold the boot socket
+            return self._pidfd
         return self._boot.fileno()
 
     def poll(self) -> int | None:
@@ -187,9 +206,9 @@ class WorkerProcess:
         if self._ended:
             return True
         try:
-            ready = select.select([self._boot], [], [], timeout)[0]
+            ready = select.select([self.sentinel], [], [], timeout)[0]
         except (OSError, ValueError):
-            ready = [self._boot]
+            ready = [self.sentinel]
         if not ready:
             return False
         if self._popen is not None:  # a fresh interpreter: our child, its status is ours
@@ -322,6 +341,7 @@ class _ForkServer:
         self.users = 0
         self.lock = threading.Lock()
         self.preloaded = set(preload)
+        self.max_grace = 0.0  # the longest orphan grace asked for (stop() waits past it)
         try:
             self.popen = _python(_BOOT_SERVER, child.fileno(), list(preload), pass_fds=[])
         finally:
@@ -331,17 +351,23 @@ class _ForkServer:
     def alive(self) -> bool:
         return os.getpid() == self.owner and self.popen.poll() is None
 
-    def fork(
-        self, payload: bytes, pass_fds: Sequence[int], preload: Sequence[str], name: str
-    ) -> WorkerProcess:
+    def launch(
+        self,
+        payload: bytes,
+        pass_fds: Sequence[int],
+        preload: Sequence[str],
+        name: str,
+        orphan_grace: float,
+    ) -> Launch:
+        """Ask for a fork (never waits for it): the :class:`Launch` turns readable with the pid."""
         boot, boot_child = socket.socketpair()
         try:
             more = [m for m in preload if m not in self.preloaded]
+            request = pickle.dumps(("fork", more, float(orphan_grace)))
             with self.lock:
-                socket.send_fds(
-                    self.ctrl, [pickle.dumps(("fork", more))], [boot_child.fileno(), *pass_fds]
-                )
+                socket.send_fds(self.ctrl, [request], [boot_child.fileno(), *pass_fds])
                 self.preloaded.update(more)
+                self.max_grace = max(self.max_grace, float(orphan_grace))
         except OSError as exc:
             boot.close()
             raise OSError(
@@ -349,22 +375,8 @@ class _ForkServer:
             ) from exc
         finally:
             boot_child.close()
-        boot.settimeout(START_TIMEOUT_SECONDS)
-        try:
-            try:
-                raw = read_exactly(boot, 8)
-            except EOFError:
-                raise OSError(
-                    "the worker fork server could not fork a worker (fork() failed)"
-                ) from None
-            pid = int.from_bytes(raw, "little", signed=True)
-            pidfd = _pidfd(pid)  # race-free: the worker waits for its payload, it cannot have ended
-            boot.sendall(len(payload).to_bytes(8, "little") + payload)
-        except BaseException:
-            boot.close()
-            raise
         boot.setblocking(False)
-        return WorkerProcess(pid, boot, name, pidfd=pidfd)
+        return Launch(boot, payload, name)
 
     def stop(self) -> None:
         """Close the control socket; the server exits once its workers did (wait for it)."""
@@ -374,11 +386,73 @@ class _ForkServer:
             pass
         if os.getpid() != self.owner:
             return
-        try:
-            self.popen.wait(SERVER_EXIT_SECONDS)
+        try:  # its workers may take their orphan grace and the SIGTERM's before it can exit
+            self.popen.wait(SERVER_EXIT_SECONDS + self.max_grace + ORPHAN_TERM_SECONDS)
         except subprocess.TimeoutExpired:
             self.popen.kill()
             self.popen.wait(5.0)
+
+
+class Launch:
+    """A worker being started (:meth:`Spawner.launch`): wait until :meth:`fileno` is readable
+    (or :meth:`done`), then :meth:`finish`. Never blocks before that."""
+
+    def __init__(self, boot: socket.socket | None, payload: bytes, name: str) -> None:
+        self._boot = boot
+        self._payload = payload
+        self._name = name
+        self._worker: WorkerProcess | None = None
+
+    @classmethod
+    def started(cls, worker: WorkerProcess) -> Launch:
+        launch = cls(None, b"", worker.name)  # already done: finish() returns the worker
+        launch._worker = worker
+        return launch
+
+    def fileno(self) -> int:
+        """Readable once the fork server has forked the worker (or failed to)."""
+        return -1 if self._boot is None else self._boot.fileno()
+
+    def done(self) -> bool:
+        """Whether :meth:`finish` would return (or raise) at once."""
+        if self._boot is None:
+            return True
+        try:
+            return bool(select.select([self._boot], [], [], 0.0)[0])
+        except (OSError, ValueError):
+            return True
+
+    def finish(self) -> WorkerProcess:
+        """The started worker (its payload sent); ``OSError`` if it could not be forked."""
+        if self._worker is not None:
+            return self._worker
+        boot, self._boot = self._boot, None
+        if boot is None:
+            raise OSError("this launch was cancelled")
+        try:
+            boot.settimeout(START_TIMEOUT_SECONDS)  # readable: the pid is there (or EOF)
+            try:
+                raw = read_exactly(boot, 8)
+            except EOFError:
+                raise OSError(
+                    "the worker fork server could not fork a worker (fork() failed, or it is gone)"
+                ) from None
+            pid = int.from_bytes(raw, "little", signed=True)
+            pidfd = _pidfd(pid)  # race-free: the worker waits for its payload, it cannot have ended
+            payload = self._payload
+            boot.sendall(len(payload).to_bytes(8, "little") + payload)
+        except BaseException:
+            boot.close()
+            raise
+        boot.setblocking(False)
+        self._worker = WorkerProcess(pid, boot, self._name, pidfd=pidfd)
+        return self._worker
+
+    def cancel(self) -> None:
+        """Give up on a launch not finished: the forked worker reads no job and exits."""
+        boot, self._boot = self._boot, None
+        if boot is not None:
+            boot.close()
 
 
 def _pidfd(pid: int) -> int:
@@ -423,16 +497,44 @@ class Spawner:
         pass_fds: Sequence[int] = (),
         name: str = "rlmesh-worker",
         what: str = "worker's arguments",
+        orphan_grace: float = ORPHAN_GRACE_SECONDS,
     ) -> WorkerProcess:
-        """Start a worker running ``target(fds, *args)``.
+        """Start a worker running ``target(fds, *args)`` and wait until it runs.
 
         ``target`` is ``"module:function"`` (imported in the worker) or a callable (shipped
         with the arguments, by value when the caller's script defines it).
+        ``orphan_grace``: seconds the worker may run on once this process is gone (then
+        it is terminated, see the module docstring).
 
         Raises:
             TypeError: ``args`` cannot be pickled (the message names what and the fix).
             OSError: the worker could not be started.
         """
+        launch = self.launch(
+            target, args, pass_fds=pass_fds, name=name, what=what, orphan_grace=orphan_grace
+        )
+        if not launch.done():
+            try:
+                select.select([launch], [], [], START_TIMEOUT_SECONDS)
+            except (OSError, ValueError):
+                pass
+        if not launch.done():
+            launch.cancel()
+            raise OSError(f"no worker started within {START_TIMEOUT_SECONDS:.0f}s")
+        return launch.finish()
+
+    def launch(
+        self,
+        target: str | Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        *,
+        pass_fds: Sequence[int] = (),
+        name: str = "rlmesh-worker",
+        what: str = "worker's arguments",
+        orphan_grace: float = ORPHAN_GRACE_SECONDS,
+    ) -> Launch:
+        """:meth:`start` without the wait (same errors): wait for the :class:`Launch` to turn
+        readable, then :meth:`Launch.finish`. ``pass_fds`` may be closed once this returns."""
         if self._closed:
             raise RuntimeError("this Spawner is closed")
         named = target if isinstance(target, str) else None
@@ -443,8 +545,8 @@ class Spawner:
         here = (list(sys.path), os.getcwd(), dict(os.environ))
         payload = pickle.dumps((named, *here, args_bytes))
         if self.method == "fresh":
-            return _start_fresh(payload, pass_fds, name)
-        return self._fork_server().fork(payload, pass_fds, self.preload, name)
+            return Launch.started(_start_fresh(payload, pass_fds, name, orphan_grace))
+        return self._fork_server().launch(payload, pass_fds, self.preload, name, orphan_grace)
 
     def _fork_server(self) -> _ForkServer:
         global _SERVER
@@ -477,10 +579,13 @@ class Spawner:
             server.stop()
 
 
-def _start_fresh(payload: bytes, pass_fds: Sequence[int], name: str) -> WorkerProcess:
+def _start_fresh(
+    payload: bytes, pass_fds: Sequence[int], name: str, orphan_grace: float
+) -> WorkerProcess:
     boot, boot_child = socket.socketpair()
     try:
-        popen = _python(_BOOT_FRESH, boot_child.fileno(), list(pass_fds), pass_fds=pass_fds)
+        extra = [list(pass_fds), float(orphan_grace)]
+        popen = _python(_BOOT_FRESH, boot_child.fileno(), extra, pass_fds=pass_fds)
     except BaseException:
         boot.close()
         raise
@@ -492,4 +597,4 @@ def _start_fresh(payload: bytes, pass_fds: Sequence[int], name: str) -> WorkerPr
     except OSError:
         pass  # it died before reading: its sentinel says so
     boot.setblocking(False)
-    return WorkerProcess(popen.pid, boot, name, popen)
+    return WorkerProcess(popen.pid, boot, name, popen, pidfd=_pidfd(popen.pid))

@@ -52,6 +52,10 @@ log = logging.getLogger("rlmesh.serve")
 SESSION_BACKLOG_BYTES = 1024 * 1024
 STRANGER_BACKLOG_BYTES = 64 * 1024
 HANDSHAKE_DEADLINE_SECONDS = 30.0  # a connection must say Hello (or go) within this window
+#: Requests a connection without a session is answered (a probe sends one Ping per
+#: connection); the one after that drops it. Counted in replies, so whether a peer that
+#: pipelines Pings and never reads is dropped does not hang on how much the kernel buffers.
+MAX_STRANGER_REPLIES = 1024
 MAX_PENDING = 64  # connections without a session; the oldest is dropped past this
 RING_RECHECK_SECONDS = 0.05  # with shared-memory rings, how often the loop looks at them unasked
 READ_ON_SECONDS = 0.002  # how long one busy-polling session may keep the loop from other sockets
@@ -438,7 +442,15 @@ class ServeLoop(LoopRequests):
             self._end_active(peer)
             return
         conn = peer.conn
-        limit = SESSION_BACKLOG_BYTES if self._in_session(peer) else STRANGER_BACKLOG_BYTES
+        if self._in_session(peer):
+            limit = SESSION_BACKLOG_BYTES
+        else:
+            limit = STRANGER_BACKLOG_BYTES
+            peer.replies += 1
+            if peer.replies > MAX_STRANGER_REPLIES:
+                log.info("a connection without a session sent too many requests; dropping it")
+                self._drop(peer)
+                return
         try:
             queued = conn.backlog
             if not conn.post(buffers, limit):

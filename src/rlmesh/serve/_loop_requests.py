@@ -43,13 +43,14 @@ class Service(Protocol):
 
 
 class _Peer:
-    __slots__ = ("accepted_at", "conn", "session", "shm_token")
+    __slots__ = ("accepted_at", "conn", "replies", "session", "shm_token")
 
     def __init__(self, conn: Connection, max_frame_bytes: int) -> None:
         self.conn = conn
         self.session = Session(SERVER, max_frame_bytes=max_frame_bytes)
         self.accepted_at = time.monotonic()
         self.shm_token = ""  # this session's secret a ring file must carry (Welcome.capabilities)
+        self.replies = 0  # replies sent before it held a session (Ping, refused Shutdown)
 
 
 def _accepted_at(peer: _Peer) -> float:

@@ -70,6 +70,15 @@ def _fusable(svc: Any, msg: m.Predict) -> Any:
     return route
 
 
+class _Failure:
+    """A member's own error from a fused forward that was split until it stood alone."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
 class ModelSessionsLoop(ServeLoop):
     """The serve loop with up to ``sessions`` active sessions sharing one model (see the module docstring)."""
 
@@ -231,35 +240,31 @@ class ModelSessionsLoop(ServeLoop):
     ) -> None:
         """One batched forward for the whole group (sessions bound to the same observation space).
 
-        A failure of that forward is the model's failure for every session in it, as it would
-        be in turn (``model error: predict failed: ...``, the sessions end): the adapters have
-        seen the observations and the contexts have counted the predict, so nothing is retried.
+        Each session's adapter sees its observation and its context counts the predict once,
+        here. When the forward raises, the group is split in halves and each half forwarded
+        again, down to single sessions, which go through the model's ``predict`` as they would
+        in turn: only a session whose own input fails gets the error (and its session ends,
+        as in turn); the others get their actions.
         """
         route0 = group[0][5]
         cs, bridge = route0.corners, route0.bridge
-        try:
-            inputs = [route.model_input(obs) for *_x, route, obs in group]
-            batch = bridge.tree_stack(inputs)
-            wants = route0.cs_wants(False, True)
-            ctxs = (
-                [route.store.next(route.episode_id) for *_x, route, _obs in group]
-                if wants
-                else None
-            )
-            outs = bridge.tree_unstack(cs.predict_batch(batch, ctxs), len(group))
-        except Exception as exc:
-            log.info("a fused forward over %d sessions failed: %s", len(group), _describe(exc))
-            for peer, _svc, _msg, _frame, rid, _route, _obs in group:
-                failure = RequestFailed(
-                    "INTERNAL", f"predict failed: {_describe(exc)}", op="predict", recoverable=False
-                )
-                self._send(peer, failure.to_message(), rid)
-                self._end_active(peer)
-            self._touch()
-            return
-        self.fused_batches += 1
-        self.fused_requests += len(group)
-        for (peer, svc, _msg, _frame, rid, route, _obs), out in zip(group, outs):
+        wants = route0.cs_wants(False, True)
+        members = []
+        for item in group:
+            peer, _svc, _msg, _frame, rid, route, obs = item
+            try:
+                x = route.model_input(obs)
+                ctx = route.store.next(route.episode_id) if wants else None
+            except Exception as exc:  # this session's own input (its adapter said no)
+                self._predict_failed(peer, rid, exc)
+                continue
+            members.append((item, x, ctx))
+        results = self._forward(cs, bridge, members, wants)
+        for (item, _x, _ctx), out in zip(members, results):
+            peer, svc, _msg, _frame, rid, route, _obs = item
+            if isinstance(out, _Failure):
+                self._predict_failed(peer, rid, out.exc)
+                continue
             try:
                 action = route.env_action(out)
                 scalars, segments = svc.act_plan.pack(action)
@@ -275,6 +280,49 @@ class ModelSessionsLoop(ServeLoop):
                 continue
             self._send(peer, m.PredictReply(action=scalars), rid, segments)
         self._touch()
+
+    def _forward(self, cs: Any, bridge: Any, members: list[Any], wants: bool) -> list[Any]:
+        """The model's output for each member, or a :class:`_Failure` holding its own error."""
+        if not members:
+            return []
+        if len(members) == 1:  # alone: the model's predict, as in turn
+            (item, x, ctx) = members[0]
+            route = item[5]
+            if route.cs_wants(False, False):
+                ctx = ctx if wants else route.store.next(route.episode_id)
+            else:
+                ctx = None
+            try:
+                return [cs.predict(x, ctx)]
+            except Exception as exc:
+                return [_Failure(exc)]
+        try:
+            batch = bridge.tree_stack([x for _item, x, _ctx in members])
+            out = cs.predict_batch(batch, [ctx for *_r, ctx in members] if wants else None)
+            outs = list(bridge.tree_unstack(out, len(members)))
+            if len(outs) != len(members):
+                raise ValueError(f"predict_batch returned {len(outs)} rows for {len(members)}")
+        except Exception as exc:
+            log.info(
+                "a fused forward over %d sessions failed (%s); forwarding them in halves",
+                len(members),
+                _describe(exc),
+            )
+            half = len(members) // 2
+            return self._forward(cs, bridge, members[:half], wants) + self._forward(
+                cs, bridge, members[half:], wants
+            )
+        self.fused_batches += 1
+        self.fused_requests += len(members)
+        return outs
+
+    def _predict_failed(self, peer: _Peer, rid: int, exc: BaseException) -> None:
+        """A model error for this session (the words of the in-turn path); its session ends."""
+        failure = RequestFailed(
+            "INTERNAL", f"predict failed: {_describe(exc)}", op="predict", recoverable=False
+        )
+        self._send(peer, failure.to_message(), rid)
+        self._end_active(peer)
 
     # -- sessions -------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import adapters
 from .._build import EDITION_BASE, resolve_declared_edition
-from .._contract import EnvContract
+from .._contract import EnvContract, check_servable
 from .._envkit.classify import is_vector_env
 from .._keys import ENV_BRANCH_KEY, ENV_TAGS_KEY
 from .._spawn.recipe import EnvRecipe
@@ -227,7 +227,11 @@ class EnvServer(ServerBase):
 
     @property
     def sessions_in_use(self) -> int:
-        """Sessions being served now (clients past their handshake, or waiting for their env)."""
+        """Sessions being served now (clients past their handshake, or waiting for their env).
+
+        With ``sessions > 1`` a session counts until its worker's process has exited (its
+        env closed): its slot is not free before.
+        """
         if self._supervisor is not None:
             return self._supervisor.in_use
         return int(self._loop is not None and self._loop._active is not None)
@@ -288,7 +292,9 @@ def _env_service(
         metadata=metadata,
         autoreset_mode=driven.autoreset if driven.lanes is not None else "Disabled",
     )
-    return _EnvService(Driver(driven), contract, declared), driven
+    service = _EnvService(Driver(driven), contract, declared)
+    check_servable(contract, service.contract())  # what its clients would refuse, refused here
+    return service, driven
 
 
 def _space_depth(space: Any) -> int:

@@ -232,11 +232,14 @@ def test_sessions_share_one_model_and_requests_of_one_round_share_one_forward(
             client.close()
 
 
-def test_a_failing_fused_forward_ends_every_session_in_it(
+def test_a_fused_forward_that_always_fails_is_served_alone_by_predict(
     started: Any, contract: dict[str, Any]
 ) -> None:
+    """A broken batched corner costs a split, not the sessions: each one is served by predict."""
+
     class BrokenBatch(Batched):
         def predict_batch(self, observations: Any, context: Any) -> Any:
+            self.batch_sizes.append(len(observations))
             raise RuntimeError("the batch exploded")
 
     model = BrokenBatch()
@@ -247,16 +250,84 @@ def test_a_failing_fused_forward_ends_every_session_in_it(
         a.send(m.Predict(obs=[]), [OBS])
         assert model.entered.wait(10.0)
         b.send(m.Predict(obs=[]), [OBS])
-        c.send(m.Predict(obs=[]), [OBS])
+        c.send(m.Predict(obs=[]), [-OBS])
         model.gate.set()
         assert a.receive().action == [1]
-        for client in (b, c):
-            err = client.receive()
-            assert CODES[err.code] == "INTERNAL" and "the batch exploded" in err.message
-            assert client.closed_by_server()
-        assert a.request(m.Predict(obs=[]), [-OBS]).action == [0]  # a's session goes on
+        assert (b.receive().action, c.receive().action) == ([1], [0])
+        assert model.batch_sizes == [2]  # one fused try, then each session alone
+        assert server._loop.fused_batches == 0
+        assert a.request(m.Predict(obs=[]), [-OBS]).action == [0]  # every session goes on
+        assert b.request(m.Predict(obs=[]), [-OBS]).action == [0]
     finally:
         for client in (a, b, c):
+            client.close()
+
+
+POISON = np.array([9.0, 9.0, 9.0], np.float32)
+
+
+class Poisoned(Batched):
+    """Raises (batched or not) on any observation equal to :data:`POISON`; counts contexts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counted: list[tuple[str, int]] = []  # (episode, predict index) of every context used
+
+    def predict(self, obs: Any, context: Any = None) -> int:
+        self.counted.append((context["episode_id"], context["predict_index"]))
+        if np.array_equal(np.asarray(obs), POISON):
+            raise ValueError("a poisoned observation")
+        return super().predict(obs)
+
+    def predict_batch(self, observations: Any, context: Any) -> Any:
+        self.batch_sizes.append(len(observations))
+        self.counted += [(c["episode_id"], c["predict_index"]) for c in context]
+        if any(np.array_equal(np.asarray(o), POISON) for o in observations):
+            raise ValueError("a poisoned observation")
+        return np.array([int(o[0] > 0) for o in observations])
+
+
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_one_sessions_input_cannot_end_another_sessions_run(
+    started: Any, contract: dict[str, Any], where: int
+) -> None:
+    """The attack: one session of four sends an input that makes the model raise, fused with
+    three healthy ones. Only that session gets the error; the healthy ones get their actions
+    and keep serving (fused again on the next round)."""
+    model = Poisoned()
+    server = started(ModelServer, model, sessions=4)
+    hold, *rest = (_bound(server, contract) for _ in range(4))
+    try:
+        for i, client in enumerate(rest):
+            client.request(m.BeginEpisode(episode_id=f"e{i}", seed=i))
+        model.gate = threading.Event()
+        hold.send(m.Predict(obs=[]), [OBS])  # holds the loop in predict: the rest queue up
+        assert model.entered.wait(10.0)
+        inputs = [OBS, -OBS, OBS]
+        inputs[where] = POISON
+        for client, obs in zip(rest, inputs):
+            client.send(m.Predict(obs=[]), [obs])
+        model.gate.set()
+        assert hold.receive().action == [1]
+        for i, (client, obs) in enumerate(zip(rest, inputs)):
+            reply = client.receive()
+            if i == where:
+                assert isinstance(reply, m.Error) and CODES[reply.code] == "INTERNAL"
+                assert reply.message == "predict failed: ValueError: a poisoned observation"
+                assert client.closed_by_server()
+            else:
+                assert isinstance(reply, m.PredictReply), reply
+                assert reply.action == [int(obs[0] > 0)]
+        healthy = [c for i, c in enumerate(rest) if i != where]
+        for client in [hold, *healthy]:  # the healthy sessions go on
+            assert client.request(m.Predict(obs=[]), [-OBS]).action == [0]
+        assert model.batch_sizes[0] == 3 and ping(server.address).sessions_in_use == 3
+        # each predict counted once in its episode's context, the retried ones included
+        for i in range(3):
+            counted = sorted({index for episode, index in model.counted if episode == f"e{i}"})
+            assert counted == ([0] if i == where else [0, 1]), (i, model.counted)
+    finally:
+        for client in (hold, *rest):
             client.close()
 
 

@@ -14,7 +14,9 @@ import importlib
 import itertools
 import logging
 import os
+import pickle
 import signal
+import socket
 import threading
 from typing import Any
 
@@ -29,14 +31,14 @@ from serve_wire import (  # noqa: F401  (fixtures)
 )
 
 from rlmesh._spawn import EnvRecipe
-from rlmesh._spawn.process import describe_exit
+from rlmesh._spawn.process import Launch, describe_exit
 from rlmesh.authoring import EnvFactory
 from rlmesh.errors import CODE_NUMBERS
 from rlmesh.serve import EnvServer, ServeOptions, ping
-from rlmesh.serve._sessions.control import SessionSpec
+from rlmesh.serve._sessions.control import Handover, Ready, SessionSpec, Stop
 from rlmesh.serve._sessions.server import check_session_spec
 from rlmesh.serve._sessions.supervisor import SessionSupervisor
-from rlmesh.wire import messages as m
+from rlmesh.wire import handshake, messages as m
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,15 +47,24 @@ _PIDS = itertools.count(900_000)
 
 
 class ThreadWorker:
-    """Stands in for a worker process: the worker entry on a thread, with its own copies of the fds."""
+    """Stands in for a worker process: the worker entry on a thread, with its own copies of the fds.
 
-    def __init__(self, target: str, args: tuple[Any, ...], fds: list[int]) -> None:
-        module, _, name = target.partition(":")
-        self._fn = getattr(importlib.import_module(module), name)
+    Its sentinel turns readable when the thread ends, as a process's does when it exits.
+    """
+
+    def __init__(self, target: Any, args: tuple[Any, ...], fds: list[int]) -> None:
+        if isinstance(target, str):
+            module, _, name = target.partition(":")
+            self._fn = getattr(importlib.import_module(module), name)
+        else:
+            self._fn = target
         self._args = args
         self._fds = [os.dup(fd) for fd in fds]  # the supervisor closes its copies, as after a fork
         self.pid = next(_PIDS)
+        self.name = "rlmesh-test-worker"
         self.exitcode: int | None = None
+        self.joins: list[tuple[str, float | None]] = []  # (thread, timeout) of every join
+        self._ended, self._end = socket.socketpair()
         self._thread = threading.Thread(target=self._run, name="rlmesh-test-worker", daemon=True)
         self._thread.start()
 
@@ -61,10 +72,19 @@ class ThreadWorker:
         try:
             self._fn(self._fds, *self._args)
             self.exitcode = 0
+        except SystemExit as exc:  # how a stand-in says it was killed (-11: SIGSEGV)
+            self.exitcode = exc.code if isinstance(exc.code, int) else 1
         except BaseException:
             self.exitcode = 1
+        finally:
+            self._end.close()
+
+    @property
+    def sentinel(self) -> int:
+        return self._ended.fileno()
 
     def join(self, timeout: float | None = None) -> None:
+        self.joins.append((threading.current_thread().name, timeout))
         self._thread.join(timeout)
 
     def is_alive(self) -> bool:
@@ -81,10 +101,19 @@ class ThreadWorker:
 
 
 class ThreadSpawner:
+    workers: list[ThreadWorker] = []
+
     def start(
-        self, target: str, args: tuple[Any, ...] = (), *, pass_fds: Any = (), **_: Any
+        self, target: Any, args: tuple[Any, ...] = (), *, pass_fds: Any = (), **_: Any
     ) -> ThreadWorker:
-        return ThreadWorker(target, args, list(pass_fds))
+        worker = ThreadWorker(target, args, list(pass_fds))
+        ThreadSpawner.workers.append(worker)
+        return worker
+
+    def launch(
+        self, target: Any, args: tuple[Any, ...] = (), *, pass_fds: Any = (), **_: Any
+    ) -> Launch:
+        return Launch.started(self.start(target, args, pass_fds=pass_fds))  # type: ignore[arg-type]
 
     def close(self) -> None:
         pass
@@ -92,6 +121,7 @@ class ThreadSpawner:
 
 @pytest.fixture(autouse=True)
 def thread_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    ThreadSpawner.workers = []
     monkeypatch.setattr(SessionSupervisor, "_new_spawner", lambda self: ThreadSpawner())
     real = signal.signal
 
@@ -220,10 +250,196 @@ def test_a_worker_that_dies_ends_only_its_session(
             client.send(m.Step(action=[1]))
             assert client.closed_by_server()
         _until(lambda: server._supervisor.crashes == 1, "the supervisor to see the crash")
-    assert f"{describe_exit(1)}; its session ended" in caplog.text
+    assert f"{describe_exit(3)}; its session ended" in caplog.text
     _until(lambda: server.sessions_in_use == 0, "the slot to free")
     with _session(server) as again:
         again.request(m.Reset())
+
+
+# -- hardening: the supervisor never waits for a worker, and believes no control message blindly ---
+
+
+def test_a_session_counts_from_the_moment_its_worker_can_answer(
+    started: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hand-over: the worker may answer the Hello before the supervisor's send() returns
+    (the supervisor's thread is preempted right after it). The session is counted first."""
+    from rlmesh.serve._sessions import supervisor as sup
+
+    held, release = threading.Event(), threading.Event()
+    real_send = sup.control.send
+
+    def slow_send(sock: Any, msg: Any, fds: Any = ()) -> None:
+        real_send(sock, msg, fds)
+        if isinstance(msg, Handover):  # the supervisor is preempted here, after the hand-over
+            held.set()
+            release.wait(10.0)
+
+    monkeypatch.setattr(sup.control, "send", slow_send)
+    server = started(EnvServer, Counted, sessions=2)
+    try:
+        with _session(server) as client:  # its worker answered while the supervisor is held
+            assert held.is_set() and server.sessions_in_use == 1
+            release.set()
+            client.request(m.Reset())
+    finally:
+        release.set()
+
+
+class SlowClose(ScriptedEnv):
+    """``close()`` takes until the test opens ``gate`` (a simulator that saves state on close)."""
+
+    closing = threading.Event()
+    gate = threading.Event()
+
+    def close(self) -> None:
+        SlowClose.closing.set()
+        SlowClose.gate.wait(30.0)
+        super().close()
+
+
+def test_a_slow_env_close_keeps_its_slot_and_the_supervisor_never_waits_for_it(
+    started: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    SlowClose.closing.clear()
+    SlowClose.gate.clear()
+    server = started(EnvServer, SlowClose, sessions=2)
+    a, b = _session(server), _session(server)
+    third = Wire(server.address)
+    try:
+        with caplog.at_level(logging.INFO, logger="rlmesh.serve"):
+            assert isinstance(a.request(m.Close()), m.CloseReply)
+            assert SlowClose.closing.wait(10.0)  # a's worker is closing its env, slowly
+            for _ in range(3):  # answered at once, and the slot is still a's
+                health = ping(server.address)
+                assert (health.state, health.sessions_in_use) == ("busy", 2)
+            b.request(m.Reset())  # the other session is served meanwhile
+            third.send(handshake.make_hello("third", None, service="env"))  # waits for a slot
+            # the supervisor's loop never waited on a worker process
+            assert [w.joins for w in ThreadSpawner.workers] == [[], []]
+            SlowClose.gate.set()
+            assert isinstance(third.receive(), m.Welcome)
+            _until(lambda: len(ThreadSpawner.workers) == 3, "the third worker")
+            assert server.sessions_in_use == 2 and server._supervisor.crashes == 0
+        assert "its session ended" not in caplog.text  # a slow clean exit is no crash
+    finally:
+        SlowClose.gate.set()
+        for client in (a, b, third):
+            client.close()
+
+
+class FakeClock:
+    """``time.monotonic`` for the supervisor module only: it moves when the test says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str) -> Any:
+        import time
+
+        return getattr(time, name)
+
+
+def die_before_ready(fds: list[int], *args: Any) -> None:
+    """A worker whose simulator segfaults while building: it ends before it says Ready."""
+    for fd in fds:
+        os.close(fd)
+    raise SystemExit(-int(signal.SIGSEGV))
+
+
+def test_a_worker_that_dies_before_it_is_ready_is_restarted_with_a_capped_backoff(
+    started: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from rlmesh.serve._sessions import supervisor as sup
+
+    clock = FakeClock()
+    monkeypatch.setattr(sup, "time", clock)
+    monkeypatch.setattr(sup, "WORKER_ENTRY", die_before_ready)
+    with caplog.at_level(logging.DEBUG, logger="rlmesh.serve"):
+        server = started(EnvServer, Counted, sessions=2, prewarm=1)
+        supervisor = server._supervisor
+
+        def settle() -> None:  # two pings: the loop has been round since the clock moved
+            supervisor._waker.wake()
+            ping(server.address)
+            ping(server.address)
+
+        _until(lambda: supervisor.crashes == 1, "the first worker to die")
+        settle()
+        assert supervisor.started == 1  # not restarted at once
+        expected = [2, 3, 3, 4, 4, 4, 4, 5]  # one more second each: pauses 0.5, 1, 2, 4, 8
+        for want in expected:
+            clock.now += 1.0
+            settle()
+            _until(lambda: supervisor.crashes == supervisor.started, "the worker to die")
+            assert supervisor.started == want, (want, supervisor.pauses)
+        assert supervisor.pauses == [0.5, 1.0, 2.0, 4.0, 8.0]
+        with Wire(server.address) as client:  # a client's own worker dies too: it is told how
+            err = client.hello()
+            assert isinstance(err, m.Error) and CODES[err.code] == "INTERNAL"
+            assert "died while starting (killed by signal 11 (SIGSEGV))" in err.message
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(errors) == 1, [r.getMessage() for r in errors]  # one log line for the streak
+    assert "before its env was ready" in errors[0].getMessage()
+    assert "killed by signal 11 (SIGSEGV)" in errors[0].getMessage()
+
+
+def _rogue(payload: bytes, fds_out: int = 0) -> Any:
+    """A worker entry that sends one datagram of ``payload`` (with ``fds_out`` fds), then waits
+    until the supervisor closes its channel."""
+
+    def rogue(fds: list[int], *args: Any) -> None:
+        ctrl = socket.socket(fileno=fds[0])
+        for fd in fds[1:]:
+            os.close(fd)
+        try:
+            if fds_out:
+                extra = [os.dup(0) for _ in range(fds_out)]
+                socket.send_fds(ctrl, [payload], extra)
+                for fd in extra:
+                    os.close(fd)
+            else:
+                ctrl.send(payload)
+            ctrl.settimeout(30.0)
+            while ctrl.recv(1 << 16):  # until the supervisor hangs up on us
+                pass
+        finally:
+            ctrl.close()
+
+    return rogue
+
+
+ROGUES = {
+    "garbage": _rogue(b"\x00\xffnot a message"),
+    "undecodable": _rogue(b"I" + b"\x80\x05garbage"),
+    "no kind": _rogue(b"I" + pickle.dumps(12345)),
+    "a file announced, none sent": _rogue(b"F" + (100).to_bytes(8, "little")),
+    "a file of absurd size": _rogue(b"F" + (1 << 62).to_bytes(8, "little"), fds_out=1),
+    "oversized datagram": _rogue(b"I" + b"x" * (200 * 1024)),
+    "a Ready with a bad contract": _rogue(b"I" + pickle.dumps(Ready(1, None))),  # type: ignore[arg-type]
+    "a supervisor's message": _rogue(b"I" + pickle.dumps(Stop("nope"))),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ROGUES))
+def test_no_control_message_ends_the_supervisors_loop(
+    started: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, attack: str
+) -> None:
+    from rlmesh.serve._sessions import supervisor as sup
+
+    monkeypatch.setattr(sup, "WORKER_ENTRY", ROGUES[attack])
+    with caplog.at_level(logging.WARNING, logger="rlmesh.serve"):
+        server = started(EnvServer, Counted, sessions=2)
+        with Wire(server.address) as client:  # its worker is the rogue: an error, not a hang
+            err = client.hello()
+            assert isinstance(err, m.Error) and CODES[err.code] == "INTERNAL", err
+        assert ping(server.address).state in ("ready", "busy")  # the loop serves on
+        _until(lambda: server._supervisor._workers == [], "the rogue worker's slot to free")
+        assert ping(server.address).state == "ready"
+    assert "cannot be" in caplog.text and "stopping it" in caplog.text
 
 
 def test_a_session_may_shut_the_whole_endpoint_down_when_allowed(started: Any) -> None:

@@ -11,8 +11,15 @@ the supervisor started). The conversation:
   client's ``Hello`` frame (the worker answers it and serves that one session), or
   :class:`Stop` (drain, close the env, exit).
 
+A message of any size travels: one small enough goes as one datagram; a larger one (a
+contract with per-element bounds, a ``Hello`` near its 1 MiB limit) goes in an anonymous
+memory file whose descriptor travels instead. What arrives is checked before it is
+believed: a truncated datagram, bytes that do not unpickle, or anything that is not one of
+the messages below is a :class:`ControlError`, never an exception out of the reader's loop.
+
 A closed channel means the other side is gone: a worker that loses its supervisor stops;
-a supervisor that loses a worker frees its slot.
+a supervisor that loses a worker's channel waits for its process to exit (its sentinel),
+then frees its slot.
 
 Besides the channels, the endpoint's processes share one :class:`Board`: each worker
 stamps its slot with the time of its session's last request, so every worker can tell
@@ -34,8 +41,8 @@ from .._options import ServeOptions
 
 __all__ = [
     "ACTIVE_SECONDS",
-    "CTRL_SEND_SECONDS",
     "Board",
+    "ControlError",
     "Failed",
     "Handover",
     "Message",
@@ -47,10 +54,17 @@ __all__ = [
     "send",
 ]
 
-#: Largest control message (a Hello header is bounded by ``PRE_HANDSHAKE_LIMITS``).
-CTRL_BYTES = 256 * 1024
-#: How long the supervisor waits for a worker to take a control message.
-CTRL_SEND_SECONDS = 5.0
+#: Largest message sent as one datagram; a larger one travels in a memory file.
+INLINE_BYTES = 32 * 1024
+#: Largest message at all (a contract that fits a Welcome's 16 MiB header pickles smaller).
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+#: Most file descriptors one message carries (a memory file and a client socket).
+MAX_FDS = 4
+_INLINE, _FILE = b"I", b"F"
+
+
+class ControlError(Exception):
+    """A control message that cannot be believed (truncated, undecodable, of no known kind)."""
 
 
 @dataclass(frozen=True)
@@ -109,24 +123,103 @@ class Stop(NamedTuple):
 Message = Ready | Failed | ShutdownAsked | Handover | Stop
 
 
+_KINDS = (Ready, Failed, ShutdownAsked, Handover, Stop)
+
+
 def send(sock: socket.socket, msg: Message, fds: Sequence[int] = ()) -> None:
-    """Send one message (with ``fds``, if any). Raises ``OSError`` when the peer is gone."""
+    """Send one message (with ``fds``, if any), whatever its size.
+
+    Raises:
+        OSError: the peer is gone (or, on a non-blocking socket, cannot take it now).
+    """
     data = pickle.dumps(msg)
-    if fds:
-        socket.send_fds(sock, [data], list(fds))
-    else:
-        sock.send(data)
+    if len(data) <= INLINE_BYTES:
+        if fds:
+            socket.send_fds(sock, [_INLINE + data], list(fds))
+        else:
+            sock.send(_INLINE + data)
+        return
+    fd = _memory_file(data)
+    try:
+        socket.send_fds(sock, [_FILE + len(data).to_bytes(8, "little")], [fd, *fds])
+    finally:
+        os.close(fd)  # the receiver has its own copy of the descriptor now
 
 
 def recv(sock: socket.socket) -> tuple[Message | None, list[int]]:
-    """One message and the fds it carried; ``(None, [])`` when the peer is gone."""
-    data, fds, _flags, _addr = socket.recv_fds(sock, CTRL_BYTES, 4)
+    """One message and the fds it carried; ``(None, [])`` when the peer is gone.
+
+    Raises:
+        ControlError: what arrived is not a message (the fds it carried are closed).
+        BlockingIOError: nothing to read on a non-blocking socket.
+    """
+    data, fds, flags, _addr = socket.recv_fds(sock, INLINE_BYTES + 64, MAX_FDS)
     if not data:
-        for fd in fds:
-            os.close(fd)
+        _close_all(fds)
         return None, []
-    msg: Message = pickle.loads(data)
+    try:
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            raise ControlError(f"a truncated control message ({len(data)} bytes kept)")
+        tag, body = data[:1], data[1:]
+        if tag == _FILE:
+            if not fds or len(body) != 8:
+                raise ControlError("a control message announced a memory file but sent none")
+            body = _read_memory_file(fds.pop(0), int.from_bytes(body, "little"))
+        elif tag != _INLINE:
+            raise ControlError(f"a control message of unknown form {tag!r}")
+        try:
+            msg = pickle.loads(body)
+        except Exception as exc:
+            raise ControlError(f"a control message that does not decode: {exc}") from None
+        if not isinstance(msg, _KINDS):
+            raise ControlError(f"a control message of no known kind ({type(msg).__name__})")
+    except ControlError:
+        _close_all(fds)
+        raise
     return msg, fds
+
+
+def _close_all(fds: Sequence[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _memory_file(data: bytes) -> int:
+    fd = (
+        os.memfd_create("rlmesh-sessions-message")
+        if hasattr(os, "memfd_create")
+        else _anonymous_file()
+    )
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_memory_file(fd: int, size: int) -> bytes:
+    try:
+        if not 0 < size <= MAX_MESSAGE_BYTES:
+            raise ControlError(f"a control message of {size} bytes (at most {MAX_MESSAGE_BYTES})")
+        parts = []
+        offset = 0
+        while offset < size:
+            chunk = os.pread(fd, size - offset, offset)
+            if not chunk:
+                raise ControlError("a control message's memory file is shorter than announced")
+            parts.append(chunk)
+            offset += len(chunk)
+        return b"".join(parts)
+    except OSError as exc:
+        raise ControlError(f"a control message's memory file cannot be read: {exc}") from None
+    finally:
+        os.close(fd)
 
 
 #: A session counts as busy on the activity board while its last request is this recent.

@@ -100,7 +100,7 @@ class _SessionLoop(ServeLoop):
             msg, fds = control.recv(self.listener)
         except (BlockingIOError, InterruptedError):
             return
-        except OSError:
+        except (OSError, control.ControlError):  # a channel that says nonsense is no supervisor
             msg, fds = None, []
         for fd in fds:
             os.close(fd)
@@ -243,7 +243,11 @@ def _build(spec_bytes: bytes) -> tuple[SessionSpec, Any, Any, Any]:
 def _wait_for_client(ctrl: socket.socket) -> tuple[Handover, socket.socket] | None:
     """Block until the supervisor hands a client over (``None``: told to stop, or it is gone)."""
     while True:
-        msg, fds = control.recv(ctrl)
+        try:
+            msg, fds = control.recv(ctrl)
+        except control.ControlError as exc:
+            log.error("session worker %d: %s; exiting", os.getpid(), exc)
+            return None
         if isinstance(msg, Handover) and len(fds) == 1:
             return msg, socket.socket(fileno=fds[0])
         for fd in fds:
@@ -290,7 +294,10 @@ def worker_main(fds: list[int], spec_bytes: bytes, slot: int, sessions: int) -> 
             return
         _log_fatal_failures(service)
         _warm_handshake(service)
-        control.send(ctrl, Ready(os.getpid(), service.env_contract.to_dict()))
+        try:
+            control.send(ctrl, Ready(os.getpid(), service.env_contract.to_dict()))
+        except OSError:  # the supervisor is gone while the env was being built
+            return
         client = _wait_for_client(ctrl)
         if client is None:
             return
