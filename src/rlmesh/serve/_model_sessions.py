@@ -32,7 +32,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .._build import PROTOCOL_GENERATION
 from ..errors import ProtocolException
 from ..transport.reactor import overdue
 from ..wire import frames, handshake, messages as m
@@ -44,6 +43,7 @@ from ._loop import (
     _describe,
     _Peer,
 )
+from ._metrics import observe_predict
 from ._options import ServeOptions
 
 __all__ = ["ModelSessionsLoop"]
@@ -135,6 +135,7 @@ class ModelSessionsLoop(ServeLoop):
             self._teardown()
 
     def _reap_pending(self) -> None:
+        self._release_held()  # refusals of wrong tokens whose time has come
         pending = [p for p in self._peers.values() if p not in self._sessions]
         for peer in overdue(
             pending, lambda p: p.accepted_at, time.monotonic(), HANDSHAKE_DEADLINE_SECONDS
@@ -246,7 +247,11 @@ class ModelSessionsLoop(ServeLoop):
                 if wants
                 else None
             )
+            meter = self._meter
+            started = time.perf_counter_ns() if meter is not None else 0
             outs = bridge.tree_unstack(cs.predict_batch(batch, ctxs), len(group))
+            if meter is not None:  # metrics on: one forward of len(group) observations
+                observe_predict(meter, time.perf_counter_ns() - started, len(group))
         except Exception as exc:
             log.info("a fused forward over %d sessions failed: %s", len(group), _describe(exc))
             for peer, _svc, _msg, _frame, rid, _route, _obs in group:
@@ -285,15 +290,7 @@ class ModelSessionsLoop(ServeLoop):
     def _ping(self, peer: _Peer, msg: m.Ping, rid: int) -> None:
         full = len(self._sessions) >= self.limit and peer not in self._sessions
         self._send(
-            peer,
-            m.SessionsPong(
-                state="busy" if full else "ready",
-                generation=PROTOCOL_GENERATION,
-                service=self.service.service,
-                sessions=len(self._sessions),
-                limit=self.limit,
-            ),
-            rid,
+            peer, self._pong("busy" if full else "ready", len(self._sessions), self.limit), rid
         )
 
     def _hello(self, peer: _Peer, hello: m.Hello, rid: int) -> None:

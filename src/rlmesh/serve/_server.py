@@ -170,7 +170,13 @@ class EnvServer(ServerBase):
         service, driven = _env_service(env, self._options, tags, bridge, dev)
         self._contract = service.env_contract
         listener, bound = bind_listener(
-            address, host=host, port=port, path=path, transport=transport
+            address,
+            host=host,
+            port=port,
+            path=path,
+            transport=transport,
+            options=self._options,
+            who="EnvServer",
         )
         self._address = bound.url
         self._loop = ServeLoop(listener, service, self._options)
@@ -212,7 +218,14 @@ class EnvServer(ServerBase):
         spec = check_session_spec(spec, sessions)
         self._options = spec.options
         listener, bound = bind_listener(
-            address, host=host, port=port, path=path, transport=transport
+            address,
+            host=host,
+            port=port,
+            path=path,
+            transport=transport,
+            options=spec.options,
+            who="EnvServer",
+            sessions=sessions,
         )
         self._address = bound.url
         self._supervisor = SessionSupervisor(listener, spec, sessions, prewarm)

@@ -35,7 +35,6 @@ import socket
 import time
 from typing import Any
 
-from ..._build import PROTOCOL_GENERATION
 from ..._spawn.pickling import dumps
 from ..._spawn.process import Spawner, describe_exit, guard_at_exit, stop_processes
 from ...errors import CODE_NUMBERS, ProtocolException
@@ -43,6 +42,7 @@ from ...transport.reactor import overdue
 from ...wire import frames, messages as m
 from .._driver import RequestFailed
 from .._loop import HANDSHAKE_DEADLINE_SECONDS, ServeLoop, _accepted_at, _Peer
+from .._metrics import Reports
 from . import control
 from .control import Board, Handover, SessionSpec
 
@@ -123,6 +123,8 @@ class SessionSupervisor(ServeLoop):
         self._frame: frames.Frame | None = None  # the request being dispatched (a Hello travels on)
         self._build_failures = 0  # in a row; prewarming pauses after each (doubling, capped)
         self._prewarm_after = 0.0  # time.monotonic() before which no worker is prewarmed
+        if self._meter is not None:  # metrics: the workers report their counts here
+            self._reports = Reports()
 
     @property
     def in_use(self) -> int:
@@ -187,6 +189,7 @@ class SessionSupervisor(ServeLoop):
 
     def _reap_pending(self) -> None:
         """Drop connections that said no ``Hello`` in time (not those waiting for a worker)."""
+        self._release_held()  # refusals of wrong tokens whose time has come
         pending = [p for p in self._peers.values() if self._waiting_for(p) is None]
         for peer in overdue(pending, _accepted_at, time.monotonic(), HANDSHAKE_DEADLINE_SECONDS):
             self._drop(peer)
@@ -207,14 +210,7 @@ class SessionSupervisor(ServeLoop):
 
     def _ping(self, peer: _Peer, msg: m.Ping, rid: int) -> None:
         state = "ready" if self._free_slot() else "busy"
-        pong = m.SessionsPong(
-            state=state,
-            generation=PROTOCOL_GENERATION,
-            service="env",
-            sessions=self.in_use,
-            limit=self.sessions,
-        )
-        self._send(peer, pong, rid)
+        self._send(peer, self._pong(state, self.in_use, self.sessions), rid)
 
     def _hello(self, peer: _Peer, hello: m.Hello, rid: int) -> None:
         frame = self._frame
@@ -365,6 +361,8 @@ class SessionSupervisor(ServeLoop):
             worker.state = "failed"
         elif isinstance(msg, control.ShutdownAsked):
             self.stop(f"remote shutdown: {msg.reason}" if msg.reason else "remote shutdown")
+        elif isinstance(msg, control.Counts) and self._reports is not None:
+            self._reports.update(worker.pid, msg.values)
 
     def _worker_gone(self, worker: _Worker) -> None:
         self._sel.unregister(worker.ctrl)
@@ -373,6 +371,8 @@ class SessionSupervisor(ServeLoop):
         except OSError:
             pass
         worker.proc.join(1.0)
+        if self._reports is not None:
+            self._reports.retire(worker.pid)  # its counts stay in the endpoint's totals
         code = worker.proc.exitcode
         was, worker.state = worker.state, "gone"
         if worker in self._workers:
