@@ -27,6 +27,7 @@ from ..errors import (
     ProtocolException,
     RequestTimeout,
     SessionClosed,
+    TLSError,
     exception_for_code,
 )
 from ..transport import Address, Connection, dial, shm
@@ -81,6 +82,8 @@ def _dial(
             f"{peer} connect timed out after {ct:.3f}s (dialing {url}); is the {server} running and reachable?",
             timeout_seconds=ct,
         ) from None
+    except TLSError:
+        raise  # it names the host and what failed
     except OSError as exc:
         raise ConnectFailed(
             f"could not connect to {noun} at '{url}'; is the {server} running? ({exc})"

@@ -81,6 +81,8 @@ def ping(
             f"no answer from '{addr.url}' within {timeout_seconds:.3f}s",
             timeout_seconds=timeout_seconds,
         ) from None
+    except TLSError:
+        raise
     except OSError as exc:
         raise ConnectFailed(f"could not connect to '{addr.url}': {exc}") from exc
     conn = Connection(sock, frames.PRE_HANDSHAKE_LIMITS)

@@ -181,14 +181,15 @@ class TLSSocket:
     @classmethod
     def accept(cls, sock: socket.socket, ctx: Any) -> TLSSocket:
         """Server side: wrap an accepted, non-blocking socket; the handshake happens on reads."""
+        try:
+            host, port = sock.getpeername()[:2]
+            peer = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        except (OSError, ValueError, TypeError):
+            peer = "an unknown peer"
         wrapped = cls(
             ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), handshaken=False
         )
-        try:
-            host, port = sock.getpeername()[:2]
-            wrapped._peer = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        except (OSError, ValueError, TypeError):
-            wrapped._peer = "an unknown peer"
+        wrapped._peer = peer
         return wrapped
 
     def _handshake(self) -> None:
