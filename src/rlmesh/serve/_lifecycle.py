@@ -256,6 +256,12 @@ class ServerBase:
         return self._options
 
     @property
+    def token(self) -> str | None:
+        """The token clients must send (``None``: none); what ``rlmesh.run(model, server)``
+        and ``workers=`` runs dial this server with."""
+        return self._options.token
+
+    @property
     def stop_reason(self) -> str | None:
         """Why serving stopped (``"shutdown"``, ``"idle timeout"``, ``"remote shutdown"`` ...)."""
         return self._life.loop.stop_reason

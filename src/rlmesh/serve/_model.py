@@ -24,6 +24,7 @@ from ..models._route import LocalRoute, probe_hidden_state
 from ..openpi._server import OpenPILoop
 from ..spaces import space_from_spec
 from ..transport import resolve_address
+from ..transport.tls import server_context
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ._auth import check_exposure
@@ -354,8 +355,8 @@ class ModelServer(ServerBase):
         close_model_on_shutdown: bool,
     ) -> None:
         """``protocol="openpi"``: the same lifecycle around the openpi wire's loop (rlmesh.openpi)."""
-        if isinstance(address, str) and address.startswith("ws://"):
-            address = address[len("ws://") :]
+        if isinstance(address, str) and address.startswith(("ws://", "wss://")):
+            address = address.split("://", 1)[1]
         addr = resolve_address(address, host=host, port=port, bind=True)
         if addr.transport != "tcp" or addr.tls:
             raise ValueError(
@@ -371,6 +372,17 @@ class ModelServer(ServerBase):
             "execution_horizon": horizon,
             "protocol": "openpi",
         }
+        if self._options.metrics_address is not None:
+            raise ValueError(
+                "metrics (metrics_address / --metrics) are served for rlmesh's own wire; "
+                "protocol='openpi' has none yet"
+            )
+        opts = self._options
+        ctx = (
+            server_context(opts.tls_cert, opts.tls_key, opts.tls_client_ca)
+            if opts.tls_cert and opts.tls_key
+            else None
+        )
         try:
             loop = OpenPILoop(
                 self.model,
@@ -379,10 +391,12 @@ class ModelServer(ServerBase):
                 metadata=metadata,
                 sessions=sessions,
                 execution_horizon=horizon,
-                idle_timeout_seconds=self._options.idle_timeout_seconds,
+                idle_timeout_seconds=opts.idle_timeout_seconds,
+                token=opts.token,
+                ssl_context=ctx,
             )
         except OSError as exc:
             raise BindFailed(f"failed to bind {addr.url}: {exc}") from exc
         host_text = f"[{loop.host}]" if ":" in loop.host else loop.host
-        self._address = f"ws://{host_text}:{loop.port}"
+        self._address = f"{'wss' if ctx is not None else 'ws'}://{host_text}:{loop.port}"
         self._init_lifecycle(loop, self.model.close, close_model_on_shutdown, None)

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ... import adapters
+from ..._spawn.recipe import EnvRecipe
 from ...errors import WorkerLost
 from .._budget import episode_budget, validate_caps
 from .._busy import for_workers
@@ -577,7 +578,7 @@ def run_distributed(
 def _env_identity(envs: list[SlotEnv], env: Any) -> str:
     """The journal's description of the run's env (stable across runs of the same call)."""
     by_name = any(
-        not isinstance(e, str)
+        isinstance(e, EnvRecipe)
         and (isinstance(e.source, str) or type(e.source).__name__ == "EnvSpec")
         for e in envs
     )
