@@ -26,6 +26,10 @@ from typing import Any
 import pytest
 
 os.environ["RLMESH_WORKFLOW_EDITION"] = ""  # quiet WorkflowEditionWarning everywhere (DELTA-8)
+# The suite never runs with the caller's own token or TLS settings (docs/security.md): a test
+# that wants them sets them itself.
+for _name in ("RLMESH_TOKEN", "RLMESH_TLS_CA", "RLMESH_TLS_CERT", "RLMESH_TLS_KEY"):
+    os.environ.pop(_name, None)
 
 from hypothesis import settings as _hypothesis_settings
 

@@ -299,23 +299,28 @@ def options_of(args: argparse.Namespace, who: str = "rlmesh serve") -> Any:
     return options
 
 
-def announce(args: argparse.Namespace, what: str, address: str, suffix: str = "") -> None:
+def announce(
+    args: argparse.Namespace, what: str, address: str, suffix: str = "", *, server: Any = None
+) -> None:
     """RDY-3: the bound address on ``--ready-fd`` / ``--ready-file``, then the status line."""
     if args.ready_fd is not None:
         write_ready_fd(args.ready_fd, address)
     if args.ready_file:
         write_ready_file(args.ready_file, address)
-    suffix += protection(address, getattr(args, "serve_options", None))
+    suffix += protection(
+        address, getattr(args, "serve_options", None), getattr(server, "metrics_address", None)
+    )
     print(f"RLMesh serving {what} on {address}{suffix}", flush=True)
 
 
-def protection(address: str, options: ServeOptions | None) -> str:
-    """The status line's note on how the endpoint is protected (and a warning when it is not)."""
+def protection(address: str, options: ServeOptions | None, metrics: str | None = None) -> str:
+    """The status line's note on how the endpoint is protected (and a warning when it is not),
+    and where its metrics are scraped."""
     parts = []
     if options is not None and options.token is not None:
         parts.append("token required")
-    if options is not None and options.metrics_address is not None:
-        parts.append(f"metrics on {options.metrics_address}")
+    if metrics is not None:
+        parts.append(f"metrics on {metrics}")
     note = f" [{', '.join(parts)}]" if parts else ""
     if exposed(address) and (options is None or options.token is None):
         note += (

@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
                 protocol="openpi",
                 execution_horizon=args.execution_horizon,
             )
-            announce(args, "model", server.address)
+            announce(args, "model", server.address, server=server)
             return serve_until_stopped(server)
         if declared_spec(model) is None:
             print(
@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
         server = ModelServer(
             model, args.address, options=options, sessions=args.sessions, fuse=args.fuse
         )
-        announce(args, "model", server.address)
+        announce(args, "model", server.address, server=server)
         return serve_until_stopped(server)
 
     return run_command(args, body)

@@ -172,10 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_address(args.address, options, "python -m rlmesh.serve")
         return options
 
-    def announce(what: str, bound: str, shown: str) -> None:
+    def announce(what: str, bound: str, shown: str, metrics: str | None = None) -> None:
         if args.ready_file:
             write_ready_file(args.ready_file, bound)  # always dialable: the real bound address
-        note = protection(bound, options)
+        note = protection(bound, options, metrics)
         print(f"RLMesh serving {what} on {shown}{startup_text()}{note}", flush=True)
 
     def serve_model() -> int:
@@ -189,7 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         server = ModelServer(model, args.address, options=opts)
         mark_startup("listen")
-        announce("model", server.address, args.address)  # DELTA-23: a model is shown as requested
+        announce(
+            "model", server.address, args.address, server.metrics_address
+        )  # DELTA-23: as requested
         server.serve()
         return 0
 
