@@ -21,7 +21,7 @@ import pytest
 
 import rlmesh
 import rlmesh.gymnasium
-from conftest import child_env, require, wait_for_ready_file
+from conftest import child_env, in_loopback_namespace, require, stop_process, wait_for_ready_file
 from rlmesh import numpy as rn
 from rlmesh.errors import AuthenticationFailed, EndpointBusy
 from rlmesh.serve import ModelServer, ServeOptions, ping
@@ -304,6 +304,29 @@ def test_the_cli_refuses_beyond_loopback_without_a_token(short_tmp: Path) -> Non
         timeout=120,
     )
     assert missing.returncode == 2 and "--token-file" in missing.stderr
+
+
+def test_the_cli_serves_beyond_loopback_with_a_token(short_tmp: Path) -> None:
+    token_file = short_tmp / "token"
+    token_file.write_text(TOKEN + "\n")
+    cmd = [
+        sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", "0.0.0.0:0",
+        "--token-file", str(token_file),
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        in_loopback_namespace(cmd),
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("RLMesh serving env on tcp://0.0.0.0:"), line
+        assert "token required" in line and "WARNING" not in line
+    finally:
+        stop_process(proc)
 
 
 def test_the_cli_serves_with_a_token_file_and_health_reads_it(short_tmp: Path) -> None:

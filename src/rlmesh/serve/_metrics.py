@@ -28,6 +28,7 @@ from typing import Any
 
 from ..errors import BindFailed, DependencyMissing
 from ..transport.address import parse_bind_address
+from ..transport.busypoll import quiet_threads
 
 __all__ = [
     "BATCH_BOUNDS",
@@ -197,11 +198,13 @@ def start_reports(
             report()
 
     thread = threading.Thread(target=run, name="rlmesh-metrics-report", daemon=True)
+    quiet_threads(+1)  # it sleeps between reports: the session's polling stays on
     thread.start()
 
     def end() -> None:
         stop.set()
         thread.join(REPORT_SECONDS + 1.0)
+        quiet_threads(-1)
         report()
 
     return end
@@ -336,6 +339,7 @@ class MetricsServer:
             )
         except OSError as exc:
             raise BindFailed(f"failed to bind the metrics port {addr.url}: {exc}") from exc
+        quiet_threads(+1)  # it waits in select(): serving threads may still busy-poll
         port = self._server.server_port
         host = f"[{addr.host}]" if ":" in addr.host else addr.host
         self.address = f"http://{host}:{port}/metrics"
@@ -348,3 +352,4 @@ class MetricsServer:
         server.shutdown()
         server.server_close()
         self._thread.join(5.0)
+        quiet_threads(-1)

@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rlmesh.wire import PREFIX_SIZE, decode_header, decode_prefix, split_body
-from rlmesh.wire import messages as m
+from rlmesh.wire import PREFIX_SIZE, decode_header, decode_prefix, messages as m, split_body
 from rlmesh.wire.messages import encode_message
 
 ROOT = Path(__file__).resolve().parents[3]
