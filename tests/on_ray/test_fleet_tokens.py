@@ -20,6 +20,18 @@ from rlmesh.serve import ServeOptions, ping
 pytestmark = pytest.mark.ray
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _pickle_this_module_by_value(ray_local: Any) -> None:
+    """The workers cannot import this test module: ship its policy by value (both picklers)."""
+    import sys
+
+    import cloudpickle
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
 def balance(obs: Any) -> int:
     return int(obs[2] + 0.5 * obs[3] > 0)
 
@@ -61,7 +73,6 @@ def test_a_workers_run_on_ray_over_a_fleet_uses_its_token(ray_local: Any) -> Non
                 fleet.addresses,
                 seeds=seeds[:1],
                 workers=rlmesh.Workers(n=2, backend="ray"),
-                max_retries=0,
             )
     assert [(e.seed, e.steps, e.reward) for e in many.episodes] == [
         (e.seed, e.steps, e.reward) for e in one.episodes
