@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 import rlmesh
-from rlmesh.errors import AuthenticationFailed
 from conftest import require, require_tool
+from rlmesh.errors import AuthenticationFailed
 from rlmesh.sandbox import SandboxBuild, SandboxBuildError, SandboxCrashed, SandboxStartError
 from rlmesh.transport import shm
 from sandbox_demo import demo_wheel as _wheel
