@@ -325,7 +325,7 @@ def test_a_token_is_checked_before_the_session_starts(
     caplog.set_level(logging.WARNING, logger="rlmesh.openpi")
     for token in (None, "wrong"):
         with pytest.raises(AuthenticationFailed, match="Authorization: Bearer"):
-            PolicyClient(server.address, token=token).metadata
+            _ = PolicyClient(server.address, token=token).metadata
     assert sum("authentication failed" in r.getMessage() for r in caplog.records) == 2
     client = PolicyClient(server.address, token="op3npi")
     assert client.metadata["model"] == "PromptModel"
