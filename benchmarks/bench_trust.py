@@ -25,14 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from _common import served
+from _ledger import process_cpu_ns
 
 import rlmesh.numpy as rn
 
 TOKEN = "bench-token-0123456789abcdef"
 
 
-def _block(env: Any, steps: int) -> float:
-    """Mean µs per step over ``steps`` steps (an episode that ends is reset, untimed)."""
+def _block(env: Any, steps: int, pid: int | None = None) -> tuple[float, float, float]:
+    """``(wall, server CPU, client CPU)`` µs per step over ``steps`` steps (an episode that
+    ends is reset, untimed; the block starts on a fresh episode)."""
+    env.reset()
+    server0 = process_cpu_ns(pid) if pid else 0
+    client0 = process_cpu_ns()
     total = 0.0
     done = 0
     while done < steps:
@@ -47,37 +52,46 @@ def _block(env: Any, steps: int) -> float:
         total += time.perf_counter() - t0
         if done < steps:
             env.reset()
-    return total / steps * 1e6
+    server = (process_cpu_ns(pid) - server0) / steps / 1e3 if pid else 0.0
+    client = (process_cpu_ns() - client0) / steps / 1e3
+    return total / steps * 1e6, server, client
 
 
 def _measure(configs: dict[str, tuple[list[str], dict[str, Any]]], rounds: int, steps: int) -> None:
     with ExitStack() as stack:
         envs: dict[str, Any] = {}
+        pids: dict[str, int] = {}
         for name, (extra, client_kw) in configs.items():
             address = stack.enter_context(served("CartPole-v1", "tcp", *extra))
             env = stack.enter_context(rn.RemoteEnv(address, **client_kw))
             env.reset(seed=0)
             _block(env, 200)  # warm: connect, attach (same host), caches
             envs[name] = env
+            pids[name] = address.pid
         names = list(envs)
-        per: dict[str, list[float]] = {n: [] for n in names}
-        ratio: dict[str, list[float]] = {n: [] for n in names}
+        measures = ("wall", "server CPU", "client CPU")
+        per: dict[str, dict[str, list[float]]] = {n: {m: [] for m in measures} for n in names}
+        ratio: dict[str, dict[str, list[float]]] = {n: {m: [] for m in measures} for n in names}
         for r in range(rounds):
             order = names[r % len(names) :] + names[: r % len(names)]
-            this = {n: _block(envs[n], steps) for n in order}
+            this = {n: dict(zip(measures, _block(envs[n], steps, pids[n]))) for n in order}
             for n in names:
-                per[n].append(this[n])
-                ratio[n].append(this[n] / this[names[0]])
-        for n in names:
-            med = statistics.median(per[n])
-            lo, hi = min(per[n]), max(per[n])
-            print(f"{n:44s} {med:10.2f} us  ({lo:.1f}-{hi:.1f})")
-        for n in names[1:]:
-            rs = ratio[n]
-            print(
-                f"{n + ' / ' + names[0]:44s} {statistics.median(rs):10.3f} x  "
-                f"(pairs {min(rs):.3f}-{max(rs):.3f})"
-            )
+                for m in measures:
+                    per[n][m].append(this[n][m])
+                    ratio[n][m].append(this[n][m] / this[names[0]][m])
+        for m in measures:
+            for n in names:
+                vals = per[n][m]
+                print(
+                    f"{n + ' ' + m:44s} {statistics.median(vals):10.2f} us  "
+                    f"({min(vals):.1f}-{max(vals):.1f})"
+                )
+            for n in names[1:]:
+                rs = ratio[n][m]
+                print(
+                    f"{n + ' / ' + names[0] + ' ' + m:44s} {statistics.median(rs):10.3f} x  "
+                    f"(pairs {min(rs):.3f}-{max(rs):.3f})"
+                )
 
 
 def main(argv: list[str] | None = None) -> None:

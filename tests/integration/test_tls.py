@@ -193,19 +193,48 @@ def test_tls_configuration_mistakes_are_refused_before_binding(
             f"unix://{short_tmp}/x.sock",
             options=ServeOptions(tls_cert=certs.cert, tls_key=certs.key),
         )
-    with pytest.raises(ValueError, match="sessions=2"):
-        rlmesh.EnvServer(
-            "CartPole-v1",
-            "tls://127.0.0.1:0",
-            sessions=2,
-            options=ServeOptions(tls_cert=certs.cert, tls_key=certs.key),
-        )
     with pytest.raises(ValueError, match="cannot load the certificate"):
         rlmesh.EnvServer(
             gym.make("CartPole-v1"),
             "tls://127.0.0.1:0",
             options=ServeOptions(tls_cert=certs.ca_pem, tls_key=certs.key),
         )
+
+
+@pytest.mark.parametrize("shm", ["0", "1"])
+def test_a_multi_session_endpoint_serves_tls_through_its_supervisor(
+    certs: Certs, monkeypatch: pytest.MonkeyPatch, shm: str
+) -> None:
+    """Each session's worker gets a socket pair; the supervisor keeps the TLS session and
+    relays its bytes (with rings on, a same-host session moves into them as ever)."""
+    monkeypatch.setenv("RLMESH_SHM", shm)
+    server = rlmesh.EnvServer(
+        "CartPole-v1",
+        "tls://127.0.0.1:0",
+        sessions=2,
+        options=ServeOptions(tls_cert=certs.cert, tls_key=certs.key, token="tok"),
+    ).start()
+    try:
+        with pytest.raises(AuthenticationFailed):
+            rn.RemoteEnv(server.address, tls_ca=str(certs.ca_pem))
+        a = rn.RemoteEnv(server.address, tls_ca=str(certs.ca_pem), token="tok")
+        b = rn.RemoteEnv(server.address, tls_ca=str(certs.ca_pem), token="tok")
+        expected = gym.make("CartPole-v1")
+        for env, seed in ((a, 3), (b, 4)):
+            obs, _ = env.reset(seed=seed)
+            assert (obs == expected.reset(seed=seed)[0]).all()
+            for _ in range(30):
+                obs, _, terminated, truncated, _ = env.step(int(obs[2] + 0.5 * obs[3] > 0))
+                assert not (terminated or truncated)  # a balancing policy: no reset needed
+        a.close()
+        b.close()
+        c = rn.RemoteEnv(
+            server.address, tls_ca=str(certs.ca_pem), token="tok"
+        )  # a slot is free again
+        c.reset(seed=0)
+        c.close()
+    finally:
+        server.shutdown()
 
 
 def test_a_plain_client_on_a_tls_endpoint_fails_and_the_server_keeps_serving(certs: Certs) -> None:

@@ -164,7 +164,6 @@ def bind_listener(
     transport: str | None = None,
     options: ServeOptions | None = None,
     who: str = "this server",
-    sessions: int = 1,
 ) -> tuple[Any, Any]:
     """Bind a server's listener (ADR-3 helpers instead of ``address``): ``(socket, bound address)``.
 
@@ -175,11 +174,11 @@ def bind_listener(
     Raises:
         BindFailed: the address cannot be bound (in use, no such directory ...).
         InsecureEndpoint: beyond loopback without a token (nothing was bound).
-        ValueError: TLS asked for without a certificate, on a unix socket, or with sessions > 1.
+        ValueError: TLS asked for without a certificate, or on a unix socket.
     """
     addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
     if options is not None:
-        addr = _check_trust(addr, options, who, sessions)
+        addr = _check_trust(addr, options, who)
     try:
         return listen(addr)
     except OSError as exc:
@@ -191,7 +190,7 @@ def bind_listener(
         raise BindFailed(f"failed to bind {what}: {exc}") from exc
 
 
-def _check_trust(addr: Address, options: ServeOptions, who: str, sessions: int) -> Address:
+def _check_trust(addr: Address, options: ServeOptions, who: str) -> Address:
     if addr.tls and not options.tls:
         raise ValueError(
             f"{addr.url} serves TLS and needs a certificate: pass --tls-cert PATH --tls-key PATH "
@@ -202,12 +201,6 @@ def _check_trust(addr: Address, options: ServeOptions, who: str, sessions: int) 
             raise ValueError(
                 "TLS (--tls-cert/--tls-key) is for TCP addresses (tls://host:port); a unix socket "
                 "never leaves this host: serve it without TLS"
-            )
-        if sessions > 1:
-            raise ValueError(
-                f"TLS with sessions={sessions} is not supported: each session is served by its own "
-                "worker process, which cannot take over a TLS connection. Serve the sessions on "
-                "separate endpoints, or put a TLS terminator (stunnel, nginx, envoy) in front"
             )
         addr = Address("tcp", host=addr.host, port=addr.port, tls=True)
     check_exposure(addr, options, who=who)

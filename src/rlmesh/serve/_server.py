@@ -229,7 +229,6 @@ class EnvServer(ServerBase):
             transport=transport,
             options=spec.options,
             who="EnvServer",
-            sessions=sessions,
         )
         self._address = bound.url
         self._supervisor = SessionSupervisor(listener, spec, sessions, prewarm)

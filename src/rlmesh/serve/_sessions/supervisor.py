@@ -43,6 +43,7 @@ from ...wire import frames, messages as m
 from .._driver import RequestFailed
 from .._loop import HANDSHAKE_DEADLINE_SECONDS, ServeLoop, _accepted_at, _Peer
 from .._metrics import Reports
+from .._tls_relay import TLSRelay
 from . import control
 from .control import Board, Handover, SessionSpec
 
@@ -125,6 +126,7 @@ class SessionSupervisor(ServeLoop):
         self._prewarm_after = 0.0  # time.monotonic() before which no worker is prewarmed
         if self._meter is not None:  # metrics: the workers report their counts here
             self._reports = Reports()
+        self._relays: set[TLSRelay] = set()  # TLS sessions whose bytes pass through here
 
     @property
     def in_use(self) -> int:
@@ -167,6 +169,8 @@ class SessionSupervisor(ServeLoop):
                         self._waker.drain()
                     elif type(obj) is _Worker:
                         self._worker_event(obj)
+                    elif type(obj) is TLSRelay:
+                        self._pump(obj)
                     else:
                         if obj.conn.backlog:
                             self._writable(obj)
@@ -255,10 +259,18 @@ class SessionSupervisor(ServeLoop):
             self._replenish()
             return
         sock = conn.sock
+        # a TLS session stays here (its keys cannot travel): the worker gets a socket pair's end
+        pair = (
+            socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            if getattr(sock, "tls", False)
+            else None
+        )
         try:
-            control.send(worker.ctrl, first, [sock.fileno()])
+            control.send(worker.ctrl, first, [(pair[1] if pair else sock).fileno()])
         except OSError as exc:
             log.warning("handing a session to worker %d failed (%s)", worker.pid, exc)
+            for end in pair or ():
+                end.close()
             self._refuse(peer, first.request_id, "the session could not be started")
             return
         worker.state = "serving"
@@ -266,12 +278,32 @@ class SessionSupervisor(ServeLoop):
         self._sel.unregister(sock)
         self._peers.pop(sock.fileno(), None)
         conn.closed = True
-        try:
-            sock.close()
-        except OSError:
-            pass
+        if pair is not None:
+            pair[1].close()
+            self._relay(TLSRelay(sock, pair[0]))
+        else:
+            try:
+                sock.close()
+            except OSError:
+                pass
         self._touch()
         self._replenish()
+
+    def _relay(self, relay: TLSRelay) -> None:
+        """Carry a handed-over TLS session's bytes from here on (the supervisor's loop)."""
+        self._relays.add(relay)
+        for end in relay.fds():
+            self._sel.register(end, relay)
+        self._pump(relay)
+
+    def _pump(self, relay: TLSRelay) -> None:
+        if relay.pump():
+            relay.watch(self._sel)
+            return
+        self._relays.discard(relay)  # either side ended: the session is over
+        for end in relay.fds():
+            self._sel.unregister(end)
+        relay.close()
 
     def _drop(self, peer: _Peer) -> None:
         worker = self._waiting_for(peer)
@@ -396,6 +428,11 @@ class SessionSupervisor(ServeLoop):
     def _teardown(self) -> None:
         for peer in list(self._peers.values()):
             self._drop(peer)
+        for relay in list(self._relays):
+            for end in relay.fds():
+                self._sel.unregister(end)
+            relay.close()
+        self._relays.clear()
         self.close_listener()  # new clients are refused at once while the sessions drain
         self.stop_workers(self.stop_reason or "stopped")
         super()._teardown()
