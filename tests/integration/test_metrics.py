@@ -235,3 +235,29 @@ def test_without_metrics_nothing_is_counted() -> None:
         _drive(server.address, 5)
     finally:
         server.shutdown()
+
+
+def test_the_openpi_bridge_serves_metrics_too() -> None:
+    require("websockets", "the openpi extra")
+    import numpy as np
+
+    from rlmesh.openpi import PolicyClient
+
+    server = ModelServer(
+        rn.Model(lambda obs: np.zeros(2, np.float32)),
+        "127.0.0.1:0",
+        protocol="openpi",
+        options=ServeOptions(metrics_address="127.0.0.1:0"),
+    ).start()
+    try:
+        client = PolicyClient(server.address, obs_map={"observation/state": ""})
+        for _ in range(3):
+            client.predict_chunk(np.zeros(3, np.float32))
+        values = scrape(server.metrics_address)
+        assert values["rlmesh_model_predict_duration_seconds_count"] == 3
+        assert values["rlmesh_model_batch_size_sum"] == 3
+        assert values["rlmesh_sessions_active"] == 1
+        assert values['rlmesh_wire_bytes_total{direction="sent"}'] > 0
+        client.close()
+    finally:
+        server.shutdown()

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .._meter import Meter, observe_predict
 from .._token import Gate, refusal_text
 from ..errors import ProtocolException
 from ..models._route import LocalRoute
@@ -86,6 +87,8 @@ class OpenPILoop:
         max_message_bytes: Largest observation accepted.
         token: The ``Authorization: Bearer`` token every client must send (``None``: none).
         ssl_context: Serve TLS (``wss://``) with this server context.
+        metrics: Count what a scrape reports (:meth:`metrics_values`): forwards, batch
+            sizes, message bytes, busy refusals, refused tokens.
 
     Raises:
         OSError: the address cannot be bound.
@@ -105,9 +108,11 @@ class OpenPILoop:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         token: str | None = None,
         ssl_context: Any = None,
+        metrics: bool = False,
     ) -> None:
         self.model = model
         self.gate = Gate(token)  # the token check, and its throttle
+        self.meter = Meter("model") if metrics else None
         self.sessions = sessions
         self.execution_horizon = execution_horizon
         self.idle_timeout_seconds = idle_timeout_seconds
@@ -213,6 +218,8 @@ class OpenPILoop:
             if self._stopping.is_set():
                 return connection.respond(503, "shutting down\n")
             if len(self._live()) >= self.sessions:
+                if self.meter is not None:
+                    self.meter.rejected += 1
                 return connection.respond(
                     503,
                     f"busy: this endpoint serves {self.sessions} client(s) at once; "
@@ -242,13 +249,24 @@ class OpenPILoop:
         )
         if delay and self._stopping.wait(min(delay, 30.0)):
             return connection.respond(503, "shutting down\n")
-        text = refusal_text(given, what="openpi endpoint", throttled=bool(delay))
-        text = text.replace(
-            "token=... on the client", "token=... on PolicyClient (an Authorization: Bearer header)"
+        text = refusal_text(
+            given,
+            what="openpi endpoint",
+            throttled=bool(delay),
+            how="send the endpoint's token as an 'Authorization: Bearer <token>' header "
+            "(rlmesh.openpi.PolicyClient(url, token=...), or RLMESH_TOKEN)",
         )
         response = connection.respond(401, text + "\n")
         response.headers["WWW-Authenticate"] = 'Bearer realm="rlmesh"'
         return response
+
+    def metrics_values(self) -> dict[str, Any]:
+        """What a scrape reports (``rlmesh.serve._metrics``): the counts, sessions, refusals."""
+        values: dict[str, Any] = self.meter.snapshot() if self.meter is not None else {}
+        with self._lock:
+            values["sessions_active"] = len(self._live())
+        values["auth_failures"] = self.gate.failures
+        return values
 
     # -- one connection -------------------------------------------------------------------
 
@@ -314,7 +332,13 @@ class OpenPILoop:
             timing: dict[str, float] = {"infer_ms": infer_ms}
             if prev_total_ms is not None:
                 timing["prev_total_ms"] = prev_total_ms
-            ws.send(packer.pack({"actions": actions, "server_timing": timing}))
+            reply = packer.pack({"actions": actions, "server_timing": timing})
+            meter = self.meter
+            if meter is not None:  # one forward of one observation; the messages' bytes
+                observe_predict(meter, int(infer_ms * 1e6), 1)
+                meter.rx += len(raw)
+                meter.tx += len(reply)
+            ws.send(reply)
             prev_total_ms = (time.perf_counter() - start) * 1000.0
 
     def _release(self, ws: Any) -> None:

@@ -228,7 +228,8 @@ class ServerBase:
         values = getattr(loop, "metrics_values", None)
         if metrics_address is not None and values is not None:
             try:
-                self._life.metrics = MetricsServer(metrics_address, values, loop.service.service)  # type: ignore[attr-defined]
+                service = getattr(getattr(loop, "service", None), "service", "model")
+                self._life.metrics = MetricsServer(metrics_address, values, service)
             except BaseException:
                 self.shutdown()  # nothing half-started stays behind (the listener is bound)
                 raise

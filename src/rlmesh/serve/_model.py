@@ -372,11 +372,6 @@ class ModelServer(ServerBase):
             "execution_horizon": horizon,
             "protocol": "openpi",
         }
-        if self._options.metrics_address is not None:
-            raise ValueError(
-                "metrics (metrics_address / --metrics) are served for rlmesh's own wire; "
-                "protocol='openpi' has none yet"
-            )
         opts = self._options
         ctx = (
             server_context(opts.tls_cert, opts.tls_key, opts.tls_client_ca)
@@ -394,6 +389,7 @@ class ModelServer(ServerBase):
                 idle_timeout_seconds=opts.idle_timeout_seconds,
                 token=opts.token,
                 ssl_context=ctx,
+                metrics=opts.metrics_address is not None,
             )
         except OSError as exc:
             raise BindFailed(f"failed to bind {addr.url}: {exc}") from exc

@@ -71,7 +71,7 @@ class TLSRelay:
         inner: The supervisor's end of the unix socket pair whose other end the worker has.
     """
 
-    __slots__ = ("closed", "inner", "tls", "_in", "_out")
+    __slots__ = ("_in", "_out", "closed", "inner", "tls")
 
     def __init__(self, tls: Any, inner: socket.socket) -> None:
         inner.setblocking(False)
