@@ -140,11 +140,15 @@ def count_steps(
     warmup: int = 10,
     vector: bool = False,
     seed: int = 0,
+    options: Any = None,
+    token: str | None = None,
 ) -> StepCounts:
     """Serve ``make_env()`` in a thread, step it remotely, and count calls per step.
 
     ``actions(i)`` is the action of step ``i``; a scalar episode that ends is reset
     (outside the measured step). Returns medians over the ``steps`` measured steps.
+    ``options``: the server's ``ServeOptions`` (metrics on, a token ...); ``token``: the
+    client's.
     """
     from rlmesh import EnvServer
     from rlmesh.numpy import RemoteEnv, RemoteVectorEnv
@@ -156,7 +160,7 @@ def count_steps(
     prof = _ServerProfile(reactor.Poller.poll.__code__, {_driver.Driver.step.__code__}, env_codes)
     client_prof = _ClientProfile()
     with _busy_poll_off():
-        server = EnvServer(env, "127.0.0.1:0")
+        server = EnvServer(env, "127.0.0.1:0", options=options)
         started = threading.Event()
 
         def serve() -> None:
@@ -173,7 +177,7 @@ def count_steps(
         client_steps: list[int] = []
         try:
             cls = RemoteVectorEnv if vector else RemoteEnv
-            with cls(server.address) as remote:
+            with cls(server.address, token=token) as remote:
                 remote.reset(seed=seed)
                 for i in range(warmup + steps):
                     measured = i >= warmup
@@ -239,13 +243,17 @@ def vector_actions(lanes: int = 16) -> Callable[[int], Any]:
     return lambda i: table[i & 1]
 
 
-def measure_scalar(steps: int = 40) -> StepCounts:
-    return count_steps(scalar_cartpole, scalar_actions, steps=steps)
+def measure_scalar(steps: int = 40, options: Any = None, token: str | None = None) -> StepCounts:
+    return count_steps(scalar_cartpole, scalar_actions, steps=steps, options=options, token=token)
 
 
-def measure_vector(steps: int = 40, lanes: int = 16) -> StepCounts:
+def measure_vector(steps: int = 40, lanes: int = 16, options: Any = None) -> StepCounts:
     return count_steps(
-        lambda: vector_cartpole(lanes), vector_actions(lanes), steps=steps, vector=True
+        lambda: vector_cartpole(lanes),
+        vector_actions(lanes),
+        steps=steps,
+        vector=True,
+        options=options,
     )
 
 

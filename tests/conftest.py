@@ -29,6 +29,11 @@ os.environ["RLMESH_WORKFLOW_EDITION"] = ""  # quiet WorkflowEditionWarning every
 
 from hypothesis import settings as _hypothesis_settings
 
+# The suite never runs with the caller's own token or TLS settings (docs/security.md): a test
+# that wants them sets them itself.
+for _name in ("RLMESH_TOKEN", "RLMESH_TLS_CA", "RLMESH_TLS_CERT", "RLMESH_TLS_KEY"):
+    os.environ.pop(_name, None)
+
 # CI runs the property tests derandomized (reproducible); locally they explore new inputs.
 _hypothesis_settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 #: ``HYPOTHESIS_PROFILE=fast`` (``make test-fast``): every property test draws at most this many
@@ -90,6 +95,22 @@ def loopback_only() -> bool:
     with ``unshare -n`` as root): no Ray test can reach another address.
     """
     return [name for _, name in socket.if_nameindex()] == ["lo"]
+
+
+def in_loopback_namespace(cmd: list[str]) -> list[str]:
+    """``cmd`` run in a network namespace whose only interface is lo (root, ``unshare`` and
+    ``ip`` needed, as ``make test-ray``): a test may bind 0.0.0.0 there and reach no other
+    host. Skips (fails under RLMESH_REQUIRE_ALL=1) where that is not possible."""
+    if loopback_only():
+        return cmd
+    unshare = require_tool("unshare", "binding 0.0.0.0 in a loopback-only network namespace")
+    require_tool("ip", "bringing lo up in that namespace")
+    if os.geteuid() != 0:
+        why = "binding 0.0.0.0 in a test needs a loopback-only namespace (unshare -n): run as root"
+        if REQUIRE_ALL:
+            pytest.fail(f"RLMESH_REQUIRE_ALL=1 but {why}", pytrace=False)
+        pytest.skip(why)
+    return [unshare, "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd]
 
 
 def require_ray() -> Any:

@@ -49,14 +49,34 @@ fn reply_error(msg: Message) -> Error {
 }
 
 impl RemoteEnv {
-    /// Connect and handshake (`host:port`, `tcp://host:port` or `unix:///path`).
+    /// Connect and handshake (`host:port`, `tcp://host:port` or `unix:///path`), sending
+    /// `$RLMESH_TOKEN` when it is set.
     pub fn connect(address: &str) -> Result<RemoteEnv> {
-        RemoteEnv::connect_with_timeout(address, None)
+        RemoteEnv::connect_with(address, None, None)
+    }
+
+    /// Connect with the endpoint's token (see docs/security.md).
+    pub fn connect_with_token(address: &str, token: &str) -> Result<RemoteEnv> {
+        RemoteEnv::connect_with(address, None, Some(token))
     }
 
     /// Connect with a per-request deadline (sent as `timeout_ms` and used as the socket
     /// read timeout).
     pub fn connect_with_timeout(address: &str, timeout: Option<Duration>) -> Result<RemoteEnv> {
+        RemoteEnv::connect_with(address, timeout, None)
+    }
+
+    /// Connect with a per-request deadline and a token (`None`: `$RLMESH_TOKEN`, else none).
+    /// A missing or wrong token is an [`ErrorKind::Authentication`](crate::ErrorKind::Authentication) error.
+    pub fn connect_with(
+        address: &str,
+        timeout: Option<Duration>,
+        token: Option<&str>,
+    ) -> Result<RemoteEnv> {
+        let token = match token {
+            Some(t) => t.to_owned(),
+            None => std::env::var("RLMESH_TOKEN").unwrap_or_default(),
+        };
         let addr = Address::parse_connect(address)?;
         let stream = Stream::connect(&addr, Some(timeout.unwrap_or(Duration::from_secs(30))))?;
         let _ = stream.set_read_timeout(timeout);
@@ -68,6 +88,7 @@ impl RemoteEnv {
             preferred: Some(wire::EDITION.into()),
             capabilities: vec![],
             service: "env".into(),
+            token,
         };
         conn.send(&hello, 1, &[] as &[&[u8]])?;
         let frame = recv(&mut conn)?;
@@ -77,6 +98,13 @@ impl RemoteEnv {
                 selected, contract, ..
             } => (selected, contract),
             Message::Busy { message } => return Err(Error::handshake(ErrorCode::Busy, message)),
+            Message::Incompatible {
+                message, reason, ..
+            } if reason == wire::UNAUTHENTICATED => {
+                return Err(Error::authentication(format!(
+                    "the env server at {addr} refused this client: {message}"
+                )))
+            }
             Message::Incompatible { message, .. } => {
                 return Err(Error::handshake(ErrorCode::Unsupported, message))
             }
@@ -344,7 +372,13 @@ impl RemoteEnv {
         let stream = Stream::connect(&addr, Some(Duration::from_secs(5)))?;
         let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
         let mut conn = Conn::new(stream, FrameLimits::DEFAULT);
-        conn.send(&Message::Ping, 1, &[] as &[&[u8]])?;
+        conn.send(
+            &Message::Ping {
+                token: String::new(),
+            },
+            1,
+            &[] as &[&[u8]],
+        )?;
         let frame = recv(&mut conn)?;
         match Message::decode(frame.kind, frame.header())? {
             Message::Pong { state, .. } => Ok(state),
@@ -361,6 +395,7 @@ impl RemoteEnv {
         conn.send(
             &Message::Shutdown {
                 reason: reason.into(),
+                token: std::env::var("RLMESH_TOKEN").unwrap_or_default(),
             },
             1,
             &[] as &[&[u8]],

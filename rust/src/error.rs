@@ -97,6 +97,8 @@ pub enum ErrorKind {
     InvalidArgument,
     /// The peer refused the handshake (generation/edition/service mismatch, or busy).
     Handshake,
+    /// The endpoint refused this client's token (or its lack of one) at the handshake.
+    Authentication,
 }
 
 /// The crate's error: a code, a message and whether the session survives.
@@ -183,6 +185,16 @@ impl Error {
         }
     }
 
+    pub(crate) fn authentication(message: impl Into<String>) -> Error {
+        Error {
+            kind: ErrorKind::Authentication,
+            code: ErrorCode::Unspecified,
+            message: message.into(),
+            recoverable: false,
+            op: String::new(),
+        }
+    }
+
     pub(crate) fn with_op(mut self, op: &str) -> Error {
         self.op = op.to_owned();
         self
@@ -221,6 +233,7 @@ impl fmt::Display for Error {
             ErrorKind::Connection => write!(f, "connection error: {}", self.message),
             ErrorKind::InvalidArgument => f.write_str(&self.message),
             ErrorKind::Handshake => write!(f, "handshake refused: {}", self.message),
+            ErrorKind::Authentication => write!(f, "authentication failed: {}", self.message),
         }
     }
 }

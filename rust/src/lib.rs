@@ -27,7 +27,7 @@ pub mod wire;
 
 pub use client::RemoteEnv;
 pub use env::Env;
-pub use error::{Error, ErrorCode, Result};
+pub use error::{Error, ErrorCode, ErrorKind, Result};
 pub use server::{
     AutoresetMode, BoundEnvServer, EnvServer, ServeOptions, ServerHandle, ServerStats,
     ValidationPolicy,

@@ -97,12 +97,28 @@ fn autoreset_of(metadata: Option<&InfoDict>) -> Result<AutoresetMode> {
 }
 
 /// Options of a served endpoint.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServeOptions {
     /// Accept a client's `Shutdown` request (off by default; `RLMESH_ALLOW_REMOTE_SHUTDOWN=1` turns it on).
     pub allow_remote_shutdown: bool,
     /// Frame limits once a session is established.
     pub limits: FrameLimits,
+    /// The token every client must send in its `Hello` (compared in constant time; see
+    /// docs/security.md). Default: `$RLMESH_TOKEN` when set, else none.
+    pub token: Option<String>,
+    /// Serve an address other hosts can reach without a token (the explicit opt-out).
+    pub insecure_no_auth: bool,
+}
+
+impl std::fmt::Debug for ServeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeOptions")
+            .field("allow_remote_shutdown", &self.allow_remote_shutdown)
+            .field("limits", &self.limits)
+            .field("token", &self.token.as_ref().map(|_| "<set>")) // never the token itself
+            .field("insecure_no_auth", &self.insecure_no_auth)
+            .finish()
+    }
 }
 
 impl Default for ServeOptions {
@@ -114,7 +130,71 @@ impl Default for ServeOptions {
         ServeOptions {
             allow_remote_shutdown: env == "1" || env == "true",
             limits: FrameLimits::DEFAULT,
+            token: std::env::var("RLMESH_TOKEN").ok().filter(|t| !t.is_empty()),
+            insecure_no_auth: false,
         }
+    }
+}
+
+/// Whether `given` is `expected`, in time that depends on the lengths only.
+fn token_matches(given: &str, expected: &str) -> bool {
+    let (a, b) = (given.as_bytes(), expected.as_bytes());
+    let mut diff = (a.len() != b.len()) as u8;
+    for i in 0..b.len() {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b[i];
+    }
+    diff == 0
+}
+
+/// Failures from one host answered at once; later ones wait (see [`throttle_delay`]).
+pub const FREE_FAILURES: u32 = 3;
+/// Hosts whose failures are remembered (the oldest is forgotten first).
+pub const MAX_HOSTS: usize = 1024;
+const FORGET: Duration = Duration::from_secs(600);
+
+/// Seconds between refusals to a host with `failures` refused tokens so far (0: at once),
+/// as the Python server: 1, 2, 4, 8, then 16 s.
+pub fn throttle_delay(failures: u32) -> Duration {
+    if failures <= FREE_FAILURES {
+        return Duration::ZERO;
+    }
+    Duration::from_secs(1u64 << (failures - FREE_FAILURES - 1).min(4))
+}
+
+#[derive(Default)]
+struct Strikes {
+    hosts: HashMap<String, (u32, Instant, Instant)>, // (failures, last failure, next answer)
+    total: u64,
+}
+
+impl Strikes {
+    /// Record a refusal from `host`: when its answer may go out, and its failures so far.
+    fn refused(&mut self, host: &str) -> (Instant, u32) {
+        self.total += 1;
+        let now = Instant::now();
+        if !self.hosts.contains_key(host) && self.hosts.len() >= MAX_HOSTS {
+            let oldest = self
+                .hosts
+                .iter()
+                .min_by_key(|(_, (_, last, _))| *last)
+                .map(|(h, _)| h.clone());
+            if let Some(h) = oldest {
+                self.hosts.remove(&h);
+            }
+        }
+        let entry = self.hosts.entry(host.to_owned()).or_insert((0, now, now));
+        if now.duration_since(entry.1) > FORGET {
+            *entry = (0, now, now);
+        }
+        entry.0 += 1;
+        entry.1 = now;
+        let step = throttle_delay(entry.0);
+        if step.is_zero() {
+            return (now, entry.0);
+        }
+        let due = entry.2.max(now) + step; // one refusal after the other per host
+        entry.2 = due;
+        (due, entry.0)
     }
 }
 
@@ -178,9 +258,27 @@ impl<E: Env + Send> EnvServer<E> {
         self
     }
 
+    /// Require this token at every handshake (docs/security.md).
+    pub fn token(mut self, token: &str) -> EnvServer<E> {
+        self.options.token = Some(token.to_owned()).filter(|t| !t.is_empty());
+        self
+    }
+
     /// Bind `address` (`127.0.0.1:0` picks a free port; `unix:///path` a Unix socket).
+    ///
+    /// An address other hosts can reach needs a token ([`EnvServer::token`],
+    /// `$RLMESH_TOKEN`) or the explicit opt-out [`ServeOptions::insecure_no_auth`]; without
+    /// either, nothing is bound and an invalid-argument error says so.
     pub fn bind(self, address: &str) -> Result<BoundEnvServer<E>> {
         let addr = Address::parse_bind(address)?;
+        if self.options.token.is_none() && !self.options.insecure_no_auth && !addr.is_loopback() {
+            return Err(Error::invalid_argument(format!(
+                "this EnvServer would serve {addr}, which other hosts can reach, without a token: anyone who \
+                 can reach the port could drive it. Set a token (EnvServer::token, RLMESH_TOKEN or \
+                 --token-file PATH), bind 127.0.0.1 or a unix socket, or opt out explicitly \
+                 (ServeOptions {{ insecure_no_auth: true, .. }})"
+            )));
+        }
         let listener = Listener::bind(&addr)?;
         let local = listener.local_address();
         let shared = Arc::new(Shared {
@@ -192,6 +290,7 @@ impl<E: Env + Send> EnvServer<E> {
             requests: AtomicU64::new(0),
             busy_ns: AtomicU64::new(0),
             handle_ns: AtomicU64::new(0),
+            strikes: Mutex::new(Strikes::default()),
         });
         Ok(BoundEnvServer {
             server: self,
@@ -217,6 +316,8 @@ struct Shared {
     requests: AtomicU64,
     busy_ns: AtomicU64,
     handle_ns: AtomicU64,
+    /// Refused tokens, per host (bounded) and in all.
+    strikes: Mutex<Strikes>,
 }
 
 impl Shared {
@@ -259,6 +360,7 @@ impl ServerHandle {
             requests: self.shared.requests.load(Ordering::Relaxed),
             busy_ns: self.shared.busy_ns.load(Ordering::Relaxed),
             handle_ns: self.shared.handle_ns.load(Ordering::Relaxed),
+            auth_failures: lock(&self.shared.strikes).total,
         }
     }
 }
@@ -273,6 +375,8 @@ pub struct ServerStats {
     pub busy_ns: u64,
     /// The part of `busy_ns` before the send syscall (decode, env call, encode).
     pub handle_ns: u64,
+    /// Handshakes and shutdowns refused for a missing or wrong token.
+    pub auth_failures: u64,
 }
 
 /// A server bound to its address, ready to [`serve`](BoundEnvServer::serve).
@@ -367,6 +471,7 @@ impl<E: Env + Send> BoundEnvServer<E> {
                             selected: String::new(),
                             pending: true,
                             sending: None,
+                            authenticated: false,
                         };
                         session.run();
                         session.finish();
@@ -404,6 +509,8 @@ struct Session<'a, E> {
     pending: bool,
     /// When the current reply's send began (server-side timing).
     sending: Option<Instant>,
+    /// Its `Hello` carried the endpoint's token (or none is needed).
+    authenticated: bool,
 }
 
 enum Flow {
@@ -525,7 +632,8 @@ impl<'a, E: Env + Send> Session<'a, E> {
             }
         };
         match msg {
-            Message::Ping => {
+            // an unauthenticated probe learns the state only: all a Rust endpoint reports
+            Message::Ping { .. } => {
                 let holder = self.shared.active.load(Ordering::SeqCst);
                 let state = if holder != 0 && holder != self.id {
                     "busy"
@@ -536,10 +644,21 @@ impl<'a, E: Env + Send> Session<'a, E> {
                     state: state.into(),
                     generation: wire::PROTOCOL_GENERATION.into(),
                     service: "env".into(),
+                    sessions: 0,
+                    limit: 0,
+                    auth: String::new(),
                 };
                 self.send(&pong, rid)
             }
-            Message::Shutdown { reason } => {
+            Message::Shutdown { reason, token } => {
+                if !self.authenticated && !self.admits(&token) {
+                    return self.refuse(rid, &token, "a Shutdown", |message| {
+                        Message::ShutdownReply {
+                            accepted: false,
+                            message,
+                        }
+                    });
+                }
                 if !self.core.options.allow_remote_shutdown {
                     let reply = Message::ShutdownReply {
                         accepted: false,
@@ -568,8 +687,20 @@ impl<'a, E: Env + Send> Session<'a, E> {
                 editions,
                 preferred,
                 service,
+                token,
                 ..
-            } => self.hello(rid, &generation, &editions, preferred.as_deref(), &service),
+            } => {
+                if !self.admits(&token) {
+                    return self.refuse(rid, &token, "a Hello", |message| Message::Incompatible {
+                        message,
+                        generation: wire::PROTOCOL_GENERATION.into(),
+                        editions: vec![],
+                        reason: wire::UNAUTHENTICATED.into(),
+                    });
+                }
+                self.authenticated = true;
+                self.hello(rid, &generation, &editions, preferred.as_deref(), &service)
+            }
             Message::Attach { .. } => self.send(&Message::AttachReply { attached: false }, rid), // rings are optional: the socket stays
             Message::Close { .. } => {
                 let records = lock(&self.core.driver).end_session();
@@ -623,6 +754,51 @@ impl<'a, E: Env + Send> Session<'a, E> {
         }
     }
 
+    /// Whether `given` opens the endpoint (any token when none is set).
+    fn admits(&self, given: &str) -> bool {
+        match &self.core.options.token {
+            None => true,
+            Some(expected) => token_matches(given, expected),
+        }
+    }
+
+    /// Count and log a refused token, wait while the host is throttled, answer, end.
+    fn refuse(
+        &mut self,
+        rid: u32,
+        given: &str,
+        what: &str,
+        reply: impl Fn(String) -> Message,
+    ) -> Flow {
+        let (host, label) = self.conn.stream.peer();
+        let (due, count) = lock(&self.shared.strikes).refused(&host);
+        if count <= FREE_FAILURES || count.is_power_of_two() {
+            eprintln!(
+                "rlmesh: authentication failed: {label} sent {what} with {}; refused (the endpoint keeps serving)",
+                if given.is_empty() { "no token" } else { "a wrong token" }
+            );
+        }
+        let why = if given.is_empty() {
+            "this endpoint needs a token and the client sent none"
+        } else {
+            "the token the client sent is not this endpoint's"
+        };
+        let message = format!(
+            "authentication failed: {why}; pass the endpoint's token: token=... on the client, or set \
+             RLMESH_TOKEN, or --token-file PATH on the command line"
+        );
+        let wait = due.saturating_duration_since(Instant::now());
+        if wait > HANDSHAKE_DEADLINE {
+            return Flow::End; // not worth a socket: no answer at all
+        }
+        let until = Instant::now() + wait; // this connection's own thread: nobody else waits
+        while Instant::now() < until && !self.shared.stop.load(Ordering::SeqCst) {
+            std::thread::sleep((until - Instant::now()).min(Duration::from_millis(100)));
+        }
+        let _ = self.send(&reply(message), rid);
+        Flow::End
+    }
+
     fn hello(
         &mut self,
         rid: u32,
@@ -643,6 +819,7 @@ impl<'a, E: Env + Send> Session<'a, E> {
             message,
             generation: wire::PROTOCOL_GENERATION.into(),
             editions: ours.clone(),
+            reason: String::new(),
         };
         if generation.trim() != wire::PROTOCOL_GENERATION {
             let m = incompatible(format!(

@@ -19,6 +19,27 @@ pub enum Address {
 }
 
 impl Address {
+    /// Whether only this host can reach the address: a unix socket, or a TCP host that is
+    /// (or resolves only to) a loopback address; a name that does not resolve is not.
+    pub fn is_loopback(&self) -> bool {
+        match self {
+            Address::Unix(_) => true,
+            Address::Tcp { host, .. } => {
+                let bare = host.trim_matches(|c| c == '[' || c == ']');
+                if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
+                    return ip.is_loopback();
+                }
+                match (bare, 0u16).to_socket_addrs() {
+                    Ok(addrs) => {
+                        let all: Vec<_> = addrs.collect();
+                        !all.is_empty() && all.iter().all(|a| a.ip().is_loopback())
+                    }
+                    Err(_) => false,
+                }
+            }
+        }
+    }
+
     /// Parse an address to bind: `host:port`, `tcp://host:port`, `[::1]:port`, a bare
     /// port (binds 127.0.0.1), or `unix:///abs/path`.
     pub fn parse_bind(address: &str) -> Result<Address> {
@@ -231,6 +252,18 @@ impl Stream {
             Address::Unix(_) => Err(Error::invalid_argument(
                 "unix sockets are unavailable on this platform",
             )),
+        }
+    }
+
+    /// `(host, "host:port")` of the peer, for the token gate's books and its log line.
+    pub(crate) fn peer(&self) -> (String, String) {
+        match self {
+            Stream::Tcp(s) => match s.peer_addr() {
+                Ok(a) => (a.ip().to_string(), a.to_string()),
+                Err(_) => ("unknown".into(), "an unknown peer".into()),
+            },
+            #[cfg(unix)]
+            Stream::Unix(_) => ("local".into(), "a local client (unix socket)".into()),
         }
     }
 

@@ -7,6 +7,8 @@ use crate::error::{Error, Result};
 use crate::msgpack::{self, Mp};
 
 pub const PROTOCOL_GENERATION: &str = "rlmesh-py-v1";
+/// `Incompatible.reason` of a missing or wrong token.
+pub const UNAUTHENTICATED: &str = "unauthenticated";
 pub const EDITION: &str = "2026.06";
 pub const PACKAGE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -86,6 +88,8 @@ pub struct EpisodeRecord {
 /// Every message of the env service.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Message {
+    /// `token`: the endpoint's token (`""`: none; then the field is not sent at all, so a
+    /// `Hello` without one is byte for byte what it always was).
     Hello {
         generation: String,
         peer: PeerInfo,
@@ -93,6 +97,7 @@ pub enum Message {
         preferred: Option<String>,
         capabilities: StrMap,
         service: String,
+        token: String,
     },
     Welcome {
         generation: String,
@@ -108,10 +113,13 @@ pub enum Message {
     Busy {
         message: String,
     },
+    /// `reason`: `""` (generation, edition or service) or [`UNAUTHENTICATED`] (a missing
+    /// or wrong token); sent only when not empty.
     Incompatible {
         message: String,
         generation: String,
         editions: Vec<String>,
+        reason: String,
     },
     Reset {
         seeds: Vec<Option<i64>>,
@@ -155,18 +163,29 @@ pub enum Message {
     CloseReply {
         final_episodes: Vec<EpisodeRecord>,
     },
+    /// `token`: before a `Hello`, an endpoint that needs a token accepts a `Shutdown` only
+    /// with it (sent only when not empty).
     Shutdown {
         reason: String,
+        token: String,
     },
     ShutdownReply {
         accepted: bool,
         message: String,
     },
-    Ping,
+    /// `token`: sent only when not empty (a probe's session counts may need it).
+    Ping {
+        token: String,
+    },
+    /// `sessions`, `limit` and `auth` are trailing fields a multi-session or token-protected
+    /// endpoint adds (all sent when any is set; `auth`: `""`, `"required"`, `"ok"`, `"refused"`).
     Pong {
         state: String,
         generation: String,
         service: String,
+        sessions: i64,
+        limit: i64,
+        auth: String,
     },
     Configure {
         edition: String,
@@ -249,7 +268,7 @@ impl Message {
             Message::CloseReply { .. } => CLOSE_REPLY,
             Message::Shutdown { .. } => SHUTDOWN,
             Message::ShutdownReply { .. } => SHUTDOWN_REPLY,
-            Message::Ping => PING,
+            Message::Ping { .. } => PING,
             Message::Pong { .. } => PONG,
             Message::Configure { .. } => CONFIGURE,
             Message::ConfigureReply { .. } => CONFIGURE_REPLY,
@@ -269,15 +288,20 @@ impl Message {
                 preferred,
                 capabilities,
                 service,
+                token,
             } => {
-                vec![
+                let mut v = vec![
                     s(generation),
                     peer_mp(peer),
                     strs(editions),
                     opt_str(preferred),
                     strmap(capabilities),
                     s(service),
-                ]
+                ];
+                if !token.is_empty() {
+                    v.push(s(token));
+                }
+                v
             }
             Message::Welcome {
                 generation,
@@ -305,7 +329,14 @@ impl Message {
                 message,
                 generation,
                 editions,
-            } => vec![s(message), s(generation), strs(editions)],
+                reason,
+            } => {
+                let mut v = vec![s(message), s(generation), strs(editions)];
+                if !reason.is_empty() {
+                    v.push(s(reason));
+                }
+                v
+            }
             Message::Reset {
                 seeds,
                 options,
@@ -376,14 +407,39 @@ impl Message {
             Message::CloseReply { final_episodes } => {
                 vec![Mp::Array(final_episodes.iter().map(record_mp).collect())]
             }
-            Message::Shutdown { reason } => vec![s(reason)],
+            Message::Shutdown { reason, token } => {
+                let mut v = vec![s(reason)];
+                if !token.is_empty() {
+                    v.push(s(token));
+                }
+                v
+            }
             Message::ShutdownReply { accepted, message } => vec![Mp::Bool(*accepted), s(message)],
-            Message::Ping => vec![],
+            Message::Ping { token } => {
+                if token.is_empty() {
+                    vec![]
+                } else {
+                    vec![s(token)]
+                }
+            }
             Message::Pong {
                 state,
                 generation,
                 service,
-            } => vec![s(state), s(generation), s(service)],
+                sessions,
+                limit,
+                auth,
+            } => {
+                let mut v = vec![s(state), s(generation), s(service)];
+                if *sessions != 0 || *limit != 0 || !auth.is_empty() {
+                    v.push(Mp::Int(*sessions));
+                    v.push(Mp::Int(*limit));
+                }
+                if !auth.is_empty() {
+                    v.push(s(auth));
+                }
+                v
+            }
             Message::Configure { edition } => vec![s(edition)],
             Message::ConfigureReply { edition } => vec![s(edition)],
             Message::Attach { path } => vec![s(path)],
@@ -486,6 +542,7 @@ impl Message {
                 preferred: f.opt_str(3)?,
                 capabilities: f.strmap(4)?,
                 service: f.str(5, Some("env"))?,
+                token: f.str(6, Some(""))?,
             },
             WELCOME => Message::Welcome {
                 generation: f.str(0, None)?,
@@ -509,6 +566,7 @@ impl Message {
                 message: f.str(0, None)?,
                 generation: f.str(1, Some(""))?,
                 editions: f.strs(2, true)?,
+                reason: f.str(3, Some(""))?,
             },
             RESET => Message::Reset {
                 seeds: match f.items.first() {
@@ -575,16 +633,22 @@ impl Message {
             },
             SHUTDOWN => Message::Shutdown {
                 reason: f.str(0, Some("owner shutdown"))?,
+                token: f.str(1, Some(""))?,
             },
             SHUTDOWN_REPLY => Message::ShutdownReply {
                 accepted: f.bool(0, None)?,
                 message: f.str(1, None)?,
             },
-            PING => Message::Ping,
+            PING => Message::Ping {
+                token: f.str(0, Some(""))?,
+            },
             PONG => Message::Pong {
                 state: f.str(0, None)?,
                 generation: f.str(1, Some(""))?,
                 service: f.str(2, Some("env"))?,
+                sessions: f.int(3, Some(0))?,
+                limit: f.int(4, Some(0))?,
+                auth: f.str(5, Some(""))?,
             },
             CONFIGURE => Message::Configure {
                 edition: f.str(0, None)?,
@@ -915,6 +979,7 @@ mod tests {
                 preferred: None,
                 capabilities: vec![],
                 service: "env".into(),
+                token: "t0k".into(),
             },
             Message::Reset {
                 seeds: vec![Some(1), None],
@@ -942,7 +1007,24 @@ mod tests {
             Message::CloseReply {
                 final_episodes: vec![rec],
             },
-            Message::Ping,
+            Message::Ping {
+                token: String::new(),
+            },
+            Message::Ping { token: "t".into() },
+            Message::Incompatible {
+                message: "m".into(),
+                generation: "g".into(),
+                editions: vec![],
+                reason: UNAUTHENTICATED.into(),
+            },
+            Message::Pong {
+                state: "busy".into(),
+                generation: "g".into(),
+                service: "env".into(),
+                sessions: 0,
+                limit: 0,
+                auth: "required".into(),
+            },
             Message::Error {
                 code: 10,
                 message: "m".into(),

@@ -98,6 +98,7 @@ fn valid_frames() -> Vec<Vec<u8>> {
             preferred: None,
             capabilities: vec![],
             service: "env".into(),
+            token: String::new(),
         },
         Message::Reset {
             seeds: vec![Some(1)],
@@ -117,7 +118,9 @@ fn valid_frames() -> Vec<Vec<u8>> {
             env_index: 0,
             timeout_ms: 0,
         },
-        Message::Ping,
+        Message::Ping {
+            token: String::new(),
+        },
         Message::Configure {
             edition: "2026.06".into(),
         },

@@ -158,6 +158,19 @@ fn message(name: &str) -> (Message, Vec<Vec<u8>>) {
                 preferred: Some(s("2026.06")),
                 capabilities: vec![],
                 service: s("env"),
+                token: s(""),
+            },
+            vec![],
+        ),
+        "hello_token" => (
+            Message::Hello {
+                generation: s("rlmesh-py-v1"),
+                peer: peer(),
+                editions,
+                preferred: Some(s("2026.06")),
+                capabilities: vec![],
+                service: s("env"),
+                token: s("s3cret-t0ken"),
             },
             vec![],
         ),
@@ -221,6 +234,18 @@ fn message(name: &str) -> (Message, Vec<Vec<u8>>) {
                 message: s("no"),
                 generation: s("rlmesh-py-v1"),
                 editions,
+                reason: s(""),
+            },
+            vec![],
+        ),
+        "incompatible_unauthenticated" => (
+            Message::Incompatible {
+                message: s(
+                    "authentication failed: this endpoint needs a token and the client sent none",
+                ),
+                generation: s("rlmesh-py-v1"),
+                editions: vec![],
+                reason: s("unauthenticated"),
             },
             vec![],
         ),
@@ -321,7 +346,20 @@ fn message(name: &str) -> (Message, Vec<Vec<u8>>) {
             },
             vec![],
         ),
-        "shutdown_request" => (Message::Shutdown { reason: s("done") }, vec![]),
+        "shutdown_request" => (
+            Message::Shutdown {
+                reason: s("done"),
+                token: s(""),
+            },
+            vec![],
+        ),
+        "shutdown_request_token" => (
+            Message::Shutdown {
+                reason: s("done"),
+                token: s("s3cret-t0ken"),
+            },
+            vec![],
+        ),
         "shutdown_reply" => (
             Message::ShutdownReply {
                 accepted: false,
@@ -329,12 +367,32 @@ fn message(name: &str) -> (Message, Vec<Vec<u8>>) {
             },
             vec![],
         ),
-        "ping" => (Message::Ping, vec![]),
+        "ping" => (Message::Ping { token: s("") }, vec![]),
+        "ping_token" => (
+            Message::Ping {
+                token: s("s3cret-t0ken"),
+            },
+            vec![],
+        ),
         "pong" => (
             Message::Pong {
                 state: s("ready"),
                 generation: s("rlmesh-py-v1"),
                 service: s("env"),
+                sessions: 0,
+                limit: 0,
+                auth: s(""),
+            },
+            vec![],
+        ),
+        "pong_withheld" => (
+            Message::Pong {
+                state: s("busy"),
+                generation: s("rlmesh-py-v1"),
+                service: s("env"),
+                sessions: 0,
+                limit: 0,
+                auth: s("required"),
             },
             vec![],
         ),

@@ -10,8 +10,8 @@ use rlmesh::frame::{self, FrameLimits, PREFIX_SIZE};
 use rlmesh::msgpack::Mp;
 use rlmesh::wire::{kind, Message, PeerInfo};
 use rlmesh::{
-    DType, Env, EnvServer, Error, ErrorCode, InfoDict, RemoteEnv, Result, ServerHandle, Space,
-    Value,
+    DType, Env, EnvServer, Error, ErrorCode, InfoDict, RemoteEnv, Result, ServeOptions,
+    ServerHandle, Space, Value,
 };
 
 /// Action 0: normal (terminates after `limit` steps), 1 recoverable error, 2 fatal,
@@ -393,6 +393,88 @@ fn unix_sockets_serve_too_and_remote_shutdown_stops_the_server() {
 }
 
 #[test]
+fn a_token_is_checked_at_the_handshake_before_the_env_sees_anything() {
+    let env = TestEnv::new(false);
+    let bound = EnvServer::new(env)
+        .unwrap()
+        .token("s3cret")
+        .allow_remote_shutdown(true)
+        .bind("127.0.0.1:0")
+        .unwrap();
+    let addr = bound.local_addr().to_string();
+    let handle = bound.handle();
+    let join = thread::spawn(move || bound.serve());
+    for token in [None, Some("wrong")] {
+        let err = RemoteEnv::connect_with(&addr, None, Some(token.unwrap_or("")))
+            .err()
+            .expect("refused");
+        assert_eq!(err.kind(), &rlmesh::ErrorKind::Authentication, "{err}");
+        assert!(err.to_string().contains("authentication failed"), "{err}");
+        assert!(
+            !err.to_string().contains("s3cret"),
+            "the message never holds the token"
+        );
+    }
+    // a stranger's Shutdown without the token is refused; a probe still learns the state
+    let mut raw = RawClient::connect(&addr);
+    let (k, msg) = raw.request(
+        &Message::Shutdown {
+            reason: "x".into(),
+            token: String::new(),
+        },
+        1,
+    );
+    assert_eq!(k, kind::SHUTDOWN_REPLY);
+    assert!(matches!(
+        msg,
+        Message::ShutdownReply {
+            accepted: false,
+            ..
+        }
+    ));
+    assert_eq!(RemoteEnv::ping(&addr).unwrap(), "ready");
+    assert_eq!(handle.stats().requests, 0, "the env saw no request");
+    assert_eq!(handle.stats().auth_failures, 3);
+    let mut env = RemoteEnv::connect_with_token(&addr, "s3cret").unwrap();
+    env.reset(Some(1), None).unwrap();
+    env.step(Some(&Value::Int(0))).unwrap();
+    env.close().unwrap();
+    stop(handle, join);
+}
+
+#[test]
+fn binding_beyond_loopback_needs_a_token_or_the_opt_out() {
+    let err = EnvServer::new(TestEnv::new(false))
+        .unwrap()
+        .with_options(ServeOptions {
+            token: None,
+            ..ServeOptions::default()
+        })
+        .bind("0.0.0.0:0")
+        .err()
+        .expect("refused before binding");
+    assert!(err.to_string().contains("--token-file"), "{err}");
+    assert!(err.to_string().contains("insecure_no_auth"), "{err}");
+    // loopback and unix sockets need no token
+    let bound = EnvServer::new(TestEnv::new(false))
+        .unwrap()
+        .with_options(ServeOptions {
+            token: None,
+            ..ServeOptions::default()
+        })
+        .bind("127.0.0.1:0")
+        .unwrap();
+    drop(bound);
+}
+
+#[test]
+fn throttle_delays_grow_and_stay_bounded() {
+    use rlmesh::server::throttle_delay;
+    let secs: Vec<u64> = (1..=10).map(|n| throttle_delay(n).as_secs()).collect();
+    assert_eq!(secs, vec![0, 0, 0, 1, 2, 4, 8, 16, 16, 16]);
+}
+
+#[test]
 fn handshake_refuses_other_generations_and_services() {
     let (addr, handle, join) = start(TestEnv::new(false), "127.0.0.1:0");
     for (generation, service, editions) in [
@@ -408,6 +490,7 @@ fn handshake_refuses_other_generations_and_services() {
             preferred: None,
             capabilities: vec![],
             service: service.into(),
+            token: String::new(),
         };
         let (k, _) = raw.request(&hello, 1);
         assert_eq!(k, kind::INCOMPATIBLE, "{generation} {service} {editions}");
@@ -442,7 +525,12 @@ fn handshake_refuses_other_generations_and_services() {
         (k, msg),
         (kind::ATTACH_REPLY, Message::AttachReply { attached: false })
     );
-    let (k, _) = raw.request(&Message::Ping, 3);
+    let (k, _) = raw.request(
+        &Message::Ping {
+            token: String::new(),
+        },
+        3,
+    );
     assert_eq!(k, kind::PONG);
     drop(raw);
     stop(handle, join);
@@ -488,6 +576,7 @@ impl RawClient {
             preferred: None,
             capabilities: vec![],
             service: "env".into(),
+            token: String::new(),
         };
         assert_eq!(raw.request(&hello, 1).0, kind::WELCOME);
         raw

@@ -18,8 +18,11 @@ ordinary handlers (``except ConnectionError``, ``except TimeoutError``,
     ├── HandshakeError                           incompatible peer (generation or edition)
     │   └── InvalidContract (ConnectionError)    the peer published a contract this side cannot read
     ├── EndpointBusy (ConnectionError)           another client holds the env's session
+    ├── AuthenticationFailed (ConnectionError)   the endpoint refused this client's token (or its lack of one)
     ├── ConnectFailed (ConnectionError)          could not reach an endpoint
+    │   └── TLSError                             the TLS handshake failed (an untrusted certificate ...)
     ├── BindFailed (ConnectionError)             a server could not bind its address
+    ├── InsecureEndpoint (ValueError)            a server would bind beyond loopback without a token
     ├── ConnectionLost (ConnectionError)         the peer went away; ``__cause__`` is the OSError
     │   ├── ActorLost                            a Ray fleet actor is gone for good (rlmesh.ray)
     │   └── LanesLost                            a fleet vector env's actors died; reset() reconnects
@@ -60,6 +63,7 @@ __all__ = [
     "AlreadyPendingCallError",
     "ActorLost",
     "AsyncCallError",
+    "AuthenticationFailed",
     "EndpointLost",
     "EndpointTimeout",
     "FleetStartError",
@@ -76,6 +80,7 @@ __all__ = [
     "EndpointBusy",
     "EnvironmentException",
     "HandshakeError",
+    "InsecureEndpoint",
     "InvalidContract",
     "ModelError",
     "InvalidAction",
@@ -87,6 +92,7 @@ __all__ = [
     "RequestTimeout",
     "ResetNeeded",
     "SessionClosed",
+    "TLSError",
     "ShapeMismatch",
     "Unsupported",
     "UnknownEnvId",
@@ -242,12 +248,39 @@ class EndpointBusy(RLMeshException, ConnectionError):
     """Another client holds the endpoint's one session; it refused this one at handshake."""
 
 
+class AuthenticationFailed(RLMeshException, ConnectionError):
+    """The endpoint refused this client at the handshake: it needs a token and got none, or
+    another one. Nothing reached the env or the model.
+
+    The message says which side refused and how to pass a token (``token=``,
+    ``RLMESH_TOKEN``, ``--token-file``); it never contains a token.
+    """
+
+
 class ConnectFailed(RLMeshException, ConnectionError):
     """Could not connect to, or complete the handshake with, an endpoint."""
 
 
+class TLSError(ConnectFailed):
+    """The TLS handshake with a ``tls://`` endpoint failed.
+
+    The message names the host and what failed (an untrusted or expired certificate, a
+    name that does not match, a client certificate the server wanted) and what to pass
+    (``tls_ca=``, ``RLMESH_TLS_CA``).
+    """
+
+
 class BindFailed(RLMeshException, ConnectionError):
     """A server could not bind its listening address (SRV-5, DEC-10)."""
+
+
+class InsecureEndpoint(RLMeshException, ValueError):
+    """A server was asked to bind an address reachable from other hosts without a token.
+
+    Raised before anything is bound. Pass a token (``ServeOptions(token=...)``,
+    ``--token-file PATH``, ``RLMESH_TOKEN``), or opt out explicitly
+    (``ServeOptions(insecure_no_auth=True)``, ``--insecure-no-auth``).
+    """
 
 
 class ConnectionLost(RLMeshException, ConnectionError):

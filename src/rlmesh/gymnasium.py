@@ -39,7 +39,7 @@ from gymnasium.vector.utils import batch_space
 from rlmesh import _keys, numpy as _rnp
 from rlmesh._autoreset import Autoreset
 from rlmesh.client._fanout import FanOut
-from rlmesh.errors import EndpointBusy
+from rlmesh.errors import AuthenticationFailed, EndpointBusy
 from rlmesh.spaces._gym import to_gymnasium_space
 from rlmesh.transport import resolve_address
 
@@ -111,7 +111,9 @@ def _connect(cls: type, address: str | None, kwargs: dict[str, Any]) -> _Shared:
     """
     try:
         client = cls(address, **kwargs)
-    except EndpointBusy:
+    except (EndpointBusy, AuthenticationFailed):
+        # ``env.spec.make()`` dials again without the token (a spec never holds one): this
+        # process's own live connection to the endpoint is shared, as for a busy one
         url = resolve_address(
             address,
             host=kwargs.get("host"),
@@ -122,7 +124,10 @@ def _connect(cls: type, address: str | None, kwargs: dict[str, Any]) -> _Shared:
         ).url
         shared = _LIVE.get((cls, url))
         if shared is None or shared.client.closed:
-            raise EndpointBusy(f"{sys.exc_info()[1]}. {_ONE_SESSION_HINT}") from None
+            exc = sys.exc_info()[1]
+            if isinstance(exc, AuthenticationFailed):
+                raise
+            raise EndpointBusy(f"{exc}. {_ONE_SESSION_HINT}") from None
         log.info("the endpoint at %s is busy with this process's own connection; sharing it", url)
         shared.refs += 1
         return shared
@@ -234,6 +239,10 @@ class RemoteEnv(gymnasium.Env):
         connect_timeout_seconds: Dial + handshake bound (``None``: 10 s).
         request_timeout_seconds: Per-request bound (``None`` or 0: wait forever).
         workflow_edition: Offer exactly this edition.
+        token: The endpoint's token (``None``: ``$RLMESH_TOKEN``, else none); a wrong or
+            missing one raises ``rlmesh.errors.AuthenticationFailed``.
+        tls_ca: For ``tls://`` addresses: the CA bundle to trust (``None``: ``$RLMESH_TLS_CA``,
+            else the system store).
         episode_info: Add the runtime keys (``episode_ids``, ``completed_episodes``,
             conformance warnings) to ``info``. Off by default, so ``info`` is exactly
             the env's own (``check_env``'s determinism check needs that).
@@ -260,6 +269,8 @@ class RemoteEnv(gymnasium.Env):
         workflow_edition: str | None = None,
         episode_info: bool = False,
         render_mode: str | None = None,
+        token: str | None = None,
+        tls_ca: Any = None,
     ) -> None:
         kwargs = dict(
             host=host,
@@ -269,6 +280,8 @@ class RemoteEnv(gymnasium.Env):
             connect_timeout_seconds=connect_timeout_seconds,
             request_timeout_seconds=request_timeout_seconds,
             workflow_edition=workflow_edition,
+            token=token,
+            tls_ca=tls_ca,
         )
         self._shared: _Shared | None = _connect(_ScalarClient, address, kwargs)
         self._client = self._shared.client
@@ -422,6 +435,8 @@ class RemoteVectorEnv(VectorEnv):
         workflow_edition: str | None = None,
         episode_info: bool = False,
         num_envs: int | None = None,
+        token: str | None = None,
+        tls_ca: Any = None,
     ) -> None:
         kwargs = dict(
             host=host,
@@ -431,6 +446,8 @@ class RemoteVectorEnv(VectorEnv):
             connect_timeout_seconds=connect_timeout_seconds,
             request_timeout_seconds=request_timeout_seconds,
             workflow_edition=workflow_edition,
+            token=token,
+            tls_ca=tls_ca,
         )
         try:
             self._shared: _Shared | None = _connect(_VectorClient, address, kwargs)
@@ -632,6 +649,8 @@ class _ManyEndpoints(RemoteVectorEnv):
         episode_info: bool = False,
         num_envs: int | None = None,
         autoreset_mode: Any = None,
+        token: str | None = None,
+        tls_ca: Any = None,
     ) -> None:
         self._shared = None
         self._fan = FanOut(
@@ -640,6 +659,8 @@ class _ManyEndpoints(RemoteVectorEnv):
             request_timeout_seconds=request_timeout_seconds,
             workflow_edition=workflow_edition,
             autoreset_mode=autoreset_mode,
+            token=token,
+            tls_ca=tls_ca,
         )
         first = self._fan.parts[0].client
         if num_envs is not None and num_envs != self._fan.num_envs:
@@ -888,12 +909,15 @@ class SandboxEnv(SandboxMixin, RemoteEnv):
             },
         )
 
-    def _connect_remote(self, address: str, connect_timeout_seconds: float) -> None:
+    def _connect_remote(
+        self, address: str, connect_timeout_seconds: float, token: str | None = None
+    ) -> None:
         RemoteEnv.__init__(
             self,
             address,
             connect_timeout_seconds=connect_timeout_seconds,
             episode_info=self._episode_info_option,
+            token=token,
         )
 
     def reset(
@@ -979,12 +1003,15 @@ class SandboxVectorEnv(SandboxMixin, RemoteVectorEnv):
             },
         )
 
-    def _connect_remote(self, address: str, connect_timeout_seconds: float) -> None:
+    def _connect_remote(
+        self, address: str, connect_timeout_seconds: float, token: str | None = None
+    ) -> None:
         RemoteVectorEnv.__init__(
             self,
             address,
             connect_timeout_seconds=connect_timeout_seconds,
             episode_info=self._episode_info_option,
+            token=token,
         )
 
     def reset(

@@ -55,6 +55,7 @@ class RemoteVecEnv(VecEnv):
         addresses: Endpoint addresses (one string for a single endpoint).
         connect_timeout_seconds, request_timeout_seconds, workflow_edition: Per endpoint,
             as for :class:`rlmesh.numpy.RemoteEnv`.
+        token, tls_ca: As for :class:`rlmesh.numpy.RemoteEnv`; one token for every endpoint.
 
     Raises:
         ValueError: endpoints whose spaces or autoreset modes differ, or a NEXT_STEP
@@ -71,6 +72,8 @@ class RemoteVecEnv(VecEnv):
         connect_timeout_seconds: float | None = None,
         request_timeout_seconds: float | None = None,
         workflow_edition: str | None = None,
+        token: str | None = None,
+        tls_ca: Any = None,
     ) -> None:
         if isinstance(addresses, str):
             addresses = [addresses]
@@ -79,6 +82,8 @@ class RemoteVecEnv(VecEnv):
             connect_timeout_seconds=connect_timeout_seconds,
             request_timeout_seconds=request_timeout_seconds,
             workflow_edition=workflow_edition,
+            token=token,
+            tls_ca=tls_ca,
         )
         if all(p.scalar for p in fan.parts):
             fan.mode = Autoreset.SAME_STEP.value  # scalar endpoints are reset here, in SB3's way

@@ -92,3 +92,22 @@ def test_counts_are_deterministic() -> None:
     first = callcount.measure_scalar(steps=20)
     second = callcount.measure_scalar(steps=20)
     assert (first.client, first.server, first.env) == (second.client, second.server, second.env)
+
+
+def test_a_token_and_metrics_add_no_python_call_per_step() -> None:
+    """Issue 36: authentication is checked once, at the handshake; metrics on are counters
+    in the loop's own frame (no call per step): the same budgets hold with both on."""
+    from conftest import require
+    from rlmesh.serve import ServeOptions
+
+    require("prometheus_client", "the metrics extra")
+    plain = callcount.measure_scalar(steps=30)
+    options = ServeOptions(token="t", metrics_address="127.0.0.1:0")
+    counted = callcount.measure_scalar(steps=30, options=options, token="t")
+    assert counted.server == plain.server, (
+        f"metrics on and a token cost the server {counted.server - plain.server} Python calls "
+        "per scalar step:\n" + "\n".join(counted.server_trace)
+    )
+    assert counted.client == plain.client
+    vector = callcount.measure_vector(steps=30, options=ServeOptions(metrics_address="127.0.0.1:0"))
+    assert vector.server <= SERVER_BUDGET_VECTOR

@@ -315,6 +315,46 @@ def test_remote_shutdown_stops_a_rust_server_when_allowed(rust_examples: Path) -
             proc.communicate()
 
 
+def test_a_rust_server_checks_the_token_python_clients_send(
+    rust_server: Callable[..., str],
+) -> None:
+    from rlmesh.errors import AuthenticationFailed
+    from rlmesh.serve import ping
+
+    address = rust_server("cartpole", "tcp", env={"RLMESH_TOKEN": "rust-t0ken"})
+    for token in (None, "wrong"):
+        with pytest.raises(AuthenticationFailed, match="authentication failed"):
+            rlmesh.numpy.RemoteEnv(address, token=token)
+    assert ping(address).state == "ready"  # a stranger's probe: the state only
+    with rlmesh.numpy.RemoteEnv(address, token="rust-t0ken") as env:
+        env.reset(seed=0)
+        env.step(0)
+
+
+def test_the_rust_client_sends_its_token_to_a_python_server(
+    rust_examples: Path, serve: Callable[..., Any]
+) -> None:
+    from rlmesh.serve import ServeOptions
+
+    gym = _gym()
+    server = serve(gym.make("CartPole-v1"), options=ServeOptions(token="py-t0ken"))
+    refused = subprocess.run(
+        [str(rust_examples / "drive"), server.address, "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode != 0 and "authentication failed" in refused.stderr, refused
+    ok = subprocess.run(
+        [str(rust_examples / "drive"), server.address, "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "RLMESH_TOKEN": "py-t0ken"},
+    )
+    assert ok.returncode == 0, ok.stderr
+
+
 @pytest.mark.parametrize("transport", ["tcp", "unix"])
 def test_the_rust_client_drives_a_python_served_env(
     rust_examples: Path, serve: Callable[..., Any], transport: str

@@ -22,6 +22,7 @@ import pytest
 
 import rlmesh
 from conftest import require, require_tool
+from rlmesh.errors import AuthenticationFailed
 from rlmesh.sandbox import SandboxBuild, SandboxBuildError, SandboxCrashed, SandboxStartError
 from rlmesh.transport import shm
 from sandbox_demo import demo_wheel as _wheel
@@ -73,6 +74,9 @@ def test_venv_backend_runs_an_env_whose_dependency_the_host_lacks(
         assert info.address.startswith("unix://") and env.address == info.address
         obs, reset_info = env.reset(seed=0)
         assert reset_info["sbxdemo"] == "7.3.1"  # reported by the package only the sandbox has
+        # the sandbox's server requires the sandbox's own token: another client is refused
+        with pytest.raises(AuthenticationFailed):
+            rlmesh.numpy.RemoteEnv(info.address)
         assert obs.tolist() == pytest.approx([7.31, 3.0])  # level=3 reached make()
         steps = 0
         truncated = False

@@ -103,7 +103,9 @@ def test_each_actor_serves_a_scalar_env_on_the_node_ip_and_close_stops_them(ray_
         assert {i.pid for i in infos} <= actor_pids() - before  # one actor process each
         expected = gym.make("CartPole-v1")
         for seed, address in enumerate(addresses):
-            env = rnp.RemoteEnv(address)
+            env = rnp.RemoteEnv(
+                address, token=fleet.token
+            )  # every endpoint wants the fleet's token
             try:
                 obs, _ = env.reset(seed=seed)
                 np.testing.assert_array_equal(obs, expected.reset(seed=seed)[0])
@@ -128,7 +130,7 @@ def test_lanes_per_actor_serve_one_vector_endpoint_like_make_vec(ray_local: Any)
         local = gym.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync")
         addresses = fleet.addresses
         for address in addresses:
-            envs = rnp.RemoteVectorEnv(address)
+            envs = rnp.RemoteVectorEnv(address, token=fleet.token)
             try:
                 assert envs.num_envs == 3
                 assert envs.env_contract.autoreset_mode == "NextStep"  # like gymnasium.make_vec
@@ -151,7 +153,7 @@ def test_an_env_factory_and_a_callable_get_their_kwargs_on_every_actor(ray_local
         kwargs = {"max_steps": 4} if env is CartPoleFactory else {"max_episode_steps": 4}
         with EnvFleet(env, 2, env_kwargs=kwargs) as fleet:
             for address in fleet.addresses:
-                client = rnp.RemoteEnv(address)
+                client = rnp.RemoteEnv(address, token=fleet.token)
                 try:
                     client.reset(seed=0)
                     truncated = [client.step(0)[3] for _ in range(4)]
@@ -177,7 +179,7 @@ class CartPoleMaker:
 def test_a_factory_class_with_make_serves_on_every_actor(ray_local: Any) -> None:
     with EnvFleet(CartPoleMaker, 2, env_kwargs={"max_steps": 3}) as fleet:
         for address in fleet.addresses:
-            with rnp.RemoteEnv(address) as client:
+            with rnp.RemoteEnv(address, token=fleet.token) as client:
                 client.reset(seed=0)
                 assert [client.step(0)[3] for _ in range(3)] == [False, False, True]
 
@@ -215,7 +217,7 @@ def test_an_actor_killed_with_sigkill_is_restarted_and_serves_at_its_new_address
         assert fleet.addresses[1] == new[1].address
         if new[1].address != old[1].address:
             assert refuses(old[1].address)
-        env = rnp.RemoteEnv(new[1].address)
+        env = rnp.RemoteEnv(new[1].address, token=fleet.token)
         try:
             np.testing.assert_array_equal(
                 env.reset(seed=3)[0], gym.make("CartPole-v1").reset(seed=3)[0]
@@ -235,7 +237,7 @@ def test_ray_kill_with_restart_gives_the_fleet_a_new_incarnation(ray_local: Any)
         )
         new = fleet.info()[0]
         assert new.restarted
-        env = rnp.RemoteEnv(new.address)
+        env = rnp.RemoteEnv(new.address, token=fleet.token)
         try:
             env.reset(seed=0)
             assert env.step(1)[1] == 1.0

@@ -14,8 +14,8 @@ from rlmesh.ray import EnvFleet, FleetStartTimeout
 pytestmark = pytest.mark.ray
 
 
-def drive(address: str, seed: int) -> None:
-    env = rnp.RemoteEnv(address)
+def drive(address: str, seed: int, token: str) -> None:
+    env = rnp.RemoteEnv(address, token=token)
     try:
         np.testing.assert_array_equal(
             env.reset(seed=seed)[0], gym.make("CartPole-v1").reset(seed=seed)[0]
@@ -30,7 +30,7 @@ def test_the_default_spread_places_one_actor_on_each_node(ray_cluster3: Any) -> 
         infos = fleet.info()
         assert len({i.node_id for i in infos}) == 3  # SPREAD: the nodes in turn
         for seed, info in enumerate(infos):
-            drive(info.address, seed)
+            drive(info.address, seed, fleet.token)
 
 
 def test_one_cpu_per_actor_puts_one_actor_on_each_node(ray_cluster3: Any) -> None:
@@ -39,7 +39,7 @@ def test_one_cpu_per_actor_puts_one_actor_on_each_node(ray_cluster3: Any) -> Non
         assert len({i.node_id for i in infos}) == 3  # every node has 1 CPU: one actor each
         assert fleet.num_envs == 6
         for info in infos:
-            envs = rnp.RemoteVectorEnv(info.address)
+            envs = rnp.RemoteVectorEnv(info.address, token=fleet.token)
             try:
                 assert envs.reset(seed=0)[0].shape == (2, 4)
             finally:
@@ -68,7 +68,7 @@ def test_an_actor_whose_node_is_lost_restarts_on_another_node(ray_cluster3: Any)
         after = fleet.info()  # waits for the restart elsewhere
         moved = after[victim.index]
         assert moved.node_id != victim.node_id and moved.restarted
-        drive(moved.address, 0)
+        drive(moved.address, 0, fleet.token)
         for i in range(3):
             if i != victim.index and before[i].node_id != victim.node_id:
                 assert after[i].incarnation == before[i].incarnation

@@ -214,8 +214,8 @@ class StandInVectorEnv:
     for the multi-endpoint client until it is merged. On a lost endpoint it closes every session,
     the harshest thing a client could do: the fleet must still blame only the dead actor."""
 
-    def __init__(self, addresses: list[str]) -> None:
-        self.envs = [rnp.RemoteEnv(a) for a in addresses]
+    def __init__(self, addresses: list[str], token: str | None = None) -> None:
+        self.envs = [rnp.RemoteEnv(a, token=token) for a in addresses]
         self.num_envs = len(self.envs)
         self.single_observation_space = self.envs[0].observation_space
 

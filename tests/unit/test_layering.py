@@ -41,6 +41,8 @@ LAYERS: dict[str, float] = {
     "rlmesh._termtext": 1.0,  # term_safe: peer text made harmless for a terminal (issue 28)
     "rlmesh._target": 1.0,  # load_target: the one module:attr / file.py:attr loader (issue 23)
     "rlmesh._gymid": 1.0,  # make_gym_env: finds the package registering a Gymnasium id (issue 35)
+    "rlmesh._token": 1.0,  # endpoint tokens: RLMESH_TOKEN, token files, constant-time compare (issue 36)
+    "rlmesh._meter": 1.0,  # an endpoint's metric counts: plain integers every serving path bumps (issue 36)
     "rlmesh._build": 1.1,  # editions and versions; wire's handshake reads them
     "rlmesh.tensor": 1.1,
     "rlmesh.types": 1.2,

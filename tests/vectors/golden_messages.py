@@ -83,6 +83,17 @@ GOLDEN: dict[str, tuple[Any, int, list[Any]]] = {
         1,
         [],
     ),
+    "hello_token": (
+        m.AuthHello(
+            generation="rlmesh-py-v1",
+            peer=PEER,
+            editions=["2026.06"],
+            preferred="2026.06",
+            token="s3cret-t0ken",
+        ),
+        1,
+        [],
+    ),
     "step_request": (m.Step(action=[1]), 2, []),
     "step_reply": (m.StepReply(obs=[], reward=1.0), 2, [OBS]),
     "welcome": (
@@ -115,6 +126,15 @@ GOLDEN: dict[str, tuple[Any, int, list[Any]]] = {
     "busy": (m.Busy(message="environment already has an active session"), 1, []),
     "incompatible": (
         m.Incompatible(message="no", generation="rlmesh-py-v1", editions=["2026.06"]),
+        1,
+        [],
+    ),
+    "incompatible_unauthenticated": (
+        m.Refusal(
+            message="authentication failed: this endpoint needs a token and the client sent none",
+            generation="rlmesh-py-v1",
+            reason=m.UNAUTHENTICATED,
+        ),
         1,
         [],
     ),
@@ -155,8 +175,15 @@ GOLDEN: dict[str, tuple[Any, int, list[Any]]] = {
         8,
         [],
     ),
+    "shutdown_request_token": (m.AuthShutdown(reason="done", token="s3cret-t0ken"), 8, []),
     "ping": (m.Ping(), 0, []),
+    "ping_token": (m.AuthPing(token="s3cret-t0ken"), 0, []),
     "pong": (m.Pong(state="ready", generation="rlmesh-py-v1", service="env"), 0, []),
+    "pong_withheld": (
+        m.AuthPong(state="busy", generation="rlmesh-py-v1", service="env", auth="required"),
+        0,
+        [],
+    ),
     "configure": (m.Configure(edition="2026.06"), 9, []),
     "configure_reply": (m.ConfigureReply(edition="2026.06"), 9, []),
     "attach_reply": (m.AttachReply(attached=False), 10, []),

@@ -19,11 +19,15 @@ from typing import Any
 from .._build import EDITION_BASE, resolve_declared_edition
 from .._spawn.recipe import import_packages, resolve_target
 from .._termtext import term_safe
-from ..errors import WorkflowEditionWarning
+from .._token import TOKEN_ENV, read_token_file
+from ..errors import InsecureEndpoint, WorkflowEditionWarning
 from ..models import ModelBase
+from ..serve._auth import check_exposure
 from ..serve._options import ServeOptions
+from ..transport import parse_bind_address
 
 __all__ = [
+    "add_trust_flags",
     "announce",
     "binding_of",
     "default_address",
@@ -32,6 +36,7 @@ __all__ = [
     "is_model_target",
     "options_of",
     "ready_fd_arg",
+    "trust_of",
     "run_command",
     "serve_until_stopped",
     "write_ready_fd",
@@ -118,8 +123,92 @@ def write_ready_file(path: str, address: str) -> None:
         raise
 
 
+class UsageError(ValueError):
+    """A flag's value cannot be used (a token file that cannot be read ...): exit 2."""
+
+
+def add_trust_flags(p: argparse.ArgumentParser) -> None:
+    """Who may connect, how, and what the endpoint reports: the token, TLS, metrics (docs/security.md)."""
+    g = p.add_argument_group("security and metrics (docs/security.md)")
+    g.add_argument(
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help=f"require the token stored in PATH (first line) at every handshake (default: ${TOKEN_ENV}, "
+        "else none; an address other hosts can reach needs one, or --insecure-no-auth)",
+    )
+    g.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="serve an address other hosts can reach without a token: anyone who reaches the port can "
+        "drive the endpoint (default: refuse to start)",
+    )
+    g.add_argument(
+        "--tls-cert",
+        default=None,
+        metavar="PATH",
+        help="serve TLS with this PEM certificate chain (with --tls-key); clients dial tls://host:port (default: no TLS)",
+    )
+    g.add_argument(
+        "--tls-key",
+        default=None,
+        metavar="PATH",
+        help="the PEM private key of --tls-cert (default: none)",
+    )
+    g.add_argument(
+        "--tls-client-ca",
+        default=None,
+        metavar="PATH",
+        help="also require a client certificate signed by this PEM CA bundle (default: none)",
+    )
+    g.add_argument(
+        "--metrics",
+        default=None,
+        metavar="ADDR",
+        help="serve Prometheus metrics on ADDR (host:port, or a port: 127.0.0.1) (default: none; needs "
+        "the metrics extra)",
+    )
+
+
+def trust_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``ServeOptions`` keywords of :func:`add_trust_flags`.
+
+    Raises:
+        UsageError: the token file cannot be read.
+    """
+    token = None
+    path = getattr(args, "token_file", None)
+    if path:
+        try:
+            token = read_token_file(path)
+        except ValueError as exc:
+            raise UsageError(f"--token-file: {exc}") from None
+    return {
+        "token": token,
+        "insecure_no_auth": bool(getattr(args, "insecure_no_auth", False)),
+        "tls_cert": getattr(args, "tls_cert", None),
+        "tls_key": getattr(args, "tls_key", None),
+        "tls_client_ca": getattr(args, "tls_client_ca", None),
+        "metrics_address": getattr(args, "metrics", None),
+    }
+
+
+def check_address(address: str, options: ServeOptions, who: str) -> None:
+    """Refuse an address other hosts can reach without a token before anything is built.
+
+    Raises:
+        InsecureEndpoint: see :func:`rlmesh.serve._auth.check_exposure`.
+    """
+    try:
+        addr = parse_bind_address(address)
+    except (TypeError, ValueError):
+        return  # the server words a bad address itself
+    check_exposure(addr, options, who=who)
+
+
 def add_endpoint_flags(p: argparse.ArgumentParser) -> None:
-    """The flags every serving command shares: the declared edition, remote shutdown, idle timeout."""
+    """The flags every serving command shares: the declared edition, remote shutdown, idle
+    timeout, and the trust flags (:func:`add_trust_flags`)."""
     p.add_argument(
         "--workflow-edition",
         default=None,
@@ -137,6 +226,7 @@ def add_endpoint_flags(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="stop after SECONDS without a client (default: never)",
     )
+    add_trust_flags(p)
 
 
 def default_address() -> str:
@@ -191,34 +281,65 @@ def binding_of(args: argparse.Namespace) -> dict[str, Any]:
     return binding
 
 
-def options_of(args: argparse.Namespace) -> Any:
-    return ServeOptions(
+def options_of(args: argparse.Namespace, who: str = "rlmesh serve") -> Any:
+    """The command's ``ServeOptions``, its address checked (before anything is built).
+
+    Raises:
+        UsageError: a token file that cannot be read.
+        InsecureEndpoint: ``--address`` reaches other hosts and there is no token (exit 2).
+    """
+    options = ServeOptions(
         allow_remote_shutdown=args.allow_remote_shutdown,
         idle_timeout_seconds=args.idle_timeout,
         workflow_edition=args.workflow_edition,
+        **trust_of(args),
     )
+    check_address(getattr(args, "address", "") or "", options, who)
+    args.serve_options = options  # announce() says how the endpoint is protected
+    return options
 
 
-def announce(args: argparse.Namespace, what: str, address: str, suffix: str = "") -> None:
+def announce(
+    args: argparse.Namespace, what: str, address: str, suffix: str = "", *, server: Any = None
+) -> None:
     """RDY-3: the bound address on ``--ready-fd`` / ``--ready-file``, then the status line."""
     if args.ready_fd is not None:
         write_ready_fd(args.ready_fd, address)
     if args.ready_file:
         write_ready_file(args.ready_file, address)
-    if exposed(address):
-        suffix += (
-            " - WARNING: this endpoint has no authentication and is reachable from other hosts; "
-            "anyone who can reach it can drive it (bind 127.0.0.1 or a unix socket to keep it local)"
-        )
+    suffix += protection(
+        address, getattr(args, "serve_options", None), getattr(server, "metrics_address", None)
+    )
     print(f"RLMesh serving {what} on {address}{suffix}", flush=True)
 
 
+def protection(address: str, options: ServeOptions | None, metrics: str | None = None) -> str:
+    """The status line's note on how the endpoint is protected (and a warning when it is not),
+    and where its metrics are scraped."""
+    parts = []
+    if options is not None and options.token is not None:
+        parts.append("token required")
+    if metrics is not None:
+        parts.append(f"metrics on {metrics}")
+    note = f" [{', '.join(parts)}]" if parts else ""
+    if exposed(address) and (options is None or options.token is None):
+        note += (
+            " - WARNING: this endpoint has no authentication and is reachable from other hosts; "
+            "anyone who can reach it can drive it (--token-file PATH, or bind 127.0.0.1 or a unix socket)"
+        )
+    return note
+
+
 def run_command(args: argparse.Namespace, body: Callable[[], int]) -> int:
-    """Exit codes shared by the serve commands: 0 stopped, 130 Ctrl-C, 1 error (one line)."""
+    """Exit codes shared by the serve commands: 0 stopped, 130 Ctrl-C, 1 error (one line),
+    2 a refused configuration (beyond loopback without a token, an unreadable token file)."""
     try:
         return int(body())
     except KeyboardInterrupt:
         return 130
+    except (InsecureEndpoint, UsageError) as exc:
+        print(f"Error: {term_safe(exc, newlines=True)}", file=sys.stderr)
+        return 2
     except Exception as exc:
         if args.verbose:
             traceback.print_exc()

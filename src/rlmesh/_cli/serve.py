@@ -206,7 +206,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve") -> in
             close_quietly(env)
             raise
         mark_startup("listen")
-        announce(args, "env", server.address, startup_text())
+        announce(args, "env", server.address, startup_text(), server=server)
         try:
             return serve_until_stopped(server)
         finally:
@@ -235,5 +235,7 @@ def _serve_sessions(
         spec, args.address, sessions=args.sessions, prewarm=args.prewarm
     )
     mark_startup("listen")
-    announce(args, "env", server.address, f" ({args.sessions} sessions){startup_text()}")
+    announce(
+        args, "env", server.address, f" ({args.sessions} sessions){startup_text()}", server=server
+    )
     return serve_until_stopped(server)

@@ -132,17 +132,18 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
         p.error("--execution-horizon is for --protocol openpi (an rlmesh client sends its own)")
 
     def body() -> int:
+        options = options_of(args, "rlmesh serve-model")  # before the model loads
         model = load_model_target(args.target, binding_of(args))
         if args.protocol == "openpi":
             server = ModelServer(
                 model,
                 args.address,
-                options=options_of(args),
+                options=options,
                 sessions=args.sessions,
                 protocol="openpi",
                 execution_horizon=args.execution_horizon,
             )
-            announce(args, "model", server.address)
+            announce(args, "model", server.address, server=server)
             return serve_until_stopped(server)
         if declared_spec(model) is None:
             print(
@@ -150,9 +151,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
                 file=sys.stderr,
             )
         server = ModelServer(
-            model, args.address, options=options_of(args), sessions=args.sessions, fuse=args.fuse
+            model, args.address, options=options, sessions=args.sessions, fuse=args.fuse
         )
-        announce(args, "model", server.address)
+        announce(args, "model", server.address, server=server)
         return serve_until_stopped(server)
 
     return run_command(args, body)

@@ -22,7 +22,15 @@ from ..serve._command import mark_startup, startup_text
 from ..serve._main import RESERVED_BINDING_KEYS, run_serve_env
 from ..serve._model import ModelServer
 from ..serve._options import ServeOptions
-from ._serving import default_address, exposed, run_command, write_ready_file
+from ._serving import (
+    add_trust_flags,
+    check_address,
+    default_address,
+    protection,
+    run_command,
+    trust_of,
+    write_ready_file,
+)
 from .serve_model import load_model_target
 
 __all__ = ["build_parser", "main"]
@@ -90,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workflow-edition", default=None, metavar="EDITION", help="the edition to declare"
     )
+    add_trust_flags(p)
     p.add_argument(
         "--ready-file",
         default=None,
@@ -155,17 +164,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     mark_startup("imports")
     _parser, args, binding, num_envs = _parse(argv)
 
-    def announce(what: str, bound: str, shown: str) -> None:
+    options: ServeOptions | None = None
+
+    def trust() -> ServeOptions:  # the token, TLS and metrics flags; the address checked first
+        nonlocal options
+        options = ServeOptions(workflow_edition=args.workflow_edition, **trust_of(args))
+        check_address(args.address, options, "python -m rlmesh.serve")
+        return options
+
+    def announce(what: str, bound: str, shown: str, metrics: str | None = None) -> None:
         if args.ready_file:
             write_ready_file(args.ready_file, bound)  # always dialable: the real bound address
-        warning = (
-            " - WARNING: this endpoint has no authentication and is reachable from other hosts"
-            if exposed(bound)
-            else ""
-        )
-        print(f"RLMesh serving {what} on {shown}{startup_text()}{warning}", flush=True)
+        note = protection(bound, options, metrics)
+        print(f"RLMesh serving {what} on {shown}{startup_text()}{note}", flush=True)
 
     def serve_model() -> int:
+        opts = trust()
         model = load_model_target(args.model, binding)
         mark_startup("model")
         if declared_spec(model) is None:
@@ -173,11 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "RLMesh: the served model declares no spec; clients drive it with raw env values",
                 file=sys.stderr,
             )
-        server = ModelServer(
-            model, args.address, options=ServeOptions(workflow_edition=args.workflow_edition)
-        )
+        server = ModelServer(model, args.address, options=opts)
         mark_startup("listen")
-        announce("model", server.address, args.address)  # DELTA-23: a model is shown as requested
+        announce(
+            "model", server.address, args.address, server.metrics_address
+        )  # DELTA-23: as requested
         server.serve()
         return 0
 
@@ -186,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         announce("env", address, address)  # an env is shown at its resolved bound address
 
     def serve_env_target() -> int:
+        opts = trust()
         source: Any = args.env
         import_packages(args.imports)
         resolved = resolve_target(
@@ -205,6 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             make_kwargs=binding,
             announce=listening,
             built=lambda: mark_startup("env"),
+            options=opts,
         )
         return 0
 

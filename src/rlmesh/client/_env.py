@@ -70,6 +70,8 @@ class _RemoteEnvBase(EnvFacts):
         request_timeout_seconds: float | None = None,
         workflow_edition: str | None = None,
         wait_for_slot: bool = False,
+        token: str | None = None,
+        tls_ca: Any = None,
     ) -> None:
         connect_timeout = check_timeout("connect_timeout_seconds", connect_timeout_seconds)
         self._request_timeout = check_timeout("request_timeout_seconds", request_timeout_seconds)
@@ -89,6 +91,8 @@ class _RemoteEnvBase(EnvFacts):
             noun="an env",
             wait_for_slot=bool(wait_for_slot),
             capabilities=self._hello_capabilities,
+            token=token,
+            tls_ca=tls_ca,
         )
         welcome = self._session.welcome
         try:
@@ -515,6 +519,10 @@ class RemoteEnv(_RemoteEnvBase):
         wait_for_slot: If every session of the endpoint is taken (``sessions=N``), keep
             asking until one frees up or ``connect_timeout_seconds`` passes, instead of
             raising ``EndpointBusy`` at once.
+        token: The endpoint's token (docs/security.md); ``None``: ``$RLMESH_TOKEN``, else
+            none. A wrong or missing one raises ``rlmesh.errors.AuthenticationFailed``.
+        tls_ca: For a ``tls://host:port`` address: the PEM CA bundle to trust (or an
+            ``ssl.SSLContext``); ``None``: ``$RLMESH_TLS_CA``, else the system store.
 
     Example:
         >>> import gymnasium as gym, rlmesh

@@ -85,7 +85,8 @@ class FanOut:
 
     Args:
         addresses: Endpoint addresses, in lane order.
-        connect_timeout_seconds, request_timeout_seconds, workflow_edition: As for one endpoint.
+        connect_timeout_seconds, request_timeout_seconds, workflow_edition, token, tls_ca: As
+            for one endpoint (one token for every endpoint).
         autoreset_mode: The mode scalar endpoints follow (and vector endpoints must serve);
             ``None``: the vector endpoints' mode, or NEXT_STEP when all are scalar.
 
@@ -102,6 +103,8 @@ class FanOut:
         request_timeout_seconds: float | None = None,
         workflow_edition: str | None = None,
         autoreset_mode: Any = None,
+        token: str | None = None,
+        tls_ca: Any = None,
     ) -> None:
         if isinstance(addresses, str) or not len(addresses):
             raise ValueError("RemoteVectorEnv([...]) needs a non-empty list of endpoint addresses")
@@ -109,6 +112,8 @@ class FanOut:
             connect_timeout_seconds=connect_timeout_seconds,
             request_timeout_seconds=request_timeout_seconds,
             workflow_edition=workflow_edition,
+            token=token,
+            tls_ca=tls_ca,
         )
         wanted = normalize_autoreset(autoreset_mode)
         parts: list[_Part] = []
@@ -133,7 +138,7 @@ class FanOut:
         self._closed = False
 
     def _dial(self, address: str) -> _EndpointClient:
-        client = _EndpointClient(address, **self._kwargs)  # type: ignore[arg-type]
+        client = _EndpointClient(address, **self._kwargs)
         client.runtime = {}
         return client
 

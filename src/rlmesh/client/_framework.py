@@ -33,6 +33,8 @@ class FrameworkEnvClient(_RemoteEnvBase):
         workflow_edition: str | None = None,
         device: Any = None,
         wait_for_slot: bool = False,
+        token: str | None = None,
+        tls_ca: Any = None,
     ) -> None:
         bridge = self._bridge
         bridge.ensure_available()
@@ -49,6 +51,8 @@ class FrameworkEnvClient(_RemoteEnvBase):
             request_timeout_seconds=request_timeout_seconds,
             workflow_edition=workflow_edition,
             wait_for_slot=wait_for_slot,
+            token=token,
+            tls_ca=tls_ca,
         )
 
     @property

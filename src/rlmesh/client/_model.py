@@ -16,6 +16,7 @@ from .._build import resolve_declared_edition
 from .._contract import EnvContract
 from .._metadata import sanitize_metadata
 from .._plan import value_plan
+from .._token import check_token
 from ..errors import (
     AdapterResolutionError,
     EnvironmentException,
@@ -161,6 +162,10 @@ class RemoteModel:
         host, port, path, transport: Helpers used when ``address`` is omitted.
         connect_timeout_seconds: Dial + handshake bound (``None``: 10 s).
         request_timeout_seconds: Per-request bound (``None``: wait forever).
+        token: The model endpoint's token (docs/security.md); ``None``: ``$RLMESH_TOKEN``
+            where a session dials, else none. It travels with the handle (``workers=`` runs).
+        tls_ca: For a ``tls://host:port`` address: the PEM CA bundle to trust; ``None``:
+            ``$RLMESH_TLS_CA``, else the system store.
 
     Example:
         >>> import rlmesh
@@ -183,6 +188,8 @@ class RemoteModel:
         transport: str | None = None,
         connect_timeout_seconds: float | None = None,
         request_timeout_seconds: float | None = None,
+        token: str | None = None,
+        tls_ca: Any = None,
     ) -> None:
         if address is not None and any(h is not None for h in (host, port, path, transport)):
             raise ValueError(
@@ -199,6 +206,13 @@ class RemoteModel:
         self.request_timeout_seconds = check_timeout(
             "request_timeout_seconds", request_timeout_seconds
         )
+        self._token = check_token(token)
+        self._tls_ca = tls_ca
+
+    @property
+    def token(self) -> str | None:
+        """The token this handle sends (``None``: ``$RLMESH_TOKEN`` where it dials, else none)."""
+        return self._token
 
     @property
     def address(self) -> str:
@@ -215,6 +229,8 @@ class RemoteModel:
             connect_timeout=self.connect_timeout_seconds,
             request_timeout=self.request_timeout_seconds,
             noun="a model",
+            token=self._token,
+            tls_ca=self._tls_ca,
         )
 
     def session(

@@ -85,6 +85,7 @@ class MultiEndpointVectorEnv:
         address: The endpoint addresses, in lane order.
         connect_timeout_seconds, request_timeout_seconds, workflow_edition: Per endpoint,
             as for one endpoint.
+        token, tls_ca: As for one endpoint; one token for every endpoint.
         autoreset_mode: ``"next-step"``, ``"same-step"``, ``"disabled"`` (or Gymnasium's
             ``AutoresetMode``): the mode scalar endpoints follow; vector endpoints must
             serve it.
@@ -102,6 +103,8 @@ class MultiEndpointVectorEnv:
         workflow_edition: str | None = None,
         autoreset_mode: Any = None,
         device: Any = None,
+        token: str | None = None,
+        tls_ca: Any = None,
     ) -> None:
         bridge = self._bridge
         bridge.ensure_available()
@@ -116,6 +119,8 @@ class MultiEndpointVectorEnv:
             request_timeout_seconds=request_timeout_seconds,
             workflow_edition=workflow_edition,
             autoreset_mode=autoreset_mode,
+            token=token,
+            tls_ca=tls_ca,
         )
         first = self._fan.parts[0].client
         self._contract: EnvContract = first.env_contract

@@ -16,8 +16,10 @@ import time
 from typing import Any, NoReturn
 
 from .._termtext import term_safe
+from .._token import resolve_token
 from ..errors import (
     CODE_NAMES,
+    AuthenticationFailed,
     ConnectFailed,
     ConnectionLost,
     EndpointBusy,
@@ -25,6 +27,7 @@ from ..errors import (
     ProtocolException,
     RequestTimeout,
     SessionClosed,
+    TLSError,
     exception_for_code,
 )
 from ..transport import Address, Connection, dial, shm
@@ -65,18 +68,22 @@ def check_timeout(name: str, value: float | None) -> float | None:
     return float(value) or None
 
 
-def _dial(address: Address, service: str, noun: str, ct: float, budget: float) -> Connection:
+def _dial(
+    address: Address, service: str, noun: str, ct: float, budget: float, tls_ca: Any = None
+) -> Connection:
     """Dial ``address`` within ``budget`` seconds: a connection on the pre-handshake limits."""
     url = address.url
     server = "ModelServer" if service == "model" else "EnvServer"
     peer = "remote model" if service == "model" else "remote environment"
     try:
-        sock = dial(address, budget)
+        sock = dial(address, budget, tls_ca=tls_ca) if address.tls else dial(address, budget)
     except TimeoutError:
         raise RequestTimeout(
             f"{peer} connect timed out after {ct:.3f}s (dialing {url}); is the {server} running and reachable?",
             timeout_seconds=ct,
         ) from None
+    except TLSError:
+        raise  # it names the host and what failed
     except OSError as exc:
         raise ConnectFailed(
             f"could not connect to {noun} at '{url}'; is the {server} running? ({exc})"
@@ -109,8 +116,10 @@ class ClientSession:
         handshake_timeout: Bound on the Hello round trip (``None``: ``connect_timeout``).
         limits: Frame limits once the handshake is done (``None``:
             :func:`rlmesh.wire.frames.default_limits`).
+        token: The endpoint's token, sent in the Hello (``None``: ``$RLMESH_TOKEN``, else none).
 
     Raises:
+        AuthenticationFailed: the endpoint refused the token, or its lack of one.
         EndpointBusy: every session of the endpoint is taken (the connection is closed).
         HandshakeError: the endpoint refused this client as incompatible.
         ConnectFailed: the handshake failed (a lost peer, garbage, an ``Error`` reply).
@@ -131,6 +140,7 @@ class ClientSession:
         handshake_timeout: float | None = None,
         limits: frames.FrameLimits | None = None,
         capabilities: dict[str, str] | None = None,
+        token: str | None = None,
     ) -> None:
         self.address = address
         self.conn = conn
@@ -149,6 +159,7 @@ class ClientSession:
         ct = DEFAULT_CONNECT_TIMEOUT_SECONDS if connect_timeout is None else connect_timeout
         if limits is None:
             limits = frames.default_limits()  # RLMESH_MAX_FRAME_BYTES
+        token = resolve_token(token)
         reply = self._handshake(
             service,
             component,
@@ -156,6 +167,7 @@ class ClientSession:
             ct,
             ct if handshake_timeout is None else handshake_timeout,
             capabilities,
+            token,
         )
         url = self._url
         if isinstance(reply, m.Busy):
@@ -163,6 +175,11 @@ class ClientSession:
             raise EndpointBusy(f"{noun} at '{url}' is busy: {term_safe(reply.message)}")
         if isinstance(reply, m.Incompatible):
             conn.close()
+            if getattr(reply, "reason", "") == m.UNAUTHENTICATED:
+                server = "model server" if service == "model" else "env server"
+                raise AuthenticationFailed(
+                    f"the {server} at '{url}' refused this client: {term_safe(reply.message)}"
+                )
             raise HandshakeError(f"handshake failed: {term_safe(reply.message)}")
         if isinstance(reply, m.Error):
             conn.close()
@@ -175,7 +192,8 @@ class ClientSession:
         # without spinning: a round waits for its slowest endpoint anyway, and spinning on
         # one reply takes a core the other endpoints' servers need
         fan_out = (capabilities or {}).get(FAN_OUT_CAPABILITY) == "true"
-        conn.busy_poll = 0.0 if fan_out else busy_poll_default()
+        tls = getattr(conn.sock, "tls", False)  # a spinning read would bypass the TLS socket
+        conn.busy_poll = 0.0 if fan_out or tls else busy_poll_default()
         token = shm.offered_token(reply.capabilities, conn.sock)
         if token:
             self._attach_after = ATTACH_AFTER_REQUESTS
@@ -194,6 +212,8 @@ class ClientSession:
         noun: str,
         wait_for_slot: bool = False,
         capabilities: dict[str, str] | None = None,
+        token: str | None = None,
+        tls_ca: Any = None,
     ) -> ClientSession:
         """Dial ``address`` and handshake: an open session (CLT-3, CLT-5).
 
@@ -202,13 +222,17 @@ class ClientSession:
             wait_for_slot: On ``Busy`` (every session of the endpoint taken), retry until a
                 session frees up or ``connect_timeout`` passes, instead of raising
                 ``EndpointBusy`` at once.
+            token: The endpoint's token (``None``: ``$RLMESH_TOKEN``, else none).
+            tls_ca: For a ``tls://`` address: the CA bundle to trust (a path), or an
+                ``ssl.SSLContext`` (``None``: ``$RLMESH_TLS_CA``, else the system store).
             service, component, declared, connect_timeout, request_timeout, noun: As for
                 the constructor.
 
         Raises:
             ConnectFailed: nothing accepts connections there, or the handshake failed.
+            TLSError: the TLS handshake failed (an untrusted certificate ...).
             RequestTimeout: dial + handshake took longer than ``connect_timeout``.
-            EndpointBusy / HandshakeError: as for the constructor.
+            EndpointBusy / HandshakeError / AuthenticationFailed: as for the constructor.
         """
         ct = DEFAULT_CONNECT_TIMEOUT_SECONDS if connect_timeout is None else connect_timeout
         limits = frames.default_limits()  # RLMESH_MAX_FRAME_BYTES, checked before dialing
@@ -218,7 +242,7 @@ class ClientSession:
         while True:
             budget = max(deadline - time.monotonic(), 0.001)
             try:
-                conn = _dial(address, service, noun, ct, budget)
+                conn = _dial(address, service, noun, ct, budget, tls_ca)
                 return cls(
                     conn,
                     service=service,
@@ -231,6 +255,7 @@ class ClientSession:
                     handshake_timeout=budget,
                     limits=limits,
                     capabilities=capabilities,
+                    token=token,
                 )
             except EndpointBusy as exc:
                 left = deadline - time.monotonic()
@@ -260,11 +285,12 @@ class ClientSession:
         ct: float,
         budget: float,
         capabilities: dict[str, str] | None,
+        token: str | None = None,
     ) -> Any:
         """Say Hello within ``budget`` seconds and return the reply (the connection closes on failure)."""
         url = self._url
         hello = handshake.make_hello(
-            component, declared, service=service, capabilities=capabilities
+            component, declared, service=service, capabilities=capabilities, token=token
         )
         try:
             return self._exchange(hello, timeout=budget)

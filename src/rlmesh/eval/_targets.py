@@ -11,7 +11,8 @@ One precedence for every entry point (EVAL-6):
    its own connection and never closed by the session (unless ``close_env``);
 3. ``reset`` + ``step`` -> a local env, driven in-process (DESIGN: no loopback server);
 4. ``make`` -> an ``EnvFactory`` (instantiated if a class; ``prepare()``; ``make()``);
-5. a string ``address`` attribute (e.g. ``EnvServer``) -> dialed.
+5. a string ``address`` attribute (e.g. ``EnvServer``) -> dialed, with the object's
+   ``token`` when it has one (a token-protected ``EnvServer`` is driven with no more code).
 
 Attributes are probed on the type and the instance ``__dict__`` only, never through
 ``getattr`` forwarding (EVAL-7: Gymnasium wrappers' deprecated ``__getattr__``).
@@ -348,11 +349,15 @@ class _DialedEnv(RemoteEnv):
         self.__class__ = RemoteVectorEnv if contract.num_envs > 1 else RemoteEnv  # type: ignore[assignment]
 
 
-def _dial(address: str, *, workflow_edition: str | None) -> tuple[Any, Any]:
+def _dial(
+    address: str, *, workflow_edition: str | None, token: str | None = None
+) -> tuple[Any, Any]:
     """Dial ``address`` once with the numpy clients; return ``(client, contract)`` (EVAL-6)."""
     kwargs: dict[str, Any] = {}
     if workflow_edition is not None:
         kwargs["workflow_edition"] = workflow_edition
+    if token is not None:
+        kwargs["token"] = token
     client: Any = _DialedEnv(address, **kwargs)
     return client, client.env_contract
 
@@ -371,7 +376,12 @@ def open_target(
         client, contract = _dial(target, workflow_edition=workflow_edition)
         return EnvConn(client, contract, remote=True, dialed=True, user_obj=target)
     if kind == "server":
-        client, contract = _dial(target.address, workflow_edition=workflow_edition)
+        token = _static_get(target, "token")
+        client, contract = _dial(
+            target.address,
+            workflow_edition=workflow_edition,
+            token=token if isinstance(token, str) and token else None,
+        )
         return EnvConn(client, contract, remote=True, dialed=True, user_obj=target)
     if kind == "remote":
         return EnvConn(target, target.env_contract, remote=True, user_obj=target)

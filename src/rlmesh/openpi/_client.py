@@ -23,11 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from .._token import check_token, resolve_token
 from ..errors import ShapeMismatch
 from ..models import NumpyModel
 from ..models._sentinels import NO_ADAPTER
 from ..spaces import space_from_spec
 from ..spaces._gym import as_spec
+from ..transport.tls import client_context
 from ._connection import DEFAULT_CONNECT_TIMEOUT_SECONDS, DEFAULT_MAX_MESSAGE_BYTES, Connection
 from ._obsmap import ObservationMapper, compile_obs_map
 
@@ -127,6 +129,10 @@ class PolicyClient(NumpyModel[Any, Any]):
             waiting for a busy server (default 10 s).
         request_timeout_seconds: Bound on each reply (``None``: wait as long as it takes).
         max_message_bytes: Largest reply accepted (default 256 MiB).
+        token: Sent as ``Authorization: Bearer <token>`` with every connection (``None``:
+            ``$RLMESH_TOKEN``, else none); a refused one raises ``AuthenticationFailed``.
+        tls_ca: For ``wss://``: the PEM CA bundle to trust (``None``: ``$RLMESH_TLS_CA``,
+            else the system store).
 
     Raises:
         ValueError: a URL that is not ``ws://`` / ``wss://``, or a bad timeout.
@@ -154,8 +160,12 @@ class PolicyClient(NumpyModel[Any, Any]):
         connect_timeout_seconds: float | None = None,
         request_timeout_seconds: float | None = None,
         max_message_bytes: int | None = None,
+        token: str | None = None,
+        tls_ca: Any = None,
     ) -> None:
         self.url = _check_url(url)
+        self._token = check_token(token)
+        self._tls_ca = tls_ca
         if obs_map is not None and not isinstance(obs_map, Mapping):
             raise TypeError(
                 f"obs_map must be a mapping of server keys, got {type(obs_map).__name__}"
@@ -275,11 +285,14 @@ class PolicyClient(NumpyModel[Any, Any]):
         return conn
 
     def _dial(self) -> Connection:
+        token = resolve_token(self._token)
         conn = Connection(
             self.url,
             connect_timeout_seconds=self.connect_timeout_seconds,
             request_timeout_seconds=self.request_timeout_seconds,
             max_message_bytes=self.max_message_bytes,
+            headers={"Authorization": f"Bearer {token}"} if token else None,
+            ssl_context=client_context(self._tls_ca) if self.url.startswith("wss://") else None,
         )
         self._metadata = conn.metadata
         return conn
@@ -329,6 +342,8 @@ class PolicyClient(NumpyModel[Any, Any]):
             "connect_timeout_seconds": self.connect_timeout_seconds,
             "request_timeout_seconds": self.request_timeout_seconds,
             "max_message_bytes": self.max_message_bytes,
+            "token": self._token,  # the user's own: a worker dials with it
+            "tls_ca": self._tls_ca,
         }
         return (_rebuild, (self.url, kwargs))
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import (
+    AuthenticationFailed,
     ConnectFailed,
     ConnectionLost,
     EndpointBusy,
@@ -52,7 +53,11 @@ def _status(exc: BaseException) -> tuple[int, str] | None:
     if not isinstance(status, int):
         return None
     body = getattr(response, "body", b"") or b""
-    text = body.decode("utf-8", "replace").strip() if isinstance(body, bytes) else str(body)
+    text = (
+        body.decode("utf-8", "replace").strip()
+        if isinstance(body, (bytes, bytearray))
+        else str(body)
+    )
     return status, text
 
 
@@ -65,9 +70,11 @@ class Connection:
             long a busy server (HTTP 503) is retried.
         request_timeout_seconds: Bound on each reply (``None``: wait as long as it takes).
         max_message_bytes: Largest reply accepted.
-        headers: Extra HTTP headers for the upgrade request.
+        headers: Extra HTTP headers for the upgrade request (``Authorization: Bearer``).
+        ssl_context: For ``wss://``: the client TLS context.
 
     Raises:
+        AuthenticationFailed: the server refused the token (HTTP 401).
         ConnectFailed: nothing answers, the upgrade is refused, or the metadata never comes.
         EndpointBusy: the server kept answering "busy" until the connect timeout.
     """
@@ -80,11 +87,12 @@ class Connection:
         request_timeout_seconds: float | None,
         max_message_bytes: int,
         headers: Mapping[str, str] | None = None,
+        ssl_context: Any = None,
     ) -> None:
         self.url = url
         self.request_timeout_seconds = request_timeout_seconds
         self._packer = Packer()
-        self._ws = self._dial(url, connect_timeout_seconds, max_message_bytes, headers)
+        self._ws = self._dial(url, connect_timeout_seconds, max_message_bytes, headers, ssl_context)
         try:
             raw = self._ws.recv(timeout=connect_timeout_seconds)
         except BaseException as exc:
@@ -103,10 +111,18 @@ class Connection:
         self.metadata: dict[str, Any] = dict(metadata) if isinstance(metadata, Mapping) else {}
 
     @staticmethod
-    def _dial(url: str, timeout: float, max_bytes: int, headers: Mapping[str, str] | None) -> Any:
+    def _dial(
+        url: str,
+        timeout: float,
+        max_bytes: int,
+        headers: Mapping[str, str] | None,
+        ssl_context: Any = None,
+    ) -> Any:
         client = _deps.websockets_client()
         deadline = time.monotonic() + timeout
         extra = _connect_extra(client)
+        if ssl_context is not None:
+            extra = {**extra, "ssl": ssl_context}
         while True:
             left = deadline - time.monotonic()
             try:
@@ -129,6 +145,11 @@ class Connection:
                     raise EndpointBusy(
                         f"the openpi server at {url} is busy (waited {timeout:.1f}s): "
                         f"{refused[1] or 'all its sessions are taken'}"
+                    ) from None
+                if refused is not None and refused[0] == 401:
+                    raise AuthenticationFailed(
+                        f"the openpi server at {url} refused this client: "
+                        f"{refused[1] or 'authentication failed'}"
                     ) from None
                 if refused is not None:
                     raise ConnectFailed(

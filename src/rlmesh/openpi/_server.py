@@ -18,8 +18,13 @@ Each connection is one episode of the model's: its own route (episode context,
 ``predict_seed`` state), begun at connect and ended at disconnect (``on_episode_end``
 fires). Connections are served each on their own thread, at most ``sessions`` at once
 (one more is refused at the upgrade with HTTP 503, "busy"); the model runs one forward
-at a time, so a model need not be thread-safe. A token check belongs in
-:meth:`OpenPILoop._admit`, before anything else of the session happens.
+at a time, so a model need not be thread-safe.
+
+With a token (``ServeOptions(token=...)``, ``RLMESH_TOKEN``), :meth:`OpenPILoop._admit`
+checks the upgrade request's ``Authorization: Bearer <token>`` header before anything else
+of the session happens: a missing or wrong one gets HTTP 401 (``AuthenticationFailed`` for
+``PolicyClient``), counted, logged with the peer and, when a host keeps guessing, answered
+later and later (on that connection's own thread). ``/healthz`` needs no token.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from .._meter import Meter, observe_predict
+from .._token import Gate, refusal_text
 from ..errors import ProtocolException
 from ..models._route import LocalRoute
 from . import _deps
@@ -78,6 +85,10 @@ class OpenPILoop:
         execution_horizon: The chunk length asked of a chunk model.
         idle_timeout_seconds: Stop after this long with no connection (``None``: never).
         max_message_bytes: Largest observation accepted.
+        token: The ``Authorization: Bearer`` token every client must send (``None``: none).
+        ssl_context: Serve TLS (``wss://``) with this server context.
+        metrics: Count what a scrape reports (:meth:`metrics_values`): forwards, batch
+            sizes, message bytes, busy refusals, refused tokens.
 
     Raises:
         OSError: the address cannot be bound.
@@ -95,8 +106,13 @@ class OpenPILoop:
         execution_horizon: int = 1,
         idle_timeout_seconds: float | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        token: str | None = None,
+        ssl_context: Any = None,
+        metrics: bool = False,
     ) -> None:
         self.model = model
+        self.gate = Gate(token)  # the token check, and its throttle
+        self.meter = Meter("model") if metrics else None
         self.sessions = sessions
         self.execution_horizon = execution_horizon
         self.idle_timeout_seconds = idle_timeout_seconds
@@ -118,6 +134,7 @@ class OpenPILoop:
             max_size=max_message_bytes,
             process_request=self._admit,
             server_header="rlmesh-py",
+            ssl=ssl_context,
         )
         bound = self._server.socket.getsockname()
         self.host, self.port = str(bound[0]), int(bound[1])
@@ -187,16 +204,22 @@ class OpenPILoop:
         return self._admitted
 
     def _admit(self, connection: Any, request: Any) -> Any:
-        """Before the upgrade: health probe, (later) the token check, the session limit.
+        """Before the upgrade: health probe, the token check, the session limit.
 
         Returns ``None`` to accept, or the HTTP response that refuses.
         """
         if request.path == "/healthz":
             return connection.respond(200, "OK\n")
+        if self.gate.token is not None:
+            refusal = self._check_token(connection, request)
+            if refusal is not None:
+                return refusal
         with self._lock:
             if self._stopping.is_set():
                 return connection.respond(503, "shutting down\n")
             if len(self._live()) >= self.sessions:
+                if self.meter is not None:
+                    self.meter.rejected += 1
                 return connection.respond(
                     503,
                     f"busy: this endpoint serves {self.sessions} client(s) at once; "
@@ -205,6 +228,45 @@ class OpenPILoop:
             self._admitted.add(connection)
             self._last_active = time.monotonic()
         return None
+
+    def _check_token(self, connection: Any, request: Any) -> Any:
+        """``None`` when the request carries the token, else the HTTP 401 that refuses it
+        (after the throttle's wait: this connection's own thread)."""
+        header = str(request.headers.get("Authorization", "") or "")
+        scheme, _, given = header.partition(" ")
+        given = given.strip() if scheme.lower() == "bearer" else ""
+        if self.gate.admits(given):
+            return None
+        peer = connection.remote_address
+        host = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
+        with self._lock:
+            delay, count = self.gate.refused(host)
+        log.warning(
+            "authentication failed: %s sent %s; refused with HTTP 401 (the endpoint keeps serving)%s",
+            f"{host}:{peer[1]}" if isinstance(peer, tuple) and len(peer) > 1 else host,
+            "no token" if not given else "a wrong token",
+            f"; {count} failures from {host} so far" if delay else "",
+        )
+        if delay and self._stopping.wait(min(delay, 30.0)):
+            return connection.respond(503, "shutting down\n")
+        text = refusal_text(
+            given,
+            what="openpi endpoint",
+            throttled=bool(delay),
+            how="send the endpoint's token as an 'Authorization: Bearer <token>' header "
+            "(rlmesh.openpi.PolicyClient(url, token=...), or RLMESH_TOKEN)",
+        )
+        response = connection.respond(401, text + "\n")
+        response.headers["WWW-Authenticate"] = 'Bearer realm="rlmesh"'
+        return response
+
+    def metrics_values(self) -> dict[str, Any]:
+        """What a scrape reports (``rlmesh.serve._metrics``): the counts, sessions, refusals."""
+        values: dict[str, Any] = self.meter.snapshot() if self.meter is not None else {}
+        with self._lock:
+            values["sessions_active"] = len(self._live())
+        values["auth_failures"] = self.gate.failures
+        return values
 
     # -- one connection -------------------------------------------------------------------
 
@@ -270,7 +332,13 @@ class OpenPILoop:
             timing: dict[str, float] = {"infer_ms": infer_ms}
             if prev_total_ms is not None:
                 timing["prev_total_ms"] = prev_total_ms
-            ws.send(packer.pack({"actions": actions, "server_timing": timing}))
+            reply = packer.pack({"actions": actions, "server_timing": timing})
+            meter = self.meter
+            if meter is not None:  # one forward of one observation; the messages' bytes
+                observe_predict(meter, int(infer_ms * 1e6), 1)
+                meter.rx += len(raw)
+                meter.tx += len(reply)
+            ws.send(reply)
             prev_total_ms = (time.perf_counter() - start) * 1000.0
 
     def _release(self, ws: Any) -> None:

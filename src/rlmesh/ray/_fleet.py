@@ -19,6 +19,7 @@ from typing import Any
 from .._spawn.pickling import dumps
 from .._spawn.ray import import_ray, init_ray
 from .._spawn.recipe import EnvRecipe, is_env_factory
+from .._token import new_token
 from ..authoring import EnvFactory
 from ..errors import ActorLost, ConnectionLost, FleetStartError, FleetStartTimeout, RequestTimeout
 from ..serve import ServeOptions
@@ -169,8 +170,10 @@ class EnvFleet:
     its next ``reset()``. :meth:`close` (and leaving the ``with`` block) stops every
     actor; the actors are not detached, so they never outlive the driver.
 
-    The endpoints have no authentication: anyone who can reach a node can drive its
-    env. Keep a multi-host cluster on a private network. When Ray is not running yet (and
+    Every endpoint requires the fleet's token (:attr:`token`: ``options``' token, else
+    ``$RLMESH_TOKEN``, else a random one made here), which :meth:`vector_env` sends by
+    itself; a client of :attr:`addresses` passes ``token=fleet.token`` (or sets
+    ``RLMESH_TOKEN``). See docs/security.md. When Ray is not running yet (and
     ``RAY_ADDRESS`` names no cluster), the fleet starts a local Ray on 127.0.0.1.
 
     Args:
@@ -194,7 +197,8 @@ class EnvFleet:
             or the callable.
         autoreset: Lane autoreset mode with ``lanes > 1``: ``"next-step"`` (default, like
             ``gymnasium.make_vec``), ``"same-step"`` or ``"disabled"``.
-        options: :class:`~rlmesh.ServeOptions` of every endpoint.
+        options: :class:`~rlmesh.ServeOptions` of every endpoint; its ``token`` (or
+            ``$RLMESH_TOKEN``) is the fleet's, else a random one is made.
         scheduling_strategy: Ray's placement: ``"SPREAD"`` (default: the actors go round
             robin over the alive nodes that can host one, each with a soft affinity to its
             node, so an actor whose node is lost restarts elsewhere), ``"DEFAULT"``, or a Ray
@@ -252,6 +256,10 @@ class EnvFleet:
             )
         if options is not None and not isinstance(options, ServeOptions):
             raise TypeError(f"options must be a ServeOptions, got {type(options).__name__}")
+        options = options if options is not None else ServeOptions()
+        if options.token is None:  # every endpoint of the fleet requires this one
+            options = options.replace(token=new_token())
+        self._token: str = options.token  # type: ignore[assignment]
         self._timeout = _check_seconds("start_timeout_seconds", start_timeout_seconds)
         ray_options: dict[str, Any] = {
             "max_restarts": max_restarts,
@@ -307,6 +315,12 @@ class EnvFleet:
     # -- what the fleet serves -------------------------------------------------------------
 
     @property
+    def token(self) -> str:
+        """The token every endpoint of the fleet requires (pass it as ``token=`` to a client
+        of :attr:`addresses`; :meth:`vector_env` sends it by itself)."""
+        return self._token
+
+    @property
     def addresses(self) -> list[str]:
         """``"host:port"`` of every actor's endpoint, in actor order.
 
@@ -350,7 +364,7 @@ class EnvFleet:
     def vector_env(self, flavour: str = "gymnasium", **kwargs: Any) -> Any:
         """All endpoints as one vector env that reconnects after an actor restart.
 
-        Wraps ``rlmesh.<flavour>.RemoteVectorEnv(fleet.addresses, **kwargs)`` (the lanes
+        Wraps ``rlmesh.<flavour>.RemoteVectorEnv(fleet.addresses, token=fleet.token, **kwargs)`` (the lanes
         of actor 0 first, then actor 1's ...). When an actor dies, the next ``step`` (or
         ``reset``) raises :class:`~rlmesh.ray.LanesLost` naming the actor and its lanes;
         the following ``reset()`` waits for Ray's restart, reconnects every endpoint and
@@ -368,6 +382,7 @@ class EnvFleet:
                 f"flavour must be one of {', '.join(map(repr, _FLAVOURS))}, got {flavour!r}"
             )
         self._check_open()
+        kwargs.setdefault("token", self._token)
         return open_fleet_vector_env(self, flavour, kwargs)
 
     # -- lifecycle --------------------------------------------------------------------------

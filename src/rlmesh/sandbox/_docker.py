@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._token import TOKEN_ENV
 from ..errors import ConnectFailed, RequestTimeout
 from ..serve import ping
 from ._errors import DockerUnavailable, SandboxBuildError, SandboxError, SandboxStartError
@@ -200,8 +201,13 @@ def run_argv(
     env: Mapping[str, str],
     runtime: SandboxRuntime | None = None,
     owner_pid: int | None = None,
+    pass_env: Sequence[str] = (),
 ) -> list[str]:
-    """SBX-13: the one hardened ``docker run -d`` argv (image last)."""
+    """SBX-13: the one hardened ``docker run -d`` argv (image last).
+
+    ``pass_env``: variables the container takes from the ``docker`` command's own
+    environment (``-e NAME``, no value on the command line: a secret never shows in ``ps``).
+    """
     pid = os.getpid() if owner_pid is None else owner_pid
     argv = [
         "run",
@@ -237,6 +243,8 @@ def run_argv(
             argv += ["-v", volume]
     for key, value in env.items():
         argv += ["-e", f"{key}={value}"]
+    for key in pass_env:
+        argv += ["-e", key]
     argv.append(image)
     return argv
 
@@ -266,6 +274,7 @@ class Container:
         self.image = image
         self.address = ""
         self.stopped = False
+        self.token: str | None = None  # the endpoint's token (start_container sets it)
 
     def describe(self) -> str:
         return f"container {self.id[:12]} ({self.image})"
@@ -420,10 +429,13 @@ def start_container(
     connect_timeout_seconds: float,
     progress: Any,
     hint: str = "",
+    token: str | None = None,
 ) -> Container:
     """Reap orphans, ``docker run``, read the port, wait until the server answers a ping (SBX-13..18).
 
-    Any failure after ``docker run`` removes the container before re-raising.
+    ``token``: the endpoint's token, handed to the server as ``$RLMESH_TOKEN`` through the
+    ``docker`` command's environment (never its command line); the container's clients
+    send it. Any failure after ``docker run`` removes the container before re-raising.
     """
     deadline = time.monotonic() + connect_timeout_seconds
     reap_orphans(cli)
@@ -433,12 +445,15 @@ def start_container(
         # SBX-25: a BYO command serves on $RLMESH_ADDRESS; inside the container that must be every
         # interface (the host side is published on 127.0.0.1 only).
         full_env = {"RLMESH_ADDRESS": f"0.0.0.0:{CONTAINER_PORT}", **env}
-        proc = cli.run(run_argv(image, name=name, env=full_env, runtime=runtime))
+        secrets = {TOKEN_ENV: token} if token else {}
+        argv = run_argv(image, name=name, env=full_env, runtime=runtime, pass_env=tuple(secrets))
+        proc = cli.run(argv, env=secrets or None)
     except BaseException:
         with contextlib.suppress(Exception):  # SBX-13: a created-but-failed container, by name
             cli.run(["rm", "-f", name], check=False)
         raise
     container = Container(cli, proc.stdout.strip().splitlines()[-1].strip(), name, image)
+    container.token = token
     try:
         try:
             port_text = cli.run(["port", container.id, f"{CONTAINER_PORT}/tcp"]).stdout

@@ -61,7 +61,7 @@ class SandboxMixin:
         self._sandbox_info = info
         try:
             remaining = max(timeout - (time.monotonic() - started), 5.0)
-            self._connect_remote(handle.address, remaining)
+            self._connect_remote(handle.address, remaining, getattr(handle, "token", None))
         except ConnectionError as exc:
             logs = handle.logs_tail()
             self._stop_handle()
@@ -72,9 +72,12 @@ class SandboxMixin:
             self._stop_handle()
             raise
 
-    def _connect_remote(self, address: str, connect_timeout_seconds: float) -> None:
-        """Dial the started server (the client class's constructor; a flavour may override)."""
-        super().__init__(address, connect_timeout_seconds=connect_timeout_seconds)  # type: ignore[call-arg]
+    def _connect_remote(
+        self, address: str, connect_timeout_seconds: float, token: str | None = None
+    ) -> None:
+        """Dial the started server with its token (the client class's constructor; a flavour
+        may override)."""
+        super().__init__(address, connect_timeout_seconds=connect_timeout_seconds, token=token)  # type: ignore[call-arg]
 
     @property
     def sandbox(self) -> SandboxInfo:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._token import new_token
 from ._docker import DockerCLI, build_image, start_container
 from ._errors import DockerUnavailable
 from ._options import SandboxBuild, SandboxInfo, SandboxRuntime, binding_json, check_params
@@ -105,6 +106,7 @@ def start_env_sandbox(
     timeout = check_timeout(connect_timeout_seconds)
     build, runtime = check_options(build, runtime)
     check_params(params)
+    token = new_token()  # this sandbox's own: its server requires it, its client sends it
     kwargs = json.loads(binding_json(params))
     cli = DockerCLI()
     src = classify_env_source(source, lambda: cli)
@@ -125,11 +127,20 @@ def start_env_sandbox(
                 vectorization_mode,
                 timeout,
                 progress,
+                token,
             )
         else:
             handle, resolved = (
                 _start_prebuilt(
-                    src, runtime, cli, kwargs, num_envs, vectorization_mode, timeout, progress
+                    src,
+                    runtime,
+                    cli,
+                    kwargs,
+                    num_envs,
+                    vectorization_mode,
+                    timeout,
+                    progress,
+                    token,
                 ),
                 src.resolved,
             )
@@ -151,6 +162,7 @@ def _start_build(
     mode: str | None,
     timeout: float,
     progress: Progress,
+    token: str | None = None,
 ) -> tuple[Any, str]:
     with tempfile.TemporaryDirectory(prefix="rlmesh-sbx-plan-") as tmp:
         if backend == "docker":
@@ -180,6 +192,7 @@ def _start_build(
                 connect_timeout_seconds=timeout,
                 progress=progress,
                 hint=hint,
+                token=token,
             )
             return handle, plan.resolved_source()
         root = ensure_venv(plan, progress)
@@ -196,6 +209,7 @@ def _start_build(
             connect_timeout_seconds=timeout,
             progress=progress,
             label=plan.venv_name,
+            token=token,
         )
         return server, plan.resolved_source()
 
@@ -223,6 +237,7 @@ def _start_prebuilt(
     mode: str | None,
     timeout: float,
     progress: Progress,
+    token: str | None = None,
 ) -> Any:
     cli.ensure_daemon()
     if not cli.image_exists(src.value):
@@ -246,4 +261,5 @@ def _start_prebuilt(
         runtime=runtime,
         connect_timeout_seconds=timeout,
         progress=progress,
+        token=token,
     )

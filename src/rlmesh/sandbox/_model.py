@@ -12,6 +12,7 @@ import contextlib
 import json
 from typing import Any
 
+from .._token import new_token
 from ..client._model import RemoteModel, RemoteRoute
 from ..eval._api import check_served_horizon, run as run_eval
 from ..eval._session import new_session
@@ -88,6 +89,11 @@ class SandboxModel:
     def container_id(self) -> str:
         return str(self._require().id)
 
+    @property
+    def token(self) -> str | None:
+        """The container's endpoint token (random per container; its clients send it)."""
+        return getattr(self._require(), "token", None)
+
     def serve(self, *, connect_timeout_seconds: float = 30.0) -> SandboxModel:
         """Start the container and wait until the model answers (idempotent); returns ``self``."""
         if self._handle is not None:
@@ -111,6 +117,7 @@ class SandboxModel:
                 runtime=self._runtime,
                 connect_timeout_seconds=timeout,
                 progress=progress,
+                token=new_token(),  # this container's own: only its clients know it
             )
             ok = True
         finally:
@@ -155,7 +162,9 @@ class SandboxModel:
         started_here = self._handle is None
         self.serve(connect_timeout_seconds=connect_timeout_seconds)
         try:
-            remote = RemoteModel(self.address, connect_timeout_seconds=connect_timeout_seconds)
+            remote = RemoteModel(
+                self.address, connect_timeout_seconds=connect_timeout_seconds, token=self.token
+            )
             route = RemoteRoute(
                 remote, execution_horizon=execution_horizon, workflow_edition=workflow_edition
             )

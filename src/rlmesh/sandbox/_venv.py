@@ -39,6 +39,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._token import TOKEN_ENV
 from ._docker import wait_ready
 from ._errors import SandboxBuildError, SandboxStartError
 from ._plan import BuildPlan, host_ca_bundle
@@ -325,6 +326,7 @@ class ServerProcess:
         self.address = address
         self.label = label
         self.id: str | None = None
+        self.token: str | None = None  # the endpoint's token (start_server sets it)
         self.stopped = False
 
     def describe(self) -> str:
@@ -372,8 +374,13 @@ def start_server(
     connect_timeout_seconds: float,
     progress: Any,
     label: str,
+    token: str | None = None,
 ) -> ServerProcess:
-    """Spawn the bootstrap in the venv on a fresh unix socket; return once it answers a ping."""
+    """Spawn the bootstrap in the venv on a fresh unix socket; return once it answers a ping.
+
+    ``token``: the endpoint's token, handed to the child as ``$RLMESH_TOKEN`` (its
+    environment, never its command line); the sandbox's clients send it.
+    """
     deadline = time.monotonic() + connect_timeout_seconds
     rundir = Path(tempfile.mkdtemp(prefix="rlmsbx-"))
     sock, ready, log = rundir / "env.sock", rundir / "ready", rundir / "server.log"
@@ -390,6 +397,9 @@ def start_server(
         RLMESH_SANDBOX_OWNER_PID=str(os.getpid()),
         PYTHONUNBUFFERED="1",
     )
+    child_env.pop(TOKEN_ENV, None)  # the parent's own token is not the sandbox's
+    if token:
+        child_env[TOKEN_ENV] = token
     cap = log_cap()
     progress.phase("make() running")
     read_end, write_end = os.pipe()
@@ -442,6 +452,7 @@ def start_server(
         if write_end >= 0:
             os.close(write_end)
     server = ServerProcess(proc, rundir, log, f"unix://{sock}", label, keeper)
+    server.token = token
     try:
         while not ready.exists():  # the server binds only after make() returns
             if proc.poll() is not None:

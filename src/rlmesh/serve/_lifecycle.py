@@ -17,7 +17,9 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from ..errors import BindFailed
-from ..transport import listen, resolve_address
+from ..transport import Address, listen, resolve_address
+from ._auth import check_exposure
+from ._metrics import MetricsServer
 from ._options import ServeOptions
 from ._terminate import TermWatch
 
@@ -62,6 +64,16 @@ class Lifecycle:
         self.env_closed = False
         self.socket_removed = False
         self.errors: list[str] = []
+        self.metrics: MetricsServer | None = None  # the Prometheus port, with metrics on
+
+    def close_metrics(self) -> None:
+        """Stop serving metrics (idempotent)."""
+        metrics, self.metrics = self.metrics, None
+        if metrics is not None:
+            try:
+                metrics.close()
+            except Exception as exc:  # pragma: no cover - shutting down anyway
+                log.warning("stopping the metrics port failed: %s", exc)
 
     def close_env_once(self) -> None:
         with self.lock:
@@ -94,6 +106,7 @@ class Lifecycle:
             self.errors.append(f"serve loop failed: {type(exc).__name__}: {exc}")
             raise
         finally:
+            self.close_metrics()
             self.cleanup_socket()
             self.close_env_once()
             self.state = "stopped"
@@ -132,6 +145,7 @@ def finalize(life: Lifecycle) -> None:
         life.state = "stopped"
         life.loop.stop("garbage collected")
         life.loop.close_unstarted()
+        life.close_metrics()
         life.cleanup_socket()
         life.close_env_once()
         return
@@ -148,13 +162,23 @@ def bind_listener(
     port: int | None = None,
     path: str | None = None,
     transport: str | None = None,
+    options: ServeOptions | None = None,
+    who: str = "this server",
 ) -> tuple[Any, Any]:
     """Bind a server's listener (ADR-3 helpers instead of ``address``): ``(socket, bound address)``.
 
+    With ``options``, first the trust checks (docs/security.md): an address other hosts can
+    reach needs a token (or the explicit opt-out), and TLS needs a certificate and a TCP
+    address; certificates make a ``host:port`` address a ``tls://`` one.
+
     Raises:
         BindFailed: the address cannot be bound (in use, no such directory ...).
+        InsecureEndpoint: beyond loopback without a token (nothing was bound).
+        ValueError: TLS asked for without a certificate, or on a unix socket.
     """
     addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
+    if options is not None:
+        addr = _check_trust(addr, options, who)
     try:
         return listen(addr)
     except OSError as exc:
@@ -164,6 +188,23 @@ def bind_listener(
             else f"tcp listener on {addr.url}"
         )
         raise BindFailed(f"failed to bind {what}: {exc}") from exc
+
+
+def _check_trust(addr: Address, options: ServeOptions, who: str) -> Address:
+    if addr.tls and not options.tls:
+        raise ValueError(
+            f"{addr.url} serves TLS and needs a certificate: pass --tls-cert PATH --tls-key PATH "
+            "(ServeOptions(tls_cert=..., tls_key=...))"
+        )
+    if options.tls:
+        if addr.transport == "unix":
+            raise ValueError(
+                "TLS (--tls-cert/--tls-key) is for TCP addresses (tls://host:port); a unix socket "
+                "never leaves this host: serve it without TLS"
+            )
+        addr = Address("tcp", host=addr.host, port=addr.port, tls=True)
+    check_exposure(addr, options, who=who)
+    return addr
 
 
 class ServerBase:
@@ -183,6 +224,21 @@ class ServerBase:
     ) -> None:
         self._life = Lifecycle(loop, closer, close_on_shutdown, unix_path)
         self._finalizer = weakref.finalize(self, finalize, self._life)
+        metrics_address = self._options.metrics_address
+        values = getattr(loop, "metrics_values", None)
+        if metrics_address is not None and values is not None:
+            try:
+                service = getattr(getattr(loop, "service", None), "service", "model")
+                self._life.metrics = MetricsServer(metrics_address, values, service)
+            except BaseException:
+                self.shutdown()  # nothing half-started stays behind (the listener is bound)
+                raise
+
+    @property
+    def metrics_address(self) -> str | None:
+        """Where Prometheus scrapes this endpoint (``http://127.0.0.1:9100/metrics``), or ``None``."""
+        metrics = self._life.metrics
+        return None if metrics is None else metrics.address
 
     @property
     def address(self) -> str:
@@ -192,6 +248,12 @@ class ServerBase:
     @property
     def options(self) -> ServeOptions:
         return self._options
+
+    @property
+    def token(self) -> str | None:
+        """The token clients must send (``None``: none); what ``rlmesh.run(model, server)``
+        and ``workers=`` runs dial this server with."""
+        return self._options.token
 
     @property
     def stop_reason(self) -> str | None:
@@ -308,6 +370,7 @@ class ServerBase:
         if state == "created":
             life.loop.stop("shutdown")
             life.loop.close_unstarted()
+            life.close_metrics()
             life.cleanup_socket()
             life.close_env_once()
             life.done.set()

@@ -26,21 +26,26 @@ import logging
 import socket
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import CODE_NUMBERS, ConnectionLost, ProtocolException
 from ..transport.connection import Connection, busy_poll_default
 from ..transport.reactor import Poller, Waker, accept_ready, overdue
+from ..transport.tls import TLSSocket, server_context
 from ..wire import frames, messages as m
 from ..wire.session import FrameTooLarge
+from ._auth import Gate
 from ._driver import RequestFailed
+from ._loop_auth import LoopAuth
 from ._loop_requests import (  # _Peer, _accepted_at: the sessions supervisors import them here
     LoopRequests,
     Service as Service,
     _accepted_at as _accepted_at,
     _Peer as _Peer,
 )
+from ._metrics import DURATION_BOUNDS_NS, Meter, Reports, add_counts
 from ._options import ServeOptions
 
 __all__ = ["SESSION_BACKLOG_BYTES", "STRANGER_BACKLOG_BYTES", "ServeLoop", "Service"]
@@ -79,7 +84,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-class ServeLoop(LoopRequests):
+class ServeLoop(LoopRequests, LoopAuth):
     """Runs a :class:`Service` on a bound listener until :meth:`stop` (thread-safe)."""
 
     def __init__(
@@ -106,6 +111,7 @@ class ServeLoop(LoopRequests):
         self._last_activity = time.monotonic()
         self._idle_timed = False  # an idle timeout is set: requests note the time they came
         self.on_request: Callable[[], None] | None = None
+        self.on_teardown: Callable[[], None] | None = None  # called once, as the loop ends
         self._busy_poll = busy_poll_default()
         self.fan_out_peer = (
             False  # the active client steps several endpoints at once (no spinning for it)
@@ -115,12 +121,31 @@ class ServeLoop(LoopRequests):
         self._step: Callable[[Any, list[Any]], tuple[Any, list[Any]]] | None = getattr(
             service, "step", None
         )
+        # Who may come in (docs/security.md): the token gate, and the refusals it holds back
+        self._gate = Gate(options.token)
+        self._held: list[tuple[float, _Peer, Any, int]] = []
+        self._ping_auth = ""  # the Ping being answered: "" (no token needed), "ok", "required"
+        # TLS: accepted sockets are wrapped, and shake hands on their first reads
+        self._tls_ctx: Any = (
+            server_context(options.tls_cert, options.tls_key, options.tls_client_ca)  # type: ignore[arg-type]
+            if options.tls
+            else None
+        )
+        # Metrics (``metrics_address``): plain counters, read by a scrape; None: nothing counted
+        self._meter: Meter | None = None
+        if options.metrics_address is not None:
+            lanes = service.contract().get("num_envs", 1)
+            self._meter = Meter(
+                service.service, lanes if isinstance(lanes, int) and lanes > 0 else 1
+            )
+        self._reports: Reports | None = None  # a supervisor's: its workers' counts
         # The requests the loop answers itself, whatever the service; every other legal
         # request goes to ``service.handle`` (each service keeps one table of its own).
+        # Hello, Ping and Shutdown (what a stranger may send) pass the gate first.
         self._handlers: dict[int, Callable[[_Peer, Any, int], None]] = {
-            m.Ping.KIND: self._ping,
-            m.Shutdown.KIND: self._shutdown_request,
-            m.Hello.KIND: self._hello,
+            m.Ping.KIND: self._gate_ping,
+            m.Shutdown.KIND: self._gate_shutdown,
+            m.Hello.KIND: self._gate_hello,
             m.Attach.KIND: self._attach,
             m.Close.KIND: self._close,
             m.Configure.KIND: self._configure,
@@ -150,6 +175,21 @@ class ServeLoop(LoopRequests):
             self.listener.close()
         except OSError:
             pass
+
+    @property
+    def in_use(self) -> int:
+        """Sessions being served now."""
+        return int(self._active is not None)
+
+    def metrics_values(self) -> dict[str, Any]:
+        """What a scrape reports (any thread): the counts, the sessions, the refused tokens."""
+        meter = self._meter
+        values: dict[str, Any] = meter.snapshot() if meter is not None else {}
+        if self._reports is not None:
+            add_counts(values, self._reports.total())
+        values["sessions_active"] = self.in_use
+        values["auth_failures"] = self._gate.failures
+        return values
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -203,7 +243,9 @@ class ServeLoop(LoopRequests):
             self._teardown()
 
     def _accept(self) -> None:
-        for sock in accept_ready(self.listener):
+        tls = self._tls_ctx
+        for raw in accept_ready(self.listener):
+            sock: Any = raw if tls is None else TLSSocket.accept(raw, tls)
             peer = _Peer(Connection(sock, frames.PRE_HANDSHAKE_LIMITS), self.limits.max_frame_bytes)
             self._peers[sock.fileno()] = peer
             self._sel.register(sock, peer)
@@ -212,6 +254,7 @@ class ServeLoop(LoopRequests):
                 self._drop(min(pending, key=lambda p: p.accepted_at))
 
     def _reap_pending(self) -> None:
+        self._release_held()
         pending = [p for p in self._peers.values() if p is not self._active]
         for peer in overdue(pending, _accepted_at, time.monotonic(), HANDSHAKE_DEADLINE_SECONDS):
             self._drop(peer)
@@ -234,6 +277,7 @@ class ServeLoop(LoopRequests):
         conn = peer.conn
         until = time.perf_counter() + READ_ON_SECONDS if conn.busy_poll else 0.0
         step = self._step if peer is self._active else None
+        meter = self._meter
         for _ in range(64):
             if conn.closed:
                 return
@@ -255,6 +299,11 @@ class ServeLoop(LoopRequests):
                 return
             if frame is None:
                 return
+            if meter is not None:  # metrics on: the frame's bytes (prefix, header, payload)
+                nbytes = frames.PREFIX_SIZE + len(frame.header)
+                for seg in frame.segments:
+                    nbytes += seg.nbytes
+                meter.rx += nbytes
             try:
                 if step is not None and frame.kind == _STEP:
                     self._road(peer, frame, step)
@@ -318,6 +367,15 @@ class ServeLoop(LoopRequests):
             self._send(peer, reply, rid, segments)
             self._touch()
             return
+        meter = self._meter
+        if meter is not None:  # metrics on: counters, one C bisect, no call
+            ns = reply.endpoint_ns
+            meter.step_buckets[bisect_left(DURATION_BOUNDS_NS, ns)] += 1
+            meter.step_ns += ns
+            meter.steps += meter.lanes
+            if reply.completed:
+                meter.episodes += len(reply.completed)
+            meter.tx += buffers.nbytes
         conn = peer.conn
         if conn.shm is None and len(buffers) == 1 and not conn.backlog:
             # the common case: one small frame, nothing queued ahead of it (Connection.post's)
@@ -441,6 +499,19 @@ class ServeLoop(LoopRequests):
             self._send(peer, failure.to_message(), rid)
             self._end_active(peer)
             return
+        meter = self._meter
+        if meter is not None:
+            meter.tx += buffers.nbytes
+            kind = type(msg)
+            if kind is m.ResetReply:
+                meter.resets += 1
+            elif kind is m.Busy:
+                meter.rejected += 1
+            elif kind is m.StepReply:  # a step the straight road did not take
+                meter.steps += meter.lanes
+                meter.step_buckets[bisect_left(DURATION_BOUNDS_NS, msg.endpoint_ns)] += 1
+                meter.step_ns += msg.endpoint_ns
+                meter.episodes += len(msg.completed)
         conn = peer.conn
         if self._in_session(peer):
             limit = SESSION_BACKLOG_BYTES
@@ -524,6 +595,12 @@ class ServeLoop(LoopRequests):
         self._teardown()
 
     def _teardown(self) -> None:
+        if self.on_teardown is not None:
+            hook, self.on_teardown = self.on_teardown, None
+            try:
+                hook()
+            except Exception:  # pragma: no cover - bookkeeping only
+                log.exception("the serve loop's teardown hook failed")
         for peer in list(self._peers.values()):
             self._drop(peer)
         for obj in (self.listener, self._waker.reader):

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from .._build import PROTOCOL_GENERATION, validate_edition
+from .._build import validate_edition
 from ..transport import shm
 from ..transport.busypoll import FAN_OUT_CAPABILITY
 from ..transport.connection import Connection
@@ -43,7 +43,7 @@ class Service(Protocol):
 
 
 class _Peer:
-    __slots__ = ("accepted_at", "conn", "replies", "session", "shm_token")
+    __slots__ = ("accepted_at", "authenticated", "conn", "held", "replies", "session", "shm_token")
 
     def __init__(self, conn: Connection, max_frame_bytes: int) -> None:
         self.conn = conn
@@ -51,6 +51,8 @@ class _Peer:
         self.accepted_at = time.monotonic()
         self.shm_token = ""  # this session's secret a ring file must carry (Welcome.capabilities)
         self.replies = 0  # replies sent before it held a session (Ping, refused Shutdown)
+        self.authenticated = False  # its Hello carried the endpoint's token (or none was needed)
+        self.held = False  # refused, and waiting for its (throttled) answer
 
 
 def _accepted_at(peer: _Peer) -> float:
@@ -87,17 +89,13 @@ class LoopRequests:
     def _end_active(self, peer: _Peer, *, already_ended: bool = False) -> None:
         raise NotImplementedError  # pragma: no cover - ServeLoop's
 
+    if TYPE_CHECKING:
+
+        def _pong(self, state: str, sessions: int = 0, limit: int = 0) -> m.Pong: ...  # LoopAuth's
+
     def _ping(self, peer: _Peer, msg: m.Ping, rid: int) -> None:
         busy = self._active is not None and self._active is not peer
-        self._send(
-            peer,
-            m.Pong(
-                state="busy" if busy else "ready",
-                generation=PROTOCOL_GENERATION,
-                service=self.service.service,
-            ),
-            rid,
-        )
+        self._send(peer, self._pong("busy" if busy else "ready"), rid)
 
     def _attach(self, peer: _Peer, msg: m.Attach, rid: int) -> None:
         # a ring nobody polls is slower than the socket
@@ -169,9 +167,11 @@ class LoopRequests:
         svc.begin_session()
         self._active = peer
         peer.conn.limits = self.limits
-        # a fanning-out client gathers many endpoints' replies: no spinning for it (HS-8 hint)
+        # a fanning-out client gathers many endpoints' replies: no spinning for it (HS-8 hint);
+        # nor for a TLS one (a spinning read bypasses the TLS socket)
         self.fan_out_peer = hello.capabilities.get(FAN_OUT_CAPABILITY) == "true"
-        peer.conn.busy_poll = 0.0 if self.fan_out_peer else self._busy_poll
+        tls = getattr(peer.conn.sock, "tls", False)
+        peer.conn.busy_poll = 0.0 if self.fan_out_peer or tls else self._busy_poll
         self._send(peer, answer, rid)  # Welcome: the session is READY
 
     def _shutdown_request(self, peer: _Peer, msg: m.Shutdown, rid: int) -> None:

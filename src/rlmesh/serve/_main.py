@@ -118,9 +118,11 @@ def run_serve_env(
     built: Callable[[], None] = lambda: None,
     sessions: int = 1,
     prewarm: int = 0,
+    options: ServeOptions | None = None,
 ) -> None:
     """:func:`serve_env`'s body, with the announcement and the "env built" mark as callables
-    (``python -m rlmesh.serve --env`` prints its own line)."""
+    (``python -m rlmesh.serve --env`` prints its own line); ``options`` carries the token,
+    TLS and metrics settings (its edition is replaced by the one resolved here)."""
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
     if vectorization_mode not in (None, "sync", "async"):
@@ -152,7 +154,7 @@ def run_serve_env(
     )
     framework_arg = framework if framework is not None else pinned
     device_arg = device if fw in _DEVICE_FRAMEWORKS else None
-    options = ServeOptions(workflow_edition=declared)
+    options = (options or ServeOptions()).replace(workflow_edition=declared)
     if sessions != 1 or prewarm:  # one env per session, each in its own worker process
         spec = SessionSpec(recipe, framework=framework_arg, device=device_arg, options=options)
         server = EnvServer.for_sessions(spec, address, sessions=sessions, prewarm=prewarm)

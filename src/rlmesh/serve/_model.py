@@ -12,6 +12,7 @@ flight when a client disconnects.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from .._build import EDITION_BASE, resolve_declared_edition
@@ -23,11 +24,14 @@ from ..models._route import LocalRoute, probe_hidden_state
 from ..openpi._server import OpenPILoop
 from ..spaces import space_from_spec
 from ..transport import resolve_address
+from ..transport.tls import server_context
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
+from ._auth import check_exposure
 from ._driver import RequestFailed
 from ._lifecycle import ServerBase, bind_listener
 from ._loop import ServeLoop
+from ._metrics import Meter, observe_predict
 from ._model_sessions import ModelSessionsLoop
 from ._options import ServeOptions
 
@@ -53,9 +57,10 @@ class _ModelService:
     service = "model"
     component = "rlmesh-model"
 
-    def __init__(self, model: Any, declared: str | None) -> None:
+    def __init__(self, model: Any, declared: str | None, meter: Meter | None = None) -> None:
         self.model = model
         self.declared_edition = declared
+        self.meter = meter  # metrics on: predict durations and batch sizes
         self.routes: list[Any] = []
         self.open: dict[int, str] = {}  # lane -> episode in flight
         self.obs_plan: ValuePlan | None = None  # the bound env's value plans
@@ -176,7 +181,13 @@ class _ModelService:
                 f"predict: observation does not match the contract: {exc}",
                 op="predict",
             ) from None
-        action = self._call("predict", route.predict, obs)
+        meter = self.meter
+        if meter is None:
+            action = self._call("predict", route.predict, obs)
+        else:
+            started = time.perf_counter_ns()
+            action = self._call("predict", route.predict, obs)
+            observe_predict(meter, time.perf_counter_ns() - started, 1)
         try:
             scalars, segments = self.act_plan.pack(action)
         except (ValueError, TypeError, KeyError) as exc:
@@ -308,20 +319,29 @@ class ModelServer(ServerBase):
             ),
         )
         listener, bound = bind_listener(
-            address, host=host, port=port, path=path, transport=transport
+            address,
+            host=host,
+            port=port,
+            path=path,
+            transport=transport,
+            options=self._options,
+            who="ModelServer",
         )
         self._address = bound.url
+        # metrics on: one meter for the endpoint, shared by its sessions' services
+        meter = Meter("model") if self._options.metrics_address is not None else None
         loop: ServeLoop
         if sessions == 1:
-            loop = ServeLoop(listener, _ModelService(model, declared), self._options)
+            loop = ServeLoop(listener, _ModelService(model, declared, meter), self._options)
         else:  # issue 25: N sessions on this one model, fused forwards where the model batches
             loop = ModelSessionsLoop(
                 listener,
-                lambda: _ModelService(model, declared),
+                lambda: _ModelService(model, declared, meter),
                 self._options,
                 sessions=sessions,
                 fuse=bool(fuse),
             )
+        loop._meter = meter
         self._loop = loop
         self._init_lifecycle(loop, model.close, close_model_on_shutdown, bound.path or None)
 
@@ -335,13 +355,14 @@ class ModelServer(ServerBase):
         close_model_on_shutdown: bool,
     ) -> None:
         """``protocol="openpi"``: the same lifecycle around the openpi wire's loop (rlmesh.openpi)."""
-        if isinstance(address, str) and address.startswith("ws://"):
-            address = address[len("ws://") :]
+        if isinstance(address, str) and address.startswith(("ws://", "wss://")):
+            address = address.split("://", 1)[1]
         addr = resolve_address(address, host=host, port=port, bind=True)
-        if addr.transport != "tcp":
+        if addr.transport != "tcp" or addr.tls:
             raise ValueError(
                 f"protocol='openpi' serves on TCP (ws://host:port), got {addr.url}; pass host:port"
             )
+        check_exposure(addr, self._options, who="ModelServer(protocol='openpi')")
         k = getattr(self.model, "native_chunk", None)
         horizon = execution_horizon if execution_horizon is not None else (k or 1)
         if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
@@ -351,6 +372,12 @@ class ModelServer(ServerBase):
             "execution_horizon": horizon,
             "protocol": "openpi",
         }
+        opts = self._options
+        ctx = (
+            server_context(opts.tls_cert, opts.tls_key, opts.tls_client_ca)
+            if opts.tls_cert and opts.tls_key
+            else None
+        )
         try:
             loop = OpenPILoop(
                 self.model,
@@ -359,10 +386,13 @@ class ModelServer(ServerBase):
                 metadata=metadata,
                 sessions=sessions,
                 execution_horizon=horizon,
-                idle_timeout_seconds=self._options.idle_timeout_seconds,
+                idle_timeout_seconds=opts.idle_timeout_seconds,
+                token=opts.token,
+                ssl_context=ctx,
+                metrics=opts.metrics_address is not None,
             )
         except OSError as exc:
             raise BindFailed(f"failed to bind {addr.url}: {exc}") from exc
         host_text = f"[{loop.host}]" if ":" in loop.host else loop.host
-        self._address = f"ws://{host_text}:{loop.port}"
+        self._address = f"{'wss' if ctx is not None else 'ws'}://{host_text}:{loop.port}"
         self._init_lifecycle(loop, self.model.close, close_model_on_shutdown, None)

@@ -32,7 +32,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .._build import PROTOCOL_GENERATION
 from ..errors import ProtocolException
 from ..transport.reactor import overdue
 from ..wire import frames, handshake, messages as m
@@ -44,6 +43,7 @@ from ._loop import (
     _describe,
     _Peer,
 )
+from ._metrics import observe_predict
 from ._options import ServeOptions
 
 __all__ = ["ModelSessionsLoop"]
@@ -144,6 +144,7 @@ class ModelSessionsLoop(ServeLoop):
             self._teardown()
 
     def _reap_pending(self) -> None:
+        self._release_held()  # refusals of wrong tokens whose time has come
         pending = [p for p in self._peers.values() if p not in self._sessions]
         for peer in overdue(
             pending, lambda p: p.accepted_at, time.monotonic(), HANDSHAKE_DEADLINE_SECONDS
@@ -292,14 +293,23 @@ class ModelSessionsLoop(ServeLoop):
                 ctx = ctx if wants else route.store.next(route.episode_id)
             else:
                 ctx = None
+            meter = self._meter
+            started = time.perf_counter_ns() if meter is not None else 0
             try:
-                return [cs.predict(x, ctx)]
+                one = cs.predict(x, ctx)
             except Exception as exc:
                 return [_Failure(exc)]
+            if meter is not None:  # metrics on: one forward of one observation
+                observe_predict(meter, time.perf_counter_ns() - started, 1)
+            return [one]
         try:
+            meter = self._meter
+            started = time.perf_counter_ns() if meter is not None else 0
             batch = bridge.tree_stack([x for _item, x, _ctx in members])
             out = cs.predict_batch(batch, [ctx for *_r, ctx in members] if wants else None)
             outs = list(bridge.tree_unstack(out, len(members)))
+            if meter is not None:  # metrics on: one forward of len(members) observations
+                observe_predict(meter, time.perf_counter_ns() - started, len(members))
             if len(outs) != len(members):
                 raise ValueError(f"predict_batch returned {len(outs)} rows for {len(members)}")
         except Exception as exc:
@@ -333,15 +343,7 @@ class ModelSessionsLoop(ServeLoop):
     def _ping(self, peer: _Peer, msg: m.Ping, rid: int) -> None:
         full = len(self._sessions) >= self.limit and peer not in self._sessions
         self._send(
-            peer,
-            m.SessionsPong(
-                state="busy" if full else "ready",
-                generation=PROTOCOL_GENERATION,
-                service=self.service.service,
-                sessions=len(self._sessions),
-                limit=self.limit,
-            ),
-            rid,
+            peer, self._pong("busy" if full else "ready", len(self._sessions), self.limit), rid
         )
 
     def _hello(self, peer: _Peer, hello: m.Hello, rid: int) -> None:

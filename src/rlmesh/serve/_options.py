@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any
 
 from .._build import validate_edition
+from .._token import check_token, resolve_token
 
 __all__ = ["ServeOptions"]
 
@@ -34,9 +36,21 @@ class ServeOptions:
         drain_timeout_seconds: How long shutdown waits for an in-flight request.
         close_timeout_seconds: How long shutdown waits for ``env.close()``.
         workflow_edition: The edition this endpoint declares (DELTA-9); ``""`` means none.
+        token: The token every client must send at the handshake (compared in constant
+            time; docs/security.md). ``None``: ``$RLMESH_TOKEN`` when set (read here, once),
+            else none. A server binding beyond loopback needs one, or ``insecure_no_auth``.
+        insecure_no_auth: Serve an address reachable from other hosts without a token (the
+            explicit opt-out; anyone who can reach the port can drive the endpoint).
+        tls_cert, tls_key: PEM certificate chain and private key: serve TLS (clients dial
+            ``tls://host:port``). Both or neither.
+        tls_client_ca: PEM CA bundle: also require a client certificate signed by it.
+        metrics_address: Serve Prometheus metrics on this ``host:port`` (a bare port binds
+            127.0.0.1), on a port of its own (docs/serving.md, "Metrics"); needs the
+            ``metrics`` extra. ``None``: no metrics, and nothing counted per step.
 
     Raises:
-        ValueError: a timeout that is not positive, or an edition this build cannot drive.
+        ValueError: a timeout that is not positive, an edition this build cannot drive, a
+            TLS certificate without its key, or a bad metrics address.
     """
 
     __slots__ = (
@@ -44,6 +58,12 @@ class ServeOptions:
         "_close_timeout_seconds",
         "_drain_timeout_seconds",
         "_idle_timeout_seconds",
+        "_insecure_no_auth",
+        "_metrics_address",
+        "_tls_cert",
+        "_tls_client_ca",
+        "_tls_key",
+        "_token",
         "_workflow_edition",
     )
 
@@ -55,7 +75,34 @@ class ServeOptions:
         drain_timeout_seconds: float | None = None,
         close_timeout_seconds: float | None = None,
         workflow_edition: str | None = None,
+        token: str | None = None,
+        insecure_no_auth: bool = False,
+        tls_cert: str | os.PathLike[str] | None = None,
+        tls_key: str | os.PathLike[str] | None = None,
+        tls_client_ca: str | os.PathLike[str] | None = None,
+        metrics_address: str | None = None,
     ) -> None:
+        self._token = resolve_token(check_token(token))
+        self._insecure_no_auth = bool(insecure_no_auth)
+        self._tls_cert = _path("tls_cert", tls_cert)
+        self._tls_key = _path("tls_key", tls_key)
+        self._tls_client_ca = _path("tls_client_ca", tls_client_ca)
+        if (self._tls_cert is None) != (self._tls_key is None):
+            raise ValueError(
+                "tls_cert and tls_key go together: pass the certificate chain and its private key "
+                "(--tls-cert PATH --tls-key PATH), or neither"
+            )
+        if self._tls_client_ca is not None and self._tls_cert is None:
+            raise ValueError(
+                "tls_client_ca needs tls_cert and tls_key: client certificates are a TLS feature"
+            )
+        if metrics_address is not None:
+            if not isinstance(metrics_address, str) or not metrics_address.strip():
+                raise ValueError(
+                    f"metrics_address must be 'host:port' or a port, got {metrics_address!r}"
+                )
+            metrics_address = metrics_address.strip()
+        self._metrics_address = metrics_address
         self._allow_remote_shutdown = bool(allow_remote_shutdown)
         self._idle_timeout_seconds = _positive("idle_timeout_seconds", idle_timeout_seconds)
         self._drain_timeout_seconds = _positive("drain_timeout_seconds", drain_timeout_seconds)
@@ -86,10 +133,85 @@ class ServeOptions:
     def workflow_edition(self) -> str | None:
         return self._workflow_edition
 
-    def __setattr__(self, name: str, value: object) -> None:
-        if hasattr(self, name):
-            raise AttributeError(f"ServeOptions is immutable; cannot set {name!r}")
-        object.__setattr__(self, name, value)
+    @property
+    def token(self) -> str | None:
+        """The token clients must send (``None``: none), ``$RLMESH_TOKEN`` included."""
+        return self._token
+
+    @property
+    def insecure_no_auth(self) -> bool:
+        return self._insecure_no_auth
+
+    @property
+    def tls_cert(self) -> str | None:
+        return self._tls_cert
+
+    @property
+    def tls_key(self) -> str | None:
+        return self._tls_key
+
+    @property
+    def tls_client_ca(self) -> str | None:
+        return self._tls_client_ca
+
+    @property
+    def tls(self) -> bool:
+        """Whether the endpoint serves TLS (a certificate and key were given)."""
+        return self._tls_cert is not None
+
+    @property
+    def metrics_address(self) -> str | None:
+        return self._metrics_address
+
+    def replace(self, **changes: Any) -> ServeOptions:
+        """A copy with ``changes`` applied (the same keywords as the constructor).
+
+        Example:
+            >>> ServeOptions(idle_timeout_seconds=5).replace(token="t").idle_timeout_seconds
+            5.0
+        """
+        current: dict[str, Any] = {
+            "allow_remote_shutdown": self._allow_remote_shutdown,
+            "idle_timeout_seconds": self._idle_timeout_seconds,
+            "drain_timeout_seconds": self._drain_timeout_seconds,
+            "close_timeout_seconds": self._close_timeout_seconds,
+            "workflow_edition": self._workflow_edition,
+            "token": self._token,
+            "insecure_no_auth": self._insecure_no_auth,
+            "tls_cert": self._tls_cert,
+            "tls_key": self._tls_key,
+            "tls_client_ca": self._tls_client_ca,
+            "metrics_address": self._metrics_address,
+        }
+        unknown = set(changes) - set(current)
+        if unknown:
+            raise TypeError(f"ServeOptions has no option {sorted(unknown)[0]!r}")
+        current.update(changes)
+        new = ServeOptions(**current)
+        if "token" not in changes:  # as it is here, not re-read from $RLMESH_TOKEN
+            object.__setattr__(new, "_token", self._token)
+        return new
+
+    def __repr__(self) -> str:
+        shown = [
+            f"{name}={getattr(self, name)!r}"
+            for name in (
+                "allow_remote_shutdown",
+                "idle_timeout_seconds",
+                "drain_timeout_seconds",
+                "close_timeout_seconds",
+                "workflow_edition",
+                "insecure_no_auth",
+                "tls_cert",
+                "tls_key",
+                "tls_client_ca",
+                "metrics_address",
+            )
+            if getattr(self, name) not in (None, False)
+        ]
+        if self._token is not None:
+            shown.append("token=<set>")  # never the token itself
+        return f"ServeOptions({', '.join(shown)})"
 
     # -- effective values ---------------------------------------------------------------
 
@@ -103,3 +225,16 @@ class ServeOptions:
 
     def close_seconds(self) -> float:
         return self._close_timeout_seconds or _DEFAULT_CLOSE_SECONDS
+
+
+def _path(name: str, value: str | os.PathLike[str] | None) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(
+            f"{name} must be a path (str or os.PathLike) or None, got {type(value).__name__}"
+        )
+    text = os.fspath(value)
+    if not text:
+        return None
+    return text

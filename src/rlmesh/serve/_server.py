@@ -18,6 +18,7 @@ from ..transport import resolve_address
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ..wire.space_query import SpaceQuery
+from ._auth import check_exposure
 from ._driven import driven_env
 from ._driver import Driver, RequestFailed
 from ._framework import bridge_env, resolve_framework
@@ -165,12 +166,21 @@ class EnvServer(ServerBase):
             return
         bridge, dev = _check_framework(framework, device)
         self._options = options or ServeOptions()
-        # a bad address is refused before the env is looked at
-        resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
+        # a bad address (or one other hosts reach, without a token) is refused before the env is looked at
+        addr = resolve_address(
+            address, host=host, port=port, path=path, transport=transport, bind=True
+        )
+        check_exposure(addr, self._options, who="EnvServer")
         service, driven = _env_service(env, self._options, tags, bridge, dev)
         self._contract = service.env_contract
         listener, bound = bind_listener(
-            address, host=host, port=port, path=path, transport=transport
+            address,
+            host=host,
+            port=port,
+            path=path,
+            transport=transport,
+            options=self._options,
+            who="EnvServer",
         )
         self._address = bound.url
         self._loop = ServeLoop(listener, service, self._options)
@@ -212,7 +222,13 @@ class EnvServer(ServerBase):
         spec = check_session_spec(spec, sessions)
         self._options = spec.options
         listener, bound = bind_listener(
-            address, host=host, port=port, path=path, transport=transport
+            address,
+            host=host,
+            port=port,
+            path=path,
+            transport=transport,
+            options=spec.options,
+            who="EnvServer",
         )
         self._address = bound.url
         self._supervisor = SessionSupervisor(listener, spec, sessions, prewarm)

@@ -8,13 +8,16 @@ against the cwd). Connecting also accepts ``"http://host:port"``. Keyword helper
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import socket
 import sys
 from dataclasses import dataclass
 
 __all__ = [
     "Address",
+    "is_loopback",
     "looks_like_address",
     "parse_bind_address",
     "parse_connect_address",
@@ -28,20 +31,22 @@ _HOST_PORT = re.compile(r"^(?:\[[^\]]*\]|[^\s:/\[\]]*):\d+$")
 
 @dataclass(frozen=True)
 class Address:
-    """A normalized endpoint: ``tcp`` with host and port, or ``unix`` with a path."""
+    """A normalized endpoint: ``tcp`` with host and port (``tls``: with TLS on top), or
+    ``unix`` with a path."""
 
     transport: str
     host: str = ""
     port: int = 0
     path: str = ""
+    tls: bool = False
 
     @property
     def url(self) -> str:
-        """``tcp://127.0.0.1:5555`` or ``unix:///abs/path``."""
+        """``tcp://127.0.0.1:5555``, ``tls://host:5555`` or ``unix:///abs/path``."""
         if self.transport == "unix":
             return f"unix://{self.path}"
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"tcp://{host}:{self.port}"
+        return f"{'tls' if self.tls else 'tcp'}://{host}:{self.port}"
 
     def __str__(self) -> str:
         return self.url
@@ -108,6 +113,9 @@ def _parse(address: str, *, bind: bool) -> Address:
         return _unix(rest, raw)
     if scheme == "tcp" or (scheme == "http" and not bind):
         return _split_host_port(rest.rstrip("/"), raw, bind=bind)
+    if scheme == "tls":
+        addr = _split_host_port(rest.rstrip("/"), raw, bind=bind)
+        return Address("tcp", host=addr.host, port=addr.port, tls=True)
     if scheme == "https":
         raise ValueError(f"invalid address: {raw!r}: https:// is reserved for control-plane URLs")
     raise ValueError(f"invalid address: unsupported address scheme '{scheme}' in {raw!r}")
@@ -187,3 +195,32 @@ def looks_like_address(text: str) -> bool:
     """
     s = text.strip()
     return "://" in s or s.isdigit() or bool(_HOST_PORT.match(s))
+
+
+def is_loopback(address: Address) -> bool:
+    """Whether ``address`` is reachable only from this host: a unix socket, or a TCP host
+    that is (or resolves only to) a loopback address. A name that does not resolve counts
+    as reachable from elsewhere (the cautious answer; binding it fails anyway).
+
+    Example:
+        >>> is_loopback(parse_bind_address("127.0.0.1:0")), is_loopback(parse_bind_address("0.0.0.0:0"))
+        (True, False)
+    """
+    if address.transport == "unix":
+        return True
+    host = address.host.strip("[]").split("%")[0]
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    addresses = {info[4][0] for info in infos}
+    try:
+        return bool(addresses) and all(
+            ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses
+        )
+    except ValueError:
+        return False

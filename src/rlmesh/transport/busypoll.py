@@ -25,7 +25,7 @@ import socket
 import threading
 import time
 
-__all__ = ["FAN_OUT_CAPABILITY", "BusyPolling", "busy_poll_default"]
+__all__ = ["FAN_OUT_CAPABILITY", "BusyPolling", "busy_poll_default", "quiet_threads"]
 
 _BUSY_POLL_DEFAULT_US = (
     1000  # covers a trainer thinking between steps and a few-lane step (issue 12)
@@ -41,6 +41,14 @@ _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
 #: cores take the CPU the others need. Advisory (HS-8): a server may ignore it.
 FAN_OUT_CAPABILITY = "rlmesh.client.fan_out.v1"
 yield_cpu = getattr(os, "sched_yield", lambda: None)  # polling gives way to any other runnable task
+#: Background threads that wait in the kernel nearly all the time and need the GIL only for
+#: an instant now and then (the metrics port, its reporter): they do not switch polling off.
+_QUIET = [0]
+
+
+def quiet_threads(delta: int) -> None:
+    """Count ``delta`` more (or fewer) quiet background threads (see :data:`_QUIET`)."""
+    _QUIET[0] = max(0, _QUIET[0] + delta)
 
 
 def busy_poll_default() -> float:
@@ -102,7 +110,7 @@ class BusyPolling:
     def polling(self) -> bool:
         """Whether reads busy-poll now: enabled, and no other Python thread needs the GIL
         (a server started in-process, say) that polling would hold."""
-        return bool(self.busy_poll) and threading.active_count() == 1
+        return bool(self.busy_poll) and threading.active_count() <= 1 + _QUIET[0]
 
     def _budget(self) -> float:
         cap = self.busy_poll

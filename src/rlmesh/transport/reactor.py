@@ -59,6 +59,26 @@ class Poller:
         except (KeyError, ValueError, OSError):
             pass
 
+    def watch(self, sock: Any, read: bool, write: bool) -> None:
+        """Report ``sock`` when it turns readable and/or writable (neither: only errors)."""
+        fd = sock.fileno()
+        obj = self._objs.get(fd)
+        if obj is None:
+            return
+        try:
+            if self._epoll is not None:
+                events = (select.EPOLLIN if read else 0) | (select.EPOLLOUT if write else 0)
+                self._epoll.modify(fd, events)
+            else:
+                assert self._sel is not None
+                events = (selectors.EVENT_READ if read else 0) | (
+                    selectors.EVENT_WRITE if write else 0
+                )
+                if events:
+                    self._sel.modify(fd, events, obj)
+        except (KeyError, ValueError, OSError):
+            pass
+
     def unregister(self, sock: socket.socket) -> None:
         fd = sock.fileno()
         if self._objs.pop(fd, None) is None:

@@ -1,4 +1,4 @@
-"""Opening stream sockets: dial an address, listen on one (TCP or Unix)."""
+"""Opening stream sockets: dial an address, listen on one (TCP or Unix; TLS on TCP)."""
 
 from __future__ import annotations
 
@@ -6,18 +6,45 @@ import socket
 import time
 from typing import Any
 
+from ..errors import TLSError
+from . import tls
 from .address import Address
 
 __all__ = ["dial", "listen"]
 
 
-def dial(address: Address, timeout: float | None) -> socket.socket:
+def dial(address: Address, timeout: float | None, *, tls_ca: Any = None) -> Any:
     """Connect a stream socket to ``address`` within ``timeout`` seconds.
+
+    A ``tls://`` address also completes the TLS handshake within the same ``timeout``
+    (``tls_ca``: see :func:`rlmesh.transport.tls.client_context`) and returns a
+    :class:`~rlmesh.transport.tls.TLSSocket`.
 
     Raises:
         OSError: the connect failed (the caller words the error).
         TimeoutError: the timeout expired.
+        TLSError: the TLS handshake failed (the message names the host and why).
+        ValueError: ``tls_ca`` names a file that cannot be read.
     """
+    if address.tls:
+        ctx = tls.client_context(tls_ca)  # before dialing: a bad CA path is the caller's error
+        started = time.monotonic()
+        raw = _dial(address, timeout)
+        remaining = None if timeout is None else max(timeout - (time.monotonic() - started), 0.001)
+        try:
+            return tls.handshake_client(raw, address.host, ctx, remaining)
+        except TimeoutError:
+            raw.close()
+            raise
+        except OSError as exc:
+            raw.close()
+            if isinstance(exc, tls._ssl().SSLError):
+                raise TLSError(tls.describe_failure(exc, address.host)) from None
+            raise
+    return _dial(address, timeout)
+
+
+def _dial(address: Address, timeout: float | None) -> socket.socket:
     if address.transport == "unix":
         return _connect(socket.AF_UNIX, address.path, timeout)
     # Try every resolved address in order, as socket.create_connection does: "localhost"
@@ -78,7 +105,7 @@ def listen(address: Address, backlog: int = socket.SOMAXCONN) -> tuple[socket.so
         sock.close()
         raise
     port = sock.getsockname()[1]
-    return sock, Address("tcp", host=address.host, port=port)
+    return sock, Address("tcp", host=address.host, port=port, tls=address.tls)
 
 
 def _remove_stale_socket(path: str) -> None:

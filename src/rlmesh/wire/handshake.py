@@ -12,6 +12,7 @@ import functools
 import platform
 import sys
 from importlib import metadata as importlib_metadata
+from typing import Any
 
 from .._build import PROTOCOL_GENERATION, VERSION, offer_for, select_edition
 from . import messages as m
@@ -58,10 +59,12 @@ def make_hello(
     *,
     service: str = "env",
     capabilities: dict[str, str] | None = None,
+    token: str | None = None,
 ) -> m.Hello:
-    """The Hello a client sends: our generation, the editions we offer (DEC-1), advisory capabilities (HS-8)."""
+    """The Hello a client sends: our generation, the editions we offer (DEC-1), advisory
+    capabilities (HS-8) and the endpoint's token (``None``: none)."""
     editions, preferred = offer_for(declared)
-    return m.Hello(
+    fields: dict[str, Any] = dict(
         generation=PROTOCOL_GENERATION,
         peer=peer_info(component),
         editions=editions,
@@ -69,6 +72,9 @@ def make_hello(
         service=service,
         capabilities=dict(capabilities or {}),
     )
+    if token:  # the trailing field only when there is a token: a Hello without one is unchanged
+        return m.AuthHello(**fields, token=token)
+    return m.Hello(**fields)
 
 
 def answer_hello(

@@ -41,6 +41,12 @@ __all__ = [
     "EpisodeRecord",
     "Error",
     "Hello",
+    "AuthHello",
+    "AuthPing",
+    "AuthPong",
+    "AuthShutdown",
+    "Refusal",
+    "UNAUTHENTICATED",
     "Incompatible",
     "Message",
     "PeerInfo",
@@ -110,6 +116,15 @@ class Hello(_Base, frozen=True):
     service: str = "env"  # "env" or "model": which endpoint the client expects
 
 
+class AuthHello(Hello, frozen=True):
+    """A ``Hello`` carrying the endpoint's token (docs/security.md): the same kind, one
+    trailing field. A client with no token sends a plain :class:`Hello` (the same bytes as
+    ever); every received ``Hello`` decodes as this, ``token`` ``""`` when absent. An older
+    server ignores the field."""
+
+    token: str = ""
+
+
 class Welcome(_Base, frozen=True):
     """The server accepts: its offer, the selected edition (DEC-2) and the contract."""
 
@@ -139,6 +154,21 @@ class Incompatible(_Base, frozen=True):
     message: str
     generation: str = ""
     editions: list[str] = []
+
+
+class Refusal(Incompatible, frozen=True):
+    """An ``Incompatible`` that says which refusal it is (the same kind, one trailing field).
+
+    ``reason``: :data:`UNAUTHENTICATED` when the ``Hello``'s token was missing or wrong (the
+    message says how to pass one); ``""`` for the protocol refusals. Every received
+    ``Incompatible`` decodes as this; an older client reads it as a handshake failure.
+    """
+
+    reason: str = ""
+
+
+#: ``Refusal.reason`` of a missing or wrong token.
+UNAUTHENTICATED = "unauthenticated"
 
 
 # -- env requests and replies -------------------------------------------------------------
@@ -223,6 +253,13 @@ class Shutdown(_Base, frozen=True):
     reason: str = "owner shutdown"
 
 
+class AuthShutdown(Shutdown, frozen=True):
+    """A ``Shutdown`` before ``Hello`` that carries the endpoint's token (an endpoint that
+    needs one refuses a stranger's ``Shutdown`` without it). Decoded for every ``Shutdown``."""
+
+    token: str = ""
+
+
 class ShutdownReply(_Base, frozen=True):
     KIND: ClassVar[int] = 0x88
     accepted: bool
@@ -233,6 +270,13 @@ class Ping(_Base, frozen=True):
     """Readiness probe; answered before Hello as well (DESIGN)."""
 
     KIND: ClassVar[int] = 0x07
+
+
+class AuthPing(Ping, frozen=True):
+    """A ``Ping`` carrying the endpoint's token: an endpoint that needs one answers a probe
+    without it with its health state only (:class:`AuthPong`). Decoded for every ``Ping``."""
+
+    token: str = ""
 
 
 class Pong(_Base, frozen=True):
@@ -252,6 +296,18 @@ class SessionsPong(Pong, frozen=True):
 
     sessions: int = 0
     limit: int = 0
+
+
+class AuthPong(SessionsPong, frozen=True):
+    """The ``Pong`` of an endpoint that needs a token: ``auth`` says what the probe got.
+
+    ``"required"``: the probe carried no token, so it learns the state only (the counts are
+    0, withheld); ``"ok"``: its token was accepted (the counts are real, ``limit`` 0 on a
+    single-session endpoint); ``"refused"``: its token is not the endpoint's (``state``
+    ``""``). Read it with :func:`decode_sessions_pong`; ``auth`` ``""`` from any other endpoint.
+    """
+
+    auth: str = ""
 
 
 class Configure(_Base, frozen=True):
@@ -400,6 +456,12 @@ def register(cls: type[Any]) -> type[Any]:
 for _cls in _ENV_MESSAGES:
     register(_cls)
 
+# Every received Hello, Incompatible, Shutdown and Ping decodes as its subclass with the
+# trailing token/reason field (default when absent): a sender without one sends the plain
+# message, byte for byte what it always was.
+for _cls in (AuthHello, Refusal, AuthShutdown, AuthPing):
+    _DECODERS[_cls.KIND] = msgspec.msgpack.Decoder(_cls, ext_hook=ext_hook)
+
 
 def encode_message(
     msg: Any, request_id: int = 0, segments: list[Any] | tuple[Any, ...] = ()
@@ -461,11 +523,12 @@ def _too_deep(header: memoryview | bytes | bytearray, limit: int = MAX_HEADER_DE
     return False
 
 
-_SESSIONS_PONG = msgspec.msgpack.Decoder(SessionsPong, ext_hook=ext_hook)
+_SESSIONS_PONG = msgspec.msgpack.Decoder(AuthPong, ext_hook=ext_hook)
 
 
-def decode_sessions_pong(frame: Frame) -> SessionsPong:
-    """The session counts of a ``Pong`` frame (zeros from an endpoint that does not report them).
+def decode_sessions_pong(frame: Frame) -> AuthPong:
+    """The session counts (and the ``auth`` word) of a ``Pong`` frame (zeros and ``""`` from
+    an endpoint that does not report them).
 
     Call it after :func:`decode_header` accepted the frame (that bounds its nesting).
 

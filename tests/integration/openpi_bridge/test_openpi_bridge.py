@@ -308,3 +308,30 @@ def test_a_server_shut_down_before_it_served_leaves_no_thread_behind() -> None:
     server = ModelServer(Model(policy), "127.0.0.1:0", protocol="openpi")
     server.shutdown()
     assert [t.name for t in threading.enumerate() if t.ident not in before] == []
+
+
+def test_a_token_is_checked_before_the_session_starts(
+    openpi_server: Callable[..., ModelServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 36: ``Authorization: Bearer`` checked in ``_admit``: HTTP 401, logged, the model
+    untouched; the right token opens the session."""
+    import logging
+
+    from rlmesh.errors import AuthenticationFailed
+    from rlmesh.serve import ServeOptions
+
+    model = PromptModel()
+    server = openpi_server(model, options=ServeOptions(token="op3npi"))
+    caplog.set_level(logging.WARNING, logger="rlmesh.openpi")
+    for token in (None, "wrong"):
+        with pytest.raises(AuthenticationFailed, match="Authorization: Bearer"):
+            _ = PolicyClient(server.address, token=token).metadata
+    assert sum("authentication failed" in r.getMessage() for r in caplog.records) == 2
+    client = PolicyClient(server.address, token="op3npi")
+    assert client.metadata["model"] == "PromptModel"
+    client.close()  # the endpoint serves one client at a time
+    import pickle
+
+    again = pickle.loads(pickle.dumps(PolicyClient(server.address, token="op3npi")))
+    assert again.metadata["model"] == "PromptModel"  # a worker's copy dials with the token
+    again.close()

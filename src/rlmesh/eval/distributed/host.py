@@ -20,7 +20,7 @@ from typing import Any
 from ..._autoreset import Autoreset
 from ..._spawn.pickling import loads, portable_error
 from .._targets import LocalContract
-from .job import Job, Outcome
+from .job import Endpoint, Job, Outcome
 
 __all__ = ["WorkerCore", "WorkerHost", "worker_info"]
 
@@ -54,8 +54,8 @@ class WorkerCore:
         """Build the env and the model, open the session (connects now: errors surface here)."""
         job = self.job
         env = job.env_for(self.slot)
-        if isinstance(env, str):
-            target: Any = env  # an address: the session dials it
+        if isinstance(env, (str, Endpoint)):
+            target: Any = env  # an address (with its token): the session dials it
         else:
             built = env.build()
             self.owned.append(built)

@@ -42,6 +42,7 @@ from .._results import EpisodeResult
 from .._targets import classify_string, classify_target
 
 __all__ = [
+    "Endpoint",
     "Job",
     "ModelRecipe",
     "Outcome",
@@ -55,8 +56,24 @@ __all__ = [
 _SANDBOX_SCHEMES = ("gym", "hf", "docker", "image")
 #: The sandboxed env clients of every flavour (duck-typed: sandbox/ sits above eval/).
 _SANDBOX_CLASSES = ("SandboxEnv", "SandboxVectorEnv", "ScalarSandbox", "VectorSandbox")
-#: A slot's env: an address to dial, or a recipe to build.
-SlotEnv = EnvRecipe | str
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A served env a worker dials with its token (an ``EnvServer``'s, a fleet's ...).
+
+    The session dials it as it dials any object with an ``address`` (and a ``token``).
+    """
+
+    address: str
+    token: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Endpoint({self.address!r})"  # never the token
+
+
+#: A slot's env: an address to dial (with its token, when it has one), or a recipe to build.
+SlotEnv = EnvRecipe | Endpoint | str
 
 
 def ship(obj: Any, what: str) -> bytes:
@@ -102,11 +119,27 @@ def _zero_arg_callable(obj: Any) -> bool:
 # -- env recipes ---------------------------------------------------------------------------------
 
 
-def _address_of(obj: Any) -> str | None:
+def _address_of(obj: Any) -> str | Endpoint | None:
+    """An address string, or an :class:`Endpoint` when the object carries its token."""
     if isinstance(obj, str):
         return obj
     address = getattr(obj, "address", None)
-    return address if isinstance(address, str) else None
+    if not isinstance(address, str):
+        return None
+    token = getattr(obj, "token", None)
+    return Endpoint(address, token) if isinstance(token, str) and token else address
+
+
+def _fleet_endpoints(env: Any) -> list[Endpoint] | None:
+    """An env fleet (``rlmesh.ray.EnvFleet``: ``addresses`` and a ``token``): one endpoint per
+    actor, each dialed with the fleet's token (duck-typed: ray/ sits above eval/)."""
+    if isinstance(env, (str, list, tuple)) or not callable(getattr(env, "vector_env", None)):
+        return None
+    token = getattr(env, "token", None)
+    addresses = getattr(env, "addresses", None)
+    if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
+        return None
+    return [Endpoint(a, token if isinstance(token, str) else None) for a in addresses]
 
 
 def _recipe(source: Any, what: str) -> EnvRecipe:
@@ -120,10 +153,13 @@ def env_recipes(env: Any, n: int | None) -> tuple[list[SlotEnv], int | None]:
         ValueError: more workers than addresses; an unknown Gymnasium id; a live sandbox.
         TypeError: a form no worker can rebuild (e.g. an unpicklable live env).
     """
+    fleet = _fleet_endpoints(env)
+    if fleet is not None:  # one actor per worker, dialed with the fleet's token
+        env = fleet
     if isinstance(env, (list, tuple)):
         if not env:
             raise ValueError("env is an empty list: pass one served address per worker")
-        addresses = []
+        addresses: list[SlotEnv] = []
         for item in env:
             address = _address_of(item)
             if address is None:
@@ -197,6 +233,8 @@ def slot_label(env: SlotEnv) -> str:
     """What a slot's env is, for the journal's run identity."""
     if isinstance(env, str):
         return env
+    if isinstance(env, Endpoint):
+        return env.address
     source = env.source
     if isinstance(source, _CopyOf):
         return "copy"
@@ -236,9 +274,8 @@ def model_recipe(model: Any) -> ModelRecipe:
         return ModelRecipe("random", None, "RANDOM_SAMPLE")
     if type(model).__name__ == "SandboxModel" and hasattr(model, "serving"):
         if model.serving:  # a running container: every worker opens its own session on it
-            return ModelRecipe(
-                "as_is", RemoteModel(model.address), f"SandboxModel({model.address})"
-            )
+            remote = RemoteModel(model.address, token=getattr(model, "token", None))
+            return ModelRecipe("as_is", remote, f"SandboxModel({model.address})")
         return ModelRecipe("as_is", _shipped(model, "model"), repr(model))
     if isinstance(model, type):
         return ModelRecipe("as_is", _shipped(model, "model class"), model.__qualname__)

@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ..._spawn.recipe import EnvRecipe
 from .._budget import episode_budget, validate_caps
 from .._hooks import RunHooks
 from .._options import RunOptions
@@ -141,7 +142,7 @@ def run_distributed(
 def _env_identity(envs: list[SlotEnv], env: Any) -> str:
     """The journal's description of the run's env (stable across runs of the same call)."""
     by_name = any(
-        not isinstance(e, str)
+        isinstance(e, EnvRecipe)
         and (isinstance(e.source, str) or type(e.source).__name__ == "EnvSpec")
         for e in envs
     )

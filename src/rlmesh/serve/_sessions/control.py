@@ -6,7 +6,8 @@ messages are the typed tuples below, pickled (both ends are this package, in pro
 the supervisor started). The conversation:
 
 - worker -> supervisor: :class:`Ready` once its env is built (or :class:`Failed`), later
-  :class:`ShutdownAsked` when its client sent an allowed remote ``Shutdown``;
+  :class:`ShutdownAsked` when its client sent an allowed remote ``Shutdown``, and with
+  metrics on, :class:`Counts` about once a second and when its session ends;
 - supervisor -> worker: :class:`Handover` with the accepted client socket and the
   client's ``Hello`` frame (the worker answers it and serves that one session), or
   :class:`Stop` (drain, close the env, exit).
@@ -43,6 +44,7 @@ __all__ = [
     "ACTIVE_SECONDS",
     "Board",
     "ControlError",
+    "Counts",
     "Failed",
     "Handover",
     "Message",
@@ -106,6 +108,12 @@ class ShutdownAsked(NamedTuple):
     reason: str
 
 
+class Counts(NamedTuple):
+    """Worker: my session's metrics so far (``Meter.snapshot()``; the supervisor sums them)."""
+
+    values: Mapping[str, Any]
+
+
 class Handover(NamedTuple):
     """Supervisor: serve this client (its socket travels as the message's one fd)."""
 
@@ -120,10 +128,10 @@ class Stop(NamedTuple):
     reason: str
 
 
-Message = Ready | Failed | ShutdownAsked | Handover | Stop
+Message = Ready | Failed | ShutdownAsked | Counts | Handover | Stop
 
 
-_KINDS = (Ready, Failed, ShutdownAsked, Handover, Stop)
+_KINDS = (Ready, Failed, ShutdownAsked, Counts, Handover, Stop)
 
 
 def send(sock: socket.socket, msg: Message, fds: Sequence[int] = ()) -> None:

@@ -78,11 +78,5 @@ def check_session_spec(spec: SessionSpec, sessions: int) -> SessionSpec:
     )
     if declared == options.workflow_edition or not declared:
         return spec
-    resolved = ServeOptions(
-        allow_remote_shutdown=options.allow_remote_shutdown,
-        idle_timeout_seconds=options.idle_timeout_seconds,
-        drain_timeout_seconds=options.drain_timeout_seconds,
-        close_timeout_seconds=options.close_timeout_seconds,
-        workflow_edition=declared,
-    )
+    resolved = options.replace(workflow_edition=declared)  # every other option kept
     return dataclasses.replace(spec, options=resolved)

@@ -47,7 +47,6 @@ import socket
 import time
 from typing import Any, cast
 
-from ..._build import PROTOCOL_GENERATION
 from ..._spawn.pickling import dumps
 from ..._spawn.process import (
     START_TIMEOUT_SECONDS,
@@ -60,6 +59,8 @@ from ...errors import CODE_NUMBERS, ProtocolException
 from ...transport.reactor import overdue
 from ...wire import frames, messages as m
 from .._loop import HANDSHAKE_DEADLINE_SECONDS, ServeLoop, _accepted_at, _Peer
+from .._metrics import Reports
+from .._tls_relay import TLSRelay
 from . import control
 from .books import NoEnv, Watch, Worker
 from .control import Board, Handover, SessionSpec
@@ -110,6 +111,9 @@ class SessionSupervisor(ServeLoop):
         self._prewarm_after = 0.0  # time.monotonic() before which no worker is prewarmed
         #: Clients whose Hello came while every slot was taken, one by an exiting worker.
         self._parked: list[tuple[_Peer, Handover]] = []
+        if self._meter is not None:  # metrics: the workers report their counts here
+            self._reports = Reports()
+        self._relays: set[TLSRelay] = set()  # TLS sessions whose bytes pass through here
 
     @property
     def in_use(self) -> int:
@@ -156,6 +160,8 @@ class SessionSupervisor(ServeLoop):
                         self._worker_event(obj)
                     elif kind is Watch:
                         self._watch_event(obj)
+                    elif kind is TLSRelay:
+                        self._pump(obj)
                     else:
                         if obj.conn.backlog:
                             self._writable(obj)
@@ -177,20 +183,21 @@ class SessionSupervisor(ServeLoop):
             (w for w in self._workers if w.waiting is not None and w.waiting[0] is peer), None
         )
 
-    def _held(self, peer: _Peer) -> bool:
+    def _is_waiting(self, peer: _Peer) -> bool:
         """Whether ``peer`` said ``Hello`` and waits: for its worker's env, or for a slot."""
         return self._waiting_for(peer) is not None or any(p is peer for p, _ in self._parked)
 
     def _reap_pending(self) -> None:
         """Drop connections that said no ``Hello`` in time (not those waiting for a worker)."""
-        pending = [p for p in self._peers.values() if not self._held(p)]
+        self._release_held()  # refusals of wrong tokens whose time has come
+        pending = [p for p in self._peers.values() if not self._is_waiting(p)]
         for peer in overdue(pending, _accepted_at, time.monotonic(), HANDSHAKE_DEADLINE_SECONDS):
             self._drop(peer)
 
     # -- the supervisor's own answers --------------------------------------------------------
 
     def _dispatch(self, peer: _Peer, frame: frames.Frame) -> None:
-        if self._held(peer):
+        if self._is_waiting(peer):
             self._protocol_error(
                 peer, ProtocolException("a request arrived before the handshake was answered")
             )
@@ -203,14 +210,7 @@ class SessionSupervisor(ServeLoop):
 
     def _ping(self, peer: _Peer, msg: m.Ping, rid: int) -> None:
         state = "ready" if self._free_slot() else "busy"
-        pong = m.SessionsPong(
-            state=state,
-            generation=PROTOCOL_GENERATION,
-            service="env",
-            sessions=self.in_use,
-            limit=self.sessions,
-        )
-        self._send(peer, pong, rid)
+        self._send(peer, self._pong(state, self.in_use, self.sessions), rid)
 
     def _hello(self, peer: _Peer, hello: m.Hello, rid: int) -> None:
         frame = self._frame
@@ -269,12 +269,20 @@ class SessionSupervisor(ServeLoop):
             self._replenish()
             return
         sock = conn.sock
+        # a TLS session stays here (its keys cannot travel): the worker gets a socket pair's end
+        pair = (
+            socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            if getattr(sock, "tls", False)
+            else None
+        )
         # the worker may answer the Hello before send() returns here: count its session first
         worker.state, worker.served = "serving", True
         try:
-            control.send(worker.ctrl, first, [sock.fileno()])
+            control.send(worker.ctrl, first, [(pair[1] if pair else sock).fileno()])
         except OSError as exc:
             log.warning("handing a session to worker %d failed (%s)", worker.pid, exc)
+            for end in pair or ():
+                end.close()
             self._refuse(peer, first.request_id, "the session could not be started")
             self._end_worker(worker, "its session could not be handed over")
             return
@@ -282,12 +290,32 @@ class SessionSupervisor(ServeLoop):
         self._sel.unregister(sock)
         self._peers.pop(sock.fileno(), None)
         conn.closed = True
-        try:
-            sock.close()
-        except OSError:
-            pass
+        if pair is not None:
+            pair[1].close()
+            self._relay(TLSRelay(sock, pair[0]))
+        else:
+            try:
+                sock.close()
+            except OSError:
+                pass
         self._touch()
         self._replenish()
+
+    def _relay(self, relay: TLSRelay) -> None:
+        """Carry a handed-over TLS session's bytes from here on (the supervisor's loop)."""
+        self._relays.add(relay)
+        for end in relay.fds():
+            self._sel.register(end, relay)
+        self._pump(relay)
+
+    def _pump(self, relay: TLSRelay) -> None:
+        if relay.pump():
+            relay.watch(self._sel)
+            return
+        self._relays.discard(relay)  # either side ended: the session is over
+        for end in relay.fds():
+            self._sel.unregister(end)
+        relay.close()
 
     def _drop(self, peer: _Peer) -> None:
         worker = self._waiting_for(peer)
@@ -466,6 +494,9 @@ class SessionSupervisor(ServeLoop):
             )
         elif isinstance(msg, control.ShutdownAsked):
             self.stop(f"remote shutdown: {msg.reason}" if msg.reason else "remote shutdown")
+        elif isinstance(msg, control.Counts):
+            if self._reports is not None:
+                self._reports.update(worker.pid, msg.values)
         else:
             raise ValueError(f"a {type(msg).__name__} is the supervisor's message, not a worker's")
 
@@ -525,6 +556,8 @@ class SessionSupervisor(ServeLoop):
 
     def _forget(self, worker: Worker) -> None:
         worker.state = "gone"
+        if self._reports is not None:
+            self._reports.retire(worker.pid)  # its counts stay in the endpoint's totals
         self._close_ctrl(worker)
         if worker in self._workers:
             self._workers.remove(worker)
@@ -534,6 +567,11 @@ class SessionSupervisor(ServeLoop):
     def _teardown(self) -> None:
         for peer in list(self._peers.values()):
             self._drop(peer)
+        for relay in list(self._relays):
+            for end in relay.fds():
+                self._sel.unregister(end)
+            relay.close()
+        self._relays.clear()
         self.close_listener()  # new clients are refused at once while the sessions drain
         self.stop_workers(self.stop_reason or "stopped")
         super()._teardown()

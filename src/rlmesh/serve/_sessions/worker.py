@@ -35,12 +35,14 @@ from ...wire import frames, handshake, messages as m
 from .._driver import RequestFailed
 from .._framework import resolve_framework
 from .._loop import ServeLoop, _Peer
+from .._metrics import start_reports
 from .._options import ServeOptions
 from .._server import _env_service
 from . import control
 from .control import (
     ACTIVE_SECONDS,
     Board,
+    Counts,
     Failed,
     Handover,
     Ready,
@@ -306,6 +308,8 @@ def worker_main(fds: list[int], spec_bytes: bytes, slot: int, sessions: int) -> 
         loops.append(loop)
         if board is not None:
             watch_activity(loop, board, slot)
+        # metrics on: the counts go to the supervisor each second, and before the channel closes
+        loop.on_teardown = start_reports(loop._meter, lambda c: control.send(ctrl, Counts(c)))
         loop.run()
         if loop.stop_reason not in ("session ended", None):
             log.info("session ended (%s)", loop.stop_reason)
