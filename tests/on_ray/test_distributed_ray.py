@@ -48,7 +48,9 @@ class Walk:
         render_mode: str | None = None,
         hang_seed: int | None = None,
         hang_marker: str = "",
+        seen: str = "",
     ) -> None:
+        self.seen, self.finished = seen, []  # the driver's list of results; this env's episodes
         self.side, self.kill_seed, self.kill_marker, self.sleep_s = (
             side,
             kill_seed,
@@ -69,6 +71,7 @@ class Walk:
             time.sleep(self.sleep_s)
         self.t += 1
         if self.seed == self.kill_seed and self.t == 3 and not os.path.exists(self.kill_marker):
+            _wait_until_seen(self.seen, self.finished)
             Path(self.kill_marker).write_text(str(os.getpid()))
             os.kill(os.getpid(), signal.SIGKILL)
         if self.seed == self.hang_seed and self.t == 3 and not os.path.exists(self.hang_marker):
@@ -78,6 +81,8 @@ class Walk:
                 time.sleep(1.0)
         self.pos += float(self.rng.normal()) + (0.1 if int(action) else -0.1)
         terminated, truncated = abs(self.pos) > 3.0, self.t >= 20
+        if terminated or truncated:
+            self.finished.append(self.seed)
         if (terminated or truncated) and self.side:
             with open(self.side, "a") as fh:
                 fh.write(f"{self.seed}\n")
@@ -96,6 +101,25 @@ class Walk:
 
     def close(self) -> None:
         pass
+
+
+def _wait_until_seen(path: str, seeds: list[Any]) -> None:
+    """Wait (at most 60 s) until the driver has every result of ``seeds`` (``Seen`` writes
+    them): a reply still on its way when its actor is killed may be lost with the actor."""
+    deadline = time.monotonic() + 60
+    while path and time.monotonic() < deadline and not set(seeds) <= set(read_ints(Path(path))):
+        time.sleep(0.02)
+
+
+class Seen(rlmesh.RunHooks):
+    """Driver side: appends the seed of every episode result the driver has received."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def on_episode_end(self, result: rlmesh.EpisodeResult) -> None:
+        with open(self.path, "a") as fh:
+            fh.write(f"{result.seed}\n")
 
 
 def sign_policy(obs: Any) -> int:
@@ -138,8 +162,11 @@ def test_a_killed_ray_worker_is_retried(ray_local: Any, tmp_path: Path) -> None:
     seeds = list(range(8))
     marker = tmp_path / "killed"
     one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
-    env = functools.partial(Walk, kill_seed=5, kill_marker=str(marker))
-    many = rlmesh.run(sign_policy, env, seeds=seeds, workers=RAY)
+    # the actor dies in episode 5 once the driver has the results of its earlier episodes
+    # (one that is still on its way when its actor is killed is lost with it, and run again)
+    seen = tmp_path / "seen"
+    env = functools.partial(Walk, kill_seed=5, kill_marker=str(marker), seen=str(seen))
+    many = rlmesh.run(sign_policy, env, seeds=seeds, workers=RAY, hooks=Seen(str(seen)))
     assert marker.exists()
     assert key(many) == key(one)
     assert [(r.index, r.seed) for r in many.retries] == [(5, 5)]
