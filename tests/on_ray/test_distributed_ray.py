@@ -182,19 +182,29 @@ def test_an_actor_killed_right_after_finishing_an_episode_keeps_it(
     from rlmesh.eval.distributed.ray_actors import RayBackend
 
     seeds = list(range(8))
-    marker, side = tmp_path / "killed", tmp_path / "episodes"
+    marker, side, seen = tmp_path / "killed", tmp_path / "episodes", tmp_path / "seen"
     submit, poll = RayBackend.submit, RayBackend.poll
     armed: list[bool] = []
+    calls: dict[int, Any] = {}  # episode index -> its call's ref
 
     def submitting(self: Any, slot: int, task: Any) -> bool:
+        before = set(self.refs)
         if task[0] == 5 and not armed:
             armed.append(True)
-        return bool(submit(self, slot, task))
+        done = bool(submit(self, slot, task))
+        for ref in set(self.refs) - before:
+            calls[task[0]] = ref
+        return done
 
     def polling(self: Any, timeout: float) -> Any:
         if armed and armed[0]:  # look away until the actor that got episode 5 is dead
             armed[0] = False
             deadline = time.monotonic() + 60
+            # the actor dies once episode 4's reply is in this process (Ray's, unread by the
+            # driver): a reply still being sent when its actor is killed is lost with it
+            while time.monotonic() < deadline and not self.ray.wait([calls[4]], timeout=0.1)[0]:
+                pass
+            seen.write_text("4\n")
             while time.monotonic() < deadline and not (marker.exists() and marker.read_text()):
                 time.sleep(0.02)
             pid = int(marker.read_text())
@@ -210,7 +220,9 @@ def test_an_actor_killed_right_after_finishing_an_episode_keeps_it(
     monkeypatch.setattr(RayBackend, "submit", submitting)
     monkeypatch.setattr(RayBackend, "poll", polling)
     one = rlmesh.run(sign_policy, Walk(), seeds=seeds)
-    env = functools.partial(Walk, side=str(side), kill_seed=5, kill_marker=str(marker))
+    env = functools.partial(
+        Walk, side=str(side), kill_seed=5, kill_marker=str(marker), seen=str(seen)
+    )
     many = rlmesh.run(
         sign_policy, env, seeds=seeds, workers=rlmesh.Workers(n=1, backend="ray", max_retries=1)
     )
