@@ -106,23 +106,15 @@ class ModelSessionsLoop(ServeLoop):
 
     def run(self) -> None:
         sel = self._sel
-        self.listener.setblocking(False)
-        sel.register(self.listener, self.listener)
-        wake = self._waker.reader
-        sel.register(wake, wake)
-        self._last_activity = time.monotonic()
+        wake = self._start_polling()
         next_reap = self._last_activity + 1.0
         idle = self.options.idle_timeout_seconds
         stop = self._stop
         try:
             while not stop.is_set():
-                timeout = 1.0
-                if idle is not None:
-                    remaining = idle - (time.monotonic() - self._last_activity)
-                    if remaining <= 0:
-                        self.stop("idle timeout")
-                        break
-                    timeout = min(timeout, remaining)
+                timeout = self._poll_timeout(idle)
+                if timeout is None:
+                    break
                 for obj in sel.poll(timeout):
                     if obj is self.listener:
                         self._accept()
