@@ -92,6 +92,16 @@ def reply_too_large(msg: Any, nbytes: int, max_frame_bytes: int) -> RequestFaile
     )
 
 
+def _bad_action(exc: Exception) -> RequestFailed:
+    """An action the env's checks refused (CNF-4 strict: out of range), or that does not fit
+    the action space at all."""
+    if isinstance(exc, EnvironmentException):
+        return RequestFailed.of(exc)
+    return RequestFailed(
+        "INVALID_ACTION", f"action does not match action_space at {path_text(exc)}", op="step"
+    )
+
+
 def _reset_needed(op: str) -> RequestFailed:
     """A step or render before this session's first reset: refused, the env is not called."""
     return RequestFailed(
@@ -235,14 +245,8 @@ class Driver:
                 )
             else:
                 action = self._decode_action(req, segments)
-        except EnvironmentException as exc:  # CNF-4 strict: out of range
-            raise RequestFailed.of(exc) from None
-        except (ValueError, TypeError, KeyError) as exc:
-            raise RequestFailed(
-                "INVALID_ACTION",
-                f"action does not match action_space at {path_text(exc)}",
-                op="step",
-            ) from None
+        except (EnvironmentException, ValueError, TypeError, KeyError) as exc:
+            raise _bad_action(exc) from None
         # ledger: books
         if req.episode_ids:
             lanes = self._books.lanes
@@ -380,14 +384,8 @@ class Driver:
             ) from None
         try:
             return self.checks.action(raw)
-        except EnvironmentException as exc:  # CNF-4 strict: out of range
-            raise RequestFailed.of(exc) from None
-        except (ValueError, TypeError, KeyError) as exc:
-            raise RequestFailed(
-                "INVALID_ACTION",
-                f"action does not match action_space at {path_text(exc)}",
-                op="step",
-            ) from None
+        except (EnvironmentException, ValueError, TypeError, KeyError) as exc:
+            raise _bad_action(exc) from None
 
     def _partial(self, k: int) -> ValuePlan:
         """The observation plan of a batch of ``k`` lanes (partial reset replies)."""
