@@ -28,13 +28,12 @@ from __future__ import annotations
 import logging
 import socket
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import ProtocolException
 from ..transport.reactor import overdue
-from ..wire import frames, handshake, messages as m
+from ..wire import frames, messages as m
 from ._driver import RequestFailed
 from ._loop import (
     _OPS,
@@ -350,19 +349,9 @@ class ModelSessionsLoop(ServeLoop):
             )
             self._drop(peer)
             return
-        proto = self.service
-        answer = handshake.answer_hello(
-            hello,
-            declared=proto.declared_edition,
-            service=proto.service,
-            component=proto.component,
-            session_id=str(uuid.uuid4()),
-            contract=proto.contract(),
-            capabilities=None,  # no shared-memory rings: this loop serves many sockets
-        )
-        if isinstance(answer, m.Incompatible):
-            self._send(peer, answer, rid)
-            self._drop(peer)
+        # no shared-memory rings: this loop serves many sockets
+        answer = self._welcome(peer, hello, rid, None)
+        if answer is None:
             return
         svc = self._make_service()
         svc.begin_session()
