@@ -51,11 +51,20 @@ told so); :class:`ConnectionLost` means the peer or the network broke it.
 Wire codes (ERR-1): an :class:`EnvironmentException` carries ``code`` (the
 SCREAMING_SNAKE name), ``op`` and ``recoverable``; :func:`exception_for_code`
 maps a code read off the wire to its class through one table.
+
+Errors that cross processes (a worker's, a fan-out's) keep their fields when pickled:
+every keyword has a default, so the exceptions' own pickling rebuilds them.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from ._error_codes import (  # the wire's codes (ERR-1), read through this module
+    CODE_NAMES as CODE_NAMES,
+    CODE_NUMBERS as CODE_NUMBERS,
+    DEFAULT_RECOVERABLE as DEFAULT_RECOVERABLE,
+)
 
 __all__ = [
     "CODE_NUMBERS",
@@ -101,26 +110,6 @@ __all__ = [
     "exception_for_code",
     "is_recoverable_exception",
 ]
-
-#: Env error codes and their wire numbers (ERR-1). Readers use the explicit
-#: ``recoverable`` flag, never the number band.
-CODE_NUMBERS: dict[str, int] = {
-    "UNSPECIFIED": 0,
-    "TIMEOUT": 1,
-    "INVALID_ACTION": 2,
-    "NOT_READY": 3,
-    "BUSY": 4,
-    "UNSUPPORTED": 5,
-    "INTERNAL": 10,
-    "CRASHED": 11,
-    "CANCELLED": 12,
-    "CLOSED": 13,
-    "PROTOCOL": 14,
-}
-CODE_NAMES: dict[int, str] = {v: k for k, v in CODE_NUMBERS.items()}
-
-#: Codes that are recoverable when nothing says otherwise (ERR-1).
-DEFAULT_RECOVERABLE = frozenset({"TIMEOUT", "INVALID_ACTION", "NOT_READY", "BUSY", "UNSUPPORTED"})
 
 
 class RLMeshException(RuntimeError):
@@ -340,24 +329,6 @@ class EndpointTimeout(RequestTimeout):
         self.index = self.indices[0] if self.indices else -1
         self.address = self.addresses[0] if self.addresses else ""
 
-    def __reduce__(self) -> Any:
-        return (
-            _endpoint_timeout,
-            (str(self), self.timeout_seconds, self.indices, self.addresses, self.lanes),
-        )
-
-
-def _endpoint_timeout(
-    message: str,
-    timeout_seconds: float | None,
-    indices: tuple[int, ...],
-    addresses: tuple[str, ...],
-    lanes: tuple[int, ...],
-) -> EndpointTimeout:
-    return EndpointTimeout(
-        message, timeout_seconds=timeout_seconds, indices=indices, addresses=addresses, lanes=lanes
-    )
-
 
 class AsyncCallError(RLMeshException):
     """``step_async`` / ``step_wait`` used out of order (a ``RuntimeError``).
@@ -413,13 +384,6 @@ class WorkerLost(RLMeshException, ConnectionError):
         self.index = index
         self.reasons = reasons
 
-    def __reduce__(self) -> Any:
-        return (_worker_lost, (str(self), self.index, self.reasons))
-
-
-def _worker_lost(message: str, index: int | None, reasons: tuple[str, ...]) -> WorkerLost:
-    return WorkerLost(message, index=index, reasons=reasons)
-
 
 class CorruptJournal(RLMeshException, ValueError):
     """A distributed run's journal holds a row this run cannot trust (``journal=``).
@@ -441,13 +405,6 @@ class CorruptJournal(RLMeshException, ValueError):
         self.path = path
         self.row = row
         self.index = index
-
-    def __reduce__(self) -> Any:
-        return (_corrupt_journal, (str(self), self.path, self.row, self.index))
-
-
-def _corrupt_journal(message: str, path: str, row: int | None, index: Any) -> CorruptJournal:
-    return CorruptJournal(message, path=path, row=row, index=index)
 
 
 class FleetStartError(RLMeshException):

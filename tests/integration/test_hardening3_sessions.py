@@ -154,8 +154,8 @@ def test_a_simulator_that_segfaults_while_building_is_restarted_with_backoff(
         ):
             rnp.RemoteEnv(server.address)
         assert ping(server.address).state in ("ready", "busy")  # the endpoint serves on
-    assert supervisor.pauses[:2] == [0.5, 1.0]
-    assert supervisor.started <= supervisor.failures + 1  # each start waited for its pause
+    assert supervisor.backoff.pauses[:2] == [0.5, 1.0]
+    assert supervisor.started <= supervisor.backoff.failures + 1  # each start waited for its pause
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(lines) == 1, lines  # one log line for the whole streak
     assert "killed by signal 11 (SIGSEGV) before its env was ready" in lines[0]

@@ -34,6 +34,7 @@ from srctree import PKG, modules, trees as _trees, walk
 LAYERS: dict[str, float] = {
     # 1 foundations: the data model and the sans-IO protocol
     "rlmesh.errors": 1.0,
+    "rlmesh._error_codes": 1.0,  # the wire's error codes, re-exported by rlmesh.errors (issue 34)
     "rlmesh._dtypes": 1.0,
     "rlmesh._keys": 1.0,
     "rlmesh._ids": 1.0,

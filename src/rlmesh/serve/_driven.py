@@ -95,9 +95,7 @@ class DrivenScalar(DrivenEnv):
     lanes = None
 
     def __init__(self, env: Any) -> None:
-        for name in ("reset", "step", "close"):
-            if not callable(getattr(env, name, None)):
-                raise TypeError(f"env must have a '{name}' method")  # SRV-2
+        _require_methods(env)
         self.env = env
         self.num_envs = 1
         self.obs_space = as_spec(env.observation_space, "observation_space", opaque=True)
@@ -155,16 +153,11 @@ class DrivenVector(DrivenEnv):
     """A Gymnasium-style vector env (``num_envs`` >= 2, batched spaces)."""
 
     def __init__(self, env: Any) -> None:
-        for name in ("reset", "step", "close"):
-            if not callable(getattr(env, name, None)):
-                raise TypeError(f"env must have a '{name}' method")
+        _require_methods(env)
         self.env = env
         self.num_envs = int(env.num_envs)
         self.lanes = self.num_envs
-        obs = getattr(env, "single_observation_space", None) or env.observation_space
-        act = getattr(env, "single_action_space", None) or env.action_space
-        self.obs_space = as_spec(obs, "single_observation_space", opaque=True)
-        self.act_space = as_spec(act, "single_action_space", opaque=True)
+        self.obs_space, self.act_space = _single_spaces(env)
         self.metadata = published_metadata(env)
         self.autoreset = declared_autoreset(self.metadata)  # AR-1: gymnasium's default is NextStep
         self.env_id = env_id_of(env)
@@ -353,10 +346,7 @@ class DrivenOneLane(DrivenScalar):
     def __init__(self, env: Any) -> None:
         self.env = env
         self.num_envs = 1
-        obs = getattr(env, "single_observation_space", None) or env.observation_space
-        act = getattr(env, "single_action_space", None) or env.action_space
-        self.obs_space = as_spec(obs, "single_observation_space", opaque=True)
-        self.act_space = as_spec(act, "single_action_space", opaque=True)
+        self.obs_space, self.act_space = _single_spaces(env)
         md = getattr(env, "metadata", None)
         if md is not None and declared_autoreset(md, ""):
             if autoreset_mode_of(md) == Autoreset.SAME_STEP:
@@ -455,6 +445,22 @@ def _unbatch(x: Any) -> Any:
         return tuple(_unbatch(v) for v in x)
     arr = np.asarray(x)
     return arr[0]
+
+
+def _require_methods(env: Any) -> None:
+    for name in ("reset", "step", "close"):
+        if not callable(getattr(env, name, None)):
+            raise TypeError(f"env must have a '{name}' method")  # SRV-2
+
+
+def _single_spaces(env: Any) -> tuple[SpaceSpec, SpaceSpec]:
+    """A vector env's per-lane spaces (``single_*``, else the spaces it has)."""
+    obs = getattr(env, "single_observation_space", None) or env.observation_space
+    act = getattr(env, "single_action_space", None) or env.action_space
+    return (
+        as_spec(obs, "single_observation_space", opaque=True),
+        as_spec(act, "single_action_space", opaque=True),
+    )
 
 
 def _render_mode(env: Any) -> str | None:

@@ -25,12 +25,12 @@ from .._envkit.results import lane_final_info, next_step_violation, read_scalar_
 from .._ids import new_episode_id
 from .._plan import ValuePlan, value_plan
 from ..errors import CODE_NUMBERS, EnvironmentException, ProtocolException, is_recoverable_exception
-from ..wire import messages as m
+from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ._books import ACTIVE, IDLE, PENDING, _Books
 from ._driven import DrivenEnv, DrivenScalar
 
-__all__ = ["Driver", "RequestFailed"]
+__all__ = ["Driver", "RequestFailed", "reply_too_large"]
 
 log = logging.getLogger("rlmesh.serve")
 
@@ -69,6 +69,37 @@ def _env_failure(op: str, exc: BaseException) -> RequestFailed:
     if code not in CODE_NUMBERS:
         code = "INTERNAL"
     return RequestFailed(code, failure_text(op, exc), op=op, recoverable=recoverable)
+
+
+def reply_too_large(msg: Any, nbytes: int, max_frame_bytes: int) -> RequestFailed:
+    """A reply over the frame limit is never sent: this fatal error says why and what to set."""
+    what = {
+        m.ResetReply.KIND: "reset",
+        m.StepReply.KIND: "step",
+        m.RenderReply.KIND: "render",
+    }.get(msg.KIND)
+    op = what or "request"
+    thing = (
+        "observation" if what in ("reset", "step") else ("frame" if what == "render" else "reply")
+    )
+    return RequestFailed(
+        "INTERNAL",
+        f"{op} failed: the {thing} is {nbytes} bytes on the wire, over the frame limit of "
+        f"{max_frame_bytes} bytes (max_frame_bytes); set {frames.MAX_FRAME_BYTES_ENV} "
+        "to a larger value on both the server and the client to send it",
+        op=op,
+        recoverable=False,
+    )
+
+
+def _bad_action(exc: Exception) -> RequestFailed:
+    """An action the env's checks refused (CNF-4 strict: out of range), or that does not fit
+    the action space at all."""
+    if isinstance(exc, EnvironmentException):
+        return RequestFailed.of(exc)
+    return RequestFailed(
+        "INVALID_ACTION", f"action does not match action_space at {path_text(exc)}", op="step"
+    )
 
 
 def _reset_needed(op: str) -> RequestFailed:
@@ -214,14 +245,8 @@ class Driver:
                 )
             else:
                 action = self._decode_action(req, segments)
-        except EnvironmentException as exc:  # CNF-4 strict: out of range
-            raise RequestFailed.of(exc) from None
-        except (ValueError, TypeError, KeyError) as exc:
-            raise RequestFailed(
-                "INVALID_ACTION",
-                f"action does not match action_space at {path_text(exc)}",
-                op="step",
-            ) from None
+        except (EnvironmentException, ValueError, TypeError, KeyError) as exc:
+            raise _bad_action(exc) from None
         # ledger: books
         if req.episode_ids:
             lanes = self._books.lanes
@@ -359,14 +384,8 @@ class Driver:
             ) from None
         try:
             return self.checks.action(raw)
-        except EnvironmentException as exc:  # CNF-4 strict: out of range
-            raise RequestFailed.of(exc) from None
-        except (ValueError, TypeError, KeyError) as exc:
-            raise RequestFailed(
-                "INVALID_ACTION",
-                f"action does not match action_space at {path_text(exc)}",
-                op="step",
-            ) from None
+        except (EnvironmentException, ValueError, TypeError, KeyError) as exc:
+            raise _bad_action(exc) from None
 
     def _partial(self, k: int) -> ValuePlan:
         """The observation plan of a batch of ``k`` lanes (partial reset replies)."""

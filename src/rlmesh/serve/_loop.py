@@ -37,7 +37,7 @@ from ..transport.tls import TLSSocket, server_context
 from ..wire import frames, messages as m
 from ..wire.session import FrameTooLarge
 from ._auth import Gate
-from ._driver import RequestFailed
+from ._driver import RequestFailed, reply_too_large
 from ._loop_auth import LoopAuth
 from ._loop_requests import (  # _Peer, _accepted_at: the sessions supervisors import them here
     LoopRequests,
@@ -45,7 +45,7 @@ from ._loop_requests import (  # _Peer, _accepted_at: the sessions supervisors i
     _accepted_at as _accepted_at,
     _Peer as _Peer,
 )
-from ._metrics import DURATION_BOUNDS_NS, Meter, Reports, add_counts
+from ._metrics import DURATION_BOUNDS_NS, Meter, Reports, add_counts, observe_reply
 from ._options import ServeOptions
 
 __all__ = ["SESSION_BACKLOG_BYTES", "STRANGER_BACKLOG_BYTES", "ServeLoop", "Service"]
@@ -193,26 +193,37 @@ class ServeLoop(LoopRequests, LoopAuth):
 
     # -- the loop -----------------------------------------------------------------------
 
+    def _start_polling(self) -> Any:
+        """Watch the listener and the waker (``run``'s start); returns the waker's end."""
+        self.listener.setblocking(False)
+        self._sel.register(self.listener, self.listener)
+        wake = self._waker.reader
+        self._sel.register(wake, wake)
+        self._last_activity = time.monotonic()
+        return wake
+
+    def _poll_timeout(self, idle: float | None) -> float | None:
+        """How long the next poll may wait (1 s at most, less as ``idle`` runs out); ``None``
+        once the endpoint has been idle ``idle`` seconds (the loop is stopping)."""
+        if idle is None:
+            return 1.0
+        remaining = idle - (time.monotonic() - self._last_activity)
+        if remaining <= 0:
+            self.stop("idle timeout")
+            return None
+        return min(1.0, remaining)
+
     def run(self) -> None:
         sel = self._sel
-        self.listener.setblocking(False)
-        sel.register(self.listener, self.listener)
-        wake = self._waker.reader
-        sel.register(wake, wake)
-        now = time.monotonic()
-        self._last_activity = now
-        next_reap = now + 1.0
+        wake = self._start_polling()
+        next_reap = self._last_activity + 1.0
         idle = self.options.idle_timeout_seconds
         self._idle_timed = idle is not None
         try:
             while not self._stopping:
-                timeout = 1.0
-                if idle is not None:
-                    remaining = idle - (time.monotonic() - self._last_activity)
-                    if remaining <= 0:
-                        self.stop("idle timeout")
-                        break
-                    timeout = min(timeout, remaining)
+                timeout = self._poll_timeout(idle)
+                if timeout is None:
+                    break
                 active = self._active
                 if active is not None and active.conn.shm is not None:
                     # a request published just before the loop raised its flag rang no doorbell
@@ -289,9 +300,8 @@ class ServeLoop(LoopRequests, LoopAuth):
             except ProtocolException as exc:
                 self._protocol_error(peer, exc)
                 return
-            except (
-                Exception
-            ) as exc:  # e.g. MemoryError for a body the limits allowed: that peer only
+            # e.g. MemoryError for a body the limits allowed: that peer only
+            except Exception as exc:
                 log.warning(
                     "reading from a client failed (%s); closing its connection", _describe(exc)
                 )
@@ -345,14 +355,11 @@ class ServeLoop(LoopRequests, LoopAuth):
             self._protocol_error(peer, exc, rid)
             return
         timeout_ms = msg.timeout_ms
-        started = (
-            time.perf_counter_ns() if timeout_ms else 0
-        )  # timed only when it carries a deadline
+        started = time.perf_counter_ns() if timeout_ms else 0  # timed only with a deadline
         try:
             reply, segments = step(msg, frame.segments)
-            if (
-                timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms
-            ):  # SES-4: late result dropped
+            # SES-4: a late result is dropped
+            if timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms:
                 raise RequestFailed(
                     "TIMEOUT", f"env.step timed out after {timeout_ms}ms", op="step"
                 )
@@ -361,9 +368,8 @@ class ServeLoop(LoopRequests, LoopAuth):
             return
         try:
             buffers = session.send(reply, segments)
-        except (
-            Exception
-        ):  # too large, or not encodable: the general path says so (the state is unchanged)
+        # too large, or not encodable: the general path says so (the state is unchanged)
+        except Exception:
             self._send(peer, reply, rid, segments)
             self._touch()
             return
@@ -399,13 +405,13 @@ class ServeLoop(LoopRequests, LoopAuth):
         if self.on_request is not None:
             self.on_request()
 
-    def _post(self, peer: _Peer, buffers: list[Any]) -> None:
-        """Queue an active session's frame (:meth:`Connection.post`); drop a peer that is gone
-        or stopped reading."""
+    def _post(self, peer: _Peer, buffers: Any, limit: int = SESSION_BACKLOG_BYTES) -> None:
+        """Queue a frame (:meth:`Connection.post`), up to ``limit`` bytes of backlog; drop a
+        peer that is gone or stopped reading."""
         conn = peer.conn
         try:
             queued = conn.backlog
-            if not conn.post(buffers, SESSION_BACKLOG_BYTES):
+            if not conn.post(buffers, limit):
                 log.info("a client stopped reading its replies; dropping its connection")
                 self._drop(peer)
                 return
@@ -433,14 +439,11 @@ class ServeLoop(LoopRequests, LoopAuth):
             self._protocol_error(peer, ProtocolException("request outside a session"), rid)
             return
         timeout_ms = getattr(msg, "timeout_ms", 0)
-        started = (
-            time.perf_counter_ns() if timeout_ms else 0
-        )  # timed only when it carries a deadline
+        started = time.perf_counter_ns() if timeout_ms else 0  # timed only with a deadline
         try:
             reply, segments = self.service.handle(msg, frame)
-            if (
-                timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms
-            ):  # SES-4: late result dropped
+            # SES-4: a late result is dropped
+            if timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms:
                 op = _OPS.get(kind, "request")
                 raise RequestFailed("TIMEOUT", f"env.{op} timed out after {timeout_ms}ms", op=op)
         except Exception as exc:
@@ -499,20 +502,8 @@ class ServeLoop(LoopRequests, LoopAuth):
             self._send(peer, failure.to_message(), rid)
             self._end_active(peer)
             return
-        meter = self._meter
-        if meter is not None:
-            meter.tx += buffers.nbytes
-            kind = type(msg)
-            if kind is m.ResetReply:
-                meter.resets += 1
-            elif kind is m.Busy:
-                meter.rejected += 1
-            elif kind is m.StepReply:  # a step the straight road did not take
-                meter.steps += meter.lanes
-                meter.step_buckets[bisect_left(DURATION_BOUNDS_NS, msg.endpoint_ns)] += 1
-                meter.step_ns += msg.endpoint_ns
-                meter.episodes += len(msg.completed)
-        conn = peer.conn
+        if self._meter is not None:
+            observe_reply(self._meter, msg, buffers.nbytes)
         if self._in_session(peer):
             limit = SESSION_BACKLOG_BYTES
         else:
@@ -522,39 +513,11 @@ class ServeLoop(LoopRequests, LoopAuth):
                 log.info("a connection without a session sent too many requests; dropping it")
                 self._drop(peer)
                 return
-        try:
-            queued = conn.backlog
-            if not conn.post(buffers, limit):
-                log.info("a client stopped reading its replies; dropping its connection")
-                self._drop(peer)
-                return
-        except ConnectionLost:
-            self._drop(peer)
-            return
-        if conn.backlog and not queued:
-            self._sel.want_write(conn.sock, True)
+        self._post(peer, buffers, limit)
 
     def _oversized(self, peer: _Peer, msg: Any, rid: int, nbytes: int) -> None:
         """A reply larger than ``max_frame_bytes`` is never sent: a fatal env error says why."""
-        what = {
-            m.ResetReply.KIND: "reset",
-            m.StepReply.KIND: "step",
-            m.RenderReply.KIND: "render",
-        }.get(msg.KIND)
-        op = what or "request"
-        thing = (
-            "observation"
-            if what in ("reset", "step")
-            else ("frame" if what == "render" else "reply")
-        )
-        failure = RequestFailed(
-            "INTERNAL",
-            f"{op} failed: the {thing} is {nbytes} bytes on the wire, over the frame limit of "
-            f"{self.limits.max_frame_bytes} bytes (max_frame_bytes); set {frames.MAX_FRAME_BYTES_ENV} "
-            "to a larger value on both the server and the client to send it",
-            op=op,
-            recoverable=False,
-        )
+        failure = reply_too_large(msg, nbytes, self.limits.max_frame_bytes)
         log.error("%s", failure.message)
         self._send(peer, failure.to_message(), rid)
         self._end_active(peer)

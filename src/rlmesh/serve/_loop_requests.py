@@ -148,23 +148,12 @@ class LoopRequests:
             )
             self._drop(peer)
             return
-        svc = self.service
+        # the client may move the session into shared-memory rings (Attach)
         peer.shm_token, capabilities = shm.offer(peer.conn.sock)
-        answer = handshake.answer_hello(
-            hello,
-            declared=svc.declared_edition,
-            service=svc.service,
-            component=svc.component,
-            session_id=str(uuid.uuid4()),
-            contract=svc.contract(),
-            # the client may move the session into shared-memory rings (Attach)
-            capabilities=capabilities,
-        )
-        if isinstance(answer, m.Incompatible):
-            self._send(peer, answer, rid)
-            self._drop(peer)
+        answer = self._welcome(peer, hello, rid, capabilities)
+        if answer is None:
             return
-        svc.begin_session()
+        self.service.begin_session()
         self._active = peer
         peer.conn.limits = self.limits
         # a fanning-out client gathers many endpoints' replies: no spinning for it (HS-8 hint);
@@ -173,6 +162,27 @@ class LoopRequests:
         tls = getattr(peer.conn.sock, "tls", False)
         peer.conn.busy_poll = 0.0 if self.fan_out_peer or tls else self._busy_poll
         self._send(peer, answer, rid)  # Welcome: the session is READY
+
+    def _welcome(
+        self, peer: _Peer, hello: m.Hello, rid: int, capabilities: dict[str, str] | None
+    ) -> m.Welcome | None:
+        """This service's answer to ``hello``: the ``Welcome`` to send once the session is set
+        up, or ``None`` when the peer was told it is ``Incompatible`` (and dropped)."""
+        svc = self.service
+        answer = handshake.answer_hello(
+            hello,
+            declared=svc.declared_edition,
+            service=svc.service,
+            component=svc.component,
+            session_id=str(uuid.uuid4()),
+            contract=svc.contract(),
+            capabilities=capabilities,
+        )
+        if isinstance(answer, m.Incompatible):
+            self._send(peer, answer, rid)
+            self._drop(peer)
+            return None
+        return answer
 
     def _shutdown_request(self, peer: _Peer, msg: m.Shutdown, rid: int) -> None:
         if not self.options.remote_shutdown_allowed():

@@ -22,6 +22,7 @@ endpoint, the workers' counts summed.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -35,6 +36,7 @@ from .._meter import (
 from ..errors import BindFailed, DependencyMissing
 from ..transport.address import parse_bind_address
 from ..transport.busypoll import quiet_threads
+from ..wire import messages as m
 
 __all__ = [
     "BATCH_BOUNDS",
@@ -45,8 +47,24 @@ __all__ = [
     "add_counts",
     "load_prometheus",
     "observe_predict",
+    "observe_reply",
     "start_reports",
 ]
+
+
+def observe_reply(meter: Meter, msg: Any, nbytes: int) -> None:
+    """A reply of ``nbytes`` frame bytes went out (the serve loop's general path)."""
+    meter.tx += nbytes
+    kind = type(msg)
+    if kind is m.ResetReply:
+        meter.resets += 1
+    elif kind is m.Busy:
+        meter.rejected += 1
+    elif kind is m.StepReply:  # a step the straight road did not take
+        meter.steps += meter.lanes
+        meter.step_buckets[bisect_left(DURATION_BOUNDS_NS, msg.endpoint_ns)] += 1
+        meter.step_ns += msg.endpoint_ns
+        meter.episodes += len(msg.completed)
 
 
 class Reports:

@@ -28,13 +28,12 @@ from __future__ import annotations
 import logging
 import socket
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import ProtocolException
 from ..transport.reactor import overdue
-from ..wire import frames, handshake, messages as m
+from ..wire import frames, messages as m
 from ._driver import RequestFailed
 from ._loop import (
     _OPS,
@@ -106,23 +105,15 @@ class ModelSessionsLoop(ServeLoop):
 
     def run(self) -> None:
         sel = self._sel
-        self.listener.setblocking(False)
-        sel.register(self.listener, self.listener)
-        wake = self._waker.reader
-        sel.register(wake, wake)
-        self._last_activity = time.monotonic()
+        wake = self._start_polling()
         next_reap = self._last_activity + 1.0
         idle = self.options.idle_timeout_seconds
         stop = self._stop
         try:
             while not stop.is_set():
-                timeout = 1.0
-                if idle is not None:
-                    remaining = idle - (time.monotonic() - self._last_activity)
-                    if remaining <= 0:
-                        self.stop("idle timeout")
-                        break
-                    timeout = min(timeout, remaining)
+                timeout = self._poll_timeout(idle)
+                if timeout is None:
+                    break
                 for obj in sel.poll(timeout):
                     if obj is self.listener:
                         self._accept()
@@ -358,19 +349,9 @@ class ModelSessionsLoop(ServeLoop):
             )
             self._drop(peer)
             return
-        proto = self.service
-        answer = handshake.answer_hello(
-            hello,
-            declared=proto.declared_edition,
-            service=proto.service,
-            component=proto.component,
-            session_id=str(uuid.uuid4()),
-            contract=proto.contract(),
-            capabilities=None,  # no shared-memory rings: this loop serves many sockets
-        )
-        if isinstance(answer, m.Incompatible):
-            self._send(peer, answer, rid)
-            self._drop(peer)
+        # no shared-memory rings: this loop serves many sockets
+        answer = self._welcome(peer, hello, rid, None)
+        if answer is None:
             return
         svc = self._make_service()
         svc.begin_session()

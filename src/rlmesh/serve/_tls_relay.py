@@ -21,7 +21,7 @@ import logging
 import socket
 from typing import Any
 
-__all__ = ["TLSRelay"]
+__all__ = ["Relays", "TLSRelay"]
 
 log = logging.getLogger("rlmesh.serve")
 
@@ -111,3 +111,36 @@ class TLSRelay:
                 s.close()
             except OSError:
                 pass
+
+
+class Relays:
+    """The TLS sessions a supervisor carries, each watched on its poller until it ends."""
+
+    def __init__(self, poller: Any) -> None:
+        self._poller = poller
+        self._live: set[TLSRelay] = set()
+
+    def add(self, relay: TLSRelay) -> None:
+        """Carry a handed-over TLS session's bytes from here on."""
+        self._live.add(relay)
+        for end in relay.fds():
+            self._poller.register(end, relay)
+        self.pump(relay)
+
+    def pump(self, relay: TLSRelay) -> None:
+        """Move what can move now; a relay with either side ended is over (unwatched, closed)."""
+        if relay.pump():
+            relay.watch(self._poller)
+        else:
+            self._end(relay)
+
+    def close(self) -> None:
+        """End every relay (the supervisor's teardown)."""
+        for relay in list(self._live):
+            self._end(relay)
+
+    def _end(self, relay: TLSRelay) -> None:
+        self._live.discard(relay)
+        for end in relay.fds():
+            self._poller.unregister(end)
+        relay.close()

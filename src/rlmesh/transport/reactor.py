@@ -43,21 +43,7 @@ class Poller:
 
     def want_write(self, sock: socket.socket, on: bool) -> None:
         """Also report ``sock`` when it turns writable (a reply is queued for it), or stop."""
-        fd = sock.fileno()
-        obj = self._objs.get(fd)
-        if obj is None:
-            return
-        try:
-            if self._epoll is not None:
-                self._epoll.modify(fd, select.EPOLLIN | select.EPOLLOUT if on else select.EPOLLIN)
-            else:
-                assert self._sel is not None
-                events = (
-                    selectors.EVENT_READ | selectors.EVENT_WRITE if on else selectors.EVENT_READ
-                )
-                self._sel.modify(fd, events, obj)
-        except (KeyError, ValueError, OSError):
-            pass
+        self.watch(sock, True, on)
 
     def watch(self, sock: Any, read: bool, write: bool) -> None:
         """Report ``sock`` when it turns readable and/or writable (neither: only errors)."""

@@ -170,9 +170,6 @@ class ValueCodec:
     def _scalar_leaf(self, tp: type, path: str, what: str) -> tuple[_Split, _Join]:
         self.scalar_count += 1
 
-        def split(value: Any, scalars: list[Any], segments: list[Any]) -> None:
-            scalars.append(value)
-
         def join(scalars: list[Any], segments: list[Any], cur: list[int]) -> Any:
             value = scalars[cur[0]]
             cur[0] += 1
@@ -180,14 +177,11 @@ class ValueCodec:
                 raise ProtocolException(f"{path}: expected {what}, got {type(value).__name__}")
             return value
 
-        return split, join
+        return _split_scalar, join
 
     def _plain_leaf(self, path: str) -> tuple[_Split, _Join]:
         self.scalar_count += 1
         lanes = self.lanes
-
-        def split(value: Any, scalars: list[Any], segments: list[Any]) -> None:
-            scalars.append(value)
 
         def join(scalars: list[Any], segments: list[Any], cur: list[int]) -> Any:
             value = scalars[cur[0]]
@@ -198,14 +192,11 @@ class ValueCodec:
                 raise ProtocolException(f"{path}: an opaque value must be plain data")
             return value
 
-        return split, join
+        return _split_scalar, join
 
     def _text_batch_leaf(self, path: str) -> tuple[_Split, _Join]:
         self.scalar_count += 1
         lanes = self.lanes
-
-        def split(value: Any, scalars: list[Any], segments: list[Any]) -> None:
-            scalars.append(value)
 
         def join(scalars: list[Any], segments: list[Any], cur: list[int]) -> Any:
             value = scalars[cur[0]]
@@ -218,4 +209,9 @@ class ValueCodec:
                 raise ProtocolException(f"{path}: expected a list of {lanes} strings")
             return value
 
-        return split, join
+        return _split_scalar, join
+
+
+def _split_scalar(value: Any, scalars: list[Any], segments: list[Any]) -> None:
+    """Every leaf that travels among the scalars (numbers, strings, plain data) splits alike."""
+    scalars.append(value)

@@ -375,8 +375,8 @@ def test_a_worker_that_dies_before_it_is_ready_is_restarted_with_a_capped_backof
             clock.now += 1.0
             settle()
             _until(lambda: supervisor.crashes == supervisor.started, "the worker to die")
-            assert supervisor.started == want, (want, supervisor.pauses)
-        assert supervisor.pauses == [0.5, 1.0, 2.0, 4.0, 8.0]
+            assert supervisor.started == want, (want, supervisor.backoff.pauses)
+        assert supervisor.backoff.pauses == [0.5, 1.0, 2.0, 4.0, 8.0]
         with Wire(server.address) as client:  # a client's own worker dies too: it is told how
             err = client.hello()
             assert isinstance(err, m.Error) and CODES[err.code] == "INTERNAL"

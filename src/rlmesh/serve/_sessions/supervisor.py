@@ -60,8 +60,9 @@ from ...transport.reactor import overdue
 from ...wire import frames, messages as m
 from .._loop import HANDSHAKE_DEADLINE_SECONDS, ServeLoop, _accepted_at, _Peer
 from .._metrics import Reports
-from .._tls_relay import TLSRelay
+from .._tls_relay import Relays, TLSRelay
 from . import control
+from .backoff import Backoff
 from .books import NoEnv, Watch, Worker
 from .control import Board, Handover, SessionSpec
 
@@ -71,10 +72,6 @@ log = logging.getLogger("rlmesh.serve")
 
 #: The session worker's body, started by name in each worker process.
 WORKER_ENTRY = "rlmesh.serve._sessions.worker:worker_main"
-#: The first pause after a worker failed to become ready; it doubles per failure in a row.
-FIRST_BACKOFF_SECONDS = 0.5
-#: The longest pause between prewarm attempts after workers failed to become ready in a row.
-MAX_BUILD_BACKOFF_SECONDS = 30.0
 
 
 class SessionSupervisor(ServeLoop):
@@ -94,8 +91,7 @@ class SessionSupervisor(ServeLoop):
         self.contract: dict[str, Any] | None = None  # the first ready worker's env contract
         self.crashes = 0  # workers that ended without a clean exit (for tests and logs)
         self.started = 0  # workers started so far
-        self.failures = 0  # workers in a row that did not become ready (the backoff's streak)
-        self.pauses: list[float] = []  # the backoff pauses taken (for tests)
+        self.backoff = Backoff()  # prewarming's pause after workers in a row did not become ready
         self._spec_bytes = dumps(
             spec,
             "env recipe",
@@ -108,12 +104,11 @@ class SessionSupervisor(ServeLoop):
         self._spawner: Spawner | None = None
         self._board: Board | None = None  # per-slot time of each session's last request
         self._frame: frames.Frame | None = None  # the request being dispatched (a Hello travels on)
-        self._prewarm_after = 0.0  # time.monotonic() before which no worker is prewarmed
         #: Clients whose Hello came while every slot was taken, one by an exiting worker.
         self._parked: list[tuple[_Peer, Handover]] = []
         if self._meter is not None:  # metrics: the workers report their counts here
             self._reports = Reports()
-        self._relays: set[TLSRelay] = set()  # TLS sessions whose bytes pass through here
+        self._relays = Relays(self._sel)  # TLS sessions whose bytes pass through here
 
     @property
     def in_use(self) -> int:
@@ -130,27 +125,18 @@ class SessionSupervisor(ServeLoop):
     # -- the loop ---------------------------------------------------------------------------
 
     def run(self) -> None:
-        sel = self._sel
-        self.listener.setblocking(False)
-        sel.register(self.listener, self.listener)
-        wake = self._waker.reader
-        sel.register(wake, wake)
-        self._last_activity = time.monotonic()
+        wake = self._start_polling()
         idle = self.options.idle_timeout_seconds
         next_tick = time.monotonic() + 1.0
         try:
             self._replenish()
             while not self._stopping:
-                timeout = 1.0
-                if idle is not None:
-                    if self.in_use:  # a session in a worker keeps the endpoint busy
-                        self._last_activity = time.monotonic()
-                    remaining = idle - (time.monotonic() - self._last_activity)
-                    if remaining <= 0:
-                        self.stop("idle timeout")
-                        break
-                    timeout = min(timeout, remaining)
-                for obj in sel.poll(timeout):
+                if idle is not None and self.in_use:  # a session in a worker keeps it busy
+                    self._last_activity = time.monotonic()
+                timeout = self._poll_timeout(idle)
+                if timeout is None:
+                    break
+                for obj in self._sel.poll(timeout):
                     kind = type(obj)
                     if obj is self.listener:
                         self._accept()
@@ -161,7 +147,7 @@ class SessionSupervisor(ServeLoop):
                     elif kind is Watch:
                         self._watch_event(obj)
                     elif kind is TLSRelay:
-                        self._pump(obj)
+                        self._relays.pump(obj)
                     else:
                         if obj.conn.backlog:
                             self._writable(obj)
@@ -292,7 +278,7 @@ class SessionSupervisor(ServeLoop):
         conn.closed = True
         if pair is not None:
             pair[1].close()
-            self._relay(TLSRelay(sock, pair[0]))
+            self._relays.add(TLSRelay(sock, pair[0]))
         else:
             try:
                 sock.close()
@@ -300,22 +286,6 @@ class SessionSupervisor(ServeLoop):
                 pass
         self._touch()
         self._replenish()
-
-    def _relay(self, relay: TLSRelay) -> None:
-        """Carry a handed-over TLS session's bytes from here on (the supervisor's loop)."""
-        self._relays.add(relay)
-        for end in relay.fds():
-            self._sel.register(end, relay)
-        self._pump(relay)
-
-    def _pump(self, relay: TLSRelay) -> None:
-        if relay.pump():
-            relay.watch(self._sel)
-            return
-        self._relays.discard(relay)  # either side ended: the session is over
-        for end in relay.fds():
-            self._sel.unregister(end)
-        relay.close()
 
     def _drop(self, peer: _Peer) -> None:
         worker = self._waiting_for(peer)
@@ -409,7 +379,7 @@ class SessionSupervisor(ServeLoop):
 
     def _replenish(self) -> None:
         """Keep ``prewarm`` workers ready (or starting, unclaimed), within the limit."""
-        if self._stopping or time.monotonic() < self._prewarm_after:
+        if self._stopping or time.monotonic() < self.backoff.until:
             return
         spare = sum(1 for w in self._workers if self._spare(w))
         while spare < self.prewarm and len(self._workers) < self.sessions:
@@ -418,26 +388,9 @@ class SessionSupervisor(ServeLoop):
             spare += 1
 
     def _failed_start(self, worker: Worker, refusal: str, logged: str = "") -> None:
-        """A worker that will not become ready: back off; log (``logged``, else the refusal)
-        once per streak of failures; refuse its client (``refusal``)."""
-        failures = self.failures + 1
-        pause = min(FIRST_BACKOFF_SECONDS * 2 ** (failures - 1), MAX_BUILD_BACKOFF_SECONDS)
-        self._prewarm_after = time.monotonic() + pause
-        text = logged or refusal
-        if failures == 1:
-            head, _, tail = text.partition("\n")
-            log.error(
-                "%s; retrying with a backoff (%.1fs doubling to %.0fs), with no further log "
-                "line until a session worker is ready again%s",
-                head,
-                FIRST_BACKOFF_SECONDS,
-                MAX_BUILD_BACKOFF_SECONDS,
-                f"\n{tail}" if tail else "",
-            )
-        else:
-            log.debug("%s (failure %d in a row)", text, failures)
-        self.pauses.append(pause)
-        self.failures = failures  # after the log line: a test that waits for it sees both
+        """A worker that will not become ready: back off (logging ``logged``, else the
+        refusal, once per streak of failures); refuse its client (``refusal``)."""
+        self.backoff.failed(logged or refusal, time.monotonic())
         if worker.waiting is not None:
             peer, first = worker.waiting
             worker.waiting = None
@@ -473,9 +426,7 @@ class SessionSupervisor(ServeLoop):
             if worker.state != "starting":
                 raise ValueError(f"a Ready while {worker.state}")
             contract = dict(msg.contract)
-            if self.failures:
-                log.warning("a session worker is ready again after %d failed starts", self.failures)
-            self.failures = 0
+            self.backoff.ready()
             worker.state = "ready"
             if self.contract is None:
                 self.contract = contract
@@ -518,9 +469,7 @@ class SessionSupervisor(ServeLoop):
     def _end_worker(self, worker: Worker, why: str) -> None:
         """A worker that misbehaves: killed; its slot is free once its process is gone."""
         log.warning("session worker %d: %s; stopping it", worker.pid, why)
-        self._close_ctrl(worker)
-        if worker.state in ("ready", "serving"):
-            worker.state = "exiting"
+        self._channel_closed(worker)  # it is ending: its slot stays taken until it exited
         if worker.proc is not None:
             worker.proc.kill()
 
@@ -567,11 +516,7 @@ class SessionSupervisor(ServeLoop):
     def _teardown(self) -> None:
         for peer in list(self._peers.values()):
             self._drop(peer)
-        for relay in list(self._relays):
-            for end in relay.fds():
-                self._sel.unregister(end)
-            relay.close()
-        self._relays.clear()
+        self._relays.close()
         self.close_listener()  # new clients are refused at once while the sessions drain
         self.stop_workers(self.stop_reason or "stopped")
         super()._teardown()
