@@ -281,28 +281,9 @@ class Session(Generic[ObsT, ActT]):
         return f"<Session model={model!r} env={type(drive.target).__name__} {state}>"
 
 
-def new_session(
-    route: Any,
-    target: Any,
-    kind: str,
-    *,
-    close_env: bool,
-    workflow_edition: str | None,
-    owned_model: Any = None,
-    view: Any = None,
-) -> Session[Any, Any]:
-    """A session binding ``route`` to the classified env ``target`` (nothing is opened yet, EVAL-10)."""
-    return Session._new(
-        Drive(
-            route,
-            target,
-            kind,
-            close_env=close_env,
-            workflow_edition=workflow_edition,
-            owned_model=owned_model,
-            view=view,
-        )
-    )
+def new_session(drive: Drive) -> Session[Any, Any]:
+    """A session over ``drive``, a route bound to a classified env (nothing is opened yet, EVAL-10)."""
+    return Session._new(drive)
 
 
 def _render_target(context: Any) -> Any:
