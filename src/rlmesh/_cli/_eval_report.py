@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import traceback
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, TextIO
 
 from ..eval import EpisodeResult, RunHooks, RunResult
@@ -105,26 +106,47 @@ def print_results(result: RunResult, out: TextIO, *, rich_ok: bool, rate: float)
         f"{result.num_episodes} episodes, {result.total_steps} steps, mean reward "
         f"{result.mean_reward:.3f}, {outcome}"
     )
+    left = ("terminated", "truncated", "success")
+    print_table(
+        out, "rlmesh eval", _HEADERS, _table_rows(result), summary, rich_ok=rich_ok, left=left
+    )
+
+
+def print_table(
+    out: TextIO,
+    title: str,
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    summary: str,
+    *,
+    rich_ok: bool,
+    left: Collection[str] = (),
+    first_left: bool = False,
+) -> None:
+    """A results table, then ``summary``: rich's table when ``rich_ok`` and rich imports
+    (the ``left`` columns left-justified, ``summary`` its caption), else aligned plain text
+    (right-justified but for the first column with ``first_left``)."""
     if rich_ok:
         try:
             from rich.console import Console
             from rich.table import Table
         except ImportError:
-            rich_ok = False
+            pass
         else:
-            table = Table(title="rlmesh eval", caption=summary)
-            for h in _HEADERS:
-                table.add_column(
-                    h, justify="left" if h in ("terminated", "truncated", "success") else "right"
-                )
-            for row in _table_rows(result):
+            table = Table(title=title, caption=summary)
+            for h in headers:
+                table.add_column(h, justify="left" if h in left else "right")
+            for row in rows:
                 table.add_row(*row)
             Console(file=out).print(table)
             return
-    rows = [_HEADERS, *_table_rows(result)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADERS))]
-    for r in rows:
-        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)), file=out)
+    lines = [list(headers), *(list(r) for r in rows)]
+    widths = [max(len(r[i]) for r in lines) for i in range(len(headers))]
+    for r in lines:
+        cells = [c.rjust(w) for c, w in zip(r, widths, strict=True)]
+        if first_left:
+            cells[0] = r[0].ljust(widths[0])
+        print("  ".join(cells), file=out)
     print(summary, file=out)
 
 

@@ -234,6 +234,31 @@ def default_address() -> str:
     return os.environ.get("RLMESH_ADDRESS") or f"127.0.0.1:{os.environ.get('RLMESH_PORT', '50051')}"
 
 
+def add_address_flag(p: argparse.ArgumentParser) -> None:
+    """``--address``, where a serving command listens (default: :func:`default_address`)."""
+    p.add_argument(
+        "--address",
+        default=default_address(),
+        help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 127.0.0.1:50051)",
+    )
+
+
+def add_binding_flags(p: argparse.ArgumentParser, *, kwargs_help: str, param_help: str) -> None:
+    """``--kwargs-json`` and the repeatable ``--param KEY=VALUE`` (read by :func:`binding_of`)."""
+    p.add_argument("--kwargs-json", default=os.environ.get("RLMESH_MAKE_KWARGS"), help=kwargs_help)
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help=param_help)
+
+
+def add_framework_flags(
+    p: argparse.ArgumentParser, *, framework_help: str, device_help: str
+) -> None:
+    """``--framework`` and ``--device``: the type (and device) a served env receives actions as."""
+    p.add_argument(
+        "--framework", default=os.environ.get("RLMESH_FRAMEWORK") or None, help=framework_help
+    )
+    p.add_argument("--device", default=os.environ.get("RLMESH_DEVICE") or None, help=device_help)
+
+
 def exposed(address: str) -> bool:
     """Whether a bound address (``tcp://host:port`` / ``unix:///path``) is reachable from other hosts."""
     import ipaddress

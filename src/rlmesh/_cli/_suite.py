@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from ..eval import Workers
 from ..suites import SuiteResult, TaskResult, run as run_suite
+from ._eval_report import print_table
 
 __all__ = ["add_suite_arguments", "main_suite", "print_suite"]
 
@@ -168,26 +169,15 @@ def overall_line(result: SuiteResult) -> str:
 
 def print_suite(result: SuiteResult, out: TextIO, *, rich_ok: bool) -> None:
     """The per-task table and the overall line."""
+    title = f"rlmesh eval {result.model} on {result.suite}"
     summary = overall_line(result)
-    if rich_ok:
-        try:
-            from rich.console import Console
-            from rich.table import Table
-        except ImportError:
-            rich_ok = False
-        else:
-            table = Table(title=f"rlmesh eval {result.model} on {result.suite}", caption=summary)
-            for h in _HEADERS:
-                table.add_column(h, justify="left" if h == "task" else "right")
-            for row in _rows(result):
-                table.add_row(*row)
-            Console(file=out).print(table)
-            return
-    rows = [_HEADERS, *_rows(result)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEADERS))]
-    for r in rows:
-        cells = [r[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(r[1:], widths[1:], strict=True)
-        ]
-        print("  ".join(cells), file=out)
-    print(summary, file=out)
+    print_table(
+        out,
+        title,
+        _HEADERS,
+        _rows(result),
+        summary,
+        rich_ok=rich_ok,
+        left=("task",),
+        first_left=True,
+    )

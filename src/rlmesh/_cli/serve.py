@@ -21,10 +21,12 @@ from ..serve._command import mark_startup, startup_text
 from ..serve._server import EnvServer
 from ..serve._sessions.control import SessionSpec
 from ._serving import (
+    add_address_flag,
+    add_binding_flags,
     add_endpoint_flags,
+    add_framework_flags,
     announce,
     binding_of,
-    default_address,
     edition_notice,
     is_model_target,
     options_of,
@@ -51,11 +53,7 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
     p.add_argument(
         "--env", dest="env_target", help="same as TARGET (upstream spelling; default: none)"
     )
-    p.add_argument(
-        "--address",
-        default=default_address(),
-        help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 127.0.0.1:50051)",
-    )
+    add_address_flag(p)
     p.add_argument(
         "--num-envs",
         type=_positive_int,
@@ -91,27 +89,15 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         "(repeatable; default: none; the registering package of a namespaced id is found by itself "
         "when it is named after the namespace; 'MODULE:EnvId' works too)",
     )
-    p.add_argument(
-        "--kwargs-json",
-        default=os.environ.get("RLMESH_MAKE_KWARGS"),
-        help="JSON object of env kwargs (default: $RLMESH_MAKE_KWARGS or none)",
+    add_binding_flags(
+        p,
+        kwargs_help="JSON object of env kwargs (default: $RLMESH_MAKE_KWARGS or none)",
+        param_help="one env/factory parameter, VALUE parsed as JSON else a string (repeatable; default: none)",
     )
-    p.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="one env/factory parameter, VALUE parsed as JSON else a string (repeatable; default: none)",
-    )
-    p.add_argument(
-        "--framework",
-        default=os.environ.get("RLMESH_FRAMEWORK") or None,
-        help="numpy, torch or jax: the type the env's step() receives actions as (default: $RLMESH_FRAMEWORK or numpy)",
-    )
-    p.add_argument(
-        "--device",
-        default=os.environ.get("RLMESH_DEVICE") or None,
-        help="device for torch/jax actions, e.g. cuda:0 (default: $RLMESH_DEVICE or the framework's default)",
+    add_framework_flags(
+        p,
+        framework_help="numpy, torch or jax: the type the env's step() receives actions as (default: $RLMESH_FRAMEWORK or numpy)",
+        device_help="device for torch/jax actions, e.g. cuda:0 (default: $RLMESH_DEVICE or the framework's default)",
     )
     add_endpoint_flags(p)
     p.add_argument(

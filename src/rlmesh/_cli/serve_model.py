@@ -11,7 +11,6 @@ a Model instance (served as is), or a bare predict callable / policy object (wra
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -21,10 +20,11 @@ from ..models import ModelBase, NumpyModel
 from ..models._base import declared_spec
 from ..serve._model import ModelServer
 from ._serving import (
+    add_address_flag,
+    add_binding_flags,
     add_endpoint_flags,
     announce,
     binding_of,
-    default_address,
     options_of,
     ready_fd_arg,
     run_command,
@@ -65,22 +65,11 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
     p.add_argument(
         "target", help="module:attr: a Model subclass, a Model instance, or a predict callable"
     )
-    p.add_argument(
-        "--address",
-        default=default_address(),
-        help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 127.0.0.1:50051)",
-    )
-    p.add_argument(
-        "--kwargs-json",
-        default=os.environ.get("RLMESH_MAKE_KWARGS"),
-        help="JSON object passed to from_config() (default: $RLMESH_MAKE_KWARGS or none)",
-    )
-    p.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="one from_config() parameter (repeatable; default: none)",
+    add_address_flag(p)
+    add_binding_flags(
+        p,
+        kwargs_help="JSON object passed to from_config() (default: $RLMESH_MAKE_KWARGS or none)",
+        param_help="one from_config() parameter (repeatable; default: none)",
     )
     add_endpoint_flags(p)
     p.add_argument(

@@ -23,9 +23,10 @@ from ..serve._main import RESERVED_BINDING_KEYS, run_serve_env
 from ..serve._model import ModelServer
 from ..serve._options import ServeOptions
 from ._serving import (
+    add_address_flag,
+    add_framework_flags,
     add_trust_flags,
     check_address,
-    default_address,
     protection,
     run_command,
     trust_of,
@@ -66,20 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="env target: module:attr naming an EnvFactory (class or instance), a make callable or an "
         "env class; or a Gymnasium id",
     )
-    p.add_argument(
-        "--address",
-        default=default_address(),
-        help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 127.0.0.1:50051)",
-    )
-    p.add_argument(
-        "--framework",
-        default=os.environ.get("RLMESH_FRAMEWORK") or None,
-        help="env only: numpy|torch|jax, the type the env receives actions as (default: $RLMESH_FRAMEWORK)",
-    )
-    p.add_argument(
-        "--device",
-        default=os.environ.get("RLMESH_DEVICE") or None,
-        help="env only: torch/jax device (default: $RLMESH_DEVICE; ignored for numpy)",
+    add_address_flag(p)
+    add_framework_flags(
+        p,
+        framework_help="env only: numpy|torch|jax, the type the env receives actions as (default: $RLMESH_FRAMEWORK)",
+        device_help="env only: torch/jax device (default: $RLMESH_DEVICE; ignored for numpy)",
     )
     p.add_argument(
         "--kwargs-json",

@@ -3,7 +3,8 @@
 - :mod:`.recipe`: :class:`EnvRecipe`, how an env is described and built in a worker;
 - :mod:`.pickling`: what travels to a worker, and the one check that it can;
 - :mod:`.process`: the worker start policy (a clean fork server, never the user's
-  ``__main__``), the exit description, the stop routine, the exit guard, ``usable_cpus``;
+  ``__main__``), the exit description, the stop routine, the exit guard;
+- :mod:`.host`: ``usable_cpus``, ``pid_alive`` and ``tree_size``, what this host says;
 - :mod:`.ray`: the one ``import_ray`` and ``init_ray``.
 """
 

@@ -29,11 +29,10 @@ import signal
 import socket
 import sys
 import time
-import traceback
 from collections.abc import Iterable
 from typing import Any
 
-from .child import exit_code, read_payload, run
+from .child import read_payload, run, run_then_exit
 
 __all__ = ["main"]
 
@@ -77,8 +76,8 @@ def _reap(children: dict[int, socket.socket]) -> None:
 
 def _child(boot: socket.socket, fds: list[int], server_objs: list[Any]) -> None:
     """In the forked child: drop the server's state, read the job, run it, exit."""
-    code = 1
-    try:
+
+    def body() -> int:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -89,17 +88,9 @@ def _child(boot: socket.socket, fds: list[int], server_objs: list[Any]) -> None:
                 obj.close()
         payload = read_payload(boot)
         boot.close()
-        code = run(payload, fds)
-    except SystemExit as exc:
-        code = exit_code(exc)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        return run(payload, fds)
+
+    run_then_exit(body)
 
 
 class _Orphans:

@@ -25,7 +25,8 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 __all__ = ["exit_code", "read_exactly", "read_payload", "run", "run_fresh", "watch_parent"]
 
@@ -95,19 +96,34 @@ def run_fresh(boot_fd: int, fds: list[int], orphan_grace: float = 10.0) -> None:
     """
     boot = socket.socket(fileno=boot_fd)
     os.set_inheritable(boot_fd, False)  # nothing this worker starts keeps it open
-    code = 1
-    try:
+
+    def body() -> int:
         payload = read_payload(boot)
         watch_parent(boot, orphan_grace)
-        code = run(payload, fds)
+        return run(payload, fds)
+
+    run_then_exit(body)
+
+
+def run_then_exit(body: Callable[[], int]) -> NoReturn:
+    """End this process with ``body()``'s status once the standard streams are flushed.
+
+    ``sys.exit(code)`` in the body gives that code (:func:`exit_code`); any other exception
+    prints its traceback and gives 1. Nothing of the interpreter's shutdown runs (``os._exit``).
+    """
+    code = 1
+    try:
+        code = body()
     except SystemExit as exc:
         code = exit_code(exc)
     except BaseException:
         traceback.print_exc()
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    os._exit(code)
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
 
 
 def watch_parent(boot: socket.socket, grace: float, term_seconds: float = 3.0) -> None:

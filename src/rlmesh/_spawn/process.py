@@ -63,6 +63,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .child import read_exactly
+from .host import usable_cpus as usable_cpus
 from .pickling import dumps
 
 __all__ = [
@@ -102,26 +103,6 @@ _BOOT_FRESH = (
     "import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
     "from rlmesh._spawn.child import run_fresh; run_fresh(int(sys.argv[2]), *json.loads(sys.argv[3]))"
 )
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on at once: its affinity mask, capped by a cgroup v2 quota.
-
-    The default worker count of a distributed run, and how many busy sessions a
-    multi-session endpoint lets poll.
-    """
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        cpus = os.cpu_count() or 1
-    try:
-        with open("/sys/fs/cgroup/cpu.max") as f:  # "max 100000" or "<quota> <period>"
-            quota, period = f.read().split()[:2]
-        if quota != "max":
-            cpus = min(cpus, int(int(quota) / int(period)))
-    except (OSError, ValueError):
-        pass
-    return max(1, cpus)
 
 
 def describe_exit(code: int | None) -> str:

@@ -8,7 +8,7 @@ from ._action import Action, Actuator, CustomEncoding, custom_arm_message
 from ._check import fail
 from ._join import Advisory, Joined
 from ._plans import ActionPlan, Segment
-from ._resolve_state import _adhoc
+from ._resolve_state import _adhoc, check_declared
 from ._roles import (
     ROTATION_DIMS,
     dim_law,
@@ -162,23 +162,8 @@ def _pair(ea: Any, m: Actuator, sl: tuple[int, int], adv: list[Advisory]) -> Seg
                 f'action role "{r}": clip=true clamps to range, but no range is declared',
             )
         clip = ea.range
-    if m.frame is not None and a.frame is not None and m.frame != a.frame:
-        raise fail(
-            "invalid_tag",
-            f'role "{r}": the model expects frame "{m.frame}" but the env declares "{a.frame}"',
-        )
-    if m.reference is not None and a.reference is not None and m.reference != a.reference:
-        raise fail(
-            "invalid_tag",
-            f'role "{r}": the model expects reference "{m.reference}" but the env declares "{a.reference}"',
-        )
-    for what in ("frame", "reference"):
-        if getattr(m, what) is not None and getattr(a, what) is None:
-            adv.append(Advisory(
-                "caution",
-                f'role "{r}": the model declares {what} "{getattr(m, what)}" but the env declares none, so the '
-                f"{what} it was trained against cannot be verified",
-            ))  # fmt: skip
+    check_declared(r, "frame", m.frame, a.frame, adv)
+    check_declared(r, "reference", m.reference, a.reference, adv)
     perm = None
     if m.labels is not None:
         if a.labels is None:

@@ -231,19 +231,27 @@ def _adhoc(role: str) -> str:
     )
 
 
-def _sourced(pl: ObsPlanner, s: State, p: str, feat: StateFeature) -> Piece:
-    src_q = quote(render_path(feat.path))
-    if s.frame is not None and feat.frame is not None and s.frame != feat.frame:
+def check_declared(
+    role: str | None, what: str, wanted: Any, declared: Any, adv: list[Advisory]
+) -> None:
+    """The model's ``frame`` (or ``reference``) of ``role`` against the env's: two that differ
+    fail; one the env does not declare is a caution in ``adv``."""
+    if wanted is not None and declared is not None and wanted != declared:
         raise fail(
             "invalid_tag",
-            f'role "{s.role}": the model expects frame "{s.frame}" but the env declares "{feat.frame}"',
+            f'role "{role}": the model expects {what} "{wanted}" but the env declares "{declared}"',
         )
-    if s.frame is not None and feat.frame is None:
-        pl.resolve_adv.append(Advisory(
+    if wanted is not None and declared is None:
+        adv.append(Advisory(
             "caution",
-            f'role "{s.role}": the model declares frame "{s.frame}" but the env declares none, so the frame it was '
+            f'role "{role}": the model declares {what} "{wanted}" but the env declares none, so the {what} it was '
             "trained against cannot be verified",
         ))  # fmt: skip
+
+
+def _sourced(pl: ObsPlanner, s: State, p: str, feat: StateFeature) -> Piece:
+    src_q = quote(render_path(feat.path))
+    check_declared(s.role, "frame", s.frame, feat.frame, pl.resolve_adv)
     m_encs, e_encs = _enc_set(s.encoding), feat.encodings
     src = dst = None
     if m_encs or e_encs:

@@ -23,6 +23,7 @@ from ..models._route import LocalRoute, RandomRoute
 from ..models._sentinels import RANDOM_SAMPLE
 from ..models._warn import user_stacklevel as _user_stacklevel
 from ..view._config import normalize_view
+from ._drive import Drive
 from ._hooks import RunHooks
 from ._options import RunOptions, SessionKeywords, SessionOptions
 from ._results import RunResult
@@ -104,13 +105,15 @@ def _make_session(
         prefetch_lead=opts.prefetch_lead,
     )
     return new_session(
-        route,
-        env,
-        kind,
-        close_env=opts.close_env,
-        workflow_edition=edition,
-        owned_model=model if owns_model else None,
-        view=view_cfg,
+        Drive(
+            route,
+            env,
+            kind,
+            close_env=opts.close_env,
+            workflow_edition=edition,
+            owned_model=model if owns_model else None,
+            view=view_cfg,
+        )
     )
 
 
@@ -120,7 +123,14 @@ def _random_session(env: Any, opts: SessionOptions) -> Session[Any, Any]:
     edition = _check_edition(opts.workflow_edition)
     kind = classify_target(env)
     return new_session(
-        RandomRoute(), env, kind, close_env=opts.close_env, workflow_edition=edition, view=view_cfg
+        Drive(
+            RandomRoute(),
+            env,
+            kind,
+            close_env=opts.close_env,
+            workflow_edition=edition,
+            view=view_cfg,
+        )
     )
 
 
@@ -344,5 +354,7 @@ def served_session(
         model, execution_horizon=execution_horizon, workflow_edition=workflow_edition
     )
     return new_session(
-        route, env, kind, close_env=close_env, workflow_edition=workflow_edition, view=view_cfg
+        Drive(
+            route, env, kind, close_env=close_env, workflow_edition=workflow_edition, view=view_cfg
+        )
     )

@@ -50,28 +50,9 @@ class Session(Generic[ObsT, ActT]):
         )
 
     @classmethod
-    def _new(
-        cls,
-        route: Any,
-        target: Any,
-        kind: str,
-        *,
-        close_env: bool,
-        workflow_edition: str | None,
-        owned_model: Any = None,
-        prefetch_lead: int = 0,
-        view: Any = None,
-    ) -> Session[Any, Any]:
+    def _new(cls, drive: Drive) -> Session[Any, Any]:
         self = object.__new__(cls)
-        self._drive = Drive(
-            route,
-            target,
-            kind,
-            close_env=close_env,
-            workflow_edition=workflow_edition,
-            owned_model=owned_model,
-            view=view,
-        )
+        self._drive = drive
         self._read_cache = {}
         return self
 
@@ -300,26 +281,9 @@ class Session(Generic[ObsT, ActT]):
         return f"<Session model={model!r} env={type(drive.target).__name__} {state}>"
 
 
-def new_session(
-    route: Any,
-    target: Any,
-    kind: str,
-    *,
-    close_env: bool,
-    workflow_edition: str | None,
-    owned_model: Any = None,
-    view: Any = None,
-) -> Session[Any, Any]:
-    """A session binding ``route`` to the classified env ``target`` (nothing is opened yet, EVAL-10)."""
-    return Session._new(
-        route,
-        target,
-        kind,
-        close_env=close_env,
-        workflow_edition=workflow_edition,
-        owned_model=owned_model,
-        view=view,
-    )
+def new_session(drive: Drive) -> Session[Any, Any]:
+    """A session over ``drive``, a route bound to a classified env (nothing is opened yet, EVAL-10)."""
+    return Session._new(drive)
 
 
 def _render_target(context: Any) -> Any:

@@ -31,6 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from .._spawn.host import pid_alive
 from ._bundle import archive_mode, write_bundle
 from ._capture import warn
 from ._encode import remove_dead_rings
@@ -86,12 +87,8 @@ def owner_alive(header: dict[str, Any]) -> bool | None:
         return None
     if pid <= 0:
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return False
-    except PermissionError:
-        pass
     start = _start_time(pid)
     return not (
         start and header.get("start") and header["start"] != start
@@ -336,14 +333,3 @@ def finished_episodes(staging: Path) -> int:
         return sum(1 for entry in _lines(staging) if entry.get("op") == "episode")
     except (OSError, ValueError):
         return 0
-
-
-def staging_size(d: Path) -> int:
-    total = 0
-    for root, _dirs, names in os.walk(d):
-        for n in names:
-            try:
-                total += os.lstat(os.path.join(root, n)).st_size
-            except OSError:
-                pass
-    return total

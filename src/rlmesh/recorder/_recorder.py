@@ -12,11 +12,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._spawn.host import tree_size
 from ._bundle import archive_mode, dumps_document, write_bundle
 from ._capture import CaptureHooks, parse_record, warn
 from ._encode import CODECS, EncoderProcess, EncoderSpec, VideoWriter, encoder_spec
 from ._html import build_index
-from ._journal import STAGING_PREFIX, Journal, finished_episodes, orphans, staging_size
+from ._journal import STAGING_PREFIX, Journal, finished_episodes, orphans
 from ._reader import open_inside
 from ._records import EpisodeRecord, MediaRef, ResultSet, WorkloadRecord, json_safe
 
@@ -580,7 +581,7 @@ def _warn_orphans(directory: Path | None) -> None:
     found = [d for d, episodes in counted if episodes]
     if found:
         episodes = sum(n for _, n in counted)
-        size = sum(staging_size(d) for d in found)
+        size = sum(tree_size(d) for d in found)
         warn(
             f"recorder: {len(found)} staging dir(s) of recorder runs that never exported hold {episodes} "
             f"finished episode(s) ({size / 1e6:.1f} MB) in {found[0].parent} (oldest: {found[0].name}). "

@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._spawn.host import pid_alive
 from .._token import TOKEN_ENV
 from ..errors import ConnectFailed, RequestTimeout
 from ..serve import ping
@@ -399,7 +400,7 @@ def reap_orphans(cli: DockerCLI) -> list[str]:
             continue
         labels = {key: fields[2 + i].strip() for i, key in enumerate(_OWNER_LABELS)}
         if (
-            orphan_verdict(labels, me=me, my_boot_id=my_boot, my_pid_ns=my_ns, alive=_pid_alive)
+            orphan_verdict(labels, me=me, my_boot_id=my_boot, my_pid_ns=my_ns, alive=pid_alive)
             is not None
         ):
             continue
@@ -407,16 +408,6 @@ def reap_orphans(cli: DockerCLI) -> list[str]:
             if cli.run(["rm", "-f", cid], check=False).returncode == 0:
                 reaped.append(cid)
     return reaped
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def start_container(

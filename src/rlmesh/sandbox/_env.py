@@ -26,6 +26,38 @@ _VECTOR_PARAMS = ("num_envs", "vectorization_mode")
 _T = TypeVar("_T")
 
 
+def check_single_env_params(params: Mapping[str, Any]) -> None:
+    """``SandboxEnv``'s refusal of the vector keywords among its ``make()`` params.
+
+    Raises:
+        TypeError: ``num_envs`` or ``vectorization_mode`` given (they are ``SandboxVectorEnv``'s).
+    """
+    for key in _VECTOR_PARAMS:
+        if key in params:
+            raise TypeError(
+                f"SandboxEnv is single-env only; use SandboxVectorEnv(source, num_envs=...) ({key}= given)"
+            )
+
+
+def check_vector_args(num_envs: Any, vectorization_mode: Any) -> None:
+    """``SandboxVectorEnv``'s lane count (an int >= 2) and ``vectorization_mode`` (None, sync, async).
+
+    Raises:
+        TypeError: ``num_envs`` is not an int.
+        ValueError: fewer than two lanes, or an unknown mode.
+    """
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int):
+        raise TypeError(f"num_envs must be an int, got {type(num_envs).__name__}")
+    if num_envs < 2:
+        raise ValueError(
+            f"SandboxVectorEnv needs num_envs >= 2, got {num_envs}; use SandboxEnv for one env"
+        )
+    if vectorization_mode not in (None, "sync", "async"):
+        raise ValueError(
+            f"vectorization_mode must be None, 'sync' or 'async', got {vectorization_mode!r}"
+        )
+
+
 class SandboxMixin:
     """What the sandbox adds to a remote client: ownership of the server, crash reports, close."""
 
@@ -187,11 +219,7 @@ class ScalarSandbox(SandboxMixin):
         backend: str | None = None,
         **params: Any,
     ) -> None:
-        for key in _VECTOR_PARAMS:
-            if key in params:
-                raise TypeError(
-                    f"SandboxEnv is single-env only; use SandboxVectorEnv(source, num_envs=...) ({key}= given)"
-                )
+        check_single_env_params(params)
         self._attach(
             source,
             num_envs=1,
@@ -231,16 +259,7 @@ class VectorSandbox(SandboxMixin):
         backend: str | None = None,
         **params: Any,
     ) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int):
-            raise TypeError(f"num_envs must be an int, got {type(num_envs).__name__}")
-        if num_envs < 2:
-            raise ValueError(
-                f"SandboxVectorEnv needs num_envs >= 2, got {num_envs}; use SandboxEnv for one env"
-            )
-        if vectorization_mode not in (None, "sync", "async"):
-            raise ValueError(
-                f"vectorization_mode must be None, 'sync' or 'async', got {vectorization_mode!r}"
-            )
+        check_vector_args(num_envs, vectorization_mode)
         self._attach(
             source,
             num_envs=num_envs,

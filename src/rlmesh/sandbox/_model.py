@@ -15,6 +15,7 @@ from typing import Any
 from .._token import new_token
 from ..client._model import RemoteModel, RemoteRoute
 from ..eval._api import check_served_horizon, run as run_eval
+from ..eval._drive import Drive
 from ..eval._session import new_session
 from ..eval._targets import classify_target
 from ..view._config import normalize_view
@@ -169,13 +170,15 @@ class SandboxModel:
                 remote, execution_horizon=execution_horizon, workflow_edition=workflow_edition
             )
             return new_session(
-                route,
-                env,
-                kind,
-                close_env=close_env,
-                workflow_edition=workflow_edition,
-                owned_model=_ContainerOwner(self, started_here),
-                view=view_cfg,
+                Drive(
+                    route,
+                    env,
+                    kind,
+                    close_env=close_env,
+                    workflow_edition=workflow_edition,
+                    owned_model=_ContainerOwner(self, started_here),
+                    view=view_cfg,
+                )
             )
         except BaseException:
             if started_here:

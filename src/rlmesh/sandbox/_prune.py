@@ -22,6 +22,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._spawn.host import pid_alive, tree_size
 from ._docker import LABEL, DockerCLI
 from ._errors import SandboxError
 from ._venv import READY_MARKER, cache_dir
@@ -42,27 +43,6 @@ class PruneReport:
     foreign: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     freed_bytes: int = 0
-
-
-def _size(path: Path) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
-    return total
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _venvs_in_use(root: Path) -> set[str]:
@@ -98,7 +78,7 @@ def _prune_venvs(report: PruneReport, dry_run: bool) -> None:
     removed: set[str] = set()
 
     def remove(path: Path, what: str) -> None:
-        size = _size(path) if path.is_dir() else path.lstat().st_size
+        size = tree_size(path) if path.is_dir() else path.lstat().st_size
         if not dry_run:
             try:
                 if path.is_dir() and not path.is_symlink():
@@ -121,7 +101,7 @@ def _prune_venvs(report: PruneReport, dry_run: bool) -> None:
             remove(path, "venv")
             removed.add(name)
         elif tmp and path.is_dir() and not path.is_symlink():
-            if _pid_alive(int(tmp["pid"])):
+            if pid_alive(int(tmp["pid"])):
                 report.kept.append(f"partial venv {path} (being built)")
             else:
                 remove(path, "partial venv")
