@@ -111,16 +111,7 @@ class RemoteEnv(gymnasium.Env):
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Apply one action: ``(obs, reward, terminated, truncated, info)``."""
-        shared = self._shared
-        if (
-            shared is not None
-            and shared.refs > 1
-            and shared.owner is not self
-            and shared.owner is not None
-        ):
-            raise _shared_step_error(
-                str(self._client.address)
-            )  # issue 29: never step another handle's episode
+        self._check_owner()
         self._client.runtime = {}
         return self._result(
             *self._client.step(action)
@@ -129,6 +120,11 @@ class RemoteEnv(gymnasium.Env):
     def step_async(self, action: Any) -> None:
         """Send one step and return at once; :meth:`step_wait` returns its result (see
         :meth:`rlmesh.numpy.RemoteEnv.step_async`)."""
+        self._check_owner()
+        self._client.step_async(action)
+
+    def _check_owner(self) -> None:
+        """Never step another handle's episode on a shared session (issue 29)."""
         shared = self._shared
         if (
             shared is not None
@@ -136,10 +132,7 @@ class RemoteEnv(gymnasium.Env):
             and shared.owner is not self
             and shared.owner is not None
         ):
-            raise _shared_step_error(
-                str(self._client.address)
-            )  # issue 29: never step another handle's episode
-        self._client.step_async(action)
+            raise _shared_step_error(str(self._client.address))
 
     def step_wait(self) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """The result of the step :meth:`step_async` sent (``NoAsyncCallError`` if none)."""

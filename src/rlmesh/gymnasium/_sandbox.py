@@ -1,15 +1,21 @@
-"""Sandboxes as Gymnasium objects: an env in its own dependency stack, served and connected."""
+"""Sandboxes as Gymnasium objects: an env in its own dependency stack, served and connected.
+
+The sandbox half (classify, build, start, crash reports, stop) is
+:mod:`rlmesh.sandbox`'s ``ScalarSandbox`` / ``VectorSandbox``, argument checks
+included; this module adds the Gymnasium half: the client class, ``episode_info``,
+``render_mode`` and a spec whose ``make()`` starts another sandbox.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import VectorEnv
 
 from rlmesh.sandbox import SandboxBuild, SandboxRuntime
-from rlmesh.sandbox._env import SandboxMixin
+from rlmesh.sandbox._env import SandboxMixin, ScalarSandbox, VectorSandbox
 
 from ._env import RemoteEnv
 from ._shared import _spec_of
@@ -18,8 +24,30 @@ from ._vector import RemoteVectorEnv
 __all__ = ["SandboxEnv", "SandboxVectorEnv"]
 
 
-def _sandbox_spec(env: Any, kwargs: dict[str, Any]) -> EnvSpec | None:
+def _sandbox_spec(
+    env: Any,
+    source: str,
+    *,
+    connect_timeout_seconds: float,
+    build: SandboxBuild | None,
+    runtime: SandboxRuntime | None,
+    backend: str | None,
+    params: dict[str, Any],
+    **lanes: Any,
+) -> EnvSpec | None:
     """A spec whose ``make()`` starts another sandbox of the same source (``check_env`` calls it)."""
+    options = {
+        k: v
+        for k, v in (("build", build), ("runtime", runtime), ("backend", backend))
+        if v is not None
+    }
+    kwargs = {
+        "source": source,
+        **lanes,
+        "connect_timeout_seconds": connect_timeout_seconds,
+        **options,
+        **params,
+    }
     spec = _spec_of(env.client, vector=isinstance(env, VectorEnv), kwargs=kwargs)
     if spec is None:
         return None
@@ -27,7 +55,40 @@ def _sandbox_spec(env: Any, kwargs: dict[str, Any]) -> EnvSpec | None:
     return spec
 
 
-class SandboxEnv(SandboxMixin, RemoteEnv):
+def _make_params(params: dict[str, Any], render_mode: str | None) -> dict[str, Any]:
+    """The env's ``make()`` keywords: ``params``, with ``render_mode`` when one is asked for."""
+    return dict(params) if render_mode is None else {**params, "render_mode": render_mode}
+
+
+class _GymSandbox(SandboxMixin):
+    """What both Gymnasium sandboxes add to the sandbox: their client class and ``episode_info``."""
+
+    #: The Gymnasium client this sandbox connects with (its constructor dials the server).
+    _remote: ClassVar[Any]
+    _episode_info_option = False
+
+    def _connect_remote(
+        self, address: str, connect_timeout_seconds: float, token: str | None = None
+    ) -> None:
+        self._remote.__init__(
+            self,
+            address,
+            connect_timeout_seconds=connect_timeout_seconds,
+            episode_info=self._episode_info_option,
+            token=token,
+        )
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return SandboxMixin.__repr__(self)
+
+
+class SandboxEnv(_GymSandbox, ScalarSandbox, RemoteEnv):
     """An env in its own dependency stack as a real :class:`gymnasium.Env` (SB3 takes it as is).
 
     Builds (or reuses) the sandbox for ``source`` exactly as :class:`rlmesh.SandboxEnv` does
@@ -47,6 +108,8 @@ class SandboxEnv(SandboxMixin, RemoteEnv):
         SandboxCrashed: from ``reset``/``step``/``render`` when the sandboxed server died.
     """
 
+    _remote = RemoteEnv
+
     def __init__(
         self,
         source: str,
@@ -59,52 +122,27 @@ class SandboxEnv(SandboxMixin, RemoteEnv):
         render_mode: str | None = None,
         **params: Any,
     ) -> None:
-        for key in ("num_envs", "vectorization_mode"):
-            if key in params:
-                raise TypeError(
-                    f"SandboxEnv is single-env only; use SandboxVectorEnv(source, num_envs=...) ({key}= given)"
-                )
-        make_params = (
-            dict(params) if render_mode is None else {**params, "render_mode": render_mode}
-        )
         self._episode_info_option = bool(episode_info)
-        self._attach(
+        ScalarSandbox.__init__(
+            self,
             source,
-            num_envs=1,
-            vectorization_mode=None,
+            build=build,
+            runtime=runtime,
+            connect_timeout_seconds=connect_timeout_seconds,
+            backend=backend,
+            **_make_params(params, render_mode),
+        )
+        self.spec = _sandbox_spec(
+            self,
+            source,
+            connect_timeout_seconds=connect_timeout_seconds,
             build=build,
             runtime=runtime,
             backend=backend,
-            connect_timeout_seconds=connect_timeout_seconds,
-            params=make_params,
-        )
-        options = {
-            k: v
-            for k, v in (("build", build), ("runtime", runtime), ("backend", backend))
-            if v is not None
-        }
-        self.spec = _sandbox_spec(
-            self,
-            {
-                "source": source,
-                "connect_timeout_seconds": connect_timeout_seconds,
-                **options,
-                **params,
-            },
+            params=params,
         )
 
-    def _connect_remote(
-        self, address: str, connect_timeout_seconds: float, token: str | None = None
-    ) -> None:
-        RemoteEnv.__init__(
-            self,
-            address,
-            connect_timeout_seconds=connect_timeout_seconds,
-            episode_info=self._episode_info_option,
-            token=token,
-        )
-
-    def reset(
+    def reset(  # type: ignore[override]  # Gymnasium's signature, not the lane client's
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Start an episode in the sandbox (see :meth:`RemoteEnv.reset`)."""
@@ -114,23 +152,16 @@ class SandboxEnv(SandboxMixin, RemoteEnv):
         """The sandboxed env's frame (see :meth:`RemoteEnv.render`)."""
         return self._guarded(RemoteEnv.render, self)
 
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
-    def __repr__(self) -> str:
-        return SandboxMixin.__repr__(self)
-
-
-class SandboxVectorEnv(SandboxMixin, RemoteVectorEnv):
+class SandboxVectorEnv(_GymSandbox, VectorSandbox, RemoteVectorEnv):
     """``num_envs`` lanes of an env in ONE sandbox as a real :class:`gymnasium.vector.VectorEnv`.
 
     ``vectorization_mode=None`` serves ``num_envs`` independent ``make()`` lanes (NEXT_STEP
     autoreset); ``"sync"``/``"async"`` build a Gymnasium vector env inside the sandbox.
     Other arguments as :class:`SandboxEnv`.
     """
+
+    _remote = RemoteVectorEnv
 
     def __init__(
         self,
@@ -146,59 +177,31 @@ class SandboxVectorEnv(SandboxMixin, RemoteVectorEnv):
         render_mode: str | None = None,
         **params: Any,
     ) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int):
-            raise TypeError(f"num_envs must be an int, got {type(num_envs).__name__}")
-        if num_envs < 2:
-            raise ValueError(
-                f"SandboxVectorEnv needs num_envs >= 2, got {num_envs}; use SandboxEnv for one env"
-            )
-        if vectorization_mode not in (None, "sync", "async"):
-            raise ValueError(
-                f"vectorization_mode must be None, 'sync' or 'async', got {vectorization_mode!r}"
-            )
-        make_params = (
-            dict(params) if render_mode is None else {**params, "render_mode": render_mode}
-        )
         self._episode_info_option = bool(episode_info)
-        self._attach(
+        VectorSandbox.__init__(
+            self,
             source,
-            num_envs=num_envs,
+            num_envs,
             vectorization_mode=vectorization_mode,
             build=build,
             runtime=runtime,
-            backend=backend,
             connect_timeout_seconds=connect_timeout_seconds,
-            params=make_params,
+            backend=backend,
+            **_make_params(params, render_mode),
         )
-        options = {
-            k: v
-            for k, v in (("build", build), ("runtime", runtime), ("backend", backend))
-            if v is not None
-        }
         self.spec = _sandbox_spec(
             self,
-            {
-                "source": source,
-                "num_envs": num_envs,
-                "vectorization_mode": vectorization_mode,
-                "connect_timeout_seconds": connect_timeout_seconds,
-                **options,
-                **params,
-            },
-        )
-
-    def _connect_remote(
-        self, address: str, connect_timeout_seconds: float, token: str | None = None
-    ) -> None:
-        RemoteVectorEnv.__init__(
-            self,
-            address,
+            source,
+            num_envs=num_envs,
+            vectorization_mode=vectorization_mode,
             connect_timeout_seconds=connect_timeout_seconds,
-            episode_info=self._episode_info_option,
-            token=token,
+            build=build,
+            runtime=runtime,
+            backend=backend,
+            params=params,
         )
 
-    def reset(
+    def reset(  # type: ignore[override]  # Gymnasium's signature
         self,
         *,
         seed: int | Sequence[int | None] | None = None,
@@ -214,12 +217,3 @@ class SandboxVectorEnv(SandboxMixin, RemoteVectorEnv):
     def close(self, **kwargs: Any) -> None:
         """Detach, then stop and remove the sandbox. Idempotent."""
         SandboxMixin.close(self)
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def __repr__(self) -> str:
-        return SandboxMixin.__repr__(self)

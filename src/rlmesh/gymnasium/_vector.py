@@ -87,20 +87,26 @@ class RemoteVectorEnv(VectorEnv):
                 f"the endpoint at '{self._client.address}' serves {self._client.num_envs} lanes, not {num_envs}; "
                 "the lane count is chosen where the env is served (rlmesh serve --num-envs N)"
             )
+        self._describe(
+            self._client, int(self._client.num_envs), self._client.autoreset_mode, episode_info
+        )
+        self.spec = _spec_of(self._client, vector=True, kwargs={"address": self._client.address})
+
+    def _describe(self, first: Any, num_envs: int, mode: str, episode_info: bool) -> None:
+        """Spaces, autoreset mode and metadata from ``first`` (the client of lane 0) and the lane count."""
         self._episode_info = bool(episode_info)
-        self.num_envs = int(self._client.num_envs)
-        self.single_observation_space = to_gymnasium_space(self._client.observation_space_spec)
-        self.single_action_space = to_gymnasium_space(self._client.action_space_spec)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.autoreset_mode = _MODES[self._client.autoreset_mode]
-        self.metadata = dict(self._client.metadata)
+        self.num_envs = num_envs
+        self.single_observation_space = to_gymnasium_space(first.observation_space_spec)
+        self.single_action_space = to_gymnasium_space(first.action_space_spec)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.autoreset_mode = _MODES[mode]
+        self.metadata = dict(first.metadata)
         self.metadata["autoreset_mode"] = self.autoreset_mode
-        self.render_mode = self._client.render_mode
+        self.render_mode = first.render_mode
         # as on RemoteEnv: the modes this handle renders (the served one); the env's own
         # list stays on the numpy client (`envs.client.metadata["render_modes"]`)
         self.metadata["render_modes"] = [self.render_mode] if self.render_mode else []
-        self.spec = _spec_of(self._client, vector=True, kwargs={"address": self._client.address})
 
     @property
     def address(self) -> str:
@@ -235,11 +241,7 @@ class RemoteVectorEnv(VectorEnv):
         if self._episode_info:
             if warnings:
                 out[_WARNING_KEY] = warnings
-            if "episode_ids" in runtime:
-                out["episode_ids"] = np.array(runtime["episode_ids"], dtype=object)
-                out["_episode_ids"] = np.ones(n, dtype=bool)
-            if "completed_episodes" in runtime:
-                out["completed_episodes"] = runtime["completed_episodes"]
+            _add_runtime_keys(out, runtime, n)
         elif warnings:
             log.warning("rlmesh conformance warning from the env: %s", warnings)
         return out
@@ -293,19 +295,7 @@ class _ManyEndpoints(RemoteVectorEnv):
             raise ValueError(
                 f"the endpoints {self._fan.addresses} serve {self._fan.num_envs} lanes in all, not {num_envs}"
             )
-        self._episode_info = bool(episode_info)
-        self.num_envs = self._fan.num_envs
-        self.single_observation_space = to_gymnasium_space(first.observation_space_spec)
-        self.single_action_space = to_gymnasium_space(first.action_space_spec)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.autoreset_mode = _MODES[self._fan.mode]
-        self.metadata = dict(first.metadata)
-        self.metadata["autoreset_mode"] = self.autoreset_mode
-        self.render_mode = first.render_mode
-        self.metadata["render_modes"] = (
-            [self.render_mode] if self.render_mode else []
-        )  # as RemoteVectorEnv
+        self._describe(first, self._fan.num_envs, self._fan.mode, episode_info)
         self.spec = _spec_of(first, vector=True, kwargs={"address": self._fan.addresses})
 
     @property
@@ -386,9 +376,16 @@ class _ManyEndpoints(RemoteVectorEnv):
         self, info: dict[str, Any], runtime: dict[str, Any], *, reset: bool
     ) -> dict[str, Any]:
         if self._episode_info:
-            n = self.num_envs
-            info["episode_ids"] = np.array(runtime["episode_ids"], dtype=object)
-            info["_episode_ids"] = np.ones(n, dtype=bool)
-            if not reset:
-                info["completed_episodes"] = runtime["completed_episodes"]
+            _add_runtime_keys(info, runtime, self.num_envs, completed=not reset)
         return info
+
+
+def _add_runtime_keys(
+    info: dict[str, Any], runtime: Mapping[str, Any], n: int, *, completed: bool = True
+) -> None:
+    """``episode_info=True``: the runtime's episode ids (one per lane) and completed episodes."""
+    if "episode_ids" in runtime:
+        info["episode_ids"] = np.array(runtime["episode_ids"], dtype=object)
+        info["_episode_ids"] = np.ones(n, dtype=bool)
+    if completed and "completed_episodes" in runtime:
+        info["completed_episodes"] = runtime["completed_episodes"]
