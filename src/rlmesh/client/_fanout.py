@@ -68,7 +68,7 @@ from ._parts import (
 )
 from ._session import _CLOSE_TIMEOUT_SECONDS
 
-__all__ = ["FanOut", "normalize_autoreset"]
+__all__ = ["FanOut", "FanOutHandle", "normalize_autoreset"]
 
 #: Once a round's deadline has passed, a reply already here is still read; one that is
 #: not gets this long (a client wait of 0 would mean "forever").
@@ -556,3 +556,23 @@ def _left(deadline: float | None) -> float | None:
     if deadline is None:
         return None
     return max(deadline - time.monotonic(), LATE_READ_SECONDS)
+
+
+class FanOutHandle:
+    """What a many-endpoint vector env of any flavour shows of its :class:`FanOut`."""
+
+    _fan: FanOut
+
+    @property
+    def addresses(self) -> list[str]:
+        """The endpoint addresses, in lane order."""
+        return self._fan.addresses
+
+    @property
+    def endpoint_lanes(self) -> list[range]:
+        """The global lanes each endpoint serves, in address order."""
+        return [p.lanes for p in self._fan.parts]
+
+    def reconnect(self, endpoint: int | str) -> None:
+        """Dial endpoint ``endpoint`` (index or address) again; reset its lanes before stepping."""
+        self._fan.reconnect(endpoint)

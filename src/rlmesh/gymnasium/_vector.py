@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rlmesh.client._fanout import FanOut
+from rlmesh.client._fanout import FanOut, FanOutHandle
 from rlmesh.spaces._gym import to_gymnasium_space
 
 from ._info import _arrayify, _as_space_value, _reset_mask
@@ -125,9 +125,7 @@ class RemoteVectorEnv(VectorEnv):
         options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Reset every lane (``seed + i`` seeds lane ``i``), or the lanes of ``options["reset_mask"]``."""
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            super().reset(seed=int(seed))
-        opts, indices = _reset_mask(options, self.num_envs)
+        opts, indices = self._seed_here(seed, options)
         if indices is not None and len(indices) == self.num_envs:
             indices = None
         if (
@@ -141,6 +139,14 @@ class RemoteVectorEnv(VectorEnv):
         self._client.runtime = {}
         obs, info = self._client.reset(seed=seed, options=opts, env_indices=indices)
         return obs, self._vector_info(info, None, None)
+
+    def _seed_here(
+        self, seed: Any, options: dict[str, Any] | None
+    ) -> tuple[dict[str, Any] | None, list[int] | None]:
+        """Seed ``np_random`` with an int ``seed``; ``options`` without its ``reset_mask``, and the masked lanes."""
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            VectorEnv.reset(self, seed=int(seed))
+        return _reset_mask(options, self.num_envs)
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every lane: batched ``(obs, rewards, terminations, truncations, info)``."""
@@ -247,7 +253,7 @@ class RemoteVectorEnv(VectorEnv):
         return out
 
 
-class _ManyEndpoints(RemoteVectorEnv):
+class _ManyEndpoints(FanOutHandle, RemoteVectorEnv):
     """``rlmesh.gymnasium.RemoteVectorEnv([addr0, addr1, ...])``: many endpoints, one vector env.
 
     Each endpoint may be scalar (one lane) or vector; lanes are concatenated in address
@@ -304,16 +310,6 @@ class _ManyEndpoints(RemoteVectorEnv):
         return ", ".join(self._fan.addresses)
 
     @property
-    def addresses(self) -> list[str]:
-        """The endpoint addresses, in lane order."""
-        return self._fan.addresses
-
-    @property
-    def endpoint_lanes(self) -> list[range]:
-        """The global lanes each endpoint serves, in address order."""
-        return [p.lanes for p in self._fan.parts]
-
-    @property
     def client(self) -> Any:
         """The fan-out engine (``rlmesh.client._fanout.FanOut``) holding one client per endpoint."""
         return self._fan
@@ -325,9 +321,7 @@ class _ManyEndpoints(RemoteVectorEnv):
         options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Reset every lane (``seed + i`` seeds lane ``i``), or the lanes of ``options["reset_mask"]``."""
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            VectorEnv.reset(self, seed=int(seed))
-        opts, indices = _reset_mask(options, self.num_envs)
+        opts, indices = self._seed_here(seed, options)
         obs, info, runtime = self._fan.reset(seed, opts, indices)
         return obs, self._runtime_info(info, runtime, reset=True)
 
@@ -344,10 +338,6 @@ class _ManyEndpoints(RemoteVectorEnv):
         """Gather every endpoint's reply (``NoAsyncCallError`` when nothing was sent)."""
         obs, rewards, terms, truncs, info, runtime = self._fan.step_wait()
         return obs, rewards, terms, truncs, self._runtime_info(info, runtime, reset=False)
-
-    def reconnect(self, endpoint: int | str) -> None:
-        """Dial endpoint ``endpoint`` (index or address) again; reset its lanes before stepping."""
-        self._fan.reconnect(endpoint)
 
     def render(self) -> tuple[Any, ...] | None:
         """One frame per lane (a tuple, like ``SyncVectorEnv``), or ``None`` when nothing renders."""
