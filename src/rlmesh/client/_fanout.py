@@ -343,12 +343,7 @@ class FanOut:
                 plans.append((part, local))
         for part, _ in plans:
             if part.broken:
-                raise EndpointLost(
-                    f"{part.name()} was lost; call reconnect({part.index}) before resetting it, or close()",
-                    address=part.address,
-                    index=part.index,
-                    lanes=part.lanes,
-                )
+                raise part.lost(f"; call reconnect({part.index}) before resetting it, or close()")
         opts = dict(options) if options else None
         errors: list[tuple[_Part, BaseException]] = []
         for part, local in plans:
@@ -397,11 +392,8 @@ class FanOut:
             )
         for part in self._parts:
             if part.broken:
-                raise EndpointLost(
-                    f"{part.name()} was lost; call reconnect({part.index}) then reset(), or close() to close all",
-                    address=part.address,
-                    index=part.index,
-                    lanes=part.lanes,
+                raise part.lost(
+                    f"; call reconnect({part.index}) then reset(), or close() to close all"
                 )
 
     def _deadline(self) -> float | None:
@@ -432,12 +424,9 @@ class FanOut:
                     if isinstance(exc, ProtocolException)
                     else str(exc)
                 )
-                raise EndpointLost(
-                    f"{part.name()} was lost: {why}. The other endpoints are still connected: call "
-                    f"reconnect({part.index}) (then reset()) to dial it again, or close() to close all",
-                    address=part.address,
-                    index=part.index,
-                    lanes=part.lanes,
+                raise part.lost(
+                    f": {why}. The other endpoints are still connected: call "
+                    f"reconnect({part.index}) (then reset()) to dial it again, or close() to close all"
                 ) from exc
             raise exc
         timeout = self.timeout or 0.0
