@@ -30,12 +30,12 @@ import gymnasium
 from ._env import RemoteEnv
 from ._sandbox import SandboxEnv, SandboxVectorEnv
 from ._shared import REMOTE_ID
-from ._vector import RemoteVectorEnv
+from ._vector import RemoteVectorEnv, _ManyEndpoints
 
 __all__ = ["REMOTE_ID", "RemoteEnv", "RemoteVectorEnv", "SandboxEnv", "SandboxVectorEnv"]
 
-# the public classes say where users import them from (their reprs, pickling errors, docs)
-for _cls in (RemoteEnv, RemoteVectorEnv, SandboxEnv, SandboxVectorEnv):
+# the classes say where users import them from (their reprs, pickling errors, docs)
+for _cls in (RemoteEnv, RemoteVectorEnv, _ManyEndpoints, SandboxEnv, SandboxVectorEnv):
     _cls.__module__ = __name__
 del _cls
 

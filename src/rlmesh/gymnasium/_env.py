@@ -9,10 +9,10 @@ import gymnasium
 from rlmesh.spaces._gym import to_gymnasium_space
 
 from ._info import _filtered
-from ._shared import _connect, _pickle_error, _ScalarClient, _Shared, _shared_step_error, _spec_of
+from ._shared import _connect, _Handle, _ScalarClient, _Shared, _shared_step_error, _spec_of
 
 
-class RemoteEnv(gymnasium.Env):
+class RemoteEnv(_Handle, gymnasium.Env):
     """A served env as a real :class:`gymnasium.Env` (Gymnasium spaces, NumPy values).
 
     Construction dials and handshakes like :class:`rlmesh.numpy.RemoteEnv` and takes
@@ -86,11 +86,6 @@ class RemoteEnv(gymnasium.Env):
         )  # the served mode is the only one
         self.render_mode = served
         self.spec = _spec_of(self._client, kwargs={"address": self._client.address})
-
-    @property
-    def address(self) -> str:
-        """The endpoint address this env is connected to."""
-        return str(self._client.address)
 
     @property
     def client(self) -> Any:
@@ -172,9 +167,6 @@ class RemoteEnv(gymnasium.Env):
             self.close()
         except Exception:
             pass
-
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        raise _pickle_error(type(self))
 
     def __repr__(self) -> str:
         return f"<RemoteEnv address='{getattr(getattr(self, '_client', None), 'address', '?')}'>"

@@ -27,12 +27,23 @@ _MODES = {
 }
 
 
-def _pickle_error(cls: type) -> TypeError:
-    return TypeError(
-        f"cannot pickle a {cls.__module__}.{cls.__name__}: a live connection cannot be pickled; "
-        f"pass the address and reconnect in the other process (for example an env factory "
-        f"`lambda: rlmesh.gymnasium.RemoteEnv(address)` for SubprocVecEnv)"
-    )
+class _Handle:
+    """What both Gymnasium handles on one endpoint share: their address, and no pickling."""
+
+    _client: Any
+
+    @property
+    def address(self) -> str:
+        """The endpoint address this env is connected to."""
+        return str(self._client.address)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        cls = type(self)
+        raise TypeError(
+            f"cannot pickle a {cls.__module__}.{cls.__name__}: a live connection cannot be pickled; "
+            f"pass the address and reconnect in the other process (for example an env factory "
+            f"`lambda: rlmesh.gymnasium.RemoteEnv(address)` for SubprocVecEnv)"
+        )
 
 
 class _ScalarClient(_rnp.RemoteEnv):

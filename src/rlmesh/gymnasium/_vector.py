@@ -18,8 +18,8 @@ from ._shared import (
     _SINGLE_ENV,
     _WARNING_KEY,
     _connect,
+    _Handle,
     _one_env_endpoint,
-    _pickle_error,
     _Shared,
     _spec_of,
     _VectorClient,
@@ -27,7 +27,7 @@ from ._shared import (
 )
 
 
-class RemoteVectorEnv(VectorEnv):
+class RemoteVectorEnv(_Handle, VectorEnv):
     """A served vector/lane endpoint as a real :class:`gymnasium.vector.VectorEnv`.
 
     ``RemoteVectorEnv([addr0, addr1, ...])`` (a list) is one vector env over many
@@ -107,11 +107,6 @@ class RemoteVectorEnv(VectorEnv):
         # as on RemoteEnv: the modes this handle renders (the served one); the env's own
         # list stays on the numpy client (`envs.client.metadata["render_modes"]`)
         self.metadata["render_modes"] = [self.render_mode] if self.render_mode else []
-
-    @property
-    def address(self) -> str:
-        """The endpoint address this env is connected to."""
-        return str(self._client.address)
 
     @property
     def client(self) -> Any:
@@ -199,9 +194,6 @@ class RemoteVectorEnv(VectorEnv):
         shared, self._shared = getattr(self, "_shared", None), None
         if shared is not None:
             shared.release()
-
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        raise _pickle_error(type(self))
 
     def __repr__(self) -> str:
         return f"<RemoteVectorEnv address='{getattr(getattr(self, '_client', None), 'address', '?')}' num_envs={self.num_envs}>"
