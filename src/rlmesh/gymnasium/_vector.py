@@ -120,7 +120,15 @@ class RemoteVectorEnv(_Handle, VectorEnv):
         options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Reset every lane (``seed + i`` seeds lane ``i``), or the lanes of ``options["reset_mask"]``."""
-        opts, indices = self._seed_here(seed, options)
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            VectorEnv.reset(self, seed=int(seed))
+        opts, indices = _reset_mask(options, self.num_envs)
+        return self._reset_lanes(seed, opts, indices)
+
+    def _reset_lanes(
+        self, seed: Any, opts: dict[str, Any] | None, indices: list[int] | None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset the endpoint's lanes (``indices``: the masked ones; ``None``: all)."""
         if indices is not None and len(indices) == self.num_envs:
             indices = None
         if (
@@ -129,19 +137,11 @@ class RemoteVectorEnv(_Handle, VectorEnv):
             and not isinstance(seed, bool)
         ):
             seed = [int(seed) + i for i in indices]
-        elif indices is not None and seed is not None and len(seed) == self.num_envs:  # type: ignore[arg-type]
-            seed = [seed[i] for i in indices]  # type: ignore[index]  # Gymnasium's per-lane list
+        elif indices is not None and seed is not None and len(seed) == self.num_envs:
+            seed = [seed[i] for i in indices]  # Gymnasium's per-lane list
         self._client.runtime = {}
         obs, info = self._client.reset(seed=seed, options=opts, env_indices=indices)
         return obs, self._vector_info(info, None, None)
-
-    def _seed_here(
-        self, seed: Any, options: dict[str, Any] | None
-    ) -> tuple[dict[str, Any] | None, list[int] | None]:
-        """Seed ``np_random`` with an int ``seed``; ``options`` without its ``reset_mask``, and the masked lanes."""
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
-            VectorEnv.reset(self, seed=int(seed))
-        return _reset_mask(options, self.num_envs)
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every lane: batched ``(obs, rewards, terminations, truncations, info)``."""
@@ -306,14 +306,10 @@ class _ManyEndpoints(FanOutHandle, RemoteVectorEnv):
         """The fan-out engine (``rlmesh.client._fanout.FanOut``) holding one client per endpoint."""
         return self._fan
 
-    def reset(
-        self,
-        *,
-        seed: int | Sequence[int | None] | None = None,
-        options: dict[str, Any] | None = None,
+    def _reset_lanes(
+        self, seed: Any, opts: dict[str, Any] | None, indices: list[int] | None
     ) -> tuple[Any, dict[str, Any]]:
-        """Reset every lane (``seed + i`` seeds lane ``i``), or the lanes of ``options["reset_mask"]``."""
-        opts, indices = self._seed_here(seed, options)
+        """Reset the lanes on the endpoints owning them (``indices``: the masked ones; ``None``: all)."""
         obs, info, runtime = self._fan.reset(seed, opts, indices)
         return obs, self._runtime_info(info, runtime, reset=True)
 
