@@ -23,14 +23,12 @@ import numpy as np
 from .._autoreset import Autoreset
 from .._bridge import NUMPY, PLAIN, Bridge, _identity
 from .._build import resolve_declared_edition
-from .._contract import EnvContract
 from .._dtypes import np_dtype
 from .._ids import new_episode_id, uuid7
 from .._plan import value_plan
 from ..errors import (
     AlreadyPendingCallError,
     EnvironmentException,
-    InvalidContract,
     NoAsyncCallError,
     ProtocolException,
 )
@@ -39,11 +37,11 @@ from ..spaces._spec import SpaceSpec
 from ..transport import resolve_address
 from ..wire import messages as m
 from ..wire.meta import normalize
+from ._dial import check_timeout
 from ._facts import EnvFacts
 from ._info import plain_info
-from ._lanes import lane_array, replace_rows
-from ._opaque import bind_remote_peers
-from ._session import ClientSession, check_timeout
+from ._lanes import replace_rows, step_lanes
+from ._session import ClientSession
 
 __all__ = ["RemoteEnv", "RemoteVectorEnv"]
 
@@ -94,20 +92,7 @@ class _RemoteEnvBase(EnvFacts):
             token=token,
             tls_ca=tls_ca,
         )
-        welcome = self._session.welcome
-        try:
-            contract = EnvContract.from_dict(welcome.contract)
-        except ValueError as exc:
-            self._session.detach()
-            raise InvalidContract(
-                f"the env at '{addr.url}' published an invalid contract: {exc}; the server runs an "
-                "incompatible rlmesh -- upgrade one side"
-            ) from None
-        self._check_arity(contract, addr.url)
-        bind_remote_peers(self, contract)  # opaque spaces: sample/contains ask the server
-        self._address = addr.url
-        self._contract = contract
-        self._selected_edition = welcome.selected
+        contract = self._accept_contract(addr.url)
         n = contract.num_envs
         self._lanes: int | None = n if self._vector else None
         self._num_envs = n
@@ -164,19 +149,6 @@ class _RemoteEnvBase(EnvFacts):
         self._act_to_host = None if bridge.host_values else bridge.encode
         self._act_leaf = act_plan.leaf  # "segment" / "scalar": the split is known, else None
         self._act_split = act_plan.split
-
-    def _check_arity(self, contract: EnvContract, url: str) -> None:
-        n = contract.num_envs
-        if not self._vector and n > 1:
-            self._session.detach()
-            raise ValueError(
-                f"Endpoint '{url}' serves {n} environments. Use RemoteVectorEnv instead."
-            )
-        if self._vector and n < 2:
-            self._session.detach()
-            raise ValueError(
-                f"Endpoint '{url}' serves a single environment (num_envs={n}). Use RemoteEnv instead."
-            )
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -367,37 +339,23 @@ class _RemoteEnvBase(EnvFacts):
                 info = plain_info(info)
             self._last_completed = reply.completed
             if self._vector:
-                k = self._n_obs_segments
-                if len(segs) != k + 3:
-                    raise ProtocolException(
-                        "the env's step reply carries no reward/termination lanes"
-                    )
-                n = self._num_envs
-                raw_r, raw_t, raw_u = segs[k], segs[k + 1], segs[k + 2]
-                if raw_r.nbytes != 8 * n or raw_t.nbytes != n or raw_u.nbytes != n:
-                    for raw, dt in ((raw_r, _F8), (raw_t, _U8), (raw_u, _U8)):
-                        lane_array(raw, dt, n)  # raises, naming the lane array that is off
-                rewards = raw_r.view(_F8)
-                if raw_t.tobytes() == self._no_flags == raw_u.tobytes():  # no lane ended
-                    terminated, truncated = np.zeros(n, _BOOL), np.zeros(n, _BOOL)
-                    ended, completed = [], 0
-                else:
-                    terminated = raw_t.view(_U8) != 0  # any nonzero byte is "set"
-                    truncated = raw_u.view(_U8) != 0
-                    done = terminated | truncated
-                    ended = done.nonzero()[0].tolist()
-                    # INFO-2: each episode once; a lane left done (DISABLED) is not recounted
-                    completed = len((done & ~self._over).nonzero()[0]) if ended else 0
-                if (
-                    self._own_inject
-                    and "episode_ids" not in info
-                    and "completed_episodes" not in info
-                ):
-                    info["episode_ids"] = list(self._episode_ids)
-                    info["completed_episodes"] = completed
-                else:
-                    self._inject(info, "episode_ids", list(self._episode_ids))
-                    self._inject(info, "completed_episodes", completed)
+                rewards, terminated, truncated, done = step_lanes(
+                    segs, self._n_obs_segments, self._num_envs, self._no_flags
+                )
+                ended: list[int] = [] if done is None else done.nonzero()[0].tolist()
+                # INFO-2: each episode once; a lane left done (DISABLED) is not recounted
+                completed = len((done & ~self._over).nonzero()[0]) if ended else 0
+            else:
+                terminated, truncated = reply.terminated, reply.truncated
+                ended_now = bool(terminated or truncated)
+                completed = 1 if ended_now and not self._ended else 0  # DEC-5, once
+            if self._own_inject and "episode_ids" not in info and "completed_episodes" not in info:
+                info["episode_ids"] = list(self._episode_ids)
+                info["completed_episodes"] = completed
+            else:
+                self._inject(info, "episode_ids", list(self._episode_ids))
+                self._inject(info, "completed_episodes", completed)
+            if self._vector:
                 if ended:
                     if self._autoreset == Autoreset.DISABLED:
                         self._over |= done
@@ -412,15 +370,6 @@ class _RemoteEnvBase(EnvFacts):
                     rewards, terminated, truncated
                 )
                 return self._obs_decode(canonical), rewards, terminated, truncated, info
-            terminated, truncated = reply.terminated, reply.truncated
-            ended_now = bool(terminated or truncated)
-            completed = 1 if ended_now and not self._ended else 0  # DEC-5, once
-            if self._own_inject and "episode_ids" not in info and "completed_episodes" not in info:
-                info["episode_ids"] = list(self._episode_ids)
-                info["completed_episodes"] = completed
-            else:
-                self._inject(info, "episode_ids", list(self._episode_ids))
-                self._inject(info, "completed_episodes", completed)
             if ended_now:
                 self._ended = True
             if self._obs_identity:
@@ -621,7 +570,3 @@ class RemoteVectorEnv(_RemoteEnvBase):
 #: ``[multi_class]``: ``rlmesh.client._multi`` registers the maker of the many-endpoint
 #: subclasses here when the package loads (it imports this module, so not the reverse).
 MULTI_CLASS: list[Any] = []
-
-_F8 = np.dtype("<f8")
-_U8 = np.dtype(np.uint8)
-_BOOL = np.dtype(np.bool_)

@@ -2,7 +2,7 @@
 edition, render mode, metadata and spaces.
 
 A base of :class:`rlmesh.client._env._RemoteEnvBase`, which sets the attributes below when
-it connects.
+it connects; :meth:`EnvFacts._accept_contract` takes the contract the handshake published.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from typing import Any, ClassVar
 
 from .._bridge import Bridge
 from .._contract import EnvContract
+from ..errors import InvalidContract
 from ..spaces import space_from_spec
 from ..spaces._spec import SpaceSpec
+from ._opaque import bind_remote_peers
 from ._session import ClientSession
 
 __all__ = ["EnvFacts"]
@@ -35,6 +37,38 @@ class EnvFacts:
     _metadata: Mapping[str, Any] | None
     _obs_space: Any
     _act_space: Any
+
+    def _accept_contract(self, url: str) -> EnvContract:
+        """Take the contract the handshake at ``url`` published (the session is detached if it is unusable)."""
+        welcome = self._session.welcome
+        try:
+            contract = EnvContract.from_dict(welcome.contract)
+        except ValueError as exc:
+            self._session.detach()
+            raise InvalidContract(
+                f"the env at '{url}' published an invalid contract: {exc}; the server runs an "
+                "incompatible rlmesh -- upgrade one side"
+            ) from None
+        self._check_arity(contract, url)
+        bind_remote_peers(self, contract)  # opaque spaces: sample/contains ask the server
+        self._address = url
+        self._contract = contract
+        self._selected_edition = welcome.selected
+        return contract
+
+    def _check_arity(self, contract: EnvContract, url: str) -> None:
+        """A scalar client refuses a lane endpoint and a vector client a single env."""
+        n = contract.num_envs
+        if not self._vector and n > 1:
+            self._session.detach()
+            raise ValueError(
+                f"Endpoint '{url}' serves {n} environments. Use RemoteVectorEnv instead."
+            )
+        if self._vector and n < 2:
+            self._session.detach()
+            raise ValueError(
+                f"Endpoint '{url}' serves a single environment (num_envs={n}). Use RemoteEnv instead."
+            )
 
     @property
     def address(self) -> str:

@@ -68,7 +68,7 @@ from ._parts import (
 )
 from ._session import _CLOSE_TIMEOUT_SECONDS
 
-__all__ = ["FanOut", "normalize_autoreset"]
+__all__ = ["FanOut", "FanOutHandle", "normalize_autoreset"]
 
 #: Once a round's deadline has passed, a reply already here is still read; one that is
 #: not gets this long (a client wait of 0 would mean "forever").
@@ -343,12 +343,7 @@ class FanOut:
                 plans.append((part, local))
         for part, _ in plans:
             if part.broken:
-                raise EndpointLost(
-                    f"{part.name()} was lost; call reconnect({part.index}) before resetting it, or close()",
-                    address=part.address,
-                    index=part.index,
-                    lanes=part.lanes,
-                )
+                raise part.lost(f"; call reconnect({part.index}) before resetting it, or close()")
         opts = dict(options) if options else None
         errors: list[tuple[_Part, BaseException]] = []
         for part, local in plans:
@@ -397,11 +392,8 @@ class FanOut:
             )
         for part in self._parts:
             if part.broken:
-                raise EndpointLost(
-                    f"{part.name()} was lost; call reconnect({part.index}) then reset(), or close() to close all",
-                    address=part.address,
-                    index=part.index,
-                    lanes=part.lanes,
+                raise part.lost(
+                    f"; call reconnect({part.index}) then reset(), or close() to close all"
                 )
 
     def _deadline(self) -> float | None:
@@ -432,12 +424,9 @@ class FanOut:
                     if isinstance(exc, ProtocolException)
                     else str(exc)
                 )
-                raise EndpointLost(
-                    f"{part.name()} was lost: {why}. The other endpoints are still connected: call "
-                    f"reconnect({part.index}) (then reset()) to dial it again, or close() to close all",
-                    address=part.address,
-                    index=part.index,
-                    lanes=part.lanes,
+                raise part.lost(
+                    f": {why}. The other endpoints are still connected: call "
+                    f"reconnect({part.index}) (then reset()) to dial it again, or close() to close all"
                 ) from exc
             raise exc
         timeout = self.timeout or 0.0
@@ -556,3 +545,23 @@ def _left(deadline: float | None) -> float | None:
     if deadline is None:
         return None
     return max(deadline - time.monotonic(), LATE_READ_SECONDS)
+
+
+class FanOutHandle:
+    """What a many-endpoint vector env of any flavour shows of its :class:`FanOut`."""
+
+    _fan: FanOut
+
+    @property
+    def addresses(self) -> list[str]:
+        """The endpoint addresses, in lane order."""
+        return self._fan.addresses
+
+    @property
+    def endpoint_lanes(self) -> list[range]:
+        """The global lanes each endpoint serves, in address order."""
+        return [p.lanes for p in self._fan.parts]
+
+    def reconnect(self, endpoint: int | str) -> None:
+        """Dial endpoint ``endpoint`` (index or address) again; reset its lanes before stepping."""
+        self._fan.reconnect(endpoint)

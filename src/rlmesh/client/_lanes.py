@@ -1,7 +1,8 @@
 """Lane bookkeeping of a many-endpoint vector env: seeds, action slices, batches, infos (issue 26).
 
 Pure functions over NumPy trees, shared by :mod:`rlmesh.client._fanout` and
-:mod:`rlmesh.sb3`. Info merging follows ``gymnasium.vector.VectorEnv._add_info``
+:mod:`rlmesh.sb3` (and :func:`step_lanes`, a vector step reply's lane arrays, by every
+vector client). Info merging follows ``gymnasium.vector.VectorEnv._add_info``
 exactly, so a merged info is what a local ``SyncVectorEnv`` returns.
 """
 
@@ -24,6 +25,7 @@ __all__ = [
     "lane_seeds",
     "merge",
     "replace_rows",
+    "step_lanes",
     "take",
 ]
 
@@ -188,3 +190,28 @@ def replace_rows(last: Any, part: Any, indices: list[int]) -> Any:
     merged = np.array(last, copy=True)
     merged[indices] = part
     return merged
+
+
+_F8 = np.dtype("<f8")
+_U8 = np.dtype(np.uint8)
+_BOOL = np.dtype(np.bool_)
+
+
+def step_lanes(segs: Sequence[Any], k: int, n: int, no_flags: bytes) -> tuple[Any, Any, Any, Any]:
+    """A vector step reply's lane arrays (the segments after the ``k`` of the observation).
+
+    ``(rewards, terminated, truncated, done)``: ``done`` is ``None`` when no lane ended
+    (both flag arrays are ``no_flags``, ``n`` zero bytes).
+    """
+    if len(segs) != k + 3:
+        raise ProtocolException("the env's step reply carries no reward/termination lanes")
+    raw_r, raw_t, raw_u = segs[k], segs[k + 1], segs[k + 2]
+    if raw_r.nbytes != 8 * n or raw_t.nbytes != n or raw_u.nbytes != n:
+        for raw, dt in ((raw_r, _F8), (raw_t, _U8), (raw_u, _U8)):
+            lane_array(raw, dt, n)  # raises, naming the lane array that is off
+    rewards = raw_r.view(_F8)
+    if raw_t.tobytes() == no_flags == raw_u.tobytes():  # no lane ended
+        return rewards, np.zeros(n, _BOOL), np.zeros(n, _BOOL), None
+    terminated = raw_t.view(_U8) != 0  # any nonzero byte is "set"
+    truncated = raw_u.view(_U8) != 0
+    return rewards, terminated, truncated, terminated | truncated

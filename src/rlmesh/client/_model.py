@@ -28,7 +28,8 @@ from ..models._values import to_numpy_tree
 from ..transport import resolve_address
 from ..wire import messages as m
 from ..wire.meta import normalize
-from ._session import ClientSession, check_timeout
+from ._dial import check_timeout
+from ._session import ClientSession
 
 __all__ = ["RemoteModel", "RemoteRoute"]
 

@@ -18,7 +18,7 @@ from .._bridge import Bridge
 from .._contract import EnvContract
 from ..errors import EndpointLost
 from . import _env
-from ._fanout import FanOut
+from ._fanout import FanOut, FanOutHandle
 
 __all__ = ["MultiEndpointVectorEnv", "multi_class"]
 
@@ -58,7 +58,7 @@ def _host(tree: Any) -> Any:
     return np.asarray(tree)
 
 
-class MultiEndpointVectorEnv:
+class MultiEndpointVectorEnv(FanOutHandle):
     """A vector env whose lanes live on many endpoints, stepped concurrently.
 
     ``RemoteVectorEnv([addr0, addr1, ...])``: each endpoint may be scalar (one lane) or
@@ -135,16 +135,6 @@ class MultiEndpointVectorEnv:
     # -- properties -----------------------------------------------------------------------
 
     @property
-    def addresses(self) -> list[str]:
-        """The endpoint addresses, in lane order."""
-        return self._fan.addresses
-
-    @property
-    def endpoint_lanes(self) -> list[range]:
-        """The global lanes each endpoint serves, in address order."""
-        return [p.lanes for p in self._fan.parts]
-
-    @property
     def num_envs(self) -> int:
         """Total lanes over every endpoint."""
         return self._num_envs
@@ -211,10 +201,6 @@ class MultiEndpointVectorEnv:
         """``step_async(actions)`` then ``step_wait()``."""
         self.step_async(actions)
         return self.step_wait()
-
-    def reconnect(self, endpoint: int | str) -> None:
-        """Dial endpoint ``endpoint`` (index or address) again; reset its lanes before stepping."""
-        self._fan.reconnect(endpoint)
 
     def render(self, *, env_index: int = 0) -> Any:
         """Lane ``env_index``'s frame, rendered by the endpoint that owns it."""

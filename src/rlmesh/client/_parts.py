@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 from .._bridge import NUMPY, Bridge
 from .._contract import EnvContract
+from ..errors import EndpointLost
 from ..transport.busypoll import FAN_OUT_CAPABILITY
 from ._env import _RemoteEnvBase
 
@@ -61,6 +62,15 @@ class EndpointPart:
 
     def name(self) -> str:
         return f"endpoint {self.index} ('{self.address}', lanes {self.offset}..{self.offset + self.n - 1})"
+
+    def lost(self, what_now: str) -> EndpointLost:
+        """``EndpointLost`` for this endpoint: ``"<name> was lost<what_now>"``, with its address and lanes."""
+        return EndpointLost(
+            f"{self.name()} was lost{what_now}",
+            address=self.address,
+            index=self.index,
+            lanes=self.lanes,
+        )
 
 
 def check_same(part: EndpointPart, first: EndpointPart, what: str, mine: Any, theirs: Any) -> None:

@@ -4,14 +4,14 @@ Shared by every client class (env and model clients); :meth:`ClientSession.conne
 dials and the session takes the open connection (so ``tests/unit/client`` can hand it
 an in-memory one). It owns the connection and its :class:`rlmesh.wire.session.Session`
 (which checks every request and reply against the state table, assigns request ids and
-discards stale replies after a timeout, SES-3), words connect/handshake failures (CLT-3),
+discards stale replies after a timeout, SES-3), words connect/handshake failures (CLT-3,
+with :mod:`rlmesh.client._dial`),
 applies timeouts (CLT-5), maps ``Error`` frames to exceptions through one table (ERR-4), and
 turns a fatal error or a lost peer into "this session is over" (DELTA-19).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, NoReturn
 
@@ -19,29 +19,26 @@ from .._termtext import term_safe
 from .._token import resolve_token
 from ..errors import (
     CODE_NAMES,
-    AuthenticationFailed,
     ConnectFailed,
     ConnectionLost,
     EndpointBusy,
-    HandshakeError,
     ProtocolException,
     RequestTimeout,
     SessionClosed,
-    TLSError,
     exception_for_code,
 )
-from ..transport import Address, Connection, dial, shm
+from ..transport import Address, Connection, shm
 from ..transport.busypoll import FAN_OUT_CAPABILITY
 from ..transport.connection import busy_poll_default
 from ..transport.stream import _advance
 from ..wire import frames, handshake, messages as m
 from ..wire.session import CLIENT, Session
+from ._dial import dial_endpoint, refusal
 
 __all__ = [
     "ATTACH_AFTER_REQUESTS",
     "DEFAULT_CONNECT_TIMEOUT_SECONDS",
     "ClientSession",
-    "check_timeout",
 ]
 
 #: A session moves into shared-memory rings before this request (same host only): a
@@ -53,42 +50,6 @@ DEFAULT_CONNECT_TIMEOUT_SECONDS = 10.0  # CLT-5: the native default
 _CLOSE_TIMEOUT_SECONDS = 5.0  # CLT-10: a graceful close never waits longer than this
 _SLOT_POLL_FIRST_SECONDS = 0.01  # wait_for_slot: first pause before asking again, doubling ...
 _SLOT_POLL_MAX_SECONDS = 0.25  # ... up to this
-
-
-def check_timeout(name: str, value: float | None) -> float | None:
-    """CLT-5: ``None``/``0`` = wait forever; negative or non-finite -> ValueError."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
-            f"{name} must be a non-negative finite float or None, got {type(value).__name__}"
-        )
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a non-negative finite float or None")
-    return float(value) or None
-
-
-def _dial(
-    address: Address, service: str, noun: str, ct: float, budget: float, tls_ca: Any = None
-) -> Connection:
-    """Dial ``address`` within ``budget`` seconds: a connection on the pre-handshake limits."""
-    url = address.url
-    server = "ModelServer" if service == "model" else "EnvServer"
-    peer = "remote model" if service == "model" else "remote environment"
-    try:
-        sock = dial(address, budget, tls_ca=tls_ca) if address.tls else dial(address, budget)
-    except TimeoutError:
-        raise RequestTimeout(
-            f"{peer} connect timed out after {ct:.3f}s (dialing {url}); is the {server} running and reachable?",
-            timeout_seconds=ct,
-        ) from None
-    except TLSError:
-        raise  # it names the host and what failed
-    except OSError as exc:
-        raise ConnectFailed(
-            f"could not connect to {noun} at '{url}'; is the {server} running? ({exc})"
-        ) from exc
-    return Connection(sock, frames.PRE_HANDSHAKE_LIMITS)
 
 
 class ClientSession:
@@ -169,23 +130,10 @@ class ClientSession:
             capabilities,
             token,
         )
-        url = self._url
-        if isinstance(reply, m.Busy):
+        refused = refusal(reply, service, noun, self._url)
+        if refused is not None:
             conn.close()
-            raise EndpointBusy(f"{noun} at '{url}' is busy: {term_safe(reply.message)}")
-        if isinstance(reply, m.Incompatible):
-            conn.close()
-            if getattr(reply, "reason", "") == m.UNAUTHENTICATED:
-                server = "model server" if service == "model" else "env server"
-                raise AuthenticationFailed(
-                    f"the {server} at '{url}' refused this client: {term_safe(reply.message)}"
-                )
-            raise HandshakeError(f"handshake failed: {term_safe(reply.message)}")
-        if isinstance(reply, m.Error):
-            conn.close()
-            raise ConnectFailed(
-                f"connected to {noun} at '{url}', but the handshake failed ({term_safe(reply.message)})"
-            )
+            raise refused
         self.welcome: m.Welcome = reply
         conn.limits = limits
         # a client that gathers many endpoints (FAN_OUT_CAPABILITY) waits for each reply
@@ -242,7 +190,7 @@ class ClientSession:
         while True:
             budget = max(deadline - time.monotonic(), 0.001)
             try:
-                conn = _dial(address, service, noun, ct, budget, tls_ca)
+                conn = dial_endpoint(address, service, noun, ct, budget, tls_ca)
                 return cls(
                     conn,
                     service=service,
@@ -494,11 +442,7 @@ class ClientSession:
         try:
             self.conn.send(_advance(buffers, sent) if sent else buffers)
         except TimeoutError:
-            self._end("the connection broke: a request could not be sent before the timeout")
-            raise RequestTimeout(
-                f"{self.peer} call timed out after {timeout or 0:.3f}s while sending",
-                timeout_seconds=timeout,
-            ) from None
+            raise self._send_timed_out(timeout) from None
         except ConnectionLost as exc:
             self._end(f"connection closed: {exc}")
             raise
@@ -509,17 +453,21 @@ class ClientSession:
     def _send_failed(self, exc: OSError, timeout: float | None) -> NoReturn:
         """The socket refused a frame :meth:`call` wrote directly: word it as :meth:`_transmit` does."""
         if isinstance(exc, TimeoutError):
-            self._end("the connection broke: a request could not be sent before the timeout")
-            raise RequestTimeout(
-                f"{self.peer} call timed out after {timeout or 0:.3f}s while sending",
-                timeout_seconds=timeout,
-            ) from None
+            raise self._send_timed_out(timeout) from None
         if isinstance(exc, (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)):
             lost = ConnectionLost(f"the peer closed the connection ({exc.strerror or exc})")
         else:
             lost = ConnectionLost(f"sending failed: {exc}")
         self._end(f"connection closed: {lost}")
         raise lost from exc
+
+    def _send_timed_out(self, timeout: float | None) -> RequestTimeout:
+        """End the session (a frame may be half sent) and word the timeout."""
+        self._end("the connection broke: a request could not be sent before the timeout")
+        return RequestTimeout(
+            f"{self.peer} call timed out after {timeout or 0:.3f}s while sending",
+            timeout_seconds=timeout,
+        )
 
     def _await_reply(self, timeout: float | None) -> tuple[Any, frames.Frame]:
         """The reply to the request in flight; replies to older (timed-out) ones are discarded.

@@ -13,7 +13,7 @@ Nothing waits on a clock: a read that finds nothing to read times out at once wh
 socket has a timeout (as the kernel would once it expired), and fails the test when it
 has none (the client would block forever).
 
-:class:`Network` hands these sockets out from ``rlmesh.client._session.dial``, so the
+:class:`Network` hands these sockets out from ``rlmesh.client._dial.dial``, so the
 public clients (``rlmesh.numpy.RemoteEnv("tcp://env:1")``...) dial into it.
 """
 
@@ -372,7 +372,7 @@ def hang_up(*, after_answer: bool = False) -> Action:
 
 
 class Network:
-    """Addresses -> endpoints, dialled through ``rlmesh.client._session.dial`` (patched in)."""
+    """Addresses -> endpoints, dialled through ``rlmesh.client._dial.dial`` (patched in)."""
 
     def __init__(self) -> None:
         self.endpoints: dict[str, Endpoint] = {}

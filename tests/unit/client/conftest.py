@@ -6,19 +6,19 @@ from collections.abc import Iterator
 
 import pytest
 
-from rlmesh.client import _session
+from rlmesh.client import _dial
 
 from ._memory import Network
 
 
 @pytest.fixture
 def net(monkeypatch: pytest.MonkeyPatch) -> Iterator[Network]:
-    """``rlmesh.client._session.dial`` hands out in-memory sockets to scripted servers.
+    """``rlmesh.client._dial.dial`` hands out in-memory sockets to scripted servers.
 
     Busy polling is off: it reads a real file descriptor, and an in-memory reply is
     always there by the time the client reads.
     """
     monkeypatch.setenv("RLMESH_BUSY_POLL_US", "0")
     network = Network()
-    monkeypatch.setattr(_session, "dial", network.dial)
+    monkeypatch.setattr(_dial, "dial", network.dial)
     yield network

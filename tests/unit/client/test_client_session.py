@@ -12,7 +12,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlmesh.client._session import ClientSession, check_timeout
+from rlmesh.client._dial import check_timeout
+from rlmesh.client._session import ClientSession
 from rlmesh.errors import (
     ConnectFailed,
     ConnectionLost,

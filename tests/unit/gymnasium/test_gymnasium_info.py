@@ -5,7 +5,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from rlmesh.gymnasium import REMOTE_ID, RemoteEnv, RemoteVectorEnv, _arrayify, _as_space_value
+from rlmesh.gymnasium import REMOTE_ID, RemoteEnv, RemoteVectorEnv
+from rlmesh.gymnasium._info import _arrayify, _as_space_value
 
 
 def test_importing_registers_the_remote_id_with_both_entry_points() -> None:
