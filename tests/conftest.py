@@ -2,6 +2,10 @@
 
 - ``RLMESH_WORKFLOW_EDITION=""`` is set at import so no test (and no child process)
   emits ``WorkflowEditionWarning`` (DELTA-8).
+- ``TMPDIR`` points at a fresh directory of this run (removed at its end), for the tests
+  and every child process: nothing a test sees depends on what other programs left in
+  the machine's temp dir (a recorder warns about the staging dirs it finds there). Ray
+  keeps its own session dir where it would have been.
 - :func:`serve` starts ``EnvServer(env, ...).start()`` on ``127.0.0.1:0`` or on a Unix
   socket in a short private temp dir, and shuts every server down after the test.
 - :func:`serve_process` runs ``rlmesh serve TARGET`` (``python -m rlmesh.cli serve``) in a child process, waits
@@ -28,6 +32,17 @@ import pytest
 os.environ["RLMESH_WORKFLOW_EDITION"] = ""  # quiet WorkflowEditionWarning everywhere (DELTA-8)
 
 from hypothesis import settings as _hypothesis_settings
+
+_MACHINE_TMP = tempfile.gettempdir()
+os.environ.setdefault("RAY_TMPDIR", _MACHINE_TMP)  # Ray's socket paths stay short
+RUN_TMP = tempfile.mkdtemp(prefix="rt")  # short: unix socket paths live below it
+os.environ["TMPDIR"] = RUN_TMP
+tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(RUN_TMP, ignore_errors=True)
+
 
 # The suite never runs with the caller's own token or TLS settings (docs/security.md): a test
 # that wants them sets them itself.
