@@ -55,10 +55,13 @@ class Walk:
         sleep_s: float = 0.0,
         horizon: int = 25,
         render_mode: str | None = None,
+        barrier: int = 0,
     ) -> None:
         self.render_mode = render_mode
+        self.barrier = barrier  # with pids: the first reset waits until this many envs exist
         self.drift = drift
         self.side = side
+        self.pids = pids
         self.kill_seed = kill_seed
         self.kill_marker = kill_marker
         self.raise_seed = raise_seed
@@ -75,6 +78,12 @@ class Walk:
                 fh.write(f"{os.getpid()}\n")
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
+        deadline = time.monotonic() + 60
+        while self.barrier and len(read_ints(Path(self.pids))) < self.barrier:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"fewer than {self.barrier} envs were built within 60 s")
+            time.sleep(0.02)
+        self.barrier = 0
         self.rng = np.random.default_rng(seed)
         self.seed = seed
         self.pos = 0.0
@@ -456,7 +465,8 @@ def test_ctrl_c_on_the_driver_stops_every_worker(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import functools, rlmesh, test_distributed as t
-        env = functools.partial(t.Walk, pids={str(pids)!r}, sleep_s=0.05, horizon=400)
+        # every worker's first reset waits for the other two: no run ends before all three run
+        env = functools.partial(t.Walk, pids={str(pids)!r}, sleep_s=0.05, horizon=400, barrier=3)
         try:
             rlmesh.run(t.sign_policy, env, seeds=list(range(50)), workers=3)
         except KeyboardInterrupt:
@@ -479,6 +489,7 @@ def test_ctrl_c_on_the_driver_stops_every_worker(tmp_path: Path) -> None:
             proc.stderr.read().decode() if proc.poll() is not None else "workers did not start"
         )
         time.sleep(0.3)
+        assert proc.poll() is None, "the run ended before Ctrl-C"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:

@@ -123,6 +123,7 @@ class Connection:
         extra = _connect_extra(client)
         if ssl_context is not None:
             extra = {**extra, "ssl": ssl_context}
+        busy = ""  # the server's last 503: a timeout after it is still "busy"
         while True:
             left = deadline - time.monotonic()
             try:
@@ -139,6 +140,7 @@ class Connection:
             except Exception as exc:
                 refused = _status(exc)
                 if refused is not None and refused[0] == 503:
+                    busy = refused[1] or "all its sessions are taken"
                     if time.monotonic() + _BUSY_RETRY_SECONDS < deadline:
                         time.sleep(_BUSY_RETRY_SECONDS)
                         continue
@@ -155,6 +157,10 @@ class Connection:
                     raise ConnectFailed(
                         f"the openpi server at {url} refused the connection with HTTP "
                         f"{refused[0]}: {refused[1] or '(no reason given)'}"
+                    ) from None
+                if isinstance(exc, TimeoutError) and busy:
+                    raise EndpointBusy(
+                        f"the openpi server at {url} is busy (waited {timeout:.1f}s): {busy}"
                     ) from None
                 if isinstance(exc, TimeoutError):
                     raise ConnectFailed(
