@@ -464,7 +464,10 @@ def test_ctrl_c_on_the_driver_stops_every_worker(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     script = textwrap.dedent(
         f"""
-        import functools, rlmesh, test_distributed as t
+        import functools, signal, rlmesh, test_distributed as t
+        # Ctrl-C as in a terminal: a process started in the background by a shell without
+        # job control (a CI runner's) inherits SIGINT ignored, and Python leaves it so
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         # every worker's first reset waits for the other two: no run ends before all three run
         env = functools.partial(t.Walk, pids={str(pids)!r}, sleep_s=0.05, horizon=400, barrier=3)
         try:
