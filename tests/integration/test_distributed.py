@@ -58,7 +58,7 @@ class Walk:
         barrier: int = 0,
     ) -> None:
         self.render_mode = render_mode
-        self.barrier = barrier  # with pids: the first reset waits until this many envs exist
+        self.wait_for = barrier  # with pids: the first reset waits until this many envs exist
         self.drift = drift
         self.side = side
         self.pids = pids
@@ -79,11 +79,11 @@ class Walk:
 
     def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
         deadline = time.monotonic() + 60
-        while self.barrier and len(read_ints(Path(self.pids))) < self.barrier:
+        while self.wait_for and len(read_ints(Path(self.pids))) < self.wait_for:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"fewer than {self.barrier} envs were built within 60 s")
+                raise RuntimeError(f"fewer than {self.wait_for} envs were built within 60 s")
             time.sleep(0.02)
-        self.barrier = 0
+        self.wait_for = 0
         self.rng = np.random.default_rng(seed)
         self.seed = seed
         self.pos = 0.0
