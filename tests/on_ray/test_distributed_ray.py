@@ -200,11 +200,14 @@ def test_an_actor_killed_right_after_finishing_an_episode_keeps_it(
         if armed and armed[0]:  # look away until the actor that got episode 5 is dead
             armed[0] = False
             deadline = time.monotonic() + 60
-            # the actor dies once episode 4's reply is in this process (Ray's, unread by the
-            # driver): a reply still being sent when its actor is killed is lost with it
-            while time.monotonic() < deadline and not self.ray.wait([calls[4]], timeout=0.1)[0]:
-                pass
-            seen.write_text("4\n")
+            # the actor dies once the replies of episodes 0-4 are in this process (Ray's; 4's
+            # unread by the driver): a reply still being sent when its actor is killed is lost
+            earlier = [calls[i] for i in range(5)]
+            while time.monotonic() < deadline:
+                if len(self.ray.wait(earlier, num_returns=5, timeout=0.1)[0]) == 5:
+                    break
+            seen.write_text("".join(f"{i}\n" for i in range(5)))  # what the env waits for
+            deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not (marker.exists() and marker.read_text()):
                 time.sleep(0.02)
             pid = int(marker.read_text())
