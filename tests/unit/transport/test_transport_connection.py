@@ -33,6 +33,15 @@ def _ping(rid: int = 1) -> list[object]:
 # -- busy_poll_default -------------------------------------------------------------------
 
 
+@pytest.fixture
+def alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Polling as in a process that runs no other Python thread: a thread an earlier test left
+    running for a moment would switch polling off (by design) and void these checks."""
+    from rlmesh.transport import busypoll
+
+    monkeypatch.setattr(busypoll.threading, "active_count", lambda: 1)
+
+
 def test_busy_poll_default_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(busypoll, "_usable_cpus", lambda: 2)
     monkeypatch.setenv("RLMESH_BUSY_POLL_US", "100")
@@ -99,6 +108,7 @@ def test_a_late_answer_is_still_read_after_the_poll_gives_up(
 
 def test_slow_answers_switch_polling_off_and_fast_ones_back_on(
     pair: tuple[Connection, Connection],
+    alone: None,
 ) -> None:
     client, server = pair
     client.busy_poll = 200e-6
@@ -119,6 +129,7 @@ def test_slow_answers_switch_polling_off_and_fast_ones_back_on(
 
 def test_a_pair_that_fell_asleep_probes_and_polls_again(
     pair: tuple[Connection, Connection],
+    alone: None,
 ) -> None:
     """Answers timed across a sleep include the wake-ups; a probe that catches one by polling
     turns polling back on at once (the pair would otherwise stay asleep; issue 12)."""
@@ -135,7 +146,7 @@ def test_a_pair_that_fell_asleep_probes_and_polls_again(
     )  # a plain moving average would still be far above the cap
 
 
-def test_probes_that_catch_nothing_back_off() -> None:
+def test_probes_that_catch_nothing_back_off(alone: None) -> None:
     """A peer that really is slow: each probe that times out doubles the gap to the next."""
     policy = busypoll.BusyPolling()
     policy.busy_poll = 100e-6
