@@ -40,7 +40,7 @@ from ..wire.meta import normalize
 from ._dial import check_timeout
 from ._facts import EnvFacts
 from ._info import plain_info
-from ._lanes import replace_rows, step_lanes
+from ._lanes import _BOOL, _F8, replace_rows, step_lanes
 from ._session import ClientSession
 
 __all__ = ["RemoteEnv", "RemoteVectorEnv"]
@@ -55,6 +55,9 @@ class _RemoteEnvBase(EnvFacts):
     _hello_capabilities: ClassVar[dict[str, str]] = {}
     #: Hand info's numpy values over as plain lists/scalars (the seed flavours' vector clients).
     _plain_info: ClassVar[bool] = False
+    #: Put the runtime keys in ``runtime`` (a dict the owner resets per request), not ``info``.
+    _runtime_aside: ClassVar[bool] = False
+    runtime: dict[str, Any]
 
     def __init__(
         self,
@@ -115,7 +118,7 @@ class _RemoteEnvBase(EnvFacts):
         self._step_pending = False  # step_async sent a step whose reply step_wait has not read
         # INFO-3 on the step road: the runtime keys go straight into info unless a subclass
         # routes them elsewhere (``_inject`` overridden) or the env uses the same key
-        self._own_inject = type(self)._inject is _RemoteEnvBase._inject
+        self._own_inject = type(self)._inject is _RemoteEnvBase._inject and not self._runtime_aside
 
     def _bind_plans(self, obs: SpaceSpec, act: SpaceSpec) -> None:
         """Resolve once what every step uses: the value plans' stages and shortcuts (issue 24)."""
@@ -339,9 +342,16 @@ class _RemoteEnvBase(EnvFacts):
                 info = plain_info(info)
             self._last_completed = reply.completed
             if self._vector:
-                rewards, terminated, truncated, done = step_lanes(
-                    segs, self._n_obs_segments, self._num_envs, self._no_flags
-                )
+                k, n = self._n_obs_segments, self._num_envs
+                if (
+                    len(segs) == k + 3
+                    and segs[k].nbytes == 8 * n
+                    and segs[k + 1].tobytes() == self._no_flags == segs[k + 2].tobytes()
+                ):  # no lane ended (most steps): step_lanes' first case inline, no call
+                    rewards, done = segs[k].view(_F8), None
+                    terminated, truncated = np.zeros(n, _BOOL), np.zeros(n, _BOOL)
+                else:  # a lane ended, or a reply step_lanes rejects
+                    rewards, terminated, truncated, done = step_lanes(segs, k, n, self._no_flags)
                 ended: list[int] = [] if done is None else done.nonzero()[0].tolist()
                 # INFO-2: each episode once; a lane left done (DISABLED) is not recounted
                 completed = len((done & ~self._over).nonzero()[0]) if ended else 0
@@ -352,6 +362,9 @@ class _RemoteEnvBase(EnvFacts):
             if self._own_inject and "episode_ids" not in info and "completed_episodes" not in info:
                 info["episode_ids"] = list(self._episode_ids)
                 info["completed_episodes"] = completed
+            elif self._runtime_aside:  # as _inject does, inline: no call per step
+                self.runtime["episode_ids"] = list(self._episode_ids)
+                self.runtime["completed_episodes"] = completed
             else:
                 self._inject(info, "episode_ids", list(self._episode_ids))
                 self._inject(info, "completed_episodes", completed)
@@ -388,7 +401,10 @@ class _RemoteEnvBase(EnvFacts):
         return self._obs_join(reply.obs, frame.segments)
 
     def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
-        """INFO-3: the env's own key of the same name wins; say so once."""
+        """INFO-3: the env's own key of the same name wins; say so once (or: into ``runtime``)."""
+        if self._runtime_aside:
+            self.runtime[key] = value
+            return
         if key in info:
             if key not in self._shadow_warned:
                 self._shadow_warned.add(key)

@@ -227,7 +227,8 @@ class FanOut:
                 "step_wait() with no step in flight: call step_async(actions) first"
             )
         self._pending = False
-        deadline = self._deadline()
+        timeout = self.timeout  # the round's deadline, inline: no call per step without one
+        deadline = None if timeout is None else time.monotonic() + timeout
         errors = list(self._send_errors)
         self._send_errors = []
         n = self.num_envs
@@ -246,7 +247,8 @@ class FanOut:
             sl = slice(part.offset, part.offset + part.n)
             try:
                 if sent == "step":
-                    obs, rew, term, trunc, info = client._step_recv(_left(deadline))
+                    left = None if deadline is None else _left(deadline)
+                    obs, rew, term, trunc, info = client._step_recv(left)
                 else:
                     obs, info = client._reset_recv(sent[1], _left(deadline))
                     rew, term, trunc = 0.0, False, False

@@ -19,13 +19,10 @@ class EndpointClient(_RemoteEnvBase):
     _bridge: ClassVar[Bridge] = NUMPY
     # tells its server this client gathers many endpoints: the server then does not spin
     _hello_capabilities: ClassVar[dict[str, str]] = {FAN_OUT_CAPABILITY: "true"}
-    runtime: dict[str, Any]
+    _runtime_aside = True
 
     def _check_arity(self, contract: EnvContract, url: str) -> None:
         self._vector = contract.num_envs > 1  # type: ignore[misc]  # decided per endpoint
-
-    def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
-        self.runtime[key] = value
 
 
 class EndpointPart:

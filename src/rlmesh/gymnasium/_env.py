@@ -106,7 +106,9 @@ class RemoteEnv(_Handle, gymnasium.Env):
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Apply one action: ``(obs, reward, terminated, truncated, info)``."""
-        self._check_owner()
+        shared = self._shared
+        if shared is not None and shared.refs > 1:  # only a shared session needs the check
+            self._check_owner()  # (not a call per step otherwise: the straight road)
         self._client.runtime = {}
         return self._result(
             *self._client.step(action)

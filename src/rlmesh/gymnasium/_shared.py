@@ -49,18 +49,12 @@ class _Handle:
 class _ScalarClient(_rnp.RemoteEnv):
     """The NumPy client; the runtime info keys go to ``runtime``, never into ``info``."""
 
-    runtime: dict[str, Any]
-
-    def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
-        self.runtime[key] = value
+    _runtime_aside = True
 
 
 class _VectorClient(_rnp.RemoteVectorEnv):
-    runtime: dict[str, Any]
+    _runtime_aside = True
     _plain_info = False  # Gymnasium's own vector-info layout keeps arrays (and their dtypes)
-
-    def _inject(self, info: dict[str, Any], key: str, value: Any) -> None:
-        self.runtime[key] = value
 
 
 class _Shared:

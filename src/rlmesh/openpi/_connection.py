@@ -145,8 +145,7 @@ class Connection:
                         time.sleep(_BUSY_RETRY_SECONDS)
                         continue
                     raise EndpointBusy(
-                        f"the openpi server at {url} is busy (waited {timeout:.1f}s): "
-                        f"{refused[1] or 'all its sessions are taken'}"
+                        f"the openpi server at {url} is busy (waited {timeout:.1f}s): {busy}"
                     ) from None
                 if refused is not None and refused[0] == 401:
                     raise AuthenticationFailed(

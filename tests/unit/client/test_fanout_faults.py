@@ -231,7 +231,7 @@ def test_a_reply_that_does_not_decode_is_an_EndpointLost_at_once(net: Network, b
     env.close()
 
 
-def test_a_lost_endpoint_wins_over_a_timed_out_one_and_both_are_marked(
+def test_a_lost_endpoint_wins_over_a_timed_out_one_and_only_it_is_marked_lost(
     net: Network, clock: FakeClock
 ) -> None:
     a, b, c, d = four(net)
@@ -242,6 +242,7 @@ def test_a_lost_endpoint_wins_over_a_timed_out_one_and_both_are_marked(
     with pytest.raises(EndpointLost) as caught:
         env.step(np.array([1, 1, 1, 1]))
     assert caught.value.index == 3
+    assert [p.broken for p in env._fan.parts] == [False, False, False, True]
     with pytest.raises(EndpointLost, match=r"endpoint 3 .* call reconnect\(3\)"):
         env.step(np.array([1, 1, 1, 1]))  # endpoint 0 only timed out: not marked lost
     env.reconnect(3)
