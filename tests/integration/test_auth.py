@@ -123,6 +123,22 @@ def test_every_client_takes_token_or_rlmesh_token(monkeypatch: pytest.MonkeyPatc
         vector.shutdown()
 
 
+def test_a_gymnasium_handle_with_a_wrong_token_is_refused_even_beside_a_live_one() -> None:
+    # env.spec.make() (no token) shares this process's live connection; a token that is
+    # given and wrong is refused, not papered over by that sharing
+    server = _serve(gym.make("CartPole-v1"))
+    try:
+        env = rlmesh.gymnasium.RemoteEnv(server.address, token=TOKEN)
+        env.reset(seed=0)
+        with pytest.raises(AuthenticationFailed):
+            rlmesh.gymnasium.RemoteEnv(server.address, token="wrong")
+        again = env.spec.make()  # no token: this process's own connection
+        again.close()
+        env.close()
+    finally:
+        server.shutdown()
+
+
 def test_the_sb3_vec_env_takes_a_token() -> None:
     require("stable_baselines3", "the sb3 extra")
     from rlmesh.sb3 import RemoteVecEnv

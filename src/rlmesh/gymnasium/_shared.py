@@ -98,10 +98,12 @@ def _connect(cls: type, address: str | None, kwargs: dict[str, Any]) -> _Shared:
             bind=False,
         ).url
         shared = _LIVE.get((cls, url))
+        exc = sys.exc_info()[1]
+        if isinstance(exc, AuthenticationFailed) and (
+            shared is None or shared.client.closed or kwargs.get("token") is not None
+        ):
+            raise  # a token given and refused is the caller's error, live connection or not
         if shared is None or shared.client.closed:
-            exc = sys.exc_info()[1]
-            if isinstance(exc, AuthenticationFailed):
-                raise
             raise EndpointBusy(f"{exc}. {_ONE_SESSION_HINT}") from None
         log.info("the endpoint at %s is busy with this process's own connection; sharing it", url)
         shared.refs += 1
