@@ -42,12 +42,12 @@ from typing import Any
 from ... import adapters
 from ...errors import WorkerLost
 from .._busy import for_workers
+from .._progress import RunProgress
 from .._results import EpisodeResult, EpisodeRetry, RunResult, TelemetryRow, WorkerStats
 from .backend import Task
 from .hooks import driver_side_for
 from .job import Job, Outcome, ship
 from .journal import Journal
-from .progress import RunProgress
 from .workers import STARTUP_TIMEOUT_SECONDS, WorkerPool, Workers, make_backend
 
 __all__ = ["DriverContext", "merge_telemetry"]
