@@ -16,16 +16,11 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from rlmesh.eval._results import EpisodeResult
+from scripted_driver import ScriptedBackend, result, scripted_driver
+
 from rlmesh.eval.distributed.driver import _Driver
 from rlmesh.eval.distributed.job import Outcome
 from rlmesh.eval.distributed.processes import EXIT_ORPHANED, Watch, watch_driver
-from rlmesh.eval.distributed.workers import Workers
-
-
-def result(index: int) -> EpisodeResult:
-    return EpisodeResult(index, 100 + index, 5, 5.0, True, False, None, 0.01, 0.1, 0.1, index)
-
 
 # -- a worker whose driver is gone ---------------------------------------------------------------
 
@@ -82,58 +77,8 @@ def test_the_watch_waits_while_the_driver_lives(tmp_path: Path) -> None:
 # -- the driver ---------------------------------------------------------------------------------
 
 
-class ScriptedBackend:
-    """A backend whose ``stop`` returns canned events (what the worker reported before it stopped)."""
-
-    def __init__(self) -> None:
-        self.submitted: dict[int, list[int]] = {}
-        self.stopped: list[int] = []
-        self.spawned: list[int] = []
-        self.on_stop: list[tuple[Any, ...]] = []
-
-    def submit(self, slot: int, task: tuple[int, int | None, int]) -> bool:
-        self.submitted.setdefault(slot, []).append(task[0])
-        return True
-
-    def alive(self, slots: Any = None) -> int:
-        return len(self.submitted)
-
-    def has_worker(self, slot: int) -> bool:
-        return False
-
-    def spawn(self, slot: int, label: str) -> None:
-        self.spawned.append(slot)
-
-    def assign(self, slot: int, label: str) -> bool:
-        return True
-
-    def kill(self, slot: int) -> None:
-        pass
-
-    def stop(self, slot: int) -> list[tuple[Any, ...]]:
-        self.stopped.append(slot)
-        events, self.on_stop = self.on_stop, []
-        return events
-
-
 def driver(episodes: int, workers: int, **cfg: Any) -> tuple[_Driver, ScriptedBackend]:
-    plan = [(i, 100 + i, i) for i in range(episodes)]
-    d = _Driver(
-        cfg=Workers(n=workers, backend="processes", progress=False, **cfg),
-        plan=plan,
-        done={},
-        n=workers,
-        job=None,  # type: ignore[arg-type]
-        hooks=None,
-        journal=None,
-        journal_path=None,
-    )
-    backend = ScriptedBackend()
-    d.backend = backend
-    for slot in range(workers):
-        d.labels[slot] = f"w{slot}"
-        d._on_ready(slot, {"host": "h", "pid": 40 + slot})
-    return d, backend
+    return scripted_driver(episodes, workers, **cfg)
 
 
 def test_an_episode_past_its_deadline_is_stopped_and_retried() -> None:
