@@ -20,6 +20,7 @@ from scripted_driver import ScriptedBackend, result, scripted_driver
 
 from rlmesh.eval.distributed.driver import _Driver
 from rlmesh.eval.distributed.job import Outcome
+from rlmesh.eval.distributed.journal import Journal
 from rlmesh.eval.distributed.processes import EXIT_ORPHANED, Watch, watch_driver
 
 # -- a worker whose driver is gone ---------------------------------------------------------------
@@ -126,3 +127,22 @@ def test_what_a_stopped_worker_finished_before_it_stopped_is_kept() -> None:
     assert d.retries == []  # episode 1, cut short by the stop, was not its fault
     assert [t[0] for t in d.pending][:1] == [1]
     assert d.inflight.get(0, deque()) == deque()
+
+
+def test_an_episode_a_stopped_worker_journaled_but_never_reported_is_kept(tmp_path: Path) -> None:
+    # stopped (SIGTERM) between journaling episode 0 and sending its report: as for a lost
+    # worker, the journal's row is the episode's result; no retry, not timed out
+    for on_timeout in ("retry", "record"):
+        journal = Journal(tmp_path / f"{on_timeout}.journal")
+        d, backend = driver(
+            4, 1, journal=journal, episode_timeout_seconds=5.0, on_episode_timeout=on_timeout
+        )
+        d._dispatch()
+        d.running_since[0] -= 10.0
+        journal.record(result(0), "w0")
+        d._check_deadlines()
+        assert backend.stopped == [0]
+        assert d.results[0] == result(0)
+        assert d.retries == [] and d.timed_out == set()
+        assert [t[0] for t in d.pending][:1] == [1]  # episode 1 never started: queued again
+        journal.close()
