@@ -869,7 +869,7 @@ def test_rlmesh_eval_episode_timeout_records_a_hung_episode(
 def test_the_progress_line_shows_counts_rate_eta_wilson_interval_and_workers() -> None:
     import io
 
-    from rlmesh.eval.distributed.progress import RunProgress, wilson_interval
+    from rlmesh.eval._progress import RunProgress, wilson_interval
 
     out = io.StringIO()
     progress = RunProgress(10, 4, enabled=True, out=out)

@@ -14,9 +14,9 @@ torch or jax, is not), ignores Ctrl-C (the parent decides), and exits once its p
 closed the control socket and every child it forked has exited. A closed control socket
 is also how the server learns that its parent died (even by SIGKILL): from then on each
 child has the *orphan grace* its fork request named to end by itself; then it gets
-SIGTERM and, :data:`TERM_SECONDS` later, SIGKILL. So no worker outlives its parent by
-more than its grace (a worker stuck inside an env call included), and neither does the
-server.
+SIGTERM and, :data:`~.child.ORPHAN_TERM_SECONDS` later, SIGKILL. So no worker outlives its
+parent by more than its grace (a worker stuck inside an env call included), and neither
+does the server.
 """
 
 from __future__ import annotations
@@ -32,14 +32,12 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .child import read_payload, run, run_then_exit
+from .child import ORPHAN_TERM_SECONDS, read_payload, run, run_then_exit
 
 __all__ = ["main"]
 
 _MAX_REQUEST_BYTES = 64 * 1024
 _MAX_FDS = 16
-#: Seconds between the SIGTERM and the SIGKILL of a child that outlived its orphan grace.
-TERM_SECONDS = 3.0
 
 
 def _preload(modules: Iterable[str]) -> None:
@@ -114,7 +112,7 @@ class _Orphans:
                     os.kill(pid, self.signal[pid])
                 except OSError:
                     pass
-                self.deadline[pid] = now + TERM_SECONDS
+                self.deadline[pid] = now + ORPHAN_TERM_SECONDS
                 self.signal[pid] = int(signal.SIGKILL)
             wait = min(wait, max(0.0, self.deadline[pid] - now))
         return wait

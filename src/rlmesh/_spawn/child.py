@@ -28,7 +28,19 @@ import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-__all__ = ["exit_code", "read_exactly", "read_payload", "run", "run_fresh", "watch_parent"]
+__all__ = [
+    "ORPHAN_TERM_SECONDS",
+    "exit_code",
+    "read_exactly",
+    "read_payload",
+    "run",
+    "run_fresh",
+    "watch_parent",
+]
+
+#: Seconds between the SIGTERM and the SIGKILL (or exit) that end an orphaned worker: the
+#: fork server's children and a fresh worker alike (the owner waits for it, too).
+ORPHAN_TERM_SECONDS = 3.0
 
 _LEN = 8  # the payload's length prefix: 8 bytes, little endian
 
@@ -126,7 +138,9 @@ def run_then_exit(body: Callable[[], int]) -> NoReturn:
             os._exit(code)
 
 
-def watch_parent(boot: socket.socket, grace: float, term_seconds: float = 3.0) -> None:
+def watch_parent(
+    boot: socket.socket, grace: float, term_seconds: float = ORPHAN_TERM_SECONDS
+) -> None:
     """End this process when the parent's end of ``boot`` closes (the parent is gone) and
     the worker has not ended by itself within ``grace`` seconds: SIGTERM, then exit.
 

@@ -62,7 +62,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .child import read_exactly
+from .child import ORPHAN_TERM_SECONDS, read_exactly
 from .host import usable_cpus as usable_cpus
 from .pickling import dumps
 
@@ -92,8 +92,6 @@ PRELOAD = ("rlmesh", "numpy", "gymnasium")
 PRELOAD_IF_LOADED = ("torch", "jax")
 #: Seconds a worker may run on after its owner is gone (it should notice and exit by itself).
 ORPHAN_GRACE_SECONDS = 10.0
-#: Seconds between the SIGTERM and the SIGKILL that end an orphaned worker.
-ORPHAN_TERM_SECONDS = 3.0
 
 _BOOT_SERVER = (
     "import sys, json; sys.path[:] = json.loads(sys.argv[1]); "

@@ -7,53 +7,18 @@ and what counts as retried.
 
 from __future__ import annotations
 
-from rlmesh.eval._results import EpisodeResult
+from scripted_driver import ScriptedBackend, result, scripted_driver
+
 from rlmesh.eval.distributed.driver import PIPELINE_DEPTH, _Driver
 from rlmesh.eval.distributed.job import Outcome
-from rlmesh.eval.distributed.workers import Workers
-
-
-class ScriptedBackend:
-    def __init__(self) -> None:
-        self.submitted: dict[int, list[int]] = {}
-
-    def submit(self, slot: int, task: tuple[int, int | None, int]) -> bool:
-        self.submitted.setdefault(slot, []).append(task[0])
-        return True
-
-    def alive(self) -> int:
-        return len(self.submitted)
-
-    def spawn(self, slot: int, label: str) -> None:
-        pass
-
-    def kill(self, slot: int) -> None:
-        pass
 
 
 def driver(episodes: int, workers: int) -> tuple[_Driver, ScriptedBackend]:
-    plan = [(i, 100 + i, i) for i in range(episodes)]
-    d = _Driver(
-        cfg=Workers(n=workers, backend="processes", progress=False),
-        plan=plan,
-        done={},
-        n=workers,
-        job=None,  # type: ignore[arg-type]
-        hooks=None,
-        journal=None,
-        journal_path=None,
-    )
-    backend = ScriptedBackend()
-    d.backend = backend
-    for slot in range(workers):
-        d.labels[slot] = f"w{slot}"
-        d._on_ready(slot, {"host": "h", "pid": slot})
-    return d, backend
+    return scripted_driver(episodes, workers)
 
 
 def done(d: _Driver, slot: int, index: int) -> None:
-    result = EpisodeResult(index, 100 + index, 5, 5.0, True, False, None, 0.01, 0.1, 0.1, index)
-    d._handle(("done", slot, Outcome(result, ())))
+    d._handle(("done", slot, Outcome(result(index), ())))
 
 
 def test_each_worker_gets_one_episode_running_and_one_queued() -> None:

@@ -16,16 +16,12 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from rlmesh.eval._results import EpisodeResult
+from scripted_driver import ScriptedBackend, result, scripted_driver
+
 from rlmesh.eval.distributed.driver import _Driver
 from rlmesh.eval.distributed.job import Outcome
+from rlmesh.eval.distributed.journal import Journal
 from rlmesh.eval.distributed.processes import EXIT_ORPHANED, Watch, watch_driver
-from rlmesh.eval.distributed.workers import Workers
-
-
-def result(index: int) -> EpisodeResult:
-    return EpisodeResult(index, 100 + index, 5, 5.0, True, False, None, 0.01, 0.1, 0.1, index)
-
 
 # -- a worker whose driver is gone ---------------------------------------------------------------
 
@@ -82,58 +78,8 @@ def test_the_watch_waits_while_the_driver_lives(tmp_path: Path) -> None:
 # -- the driver ---------------------------------------------------------------------------------
 
 
-class ScriptedBackend:
-    """A backend whose ``stop`` returns canned events (what the worker reported before it stopped)."""
-
-    def __init__(self) -> None:
-        self.submitted: dict[int, list[int]] = {}
-        self.stopped: list[int] = []
-        self.spawned: list[int] = []
-        self.on_stop: list[tuple[Any, ...]] = []
-
-    def submit(self, slot: int, task: tuple[int, int | None, int]) -> bool:
-        self.submitted.setdefault(slot, []).append(task[0])
-        return True
-
-    def alive(self, slots: Any = None) -> int:
-        return len(self.submitted)
-
-    def has_worker(self, slot: int) -> bool:
-        return False
-
-    def spawn(self, slot: int, label: str) -> None:
-        self.spawned.append(slot)
-
-    def assign(self, slot: int, label: str) -> bool:
-        return True
-
-    def kill(self, slot: int) -> None:
-        pass
-
-    def stop(self, slot: int) -> list[tuple[Any, ...]]:
-        self.stopped.append(slot)
-        events, self.on_stop = self.on_stop, []
-        return events
-
-
 def driver(episodes: int, workers: int, **cfg: Any) -> tuple[_Driver, ScriptedBackend]:
-    plan = [(i, 100 + i, i) for i in range(episodes)]
-    d = _Driver(
-        cfg=Workers(n=workers, backend="processes", progress=False, **cfg),
-        plan=plan,
-        done={},
-        n=workers,
-        job=None,  # type: ignore[arg-type]
-        hooks=None,
-        journal=None,
-        journal_path=None,
-    )
-    backend = ScriptedBackend()
-    d.backend = backend
-    for slot in range(workers):
-        d.labels[slot] = f"w{slot}"
-        d._on_ready(slot, {"host": "h", "pid": 40 + slot})
-    return d, backend
+    return scripted_driver(episodes, workers, **cfg)
 
 
 def test_an_episode_past_its_deadline_is_stopped_and_retried() -> None:
@@ -181,3 +127,22 @@ def test_what_a_stopped_worker_finished_before_it_stopped_is_kept() -> None:
     assert d.retries == []  # episode 1, cut short by the stop, was not its fault
     assert [t[0] for t in d.pending][:1] == [1]
     assert d.inflight.get(0, deque()) == deque()
+
+
+def test_an_episode_a_stopped_worker_journaled_but_never_reported_is_kept(tmp_path: Path) -> None:
+    # stopped (SIGTERM) between journaling episode 0 and sending its report: as for a lost
+    # worker, the journal's row is the episode's result; no retry, not timed out
+    for on_timeout in ("retry", "record"):
+        journal = Journal(tmp_path / f"{on_timeout}.journal")
+        d, backend = driver(
+            4, 1, journal=journal, episode_timeout_seconds=5.0, on_episode_timeout=on_timeout
+        )
+        d._dispatch()
+        d.running_since[0] -= 10.0
+        journal.record(result(0), "w0")
+        d._check_deadlines()
+        assert backend.stopped == [0]
+        assert d.results[0] == result(0)
+        assert d.retries == [] and d.timed_out == set()
+        assert [t[0] for t in d.pending][:1] == [1]  # episode 1 never started: queued again
+        journal.close()

@@ -10,57 +10,15 @@ A scripted backend stands in for the workers.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from rlmesh.eval._results import EpisodeResult
-from rlmesh.eval.distributed.driver import _Driver
+from scripted_driver import result, scripted_driver
+
 from rlmesh.eval.distributed.journal import Journal
-from rlmesh.eval.distributed.workers import Workers
-
-
-class ScriptedBackend:
-    def __init__(self) -> None:
-        self.submitted: dict[int, list[int]] = {}
-        self.spawned: list[int] = []
-
-    def submit(self, slot: int, task: tuple[int, int | None, int]) -> bool:
-        self.submitted.setdefault(slot, []).append(task[0])
-        return True
-
-    def alive(self, slots: Any = None) -> int:
-        return len(self.submitted)
-
-    def has_worker(self, slot: int) -> bool:
-        return False
-
-    def spawn(self, slot: int, label: str) -> None:
-        self.spawned.append(slot)
-
-    def assign(self, slot: int, label: str) -> bool:
-        return True
-
-
-def result(index: int) -> EpisodeResult:
-    return EpisodeResult(index, 100 + index, 5, 5.0, True, False, None, 0.01, 0.1, 0.1, index)
 
 
 def test_an_episode_a_lost_worker_journaled_is_kept_not_run_again(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "run.journal")
-    plan = [(i, 100 + i, i) for i in range(6)]
-    d = _Driver(
-        cfg=Workers(n=1, backend="processes", progress=False),
-        plan=plan,
-        done={},
-        n=1,
-        job=None,  # type: ignore[arg-type]
-        hooks=None,
-        journal=journal,
-        journal_path=None,
-    )
-    backend = ScriptedBackend()
-    d.backend = backend
-    d.labels[0] = "w0"
-    d._on_ready(0, {"host": "h", "pid": 40})
+    d, backend = scripted_driver(6, 1, journal=journal)
     d._dispatch()
     assert backend.submitted == {0: [0, 1]}
     journal.record(result(0), "w0")  # the worker finished episode 0 and journaled it ...

@@ -13,7 +13,8 @@ drive, and merges what they report:
   :mod:`.ray_actors` (Ray actors);
 - :mod:`.job` (what travels to the workers) and :mod:`.host` (what a worker does with it);
 - :mod:`.journal` (resume after a crash), :mod:`.hooks` (hooks that run inside the
-  workers, such as a recorder's capture), :mod:`.progress` (the live progress line).
+  workers, such as a recorder's capture); the live progress line is every run's
+  (:mod:`rlmesh.eval._progress`).
 """
 
 from __future__ import annotations

@@ -42,12 +42,12 @@ from typing import Any
 from ... import adapters
 from ...errors import WorkerLost
 from .._busy import for_workers
+from .._progress import RunProgress
 from .._results import EpisodeResult, EpisodeRetry, RunResult, TelemetryRow, WorkerStats
 from .backend import Task
 from .hooks import driver_side_for
 from .job import Job, Outcome, ship
 from .journal import Journal
-from .progress import RunProgress
 from .workers import STARTUP_TIMEOUT_SECONDS, WorkerPool, Workers, make_backend
 
 __all__ = ["DriverContext", "merge_telemetry"]
@@ -318,13 +318,19 @@ class _Driver:
             self.backend.spawn(slot, label)
             self.backend.assign(slot, label)
             return
+        self._retry(self._salvaged(task, label), label, reason)
+        self._replace(slot, reason)
+
+    def _salvaged(self, task: Task | None, label: str) -> Task | None:
+        """``task``, the episode a lost or stopped worker was running; ``None`` when it has
+        none, or when the journal shows it finished and journaled the episode before it
+        ended without reporting it (that result is then kept)."""
         if task is not None and self.journal is not None:
-            kept = self.journal.recorded(task)  # it finished and journaled it, then died
+            kept = self.journal.recorded(task)
             if kept is not None and task[0] not in self.results:
                 self._keep(label, Outcome(kept, (), None, journaled=True))
-                task = None
-        self._retry(task, label, reason)
-        self._replace(slot, reason)
+                return None
+        return task
 
     def _retry(self, task: Task | None, label: str, reason: str) -> None:
         """Queue ``task`` again (first), noted as a retry; ``WorkerLost`` past ``max_retries``."""
@@ -364,8 +370,8 @@ class _Driver:
             late = queue[0]
             for event in self.backend.stop(slot):  # what it finished before it was stopped
                 self._handle(event)
-            task = self._drop(slot)
             label = self.labels.get(slot, f"w{slot}")
+            task = self._salvaged(self._drop(slot), label)
             st = self.stats.get(label)
             where = f"worker {label}" + (f" (pid {st.pid})" if st is not None and st.pid else "")
             index, seed, trial = late
@@ -373,9 +379,10 @@ class _Driver:
                 f"episode {index} (seed {seed}) ran past episode_timeout_seconds={timeout:g} on "
                 f"{where}: stopped"
             )
-            if task != late:  # it finished in time after all; the one after it was cut short
-                if task is not None:
-                    self.pending.appendleft(task)
+            if task is None:
+                pass  # it finished (journaled) before it was stopped
+            elif task != late:  # it finished in time after all; the one after it was cut short
+                self.pending.appendleft(task)
             elif self.cfg.on_episode_timeout == "record":
                 if self.failure is None or index < self.failure[0]:
                     result = EpisodeResult(

@@ -347,11 +347,7 @@ class ProcessBackend:
         if p is None or p.dead:
             return []
         p.dead = True
-        p.process.terminate()
-        p.process.join(STOP_SECONDS)
-        if p.process.is_alive():
-            p.process.kill()
-            p.process.join(STOP_SECONDS)
+        stop_processes([p.process], grace=0.0, term_grace=STOP_SECONDS)
         events: list[Event] = []
         self._read(slot, p, events)
         try:

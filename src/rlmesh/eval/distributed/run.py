@@ -70,6 +70,8 @@ def run_distributed(
                 f"workers={pool!r}: this pool is closed; start a new one with rlmesh.Workers(...).start()"
             )
     workers = _with_episode_timeout(workers, opts.episode_timeout_seconds)
+    if opts.progress is not None:  # run(progress=...) decides over Workers(progress=...)
+        workers = dataclasses.replace(workers, progress=opts.progress)
     envs, limit = env_recipes(env, pool.n if pool is not None else workers.n)
     mrecipe = model_recipe(model)
     side = driver_side_for(hooks) if hooks is not None else None
@@ -122,10 +124,8 @@ def run_distributed(
         asked = workers.n if workers.n is not None or limit is None else limit
         n = default_workers(dataclasses.replace(workers, n=asked))
     n = max(1, min(n, left)) if left else 1
-    driver = _Driver(  # run(progress=...) decides over Workers(progress=...), which is the default
-        cfg=workers
-        if opts.progress is None
-        else dataclasses.replace(workers, progress=opts.progress),
+    driver = _Driver(
+        cfg=workers,
         plan=plan,
         done=done,
         n=n,
