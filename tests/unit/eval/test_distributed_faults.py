@@ -146,3 +146,27 @@ def test_an_episode_a_stopped_worker_journaled_but_never_reported_is_kept(tmp_pa
         assert d.retries == [] and d.timed_out == set()
         assert [t[0] for t in d.pending][:1] == [1]  # episode 1 never started: queued again
         journal.close()
+
+
+def test_a_worker_process_gets_the_orphan_grace_its_watch_thread_keeps() -> None:
+    # the fork server ends an orphan after the grace it was started with: the processes
+    # backend must start its workers with its own ORPHAN_GRACE_SECONDS (docs/distributed.md
+    # promises it), not the spawner's shorter default, or the watch thread's grace never applies
+    from rlmesh.eval.distributed import processes
+
+    asked: list[float] = []
+
+    class Spawner:
+        def start(self, *args: Any, orphan_grace: float = -1.0, **kw: Any) -> Any:
+            asked.append(orphan_grace)
+            raise OSError("not started in this test")
+
+    backend = processes.ProcessBackend.__new__(processes.ProcessBackend)
+    backend.spawner = Spawner()  # type: ignore[assignment]
+    backend.procs = {}
+    backend._reap = lambda: None  # type: ignore[method-assign]
+    try:
+        backend.spawn(0, "w0")
+    except OSError:
+        pass
+    assert asked == [processes.ORPHAN_GRACE_SECONDS]
