@@ -52,8 +52,9 @@ Wire codes (ERR-1): an :class:`EnvironmentException` carries ``code`` (the
 SCREAMING_SNAKE name), ``op`` and ``recoverable``; :func:`exception_for_code`
 maps a code read off the wire to its class through one table.
 
-Errors that cross processes (a worker's, a fan-out's) keep their fields when pickled:
-every keyword has a default, so the exceptions' own pickling rebuilds them.
+Errors that cross processes (a worker's, a fan-out's) keep their message and fields when
+pickled: the builtin pickling rebuilds ``cls(*args)`` and restores ``__dict__``; the
+classes for which ``cls(*args)`` is not the same error rebuild through :func:`_rebuild`.
 """
 
 from __future__ import annotations
@@ -153,6 +154,11 @@ class EnvironmentException(RLMeshException):
         self.recoverable = code in DEFAULT_RECOVERABLE if recoverable is None else recoverable
         self.message = message
         super().__init__(f"[{code}] {message}")
+
+    def __reduce__(self) -> Any:
+        # ``args`` holds the message with its ``[CODE]`` prefix: rebuild from the bare one.
+        fields = {"code": self.code, "op": self.op, "recoverable": self.recoverable}
+        return (_rebuild, (type(self), self.message, fields), self.__dict__)
 
 
 class RemoteTimeout(EnvironmentException, TimeoutError):
@@ -426,6 +432,9 @@ class ActorLost(ConnectionLost):
         self.index = index
         super().__init__(message)
 
+    def __reduce__(self) -> Any:  # ``index`` is required
+        return (_rebuild, (type(self), str(self), {"index": self.index}), self.__dict__)
+
 
 class LanesLost(ConnectionLost):
     """Fleet actors died: their lanes are lost until the next ``reset()`` reconnects.
@@ -443,6 +452,10 @@ class LanesLost(ConnectionLost):
         self.addresses = addresses
         self.lanes = lanes
         super().__init__(message)
+
+    def __reduce__(self) -> Any:  # its fields are required
+        fields = {"actors": self.actors, "addresses": self.addresses, "lanes": self.lanes}
+        return (_rebuild, (type(self), str(self), fields), self.__dict__)
 
 
 class AdapterResolutionError(RLMeshException, ValueError):
@@ -539,6 +552,12 @@ class InvalidEnvTarget(UnknownEnvId, ValueError):
     Gymnasium id this process can make. The message, one line, names both choices: an
     address (``host:port``, ``tcp://host:port``, ``unix:///path``) or a registered
     Gymnasium id. Also a ``ValueError`` (a bad argument) and an :class:`UnknownEnvId`."""
+
+
+def _rebuild(cls: type[BaseException], message: str, fields: dict[str, Any]) -> BaseException:
+    """Unpickle an error whose ``cls(*args)`` is not the same error (a required keyword,
+    a message ``__init__`` rewrites)."""
+    return cls(message, **fields)
 
 
 class WorkflowEditionWarning(UserWarning):

@@ -248,3 +248,29 @@ def test_a_plain_client_on_a_tls_endpoint_fails_and_the_server_keeps_serving(cer
         env.close()
     finally:
         server.shutdown()
+
+
+def test_a_client_that_resets_before_it_is_accepted_leaves_the_tls_endpoint_serving(
+    certs: Certs,
+) -> None:
+    import socket
+    import struct
+
+    server = rlmesh.EnvServer(
+        gym.make("CartPole-v1"),
+        "tls://127.0.0.1:0",
+        options=ServeOptions(tls_cert=certs.cert, tls_key=certs.key),
+    )
+    try:
+        host, port = server.address.removeprefix("tls://").rsplit(":", 1)
+        gone = socket.create_connection((host, int(port)))
+        gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        gone.close()  # a reset, waiting in the backlog before the loop accepts it
+        server._loop.listener.setblocking(False)  # as the loop's run() sets it
+        server._loop._accept()  # the loop's accept, before it runs: that client only
+        server.start()
+        env = rn.RemoteEnv(server.address, tls_ca=str(certs.ca_pem))
+        env.reset(seed=0)
+        env.close()
+    finally:
+        server.shutdown()

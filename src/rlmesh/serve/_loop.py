@@ -256,7 +256,14 @@ class ServeLoop(LoopRequests, LoopAuth):
     def _accept(self) -> None:
         tls = self._tls_ctx
         for raw in accept_ready(self.listener):
-            sock: Any = raw if tls is None else TLSSocket.accept(raw, tls)
+            sock: Any = raw
+            if tls is not None:
+                try:
+                    sock = TLSSocket.accept(raw, tls)
+                except OSError as exc:  # reset before it was wrapped: that client only
+                    log.info("a TLS client left before its connection was set up (%s)", exc)
+                    raw.close()
+                    continue
             peer = _Peer(Connection(sock, frames.PRE_HANDSHAKE_LIMITS), self.limits.max_frame_bytes)
             self._peers[sock.fileno()] = peer
             self._sel.register(sock, peer)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._build import PROTOCOL_GENERATION
@@ -65,13 +66,7 @@ class LoopAuth:
             self._drop(peer)
             return
         if not self._gate.admits(hello.token):
-            reply = m.Refusal(
-                message="",  # filled in by _refuse_token
-                generation=PROTOCOL_GENERATION,
-                editions=[],
-                reason=m.UNAUTHENTICATED,
-            )
-            self._refuse_token(peer, hello.token, rid, reply, "a Hello")
+            self._refuse_token(peer, hello.token, rid, _refusal, "a Hello")
             return
         peer.authenticated = True
         self._hello(peer, hello, rid)
@@ -86,13 +81,7 @@ class LoopAuth:
         elif peer.authenticated or (msg.token and gate.admits(msg.token)):
             auth = "ok"
         elif msg.token:  # a guess: a failure like a wrong Hello, and nothing told
-            reply = m.AuthPong(
-                state="",
-                generation=PROTOCOL_GENERATION,
-                service=self.service.service,
-                auth="refused",
-            )
-            self._refuse_token(peer, msg.token, rid, reply, "a Ping")
+            self._refuse_token(peer, msg.token, rid, self._refused_pong, "a Ping")
             return
         else:
             auth = "required"
@@ -107,8 +96,7 @@ class LoopAuth:
             self._drop(peer)
             return
         if not peer.authenticated and not self._gate.admits(msg.token):
-            reply = m.ShutdownReply(accepted=False, message="")
-            self._refuse_token(peer, msg.token, rid, reply, "a Shutdown")
+            self._refuse_token(peer, msg.token, rid, _refused_shutdown, "a Shutdown")
             return
         self._shutdown_request(peer, msg, rid)
 
@@ -140,18 +128,21 @@ class LoopAuth:
 
     # -- refusals ------------------------------------------------------------------------------
 
-    def _refuse_token(self, peer: _Peer, given: str, rid: int, reply: Any, what: str) -> None:
-        """Count and log a refused token; answer now, or hold the answer while the host is throttled."""
+    def _refused_pong(self, text: str) -> m.AuthPong:
+        """A Ping's refusal: no state, no counts, and no words (a guess is told nothing)."""
+        return m.AuthPong(
+            state="", generation=PROTOCOL_GENERATION, service=self.service.service, auth="refused"
+        )
+
+    def _refuse_token(
+        self, peer: _Peer, given: str, rid: int, answer: Callable[[str], Any], what: str
+    ) -> None:
+        """Count and log a refused token; answer now, or hold the answer while the host is
+        throttled. ``answer`` builds the reply from the refusal's text."""
         host, label = peer_label(peer.conn.sock)
         delay, count = self._gate.refused(host)
         noun = "model endpoint" if self.service.service == "model" else "endpoint"
-        text = refusal_text(given, what=noun, throttled=delay > 0)
-        if isinstance(reply, m.Refusal):
-            reply = m.Refusal(
-                message=text, generation=reply.generation, editions=[], reason=reply.reason
-            )
-        elif isinstance(reply, m.ShutdownReply):
-            reply = m.ShutdownReply(accepted=False, message=text)
+        reply = answer(refusal_text(given, what=noun, throttled=delay > 0))
         if count <= FREE_FAILURES or not count & (count - 1):  # the first few, then 8, 16, 32 ...
             log.warning(
                 "authentication failed: %s sent %s with %s; refused (the endpoint keeps serving)%s",
@@ -189,3 +180,14 @@ class LoopAuth:
             else:
                 waiting.append(item)
         self._held = waiting
+
+
+def _refusal(text: str) -> m.Refusal:
+    """A Hello's refusal (the client raises ``AuthenticationFailed`` with ``text``)."""
+    return m.Refusal(
+        message=text, generation=PROTOCOL_GENERATION, editions=[], reason=m.UNAUTHENTICATED
+    )
+
+
+def _refused_shutdown(text: str) -> m.ShutdownReply:
+    return m.ShutdownReply(accepted=False, message=text)

@@ -25,6 +25,23 @@ def _positive(name: str, value: float | None) -> float | None:
     return float(value)
 
 
+#: The options, in the constructor's order: each is kept as ``_<name>`` (``__slots__``) and
+#: read by ``replace`` and ``__repr__`` from this one list.
+_OPTIONS = (
+    "allow_remote_shutdown",
+    "idle_timeout_seconds",
+    "drain_timeout_seconds",
+    "close_timeout_seconds",
+    "workflow_edition",
+    "token",
+    "insecure_no_auth",
+    "tls_cert",
+    "tls_key",
+    "tls_client_ca",
+    "metrics_address",
+)
+
+
 class ServeOptions:
     """Serve lifecycle options (keyword-only, immutable).
 
@@ -53,19 +70,7 @@ class ServeOptions:
             TLS certificate without its key, or a bad metrics address.
     """
 
-    __slots__ = (
-        "_allow_remote_shutdown",
-        "_close_timeout_seconds",
-        "_drain_timeout_seconds",
-        "_idle_timeout_seconds",
-        "_insecure_no_auth",
-        "_metrics_address",
-        "_tls_cert",
-        "_tls_client_ca",
-        "_tls_key",
-        "_token",
-        "_workflow_edition",
-    )
+    __slots__ = tuple(f"_{name}" for name in _OPTIONS)
 
     def __init__(
         self,
@@ -170,19 +175,7 @@ class ServeOptions:
             >>> ServeOptions(idle_timeout_seconds=5).replace(token="t").idle_timeout_seconds
             5.0
         """
-        current: dict[str, Any] = {
-            "allow_remote_shutdown": self._allow_remote_shutdown,
-            "idle_timeout_seconds": self._idle_timeout_seconds,
-            "drain_timeout_seconds": self._drain_timeout_seconds,
-            "close_timeout_seconds": self._close_timeout_seconds,
-            "workflow_edition": self._workflow_edition,
-            "token": self._token,
-            "insecure_no_auth": self._insecure_no_auth,
-            "tls_cert": self._tls_cert,
-            "tls_key": self._tls_key,
-            "tls_client_ca": self._tls_client_ca,
-            "metrics_address": self._metrics_address,
-        }
+        current: dict[str, Any] = {name: getattr(self, f"_{name}") for name in _OPTIONS}
         unknown = set(changes) - set(current)
         if unknown:
             raise TypeError(f"ServeOptions has no option {sorted(unknown)[0]!r}")
@@ -195,19 +188,8 @@ class ServeOptions:
     def __repr__(self) -> str:
         shown = [
             f"{name}={getattr(self, name)!r}"
-            for name in (
-                "allow_remote_shutdown",
-                "idle_timeout_seconds",
-                "drain_timeout_seconds",
-                "close_timeout_seconds",
-                "workflow_edition",
-                "insecure_no_auth",
-                "tls_cert",
-                "tls_key",
-                "tls_client_ca",
-                "metrics_address",
-            )
-            if getattr(self, name) not in (None, False)
+            for name in _OPTIONS
+            if name != "token" and getattr(self, name) not in (None, False)
         ]
         if self._token is not None:
             shown.append("token=<set>")  # never the token itself

@@ -73,9 +73,7 @@ def ping(
     token = resolve_token(token)
     started = time.perf_counter()
     try:
-        sock = (
-            dial(addr, timeout_seconds, tls_ca=tls_ca) if addr.tls else dial(addr, timeout_seconds)
-        )
+        sock = dial(addr, timeout_seconds, tls_ca=tls_ca)  # tls_ca: read for tls:// only
     except TimeoutError:
         raise RequestTimeout(
             f"no answer from '{addr.url}' within {timeout_seconds:.3f}s",

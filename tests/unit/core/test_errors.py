@@ -118,3 +118,48 @@ def test_the_errors_that_cross_processes_keep_their_fields_when_pickled() -> Non
     assert back.timeout_seconds == 2.0 and str(back) == "late"
     journal = pickle.loads(pickle.dumps(errors.CorruptJournal("bad", path="j", row=2, index=2)))
     assert (journal.path, journal.row, journal.index, str(journal)) == ("j", 2, 2, "bad")
+
+
+#: A value for every keyword an exception of errors.py takes, unlike its default.
+FIELD_VALUES: dict[str, object] = {
+    "code": "TIMEOUT",
+    "op": "step",
+    "recoverable": False,
+    "timeout_seconds": 1.5,
+    "index": 3,
+    "indices": (3, 5),
+    "address": "127.0.0.1:7",
+    "addresses": ["127.0.0.1:7"],
+    "lanes": [6, 7],
+    "actors": [1],
+    "reasons": ("died",),
+    "path": "journal.sqlite",
+    "row": 2,
+    "key": "actions",
+    "expected": "float32[4]",
+    "actual": "float32[7]",
+    "space_type": "Graph",
+    "name": "torch",
+    "env_id": "Nope-v0",
+}
+
+
+@pytest.mark.parametrize("cls", exception_classes(), ids=lambda c: c.__name__)
+def test_every_exception_pickles_back_to_the_same_message_and_fields(
+    cls: type[BaseException],
+) -> None:
+    import pickle
+
+    keywords = [
+        p.name
+        for p in inspect.signature(cls.__init__).parameters.values()
+        if p.kind is p.KEYWORD_ONLY
+    ]
+    error = cls("what went wrong", **{k: FIELD_VALUES[k] for k in keywords})
+    for protocol in (0, pickle.HIGHEST_PROTOCOL):
+        back = pickle.loads(pickle.dumps(error, protocol=protocol))
+        assert type(back) is cls
+        assert (str(back), back.args) == (str(error), error.args)
+        assert vars(back) == vars(error)
+        for keyword in keywords:  # every field given, as given (also those outside __dict__)
+            assert getattr(back, keyword) == getattr(error, keyword)

@@ -125,6 +125,35 @@ def test_serve_options_carry_the_token_but_never_show_it(monkeypatch: pytest.Mon
         options.replace(colour="red")
 
 
+def test_serve_options_replace_keeps_every_option_and_repr_shows_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import inspect
+
+    monkeypatch.delenv("RLMESH_TOKEN", raising=False)
+    given: dict[str, object] = {
+        "allow_remote_shutdown": True,
+        "idle_timeout_seconds": 5.0,
+        "drain_timeout_seconds": 2.0,
+        "close_timeout_seconds": 3.0,
+        "workflow_edition": "2026.06",
+        "token": "s3cret",
+        "insecure_no_auth": True,
+        "tls_cert": "c.pem",
+        "tls_key": "k.pem",
+        "tls_client_ca": "ca.pem",
+        "metrics_address": "9100",
+    }
+    assert set(given) == set(inspect.signature(ServeOptions).parameters)  # every option
+    options = ServeOptions(**given)  # type: ignore[arg-type]
+    again = options.replace()
+    assert {name: getattr(again, name) for name in given} == given
+    shown = repr(options)
+    for name, value in given.items():
+        assert (f"{name}={value!r}" in shown) is (name != "token")
+    assert "token=<set>" in shown and "s3cret" not in shown
+
+
 @pytest.mark.parametrize(
     "address", ["0.0.0.0:5555", "[::]:5555", "tcp://0.0.0.0:0", "tls://0.0.0.0:1", "192.0.2.7:1"]
 )
