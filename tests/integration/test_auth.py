@@ -263,8 +263,11 @@ def test_a_token_adds_nothing_per_step_nor_to_the_busy_refusal() -> None:
 
 
 def test_the_cli_refuses_beyond_loopback_without_a_token(short_tmp: Path) -> None:
+    # in a loopback-only namespace: were the refusal broken, the server would bind 0.0.0.0
     proc = subprocess.run(
-        [sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", "0.0.0.0:0"],
+        in_loopback_namespace(
+            [sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", "0.0.0.0:0"]
+        ),
         env=child_env(),
         capture_output=True,
         text=True,
@@ -273,15 +276,17 @@ def test_the_cli_refuses_beyond_loopback_without_a_token(short_tmp: Path) -> Non
     assert proc.returncode == 2, proc.stderr
     assert "--token-file" in proc.stderr and "--insecure-no-auth" in proc.stderr
     model = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlmesh.cli",
-            "serve-model",
-            "integration_envs:EchoEnv",
-            "--address",
-            "0.0.0.0:0",
-        ],
+        in_loopback_namespace(
+            [
+                sys.executable,
+                "-m",
+                "rlmesh.cli",
+                "serve-model",
+                "integration_envs:EchoEnv",
+                "--address",
+                "0.0.0.0:0",
+            ]
+        ),
         env=child_env(),
         capture_output=True,
         text=True,
