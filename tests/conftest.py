@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -280,6 +281,69 @@ def stop_process(proc: subprocess.Popen[Any]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def procs_alive(pids: list[int]) -> list[int]:
+    """Those of ``pids`` still running (a zombie has ended)."""
+    alive = []
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[0] != "Z":
+            alive.append(pid)
+    return alive
+
+
+def wait_gone(pids: list[int] | set[int], within: float = 15.0) -> list[int]:
+    """Wait (at most ``within`` seconds) until none of ``pids`` runs; return those that still
+    do, SIGKILLed so that no test leaves one behind (assert the list is empty)."""
+    deadline = time.monotonic() + within
+    while procs_alive(list(pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = procs_alive(list(pids))
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def journaled(path: Path) -> int:
+    """Episodes in a run journal (SQLite), 0 before it exists."""
+    if not path.exists():
+        return 0
+    db = sqlite3.connect(path, timeout=10)
+    try:
+        return int(db.execute("SELECT count(*) FROM episodes").fetchone()[0])
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return 0
+    finally:
+        db.close()
+
+
+def kill_driver_when(
+    script: str, env: dict[str, str], ready: Callable[[], bool], within: float
+) -> None:
+    """Run ``python -c script`` (a run's driver) and SIGKILL it once ``ready()`` holds.
+
+    Fails when the driver ends by itself first or ``ready()`` does not hold within
+    ``within`` seconds; the driver never outlives the call.
+    """
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + within
+        while not ready():
+            assert proc.poll() is None, (
+                f"the driver ended before it was killed: {proc.stderr.read().decode()[-2000:]}"  # type: ignore[union-attr]
+            )
+            assert time.monotonic() < deadline, f"the driver was not ready within {within} s"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture
