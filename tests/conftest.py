@@ -283,6 +283,18 @@ def stop_process(proc: subprocess.Popen[Any]) -> None:
             proc.wait(timeout=10)
 
 
+def startup_line(cmd: list[str]) -> str:
+    """The first line a serving command prints (its start-up line); the command is stopped after."""
+    proc = subprocess.Popen(
+        cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        return proc.stdout.readline()
+    finally:
+        stop_process(proc)
+
+
 def procs_alive(pids: list[int]) -> list[int]:
     """Those of ``pids`` still running (a zombie has ended)."""
     alive = []

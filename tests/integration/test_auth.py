@@ -21,7 +21,13 @@ import pytest
 
 import rlmesh
 import rlmesh.gymnasium
-from conftest import child_env, in_loopback_namespace, require, stop_process, wait_for_ready_file
+from conftest import (
+    child_env,
+    in_loopback_namespace,
+    require,
+    startup_line,
+    wait_for_ready_file,
+)
 from rlmesh import numpy as rn
 from rlmesh.errors import AuthenticationFailed, EndpointBusy
 from rlmesh.serve import ModelServer, ServeOptions, ping
@@ -318,20 +324,9 @@ def test_the_cli_serves_beyond_loopback_with_a_token(short_tmp: Path) -> None:
         sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", "0.0.0.0:0",
         "--token-file", str(token_file),
     ]  # fmt: skip
-    proc = subprocess.Popen(
-        in_loopback_namespace(cmd),
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("RLMesh serving env on tcp://0.0.0.0:"), line
-        assert "token required" in line and "WARNING" not in line
-    finally:
-        stop_process(proc)
+    line = startup_line(in_loopback_namespace(cmd))
+    assert line.startswith("RLMesh serving env on tcp://0.0.0.0:"), line
+    assert "token required" in line and "WARNING" not in line
 
 
 def test_the_cli_serves_with_a_token_file_and_health_reads_it(short_tmp: Path) -> None:
