@@ -216,14 +216,8 @@ def test_an_actor_killed_right_after_finishing_an_episode_keeps_it(
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not (marker.exists() and marker.read_text()):
                 time.sleep(0.02)
-            pid = int(marker.read_text())
-            while time.monotonic() < deadline:
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.02)
-            time.sleep(1.0)  # and Ray has noticed
+            # until Ray has noticed the death: episode 5's call then holds its error
+            self.ray.wait([calls[5]], timeout=max(0.0, deadline - time.monotonic()))
         return poll(self, timeout)
 
     monkeypatch.setattr(RayBackend, "submit", submitting)
