@@ -295,6 +295,28 @@ def startup_line(cmd: list[str]) -> str:
         stop_process(proc)
 
 
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` now (workers, a fork server, helpers)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
 def procs_alive(pids: list[int]) -> list[int]:
     """Those of ``pids`` still running (a zombie has ended)."""
     alive = []
