@@ -23,6 +23,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -71,6 +72,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             test._hypothesis_internal_use_settings = _hypothesis_settings(
                 own, max_examples=FAST_MAX_EXAMPLES
             )
+
+
+# -- threads a test leaves running ------------------------------------------------------------------
+# A thread one test leaves behind changes what later tests see (busy polling, for one, turns
+# itself off while other Python threads run). The threads a test's call started that still run,
+# non-daemon, once its teardown is over are named in the run's summary (a report, not a
+# failure: a module-scoped fixture's threads start in setup and are not counted).
+_THREADS_BEFORE = pytest.StashKey[set[threading.Thread]]()
+_LEFT_THREADS: list[str] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    item.stash[_THREADS_BEFORE] = set(threading.enumerate())
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    yield
+    before = item.stash.get(_THREADS_BEFORE, None)
+    if before is None:
+        return
+    left = [t for t in threading.enumerate() if t not in before and not t.daemon]
+    deadline = time.monotonic() + 1.0  # a thread already on its way out may finish
+    for thread in left:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    names = sorted(t.name for t in left if t.is_alive())
+    if names:
+        _LEFT_THREADS.append(f"{item.nodeid}: {', '.join(names)}")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _LEFT_THREADS:
+        terminalreporter.write_sep("-", "tests that left non-daemon threads running")
+        for line in _LEFT_THREADS:
+            terminalreporter.write_line(line)
 
 
 REQUIRE_ALL = os.environ.get("RLMESH_REQUIRE_ALL", "") not in ("", "0")
