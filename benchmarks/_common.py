@@ -70,6 +70,21 @@ def served(
                 proc.wait()
 
 
+def tls_files(directory: Path) -> tuple[Path, Path, Path]:
+    """A certificate for ``127.0.0.1`` made by a fresh CA (``trustme``), written to
+    ``directory``: ``(certificate chain, key, CA)`` PEM files, for ``--tls-cert``,
+    ``--tls-key`` and the client's ``tls_ca=``."""
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    chain, key, ca_pem = (directory / n for n in ("c.pem", "k.pem", "ca.pem"))
+    cert.private_key_and_cert_chain_pem.write_to_path(str(chain))
+    cert.private_key_pem.write_to_path(str(key))
+    ca.cert_pem.write_to_path(str(ca_pem))
+    return chain, key, ca_pem
+
+
 def time_loop(fn: Callable[[int], object], n: int, reps: int = 5, warmup: int = 50) -> list[float]:
     """Mean µs per call of ``fn(i)`` for each of ``reps`` repetitions of ``n`` calls."""
     for i in range(warmup):

@@ -24,7 +24,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from _common import served
+from _common import served, tls_files
 from _ledger import process_cpu_ns
 
 import rlmesh.numpy as rn
@@ -113,14 +113,7 @@ def main(argv: list[str] | None = None) -> None:
             "socket: metrics on": metrics,
         }
         if not args.no_tls:
-            import trustme
-
-            ca = trustme.CA()
-            cert = ca.issue_cert("127.0.0.1")
-            cert_pem, key_pem, ca_pem = (Path(tmp) / n for n in ("c.pem", "k.pem", "ca.pem"))
-            cert.private_key_and_cert_chain_pem.write_to_path(str(cert_pem))
-            cert.private_key_pem.write_to_path(str(key_pem))
-            ca.cert_pem.write_to_path(str(ca_pem))
+            cert_pem, key_pem, ca_pem = tls_files(Path(tmp))
             socket_configs["socket: TLS"] = (
                 [
                     "--address",

@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import tls_files
+
 CLIENT = """
 import gc
 import sys
@@ -114,24 +116,18 @@ def main(argv: list[str] | None = None) -> None:
             "metrics on": (["--metrics", "127.0.0.1:0"], "", ""),
         }
         if not args.no_tls:
-            import trustme
-
-            ca = trustme.CA()
-            cert = ca.issue_cert("127.0.0.1")
-            cert.private_key_and_cert_chain_pem.write_to_path(str(tmp / "c.pem"))
-            cert.private_key_pem.write_to_path(str(tmp / "k.pem"))
-            ca.cert_pem.write_to_path(str(tmp / "ca.pem"))
+            cert_pem, key_pem, ca_pem = tls_files(tmp)
             configs["TLS"] = (
                 [
                     "--address",
                     "tls://127.0.0.1:0",
                     "--tls-cert",
-                    str(tmp / "c.pem"),
+                    str(cert_pem),
                     "--tls-key",
-                    str(tmp / "k.pem"),
+                    str(key_pem),
                 ],
                 "",
-                str(tmp / "ca.pem"),
+                str(ca_pem),
             )
         base: tuple[float, float] | None = None
         steps = args.long - args.short

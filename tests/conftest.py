@@ -19,9 +19,11 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -70,6 +72,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             test._hypothesis_internal_use_settings = _hypothesis_settings(
                 own, max_examples=FAST_MAX_EXAMPLES
             )
+
+
+# -- threads a test leaves running ------------------------------------------------------------------
+# A thread one test leaves behind changes what later tests see (busy polling, for one, turns
+# itself off while other Python threads run). The threads a test's call started that still run,
+# non-daemon, once its teardown is over are named in the run's summary (a report, not a
+# failure: a module-scoped fixture's threads start in setup and are not counted).
+_THREADS_BEFORE = pytest.StashKey[set[threading.Thread]]()
+_LEFT_THREADS: list[str] = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    item.stash[_THREADS_BEFORE] = set(threading.enumerate())
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    yield
+    before = item.stash.get(_THREADS_BEFORE, None)
+    if before is None:
+        return
+    left = [t for t in threading.enumerate() if t not in before and not t.daemon]
+    deadline = time.monotonic() + 1.0  # a thread already on its way out may finish
+    for thread in left:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    names = sorted(t.name for t in left if t.is_alive())
+    if names:
+        _LEFT_THREADS.append(f"{item.nodeid}: {', '.join(names)}")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _LEFT_THREADS:
+        terminalreporter.write_sep("-", "tests that left non-daemon threads running")
+        for line in _LEFT_THREADS:
+            terminalreporter.write_line(line)
 
 
 REQUIRE_ALL = os.environ.get("RLMESH_REQUIRE_ALL", "") not in ("", "0")
@@ -280,6 +319,103 @@ def stop_process(proc: subprocess.Popen[Any]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def startup_line(cmd: list[str]) -> str:
+    """The first line a serving command prints (its start-up line); the command is stopped after."""
+    proc = subprocess.Popen(
+        cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        return proc.stdout.readline()
+    finally:
+        stop_process(proc)
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` now (workers, a fork server, helpers)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+def procs_alive(pids: list[int]) -> list[int]:
+    """Those of ``pids`` still running (a zombie has ended)."""
+    alive = []
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[0] != "Z":
+            alive.append(pid)
+    return alive
+
+
+def wait_gone(pids: list[int] | set[int], within: float = 15.0) -> list[int]:
+    """Wait (at most ``within`` seconds) until none of ``pids`` runs; return those that still
+    do, SIGKILLed so that no test leaves one behind (assert the list is empty)."""
+    deadline = time.monotonic() + within
+    while procs_alive(list(pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = procs_alive(list(pids))
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def journaled(path: Path) -> int:
+    """Episodes in a run journal (SQLite), 0 before it exists."""
+    if not path.exists():
+        return 0
+    db = sqlite3.connect(path, timeout=10)
+    try:
+        return int(db.execute("SELECT count(*) FROM episodes").fetchone()[0])
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return 0
+    finally:
+        db.close()
+
+
+def kill_driver_when(
+    script: str, env: dict[str, str], ready: Callable[[], bool], within: float
+) -> None:
+    """Run ``python -c script`` (a run's driver) and SIGKILL it once ``ready()`` holds.
+
+    Fails when the driver ends by itself first or ``ready()`` does not hold within
+    ``within`` seconds; the driver never outlives the call.
+    """
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + within
+        while not ready():
+            assert proc.poll() is None, (
+                f"the driver ended before it was killed: {proc.stderr.read().decode()[-2000:]}"  # type: ignore[union-attr]
+            )
+            assert time.monotonic() < deadline, f"the driver was not ready within {within} s"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture

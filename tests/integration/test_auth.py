@@ -21,7 +21,13 @@ import pytest
 
 import rlmesh
 import rlmesh.gymnasium
-from conftest import child_env, in_loopback_namespace, require, stop_process, wait_for_ready_file
+from conftest import (
+    child_env,
+    in_loopback_namespace,
+    require,
+    startup_line,
+    wait_for_ready_file,
+)
 from rlmesh import numpy as rn
 from rlmesh.errors import AuthenticationFailed, EndpointBusy
 from rlmesh.serve import ModelServer, ServeOptions, ping
@@ -279,8 +285,11 @@ def test_a_token_adds_nothing_per_step_nor_to_the_busy_refusal() -> None:
 
 
 def test_the_cli_refuses_beyond_loopback_without_a_token(short_tmp: Path) -> None:
+    # in a loopback-only namespace: were the refusal broken, the server would bind 0.0.0.0
     proc = subprocess.run(
-        [sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", "0.0.0.0:0"],
+        in_loopback_namespace(
+            [sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", "0.0.0.0:0"]
+        ),
         env=child_env(),
         capture_output=True,
         text=True,
@@ -289,15 +298,17 @@ def test_the_cli_refuses_beyond_loopback_without_a_token(short_tmp: Path) -> Non
     assert proc.returncode == 2, proc.stderr
     assert "--token-file" in proc.stderr and "--insecure-no-auth" in proc.stderr
     model = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlmesh.cli",
-            "serve-model",
-            "integration_envs:EchoEnv",
-            "--address",
-            "0.0.0.0:0",
-        ],
+        in_loopback_namespace(
+            [
+                sys.executable,
+                "-m",
+                "rlmesh.cli",
+                "serve-model",
+                "integration_envs:EchoEnv",
+                "--address",
+                "0.0.0.0:0",
+            ]
+        ),
         env=child_env(),
         capture_output=True,
         text=True,
@@ -329,20 +340,9 @@ def test_the_cli_serves_beyond_loopback_with_a_token(short_tmp: Path) -> None:
         sys.executable, "-m", "rlmesh.cli", "serve", "CartPole-v1", "--address", "0.0.0.0:0",
         "--token-file", str(token_file),
     ]  # fmt: skip
-    proc = subprocess.Popen(
-        in_loopback_namespace(cmd),
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("RLMesh serving env on tcp://0.0.0.0:"), line
-        assert "token required" in line and "WARNING" not in line
-    finally:
-        stop_process(proc)
+    line = startup_line(in_loopback_namespace(cmd))
+    assert line.startswith("RLMesh serving env on tcp://0.0.0.0:"), line
+    assert "token required" in line and "WARNING" not in line
 
 
 def test_the_cli_serves_with_a_token_file_and_health_reads_it(short_tmp: Path) -> None:

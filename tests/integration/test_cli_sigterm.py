@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require
+from conftest import journaled, require, wait_gone
 
 pytestmark = pytest.mark.slow  # child processes
 
@@ -67,19 +66,6 @@ class Lines:
                 break
             time.sleep(0.05)
         raise AssertionError(f"the command did not get going: {self.lines[-5:]}")
-
-
-def journaled(path: Path) -> int:
-    """Episodes in a run journal (SQLite), 0 before it exists."""
-    if not path.exists():
-        return 0
-    db = sqlite3.connect(path, timeout=10)
-    try:
-        return int(db.execute("SELECT count(*) FROM episodes").fetchone()[0])
-    except sqlite3.OperationalError:  # the schema is not there yet
-        return 0
-    finally:
-        db.close()
 
 
 def wait_file(path: Path, proc: subprocess.Popen[str], seconds: float = 60) -> None:
@@ -168,16 +154,8 @@ def test_distributed_eval_stops_its_workers_and_keeps_the_journal(tmp_path: Path
     assert code == 143, f"status {code}: {err[-1500:]}"
     assert f"kept in {journal}" in err
     assert journaled(journal) >= 3
-    for pid in map(int, children):  # every worker stopped with the run (bounded wait)
-        for _ in range(100):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            os.kill(pid, signal.SIGKILL)
-            raise AssertionError(f"worker {pid} outlived the terminated eval")
+    # every worker stopped with the run
+    assert wait_gone([int(pid) for pid in children], within=10) == []
 
 
 def test_view_test_exits_143_on_sigterm(tmp_path: Path) -> None:

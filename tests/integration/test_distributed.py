@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import rlmesh
-from conftest import child_env, require
+from conftest import child_env, journaled, kill_driver_when, procs_alive, require, wait_gone
 from rlmesh.eval import WorkerLost
 from rlmesh.numpy import Model as NpModel
 
@@ -169,18 +169,6 @@ def key(result: rlmesh.RunResult) -> list[tuple[Any, ...]]:
         (e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.success, e.trial)
         for e in result.episodes
     ]
-
-
-def procs_alive(pids: list[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        if stat.rsplit(")", 1)[1].split()[0] != "Z":
-            alive.append(pid)
-    return alive
 
 
 def driver_env() -> dict[str, str]:
@@ -521,32 +509,10 @@ def test_a_killed_driver_resumes_from_its_journal_and_runs_every_seed_once(tmp_p
         rlmesh.run(t.sign_policy, env, seeds={seeds!r}, workers=3, journal={str(journal)!r})
         """
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script], env=driver_env(), stderr=subprocess.PIPE
+    kill_driver_when(
+        script, driver_env(), lambda: journaled(journal) >= len(seeds) // 2, within=120
     )
-    try:
-        deadline = time.monotonic() + 120
-        done = 0
-        while time.monotonic() < deadline and proc.poll() is None:
-            if journal.exists():
-                try:
-                    with sqlite3.connect(journal, timeout=5) as db:
-                        done = db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
-                except sqlite3.OperationalError:
-                    done = 0
-            if done >= len(seeds) // 2:
-                break
-            time.sleep(0.02)
-        assert proc.poll() is None, (
-            f"the driver ended before it was killed: {proc.stderr.read().decode()[-2000:]}"
-        )
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert len(seeds) // 2 <= done < len(seeds)
+    assert len(seeds) // 2 <= journaled(journal) < len(seeds)
     import functools
 
     env = functools.partial(Walk, side=str(side), sleep_s=0.02)
@@ -577,28 +543,10 @@ def test_a_killed_driver_leaves_no_hung_worker_behind_and_its_run_resumes(
         rlmesh.run(t.sign_policy, env, seeds={seeds!r}, workers=2, journal={str(journal)!r}{timeout})
         """
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script], env=driver_env(), stderr=subprocess.PIPE
+    kill_driver_when(
+        script, driver_env(), lambda: marker.exists() and bool(marker.read_text()), within=60
     )
-    try:
-        wait = time.monotonic() + 60
-        while not (marker.exists() and marker.read_text()) and time.monotonic() < wait:
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
-            time.sleep(0.02)
-        hung = int(marker.read_text())
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    wait = time.monotonic() + 90
-    while procs_alive([hung]) and time.monotonic() < wait:
-        time.sleep(0.1)
-    left = procs_alive([hung])
-    for pid in left:  # never leave it behind, even when the test fails
-        os.kill(pid, signal.SIGKILL)
-    assert left == []  # the orphan ended itself, stuck step and all
+    assert wait_gone([int(marker.read_text())], within=90) == []  # the orphan ended itself
     import functools
 
     env = functools.partial(Walk, side=str(side), hang_seed=4, hang_marker=str(marker))

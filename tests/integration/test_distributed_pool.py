@@ -29,7 +29,7 @@ from test_distributed import (
 )
 
 import rlmesh
-from conftest import require
+from conftest import require, wait_gone
 
 gym = require("gymnasium")
 
@@ -103,13 +103,6 @@ def descendants(pid: int | None = None) -> set[int]:
         for kid in procs_alive(kids):
             out |= {kid} | descendants(kid)
     return out
-
-
-def wait_gone(pids: list[int] | set[int]) -> list[int]:
-    deadline = time.monotonic() + 15
-    while procs_alive(list(pids)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return procs_alive(list(pids))
 
 
 def test_two_runs_on_one_pool_equal_one_process_and_reuse_the_same_workers(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
 import gymnasium as gym
@@ -293,11 +294,21 @@ def test_after_a_lost_endpoint_close_closes_every_endpoint(serve_process, serve)
         again.reset(seed=0)
 
 
+def finished_steps(envs: list[SlowEnv], t: int, within: float = 60.0) -> None:
+    """Wait until each served env has finished its step ``t`` (the server's thread runs it),
+    rather than sleeping for as long as the step should take."""
+    deadline = time.monotonic() + within
+    while any(env.t < t for env in envs) and time.monotonic() < deadline:
+        threading.Event().wait(0.01)
+    assert [env.t for env in envs] == [t] * len(envs)
+
+
 def test_a_timeout_on_one_endpoint_is_raised_after_the_others_replied_and_all_stay_usable(serve):
+    last = SlowEnv(0.6)
     addresses = [
         serve(SlowEnv(0.6)).address,
         serve([SlowEnv(0.6), SlowEnv(0.6)]).address,
-        serve(SlowEnv(0.6)).address,
+        serve(last).address,
     ]
     envs = rnp.RemoteVectorEnv(addresses, request_timeout_seconds=0.3)
     envs.reset(seed=0)
@@ -305,7 +316,7 @@ def test_a_timeout_on_one_endpoint_is_raised_after_the_others_replied_and_all_st
         envs.step(np.array([0, 0, 0, 1]))  # only the last endpoint is slow
     with pytest.raises(NoAsyncCallError):
         envs.step_wait()
-    threading.Event().wait(0.9)  # let the slow endpoint finish its step
+    finished_steps([last], 1)  # the slow endpoint finished its step (its reply is stale)
     obs, *_ = envs.step(np.zeros(4, int))
     assert obs.reshape(-1).tolist() == [2, 2, 2, 2]  # every endpoint ran both steps
     envs.close()
@@ -324,7 +335,8 @@ def test_three_hung_endpoints_of_four_share_one_deadline_and_are_all_named(serve
         waits.append(timeout)
         return receive(self, timeout=timeout)
 
-    addresses = [serve(SlowEnv(1.2)).address for _ in range(4)]
+    slow = [SlowEnv(1.2) for _ in range(4)]
+    addresses = [serve(env).address for env in slow]
     envs = rnp.RemoteVectorEnv(addresses, request_timeout_seconds=0.4)
     envs.reset(seed=0)
     monkeypatch.setattr(ClientSession, "receive", spy)
@@ -336,7 +348,7 @@ def test_three_hung_endpoints_of_four_share_one_deadline_and_are_all_named(serve
     assert all(a in str(caught.value) for a in addresses[1:])
     # one deadline: the waits granted add up to one request timeout, not three (1.2 s before)
     assert len(waits) == 4 and sum(waits[1:]) <= 0.4 * 1.5, waits
-    threading.Event().wait(1.5)  # let the hung endpoints finish their step
+    finished_steps(slow[1:], 1)  # the hung endpoints finished their step
     obs, *_ = envs.step(np.zeros(4, int))
     assert obs.reshape(-1).tolist() == [2, 2, 2, 2]  # every endpoint ran both steps
     envs.close()

@@ -31,7 +31,7 @@ from integration_envs import BlockingEnv
 
 import rlmesh
 import rlmesh.numpy as rnp
-from conftest import child_env, in_loopback_namespace, stop_process
+from conftest import child_env, in_loopback_namespace, startup_line, stop_process
 from rlmesh.errors import CODE_NUMBERS, ProtocolException, RequestTimeout
 from rlmesh.serve import ServeOptions, ping
 from rlmesh.serve._loop import MAX_STRANGER_REPLIES
@@ -822,20 +822,9 @@ def test_the_startup_line_says_when_the_endpoint_has_no_authentication(bind, war
         cmd = in_loopback_namespace(
             cmd
         )  # ... and binds 0.0.0.0 only where nothing else is reachable
-    proc = subprocess.Popen(
-        cmd,
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("RLMesh serving env on")
-        assert ("no authentication" in line) is warned
-    finally:
-        stop_process(proc)
+    line = startup_line(cmd)
+    assert line.startswith("RLMesh serving env on")
+    assert ("no authentication" in line) is warned
 
 
 def test_sigterm_stops_the_cli_server_gracefully(short_tmp):

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 
 import rlmesh
-from conftest import require, require_tool
+from conftest import require, require_tool, wait_gone
 from rlmesh.errors import AuthenticationFailed
 from rlmesh.sandbox import SandboxBuild, SandboxBuildError, SandboxCrashed, SandboxStartError
 from rlmesh.transport import shm
@@ -154,15 +153,7 @@ def test_the_server_stops_when_its_owner_dies(cache: Path, demo_build: SandboxBu
     )
     pid_text, rundir = out.stdout.strip().splitlines()[-1].split(" ", 1)
     pid = int(pid_text)
-    for _ in range(200):  # bounded: 20 s
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        pytest.fail("the orphaned env server did not stop after its owner died")
+    assert wait_gone([pid], within=20) == [], "the orphaned env server outlived its owner"
     assert not Path(rundir).exists()  # it cleaned up its socket directory itself
 
 

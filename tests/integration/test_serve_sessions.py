@@ -24,7 +24,7 @@ from test_hardening import bomb, closed_by_server, dial, frame_of, hello, raw_fr
 
 import rlmesh
 import rlmesh.numpy as rnp
-from conftest import child_env, stop_process, wait_for_ready_file
+from conftest import child_env, descendants as _descendants, stop_process, wait_for_ready_file
 from rlmesh.errors import (
     CODE_NUMBERS,
     ConnectionLost,
@@ -233,28 +233,6 @@ def test_kill_9_of_a_session_worker_ends_only_that_session(serve_process, short_
 
 
 # -- shutdown -------------------------------------------------------------------------------------
-
-
-def _descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (workers, the forkserver, helpers)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    out: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in out:
-                out.add(child)
-                todo.append(child)
-    return out
 
 
 def _shm_files(pid: int) -> list[str]:

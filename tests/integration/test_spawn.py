@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import rlmesh
-from conftest import child_env, require
+from conftest import child_env, descendants, require, wait_gone
 from rlmesh._spawn.process import Spawner, describe_exit
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -386,46 +386,18 @@ def test_a_worker_never_outlives_its_killed_owner_past_its_grace(
     below: set[int] = set()
     try:
         deadline = time.monotonic() + 60
-        while not pid_file.exists() and time.monotonic() < deadline:
+        # the file exists before the worker wrote its pid into it: wait for the pid
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
             time.sleep(0.05)
         worker = int(pid_file.read_text())
-        below = _below(owner.pid)
+        below = descendants(owner.pid)
         assert worker in below
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait(30)
-        deadline = time.monotonic() + 30  # grace 1 s + 3 s to the SIGKILL, with room to spare
-        while any(_running(p) for p in below) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not any(_running(p) for p in below), [p for p in below if _running(p)]
+        # grace 1 s + 3 s to the SIGKILL, with room to spare
+        assert wait_gone(below, within=30) == []
     finally:
         if owner.poll() is None:
             owner.kill()
             owner.wait(10)
-        for pid in below:
-            if _running(pid):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _below(pid: int) -> set[int]:
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    out: set[int] = set()
-    grew = True
-    while grew:
-        more = {p for p, pp in parents.items() if (pp == pid or pp in out) and p not in out}
-        grew = bool(more)
-        out |= more
-    return out
-
-
-def _running(pid: int) -> bool:
-    try:
-        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
+        wait_gone(below, within=0)  # on a failure, nothing is left behind

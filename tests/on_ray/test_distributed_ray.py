@@ -10,8 +10,6 @@ import functools
 import json
 import os
 import signal
-import sqlite3
-import subprocess
 import sys
 import textwrap
 import time
@@ -22,13 +20,21 @@ import numpy as np
 import pytest
 
 import rlmesh
-from conftest import child_env, require
+from conftest import child_env, journaled, kill_driver_when, require, wait_gone
 
 pytestmark = pytest.mark.ray
 
 gym = require("gymnasium")
 cloudpickle = require("cloudpickle")
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def driver_env() -> dict[str, str]:
+    """A child driver's environment: this module (and conftest) importable."""
+    env = child_env()
+    here = Path(__file__).resolve()
+    env["PYTHONPATH"] = os.pathsep.join([str(here.parent), str(here.parents[1]), env["PYTHONPATH"]])
+    return env
 
 
 class Walk:
@@ -210,14 +216,8 @@ def test_an_actor_killed_right_after_finishing_an_episode_keeps_it(
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not (marker.exists() and marker.read_text()):
                 time.sleep(0.02)
-            pid = int(marker.read_text())
-            while time.monotonic() < deadline:
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.02)
-            time.sleep(1.0)  # and Ray has noticed
+            # until Ray has noticed the death: episode 5's call then holds its error
+            self.ray.wait([calls[5]], timeout=max(0.0, deadline - time.monotonic()))
         return poll(self, timeout)
 
     monkeypatch.setattr(RayBackend, "submit", submitting)
@@ -250,16 +250,7 @@ def test_an_episode_past_its_deadline_stops_its_actor_and_runs_again(
         "episode 3 (seed 3) ran past episode_timeout_seconds=2 on worker w"
         in many.retries[0].reason
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.kill(hung, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(hung, signal.SIGKILL)
-        raise AssertionError(f"the stopped actor (pid {hung}) still runs")
+    assert wait_gone([hung], within=30) == []  # the stopped actor ended
 
 
 def test_ctrl_c_on_a_ray_driver_kills_every_actor(ray_local: Any) -> None:
@@ -337,38 +328,10 @@ def test_a_killed_ray_driver_resumes_from_its_journal(ray_local: Any, tmp_path: 
                    journal={str(journal)!r})
         """
     )
-    env = child_env()
-    env["PYTHONPATH"] = os.pathsep.join(
-        [
-            str(Path(__file__).resolve().parent),
-            str(Path(__file__).resolve().parents[1]),
-            env["PYTHONPATH"],
-        ]
+    kill_driver_when(
+        script, driver_env(), lambda: journaled(journal) >= len(seeds) // 2, within=180
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE)
-    done = 0
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and proc.poll() is None:
-            if journal.exists():
-                try:
-                    with sqlite3.connect(journal, timeout=5) as db:
-                        done = db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
-                except sqlite3.OperationalError:
-                    done = 0
-            if done >= len(seeds) // 2:
-                break
-            time.sleep(0.02)
-        assert proc.poll() is None, (
-            f"the driver ended before it was killed: {proc.stderr.read().decode()[-2000:]}"
-        )
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert len(seeds) // 2 <= done < len(seeds)
+    assert len(seeds) // 2 <= journaled(journal) < len(seeds)
     env_r = functools.partial(Walk, side=str(side), sleep_s=0.03)
     resumed = rlmesh.run(sign_policy, env_r, seeds=seeds, workers=RAY, journal=journal)
     assert {s: read_ints(side).count(s) for s in seeds} == {s: 1 for s in seeds}
@@ -391,37 +354,10 @@ def test_a_killed_ray_driver_leaves_no_hung_actor_behind_and_its_run_resumes(
                    journal={str(journal)!r})
         """
     )
-    env = child_env()
-    env["PYTHONPATH"] = os.pathsep.join(
-        [
-            str(Path(__file__).resolve().parent),
-            str(Path(__file__).resolve().parents[1]),
-            env["PYTHONPATH"],
-        ]
+    kill_driver_when(
+        script, driver_env(), lambda: marker.exists() and bool(marker.read_text()), within=180
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 180
-        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
-            time.sleep(0.02)
-        hung = int(marker.read_text())
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            os.kill(hung, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(hung, signal.SIGKILL)
-        raise AssertionError(f"the hung actor (pid {hung}) outlived its driver")
+    assert wait_gone([int(marker.read_text())], within=90) == []  # it did not outlive its driver
     env_r = functools.partial(Walk, side=str(side), hang_seed=4, hang_marker=str(marker))
     resumed = rlmesh.run(sign_policy, env_r, seeds=seeds, workers=RAY, journal=journal)
     assert sorted(read_ints(side)) == seeds
