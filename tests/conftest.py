@@ -43,7 +43,13 @@ tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    shutil.rmtree(RUN_TMP, ignore_errors=True)
+    # Removed at exit, after multiprocessing's own clean-up of the temp dir it made below
+    # RUN_TMP (its finalizer has priority -100 and would fail on a dir already gone).
+    from multiprocessing import util
+
+    util.Finalize(
+        None, shutil.rmtree, args=(RUN_TMP,), kwargs={"ignore_errors": True}, exitpriority=-101
+    )
 
 
 # The suite never runs with the caller's own token or TLS settings (docs/security.md): a test

@@ -8,14 +8,17 @@ primary key is the episode index, so an episode is recorded at most once even wh
 workers race on a retried episode; readers and writers in several processes are serialized
 by SQLite's own locking.
 
-Who writes: a worker on the driver's host (the processes backend) records its own episodes
-right after they finish, so an episode that finished is journaled even if the driver is
-killed a moment later; the driver records what workers elsewhere report (Ray).
+Who writes: a worker on the driver's host (every processes worker, a Ray actor there)
+records its own episodes right after they finish, so an episode that finished is journaled
+even if the driver is killed a moment later; the driver records what Ray actors on other
+hosts report.
 
 The lock file ``PATH.lock``: every worker holds a shared ``flock`` on it while it lives and
 the driver takes it exclusively before it reads the journal. After ``kill -9`` of a driver
-its workers finish the episode they are running, record it and exit; a re-run waits for
-them, so it never starts an episode a worker of the killed run is still finishing.
+its processes workers finish the episode they are running, record it and exit; a re-run
+waits for them, so it never starts an episode a worker of the killed run is still
+finishing. (Ray ends the actors of a dead driver at once: an episode finished in the
+instant before and not yet committed runs again.)
 
 The ``run`` table holds the run's identity (seeds, caps, model and env descriptions): a
 journal is resumed only by the same run; another run is refused with the difference named.
