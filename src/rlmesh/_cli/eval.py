@@ -323,7 +323,6 @@ def _distributed_args(args: argparse.Namespace) -> tuple[Any, Any]:
         n=args.workers,
         backend="ray" if ray is not None else "processes",
         address=None if ray in (None, "local") else ray,
-        progress=False if args.no_progress else None,
         episode_timeout_seconds=args.episode_timeout,
         on_episode_timeout=args.on_episode_timeout,
     )

@@ -263,10 +263,10 @@ class RayBackend:
             for slot in waiting:
                 self._mark_dead(slot)
 
-    def _mark_dead(self, slot: int) -> None:
+    def _mark_dead(self, slot: int, *, killed: bool = False) -> None:
         self.dead.add(slot)
         actor = self.actors.get(slot)
-        if actor is not None:
+        if actor is not None and not killed:
             try:
                 self.ray.kill(actor, no_restart=True)
             except Exception:
@@ -289,7 +289,7 @@ class RayBackend:
         except Exception:
             pass
         events = self._salvage(slot)
-        self._mark_dead(slot)
+        self._mark_dead(slot, killed=True)
         return events
 
     def close(self, *, force: bool) -> None:

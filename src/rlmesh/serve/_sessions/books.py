@@ -65,9 +65,9 @@ class NoEnv:
     component = "rlmesh-env"
     declared_edition: str | None = None
 
-    def contract(
-        self,
-    ) -> dict[str, Any]:  # pragma: no cover - the supervisor answers no Hello itself
+    def contract(self) -> dict[str, Any]:
+        """Empty: the supervisor answers no Hello itself (the serve loop asks once, for the
+        metrics' lane count, when metrics are on: one lane)."""
         return {}
 
     def begin_session(self) -> None:  # pragma: no cover - no session is ever active here
