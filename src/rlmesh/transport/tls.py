@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from typing import Any
+from typing import Any, TypeVar
 
 from .._token import TLS_CA_ENV
 
@@ -155,6 +155,20 @@ def describe_failure(exc: BaseException, host: str) -> str:
     return f"TLS handshake with {host!r} failed: {reason}"
 
 
+_EOF = TypeVar("_EOF", int, bytes)
+
+
+def _read_error(exc: BaseException, eof: _EOF) -> _EOF:
+    """A read's ``ssl`` error as the socket call's: no record yet is ``BlockingIOError``, the
+    peer's close is EOF (``eof``), anything else a reset connection."""
+    ssl = _ssl()
+    if isinstance(exc, (ssl.SSLWantReadError, ssl.SSLWantWriteError)):
+        raise BlockingIOError("no TLS record yet") from None
+    if isinstance(exc, ssl.SSLZeroReturnError):
+        return eof  # the peer closed the TLS session
+    raise ConnectionResetError(f"TLS: {_reason(exc)}") from None
+
+
 def _reason(exc: BaseException) -> str:
     reason = getattr(exc, "reason", None)
     text = getattr(exc, "strerror", None) or str(exc)
@@ -208,30 +222,20 @@ class TLSSocket:
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
         if not self.handshaken:
             self._handshake()
-        ssl = _ssl()
         try:
             return int(self._ssl.recv_into(buffer, nbytes))
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            raise BlockingIOError("no TLS record yet") from None
-        except ssl.SSLZeroReturnError:
-            return 0  # the peer closed the TLS session: EOF
-        except ssl.SSLError as exc:
-            raise ConnectionResetError(f"TLS: {_reason(exc)}") from None
+        except _ssl().SSLError as exc:  # evaluated only on an error
+            return _read_error(exc, 0)
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         # the supervisor's TLS relay reads this way, several times a step: the ``ssl`` read
-        # itself, not a zeroed ``bufsize`` buffer copied twice (recv_into's errors, as bytes)
+        # itself, not a zeroed ``bufsize`` buffer copied twice
         if not self.handshaken:
             self._handshake()
-        ssl = _ssl()
         try:
-            return bytes(self._ssl.recv(bufsize))
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            raise BlockingIOError("no TLS record yet") from None
-        except ssl.SSLZeroReturnError:
-            return b""  # the peer closed the TLS session: EOF
-        except ssl.SSLError as exc:
-            raise ConnectionResetError(f"TLS: {_reason(exc)}") from None
+            return self._ssl.recv(bufsize)  # type: ignore[no-any-return]
+        except _ssl().SSLError as exc:
+            return _read_error(exc, b"")
 
     def send(self, data: Any, flags: int = 0) -> int:
         ssl = _ssl()
