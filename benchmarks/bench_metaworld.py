@@ -175,22 +175,41 @@ def overhead(rounds: int, steps: int) -> dict[str, Any]:
 
 
 def scale(rounds: int, episodes: int) -> dict[str, Any]:
+    """One process vs ``workers=2`` started for the run (cold: the workers start, import
+    Meta-World and build every task's env inside the timed run) vs a warm pool (started
+    before the timed run, as when one pool evaluates several checkpoints), interleaved."""
     pairs = []
-    for _ in range(rounds):
-        one = suites.run("scripted", "metaworld:MT10", episodes_per_task=episodes)
-        two = suites.run("scripted", "metaworld:MT10", episodes_per_task=episodes, workers=2)
-        pairs.append((one.seconds, two.seconds, one.episodes))
-        print(f"  one process {one.seconds:.1f}s, workers=2 {two.seconds:.1f}s", flush=True)
-    eps = pairs[0][2]
+    pool = rlmesh.Workers(n=2).start()
+    try:
+        suites.run("scripted", "metaworld:MT10", episodes_per_task=1, workers=pool)  # warm it
+        for _ in range(rounds):
+            one = suites.run("scripted", "metaworld:MT10", episodes_per_task=episodes)
+            two = suites.run("scripted", "metaworld:MT10", episodes_per_task=episodes, workers=2)
+            warm = suites.run(
+                "scripted", "metaworld:MT10", episodes_per_task=episodes, workers=pool
+            )
+            pairs.append((one.seconds, two.seconds, warm.seconds, one.episodes))
+            print(
+                f"  one process {one.seconds:.2f}s, workers=2 {two.seconds:.2f}s, "
+                f"warm pool of 2 {warm.seconds:.2f}s",
+                flush=True,
+            )
+    finally:
+        pool.close()
+    eps = pairs[0][3]
     one_s = statistics.median(p[0] for p in pairs)
     two_s = statistics.median(p[1] for p in pairs)
+    warm_s = statistics.median(p[2] for p in pairs)
     return {
         "episodes": eps,
         "one_process_s": one_s,
         "workers2_s": two_s,
+        "warm_pool2_s": warm_s,
         "speedup_median": statistics.median(p[0] / p[1] for p in pairs),
+        "speedup_warm_median": statistics.median(p[0] / p[2] for p in pairs),
         "episodes_per_hour_one": eps / one_s * 3600,
         "episodes_per_hour_workers2": eps / two_s * 3600,
+        "episodes_per_hour_warm_pool2": eps / warm_s * 3600,
         "pairs": pairs,
     }
 
@@ -243,9 +262,11 @@ def main() -> None:
         print("step overhead (served / in-process, medians of interleaved rounds):", flush=True)
         doc["overhead"] = overhead(rounds, 100 if args.quick else 500)
     if "scale" in sections:
-        print(f"scale: MT10 x {episodes} episodes, workers=2 vs one process:", flush=True)
-        doc["scale"] = scale(1 if args.quick else 3, episodes)
-        print(f"  {doc['scale']}", flush=True)
+        doc["scale"] = {}
+        for n in [episodes] if args.quick else [episodes, 3 * episodes]:
+            print(f"scale: MT10 x {n} episodes, workers=2 vs one process:", flush=True)
+            doc["scale"][n] = scale(1 if args.quick else 3, n)
+            print(f"  {doc['scale'][n]}", flush=True)
     if "render" in sections:
         print("render:", flush=True)
         doc["render"] = render(5 if args.quick else 20)

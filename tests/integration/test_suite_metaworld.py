@@ -89,6 +89,33 @@ def test_workers_run_the_same_episodes_per_seed(in_process: Any) -> None:
         assert _key(spread[task].result) == _key(in_process[task].result)
 
 
+def test_a_suite_journal_resumes_and_refuses_another_task_list(
+    in_process: Any, tmp_path: Path
+) -> None:
+    seen: list[str] = []
+    first = suites.run(
+        "scripted",
+        "metaworld",
+        tasks=list(TASKS),
+        episodes_per_task=3,
+        workers=2,
+        journal=tmp_path,
+        on_task=lambda t: seen.append(t.task),
+    )
+    assert sorted(seen) == sorted(TASKS) and (tmp_path / "suite.journal").exists()
+    assert [t.seconds > 0 for t in first.tasks] == [True, True]
+    again = suites.run(
+        "scripted", "metaworld", tasks=list(TASKS), episodes_per_task=3, workers=2, journal=tmp_path
+    )
+    for task in TASKS:
+        assert _key(again[task].result) == _key(in_process[task].result)
+        assert again[task].seconds == 0.0  # every episode came from the journal: none ran again
+    with pytest.raises(ValueError, match="names"):
+        suites.run(
+            "scripted", "metaworld", tasks=["reach-v3"], episodes_per_task=3, journal=tmp_path
+        )
+
+
 def test_served_suite_env_runs_the_same_episodes(in_process: Any, tmp_path: Path) -> None:
     for task in TASKS:
         for address in _serve(tmp_path / task, "rlmesh.suites.metaworld:MetaWorld", {"task": task}):

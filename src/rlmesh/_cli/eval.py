@@ -287,7 +287,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="PATH",
         help="with --workers: record finished episodes in PATH; a re-run skips them; with --suite a "
-        "directory, one journal per task (default: no journal)",
+        "directory holding the suite's journal (default: no journal)",
     )
     p.add_argument(
         "--episode-timeout",

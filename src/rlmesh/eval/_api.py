@@ -29,7 +29,7 @@ from ._options import RunOptions, SessionKeywords, SessionOptions
 from ._results import RunResult
 from ._session import Session, new_session
 from ._targets import classify_target
-from .distributed import WorkerPool, Workers, normalize_workers, run_distributed
+from .distributed import WorkerPool, Workers, normalize_workers, run_distributed, run_grouped
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -39,6 +39,7 @@ __all__ = [
     "check_served_horizon",
     "open_session",
     "run",
+    "run_groups",
     "run_with",
     "served_session",
     "session",
@@ -294,6 +295,19 @@ def run(
         ),
     )
     return run_with(model, env, options)
+
+
+def run_groups(
+    groups: Sequence[tuple[Any, Any, Sequence[int]]],
+    options: RunOptions,
+    names: Sequence[str] | None = None,
+) -> list[RunResult]:
+    """Several ``(model, env, seeds)`` runs as one distributed run over ``options.workers``,
+    with task affinity (a suite's tasks; see :func:`~.distributed.run.run_grouped`)."""
+    cfg = normalize_workers(options.workers)
+    if cfg is None:
+        raise ValueError("run_groups spreads the groups over workers: pass workers=")
+    return run_grouped(open_session, groups, cfg, options, names)
 
 
 def run_with(model: Any, env: Any, options: RunOptions) -> RunResult:

@@ -1,14 +1,19 @@
-"""``rlmesh.suites.run``: one ``rlmesh.run`` per task of a suite, on one pool of workers.
+"""``rlmesh.suites.run``: every task of a suite, in this process or over one pool of workers.
 
-Everything a single run offers applies per task: ``workers=`` (one warm pool for the
-whole suite, so workers start once), ``journal=`` (a directory, one journal per task: a
-re-run skips finished episodes), a recorder (one bundle, a workload and videos per
-task), a sandbox (the envs in their own virtual environment when this one lacks the
-simulator).
+In this process the tasks run one after another, one ``rlmesh.run`` each. With
+``workers=`` the whole suite is one distributed run (:func:`rlmesh.eval._api.run_groups`)
+over one pool: each worker keeps one task's env and takes that task's episodes while any
+are left (task affinity), so each task's env is built by about one worker rather than by
+every worker, and no worker waits for a task's last episode before starting the next
+task. ``journal=`` (a directory) holds the suite's journal: a re-run skips finished
+episodes. A recorder (one bundle, a workload and videos per task) records each task in its
+own run over the pool. A sandbox puts the envs in their own virtual environment when this
+one lacks the simulator.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import time
@@ -16,7 +21,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..eval import WorkerPool, Workers, run as run_one
+from ..eval import EpisodeResult, RunHooks, RunResult, WorkerPool, Workers, run as run_one
+from ..eval._api import run_groups
+from ..eval._options import RunOptions
 from ..recorder import Recorder
 from ..sandbox import SandboxBuild, SandboxEnv
 from ._results import SuiteResult, TaskResult
@@ -109,20 +116,25 @@ def run(
         tasks: Narrow the suite to these tasks (names or a comma-separated string).
         episodes_per_task: Episodes per task; episode *k* is ``reset(seed=k)`` (the
             suite's seed schedule), the same episodes in every run.
-        workers: Run each task's episodes in worker processes (an int, a
-            :class:`rlmesh.Workers` or a started pool). An int or ``Workers`` starts
-            one pool for the whole suite (workers start once, not per task).
+        workers: Run the suite's episodes in worker processes (an int, a
+            :class:`rlmesh.Workers` or a started pool): one run over every task, each
+            worker staying on one task's env while that task has episodes left. An int
+            or ``Workers`` starts one pool for the whole suite.
         sandbox: ``None`` (auto): this process when it can import the suite's
             simulator, else a venv sandbox that installs it; ``False``: always this
             process; ``True``/``"venv"``/``"docker"``: that sandbox backend.
         record: A path: record every episode into one result bundle there (a workload
             and per-episode videos per task; needs the ``record`` extra).
-        journal: A directory: one journal per task; a re-run skips what finished
-            (runs the tasks in a worker process when ``workers`` is not given).
+        journal: A directory for the suite's journal (one per task when recording); a
+            re-run of the same call skips what finished (runs the tasks in a worker
+            process when ``workers`` is not given).
         max_episode_steps: Cap each episode (default: the suite's horizon, 500).
-        on_task: Called with each :class:`TaskResult` as its task finishes.
-        progress: ``rlmesh.run``'s live line, one per task (``None``: on a terminal,
-            once a task has gone on for 1.5 s; ``True`` always; ``False`` never).
+        on_task: Called with each :class:`TaskResult` as its task finishes (with
+            ``workers``: in the order the tasks finish, its result holding the task's
+            episodes; the returned :class:`SuiteResult` adds the workers' figures).
+        progress: ``rlmesh.run``'s live line: one for the suite with ``workers``, else
+            one per task (``None``: on a terminal, once it has gone on for 1.5 s;
+            ``True`` always; ``False`` never).
         **env_params: The suite env's params for every task (Meta-World: ``camera``,
             ``image_size``, ``render_every``, ``terminate_on_success``).
 
@@ -148,7 +160,11 @@ def run(
     t0 = time.perf_counter()
     done: list[TaskResult] = []
     try:
-        for task in selected.tasks:
+        if pool is not None and recorder is None:  # one run over every task (task affinity)
+            done = _run_tasks(
+                selected, model_for, backend, pool, journal, episodes_per_task, progress, on_task
+            )
+        for task in selected.tasks if not done else ():
             done.append(
                 _run_task(
                     task,
@@ -195,12 +211,7 @@ def _run_task(
     progress: bool | None = None,
 ) -> TaskResult:
     params = dict(suite.params)
-    if backend is False:
-        recipe: Any = suite.env(task)
-    else:
-        recipe = functools.partial(
-            sandbox_env, suite.kind, task, None if backend is True else backend, params
-        )
+    recipe = _recipe(suite, task, backend)
     hooks = None
     if recorder is not None:
         camera = params.get("camera")
@@ -229,6 +240,84 @@ def _run_task(
             progress=progress,
         )
     return TaskResult(task=task, result=result, seconds=time.perf_counter() - t0)
+
+
+def _recipe(suite: Suite, task: str, backend: str | bool | None) -> Any:
+    if backend is False:
+        return suite.env(task)
+    params = dict(suite.params)
+    return functools.partial(
+        sandbox_env, suite.kind, task, None if backend is True else backend, params
+    )
+
+
+class _TaskWatch(RunHooks):
+    """Sees each episode of a suite's one run finish: when a task's last one does, builds its
+    :class:`TaskResult` (its wall time: from its first episode's start to its last's end)."""
+
+    def __init__(
+        self, tasks: tuple[str, ...], episodes: int, on_task: Callable[[TaskResult], None] | None
+    ) -> None:
+        self.tasks = tasks
+        self.episodes = episodes
+        self.on_task = on_task
+        self.finished: dict[str, list[EpisodeResult]] = {task: [] for task in tasks}
+        self.span: dict[str, tuple[float, float]] = {}
+        self.reported: set[str] = set()
+
+    def seconds(self, task: str) -> float:
+        start, end = self.span.get(task, (0.0, 0.0))
+        return end - start
+
+    def on_episode_end(self, result: EpisodeResult) -> None:
+        g, k = divmod(result.index, self.episodes)
+        task = self.tasks[g]
+        now = time.perf_counter()
+        start, end = self.span.get(task, (now - result.duration_s, now))
+        self.span[task] = (min(start, now - result.duration_s), max(end, now))
+        mine = self.finished[task]
+        mine.append(dataclasses.replace(result, index=k))
+        if len(mine) == self.episodes and self.on_task is not None:
+            self.reported.add(task)
+            episodes = tuple(sorted(mine, key=lambda e: e.index))
+            self.on_task(TaskResult(task, RunResult(episodes), self.seconds(task)))
+
+
+def _run_tasks(
+    suite: Suite,
+    model_for: Callable[[str], Any],
+    backend: str | bool | None,
+    pool: Any,
+    journal: str | os.PathLike[str] | None,
+    episodes: int,
+    progress: bool | None,
+    on_task: Callable[[TaskResult], None] | None,
+) -> list[TaskResult]:
+    """Every task's episodes as one distributed run: a worker keeps one task's env and takes
+    that task's episodes while any are left, so each env is built by about one worker."""
+    watch = _TaskWatch(suite.tasks, episodes, on_task)
+    groups = [
+        (model_for(task), _recipe(suite, task, backend), suite.seeds(task, episodes))
+        for task in suite.tasks
+    ]
+    results = run_groups(
+        groups,
+        RunOptions(
+            workers=pool,
+            hooks=watch,
+            progress=progress,
+            journal=None if journal is None else os.path.join(journal, "suite.journal"),
+        ),
+        names=[f"{suite.name}:{task} {dict(sorted(suite.params.items()))}" for task in suite.tasks],
+    )
+    done = [
+        TaskResult(task=task, result=result, seconds=watch.seconds(task))
+        for task, result in zip(suite.tasks, results)
+    ]
+    for task_result in done:  # tasks the journal held whole: no episode of theirs ran now
+        if on_task is not None and task_result.task not in watch.reported:
+            on_task(task_result)
+    return done
 
 
 def _close(env: Any) -> None:

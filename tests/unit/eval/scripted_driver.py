@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlmesh.eval._options import SessionOptions
 from rlmesh.eval._results import EpisodeResult
 from rlmesh.eval.distributed.driver import _Driver
+from rlmesh.eval.distributed.job import Group, Job, ModelRecipe
 from rlmesh.eval.distributed.journal import Journal
 from rlmesh.eval.distributed.workers import Workers
 
@@ -51,17 +53,40 @@ def result(index: int) -> EpisodeResult:
     return EpisodeResult(index, 100 + index, 5, 5.0, True, False, None, 0.01, 0.1, 0.1, index)
 
 
+def job(group_of: list[int] | None = None) -> Job:
+    """A job the scripted backend never unpickles; ``group_of``: a grouped run's episode groups."""
+    plain = Job(
+        envs=("unused",),
+        model=ModelRecipe("random", None, "RANDOM_SAMPLE"),
+        open_session=lambda *args: None,
+        session=SessionOptions(),
+        caps={},
+    )
+    if group_of is None:
+        return plain
+    groups = tuple(Group(("unused",), 0) for _ in range(max(group_of) + 1))
+    return Job(
+        **{**vars(plain), "groups": groups, "models": (plain.model,), "group_of": tuple(group_of)}
+    )
+
+
 def scripted_driver(
-    episodes: int, workers: int, *, journal: Journal | None = None, **cfg: Any
+    episodes: int,
+    workers: int,
+    *,
+    journal: Journal | None = None,
+    group_of: list[int] | None = None,
+    **cfg: Any,
 ) -> tuple[_Driver, ScriptedBackend]:
-    """A driver of ``episodes`` (seed ``100 + i``) whose ``workers`` are ready (pid ``40 + slot``)."""
+    """A driver of ``episodes`` (seed ``100 + i``) whose ``workers`` are ready (pid ``40 + slot``);
+    ``group_of``: each episode's group (a grouped run)."""
     plan = [(i, 100 + i, i) for i in range(episodes)]
     d = _Driver(
         cfg=Workers(n=workers, backend="processes", progress=False, **cfg),
         plan=plan,
         done={},
         n=workers,
-        job=None,  # type: ignore[arg-type]
+        job=job(group_of),
         hooks=None,
         journal=journal,
         journal_path=None,

@@ -64,3 +64,42 @@ def test_reports_of_a_worker_may_arrive_in_any_order_within_a_poll() -> None:
     done(d, 0, 0)
     assert sorted(d.results) == [0, 1]
     assert not any(d.inflight.values())
+
+
+# -- a grouped run (a suite's tasks): task affinity ------------------------------------------------
+
+
+def test_a_grouped_run_keeps_each_worker_on_its_group_then_gives_it_an_untouched_one() -> None:
+    # three groups of four episodes: 0-3, 4-7, 8-11
+    d, backend = scripted_driver(12, 2, group_of=[0] * 4 + [1] * 4 + [2] * 4)
+    d._dispatch()
+    assert backend.submitted == {0: [0, 1], 1: [4, 5]}  # each on its own group's env
+    for index in (0, 1):
+        done(d, 0, index)
+        d._dispatch()
+    assert backend.submitted[0] == [0, 1, 2, 3]  # still group 0 while it lasts
+    for index in (2, 3):
+        done(d, 0, index)
+        d._dispatch()
+    assert backend.submitted[0][4:] == [8, 9]  # then group 2, which no worker holds
+    assert backend.submitted[1] == [4, 5]
+
+
+def test_a_grouped_run_shares_the_last_group_once_every_other_is_done() -> None:
+    d, backend = scripted_driver(10, 2, group_of=[0] * 2 + [1] * 8)
+    d._dispatch()
+    assert backend.submitted == {0: [0, 1], 1: [2, 3]}
+    done(d, 0, 0)
+    done(d, 0, 1)
+    d._dispatch()
+    # group 0 is done and no group is free: worker 0 joins group 1's tail
+    assert backend.submitted[0][2:] == [4, 5]
+    done(d, 1, 2)
+    d._dispatch()
+    assert backend.submitted[1] == [2, 3, 6]
+
+
+def test_a_plain_run_still_hands_out_episodes_in_order() -> None:
+    d, backend = scripted_driver(6, 2, group_of=None)
+    d._dispatch()
+    assert backend.submitted == {0: [0, 2], 1: [1, 3]}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from .backend import WorkerBackend as WorkerBackend
 from .hooks import register_worker_hooks as register_worker_hooks
-from .run import run_distributed as run_distributed
+from .run import run_distributed as run_distributed, run_grouped as run_grouped
 from .workers import (
     WorkerPool as WorkerPool,
     Workers as Workers,
@@ -35,4 +35,5 @@ __all__ = [
     "normalize_workers",
     "register_worker_hooks",
     "run_distributed",
+    "run_grouped",
 ]

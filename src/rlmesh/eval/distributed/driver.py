@@ -171,6 +171,8 @@ class _Driver:
         #: handed to an idle worker, or when the one before it was reported finished).
         self.running_since: dict[int, float] = {}
         self.timed_out: set[int] = set(timed_out)  # episodes recorded as timed out
+        #: A grouped run: the group each worker holds (its env), once it left its first one.
+        self.affinity: dict[int, int] = {}
         self.progress = RunProgress(len(plan), n, enabled=cfg.progress)
         for index in sorted(done):
             self.progress.update(resumed=done[index])
@@ -182,6 +184,7 @@ class _Driver:
         self.generation[slot] = gen
         label = f"w{slot}" if gen == 0 else f"w{slot}.{gen}"
         self.labels[slot] = label
+        self.affinity.pop(slot, None)  # a fresh worker sets up on its first group
         self.started_at[slot] = time.monotonic()
         if not self.backend.has_worker(slot):
             self.backend.spawn(slot, label)
@@ -209,13 +212,44 @@ class _Driver:
                 queue = self.inflight.setdefault(slot, deque())
                 if len(queue) > depth:
                     continue
-                task = self.pending.popleft()
+                task = self._next_for(slot) if self.job.groups else self.pending.popleft()
                 if self.backend.submit(slot, task):
                     queue.append(task)
                     if len(queue) == 1:
                         self.running_since[slot] = time.monotonic()
                 else:
                     self.pending.appendleft(task)
+
+    def _next_for(self, slot: int) -> Task:
+        """Take the next episode for ``slot`` in a grouped run (task affinity): the first one
+        of the group it holds; else the first of a group no other worker holds; else one of
+        the group with the most episodes left per worker on it (the tail is shared)."""
+        job = self.job
+        held = self.affinity.setdefault(slot, job.first_group(slot))
+        for i, task in enumerate(self.pending):
+            if job.group_for(task[0]) == held:
+                del self.pending[i]
+                return task
+        holders: dict[int, int] = {}
+        for other, group in self.affinity.items():
+            if other != slot and other in self.ready:
+                holders[group] = holders.get(group, 0) + 1
+        left: dict[int, int] = {}
+        first: dict[int, int] = {}
+        for i, task in enumerate(self.pending):
+            group = job.group_for(task[0])
+            left[group] = left.get(group, 0) + 1
+            first.setdefault(group, i)
+
+        def rank(group: int) -> tuple[int, float, int]:
+            return (holders.get(group, 0), -left[group] / (holders.get(group, 0) + 1), first[group])
+
+        group = min(left, key=rank)
+        self.affinity[slot] = group
+        i = first[group]
+        task = self.pending[i]
+        del self.pending[i]
+        return task
 
     def _take(self, slot: int, index: int) -> Task | None:
         """Remove and return the episode ``index`` handed to worker ``slot`` (None: stale)."""

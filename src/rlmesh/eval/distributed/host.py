@@ -46,30 +46,18 @@ class WorkerCore:
         self.label = label
         self.journal = journal
         self.session: Any = None
-        self.owned: list[Any] = []
+        self.owned: list[Any] = []  # what the current group's env build made (closed on a switch)
+        self.model: Any = None
+        self.model_owned: Any = None
+        self.model_index = -1
+        self.group = -1
         self.hooks_side: Any = None
         self.where = f"worker {label} (pid {os.getpid()})"
 
     def setup(self) -> dict[str, Any]:
         """Build the env and the model, open the session (connects now: errors surface here)."""
         job = self.job
-        env = job.env_for(self.slot)
-        if isinstance(env, (str, Endpoint)):
-            target: Any = env  # an address (with its token): the session dials it
-        else:
-            built = env.build()
-            self.owned.append(built)
-            target = built.env
-        model, model_owned = job.model.build()
-        if model_owned is not None:
-            self.owned.append(model_owned)
-        self.session = job.open_session(model, target, job.session)
-        lanes = self.session.num_envs  # connects
-        if lanes != 1:
-            raise ValueError(
-                f"workers= drives one env per worker, but this env has num_envs={lanes}; "
-                "serve or build single envs (one lane each), or run the vector env with workers=None"
-            )
+        self._open(job.first_group(self.slot))
         if job.hooks_plan is not None:
             self.hooks_side = job.hooks_plan.open(self)
         info = worker_info()
@@ -78,6 +66,10 @@ class WorkerCore:
 
     def run(self, index: int, seed: int | None, trial: int) -> Outcome:
         """Run episode ``index`` exactly as the single loop does; raises what the episode raised."""
+        group = self.job.group_for(index)
+        if group != self.group:  # a grouped run handed over another group's episode
+            self._close_session()
+            self._open(group)
         side = self.hooks_side
         hooks = side.hooks_for(index, seed) if side is not None else None
         res = self.session.run(
@@ -96,18 +88,59 @@ class WorkerCore:
             journaled = True
         return Outcome(episode, tuple(res.telemetry), payload, journaled)
 
+    def _open(self, group: int) -> None:
+        """Build ``group``'s env (and its model, unless the current one is the same) and open
+        the session on them."""
+        job = self.job
+        env = job.env_for(self.slot, group)
+        if isinstance(env, (str, Endpoint)):
+            target: Any = env  # an address (with its token): the session dials it
+        else:
+            built = env.build()
+            self.owned.append(built)
+            target = built.env
+        index = job.model_index(group)
+        if index != self.model_index:
+            self._close_model()
+            self.model, self.model_owned = job.model_for(group).build()
+            self.model_index = index
+        self.group = group
+        self.session = job.open_session(self.model, target, job.session)
+        lanes = self.session.num_envs  # connects
+        if lanes != 1:
+            raise ValueError(
+                f"workers= drives one env per worker, but this env has num_envs={lanes}; "
+                "serve or build single envs (one lane each), or run the vector env with workers=None"
+            )
+
+    def _close_session(self) -> None:
+        """Close the session and the env it ran on (a switch to another group); keep the model."""
+        session, self.session = self.session, None
+        owned, self.owned = self.owned, []
+        self.group = -1
+        for thing in (session, *reversed(owned)):
+            if thing is not None:
+                thing.close()
+
+    def _close_model(self) -> None:
+        model, self.model_owned, self.model = self.model_owned, None, None
+        self.model_index = -1
+        if model is not None:
+            model.close()
+
     def close(self, *, keep_journal: bool = False) -> None:
         """Close the session, the hooks and what setup built (and the journal unless ``keep_journal``)."""
         errors: list[BaseException] = []
-        for thing in (self.hooks_side, self.session, *reversed(self.owned)):
+        for thing in (self.hooks_side, self.session, *reversed(self.owned), self.model_owned):
             if thing is None:
                 continue
             try:
                 thing.close()
             except BaseException as exc:
                 errors.append(exc)
-        self.session = self.hooks_side = None
+        self.session = self.hooks_side = self.model = self.model_owned = None
         self.owned = []
+        self.group = self.model_index = -1
         if self.journal is not None and not keep_journal:
             self.journal.close()
             self.journal = None

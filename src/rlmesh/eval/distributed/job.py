@@ -43,6 +43,7 @@ from .._targets import classify_string, classify_target
 
 __all__ = [
     "Endpoint",
+    "Group",
     "Job",
     "ModelRecipe",
     "Outcome",
@@ -293,8 +294,25 @@ def model_recipe(model: Any) -> ModelRecipe:
 
 
 @dataclass(frozen=True)
+class Group:
+    """One group of a grouped run (a suite's task): its per-slot envs and its model's index
+    in :attr:`Job.models` (groups sharing a model share its index: a worker switching groups
+    keeps the model and rebuilds only the env)."""
+
+    envs: tuple[SlotEnv, ...]
+    model: int
+
+
+@dataclass(frozen=True)
 class Job:
-    """Everything a worker needs; pickled once per run."""
+    """Everything a worker needs; pickled once per run.
+
+    A plain run has one env (per slot) and one model. A *grouped* run
+    (:func:`.run.run_grouped`) has several :attr:`groups`, each episode belonging to one
+    (:attr:`group_of`); a worker holds one group's env at a time and the driver hands it
+    episodes of that group while there are any (task affinity), so each env is built by as
+    few workers as the schedule allows.
+    """
 
     envs: tuple[SlotEnv, ...]
     model: ModelRecipe
@@ -307,8 +325,29 @@ class Job:
     #: The run's per-episode deadline: a worker whose driver is gone gives up on its episode then.
     episode_timeout_seconds: float | None = None
 
-    def env_for(self, slot: int) -> SlotEnv:
-        return self.envs[slot % len(self.envs)]
+    #: A grouped run: the groups, the models they use, and each episode's group (by index).
+    groups: tuple[Group, ...] = ()
+    models: tuple[ModelRecipe, ...] = ()
+    group_of: tuple[int, ...] = ()
+
+    def env_for(self, slot: int, group: int = 0) -> SlotEnv:
+        envs = self.groups[group].envs if self.groups else self.envs
+        return envs[slot % len(envs)]
+
+    def model_index(self, group: int) -> int:
+        """The index of ``group``'s model in :attr:`models` (0 in a plain run)."""
+        return self.groups[group].model if self.groups else 0
+
+    def model_for(self, group: int) -> ModelRecipe:
+        return self.models[self.groups[group].model] if self.groups else self.model
+
+    def group_for(self, index: int) -> int:
+        """The group of episode ``index`` (0 in a plain run)."""
+        return self.group_of[index] if self.group_of else 0
+
+    def first_group(self, slot: int) -> int:
+        """The group a worker in ``slot`` builds at setup (and the driver hands it first)."""
+        return slot % len(self.groups) if self.groups else 0
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..._spawn.recipe import EnvRecipe
@@ -18,13 +18,23 @@ from .._budget import episode_budget, validate_caps
 from .._hooks import RunHooks
 from .._options import RunOptions
 from .._results import EpisodeResult, RunResult
+from .backend import Task
 from .driver import _Driver
 from .hooks import driver_side_for
-from .job import Job, SlotEnv, describe_target, env_recipes, model_recipe, slot_label
+from .job import (
+    Group,
+    Job,
+    ModelRecipe,
+    SlotEnv,
+    describe_target,
+    env_recipes,
+    model_recipe,
+    slot_label,
+)
 from .journal import Journal
 from .workers import WorkerPool, Workers, check_episode_timeout, default_workers
 
-__all__ = ["run_distributed"]
+__all__ = ["run_distributed", "run_grouped"]
 
 
 def _refuse_step_hooks(hooks: Any) -> None:
@@ -50,6 +60,115 @@ def run_distributed(
     """``rlmesh.run(..., workers=...)`` (see the module docstring)."""
     opts = options
     count, seed_list = episode_budget(opts.seeds, opts.max_episodes, opts.episodes)
+    hooks, pool, workers = _checked(opts, workers)
+    envs, limit = env_recipes(env, pool.n if pool is not None else workers.n)
+    mrecipe = model_recipe(model)
+    job = _job(open_session, opts, workers, envs, mrecipe)
+    base = opts.trial_index_base
+    plan = [(i, seed_list[i] if i < len(seed_list) else None, base + i) for i in range(count)]
+    identity = {
+        "episodes": count,
+        "seeds": seed_list,
+        "trial_index_base": base,
+        "max_episode_steps": opts.max_episode_steps,
+        "max_episode_seconds": opts.max_episode_seconds,
+        "model": mrecipe.label if mrecipe.kind == "random" else describe_target(model),
+        "env": _env_identity(envs, env),
+    }
+    return _drive(opts, workers, pool, limit, job, plan, identity, hooks)
+
+
+def run_grouped(
+    open_session: Callable[..., Any],
+    groups: Sequence[tuple[Any, Any, Sequence[int]]],
+    workers: Workers | WorkerPool,
+    options: RunOptions,
+    names: Sequence[str] | None = None,
+) -> list[RunResult]:
+    """Several runs as one over the same workers: ``groups`` is ``(model, env, seeds)`` per
+    group (a suite's tasks); one :class:`RunResult` per group, each as its own run would
+    give (episode ``k`` of a group is ``reset(seed=seeds[k])`` with trial index ``k``).
+
+    Each worker holds one group's env at a time and is handed that group's episodes while
+    any are left (task affinity): a group's env is built by one worker, or by a few at the
+    end when they share the last groups' episodes, not by every worker. Groups that pass
+    the same model object share one model recipe (a worker switching groups keeps its
+    model). ``options`` applies to every group (its ``seeds``/``episodes`` are unused);
+    ``hooks`` see every episode with its index in the whole run; a journal covers the
+    whole run, whose identity holds ``names`` (one per group: what tells the groups apart
+    when their models and envs describe alike, e.g. a suite's task names and params).
+    Worker-side hooks (a recorder's capture) are not supported.
+    """
+    opts = options
+    if not groups:
+        raise ValueError("run_grouped needs at least one group")
+    hooks, pool, workers = _checked(opts, workers)
+    if hooks is not None and driver_side_for(hooks) is not None:
+        raise ValueError("a grouped run takes driver-side hooks only (no recorder capture)")
+    n_for = pool.n if pool is not None else workers.n
+    models: list[Any] = []
+    recipes: list[ModelRecipe] = []
+    members: list[Group] = []
+    group_of: list[int] = []
+    plan: list[Task] = []
+    limit: int | None = None
+    for g, (model, env, seeds) in enumerate(groups):
+        envs, env_limit = env_recipes(env, n_for)
+        if env_limit is not None:
+            limit = env_limit if limit is None else min(limit, env_limit)
+        k = next((i for i, m in enumerate(models) if m is model), None)
+        if k is None:
+            k = len(models)
+            models.append(model)
+            recipes.append(model_recipe(model))
+        members.append(Group(tuple(envs), k))
+        for trial, seed in enumerate(seeds):
+            plan.append((len(plan), int(seed), trial))
+            group_of.append(g)
+    job = dataclasses.replace(
+        _job(open_session, opts, workers, members[0].envs, recipes[0]),
+        groups=tuple(members),
+        models=tuple(recipes),
+        group_of=tuple(group_of),
+    )
+    identity = {
+        "names": list(names) if names is not None else None,
+        "groups": [
+            {
+                "seeds": [int(s) for s in seeds],
+                "model": describe_target(model),
+                "env": describe_target(env),
+            }
+            for model, env, seeds in groups
+        ],
+        "max_episode_steps": opts.max_episode_steps,
+        "max_episode_seconds": opts.max_episode_seconds,
+    }
+    result = _drive(opts, workers, pool, limit, job, plan, identity, hooks)
+    out: list[RunResult] = []
+    episodes = {e.index: e for e in result.episodes}
+    for g in range(len(groups)):
+        mine = [i for i, group in enumerate(group_of) if group == g]
+        first = mine[0] if mine else 0
+        out.append(
+            RunResult(
+                tuple(dataclasses.replace(episodes[i], index=i - first) for i in mine),
+                workers=result.workers,
+                retries=tuple(
+                    dataclasses.replace(r, index=r.index - first)
+                    for r in result.retries
+                    if group_of[r.index] == g
+                ),
+                timed_out=tuple(i - first for i in result.timed_out if group_of[i] == g),
+            )
+        )
+    return out
+
+
+def _checked(
+    opts: RunOptions, workers: Workers | WorkerPool
+) -> tuple[Any, WorkerPool | None, Workers]:
+    """Refuse what ``workers=`` cannot do; ``(hooks, pool or None, the Workers settings)``."""
     validate_caps(opts.max_episode_steps, opts.max_episode_seconds, opts.trial_index_base)
     if opts.session.view is not None and opts.session.view is not False:
         raise ValueError(
@@ -72,10 +191,18 @@ def run_distributed(
     workers = _with_episode_timeout(workers, opts.episode_timeout_seconds)
     if opts.progress is not None:  # run(progress=...) decides over Workers(progress=...)
         workers = dataclasses.replace(workers, progress=opts.progress)
-    envs, limit = env_recipes(env, pool.n if pool is not None else workers.n)
-    mrecipe = model_recipe(model)
-    side = driver_side_for(hooks) if hooks is not None else None
-    job = Job(
+    return hooks, pool, workers
+
+
+def _job(
+    open_session: Callable[..., Any],
+    opts: RunOptions,
+    workers: Workers,
+    envs: Sequence[SlotEnv],
+    mrecipe: ModelRecipe,
+) -> Job:
+    side = driver_side_for(opts.hooks) if opts.hooks is not None else None
+    return Job(
         envs=tuple(envs),
         model=mrecipe,
         open_session=open_session,
@@ -87,29 +214,31 @@ def run_distributed(
         hooks_plan=side.plan if side is not None else None,
         episode_timeout_seconds=workers.episode_timeout_seconds,
     )
-    base = opts.trial_index_base
-    plan = [(i, seed_list[i] if i < len(seed_list) else None, base + i) for i in range(count)]
+
+
+def _drive(
+    opts: RunOptions,
+    workers: Workers,
+    pool: WorkerPool | None,
+    limit: int | None,
+    job: Job,
+    plan: list[Task],
+    identity: dict[str, Any],
+    hooks: Any,
+) -> RunResult:
+    """Open the journal (``opts.journal``), size the crowd and drive the run."""
     journal_obj: Journal | None = None
     done: dict[int, EpisodeResult] = {}
     timed_out: frozenset[int] = frozenset()
     journal_path: str | None = None
     if opts.journal is not None:
-        identity = {
-            "episodes": count,
-            "seeds": seed_list,
-            "trial_index_base": base,
-            "max_episode_steps": opts.max_episode_steps,
-            "max_episode_seconds": opts.max_episode_seconds,
-            "model": mrecipe.label if mrecipe.kind == "random" else describe_target(model),
-            "env": _env_identity(envs, env),
-        }
         journal_obj = Journal.open_for_run(opts.journal, identity)
         journal_path = journal_obj.path
         if any(seed is None for _, seed, _ in plan):
             warnings.warn(
                 "journal= with unseeded episodes: a resumed run cannot reproduce them; pass seeds=",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
         try:
             done = journal_obj.done(plan)
@@ -117,7 +246,7 @@ def run_distributed(
         except BaseException:
             journal_obj.close()
             raise
-    left = count - len(done)
+    left = len(plan) - len(done)
     if pool is not None:
         n = pool.n
     else:
