@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from .._autoreset import Autoreset
@@ -143,27 +144,18 @@ def classify_target(target: Any, *, served: bool = False) -> str:
     )
 
 
+@dataclass(eq=False, repr=False)
 class LocalContract:
     """A contract synthesized from a local env when its spaces cannot be converted (EVAL-7)."""
 
-    def __init__(
-        self,
-        id: str,
-        observation_space: Any,
-        action_space: Any,
-        *,
-        render_mode: str | None,
-        num_envs: int,
-        metadata: Mapping[str, Any] | None,
-        autoreset_mode: str,
-    ) -> None:
-        self.id = id
-        self.observation_space = observation_space
-        self.action_space = action_space
-        self.render_mode = render_mode
-        self.num_envs = num_envs
-        self.metadata = metadata
-        self.autoreset_mode = autoreset_mode
+    id: str
+    observation_space: Any
+    action_space: Any
+    _: KW_ONLY
+    render_mode: str | None
+    num_envs: int
+    metadata: Mapping[str, Any] | None
+    autoreset_mode: str
 
     def __repr__(self) -> str:
         return f'EnvContract(id="{self.id}", num_envs={self.num_envs})'
