@@ -285,13 +285,13 @@ def test_a_worker_runs_a_function_defined_here_and_says_how_it_ended(
     spawner = Spawner()
     try:
         mine, theirs = socket.socketpair()
-        done = spawner.start(_reply, ("hello",), pass_fds=[theirs.fileno()])
+        done = spawner.launch(_reply, ("hello",), pass_fds=[theirs.fileno()]).wait()
         theirs.close()
         assert mine.recv(64).decode() == f"hello {done.pid}"
         done.join(30)
         assert done.exitcode == 0 and not done.is_alive()
         mine, theirs = socket.socketpair()
-        stuck = spawner.start(_reply, ("wait",), pass_fds=[theirs.fileno()])
+        stuck = spawner.launch(_reply, ("wait",), pass_fds=[theirs.fileno()]).wait()
         theirs.close()
         assert mine.recv(64).decode().startswith("wait ")
         stuck.kill()
@@ -300,7 +300,7 @@ def test_a_worker_runs_a_function_defined_here_and_says_how_it_ended(
         mine.close()
         monkeypatch.setenv("RLMESH_TEST_MARK", "now")  # after the fork server started
         mine, theirs = socket.socketpair()
-        seen = spawner.start(_reply, ("env",), pass_fds=[theirs.fileno()])
+        seen = spawner.launch(_reply, ("env",), pass_fds=[theirs.fileno()]).wait()
         theirs.close()
         assert mine.recv(64).decode() == f"now {seen.pid}"  # the parent's environment, as it is
         seen.join(30)
@@ -319,7 +319,7 @@ def test_arguments_that_cannot_travel_are_refused_before_any_worker_starts() -> 
     spawner = Spawner()
     try:
         with pytest.raises(TypeError, match=r"<tuple>\[1\] \(a _thread\.lock\) cannot be pickled"):
-            spawner.start(_reply, (threading.Lock(),))
+            spawner.launch(_reply, (threading.Lock(),)).wait()
     finally:
         spawner.close()
 
@@ -364,7 +364,7 @@ ORPHAN_OWNER = textwrap.dedent(
             time.sleep(0.05)  # stuck, as an env inside a call that never returns
 
     spawner = Spawner()
-    spawner.start(stubborn, (sys.argv[1],), orphan_grace=float(sys.argv[2]))
+    spawner.launch(stubborn, (sys.argv[1],), orphan_grace=float(sys.argv[2])).wait()
     time.sleep(600)  # until the test SIGKILLs this owner
     """
 )

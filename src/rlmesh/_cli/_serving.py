@@ -27,6 +27,7 @@ from ..serve._options import ServeOptions
 from ..transport import parse_bind_address
 
 __all__ = [
+    "add_ready_flags",
     "add_trust_flags",
     "announce",
     "binding_of",
@@ -240,6 +241,21 @@ def add_address_flag(p: argparse.ArgumentParser) -> None:
         "--address",
         default=default_address(),
         help="host:port, tcp://host:port or unix:///path (default: $RLMESH_ADDRESS or 127.0.0.1:50051)",
+    )
+
+
+def add_ready_flags(p: argparse.ArgumentParser) -> None:
+    """``--ready-fd`` and ``--ready-file``: where :func:`announce` writes the bound address."""
+    p.add_argument(
+        "--ready-fd",
+        type=ready_fd_arg,
+        default=None,
+        help="write the bound address to this fd, then close it (default: none)",
+    )
+    p.add_argument(
+        "--ready-file",
+        default=None,
+        help="write the bound address to this file once listening (default: none)",
     )
 
 

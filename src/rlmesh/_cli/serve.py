@@ -25,12 +25,12 @@ from ._serving import (
     add_binding_flags,
     add_endpoint_flags,
     add_framework_flags,
+    add_ready_flags,
     announce,
     binding_of,
     edition_notice,
     is_model_target,
     options_of,
-    ready_fd_arg,
     run_command,
     serve_until_stopped,
 )
@@ -123,17 +123,7 @@ def build_parser(prog: str = "rlmesh serve") -> argparse.ArgumentParser:
         help="a model TARGET with --sessions N: answer every predict in turn instead of fusing predicts that "
         "arrive together into one predict_batch forward (see rlmesh serve-model; default: fuse)",
     )
-    p.add_argument(
-        "--ready-fd",
-        type=ready_fd_arg,
-        default=None,
-        help="write the bound address to this fd, then close it (default: none)",
-    )
-    p.add_argument(
-        "--ready-file",
-        default=None,
-        help="write the bound address to this file once listening (default: none)",
-    )
+    add_ready_flags(p)
     p.add_argument(
         "--verbose", action="store_true", help="print tracebacks on errors (default: one line)"
     )

@@ -23,10 +23,10 @@ from ._serving import (
     add_address_flag,
     add_binding_flags,
     add_endpoint_flags,
+    add_ready_flags,
     announce,
     binding_of,
     options_of,
-    ready_fd_arg,
     run_command,
     serve_until_stopped,
 )
@@ -102,15 +102,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "rlmesh serve-model")
         help="with --protocol openpi: the chunk length each reply carries for a chunk model "
         "(default: the model's native_chunk, else 1)",
     )
-    p.add_argument(
-        "--ready-file", default=None, help="write the bound address to this file (default: none)"
-    )
-    p.add_argument(
-        "--ready-fd",
-        type=ready_fd_arg,
-        default=None,
-        help="write the bound address to this fd, then close it (default: none)",
-    )
+    add_ready_flags(p)
     p.add_argument(
         "--verbose", action="store_true", help="print tracebacks on errors (default: one line)"
     )

@@ -31,7 +31,7 @@ board) are passed explicitly; the target is called as ``target(fds, *args)``.
 Starting never has to block the owner: :meth:`Spawner.launch` sends the job's request and
 returns a :class:`Launch` whose :meth:`~Launch.fileno` turns readable once the worker exists
 (the fork server may still be starting, or importing torch); :meth:`Launch.finish` then
-hands the worker its payload. :meth:`Spawner.start` is both in one blocking call.
+hands the worker its payload. :meth:`Launch.wait` is both in one blocking call.
 
 Stopping (:func:`stop_processes`): the owner asks its workers to stop over their own
 channel (each drains and closes its env), waits for a grace period, sends SIGTERM (each
@@ -401,6 +401,22 @@ class Launch:
         except (OSError, ValueError):
             return True
 
+    def wait(self) -> WorkerProcess:
+        """Wait (at most ``START_TIMEOUT_SECONDS``) until the worker runs, then :meth:`finish`.
+
+        Raises:
+            OSError: the worker could not be started, or did not start in time.
+        """
+        if not self.done():
+            try:
+                select.select([self], [], [], START_TIMEOUT_SECONDS)
+            except (OSError, ValueError):
+                pass
+        if not self.done():
+            self.cancel()
+            raise OSError(f"no worker started within {START_TIMEOUT_SECONDS:.0f}s")
+        return self.finish()
+
     def finish(self) -> WorkerProcess:
         """The started worker (its payload sent); ``OSError`` if it could not be forked."""
         if self._worker is not None:
@@ -468,40 +484,6 @@ class Spawner:
         self._server: _ForkServer | None = None
         self._closed = False
 
-    def start(
-        self,
-        target: str | Callable[..., Any],
-        args: tuple[Any, ...] = (),
-        *,
-        pass_fds: Sequence[int] = (),
-        name: str = "rlmesh-worker",
-        what: str = "worker's arguments",
-        orphan_grace: float = ORPHAN_GRACE_SECONDS,
-    ) -> WorkerProcess:
-        """Start a worker running ``target(fds, *args)`` and wait until it runs.
-
-        ``target`` is ``"module:function"`` (imported in the worker) or a callable (shipped
-        with the arguments, by value when the caller's script defines it).
-        ``orphan_grace``: seconds the worker may run on once this process is gone (then
-        it is terminated, see the module docstring).
-
-        Raises:
-            TypeError: ``args`` cannot be pickled (the message names what and the fix).
-            OSError: the worker could not be started.
-        """
-        launch = self.launch(
-            target, args, pass_fds=pass_fds, name=name, what=what, orphan_grace=orphan_grace
-        )
-        if not launch.done():
-            try:
-                select.select([launch], [], [], START_TIMEOUT_SECONDS)
-            except (OSError, ValueError):
-                pass
-        if not launch.done():
-            launch.cancel()
-            raise OSError(f"no worker started within {START_TIMEOUT_SECONDS:.0f}s")
-        return launch.finish()
-
     def launch(
         self,
         target: str | Callable[..., Any],
@@ -512,8 +494,19 @@ class Spawner:
         what: str = "worker's arguments",
         orphan_grace: float = ORPHAN_GRACE_SECONDS,
     ) -> Launch:
-        """:meth:`start` without the wait (same errors): wait for the :class:`Launch` to turn
-        readable, then :meth:`Launch.finish`. ``pass_fds`` may be closed once this returns."""
+        """Start a worker running ``target(fds, *args)``; :meth:`Launch.wait` waits until it runs.
+
+        ``target`` is ``"module:function"`` (imported in the worker) or a callable (shipped
+        with the arguments, by value when the caller's script defines it).
+        ``orphan_grace``: seconds the worker may run on once this process is gone (then
+        it is terminated, see the module docstring). Never blocks: wait for the
+        :class:`Launch` to turn readable, then :meth:`Launch.finish`, or call
+        :meth:`Launch.wait`. ``pass_fds`` may be closed once this returns.
+
+        Raises:
+            TypeError: ``args`` cannot be pickled (the message names what and the fix).
+            OSError: the worker could not be started.
+        """
         if self._closed:
             raise RuntimeError("this Spawner is closed")
         named = target if isinstance(target, str) else None

@@ -58,8 +58,12 @@ class _Obj:
     def require(self, key: str) -> Any:
         self.used.add(key)
         if key not in self.raw:
-            raise fail("invalid_tag", f"{self.where}: missing required field {key!r}")
+            raise self.invalid(f"missing required field {key!r}")
         return self.raw[key]
+
+    def invalid(self, problem: str) -> AdapterResolutionError:
+        """The ``invalid_tag`` error for ``problem`` in this object (prefixed with where it is)."""
+        return fail("invalid_tag", f"{self.where}: {problem}")
 
     def finish(
         self, *, strict: bool, envelope: bool = False, label: str | None = None
@@ -98,7 +102,7 @@ def _json_type(v: Any) -> str:
 def _bool(o: _Obj, key: str, default: bool = False) -> bool:
     v = o.get(key, default)
     if not isinstance(v, bool):
-        raise fail("invalid_tag", f"{o.where}: {key} must be true or false, got {_json_type(v)}")
+        raise o.invalid(f"{key} must be true or false, got {_json_type(v)}")
     return v
 
 
@@ -107,13 +111,11 @@ def _count_field(o: _Obj, key: str) -> Any:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int):
-        raise fail(
-            "invalid_tag", f"{o.where}: {key} must be a non-negative integer, got {_json_type(v)}"
-        )
+        raise o.invalid(f"{key} must be a non-negative integer, got {_json_type(v)}")
     if v < 0:
-        raise fail("invalid_tag", f"{o.where}: {key} must be a non-negative integer, got {v}")
+        raise o.invalid(f"{key} must be a non-negative integer, got {v}")
     if v > MAX_COUNT:
-        raise fail("invalid_tag", f"{o.where}: {key} must be no larger than {MAX_COUNT}, got {v}")
+        raise o.invalid(f"{key} must be no larger than {MAX_COUNT}, got {v}")
     return v
 
 
@@ -123,12 +125,11 @@ def _pair_field(o: _Obj, key: str) -> Any:
         return None
     if not isinstance(v, (list, tuple)) or len(v) != 2:
         n = len(v) if isinstance(v, (list, tuple)) else _json_type(v)
-        raise fail("invalid_tag", f"{o.where}: {key} must be a pair of numbers [min, max], got {n}")
+        raise o.invalid(f"{key} must be a pair of numbers [min, max], got {n}")
     lo, hi = _number(o, key, v[0]), _number(o, key, v[1])
     if v[0] > v[1]:
-        raise fail(
-            "invalid_tag",
-            f"{o.where}: {key} [{v[0]}, {v[1]}] must have min <= max (min must be <= max)",
+        raise o.invalid(
+            f"{key} [{v[0]}, {v[1]}] must have min <= max (min must be <= max)",
         )
     return (lo, hi)
 
@@ -143,7 +144,7 @@ def _num_field(o: _Obj, key: str) -> Any:
 def _number(o: _Obj, key: str, x: Any) -> float:
     """A JSON number (not a boolean) of field ``key``, as a float."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise fail("invalid_tag", f"{o.where}: {key}: expected a number, got {_json_type(x)}")
+        raise o.invalid(f"{key}: expected a number, got {_json_type(x)}")
     return float(x)
 
 
@@ -152,9 +153,9 @@ def _scale_field(o: _Obj, name: str) -> Any:
     if axis is None:
         return scalar
     if scalar is not None:
-        raise fail("invalid_tag", f"{o.where}: give {name} or axis_{name}, not both")
+        raise o.invalid(f"give {name} or axis_{name}, not both")
     if not isinstance(axis, list) or not axis:
-        raise fail("invalid_tag", f"{o.where}: axis_{name} must be a non-empty array of numbers")
+        raise o.invalid(f"axis_{name} must be a non-empty array of numbers")
     return tuple(_number(o, f"axis_{name}", x) for x in axis)
 
 
@@ -163,7 +164,7 @@ def _str_field(o: _Obj, key: str, *, required: bool = False) -> Any:
     if v is None and not required:
         return None
     if not isinstance(v, str):
-        raise fail("invalid_tag", f"{o.where}: {key} must be a string, got {_json_type(v)}")
+        raise o.invalid(f"{key} must be a string, got {_json_type(v)}")
     return v
 
 
@@ -172,14 +173,11 @@ def _reshape_field(o: _Obj) -> Any:
     if v is None:
         return None
     if not isinstance(v, list):
-        raise fail(
-            "invalid_tag", f"{o.where}: reshape must be an array of sizes, got {_json_type(v)}"
-        )
+        raise o.invalid(f"reshape must be an array of sizes, got {_json_type(v)}")
     for x in v:
         if isinstance(x, bool) or not isinstance(x, int):
-            raise fail(
-                "invalid_tag",
-                f"{o.where}: reshape sizes must each be a whole number, got {_json_type(x)}",
+            raise o.invalid(
+                f"reshape sizes must each be a whole number, got {_json_type(x)}",
             )
     return v
 
@@ -187,7 +185,7 @@ def _reshape_field(o: _Obj) -> Any:
 def _labels_field(o: _Obj) -> Any:
     v = o.get("labels")
     if v is not None and not isinstance(v, list):
-        raise fail("invalid_tag", f"{o.where}: labels must be an array of strings")
+        raise o.invalid("labels must be an array of strings")
     return v
 
 
@@ -210,22 +208,17 @@ def _encoding_field(o: _Obj, *, allow_list: bool, allow_custom: bool) -> Any:
         return v
     if isinstance(v, list):
         if not allow_list:
-            raise fail(
-                "invalid_tag",
-                f"{o.where}: an action encoding is one name (or a custom encoding object), not a list",
+            raise o.invalid(
+                "an action encoding is one name (or a custom encoding object), not a list",
             )
         if not v:
-            raise fail(
-                "invalid_tag", f"{o.where}: encoding accept-set must name at least one encoding"
-            )
+            raise o.invalid("encoding accept-set must name at least one encoding")
         if not all(isinstance(x, str) for x in v):
-            raise fail("invalid_tag", f"{o.where}: encoding accept-set members must be names")
+            raise o.invalid("encoding accept-set members must be names")
         return v
     if isinstance(v, Mapping) and allow_custom:
         return _custom_encoding(v, o.where)
-    raise fail(
-        "invalid_tag", f"{o.where}: encoding must be a name or a list of names, got {_json_type(v)}"
-    )
+    raise o.invalid(f"encoding must be a name or a list of names, got {_json_type(v)}")
 
 
 _T = TypeVar("_T")

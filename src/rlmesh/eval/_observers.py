@@ -16,6 +16,7 @@ the user's hooks do.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["DriveStep", "HooksObserver", "Observer", "ObserverList", "ViewerObserver"]
 
 
+@dataclass(slots=True, eq=False)
 class DriveStep:
     """One env step of one lane, as the observers see it (built only when the list is not empty).
 
@@ -48,42 +50,16 @@ class DriveStep:
         step_ms: Wall time of the env step, in ms.
     """
 
-    __slots__ = (
-        "action",
-        "batched",
-        "event",
-        "lane",
-        "observation",
-        "predict_ms",
-        "ret",
-        "reward",
-        "step_ms",
-        "steps",
-    )
-
-    def __init__(
-        self,
-        lane: int,
-        event: StepEvent | None,
-        observation: Any,
-        steps: int,
-        ret: float,
-        reward: float,
-        action: Any,
-        predict_ms: float,
-        step_ms: float,
-        batched: bool = False,
-    ) -> None:
-        self.lane = lane
-        self.event = event
-        self.observation = observation
-        self.steps = steps
-        self.ret = ret
-        self.reward = reward
-        self.action = action
-        self.predict_ms = predict_ms
-        self.step_ms = step_ms
-        self.batched = batched
+    lane: int
+    event: StepEvent | None
+    observation: Any
+    steps: int
+    ret: float
+    reward: float
+    action: Any
+    predict_ms: float
+    step_ms: float
+    batched: bool = False
 
 
 class Observer:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from .._autoreset import Autoreset
@@ -143,27 +144,18 @@ def classify_target(target: Any, *, served: bool = False) -> str:
     )
 
 
+@dataclass(eq=False, repr=False)
 class LocalContract:
     """A contract synthesized from a local env when its spaces cannot be converted (EVAL-7)."""
 
-    def __init__(
-        self,
-        id: str,
-        observation_space: Any,
-        action_space: Any,
-        *,
-        render_mode: str | None,
-        num_envs: int,
-        metadata: Mapping[str, Any] | None,
-        autoreset_mode: str,
-    ) -> None:
-        self.id = id
-        self.observation_space = observation_space
-        self.action_space = action_space
-        self.render_mode = render_mode
-        self.num_envs = num_envs
-        self.metadata = metadata
-        self.autoreset_mode = autoreset_mode
+    id: str
+    observation_space: Any
+    action_space: Any
+    _: KW_ONLY
+    render_mode: str | None
+    num_envs: int
+    metadata: Mapping[str, Any] | None
+    autoreset_mode: str
 
     def __repr__(self) -> str:
         return f'EnvContract(id="{self.id}", num_envs={self.num_envs})'
@@ -215,6 +207,7 @@ def local_contract(env: Any, *, vector: bool, num_envs: int) -> Any:
         )
 
 
+@dataclass(eq=False)
 class EnvConn:
     """An opened env: the object to call plus what the session owns of it.
 
@@ -229,49 +222,47 @@ class EnvConn:
         per_lane_reset: Whether lanes can be reset individually (gymnasium ``reset_mask``).
     """
 
-    def __init__(
-        self,
-        env: Any,
-        contract: Any,
-        *,
-        remote: bool,
-        dialed: bool = False,
-        built: bool = False,
-        factory: Any = None,
-        owns_factory: bool = False,
-        user_obj: Any = None,
-    ) -> None:
-        self.env = env
-        self.contract = contract
-        self.remote = remote
-        self.dialed = dialed
-        self.built = built
-        self.factory = factory
-        self.owns_factory = owns_factory
-        self.user_obj = user_obj
+    env: Any
+    contract: Any
+    _: KW_ONLY
+    remote: bool
+    dialed: bool = False
+    built: bool = False
+    factory: Any = None
+    owns_factory: bool = False
+    user_obj: Any = None
+    # Read from the env and its contract by __post_init__:
+    num_envs: int = field(init=False)
+    is_vector: bool = field(init=False)
+    autoreset_mode: str = field(init=False)
+    #: How the driver resets single lanes: "mask" (gymnasium reset_mask),
+    #: "indices" (a RemoteVectorEnv lanes endpoint), or "" (the env autoresets).
+    per_lane_reset: str = field(init=False, default="")
+    #: A remote autoresetting endpoint that may reset single lanes (a lanes endpoint or a
+    #: served Gymnasium vector env does, AR-10; a duck-typed NEXT_STEP env answers
+    #: UNSUPPORTED): tried only when a run needs it.
+    autoreset_indices: bool = field(init=False, default=False)
+    metadata: Mapping[str, Any] | None = field(init=False)
+    step: Any = field(init=False)
+
+    def __post_init__(self) -> None:
+        env, contract = self.env, self.contract
         num = getattr(contract, "num_envs", 1)
         self.num_envs = int(num) if isinstance(num, int) else 1
         self.is_vector = is_vector_env(env)  # SRV-3, as a server classifies it
         if self.is_vector:
             self.num_envs = vector_lanes(env) or self.num_envs
         self.autoreset_mode = str(getattr(contract, "autoreset_mode", "NextStep"))
-        #: How the driver resets single lanes: "mask" (gymnasium reset_mask),
-        #: "indices" (a RemoteVectorEnv lanes endpoint), or "" (the env autoresets).
-        self.per_lane_reset = ""
-        #: A remote autoresetting endpoint that may reset single lanes (a lanes endpoint or a
-        #: served Gymnasium vector env does, AR-10; a duck-typed NEXT_STEP env answers
-        #: UNSUPPORTED): tried only when a run needs it.
-        self.autoreset_indices = False
         if self.is_vector:
             if _is_gymnasium_vector(env):
                 self.per_lane_reset = "mask"
             elif _takes_kw(env.reset, "env_indices"):
                 if self.autoreset_mode == Autoreset.DISABLED:
                     self.per_lane_reset = "indices"
-                elif remote:
+                elif self.remote:
                     self.autoreset_indices = True
-        self.metadata: Mapping[str, Any] | None = getattr(contract, "metadata", None)
-        self.step: Any = env.step
+        self.metadata = getattr(contract, "metadata", None)
+        self.step = env.step
 
     @property
     def action_space(self) -> Any:

@@ -191,25 +191,18 @@ def _episode_summary(frames: Frames) -> dict[str, Any]:
     }
 
 
+@dataclass(eq=False)
 class Layout:
     """What every writer needs: the format, fps, robot type, features and where the videos are.
 
     ``videos`` maps each video key to ``(camera, [the bundle path of its video, per episode])``.
     """
 
-    def __init__(
-        self,
-        version: str,
-        fps: float,
-        robot_type: str | None,
-        features: dict[str, Any],
-        videos: dict[str, tuple[str, list[str]]],
-    ) -> None:
-        self.version = version
-        self.fps = fps
-        self.robot_type = robot_type
-        self.features = features
-        self.videos = videos
+    version: str
+    fps: float
+    robot_type: str | None
+    features: dict[str, Any]
+    videos: dict[str, tuple[str, list[str]]]
 
     def writer(self, root: Path, src: Any) -> _V30Writer | _V21Writer:
         """A writer laying the dataset out under ``root``, copying videos out of ``src`` (a bundle)."""

@@ -115,35 +115,11 @@ def start_env_sandbox(
     progress = Progress(str(source))
     ok = False
     try:
+        common = (cli, kwargs, num_envs, vectorization_mode, timeout, progress, token)
         if src.build:
-            handle, resolved = _start_build(
-                src,
-                build,
-                runtime,
-                chosen,
-                cli,
-                kwargs,
-                num_envs,
-                vectorization_mode,
-                timeout,
-                progress,
-                token,
-            )
+            handle, resolved = _start_build(src, build, runtime, chosen, *common)
         else:
-            handle, resolved = (
-                _start_prebuilt(
-                    src,
-                    runtime,
-                    cli,
-                    kwargs,
-                    num_envs,
-                    vectorization_mode,
-                    timeout,
-                    progress,
-                    token,
-                ),
-                src.resolved,
-            )
+            handle, resolved = _start_prebuilt(src, runtime, *common), src.resolved
         ok = True
     finally:
         progress.done("ready" if ok else "failed")

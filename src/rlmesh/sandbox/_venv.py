@@ -36,8 +36,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .._token import TOKEN_ENV
 from ._docker import wait_ready
@@ -305,29 +306,23 @@ def ensure_venv(plan: BuildPlan, progress: Any) -> Path:
     return root
 
 
+@dataclass(eq=False)
 class ServerProcess:
     """A child env server: its address, its log; :meth:`stop` terminates it by pid and cleans up."""
 
-    backend = "venv"
+    backend: ClassVar[str] = "venv"
 
-    def __init__(
-        self,
-        proc: subprocess.Popen[bytes],
-        rundir: Path,
-        log: Path,
-        address: str,
-        label: str,
-        keeper: subprocess.Popen[bytes] | None = None,
-    ) -> None:
-        self.proc = proc
-        self.keeper = keeper
-        self.rundir = rundir
-        self.log = log
-        self.address = address
-        self.label = label
-        self.id: str | None = None
-        self.token: str | None = None  # the endpoint's token (start_server sets it)
-        self.stopped = False
+    proc: subprocess.Popen[bytes]
+    rundir: Path
+    log: Path
+    address: str
+    label: str
+    keeper: subprocess.Popen[bytes] | None = None
+    id: str | None = field(default=None, init=False)
+    token: str | None = field(
+        default=None, init=False
+    )  # the endpoint's token (start_server sets it)
+    stopped: bool = field(default=False, init=False)
 
     def describe(self) -> str:
         return f"venv env server (pid {self.proc.pid}, {self.label})"

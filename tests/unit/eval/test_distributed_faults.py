@@ -157,7 +157,7 @@ def test_a_worker_process_gets_the_orphan_grace_its_watch_thread_keeps() -> None
     asked: list[float] = []
 
     class Spawner:
-        def start(self, *args: Any, orphan_grace: float = -1.0, **kw: Any) -> Any:
+        def launch(self, *args: Any, orphan_grace: float = -1.0, **kw: Any) -> Any:
             asked.append(orphan_grace)
             raise OSError("not started in this test")
 

@@ -203,13 +203,13 @@ class ProcessBackend:
         self._reap()
         parent, child = socket.socketpair()
         try:
-            process = self.spawner.start(  # the fork server's grace is the watch thread's
+            process = self.spawner.launch(  # the fork server's grace is the watch thread's
                 ENTRY,
                 (slot, label),
                 pass_fds=[child.fileno()],
                 name=f"rlmesh-worker-{label}",
                 orphan_grace=ORPHAN_GRACE_SECONDS,
-            )
+            ).wait()
         except BaseException:
             parent.close()
             raise
