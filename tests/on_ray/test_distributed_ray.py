@@ -184,6 +184,25 @@ def test_local_ray_equals_one_process_on_CartPole(ray_local: Any) -> None:
     assert ray_local.available_resources().get("CPU", 0) == 2  # every actor is gone
 
 
+def test_a_grouped_run_on_ray_actors_equals_each_group_in_one_process(
+    ray_local: Any, tmp_path: Path
+) -> None:
+    """A suite's one run over its tasks (task affinity) travels to Ray actors as it does to
+    processes: each group's episodes as its own run gives them."""
+    from rlmesh.eval._api import run_groups
+    from rlmesh.eval._options import RunOptions
+
+    side = tmp_path / "side"
+    plan = [
+        (sign_policy, functools.partial(Walk, side=str(side)), [10 * g + k for k in range(4)])
+        for g in range(3)
+    ]
+    results = run_groups(plan, RunOptions(workers=RAY))
+    for (policy, env, seeds), result in zip(plan, results):
+        assert key(result) == key(rlmesh.run(policy, env(), seeds=seeds))
+    assert sorted(read_ints(side)) == sorted([s for *_, seeds in plan for s in seeds] * 2)
+
+
 def test_a_killed_ray_worker_is_retried(ray_local: Any, tmp_path: Path) -> None:
     seeds = list(range(8))
     marker = tmp_path / "killed"
