@@ -7,8 +7,8 @@ that is two Python calls and five numpy calls per value, for a CartPole observat
 more than the data is worth. Here it is one call: for a Box of at most :data:`SMALL`
 elements one ``tolist()`` and a Python comparison per element (a NaN fails it too), for
 larger ones or batches the numpy calls in one function (up to a few thousand elements a
-clamp into the bounds and a byte comparison, past that two comparisons and reductions). The check only says "this value
-is fine as it is"; anything out of the ordinary (another type or dtype, a NaN, a value
+clamp into the bounds and a byte comparison, past that two comparisons and reductions).
+The check only says "this value is fine as it is"; anything out of the ordinary (another type or dtype, a NaN, a value
 out of bounds) goes to the caller's ``otherwise``, the full encoder and range check,
 which coerce the value or word the error and the warning exactly as before.
 
