@@ -290,10 +290,12 @@ class Driver:
                         and truncated.shape == shape
                     ):
                         obs, reward, terminated, truncated, info = read_vector_step(
-                            result, self.lanes
+                            result, self.env.num_envs
                         )
                 else:
-                    obs, reward, terminated, truncated, info = read_vector_step(result, self.lanes)
+                    obs, reward, terminated, truncated, info = read_vector_step(
+                        result, self.env.num_envs
+                    )
             else:
                 obs, reward, terminated, truncated, info = self.env.step(action)
         except Exception as exc:
