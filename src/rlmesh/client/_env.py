@@ -374,7 +374,7 @@ class _RemoteEnvBase(EnvFacts):
                         self._over |= done
                     else:  # AR-9: roll ids for the next step
                         for i in ended:
-                            eid = new_episode_id()
+                            eid = uuid7()  # new_episode_id, without the call in between
                             self._episode_ids[i] = eid
                             self._push[i] = eid
                 if self._bridge is NUMPY:

@@ -49,6 +49,7 @@ __all__ = [
     "DrivenScalar",
     "DrivenVector",
     "driven_env",
+    "frame_to_hwc_uint8",
 ]
 
 log = logging.getLogger("rlmesh.serve")
@@ -468,6 +469,25 @@ def _render_mode(env: Any) -> str | None:
     if mode is not None and not isinstance(mode, str):
         raise TypeError(f"env.render_mode must be a str or None, got {type(mode).__name__}")
     return mode
+
+
+def frame_to_hwc_uint8(frame: Any) -> np.ndarray[Any, Any] | None:
+    """RND-3: cast (not clamp) to uint8; CHW becomes HWC; other shapes give no frame."""
+    if frame is None:
+        return None
+    try:
+        arr = np.asarray(frame)
+    except Exception:
+        return None
+    if arr.dtype.kind not in "biufc" or arr.size == 0:  # strings, objects ...: no frame
+        return None
+    if arr.ndim == 3 and arr.shape[-1] in (3, 4):
+        pass
+    elif arr.ndim == 3 and arr.shape[0] in (3, 4):
+        arr = np.transpose(arr, (1, 2, 0))
+    elif arr.ndim != 2:
+        return None
+    return np.ascontiguousarray(arr.astype(np.uint8, copy=False))
 
 
 def driven_env(env: Any) -> DrivenEnv:

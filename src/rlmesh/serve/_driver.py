@@ -21,14 +21,19 @@ import numpy as np
 from .._autoreset import Autoreset
 from .._dtypes import np_dtype
 from .._envkit.checks import Checks, failure_text, path_text
-from .._envkit.results import lane_final_info, next_step_violation, read_scalar_step
+from .._envkit.results import (
+    lane_final_info,
+    next_step_violation,
+    read_scalar_step,
+    read_vector_step,
+)
 from .._ids import new_episode_id
 from .._plan import ValuePlan, value_plan
 from ..errors import CODE_NUMBERS, EnvironmentException, ProtocolException, is_recoverable_exception
 from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ._books import ACTIVE, IDLE, PENDING, _Books
-from ._driven import DrivenEnv, DrivenScalar
+from ._driven import DrivenEnv, DrivenScalar, DrivenVector, frame_to_hwc_uint8
 
 __all__ = ["Driver", "RequestFailed", "reply_too_large"]
 
@@ -135,6 +140,9 @@ class Driver:
         #: A plain one-env endpoint's env, stepped here directly (``DrivenScalar.step``'s reading
         #: of the result inlined); ``None``: through the driven env's ``step``.
         self._raw_env = env.env if type(env) is DrivenScalar else None
+        #: A vector env, stepped here directly (``DrivenVector.step``'s reading inlined).
+        self._raw_vector = env.env if type(env) is DrivenVector else None
+        self._lanes_shape = (n,)
         self._books = _Books(n)
         self._no_flags = bytes(n)  # a vector step's terminated/truncated bytes when no lane ended
         self._interrupted: deque[m.EpisodeRecord] = deque()
@@ -263,6 +271,31 @@ class Driver:
                     reward, terminated, truncated = float(reward), bool(terminated), bool(truncated)
                 else:
                     obs, reward, terminated, truncated, info = read_scalar_step(result)
+            elif (raw := self._raw_vector) is not None:  # DrivenVector.step, inlined
+                result = raw.step(action)  # ledger: env
+                # ledger: observation
+                if type(result) is tuple and len(result) == 5:
+                    obs, reward, terminated, truncated, info = result
+                    shape = self._lanes_shape
+                    if not (
+                        type(info) is dict
+                        and type(reward) is np.ndarray
+                        and type(terminated) is np.ndarray
+                        and type(truncated) is np.ndarray
+                        and reward.dtype == _F64
+                        and terminated.dtype == _BOOL
+                        and truncated.dtype == _BOOL
+                        and reward.shape == shape
+                        and terminated.shape == shape
+                        and truncated.shape == shape
+                    ):
+                        obs, reward, terminated, truncated, info = read_vector_step(
+                            result, self.env.num_envs
+                        )
+                else:
+                    obs, reward, terminated, truncated, info = read_vector_step(
+                        result, self.env.num_envs
+                    )
             else:
                 obs, reward, terminated, truncated, info = self.env.step(action)
         except Exception as exc:
@@ -286,16 +319,14 @@ class Driver:
                 books.clock += 1
                 books.reward[0] += reward
                 completed = []
-        elif books.waiting:
-            completed = self._account(reward, terminated, truncated, info)
-        else:  # _account's common case (every lane mid-episode), inlined
-            books.clock += 1
-            books.reward += reward
-            if terminated.tobytes() == self._no_flags == truncated.tobytes():
-                completed = []  # no lane ended: the flags are all zero bytes
+        else:  # the flags are bool arrays of N: their bytes are the wire's 0/1 flag segments
+            flags_t, flags_u = terminated.tobytes(), truncated.tobytes()
+            if not books.waiting and flags_t == self._no_flags == flags_u:
+                books.clock += 1  # every lane mid-episode and none ended: _lane_books' common case
+                books.reward += reward
+                completed = []
             else:
-                ended = (terminated | truncated).nonzero()[0].tolist()
-                completed = self._transitions(terminated, truncated, ended, info) if ended else []
+                completed = self._lane_books(reward, terminated, truncated, info)
         if self._interrupted:
             completed = [*self._interrupted, *completed]
             self._interrupted.clear()
@@ -325,17 +356,9 @@ class Driver:
                 ),
                 segs,
             )
-        segs.append(np.ascontiguousarray(reward, dtype="<f8"))
-        segs.append(
-            terminated.view(np.uint8)
-            if terminated.dtype == _BOOL and terminated.flags.c_contiguous
-            else _flag_bytes(terminated)
-        )
-        segs.append(
-            truncated.view(np.uint8)
-            if truncated.dtype == _BOOL and truncated.flags.c_contiguous
-            else _flag_bytes(truncated)
-        )
+        segs.append(np.ascontiguousarray(reward, dtype=_F8))
+        segs.append(flags_t)
+        segs.append(flags_u)
         return (
             m.StepReply(
                 scalars, 0.0, False, False, info_out, completed, time.perf_counter_ns() - started
@@ -418,82 +441,111 @@ class Driver:
     def _account(
         self, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any]
     ) -> list[m.EpisodeRecord]:
-        """AR-5/AR-6: per-lane step accounting; returns the episodes that ended."""
+        """AR-5/AR-6: step accounting (one env or lanes); returns the episodes that ended."""
+        if self.lanes is not None:
+            return self._lane_books(reward, terminated, truncated, info)
+        books = self._books
+        if books.state[0] != ACTIVE:
+            return []
+        books.clock += 1
+        books.reward[0] += reward
+        if terminated or truncated:
+            books.park(0, IDLE)
+            return [books.record(0, bool(terminated), bool(truncated), _final_info_scalar(info))]
+        return []
+
+    def _lane_books(
+        self, reward: Any, terminated: Any, truncated: Any, info: dict[str, Any]
+    ) -> list[m.EpisodeRecord]:
+        """AR-5/AR-6: a vector step's accounting when a lane ended or is not mid-episode.
+
+        One pass over the lanes concerned, the books' moves (:meth:`_Books.start`,
+        :meth:`_Books.park`, :meth:`_Books.record`) inlined: an episode end costs no
+        Python call of its own unless the step has info to slice (AR-7's final info).
+        """
         books = self._books
         state = books.state
-        if self.lanes is None:
-            if state[0] != ACTIVE:
-                return []
-            books.clock += 1
-            books.reward[0] += reward
-            if terminated or truncated:
-                books.park(0, IDLE)
-                return [
-                    books.record(0, bool(terminated), bool(truncated), _final_info_scalar(info))
-                ]
-            return []
-        done = terminated | truncated
+        lanes = books.lanes
+        extra = books.extra_steps
         waiting = books.waiting
+        mode = self.env.autoreset
+        ended = (terminated | truncated).nonzero()[0].tolist()
+        flags_t, flags_u = terminated.tolist(), truncated.tolist()
         if waiting:
-            if (
-                self.env.autoreset == Autoreset.NEXT_STEP
-            ):  # AR-6: validated before any state changes
+            if mode == Autoreset.NEXT_STEP:  # AR-6: validated before any state changes
+                rewards = reward.tolist()
                 for i in waiting:
-                    if state[i] == PENDING and (done[i] or reward[i] != 0):
+                    if state[i] == PENDING and (flags_t[i] or flags_u[i] or rewards[i] != 0):
                         raise RequestFailed(
                             "INTERNAL",
                             f"step failed: {next_step_violation(i)}",
                             op="step",
                             recoverable=False,
                         )
-            extra = books.extra_steps
             for i in waiting:
                 extra[i] -= 1  # the shared clock ticks, these lanes do not
-        books.clock += 1
-        books.reward += reward  # a waiting lane's sum is zeroed when its episode starts
-        ended = done.nonzero()[0].tolist()
+        clock = books.clock = books.clock + 1
+        sums = books.reward
+        sums += reward  # a waiting lane's sum is zeroed when its episode starts
         if not (ended or waiting):
             return []
-        return self._transitions(terminated, truncated, ended, info)
-
-    def _transitions(
-        self, terminated: Any, truncated: Any, ended: list[int], info: dict[str, Any]
-    ) -> list[m.EpisodeRecord]:
-        """The slow path of :meth:`_account`: lanes that ended, or start after an autoreset."""
-        books = self._books
-        state = books.state
-        lanes = books.lanes
-        mode = self.env.autoreset
         now = time.time_ns()
-        for i in [
-            i for i in books.waiting if state[i] == PENDING
-        ]:  # the autoreset obs starts an episode (AR-5)
-            books.start(i, lanes[i].episode_id or new_episode_id(), None, now)
+        if waiting:  # the autoreset obs starts an episode (AR-5): _Books.start, inlined
+            for i in [*waiting]:  # a copy: a lane that starts leaves ``waiting``
+                if state[i] != PENDING:
+                    continue
+                lane = lanes[i]
+                lane.episode_id = lane.episode_id or new_episode_id()
+                lane.seed = None
+                lane.start_ns = now
+                lane.start_step = clock
+                extra[i] = 0
+                sums[i] = 0.0
+                state[i] = ACTIVE
+                waiting.remove(i)
         completed: list[m.EpisodeRecord] = []
+        if not ended:
+            return completed
+        n = len(state)
+        parked = False
         for i in ended:
             if state[i] != ACTIVE:
                 continue
+            lane = lanes[i]
             completed.append(
-                books.record(
+                m.EpisodeRecord(  # _Books.record, inlined (positional: the field order)
+                    lane.episode_id,
+                    lane.seed,
                     i,
-                    bool(terminated[i]),
-                    bool(truncated[i]),
-                    _final_info_lane(info, i, len(state)),
+                    clock - lane.start_step + extra[i],
+                    float(sums[i]),
+                    flags_t[i],
+                    flags_u[i],
+                    lane.start_ns,
                     now,
+                    _final_info_lane(info, i, n) if info else None,
                 )
             )
-            if mode == Autoreset.NEXT_STEP:
-                books.park(i, PENDING)
-            elif mode == Autoreset.SAME_STEP:
-                books.start(i, "", None, now)  # the client pushes the new id with the next step
-                lanes[i].start_step = books.clock  # counted from the next step
-            else:
-                books.park(i, IDLE)
+            if mode == Autoreset.SAME_STEP:  # _Books.start: the client pushes the new id
+                lane.episode_id = ""  # with the next step; counted from the next step
+                lane.seed = None
+                lane.start_ns = now
+                lane.start_step = clock
+                extra[i] = 0
+                sums[i] = 0.0
+            else:  # _Books.park: NEXT_STEP awaits its autoreset, DISABLED an explicit reset
+                state[i] = PENDING if mode == Autoreset.NEXT_STEP else IDLE
+                waiting.append(i)
+                parked = True
+        if parked:
+            waiting.sort()
         return completed
 
 
 _SCALAR, _SEGMENT = "scalar", "segment"
 _BOOL = np.dtype(np.bool_)
+_F8 = np.dtype("<f8")  # a vector reply's reward segment
+_F64 = np.dtype(np.float64)
 _ARRAY_KINDS = frozenset({"box", "multi_binary", "multi_discrete"})
 
 
@@ -520,13 +572,6 @@ def _direct_leaf(spec: Any, lanes: int | None) -> tuple[str | None, Any, tuple[i
     return None, None, (), 0
 
 
-def _flag_bytes(flags: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """A lane flag vector as wire bytes (0/1): the bool array itself when it is contiguous."""
-    if flags.dtype == np.bool_ and flags.flags.c_contiguous:
-        return flags.view(np.uint8)
-    return np.ascontiguousarray(flags, dtype=np.uint8)
-
-
 def _final_info_scalar(info: dict[str, Any]) -> Any:
     try:
         return normalize(info) if info else None
@@ -541,25 +586,3 @@ def _final_info_lane(info: dict[str, Any], i: int, n: int) -> Any:
         return normalize(out) if out else None
     except (TypeError, IndexError):
         return None
-
-
-_RENDER_SHAPES = "(H, W, 3), (H, W, 4), (3, H, W), (4, H, W) or (H, W)"
-
-
-def frame_to_hwc_uint8(frame: Any) -> np.ndarray[Any, Any] | None:
-    """RND-3: cast (not clamp) to uint8; CHW becomes HWC; other shapes give no frame."""
-    if frame is None:
-        return None
-    try:
-        arr = np.asarray(frame)
-    except Exception:
-        return None
-    if arr.dtype.kind not in "biufc" or arr.size == 0:  # strings, objects ...: no frame
-        return None
-    if arr.ndim == 3 and arr.shape[-1] in (3, 4):
-        pass
-    elif arr.ndim == 3 and arr.shape[0] in (3, 4):
-        arr = np.transpose(arr, (1, 2, 0))
-    elif arr.ndim != 2:
-        return None
-    return np.ascontiguousarray(arr.astype(np.uint8, copy=False))

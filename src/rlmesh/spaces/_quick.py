@@ -6,8 +6,9 @@ that it lies within its bounds (CNF-3). Done by the encoder and the range check 
 that is two Python calls and five numpy calls per value, for a CartPole observation
 more than the data is worth. Here it is one call: for a Box of at most :data:`SMALL`
 elements one ``tolist()`` and a Python comparison per element (a NaN fails it too), for
-larger ones or batches the numpy calls in one function. The check only says "this value
-is fine as it is"; anything out of the ordinary (another type or dtype, a NaN, a value
+larger ones or batches the numpy calls in one function (up to a few thousand elements a
+clamp into the bounds and a byte comparison, past that two comparisons and reductions).
+The check only says "this value is fine as it is"; anything out of the ordinary (another type or dtype, a NaN, a value
 out of bounds) goes to the caller's ``otherwise``, the full encoder and range check,
 which coerce the value or word the error and the warning exactly as before.
 
@@ -39,6 +40,8 @@ __all__ = ["SMALL", "compile_quick_box"]
 #: Largest float Box (elements) checked in Python; past it numpy's calls are the cheaper way.
 SMALL = 16
 _PREBROADCAST_MAX = 1 << 14  # bounds kept at the value's full shape up to this many elements
+#: Bounded float Boxes up to this many elements are range-checked by clamping (below).
+_CLAMP_MAX = 1 << 12
 
 
 def _none(value: Any) -> None:
@@ -105,6 +108,8 @@ def _large(
             lo = np.ascontiguousarray(np.broadcast_to(lo, shape))
             hi = np.ascontiguousarray(np.broadcast_to(hi, shape))
     less, greater, anyof = np.less, np.greater, np.logical_or.reduce  # C: no Python-level call
+    if (need_lo or need_hi) and math.prod(shape) <= _CLAMP_MAX:
+        return _clamped(shape, dt, lo if need_lo else None, hi if need_hi else None, otherwise)
 
     def check(v: Any) -> Any:
         if type(v) is np.ndarray and v.dtype == dt and v.shape == shape and v.flags.c_contiguous:
@@ -117,3 +122,44 @@ def _large(
         return otherwise(v)
 
     return check
+
+
+def _clamped(
+    shape: tuple[int, ...], dt: Any, lo: Any, hi: Any, otherwise: Callable[[Any], Any]
+) -> Callable[[Any], Any]:
+    """:func:`_large` for a small bounded batch: clamped into its bounds, an in-range value
+    is itself, byte for byte (``maximum``/``minimum`` return one of their operands), so one
+    or two ufunc calls and a byte comparison replace two comparisons and two reductions.
+
+    A value the clamp changes is out of range; one it keeps is within (a ``-0.0`` clamped
+    to a bound of ``0.0`` changes bytes: that value merely takes the full path, which
+    accepts it). A NaN survives the clamp, so the sum of squares still finds it.
+    """
+    vdot = c_vdot
+    top, bottom = np.minimum, np.maximum
+
+    if lo is not None and hi is not None:
+
+        def check(v: Any) -> Any:
+            if (
+                type(v) is np.ndarray
+                and v.dtype == dt
+                and v.shape == shape
+                and v.flags.c_contiguous
+            ):
+                total = vdot(v, v)  # NaN exactly when an element is NaN (a sum of squares)
+                if total == total and top(bottom(v, lo), hi).tobytes() == v.tobytes():
+                    return v
+            return otherwise(v)
+
+        return check
+    bound, clamp = (lo, bottom) if lo is not None else (hi, top)
+
+    def one_sided(v: Any) -> Any:
+        if type(v) is np.ndarray and v.dtype == dt and v.shape == shape and v.flags.c_contiguous:
+            total = vdot(v, v)
+            if total == total and clamp(v, bound).tobytes() == v.tobytes():
+                return v
+        return otherwise(v)
+
+    return one_sided

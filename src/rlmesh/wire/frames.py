@@ -260,7 +260,13 @@ def encode_frame(
     parts: list[Any] = [b"", header, _ZEROS[:hpad], b""]  # prefix and table filled in below
     lengths: list[int] = []
     for seg in segments:
-        n = seg.nbytes if type(seg) is np.ndarray else memoryview(seg).nbytes
+        n = (
+            seg.nbytes
+            if type(seg) is np.ndarray
+            else len(seg)
+            if type(seg) is bytes
+            else memoryview(seg).nbytes
+        )
         lengths.append(n)
         pad = -pos % SEGMENT_ALIGN
         if pad:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from rlmesh._envkit.checks import Checks
 from rlmesh.errors import EnvironmentException, InvalidAction
@@ -137,3 +138,50 @@ def test_the_one_pass_check_agrees_with_bounds_in_the_box_dtype(size: int) -> No
 def test_the_one_pass_check_is_for_float_boxes_only() -> None:
     assert compile_quick_box(Discrete(3).spec) is None
     assert compile_quick_box(Box(0, 255, (4,), "uint8").spec) is None
+
+
+_SPECIALS = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e30, -1e-30]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    ("low", "high"),
+    [
+        ([-4.8, -np.inf, -0.42, -np.inf], [4.8, np.inf, 0.42, np.inf]),  # CartPole's: both sides
+        ([0.0, -np.inf, 0.0, -1.0], [np.inf, np.inf, np.inf, np.inf]),  # a lower bound only
+        ([-np.inf] * 4, [0.0, 1.0, np.inf, -0.0]),  # an upper bound only
+    ],
+)
+@pytest.mark.parametrize("lanes", [None, 16, 2048])  # one-pass, clamp, and comparisons
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_the_batch_check_passes_exactly_the_values_within_bounds_and_free_of_nan(
+    dtype: str, low: list[float], high: list[float], lanes: int | None, data: Any
+) -> None:
+    # the compiled check only ever says "fine as it is" (returns the value itself); a value
+    # it passes must be NaN-free and within the Box's bounds in its own dtype (CNF-2/3),
+    # and a conforming value must pass unless it is a signed zero at a zero bound
+    box = Box(np.array(low), np.array(high), (4,), dtype)
+    check = compile_quick_box(box.spec, lanes, otherwise=lambda v: None)
+    assert check is not None
+    shape = (4,) if lanes is None else (lanes, 4)
+    base = np.zeros(shape, dtype=dtype)
+    picks = data.draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, base.size - 1),
+                st.one_of(st.sampled_from(_SPECIALS), st.floats(-10, 10, width=32)),
+            ),
+            max_size=6,
+        )
+    )
+    flat = base.reshape(-1)
+    for at, x in picks:
+        flat[at] = x
+    lo, hi = (np.broadcast_to(np.asarray(b, dtype=dtype), shape) for b in (box.low, box.high))
+    conforming = not np.isnan(base).any() and bool(((lo <= base) & (base <= hi)).all())
+    passed = check(base) is base
+    if passed:
+        assert conforming
+    elif conforming:  # the clamp may send a signed zero at a zero bound to the full path
+        assert np.any((base == 0) & ((lo == 0) | (hi == 0)))

@@ -134,3 +134,33 @@ def test_a_lane_reset_after_idling_counts_only_its_new_episode() -> None:
     ]
     final = d.end_session()
     assert [(r.episode_id, r.step_count, r.cumulative_reward) for r in final] == [("b", 7, 7.0)]
+
+
+class ScriptedLists(Scripted):
+    """The same lanes, their rewards and flags as plain lists (a duck-typed vector env)."""
+
+    def step(self, action: Any) -> Any:
+        obs, rew, term, trunc, info = super().step(action)
+        return obs, rew.tolist(), term.tolist(), trunc.tolist(), info
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep", "Disabled"])
+def test_a_vector_env_answering_in_lists_keeps_the_same_books_and_sends_the_same_lanes(
+    mode: str,
+) -> None:
+    def run(env: Any) -> tuple[list[Any], list[Any]]:
+        d = Driver(driven_env(env))
+        d.begin_session()
+        d.reset(m.Reset(episode_ids=["a0", "b0"]))
+        seg = [np.zeros(2, np.int64).view(np.uint8)]
+        records, lanes = [], []
+        for _ in range(7):
+            reply, segs = d.step(m.Step(action=[]), seg)
+            records += [(r.env_index, r.step_count, r.cumulative_reward) for r in reply.completed]
+            lanes.append([bytes(memoryview(s).cast("B")) for s in segs[1:]])  # rewards, flags
+        return records, lanes
+
+    arrays, lists = run(Scripted(mode)), run(ScriptedLists(mode))
+    assert lists == arrays
+    assert arrays[0]  # lanes ended, and were booked
+    assert any(flags[1] != bytes(2) for flags in arrays[1])  # a termination flag went out
