@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--pairs", type=int, default=5)
     p.add_argument("script", nargs=argparse.REMAINDER, help="-- script.py [its arguments]")
     args = p.parse_args(argv)
+    for flag, tree in (("--a", args.a), ("--b", args.b)):
+        if not (Path(tree) / "rlmesh" / "__init__.py").is_file():  # else the installed rlmesh runs
+            p.error(f"{flag} {tree}: not a src directory holding rlmesh/ (try {tree}/src)")
     script = [s for s in args.script if s != "--"]
     results: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
     for i in range(args.pairs):

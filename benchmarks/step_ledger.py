@@ -293,6 +293,11 @@ def main(argv: list[str] | None = None) -> None:
     trees: dict[str, str | None] = {"this": None}
     if args.tree:
         trees = dict(t.split("=", 1) for t in args.tree)  # type: ignore[misc]
+        for name, tree in trees.items():  # a checkout's root would import the installed rlmesh
+            if not (Path(str(tree)) / "rlmesh" / "__init__.py").is_file():
+                p.error(
+                    f"--tree {name}={tree}: not a src directory holding rlmesh/ (try {tree}/src)"
+                )
     report = {}
     print(f"load average before: {os.getloadavg()[0]:.1f}", file=sys.stderr)
     for scenario in args.scenarios.split(","):
