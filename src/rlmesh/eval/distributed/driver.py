@@ -222,8 +222,10 @@ class _Driver:
 
     def _next_for(self, slot: int) -> Task:
         """Take the next episode for ``slot`` in a grouped run (task affinity): the first one
-        of the group it holds; else the first of a group no other worker holds; else one of
-        the group with the most episodes left per worker on it (the tail is shared)."""
+        of the group it holds; else the first of the group no other worker holds with the
+        most episodes left (the earliest on a tie); else the first of the group with the
+        most episodes left per worker on it (the tail is shared). Switching groups costs
+        the worker an env build, so it switches only when its group has nothing left."""
         job = self.job
         held = self.affinity.setdefault(slot, job.first_group(slot))
         for i, task in enumerate(self.pending):
