@@ -274,10 +274,11 @@ class Driver:
             elif (raw := self._raw_vector) is not None:  # DrivenVector.step, inlined
                 result = raw.step(action)  # ledger: env
                 # ledger: observation
-                if type(result) is tuple and len(result) == 5:
+                plain = type(result) is tuple and len(result) == 5
+                if plain:  # read_vector_step's common case: a gymnasium vector env's arrays
                     obs, reward, terminated, truncated, info = result
                     shape = self._lanes_shape
-                    if not (
+                    plain = (
                         type(info) is dict
                         and type(reward) is np.ndarray
                         and type(terminated) is np.ndarray
@@ -288,11 +289,8 @@ class Driver:
                         and reward.shape == shape
                         and terminated.shape == shape
                         and truncated.shape == shape
-                    ):
-                        obs, reward, terminated, truncated, info = read_vector_step(
-                            result, self.env.num_envs
-                        )
-                else:
+                    )
+                if not plain:
                     obs, reward, terminated, truncated, info = read_vector_step(
                         result, self.env.num_envs
                     )

@@ -109,7 +109,7 @@ def _large(
             hi = np.ascontiguousarray(np.broadcast_to(hi, shape))
     less, greater, anyof = np.less, np.greater, np.logical_or.reduce  # C: no Python-level call
     if (need_lo or need_hi) and math.prod(shape) <= _CLAMP_MAX:
-        return _clamped(shape, dt, lo if need_lo else None, hi if need_hi else None, otherwise)
+        return _clamped(shape, dt, lo, hi, otherwise)
 
     def check(v: Any) -> Any:
         if type(v) is np.ndarray and v.dtype == dt and v.shape == shape and v.flags.c_contiguous:
@@ -128,38 +128,22 @@ def _clamped(
     shape: tuple[int, ...], dt: Any, lo: Any, hi: Any, otherwise: Callable[[Any], Any]
 ) -> Callable[[Any], Any]:
     """:func:`_large` for a small bounded batch: clamped into its bounds, an in-range value
-    is itself, byte for byte (``maximum``/``minimum`` return one of their operands), so one
-    or two ufunc calls and a byte comparison replace two comparisons and two reductions.
+    is itself, byte for byte (``maximum``/``minimum`` return one of their operands), so two
+    ufunc calls and a byte comparison replace two comparisons and two reductions.
 
     A value the clamp changes is out of range; one it keeps is within (a ``-0.0`` clamped
     to a bound of ``0.0`` changes bytes: that value merely takes the full path, which
-    accepts it). A NaN survives the clamp, so the sum of squares still finds it.
+    accepts it). A NaN survives the clamp, so the sum of squares still finds it. An
+    unbounded side's bound is an infinity: clamping at it changes no value.
     """
     vdot = c_vdot
     top, bottom = np.minimum, np.maximum
 
-    if lo is not None and hi is not None:
-
-        def check(v: Any) -> Any:
-            if (
-                type(v) is np.ndarray
-                and v.dtype == dt
-                and v.shape == shape
-                and v.flags.c_contiguous
-            ):
-                total = vdot(v, v)  # NaN exactly when an element is NaN (a sum of squares)
-                if total == total and top(bottom(v, lo), hi).tobytes() == v.tobytes():
-                    return v
-            return otherwise(v)
-
-        return check
-    bound, clamp = (lo, bottom) if lo is not None else (hi, top)
-
-    def one_sided(v: Any) -> Any:
+    def check(v: Any) -> Any:
         if type(v) is np.ndarray and v.dtype == dt and v.shape == shape and v.flags.c_contiguous:
-            total = vdot(v, v)
-            if total == total and clamp(v, bound).tobytes() == v.tobytes():
+            total = vdot(v, v)  # NaN exactly when an element is NaN (a sum of squares)
+            if total == total and top(bottom(v, lo), hi).tobytes() == v.tobytes():
                 return v
         return otherwise(v)
 
-    return one_sided
+    return check
