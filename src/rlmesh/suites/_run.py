@@ -164,23 +164,24 @@ def run(
             done = _run_tasks(
                 selected, model_for, backend, pool, journal, episodes_per_task, progress, on_task
             )
-        for task in selected.tasks if not done else ():
-            done.append(
-                _run_task(
-                    task,
-                    selected,
-                    model_for(task),
-                    backend,
-                    pool,
-                    recorder,
-                    journal,
-                    label,
-                    episodes_per_task,
-                    progress,
+        else:
+            for task in selected.tasks:
+                done.append(
+                    _run_task(
+                        task,
+                        selected,
+                        model_for(task),
+                        backend,
+                        pool,
+                        recorder,
+                        journal,
+                        label,
+                        episodes_per_task,
+                        progress,
+                    )
                 )
-            )
-            if on_task is not None:
-                on_task(done[-1])
+                if on_task is not None:
+                    on_task(done[-1])
         if recorder is not None and record is not None:
             recorder.export(Path(record))
     finally:

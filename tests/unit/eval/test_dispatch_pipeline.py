@@ -97,9 +97,3 @@ def test_a_grouped_run_shares_the_last_group_once_every_other_is_done() -> None:
     done(d, 1, 2)
     d._dispatch()
     assert backend.submitted[1] == [2, 3, 6]
-
-
-def test_a_plain_run_still_hands_out_episodes_in_order() -> None:
-    d, backend = scripted_driver(6, 2, group_of=None)
-    d._dispatch()
-    assert backend.submitted == {0: [0, 2], 1: [1, 3]}

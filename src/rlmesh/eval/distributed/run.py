@@ -147,21 +147,22 @@ def run_grouped(
     result = _drive(opts, workers, pool, limit, job, plan, identity, hooks)
     out: list[RunResult] = []
     episodes = {e.index: e for e in result.episodes}
-    for g in range(len(groups)):
-        mine = [i for i, group in enumerate(group_of) if group == g]
-        first = mine[0] if mine else 0
+    first = 0
+    for _, _, seeds in groups:  # a group's episodes are the plan's indices first..end-1
+        end = first + len(seeds)
         out.append(
             RunResult(
-                tuple(dataclasses.replace(episodes[i], index=i - first) for i in mine),
+                tuple(dataclasses.replace(episodes[i], index=i - first) for i in range(first, end)),
                 workers=result.workers,
                 retries=tuple(
                     dataclasses.replace(r, index=r.index - first)
                     for r in result.retries
-                    if group_of[r.index] == g
+                    if first <= r.index < end
                 ),
-                timed_out=tuple(i - first for i in result.timed_out if group_of[i] == g),
+                timed_out=tuple(i - first for i in result.timed_out if first <= i < end),
             )
         )
+        first = end
     return out
 
 
