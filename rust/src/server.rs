@@ -632,8 +632,26 @@ impl<'a, E: Env + Send> Session<'a, E> {
             }
         };
         match msg {
-            // an unauthenticated probe learns the state only: all a Rust endpoint reports
-            Message::Ping { .. } => {
+            // a probe learns the state (a Rust endpoint serves one session: no counts) and,
+            // on an endpoint with a token, whether its own token opens it; a wrong token is a
+            // failure like a wrong Hello (counted, throttled, answered with nothing)
+            Message::Ping { token } => {
+                let auth = match &self.core.options.token {
+                    None => "",
+                    Some(_) if self.authenticated => "ok",
+                    Some(_) if token.is_empty() => "required",
+                    Some(_) if self.admits(&token) => "ok",
+                    Some(_) => {
+                        return self.refuse(rid, &token, "a Ping", |_| Message::Pong {
+                            state: String::new(),
+                            generation: wire::PROTOCOL_GENERATION.into(),
+                            service: "env".into(),
+                            sessions: 0,
+                            limit: 0,
+                            auth: "refused".into(),
+                        });
+                    }
+                };
                 let holder = self.shared.active.load(Ordering::SeqCst);
                 let state = if holder != 0 && holder != self.id {
                     "busy"
@@ -646,7 +664,7 @@ impl<'a, E: Env + Send> Session<'a, E> {
                     service: "env".into(),
                     sessions: 0,
                     limit: 0,
-                    auth: String::new(),
+                    auth: auth.into(),
                 };
                 self.send(&pong, rid)
             }

@@ -433,8 +433,27 @@ fn a_token_is_checked_at_the_handshake_before_the_env_sees_anything() {
         }
     ));
     assert_eq!(RemoteEnv::ping(&addr).unwrap(), "ready");
+    // a probe's token: none -> "required"; the right one -> "ok"; a wrong one is a failure
+    // like a wrong Hello (counted, answered with no state), as on a Python endpoint
+    let probe = |token: &str| {
+        let mut raw = RawClient::connect(&addr);
+        let (k, msg) = raw.request(
+            &Message::Ping {
+                token: token.into(),
+            },
+            1,
+        );
+        assert_eq!(k, kind::PONG);
+        match msg {
+            Message::Pong { state, auth, .. } => (state, auth),
+            other => panic!("a Pong, not {other:?}"),
+        }
+    };
+    assert_eq!(probe(""), ("ready".to_owned(), "required".to_owned()));
+    assert_eq!(probe("s3cret"), ("ready".to_owned(), "ok".to_owned()));
+    assert_eq!(probe("guess"), (String::new(), "refused".to_owned()));
     assert_eq!(handle.stats().requests, 0, "the env saw no request");
-    assert_eq!(handle.stats().auth_failures, 3);
+    assert_eq!(handle.stats().auth_failures, 4);
     let mut env = RemoteEnv::connect_with_token(&addr, "s3cret").unwrap();
     env.reset(Some(1), None).unwrap();
     env.step(Some(&Value::Int(0))).unwrap();

@@ -325,7 +325,11 @@ def test_a_rust_server_checks_the_token_python_clients_send(
     for token in (None, "wrong"):
         with pytest.raises(AuthenticationFailed, match="authentication failed"):
             rlmesh.numpy.RemoteEnv(address, token=token)
-    assert ping(address).state == "ready"  # a stranger's probe: the state only
+    stranger = ping(address)  # a stranger's probe: the state only
+    assert (stranger.state, stranger.authenticated) == ("ready", False)
+    assert ping(address, token="rust-t0ken").authenticated is True
+    with pytest.raises(AuthenticationFailed, match="refused the probe's token"):
+        ping(address, token="wrong")  # a guess is a failure like a wrong Hello
     with rlmesh.numpy.RemoteEnv(address, token="rust-t0ken") as env:
         env.reset(seed=0)
         env.step(0)
