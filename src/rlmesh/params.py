@@ -19,22 +19,6 @@ description, grouping, sweepability). See ``docs/authoring.md``.
 
 from __future__ import annotations
 
-from .authoring._params import (
-    PARAM_METADATA_KEY as PARAM_METADATA_KEY,
-    MissingParamError as MissingParamError,
-    Param as Param,
-    ParamError as ParamError,
-    ParamSpec as ParamSpec,
-    UnknownParamError as UnknownParamError,
-    Vector as Vector,
-)
-
-__all__ = [
-    "PARAM_METADATA_KEY",
-    "MissingParamError",
-    "Param",
-    "ParamError",
-    "ParamSpec",
-    "UnknownParamError",
-    "Vector",
-]
+# The seven names of A.8, listed once: in the __all__ of the module that defines them.
+from .authoring._params import *  # noqa: F403
+from .authoring._params import __all__ as __all__

@@ -106,10 +106,17 @@ def _bool(o: _Obj, key: str, default: bool = False) -> bool:
     return v
 
 
-def _count_field(o: _Obj, key: str) -> Any:
+def _optional(o: _Obj, key: str, parse: Callable[[_Obj, str, Any], Any]) -> Any:
+    """Field ``key`` of ``o`` read by ``parse(o, key, value)``, or ``None`` when absent or null."""
     v = o.get(key)
-    if v is None:
-        return None
+    return None if v is None else parse(o, key, v)
+
+
+def _count_field(o: _Obj, key: str) -> Any:
+    return _optional(o, key, _count)
+
+
+def _count(o: _Obj, key: str, v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise o.invalid(f"{key} must be a non-negative integer, got {_json_type(v)}")
     if v < 0:
@@ -120,9 +127,10 @@ def _count_field(o: _Obj, key: str) -> Any:
 
 
 def _pair_field(o: _Obj, key: str) -> Any:
-    v = o.get(key)
-    if v is None:
-        return None
+    return _optional(o, key, _pair)
+
+
+def _pair(o: _Obj, key: str, v: Any) -> tuple[float, float]:
     if not isinstance(v, (list, tuple)) or len(v) != 2:
         n = len(v) if isinstance(v, (list, tuple)) else _json_type(v)
         raise o.invalid(f"{key} must be a pair of numbers [min, max], got {n}")
@@ -135,10 +143,7 @@ def _pair_field(o: _Obj, key: str) -> Any:
 
 
 def _num_field(o: _Obj, key: str) -> Any:
-    v = o.get(key)
-    if v is None:
-        return None
-    return _number(o, key, v)
+    return _optional(o, key, _number)
 
 
 def _number(o: _Obj, key: str, x: Any) -> float:
@@ -169,9 +174,10 @@ def _str_field(o: _Obj, key: str, *, required: bool = False) -> Any:
 
 
 def _reshape_field(o: _Obj) -> Any:
-    v = o.get("reshape")
-    if v is None:
-        return None
+    return _optional(o, "reshape", _reshape)
+
+
+def _reshape(o: _Obj, key: str, v: Any) -> list[int]:
     if not isinstance(v, list):
         raise o.invalid(f"reshape must be an array of sizes, got {_json_type(v)}")
     for x in v:

@@ -15,8 +15,8 @@ Order of operations (first failure wins; every failure is a resolve-time
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -36,6 +36,8 @@ from ._space_outline import outline_of
 from ._tags import Split, UnknownLeaf, iter_leaves
 
 __all__ = ["resolve", "resolve_internal"]
+
+_D = TypeVar("_D", EnvTags, ModelSpec)
 
 #: Probe vectors for the custom-encoding inverse self-check (ADP-41).
 _PROBES: dict[str, list[float]] = {
@@ -57,24 +59,20 @@ def _as_env_tags(env_tags: Any) -> EnvTags:
             raise
         except (ValueError, TypeError) as exc:
             raise fail("invalid_tag", f"env tags are not publishable: {exc}") from None
-        return env_tags
-    if isinstance(env_tags, Mapping):
-        return env_tags_from_dict(env_tags, strict=False)
-    raise fail(
-        "invalid_tag",
-        f"env_tags must be an EnvTags (or its wire dict), got {type(env_tags).__name__}",
-    )
+    return _declaration(env_tags, EnvTags, env_tags_from_dict, "env_tags must be an EnvTags")
 
 
 def _as_model_spec(spec: Any) -> ModelSpec:
-    if isinstance(spec, ModelSpec):
-        return spec
-    if isinstance(spec, Mapping):
-        return model_spec_from_dict(spec, strict=False)
-    raise fail(
-        "invalid_tag",
-        f"model_spec must be a ModelSpec (or its wire dict), got {type(spec).__name__}",
-    )
+    return _declaration(spec, ModelSpec, model_spec_from_dict, "model_spec must be a ModelSpec")
+
+
+def _declaration(value: Any, cls: type[_D], from_dict: Callable[..., _D], rule: str) -> _D:
+    """``value`` itself if it is a ``cls``, else parsed from its wire dict (tolerant door)."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, Mapping):
+        return from_dict(value, strict=False)
+    raise fail("invalid_tag", f"{rule} (or its wire dict), got {type(value).__name__}")
 
 
 def _model_leaves(node: Any, path: Path = ()) -> list[tuple[Path, Any]]:

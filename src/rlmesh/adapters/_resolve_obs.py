@@ -10,10 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._action import CustomEncoding
 from ._check import fail
 from ._join import Advisory, ImageFeature, Joined, Path, StateFeature, render_path
-from ._model import Concat, Constant, Custom, Image, State, Text
+from ._model import Concat, Custom, Image, State, Text
 from ._ops_image import fit_geometry, round_half_away
 from ._plans import CustomPlan, ImagePlan, StatePlan, TextPlan
 from ._resolve_state import plan_state
@@ -21,10 +20,7 @@ from ._roles import (
     DTYPES,
     FIT_MODES,
     RESAMPLES,
-    ROTATION_DIMS,
-    fmt_pair,
     identity,
-    is_registered,
     is_sanctioned,
     quote,
     render_identity,
@@ -37,14 +33,6 @@ def _offers(items: list[tuple[str, str | None]]) -> str:
     return (
         "[" + ", ".join(quote(s) for s in sorted({render_identity(r, p) for r, p in items})) + "]"
     )
-
-
-def _accept(enc: Any) -> tuple[str, ...]:
-    if enc is None:
-        return ()
-    if isinstance(enc, CustomEncoding):
-        return (enc.base,)
-    return (enc,) if isinstance(enc, str) else tuple(enc)
 
 
 class ObsPlanner:
@@ -329,6 +317,3 @@ def _norm(n: Any) -> tuple[float, float] | None:
     if n is False or n is None:
         return None
     return (float(n[0]), float(n[1]))
-
-
-_ = (Constant, ROTATION_DIMS, is_registered, fmt_pair)

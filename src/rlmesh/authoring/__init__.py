@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import _params
 from ._canonical import (
     DESCRIBE_METADATA_KEY as DESCRIBE_METADATA_KEY,
     DESCRIBE_SCHEMA_VERSION as DESCRIBE_SCHEMA_VERSION,
@@ -18,15 +19,7 @@ from ._factory import (
     EnvFactory as EnvFactory,
     build_env as build_env,
 )
-from ._params import (
-    PARAM_METADATA_KEY as PARAM_METADATA_KEY,
-    MissingParamError as MissingParamError,
-    Param as Param,
-    ParamError as ParamError,
-    ParamSpec as ParamSpec,
-    UnknownParamError as UnknownParamError,
-    Vector as Vector,
-)
+from ._params import *  # noqa: F403  (the seven names of rlmesh.params, its __all__)
 from ._resolve import (
     binding_metadata as binding_metadata,
     resolve_params as resolve_params,
@@ -41,20 +34,14 @@ __all__ = [
     "DESCRIBE_SCHEMA_VERSION",
     "ENV_BRANCH_METADATA_KEY",
     "ENV_RESET_OPTIONS_KEY",
-    "PARAM_METADATA_KEY",
     "EnvFactory",
-    "MissingParamError",
-    "Param",
-    "ParamError",
-    "ParamSpec",
-    "UnknownParamError",
     "Variant",
-    "Vector",
     "binding_metadata",
     "build_env",
     "describe",
     "describe_json",
     "resolve_params",
+    *_params.__all__,
 ]
 
 _LAZY = ("describe", "describe_json")

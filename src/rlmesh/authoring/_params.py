@@ -26,6 +26,7 @@ from .. import _keys
 from ..errors import RLMeshException
 from ._sig import SCALARS, json_safe, signature_of
 
+#: The public names: ``rlmesh.params`` and ``rlmesh.authoring`` re-export exactly these (A.8).
 __all__ = [
     "PARAM_METADATA_KEY",
     "MissingParamError",
@@ -34,7 +35,6 @@ __all__ = [
     "ParamSpec",
     "UnknownParamError",
     "Vector",
-    "coerce_value",
 ]
 
 #: Metadata key under which a served env publishes its resolved binding (AUTH-10).

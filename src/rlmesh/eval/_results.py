@@ -14,6 +14,7 @@ from ._stats import Timings
 
 __all__ = [
     "SUCCESS_KEYS",
+    "EpisodeOutcome",
     "EpisodeResult",
     "EpisodeRetry",
     "RunResult",
@@ -52,7 +53,22 @@ def success_from_info(info: Mapping[str, Any] | None) -> bool | None:
 
 
 @dataclass(frozen=True)
-class EpisodeResult:
+class EpisodeOutcome:
+    """What every episode row starts with: the fields :class:`EpisodeResult` (a run's
+    episode) and ``rlmesh.recorder.EpisodeRecord`` (a recorded one) share, in this order."""
+
+    index: int
+    seed: int | None
+    steps: int
+    reward: float
+    terminated: bool
+    truncated: bool
+    success: bool | None = None
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class EpisodeResult(EpisodeOutcome):
     """The outcome of one evaluation episode (seed 000, EVAL-41, DELTA-42).
 
     Attributes:
@@ -70,14 +86,6 @@ class EpisodeResult:
         trial: The trial ordinal (``trial_index_base + index`` on ``run``), or ``None``.
     """
 
-    index: int
-    seed: int | None
-    steps: int
-    reward: float
-    terminated: bool
-    truncated: bool
-    success: bool | None = None
-    duration_s: float = 0.0
     predict_ms: float | None = 0.0
     step_ms: float | None = 0.0
     trial: int | None = None

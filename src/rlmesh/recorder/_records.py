@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..eval._results import EpisodeOutcome
 from ._lerobot import export_lerobot
 from ._reader import open_bundle
 
@@ -149,7 +150,7 @@ class MediaRef:
 
 
 @dataclass(frozen=True)
-class EpisodeRecord:
+class EpisodeRecord(EpisodeOutcome):
     """One episode of a workload: its outcome and media (REC-2, REC-8).
 
     Attributes:
@@ -162,14 +163,6 @@ class EpisodeRecord:
             (rlmesh addition, key ``stepLog``).
     """
 
-    index: int
-    seed: int | None
-    steps: int
-    reward: float
-    terminated: bool
-    truncated: bool
-    success: bool | None = None
-    duration_s: float = 0.0
     included_in_metrics: bool = True
     media: tuple[MediaRef, ...] = ()
     step_log: str | None = None

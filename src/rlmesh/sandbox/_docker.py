@@ -43,6 +43,7 @@ from ..serve import ping
 from ._errors import DockerUnavailable, SandboxBuildError, SandboxError, SandboxStartError
 from ._options import SandboxRuntime
 from ._plan import CONTAINER_PORT, BuildPlan
+from ._proc import run_bounded
 
 __all__ = [
     "CALL_TIMEOUT_SECONDS",
@@ -110,22 +111,18 @@ class DockerCLI:
         env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
         """``docker ARGS`` (stdin closed, output captured). SBX-16: at most ``timeout`` seconds."""
-        argv = [self.exe, *args]
-        try:
-            proc = subprocess.run(
-                argv,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env=None if env is None else {**os.environ, **env},
-            )
-        except subprocess.TimeoutExpired:
-            raise DockerUnavailable(
+        proc: subprocess.CompletedProcess[str] = run_bounded(
+            [self.exe, *args],
+            timeout=timeout,
+            env=env,
+            error=DockerUnavailable,
+            timed_out=lambda: (
                 f"Docker daemon not responding: 'docker {args[0]}' did not finish within {timeout:g}s"
-            ) from None
-        except OSError as exc:
-            raise DockerUnavailable(f"could not run the Docker CLI {self.exe!r}: {exc}") from None
+            ),
+            not_started=lambda exc: f"could not run the Docker CLI {self.exe!r}: {exc}",
+            capture_output=True,
+            text=True,
+        )
         if check and proc.returncode != 0:
             raise self.error(args, proc)
         return proc

@@ -44,6 +44,7 @@ from .._token import TOKEN_ENV
 from ._docker import wait_ready
 from ._errors import SandboxBuildError, SandboxStartError
 from ._plan import BuildPlan, host_ca_bundle
+from ._proc import run_bounded
 
 __all__ = ["ServerProcess", "cache_dir", "ensure_venv", "find_uv", "start_server"]
 
@@ -188,21 +189,18 @@ def _run_logged(
     with open(log, "a") as out:
         out.write(f"$ {' '.join(argv)}\n")
         out.flush()
-        try:
-            proc = subprocess.run(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-                env=None if env is None else {**os.environ, **env},
-            )
-        except subprocess.TimeoutExpired:
-            raise SandboxBuildError(
+        proc = run_bounded(
+            argv,
+            timeout=timeout,
+            env=env,
+            error=SandboxBuildError,
+            timed_out=lambda: (
                 f"{what} did not finish within {timeout:g}s; last output:\n{_tail_file(log, 20)}"
-            ) from None
-        except OSError as exc:
-            raise SandboxBuildError(f"{what} could not run {argv[0]!r}: {exc}") from None
+            ),
+            not_started=lambda exc: f"{what} could not run {argv[0]!r}: {exc}",
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     if proc.returncode != 0:
         raise SandboxBuildError(
             f"{what} failed (exit {proc.returncode}); last output:\n{_tail_file(log, 20)}"
