@@ -164,11 +164,5 @@ class RemoteEnv(_Handle, gymnasium.Env):
                 shared.owner = None
             shared.release()
 
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self) -> str:
         return f"<RemoteEnv address='{getattr(getattr(self, '_client', None), 'address', '?')}'>"

@@ -18,7 +18,7 @@ from rlmesh.sandbox import SandboxBuild, SandboxRuntime
 from rlmesh.sandbox._env import SandboxMixin, ScalarSandbox, VectorSandbox
 
 from ._env import RemoteEnv
-from ._shared import _spec_of
+from ._shared import _Handle, _spec_of
 from ._vector import RemoteVectorEnv
 
 __all__ = ["SandboxEnv", "SandboxVectorEnv"]
@@ -78,11 +78,7 @@ class _GymSandbox(SandboxMixin):
             token=token,
         )
 
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+    __del__ = _Handle.__del__  # close(), which stops the sandbox, not SandboxMixin's detach
 
     def __repr__(self) -> str:
         return SandboxMixin.__repr__(self)

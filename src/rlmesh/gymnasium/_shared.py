@@ -28,7 +28,8 @@ _MODES = {
 
 
 class _Handle:
-    """What both Gymnasium handles on one endpoint share: their address, and no pickling."""
+    """What both Gymnasium handles on one endpoint share: their address, no pickling, and
+    ``close()`` when collected (a sandbox's handle stops its sandbox)."""
 
     _client: Any
 
@@ -37,6 +38,9 @@ class _Handle:
         """The endpoint address this env is connected to."""
         return str(self._client.address)
 
+    def __del__(self) -> None:
+        _close_quietly(self)
+
     def __reduce_ex__(self, protocol: Any) -> Any:
         cls = type(self)
         raise TypeError(
@@ -44,6 +48,14 @@ class _Handle:
             f"pass the address and reconnect in the other process (for example an env factory "
             f"`lambda: rlmesh.gymnasium.RemoteEnv(address)` for SubprocVecEnv)"
         )
+
+
+def _close_quietly(handle: Any) -> None:
+    """Its own ``close()`` (gymnasium.Env's, VectorEnv's or a sandbox's), errors swallowed."""
+    try:
+        handle.close()
+    except Exception:
+        pass
 
 
 class _ScalarClient(_rnp.RemoteEnv):

@@ -183,12 +183,6 @@ class RemoteVectorEnv(_Handle, VectorEnv):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def __del__(self) -> None:
-        try:
-            self.close_extras()
-        except Exception:
-            pass
-
     def close_extras(self, **kwargs: Any) -> None:
         """Detach from the endpoint (the server keeps running). Idempotent."""
         shared, self._shared = getattr(self, "_shared", None), None
