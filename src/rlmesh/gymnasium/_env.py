@@ -9,7 +9,15 @@ import gymnasium
 from rlmesh.spaces._gym import to_gymnasium_space
 
 from ._info import _filtered
-from ._shared import _connect, _Handle, _ScalarClient, _Shared, _shared_step_error, _spec_of
+from ._shared import (
+    _connect,
+    _dial_keywords,
+    _Handle,
+    _ScalarClient,
+    _Shared,
+    _shared_step_error,
+    _spec_of,
+)
 
 
 class RemoteEnv(_Handle, gymnasium.Env):
@@ -57,17 +65,7 @@ class RemoteEnv(_Handle, gymnasium.Env):
         token: str | None = None,
         tls_ca: Any = None,
     ) -> None:
-        kwargs = dict(
-            host=host,
-            port=port,
-            path=path,
-            transport=transport,
-            connect_timeout_seconds=connect_timeout_seconds,
-            request_timeout_seconds=request_timeout_seconds,
-            workflow_edition=workflow_edition,
-            token=token,
-            tls_ca=tls_ca,
-        )
+        kwargs = _dial_keywords(locals())
         self._shared: _Shared | None = _connect(_ScalarClient, address, kwargs)
         self._client = self._shared.client
         served = self._client.render_mode

@@ -18,6 +18,7 @@ from ._shared import (
     _SINGLE_ENV,
     _WARNING_KEY,
     _connect,
+    _dial_keywords,
     _Handle,
     _one_env_endpoint,
     _Shared,
@@ -63,17 +64,7 @@ class RemoteVectorEnv(_Handle, VectorEnv):
         token: str | None = None,
         tls_ca: Any = None,
     ) -> None:
-        kwargs = dict(
-            host=host,
-            port=port,
-            path=path,
-            transport=transport,
-            connect_timeout_seconds=connect_timeout_seconds,
-            request_timeout_seconds=request_timeout_seconds,
-            workflow_edition=workflow_edition,
-            token=token,
-            tls_ca=tls_ca,
-        )
+        kwargs = _dial_keywords(locals())
         try:
             self._shared: _Shared | None = _connect(_VectorClient, address, kwargs)
         except ValueError as exc:
