@@ -215,6 +215,28 @@ class ServerBase:
     _options: ServeOptions
     _life: Lifecycle
 
+    def _bind(
+        self,
+        address: str | None,
+        host: str | None,
+        port: int | None,
+        path: str | None,
+        transport: str | None,
+    ) -> tuple[Any, str | None]:
+        """Bind this server's listener under its options (:func:`bind_listener`) and note its
+        address: ``(socket, unix socket path or None)``."""
+        listener, bound = bind_listener(
+            address,
+            host=host,
+            port=port,
+            path=path,
+            transport=transport,
+            options=self._options,
+            who=self._kind,
+        )
+        self._address = bound.url
+        return listener, bound.path or None
+
     def _init_lifecycle(
         self,
         loop: Loop,
