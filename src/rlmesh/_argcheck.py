@@ -1,4 +1,4 @@
-"""Checks of plain keyword values (seconds) shared by serve and eval.
+"""Checks of plain keyword values (counts, seconds) shared by serve, eval and ray.
 
 Each caller keeps its own wording: the checks take the pieces of their messages.
 """
@@ -8,7 +8,24 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["positive_seconds"]
+__all__ = ["check_count", "positive_seconds"]
+
+
+def check_count(name: str, value: Any, minimum: int) -> int:
+    """``value``, an ``int`` (not a ``bool``) of at least ``minimum``.
+
+    >>> check_count("episodes", 3, 0)
+    3
+    >>> check_count("n", 0, 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: n must be >= 1, got 0
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
 
 
 def positive_seconds(
