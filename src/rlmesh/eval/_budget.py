@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._argcheck import check_count
+from ._observers import end_run
 from ._results import EpisodeResult, RunResult
 
 if TYPE_CHECKING:
@@ -99,11 +100,5 @@ def finish_run(
     except BaseException as exc:
         error = error or exc
     result = RunResult(tuple(episodes), telemetry, drive.route.advisories())
-    if observers:
-        try:
-            observers.on_run_end(result)
-        except BaseException as exc:
-            error = error or exc
-    if error is not None:
-        raise error
+    end_run((observers,) if observers else (), result, error)
     return result
