@@ -6,6 +6,8 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from .spaces._peers import scalar_base
+
 __all__ = ["sanitize_metadata"]
 
 _PLAIN = (type(None), bool, int, float, str, bytes)
@@ -76,17 +78,9 @@ def _value(v: Any, path: str, active: set[int]) -> Any:
         if isinstance(inner, _PLAIN) and not isinstance(inner, enum.Enum):
             return _value(inner, path, active)
         return v.name
-    if isinstance(v, _PLAIN):
-        if type(v) in _PLAIN:
-            return v
-        if isinstance(v, int):
-            return int(v)
-        if isinstance(v, float):
-            return float(v)
-        if isinstance(v, str):
-            return str(v)
-        if isinstance(v, bytes):
-            return bytes(v)
+    base = scalar_base(v)  # bool and None were above
+    if base is not None:
+        return v if type(v) is base else base(v)
     if isinstance(v, Mapping):
         return _mapping(v, path, active)
     if isinstance(v, tuple) and hasattr(v, "_asdict"):

@@ -44,6 +44,7 @@ LAYERS: dict[str, float] = {
     "rlmesh._gymid": 1.0,  # make_gym_env: finds the package registering a Gymnasium id (issue 35)
     "rlmesh._token": 1.0,  # endpoint tokens: RLMESH_TOKEN, token files, constant-time compare (issue 36)
     "rlmesh._meter": 1.0,  # an endpoint's metric counts: plain integers every serving path bumps (issue 36)
+    "rlmesh._argcheck": 1.0,  # check_count, positive_seconds: keyword checks serve, eval and ray share (issue 34)
     "rlmesh._build": 1.1,  # editions and versions; wire's handshake reads them
     "rlmesh.tensor": 1.1,
     "rlmesh.types": 1.2,

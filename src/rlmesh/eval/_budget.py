@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._argcheck import check_count
+from ._observers import end_run
 from ._results import EpisodeResult, RunResult
 
 if TYPE_CHECKING:
@@ -19,14 +21,6 @@ __all__ = ["BUILTIN_STEP_BOUND", "episode_budget", "finish_run", "validate_caps"
 
 #: The built-in per-episode step bound when no ``max_episode_steps`` is given (EVAL-22).
 BUILTIN_STEP_BOUND = 100_000
-
-
-def _check_count(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return value
 
 
 def episode_budget(
@@ -55,7 +49,7 @@ def episode_budget(
             "(episodes= is the 0.1.0 spelling of max_episodes=)"
         )
     if episodes is not None:
-        count = _check_count("episodes", episodes)
+        count = check_count("episodes", episodes, 0)
         if seeds is not None and count != len(seed_list):
             raise ValueError(
                 f"episodes={count} does not match len(seeds)={len(seed_list)}: give one seed per "
@@ -63,7 +57,7 @@ def episode_budget(
             )
         return count, seed_list
     if max_episodes is not None:
-        return _check_count("max_episodes", max_episodes), seed_list
+        return check_count("max_episodes", max_episodes, 0), seed_list
     if seeds is not None:
         return len(seed_list), seed_list
     return 1, seed_list
@@ -74,12 +68,7 @@ def validate_caps(
 ) -> None:
     """Validate the per-episode caps before connecting (EVAL-20, DELTA-47)."""
     if max_episode_steps is not None:
-        if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, int):
-            raise TypeError(
-                f"max_episode_steps must be an int, got {type(max_episode_steps).__name__}"
-            )
-        if max_episode_steps < 1:
-            raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+        check_count("max_episode_steps", max_episode_steps, 1)
     if max_episode_seconds is not None:
         if isinstance(max_episode_seconds, bool) or not isinstance(
             max_episode_seconds, (int, float)
@@ -89,7 +78,7 @@ def validate_caps(
             )
         if not max_episode_seconds > 0:
             raise ValueError(f"max_episode_seconds must be > 0, got {max_episode_seconds}")
-    _check_count("trial_index_base", trial_index_base)
+    check_count("trial_index_base", trial_index_base, 0)
 
 
 def finish_run(
@@ -111,11 +100,5 @@ def finish_run(
     except BaseException as exc:
         error = error or exc
     result = RunResult(tuple(episodes), telemetry, drive.route.advisories())
-    if observers:
-        try:
-            observers.on_run_end(result)
-        except BaseException as exc:
-            error = error or exc
-    if error is not None:
-        raise error
+    end_run((observers,) if observers else (), result, error)
     return result

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ._hooks import StepEvent
     from ._results import EpisodeResult, RunResult
 
-__all__ = ["DriveStep", "HooksObserver", "Observer", "ObserverList", "ViewerObserver"]
+__all__ = ["DriveStep", "HooksObserver", "Observer", "ObserverList", "ViewerObserver", "end_run"]
 
 
 @dataclass(slots=True, eq=False)
@@ -232,11 +232,18 @@ class ObserverList(Observer):
 
     def on_run_end(self, result: RunResult) -> None:
         """Every observer's ``on_run_end`` runs; the first error is re-raised after all ran."""
-        error: BaseException | None = None
-        for o in self.observers:
-            try:
-                o.on_run_end(result)
-            except BaseException as exc:
-                error = error or exc
-        if error is not None:
-            raise error
+        end_run(self.observers, result)
+
+
+def end_run(
+    observers: Iterable[Observer], result: RunResult, error: BaseException | None = None
+) -> None:
+    """Call every observer's ``on_run_end``, then raise ``error`` if given, else the first
+    error one of them raised (none is skipped for another's failure)."""
+    for o in observers:
+        try:
+            o.on_run_end(result)
+        except BaseException as exc:
+            error = error or exc
+    if error is not None:
+        raise error

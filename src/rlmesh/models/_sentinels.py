@@ -4,36 +4,21 @@ from __future__ import annotations
 
 from typing import Final
 
+from ..wire.session import Named
+
 __all__ = ["NO_ADAPTER", "RANDOM_SAMPLE"]
 
 
-class _Sentinel:
-    """A loud singleton whose repr is its name (STYLE: self-describing sentinels)."""
-
-    __slots__ = ("_name",)
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __repr__(self) -> str:
-        return self._name
-
-    def __reduce__(self) -> str:
-        return self._name  # pickles as the module-level singleton
-
-    def __copy__(self) -> _Sentinel:
-        return self
-
-    def __deepcopy__(self, memo: object) -> _Sentinel:
-        return self
-
-
-class _NoAdapter(_Sentinel):
+class _NoAdapter(Named):
     """Type of :data:`NO_ADAPTER`."""
 
+    __slots__ = ()
 
-class _RandomSample(_Sentinel):
+
+class _RandomSample(Named):
     """Type of :data:`RANDOM_SAMPLE`."""
+
+    __slots__ = ()
 
 
 #: Pass as a model's ``spec`` to skip adapter resolution, even on a tagged env:

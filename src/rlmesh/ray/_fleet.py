@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._argcheck import check_count
 from .._spawn.pickling import dumps
 from .._spawn.ray import import_ray, init_ray
 from .._spawn.recipe import EnvRecipe, is_env_factory
@@ -36,14 +37,6 @@ _CLOSE_SECONDS = (
 
 def _ray() -> Any:
     return import_ray("EnvFleet")
-
-
-def _check_count(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return value
 
 
 def _check_seconds(name: str, value: Any) -> float:
@@ -242,8 +235,8 @@ class EnvFleet:
         )  # actors that have served at least once (close() drains them)
         self._closed = True
         _check_env(env)
-        self._n = _check_count("n", n)
-        self._lanes = _check_count("lanes", lanes)
+        self._n = check_count("n", n, 1)
+        self._lanes = check_count("lanes", lanes, 1)
         if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < -1:
             raise ValueError(
                 f"max_restarts must be an int >= -1 (-1: always restart), got {max_restarts!r}"

@@ -68,6 +68,16 @@ class DrivenEnv:
     lanes: int | None  # None for a scalar endpoint, N otherwise
     supports_partial_reset = False
 
+    def _describe(self, env: Any, metadata: Any, autoreset: str = "Disabled") -> None:
+        """What a wrapper of one env object publishes: metadata, autoreset mode (none for a
+        scalar env), id, render mode, whether reset takes options."""
+        self.metadata = metadata
+        self.autoreset = autoreset
+        self.env_id = env_id_of(env)
+        self.render_mode = _render_mode(env)
+        self._options_ok = reset_takes_options(env)
+        self._warned_options = False
+
     def reset(
         self,
         seeds: list[int | None],
@@ -100,15 +110,6 @@ class DrivenScalar(DrivenEnv):
         self.obs_space = as_spec(env.observation_space, "observation_space", opaque=True)
         self.act_space = as_spec(env.action_space, "action_space", opaque=True)
         self._describe(env, published_metadata(env))
-
-    def _describe(self, env: Any, metadata: Any) -> None:
-        """What every one-env wrapper publishes: metadata, no autoreset, id, render mode, reset options."""
-        self.metadata = metadata
-        self.autoreset = "Disabled"
-        self.env_id = env_id_of(env)
-        self.render_mode = _render_mode(env)
-        self._options_ok = reset_takes_options(env)
-        self._warned_options = False
 
     def reset(
         self,
@@ -157,11 +158,8 @@ class DrivenVector(DrivenEnv):
         self.num_envs = int(env.num_envs)
         self.lanes = self.num_envs
         self.obs_space, self.act_space = _single_spaces(env)
-        self.metadata = published_metadata(env)
-        self.autoreset = declared_autoreset(self.metadata)  # AR-1: gymnasium's default is NextStep
-        self.env_id = env_id_of(env)
-        self.render_mode = _render_mode(env)
-        self._options_ok = reset_takes_options(env)
+        md = published_metadata(env)
+        self._describe(env, md, declared_autoreset(md))  # AR-1: gymnasium's default is NextStep
         # AR-10: a Gymnasium VectorEnv resets chosen lanes (options["reset_mask"]) in every
         # autoreset mode, as an in-process session resets them; a duck-typed NEXT_STEP env cannot.
         self.supports_partial_reset = self.autoreset != Autoreset.NEXT_STEP or subset_resets(env)
@@ -202,11 +200,7 @@ class DrivenVector(DrivenEnv):
         return read_vector_step(self.env.step(action), self.num_envs)
 
     def render(self, env_index: int) -> Any:
-        render = getattr(self.env, "render", None)
-        frames = render() if callable(render) else None
-        if isinstance(frames, (list, tuple)):  # OPP-14: one frame per lane
-            return frames[env_index] if 0 <= env_index < len(frames) else None
-        return frames
+        return _lane_frame(self.env, env_index)
 
     def close(self) -> None:
         self.env.close()
@@ -368,11 +362,17 @@ class DrivenOneLane(DrivenScalar):
         )
 
     def render(self, env_index: int) -> Any:
-        render = getattr(self.env, "render", None)
-        frames = render() if callable(render) else None
-        if isinstance(frames, (list, tuple)):
-            return frames[0] if frames else None
-        return frames
+        return _lane_frame(self.env, 0)
+
+
+def _lane_frame(env: Any, index: int) -> Any:
+    """Lane ``index``'s frame of a vector env's ``render()`` (OPP-14: a list holds one frame
+    per lane; anything else is the frame)."""
+    render = getattr(env, "render", None)
+    frames = render() if callable(render) else None
+    if isinstance(frames, (list, tuple)):
+        return frames[index] if 0 <= index < len(frames) else None
+    return frames
 
 
 def _lane_splitter(spec: SpaceSpec) -> Any:

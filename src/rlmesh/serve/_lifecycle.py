@@ -23,7 +23,7 @@ from ._metrics import MetricsServer
 from ._options import ServeOptions
 from ._terminate import TermWatch
 
-__all__ = ["Lifecycle", "Loop", "ServerBase", "bind_listener"]
+__all__ = ["Lifecycle", "Loop", "ServerBase"]
 
 log = logging.getLogger("rlmesh.serve")
 
@@ -155,41 +155,6 @@ def finalize(life: Lifecycle) -> None:
         thread.join(_FINALIZER_JOIN_SECONDS)
 
 
-def bind_listener(
-    address: str | None,
-    *,
-    host: str | None = None,
-    port: int | None = None,
-    path: str | None = None,
-    transport: str | None = None,
-    options: ServeOptions | None = None,
-    who: str = "this server",
-) -> tuple[Any, Any]:
-    """Bind a server's listener (ADR-3 helpers instead of ``address``): ``(socket, bound address)``.
-
-    With ``options``, first the trust checks (docs/security.md): an address other hosts can
-    reach needs a token (or the explicit opt-out), and TLS needs a certificate and a TCP
-    address; certificates make a ``host:port`` address a ``tls://`` one.
-
-    Raises:
-        BindFailed: the address cannot be bound (in use, no such directory ...).
-        InsecureEndpoint: beyond loopback without a token (nothing was bound).
-        ValueError: TLS asked for without a certificate, or on a unix socket.
-    """
-    addr = resolve_address(address, host=host, port=port, path=path, transport=transport, bind=True)
-    if options is not None:
-        addr = _check_trust(addr, options, who)
-    try:
-        return listen(addr)
-    except OSError as exc:
-        what = (
-            f"unix socket '{addr.path}'"
-            if addr.transport == "unix"
-            else f"tcp listener on {addr.url}"
-        )
-        raise BindFailed(f"failed to bind {what}: {exc}") from exc
-
-
 def _check_trust(addr: Address, options: ServeOptions, who: str) -> Address:
     if addr.tls and not options.tls:
         raise ValueError(
@@ -214,6 +179,42 @@ class ServerBase:
     _address: str
     _options: ServeOptions
     _life: Lifecycle
+
+    def _bind(
+        self,
+        address: str | None,
+        host: str | None,
+        port: int | None,
+        path: str | None,
+        transport: str | None,
+    ) -> tuple[Any, str | None]:
+        """Bind this server's listener (ADR-3 helpers instead of ``address``) and note its
+        address: ``(socket, unix socket path or None)``.
+
+        First the trust checks (docs/security.md): an address other hosts can reach needs a
+        token (or the explicit opt-out), and TLS needs a certificate and a TCP address;
+        certificates make a ``host:port`` address a ``tls://`` one.
+
+        Raises:
+            BindFailed: the address cannot be bound (in use, no such directory ...).
+            InsecureEndpoint: beyond loopback without a token (nothing was bound).
+            ValueError: TLS asked for without a certificate, or on a unix socket.
+        """
+        addr = resolve_address(
+            address, host=host, port=port, path=path, transport=transport, bind=True
+        )
+        addr = _check_trust(addr, self._options, self._kind)
+        try:
+            listener, bound = listen(addr)
+        except OSError as exc:
+            what = (
+                f"unix socket '{addr.path}'"
+                if addr.transport == "unix"
+                else f"tcp listener on {addr.url}"
+            )
+            raise BindFailed(f"failed to bind {what}: {exc}") from exc
+        self._address = bound.url
+        return listener, bound.path or None
 
     def _init_lifecycle(
         self,

@@ -43,6 +43,7 @@ from ._loop_requests import (  # _Peer, _accepted_at: the sessions supervisors i
     LoopRequests,
     Service as Service,
     _accepted_at as _accepted_at,
+    _describe,
     _Peer as _Peer,
 )
 from ._metrics import DURATION_BOUNDS_NS, Meter, Reports, add_counts, observe_reply
@@ -67,21 +68,6 @@ READ_ON_SECONDS = 0.002  # how long one busy-polling session may keep the loop f
 
 
 _STEP = m.Step.KIND
-_OPS = {
-    m.Reset.KIND: "reset",
-    m.Step.KIND: "step",
-    m.Render.KIND: "render",
-    m.Configure.KIND: "configure",
-}
-
-
-def _describe(exc: BaseException) -> str:
-    """``"ExcType: text"`` for an error message, even when ``str(exc)`` itself fails."""
-    try:
-        text = str(exc)
-    except Exception:
-        text = "<unprintable exception>"
-    return f"{type(exc).__name__}: {text}"
 
 
 class ServeLoop(LoopRequests, LoopAuth):
@@ -216,10 +202,11 @@ class ServeLoop(LoopRequests, LoopAuth):
     def run(self) -> None:
         sel = self._sel
         wake = self._start_polling()
-        next_reap = self._last_activity + 1.0
+        next_tick = self._last_activity + 1.0
         idle = self.options.idle_timeout_seconds
         self._idle_timed = idle is not None
         try:
+            self._starting()
             while not self._stopping:
                 timeout = self._poll_timeout(idle)
                 if timeout is None:
@@ -235,23 +222,48 @@ class ServeLoop(LoopRequests, LoopAuth):
                         self._accept()
                     elif obj is wake:
                         self._waker.drain()
-                    else:
+                    elif type(obj) is _Peer:
                         if obj.conn.backlog:
                             self._writable(obj)
                         self._readable(obj)
+                    else:  # a subclass's own (the sessions supervisor's workers and relays)
+                        self._event(obj)
                     if self._stopping:
                         break
+                if self._queued:  # requests held to the end of the round (fused Predicts)
+                    self._answer_queued()
                 active = self._active
                 if active is not None and active.conn.shm is not None and active.conn.shm.pending():
                     self._readable(active)
                 peers = self._peers
-                if peers and (len(peers) > 1 or self._active is None):  # some await Hello
+                if self._ticking or (peers and (len(peers) > 1 or self._active is None)):
                     now = time.monotonic()
-                    if now >= next_reap:
-                        self._reap_pending()
-                        next_reap = now + 1.0
+                    if now >= next_tick:
+                        self._tick(now)
+                        next_tick = now + 1.0
         finally:
             self._teardown()
+
+    # -- what a subclass adds to the loop (the env loop adds nothing) ----------------------
+
+    _ticking = False  # _tick every second, even when no connection awaits Hello
+    _queued: list[Any] = []  # requests answered at the end of the poll round (a subclass's)
+
+    def _starting(self) -> None:
+        """Before the first poll, inside the loop's ``try`` (its teardown follows a failure)."""
+
+    def _event(self, obj: Any) -> None:  # pragma: no cover - the objects a subclass registers
+        raise AssertionError(f"the serve loop polled an object it never registered: {obj!r}")
+
+    def _answer_queued(self) -> None:  # pragma: no cover - a subclass's, if it queues requests
+        raise NotImplementedError
+
+    def _tick(self, now: float) -> None:
+        """Once a second while connections await ``Hello``: drop those past the deadline."""
+        self._release_held()
+        pending = [p for p in self._peers.values() if not self._in_session(p)]
+        for peer in overdue(pending, _accepted_at, now, HANDSHAKE_DEADLINE_SECONDS):
+            self._drop(peer)
 
     def _accept(self) -> None:
         tls = self._tls_ctx
@@ -270,12 +282,6 @@ class ServeLoop(LoopRequests, LoopAuth):
             pending = [p for p in self._peers.values() if p is not self._active]
             if len(pending) > MAX_PENDING:
                 self._drop(min(pending, key=lambda p: p.accepted_at))
-
-    def _reap_pending(self) -> None:
-        self._release_held()
-        pending = [p for p in self._peers.values() if p is not self._active]
-        for peer in overdue(pending, _accepted_at, time.monotonic(), HANDSHAKE_DEADLINE_SECONDS):
-            self._drop(peer)
 
     def _writable(self, peer: _Peer) -> None:
         """Send what waits in a peer's queue; stop watching for writability once it is empty."""
@@ -437,48 +443,11 @@ class ServeLoop(LoopRequests, LoopAuth):
         except ProtocolException as exc:
             self._protocol_error(peer, exc, rid)
             return
-        kind = frame.kind
-        handler = self._handlers.get(kind)
+        handler = self._handlers.get(frame.kind)
         if handler is not None:
             handler(peer, msg, rid)
             return
-        if peer is not self._active:  # pragma: no cover - the state table prevents this
-            self._protocol_error(peer, ProtocolException("request outside a session"), rid)
-            return
-        timeout_ms = getattr(msg, "timeout_ms", 0)
-        started = time.perf_counter_ns() if timeout_ms else 0  # timed only with a deadline
-        try:
-            reply, segments = self.service.handle(msg, frame)
-            # SES-4: a late result is dropped
-            if timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms:
-                op = _OPS.get(kind, "request")
-                raise RequestFailed("TIMEOUT", f"env.{op} timed out after {timeout_ms}ms", op=op)
-        except Exception as exc:
-            self._failed(peer, kind, rid, exc)
-            return
-        self._send(peer, reply, rid, segments)
-        self._touch()
-
-    def _failed(self, peer: _Peer, kind: int, rid: int, exc: Exception) -> None:
-        """A service request raised: answer with an ``Error``; a fatal one ends the session."""
-        if isinstance(exc, RequestFailed):
-            self._send(peer, exc.to_message(), rid)
-            if not exc.recoverable:  # DELTA-19: a fatal error ends the session
-                self._end_active(peer)
-            self._touch()
-            return
-        if isinstance(exc, ProtocolException):
-            self._protocol_error(peer, exc, rid)
-            return
-        # a pathological env or a bug: end this session, keep serving
-        op = _OPS.get(kind, "request")
-        log.error("%s failed unexpectedly; ending the session", op, exc_info=exc)
-        fatal = RequestFailed(
-            "INTERNAL", f"{op} failed: {_describe(exc)}", op=op, recoverable=False
-        )
-        self._send(peer, fatal.to_message(), rid)
-        self._end_active(peer)
-        self._touch()
+        self._request(peer, msg, frame, rid)
 
     # -- endings --------------------------------------------------------------------------
 

@@ -105,26 +105,18 @@ class LoopAuth:
         an unauthenticated probe of an endpoint that needs a token gets none either."""
         auth = self._ping_auth
         service = self.service.service
-        if not auth:
-            if limit:
-                return m.SessionsPong(
-                    state=state,
-                    generation=PROTOCOL_GENERATION,
-                    service=service,
-                    sessions=sessions,
-                    limit=limit,
-                )
+        if not auth and not limit:
             return m.Pong(state=state, generation=PROTOCOL_GENERATION, service=service)
-        if auth != "ok":
+        if auth and auth != "ok":
             sessions = limit = 0
-        return m.AuthPong(
-            state=state,
-            generation=PROTOCOL_GENERATION,
-            service=service,
-            sessions=sessions,
-            limit=limit,
-            auth=auth,
-        )
+        fields: dict[str, Any] = {
+            "state": state,
+            "generation": PROTOCOL_GENERATION,
+            "service": service,
+            "sessions": sessions,
+            "limit": limit,
+        }
+        return m.AuthPong(**fields, auth=auth) if auth else m.SessionsPong(**fields)
 
     # -- refusals ------------------------------------------------------------------------------
 

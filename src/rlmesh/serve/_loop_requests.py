@@ -1,18 +1,21 @@
 """What a serve loop answers itself, whatever it serves, and who it answers.
 
 The loop (:mod:`rlmesh.serve._loop`) routes ``Ping``, ``Shutdown``, ``Hello``, ``Attach``,
-``Close`` and ``Configure`` here, and every other request to its :class:`Service`. A peer
+``Close`` and ``Configure`` here, and every other request to its :class:`Service` (through
+``_request`` and ``_serve_one``, which answer for every serve loop alike). A peer
 (:class:`_Peer`) is one connection with its protocol session.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._build import validate_edition
+from ..errors import ProtocolException
 from ..transport import shm
 from ..transport.busypoll import FAN_OUT_CAPABILITY
 from ..transport.connection import Connection
@@ -22,6 +25,24 @@ from ._driver import RequestFailed
 from ._options import ServeOptions
 
 __all__ = ["LoopRequests", "Service"]
+
+log = logging.getLogger("rlmesh.serve")
+
+_OPS = {
+    m.Reset.KIND: "reset",
+    m.Step.KIND: "step",
+    m.Render.KIND: "render",
+    m.Configure.KIND: "configure",
+}
+
+
+def _describe(exc: BaseException) -> str:
+    """``"ExcType: text"`` for an error message, even when ``str(exc)`` itself fails."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = "<unprintable exception>"
+    return f"{type(exc).__name__}: {text}"
 
 
 class Service(Protocol):
@@ -89,6 +110,9 @@ class LoopRequests:
     def _end_active(self, peer: _Peer, *, already_ended: bool = False) -> None:
         raise NotImplementedError  # pragma: no cover - ServeLoop's
 
+    def _protocol_error(self, peer: _Peer, exc: ProtocolException, rid: int = 0) -> None:
+        raise NotImplementedError  # pragma: no cover - ServeLoop's
+
     if TYPE_CHECKING:
 
         def _pong(self, state: str, sessions: int = 0, limit: int = 0) -> m.Pong: ...  # LoopAuth's
@@ -129,6 +153,52 @@ class LoopRequests:
             self._end_active(peer)
         else:
             self._send(peer, m.ConfigureReply(edition=edition), rid)
+        self._touch()
+
+    def _request(self, peer: _Peer, msg: Any, frame: frames.Frame, rid: int) -> None:
+        """A request for the service (``Reset``, ``Step``...): the active session's to make."""
+        if peer is not self._active:  # pragma: no cover - the state table prevents this
+            self._protocol_error(peer, ProtocolException("request outside a session"), rid)
+            return
+        self._serve_one(peer, self.service, msg, frame, rid)
+
+    def _serve_one(self, peer: _Peer, svc: Any, msg: Any, frame: frames.Frame, rid: int) -> None:
+        """Answer a request of the session ``svc`` serves (not one the loop answers itself)."""
+        kind = frame.kind
+        timeout_ms = getattr(msg, "timeout_ms", 0)
+        started = time.perf_counter_ns() if timeout_ms else 0  # timed only with a deadline
+        try:
+            reply, segments = svc.handle(msg, frame)
+            # SES-4: a late result is dropped
+            if timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms:
+                op = _OPS.get(kind, "request")
+                what = f"{svc.service}.{op}"  # env.step, model.predict
+                raise RequestFailed("TIMEOUT", f"{what} timed out after {timeout_ms}ms", op=op)
+        except Exception as exc:
+            self._failed(peer, kind, rid, exc)
+            return
+        self._send(peer, reply, rid, segments)
+        self._touch()
+
+    def _failed(self, peer: _Peer, kind: int, rid: int, exc: Exception) -> None:
+        """A service request raised: answer with an ``Error``; a fatal one ends the session."""
+        if isinstance(exc, RequestFailed):
+            self._send(peer, exc.to_message(), rid)
+            if not exc.recoverable:  # DELTA-19: a fatal error ends the session
+                self._end_active(peer)
+            self._touch()
+            return
+        if isinstance(exc, ProtocolException):
+            self._protocol_error(peer, exc, rid)
+            return
+        # a pathological env or a bug: end this session, keep serving
+        op = _OPS.get(kind, "request")
+        log.error("%s failed unexpectedly; ending the session", op, exc_info=exc)
+        fatal = RequestFailed(
+            "INTERNAL", f"{op} failed: {_describe(exc)}", op=op, recoverable=False
+        )
+        self._send(peer, fatal.to_message(), rid)
+        self._end_active(peer)
         self._touch()
 
     def _touch(self) -> None:

@@ -29,7 +29,7 @@ from ..wire import frames, messages as m
 from ..wire.meta import normalize
 from ._auth import check_exposure
 from ._driver import RequestFailed
-from ._lifecycle import ServerBase, bind_listener
+from ._lifecycle import ServerBase
 from ._loop import ServeLoop
 from ._metrics import Meter, observe_predict
 from ._model_sessions import ModelSessionsLoop
@@ -318,16 +318,7 @@ class ModelServer(ServerBase):
                 f'options=rlmesh.ServeOptions(workflow_edition="{EDITION_BASE}")'
             ),
         )
-        listener, bound = bind_listener(
-            address,
-            host=host,
-            port=port,
-            path=path,
-            transport=transport,
-            options=self._options,
-            who="ModelServer",
-        )
-        self._address = bound.url
+        listener, unix_path = self._bind(address, host, port, path, transport)
         # metrics on: one meter for the endpoint, shared by its sessions' services
         meter = Meter("model") if self._options.metrics_address is not None else None
         loop: ServeLoop
@@ -343,7 +334,7 @@ class ModelServer(ServerBase):
             )
         loop._meter = meter
         self._loop = loop
-        self._init_lifecycle(loop, model.close, close_model_on_shutdown, bound.path or None)
+        self._init_lifecycle(loop, model.close, close_model_on_shutdown, unix_path)
 
     def _init_openpi(
         self,

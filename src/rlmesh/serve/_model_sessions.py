@@ -32,16 +32,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ProtocolException
-from ..transport.reactor import overdue
 from ..wire import frames, messages as m
 from ._driver import RequestFailed
-from ._loop import (
-    _OPS,
-    HANDSHAKE_DEADLINE_SECONDS,
-    ServeLoop,
-    _describe,
-    _Peer,
-)
+from ._loop import ServeLoop, _Peer
+from ._loop_requests import _describe
 from ._metrics import observe_predict
 from ._options import ServeOptions
 
@@ -101,60 +95,9 @@ class ModelSessionsLoop(ServeLoop):
         )
         self.fused_requests = 0
 
-    # -- the loop -----------------------------------------------------------------------
-
-    def run(self) -> None:
-        sel = self._sel
-        wake = self._start_polling()
-        next_reap = self._last_activity + 1.0
-        idle = self.options.idle_timeout_seconds
-        stop = self._stop
-        try:
-            while not stop.is_set():
-                timeout = self._poll_timeout(idle)
-                if timeout is None:
-                    break
-                for obj in sel.poll(timeout):
-                    if obj is self.listener:
-                        self._accept()
-                    elif obj is wake:
-                        self._waker.drain()
-                    else:
-                        if obj.conn.backlog:
-                            self._writable(obj)
-                        self._readable(obj)
-                    if stop.is_set():
-                        break
-                if self._queued:
-                    self._answer_predicts()
-                now = time.monotonic()
-                if self._peers and now >= next_reap:
-                    self._reap_pending()
-                    next_reap = now + 1.0
-        finally:
-            self._teardown()
-
-    def _reap_pending(self) -> None:
-        self._release_held()  # refusals of wrong tokens whose time has come
-        pending = [p for p in self._peers.values() if p not in self._sessions]
-        for peer in overdue(
-            pending, lambda p: p.accepted_at, time.monotonic(), HANDSHAKE_DEADLINE_SECONDS
-        ):
-            self._drop(peer)
-
     # -- dispatch -------------------------------------------------------------------------
 
-    def _dispatch(self, peer: _Peer, frame: frames.Frame) -> None:
-        rid = frame.request_id
-        try:
-            msg = peer.session.receive(frame)
-        except ProtocolException as exc:
-            self._protocol_error(peer, exc, rid)
-            return
-        handler = self._handlers.get(frame.kind)
-        if handler is not None:
-            handler(peer, msg, rid)
-            return
+    def _request(self, peer: _Peer, msg: Any, frame: frames.Frame, rid: int) -> None:
         svc = self._sessions.get(peer)
         if svc is None:  # pragma: no cover - the state table prevents this
             self._protocol_error(peer, ProtocolException("request outside a session"), rid)
@@ -164,38 +107,7 @@ class ModelSessionsLoop(ServeLoop):
             return
         self._serve_one(peer, svc, msg, frame, rid)
 
-    def _serve_one(self, peer: _Peer, svc: Any, msg: Any, frame: frames.Frame, rid: int) -> None:
-        kind = frame.kind
-        timeout_ms = getattr(msg, "timeout_ms", 0)
-        started = time.perf_counter_ns() if timeout_ms else 0
-        try:
-            reply, segments = svc.handle(msg, frame)
-            if timeout_ms and (time.perf_counter_ns() - started) / 1e6 > timeout_ms:
-                op = _OPS.get(kind, "request")
-                raise RequestFailed("TIMEOUT", f"model.{op} timed out after {timeout_ms}ms", op=op)
-        except RequestFailed as failure:
-            self._send(peer, failure.to_message(), rid)
-            if not failure.recoverable:
-                self._end_active(peer)
-            self._touch()
-            return
-        except ProtocolException as exc:
-            self._protocol_error(peer, exc, rid)
-            return
-        except Exception as exc:
-            op = _OPS.get(kind, "request")
-            log.exception("%s failed unexpectedly; ending the session", op)
-            fatal = RequestFailed(
-                "INTERNAL", f"{op} failed: {_describe(exc)}", op=op, recoverable=False
-            )
-            self._send(peer, fatal.to_message(), rid)
-            self._end_active(peer)
-            self._touch()
-            return
-        self._send(peer, reply, rid, segments)
-        self._touch()
-
-    def _answer_predicts(self) -> None:
+    def _answer_queued(self) -> None:
         """Answer this round's ``Predict`` requests: one fused forward per group of sessions bound
         to the same observation space, the rest in turn."""
         queued, self._queued = self._queued, []

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._contract import EnvContract
-from ..spaces._opaque import leaf_at, peer_of, plain
+from ..spaces._peers import leaf_at, peer_of, plain
 from ..wire.space_query import SpaceQuery, SpaceReply
 from ._driver import RequestFailed
 

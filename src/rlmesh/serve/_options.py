@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
+from .._argcheck import positive_seconds
 from .._build import validate_edition
 from .._token import check_token, resolve_token
 
@@ -13,16 +13,6 @@ __all__ = ["ServeOptions"]
 
 _DEFAULT_DRAIN_SECONDS = 5.0  # SRV-45: embedded Python servers cap the drain at 5 s
 _DEFAULT_CLOSE_SECONDS = 5.0  # SRV-45: and env.close() at 5 s
-
-
-def _positive(name: str, value: float | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number or None, got {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be positive")
-    return float(value)
 
 
 #: The options, in the constructor's order: each is kept as ``_<name>`` (``__slots__``) and
@@ -109,9 +99,13 @@ class ServeOptions:
             metrics_address = metrics_address.strip()
         self._metrics_address = metrics_address
         self._allow_remote_shutdown = bool(allow_remote_shutdown)
-        self._idle_timeout_seconds = _positive("idle_timeout_seconds", idle_timeout_seconds)
-        self._drain_timeout_seconds = _positive("drain_timeout_seconds", drain_timeout_seconds)
-        self._close_timeout_seconds = _positive("close_timeout_seconds", close_timeout_seconds)
+        self._idle_timeout_seconds = positive_seconds("idle_timeout_seconds", idle_timeout_seconds)
+        self._drain_timeout_seconds = positive_seconds(
+            "drain_timeout_seconds", drain_timeout_seconds
+        )
+        self._close_timeout_seconds = positive_seconds(
+            "close_timeout_seconds", close_timeout_seconds
+        )
         if workflow_edition is not None and not workflow_edition.strip():
             workflow_edition = None
         self._workflow_edition = (

@@ -22,7 +22,7 @@ from ._auth import check_exposure
 from ._driven import driven_env
 from ._driver import Driver, RequestFailed
 from ._framework import bridge_env, resolve_framework
-from ._lifecycle import ServerBase, bind_listener
+from ._lifecycle import ServerBase
 from ._loop import ServeLoop
 from ._opaque import answer_space_query
 from ._options import ServeOptions
@@ -173,23 +173,9 @@ class EnvServer(ServerBase):
         check_exposure(addr, self._options, who="EnvServer")
         service, driven = _env_service(env, self._options, tags, bridge, dev)
         self._contract = service.env_contract
-        listener, bound = bind_listener(
-            address,
-            host=host,
-            port=port,
-            path=path,
-            transport=transport,
-            options=self._options,
-            who="EnvServer",
-        )
-        self._address = bound.url
+        listener, unix_path = self._bind(address, host, port, path, transport)
         self._loop = ServeLoop(listener, service, self._options)
-        self._init_lifecycle(
-            self._loop,
-            driven.close,
-            close_env_on_shutdown,
-            bound.path or None,
-        )
+        self._init_lifecycle(self._loop, driven.close, close_env_on_shutdown, unix_path)
 
     @classmethod
     def for_sessions(
@@ -221,18 +207,9 @@ class EnvServer(ServerBase):
         check_sessions(sessions, prewarm)
         spec = check_session_spec(spec, sessions)
         self._options = spec.options
-        listener, bound = bind_listener(
-            address,
-            host=host,
-            port=port,
-            path=path,
-            transport=transport,
-            options=spec.options,
-            who="EnvServer",
-        )
-        self._address = bound.url
+        listener, unix_path = self._bind(address, host, port, path, transport)
         self._supervisor = SessionSupervisor(listener, spec, sessions, prewarm)
-        self._init_lifecycle(self._supervisor, lambda: None, False, bound.path or None)
+        self._init_lifecycle(self._supervisor, lambda: None, False, unix_path)
 
     # -- read-only surface ----------------------------------------------------------------
 

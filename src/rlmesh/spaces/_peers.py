@@ -25,12 +25,14 @@ __all__ = [
     "opaque_leaves",
     "peer_of",
     "plain",
+    "scalar_base",
 ]
 
 #: Deepest nesting of lists and dicts inside one opaque value (as for metadata).
 MAX_DEPTH = 64
 _I64_MIN, _U64_MAX = -(2**63), 2**64 - 1
 _SCALARS = (str, bool, float, bytes, type(None))
+_SCALAR_BASES: tuple[type, ...] = (bool, int, float, str, bytes)
 
 
 class Peer(Protocol):
@@ -113,14 +115,26 @@ def plain(value: Any, path: str = "$", depth: int = 0) -> Any:
                 raise TypeError(f"{path}: dict keys of an opaque value must be str, got {k!r}")
             out[k] = plain(v, f"{path}.{k}", depth + 1)
         return out
-    base: Any
-    for base in (bool, int, float, str, bytes):  # subclasses of the scalars (enums were above)
-        if isinstance(value, base):
-            return plain(base(value), path, depth)
+    base = scalar_base(value)  # subclasses of the scalars (enums were above)
+    if base is not None:
+        return plain(base(value), path, depth)
     raise TypeError(
         f"{path}: a value of an opaque space must be plain data (str, numbers, lists, dicts), "
         f"got {tp.__name__}"
     )
+
+
+def scalar_base(value: Any) -> type | None:
+    """The builtin scalar type (``bool``, ``int``, ``float``, ``str``, ``bytes``) ``value`` is
+    an instance of, else ``None``: ``base(value)`` unwraps a subclass (plain data, metadata).
+
+    >>> scalar_base(True), scalar_base(3), scalar_base([])
+    (<class 'bool'>, <class 'int'>, None)
+    """
+    for base in _SCALAR_BASES:
+        if isinstance(value, base):
+            return base
+    return None
 
 
 def is_plain(value: Any, depth: int = 0) -> bool:

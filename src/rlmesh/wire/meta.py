@@ -24,6 +24,7 @@ import numpy as np
 
 from .._dtypes import DTYPE_CODES, dtype_name, np_dtype
 from ..errors import ProtocolException
+from ..spaces._peers import scalar_base
 
 __all__ = ["EXT_NDARRAY", "MAX_METADATA_DEPTH", "ext_hook", "normalize", "normalize_info"]
 
@@ -157,16 +158,9 @@ def _normalize(value: Any, path: str = "$", depth: int = 0) -> Any:
             return value.name
     if isinstance(value, np.generic):
         return _normalize(value.item(), path, depth)
-    if isinstance(value, bool):  # subclasses of the scalar types (IntEnum was handled above)
-        return bool(value)
-    if isinstance(value, int):
-        return _normalize(int(value), path, depth)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, bytes):
-        return bytes(value)
+    base = scalar_base(value)  # subclasses of the scalar types (IntEnum was handled above)
+    if base is not None:
+        return _normalize(base(value), path, depth)  # an int past 64 bits becomes a float
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     tolist = getattr(value, "tolist", None)

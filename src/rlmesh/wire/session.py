@@ -48,13 +48,18 @@ __all__ = [
     "SERVER",
     "FrameTooLarge",
     "LocalProtocolError",
+    "Named",
     "Session",
     "State",
 ]
 
 
-class State:
-    """A session state; its repr is its name."""
+class Named:
+    """A module-level singleton whose repr is its name (STYLE: self-describing sentinels).
+
+    It pickles and copies as itself: a subclass's instances must be module globals named
+    ``name`` in the subclass's module (the session states here, ``rlmesh.NO_ADAPTER``).
+    """
 
     __slots__ = ("name",)
 
@@ -63,6 +68,21 @@ class State:
 
     def __repr__(self) -> str:
         return self.name
+
+    def __reduce__(self) -> str:
+        return self.name  # pickles as the module-level singleton
+
+    def __copy__(self) -> Named:
+        return self
+
+    def __deepcopy__(self, memo: object) -> Named:
+        return self
+
+
+class State(Named):
+    """A session state; its repr is its name."""
+
+    __slots__ = ()
 
 
 AWAIT_HELLO = State("AWAIT_HELLO")

@@ -332,7 +332,7 @@ def test_a_slow_env_close_keeps_its_slot_and_the_supervisor_never_waits_for_it(
 
 
 class FakeClock:
-    """``time.monotonic`` for the supervisor module only: it moves when the test says."""
+    """``time.monotonic`` for the supervisor and its loop only: it moves when the test says."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -356,10 +356,12 @@ def die_before_ready(fds: list[int], *args: Any) -> None:
 def test_a_worker_that_dies_before_it_is_ready_is_restarted_with_a_capped_backoff(
     started: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    from rlmesh.serve import _loop
     from rlmesh.serve._sessions import supervisor as sup
 
     clock = FakeClock()
     monkeypatch.setattr(sup, "time", clock)
+    monkeypatch.setattr(_loop, "time", clock)  # the loop's once-a-second tick
     monkeypatch.setattr(sup, "WORKER_ENTRY", die_before_ready)
     with caplog.at_level(logging.DEBUG, logger="rlmesh.serve"):
         server = started(EnvServer, Counted, sessions=2, prewarm=1)

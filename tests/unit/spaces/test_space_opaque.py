@@ -15,7 +15,8 @@ import pytest
 from rlmesh._plan import value_plan
 from rlmesh.errors import ProtocolException, UnsupportedSpace
 from rlmesh.spaces import Dict, Discrete, SpaceSpec, from_gymnasium_space, to_gymnasium_space
-from rlmesh.spaces._opaque import LocalPeer, Opaque, bind_peers, is_plain, plain
+from rlmesh.spaces._opaque import LocalPeer, Opaque, bind_peers, plain
+from rlmesh.spaces._peers import is_plain
 from rlmesh.spaces._spec import value_nbytes
 
 

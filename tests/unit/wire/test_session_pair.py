@@ -7,6 +7,8 @@ session do, minus the I/O (h11's in-memory pair; SES-1..5, HS-1, docs/protocol.m
 
 from __future__ import annotations
 
+import copy
+import pickle
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,7 @@ from rlmesh.wire.session import (
     BROKEN,
     CLIENT,
     CLOSED,
+    LEGAL,
     READY,
     SERVER,
     FrameTooLarge,
@@ -225,3 +228,11 @@ def test_request_ids_are_never_zero_and_wrap_at_32_bits() -> None:
 def test_role_must_be_client_or_server() -> None:
     with pytest.raises(ValueError, match="role must be"):
         Session("peer")
+
+
+def test_a_session_state_pickles_and_copies_as_itself() -> None:
+    # the state table (LEGAL, REPLIES) is keyed by the state objects: a copy must be the state
+    assert repr(READY) == "READY"
+    assert pickle.loads(pickle.dumps(READY)) is READY
+    assert copy.copy(READY) is READY and copy.deepcopy(READY) is READY
+    assert LEGAL[copy.deepcopy(READY)] is LEGAL[READY]

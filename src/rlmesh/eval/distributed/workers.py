@@ -11,7 +11,6 @@ worker ran what (``WorkerTiming``) and which episodes had to be run again
 
 from __future__ import annotations
 
-import math
 import sys
 import threading
 import time
@@ -20,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..._argcheck import positive_seconds
 from ..._spawn.process import guard_at_exit, usable_cpus
 from ..._spawn.ray import cluster_cpus
 from .backend import WorkerBackend
@@ -52,13 +52,12 @@ def check_episode_timeout(value: Any, where: str) -> float | None:
     Raises:
         TypeError / ValueError: anything else (``where`` names the keyword).
     """
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{where} must be a number of seconds or None, got {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{where} must be a positive number of seconds, got {value!r}")
-    return float(value)
+    return positive_seconds(
+        where,
+        value,
+        kind="a number of seconds",
+        positive="a positive number of seconds, got {value!r}",
+    )
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..._argcheck import check_count
 from ..._build import resolve_declared_edition
 from ..._spawn.pickling import dumps
 from ..._spawn.recipe import is_env_factory, is_live_env
@@ -23,11 +24,8 @@ __all__ = ["check_session_spec", "check_sessions"]
 
 def check_sessions(sessions: Any, prewarm: Any = 0) -> tuple[int, int]:
     """Validate ``sessions`` / ``prewarm``: ``(sessions, prewarm)`` or ``ValueError``/``TypeError``."""
-    for name, value, low in (("sessions", sessions, 1), ("prewarm", prewarm, 0)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < low:
-            raise ValueError(f"{name} must be >= {low}, got {value}")
+    check_count("sessions", sessions, 1)
+    check_count("prewarm", prewarm, 0)
     if prewarm > sessions:
         raise ValueError(
             f"prewarm={prewarm} exceeds sessions={sessions}: at most sessions env instances exist at once"

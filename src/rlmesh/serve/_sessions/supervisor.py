@@ -122,47 +122,34 @@ class SessionSupervisor(ServeLoop):
     def _free_slot(self) -> bool:
         return any(self._spare(w) for w in self._workers) or len(self._workers) < self.sessions
 
-    # -- the loop ---------------------------------------------------------------------------
+    # -- the loop (ServeLoop.run, with the supervisor's own events and chores) -----------------
 
-    def run(self) -> None:
-        wake = self._start_polling()
-        idle = self.options.idle_timeout_seconds
-        next_tick = time.monotonic() + 1.0
-        try:
-            self._replenish()
-            while not self._stopping:
-                if idle is not None and self.in_use:  # a session in a worker keeps it busy
-                    self._last_activity = time.monotonic()
-                timeout = self._poll_timeout(idle)
-                if timeout is None:
-                    break
-                for obj in self._sel.poll(timeout):
-                    kind = type(obj)
-                    if obj is self.listener:
-                        self._accept()
-                    elif obj is wake:
-                        self._waker.drain()
-                    elif kind is Worker:
-                        self._worker_event(obj)
-                    elif kind is Watch:
-                        self._watch_event(obj)
-                    elif kind is TLSRelay:
-                        self._relays.pump(obj)
-                    else:
-                        if obj.conn.backlog:
-                            self._writable(obj)
-                        self._readable(obj)
-                    if self._stopping:
-                        break
-                now = time.monotonic()
-                if now >= next_tick:
-                    next_tick = now + 1.0
-                    self._overdue_launches(now)
-                    if self.prewarm:
-                        self._replenish()  # after a paused prewarm (workers that failed to start)
-                    self._reap_pending()
-        finally:
-            self._teardown()
+    _ticking = True  # prewarming and the start deadline need the tick whatever the connections
+
+    def _starting(self) -> None:
+        self._replenish()
+
+    def _poll_timeout(self, idle: float | None) -> float | None:
+        if idle is not None and self.in_use:  # a session in a worker keeps it busy
+            self._last_activity = time.monotonic()
+        return super()._poll_timeout(idle)
+
+    def _event(self, obj: Any) -> None:
+        kind = type(obj)
+        if kind is Worker:
+            self._worker_event(obj)
+        elif kind is Watch:
+            self._watch_event(obj)
+        elif kind is TLSRelay:
+            self._relays.pump(obj)
+        else:  # pragma: no cover - nothing else is registered
+            super()._event(obj)
+
+    def _tick(self, now: float) -> None:
+        self._overdue_launches(now)
+        if self.prewarm:
+            self._replenish()  # after a paused prewarm (workers that failed to start)
+        self._reap_pending()
 
     def _waiting_for(self, peer: _Peer) -> Worker | None:
         return next(
