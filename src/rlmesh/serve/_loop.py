@@ -27,7 +27,7 @@ import socket
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import CODE_NUMBERS, ConnectionLost, ProtocolException
@@ -247,7 +247,8 @@ class ServeLoop(LoopRequests, LoopAuth):
     # -- what a subclass adds to the loop (the env loop adds nothing) ----------------------
 
     _ticking = False  # _tick every second, even when no connection awaits Hello
-    _queued: list[Any] = []  # requests answered at the end of the poll round (a subclass's)
+    #: Requests answered at the end of the poll round (a subclass's own list; never one here).
+    _queued: Sequence[Any] = ()
 
     def _starting(self) -> None:
         """Before the first poll, inside the loop's ``try`` (its teardown follows a failure)."""
