@@ -41,6 +41,7 @@ except ImportError as _exc:  # pragma: no cover - exercised without the extra
     ) from _exc
 
 from ._autoreset import Autoreset
+from .client._env import dial_keywords
 from .client._fanout import FanOut
 from .client._lanes import lane_of
 from .spaces._gym import to_gymnasium_space
@@ -77,14 +78,7 @@ class RemoteVecEnv(VecEnv):
     ) -> None:
         if isinstance(addresses, str):
             addresses = [addresses]
-        fan = FanOut(
-            list(addresses),
-            connect_timeout_seconds=connect_timeout_seconds,
-            request_timeout_seconds=request_timeout_seconds,
-            workflow_edition=workflow_edition,
-            token=token,
-            tls_ca=tls_ca,
-        )
+        fan = FanOut(list(addresses), dial_keywords(locals()))
         if all(p.scalar for p in fan.parts):
             fan.mode = Autoreset.SAME_STEP.value  # scalar endpoints are reset here, in SB3's way
         elif fan.mode == Autoreset.NEXT_STEP:

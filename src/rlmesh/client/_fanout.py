@@ -96,25 +96,11 @@ class FanOut:
     """
 
     def __init__(
-        self,
-        addresses: Sequence[str],
-        *,
-        connect_timeout_seconds: float | None = None,
-        request_timeout_seconds: float | None = None,
-        workflow_edition: str | None = None,
-        autoreset_mode: Any = None,
-        token: str | None = None,
-        tls_ca: Any = None,
+        self, addresses: Sequence[str], dial: Mapping[str, Any], autoreset_mode: Any = None
     ) -> None:
         if isinstance(addresses, str) or not len(addresses):
             raise ValueError("RemoteVectorEnv([...]) needs a non-empty list of endpoint addresses")
-        self._kwargs = dict(
-            connect_timeout_seconds=connect_timeout_seconds,
-            request_timeout_seconds=request_timeout_seconds,
-            workflow_edition=workflow_edition,
-            token=token,
-            tls_ca=tls_ca,
-        )
+        self._kwargs = dict(dial)  # each endpoint's client keywords (dial_keywords)
         wanted = normalize_autoreset(autoreset_mode)
         parts: list[_Part] = []
         try:

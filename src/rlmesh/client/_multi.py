@@ -18,6 +18,7 @@ from .._bridge import Bridge
 from .._contract import EnvContract
 from ..errors import EndpointLost
 from . import _env
+from ._env import dial_keywords
 from ._fanout import FanOut, FanOutHandle
 
 __all__ = ["MultiEndpointVectorEnv", "multi_class"]
@@ -113,15 +114,7 @@ class MultiEndpointVectorEnv(FanOutHandle):
         if device is not None:
             self._device = bridge.resolve_device(device)
             self._place = self._device if str(self._device).lower() != "cpu" else None
-        self._fan = FanOut(
-            list(address),
-            connect_timeout_seconds=connect_timeout_seconds,
-            request_timeout_seconds=request_timeout_seconds,
-            workflow_edition=workflow_edition,
-            autoreset_mode=autoreset_mode,
-            token=token,
-            tls_ca=tls_ca,
-        )
+        self._fan = FanOut(list(address), dial_keywords(locals()), autoreset_mode)
         first = self._fan.parts[0].client
         self._contract: EnvContract = first.env_contract
         self._selected_edition = first.selected_workflow_edition

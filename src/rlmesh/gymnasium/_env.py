@@ -6,12 +6,12 @@ from typing import Any, SupportsFloat
 
 import gymnasium
 
+from rlmesh.client._env import dial_keywords
 from rlmesh.spaces._gym import to_gymnasium_space
 
 from ._info import _filtered
 from ._shared import (
     _connect,
-    _dial_keywords,
     _Handle,
     _ScalarClient,
     _Shared,
@@ -65,7 +65,7 @@ class RemoteEnv(_Handle, gymnasium.Env):
         token: str | None = None,
         tls_ca: Any = None,
     ) -> None:
-        kwargs = _dial_keywords(locals())
+        kwargs = dial_keywords(locals())
         self._shared: _Shared | None = _connect(_ScalarClient, address, kwargs)
         self._client = self._shared.client
         served = self._client.render_mode

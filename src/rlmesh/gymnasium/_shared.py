@@ -89,26 +89,6 @@ class _Shared:
 _LIVE: dict[tuple[type, str], _Shared] = {}
 
 
-#: The numpy client's keywords a Gymnasium handle passes through as given (its other
-#: keywords, ``episode_info``, ``render_mode``, ``num_envs``, are its own).
-_DIAL_KEYWORDS = (
-    "host",
-    "port",
-    "path",
-    "transport",
-    "connect_timeout_seconds",
-    "request_timeout_seconds",
-    "workflow_edition",
-    "token",
-    "tls_ca",
-)
-
-
-def _dial_keywords(given: dict[str, Any]) -> dict[str, Any]:
-    """The dial keywords among a constructor's ``locals()``, for :func:`_connect`."""
-    return {name: given[name] for name in _DIAL_KEYWORDS}
-
-
 def _connect(cls: type, address: str | None, kwargs: dict[str, Any]) -> _Shared:
     """Dial the endpoint; if it is busy with this very process's connection, share that one.
 

@@ -9,6 +9,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from rlmesh.client._env import dial_keywords
 from rlmesh.client._fanout import FanOut, FanOutHandle
 from rlmesh.spaces._gym import to_gymnasium_space
 
@@ -18,7 +19,6 @@ from ._shared import (
     _SINGLE_ENV,
     _WARNING_KEY,
     _connect,
-    _dial_keywords,
     _Handle,
     _one_env_endpoint,
     _Shared,
@@ -64,7 +64,7 @@ class RemoteVectorEnv(_Handle, VectorEnv):
         token: str | None = None,
         tls_ca: Any = None,
     ) -> None:
-        kwargs = _dial_keywords(locals())
+        kwargs = dial_keywords(locals())
         try:
             self._shared: _Shared | None = _connect(_VectorClient, address, kwargs)
         except ValueError as exc:
@@ -263,15 +263,7 @@ class _ManyEndpoints(FanOutHandle, RemoteVectorEnv):
         tls_ca: Any = None,
     ) -> None:
         self._shared = None
-        self._fan = FanOut(
-            list(address),
-            connect_timeout_seconds=connect_timeout_seconds,
-            request_timeout_seconds=request_timeout_seconds,
-            workflow_edition=workflow_edition,
-            autoreset_mode=autoreset_mode,
-            token=token,
-            tls_ca=tls_ca,
-        )
+        self._fan = FanOut(list(address), dial_keywords(locals()), autoreset_mode)
         first = self._fan.parts[0].client
         if num_envs is not None and num_envs != self._fan.num_envs:
             self._fan.close()

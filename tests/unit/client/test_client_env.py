@@ -514,3 +514,26 @@ def test_a_partial_reset_of_tree_observations_keeps_the_other_lanes(net: Network
     np.testing.assert_array_equal(obs[0], [[2.0, 2.0], [3.0, 3.0], [9.0, 9.0]])
     np.testing.assert_array_equal(obs[1], [moved[1][0], moved[1][1], 0])
     env.close()
+
+
+def test_the_dial_keywords_are_the_clients_own_and_wrappers_pass_exactly_those() -> None:
+    """A wrapper that owns clients (Gymnasium handles, the fan-out, SB3) forwards its dial
+    keywords through ``dial_keywords(locals())``: each name must be a keyword of the
+    client's constructor, and only the names a wrapper takes are passed."""
+    import inspect
+
+    from rlmesh.client._env import DIAL_KEYWORDS, RemoteEnv, dial_keywords
+
+    params = inspect.signature(RemoteEnv.__init__).parameters
+    assert set(DIAL_KEYWORDS) <= {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+
+    def wrapper(
+        address: str,
+        *,
+        connect_timeout_seconds: float | None = None,
+        token: str | None = None,
+        episode_info: bool = False,
+    ) -> dict[str, object]:
+        return dial_keywords(locals())
+
+    assert wrapper("x", token="t") == {"connect_timeout_seconds": None, "token": "t"}
