@@ -171,15 +171,7 @@ def session(
             (:class:`~rlmesh.errors.InvalidEnvTarget`).
         TypeError: ``model`` or ``env`` is of no accepted form.
     """
-    options = SessionOptions(
-        instruction=instruction,
-        close_env=close_env,
-        trust_entrypoints=trust_entrypoints,
-        execution_horizon=execution_horizon,
-        view=view,
-        workflow_edition=workflow_edition,
-    )
-    return open_session(model, env, options)
+    return open_session(model, env, SessionOptions.of(locals()))
 
 
 def open_session(model: Any, env: Any, opts: SessionOptions) -> Session[Any, Any]:
@@ -272,29 +264,7 @@ def run(
     ``workers=``, ``progress=True``/``False`` decides over ``Workers(progress=...)``,
     which applies only when ``progress`` is ``None``. See docs/evaluation.md.
     """
-    options = RunOptions(
-        seeds=seeds,
-        max_episodes=max_episodes,
-        episodes=episodes,
-        max_episode_steps=max_episode_steps,
-        max_episode_seconds=max_episode_seconds,
-        hooks=hooks,
-        trial_index_base=trial_index_base,
-        workers=workers,
-        journal=journal,
-        progress=progress,
-        episode_timeout_seconds=episode_timeout_seconds,
-        session=SessionOptions(
-            instruction=instruction,
-            close_env=close_env,
-            trust_entrypoints=trust_entrypoints,
-            execution_horizon=execution_horizon,
-            view=view,
-            workflow_edition=workflow_edition,
-            prefetch_lead=prefetch_lead,
-        ),
-    )
-    return run_with(model, env, options)
+    return run_with(model, env, RunOptions.of(locals()))
 
 
 def run_groups(

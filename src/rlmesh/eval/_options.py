@@ -17,7 +17,7 @@ route that runs it), except ``prefetch_lead``, checked here, before anything is 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, TypedDict
 
@@ -58,6 +58,15 @@ class SessionOptions:
         if isinstance(lead, bool) or not isinstance(lead, int) or lead < 0:
             raise ValueError(f"prefetch_lead must be an int >= 0, got {lead!r}")
 
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> SessionOptions:
+        """The options among an entry point's ``locals()``: its keywords, as given.
+
+        >>> SessionOptions.of({"model": None, "close_env": True}).close_env
+        True
+        """
+        return cls(**{f.name: given[f.name] for f in fields(cls) if f.name in given})
+
     def keywords(self) -> dict[str, Any]:
         """The ``session()`` keywords (what a served model's own ``session`` takes)."""
         return {name: getattr(self, name) for name in SessionKeywords.__annotations__}
@@ -89,6 +98,19 @@ class RunOptions:
     session: SessionOptions = field(default_factory=SessionOptions)
     #: A distributed run's per-episode wall-clock deadline (``workers=``; the driver stops the worker).
     episode_timeout_seconds: float | None = None
+
+    @classmethod
+    def of(cls, given: Mapping[str, Any]) -> RunOptions:
+        """The options among ``rlmesh.run``'s ``locals()``: its keywords, as given (the
+        session's among them make :attr:`session`).
+
+        >>> RunOptions.of({"seeds": [3], "close_env": True}).session.close_env
+        True
+        """
+        own = {
+            f.name: given[f.name] for f in fields(cls) if f.name in given and f.name != "session"
+        }
+        return cls(session=SessionOptions.of(given), **own)
 
     def episode_keywords(self) -> dict[str, Any]:
         """The ``Session.run`` keywords (every field but ``workers``, ``journal``, ``session`` and
