@@ -41,7 +41,7 @@ except ImportError as _exc:  # pragma: no cover - exercised without the extra
     ) from _exc
 
 from ._autoreset import Autoreset
-from .client._env import dial_keywords
+from .client._dial import dial_keywords
 from .client._fanout import FanOut
 from .client._lanes import lane_of
 from .spaces._gym import to_gymnasium_space

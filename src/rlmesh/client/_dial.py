@@ -7,6 +7,7 @@ say when an endpoint cannot be reached or does not take this client (CLT-3, CLT-
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from .._termtext import term_safe
@@ -21,7 +22,27 @@ from ..errors import (
 from ..transport import Address, Connection, dial
 from ..wire import frames, messages as m
 
-__all__ = ["check_timeout", "dial_endpoint", "refusal"]
+__all__ = ["DIAL_KEYWORDS", "check_timeout", "dial_endpoint", "dial_keywords", "refusal"]
+
+
+#: The keywords with which a client dials one endpoint (``RemoteEnv``'s, but ``address`` and
+#: ``wait_for_slot``): what a wrapper that owns such a client passes through as given.
+DIAL_KEYWORDS = (
+    "host",
+    "port",
+    "path",
+    "transport",
+    "connect_timeout_seconds",
+    "request_timeout_seconds",
+    "workflow_edition",
+    "token",
+    "tls_ca",
+)
+
+
+def dial_keywords(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The dial keywords among a wrapper's constructor ``locals()`` (those it takes)."""
+    return {name: given[name] for name in DIAL_KEYWORDS if name in given}
 
 
 def check_timeout(name: str, value: float | None) -> float | None:

@@ -43,28 +43,9 @@ from ._info import plain_info
 from ._lanes import _BOOL, _F8, replace_rows, step_lanes
 from ._session import ClientSession
 
-__all__ = ["DIAL_KEYWORDS", "RemoteEnv", "RemoteVectorEnv", "dial_keywords"]
+__all__ = ["RemoteEnv", "RemoteVectorEnv"]
 
 log = logging.getLogger("rlmesh.client")
-
-#: The keywords with which a client dials one endpoint (its constructor's, but ``address`` and
-#: ``wait_for_slot``): what a wrapper that owns such a client passes through as given.
-DIAL_KEYWORDS = (
-    "host",
-    "port",
-    "path",
-    "transport",
-    "connect_timeout_seconds",
-    "request_timeout_seconds",
-    "workflow_edition",
-    "token",
-    "tls_ca",
-)
-
-
-def dial_keywords(given: Mapping[str, Any]) -> dict[str, Any]:
-    """The dial keywords among a wrapper's constructor ``locals()`` (those it takes)."""
-    return {name: given[name] for name in DIAL_KEYWORDS if name in given}
 
 
 class _RemoteEnvBase(EnvFacts):

@@ -18,7 +18,7 @@ from .._bridge import Bridge
 from .._contract import EnvContract
 from ..errors import EndpointLost
 from . import _env
-from ._env import dial_keywords
+from ._dial import dial_keywords
 from ._fanout import FanOut, FanOutHandle
 
 __all__ = ["MultiEndpointVectorEnv", "multi_class"]

@@ -6,7 +6,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium
 
-from rlmesh.client._env import dial_keywords
+from rlmesh.client._dial import dial_keywords
 from rlmesh.spaces._gym import to_gymnasium_space
 
 from ._info import _filtered

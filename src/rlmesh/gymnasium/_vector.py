@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from rlmesh.client._env import dial_keywords
+from rlmesh.client._dial import dial_keywords
 from rlmesh.client._fanout import FanOut, FanOutHandle
 from rlmesh.spaces._gym import to_gymnasium_space
 

@@ -522,7 +522,8 @@ def test_the_dial_keywords_are_the_clients_own_and_wrappers_pass_exactly_those()
     client's constructor, and only the names a wrapper takes are passed."""
     import inspect
 
-    from rlmesh.client._env import DIAL_KEYWORDS, RemoteEnv, dial_keywords
+    from rlmesh.client._dial import DIAL_KEYWORDS, dial_keywords
+    from rlmesh.client._env import RemoteEnv
 
     params = inspect.signature(RemoteEnv.__init__).parameters
     assert set(DIAL_KEYWORDS) <= {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
