@@ -105,18 +105,14 @@ class LoopAuth:
         an unauthenticated probe of an endpoint that needs a token gets none either."""
         auth = self._ping_auth
         service = self.service.service
-        if not auth and not limit:
-            return m.Pong(state=state, generation=PROTOCOL_GENERATION, service=service)
-        if auth and auth != "ok":
+        if not auth:
+            if not limit:
+                return m.Pong(state=state, generation=PROTOCOL_GENERATION, service=service)
+            # positional: the wire's field order (state, generation, service, sessions, limit)
+            return m.SessionsPong(state, PROTOCOL_GENERATION, service, sessions, limit)
+        if auth != "ok":
             sessions = limit = 0
-        fields: dict[str, Any] = {
-            "state": state,
-            "generation": PROTOCOL_GENERATION,
-            "service": service,
-            "sessions": sessions,
-            "limit": limit,
-        }
-        return m.AuthPong(**fields, auth=auth) if auth else m.SessionsPong(**fields)
+        return m.AuthPong(state, PROTOCOL_GENERATION, service, sessions, limit, auth)
 
     # -- refusals ------------------------------------------------------------------------------
 
